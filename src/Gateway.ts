@@ -1,0 +1,43 @@
+import * as Layer from "effect/Layer"
+import { AdminAuth } from "./auth/AdminAuth.js"
+import { ApiKeys } from "./auth/ApiKeys.js"
+import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
+import { FeatureFlags } from "./flags/FeatureFlags.js"
+import { GatewayServer } from "./http/Server.js"
+import { InferenceRoutes } from "./inference/dispatch.js"
+import { ManagementHandler } from "./management/App.js"
+import * as Logging from "./observability/Logging.js"
+import { Connections } from "./providers/Connections.js"
+import { ProviderChecks } from "./providers/ProviderChecks.js"
+import { BatchWriter } from "./store/BatchWriter.js"
+import * as Db from "./store/Db.js"
+import { KeyValue } from "./store/KeyValue.js"
+import { Secrets } from "./store/Secrets.js"
+import { StoreVersion } from "./store/StoreVersion.js"
+import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
+import { Usage } from "./usage/Usage.js"
+
+/** The database and what sits directly on it. Needs AppConfig. */
+export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
+  Layer.provideMerge(Db.layer)
+)
+
+/** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
+export const CoreLayer = ProviderChecks.layer.pipe(
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer)),
+  Layer.provideMerge(UpstreamHttp.layer),
+  Layer.provideMerge(FeatureFlags.layer),
+  Layer.provideMerge(StoreLayer)
+)
+
+/** The whole gateway: core services plus the HTTP server for both planes. */
+export const ServerLayer = GatewayServer.layer.pipe(
+  Layer.provide(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  Layer.provideMerge(CoreLayer)
+)
+
+/** The server with configuration from the environment (plus overrides) and the process logger. */
+export const live = (overrides: Partial<AppConfigShape> = {}) => {
+  const config = AppConfig.layer(overrides)
+  return ServerLayer.pipe(Layer.provide(Logging.layerFromConfig), Layer.provide(config), Layer.provideMerge(config))
+}

@@ -1,0 +1,78 @@
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { ApiKeys } from "../../auth/ApiKeys.js"
+import { BadRequest } from "../../domain/errors.js"
+import { CreateApiKey } from "../../domain/keys.js"
+import { describeParseError } from "../../domain/parse.js"
+import { withLocalGateway } from "../local.js"
+import { orDash, printJson, table } from "../output.js"
+
+const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
+
+const add = Command.make(
+  "add",
+  {
+    name: Options.text("name").pipe(Options.withDescription("A label for the key."), Options.optional),
+    scope: Options.choice("scope", ["inference", "admin"]).pipe(
+      Options.withDescription("inference (default): model routes only; admin: also the management API."),
+      Options.repeated
+    ),
+    expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO 8601 expiry date."), Options.optional),
+    json
+  },
+  (opts) =>
+    withLocalGateway(
+      Effect.gen(function* () {
+        const input = yield* Schema.decodeUnknown(CreateApiKey)({
+          name: Option.getOrUndefined(opts.name),
+          scopes: opts.scope.length > 0 ? opts.scope : undefined,
+          expiresAt: Option.getOrUndefined(opts.expiresAt)
+        }).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+        const created = yield* (yield* ApiKeys).create(input, { actor: "cli" })
+        if (opts.json) return yield* printJson(created)
+        yield* Console.log(created.secret)
+        yield* Console.error(
+          `created ${created.id} (${created.name}, scopes ${created.scopes.join(", ")}). The key is shown only now; store it safely.`
+        )
+      })
+    )
+).pipe(Command.withDescription("Create an API key; the key is printed once."))
+
+const list = Command.make("list", { json }, (opts) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const keys = yield* (yield* ApiKeys).list
+      if (opts.json) return yield* printJson({ keys })
+      if (keys.length === 0) return yield* Console.log("no API keys yet: create one with `gateway keys add`")
+      yield* Console.log(
+        table(
+          ["ID", "NAME", "KEY", "SCOPES", "CREATED", "EXPIRES", "LAST USED"],
+          keys.map((k) => [k.id, k.name, k.key, k.scopes.join(","), k.createdAt, orDash(k.expiresAt), orDash(k.lastUsedAt)])
+        )
+      )
+    })
+  )
+).pipe(Command.withDescription("List API keys (masked)."))
+
+const remove = Command.make(
+  "remove",
+  { id: Args.text({ name: "id-or-name" }), json },
+  (opts) =>
+    withLocalGateway(
+      Effect.gen(function* () {
+        const removed = yield* (yield* ApiKeys).remove(opts.id, "cli")
+        if (opts.json) return yield* printJson({ removed })
+        yield* Console.log(`removed ${removed.id} (${removed.name})`)
+      })
+    )
+).pipe(Command.withDescription("Remove an API key by id or name."))
+
+export const keysCommand = Command.make("keys").pipe(
+  Command.withDescription("Manage gateway API keys in the local database."),
+  Command.withSubcommands([add, list, remove])
+)

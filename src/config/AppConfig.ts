@@ -1,0 +1,55 @@
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as path from "node:path"
+
+export const DEFAULT_PORT = 20128
+export const DEFAULT_HOST = "127.0.0.1"
+
+export interface AppConfigShape {
+  /** TCP port of the HTTP server (0 picks a free one, used by tests). */
+  readonly port: number
+  /** Interface the server binds. */
+  readonly host: string
+  /** Directory holding the SQLite database and the generated storage key. */
+  readonly dataDir: string
+  /** `pretty` on a terminal, `json` for log shippers. */
+  readonly logFormat: "pretty" | "json"
+}
+
+/** Process-level settings: where to listen and where state lives. Feature flags are separate. */
+export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppConfigShape>() {
+  /** Read from the environment (`PORT`, `HOST`, `DATA_DIR`, `LOG_FORMAT`); explicit overrides win. */
+  static readonly layer = (overrides: Partial<AppConfigShape> = {}) =>
+    Layer.effect(
+      AppConfig,
+      Effect.gen(function* () {
+        const port = yield* Config.port("PORT").pipe(Config.withDefault(DEFAULT_PORT))
+        const host = yield* Config.string("HOST").pipe(Config.withDefault(DEFAULT_HOST))
+        const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"))
+        const logFormat = yield* Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.option)
+        return {
+          port: overrides.port ?? port,
+          host: overrides.host ?? host,
+          dataDir: path.resolve(overrides.dataDir ?? dataDir),
+          logFormat: overrides.logFormat ?? Option.getOrElse(logFormat, () => "pretty" as const)
+        }
+      })
+    )
+
+  static readonly layerTest = (config: Partial<AppConfigShape> & { dataDir: string }) =>
+    Layer.succeed(AppConfig, {
+      port: 0,
+      host: "127.0.0.1",
+      logFormat: "json",
+      ...config
+    })
+}
+
+/** True for addresses that only this machine can reach. */
+export const isLoopbackHost = (host: string): boolean => {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, "")
+  return h === "localhost" || h === "::1" || h.startsWith("127.") || h === "::ffff:127.0.0.1"
+}

@@ -1,0 +1,33 @@
+import * as Schema from "effect/Schema"
+
+export const PASSWORD_MIN_LENGTH = 8
+
+export const AdminPassword = Schema.String.pipe(
+  Schema.minLength(PASSWORD_MIN_LENGTH, {
+    message: () => `password must be at least ${PASSWORD_MIN_LENGTH} characters`
+  }),
+  Schema.maxLength(1024, { message: () => "password must be at most 1024 characters" })
+)
+
+export const LoginRequest = Schema.Struct({ password: Schema.String })
+
+export const LoginResult = Schema.Struct({
+  ok: Schema.Boolean,
+  /** Send back as `X-CSRF-Token` on POST, PUT, PATCH and DELETE made with the session cookie. */
+  csrfToken: Schema.String,
+  expiresAt: Schema.String
+})
+
+export const SessionInfo = Schema.Struct({
+  authenticated: Schema.Boolean,
+  via: Schema.NullOr(Schema.Literal("session", "api-key")),
+  csrfToken: Schema.NullOr(Schema.String),
+  passwordSet: Schema.Boolean
+})
+
+export const HealthPing = Schema.Struct({
+  ok: Schema.Boolean,
+  version: Schema.String,
+  uptimeSeconds: Schema.Number,
+  time: Schema.String
+})

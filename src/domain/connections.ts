@@ -1,0 +1,137 @@
+import * as Schema from "effect/Schema"
+
+/** Connection names double as model prefixes (`<name>/<model>`), so no slashes or spaces. */
+export const ConnectionName = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "name must not be empty" }),
+  Schema.maxLength(64, { message: () => "name must be at most 64 characters" }),
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
+    message: () => "name may hold letters, digits, '.', '_' and '-' only (it is used as the model prefix <name>/<model>)"
+  })
+)
+
+export const BaseUrl = Schema.Trim.pipe(
+  Schema.filter(
+    (s) => {
+      let url: URL
+      try {
+        url = new URL(s)
+      } catch {
+        return `baseUrl '${s}' is not a valid URL`
+      }
+      if (url.protocol !== "http:" && url.protocol !== "https:") return "baseUrl must use http or https"
+      if (url.username || url.password) return "baseUrl must not embed credentials; use apiKey"
+      if (url.search || url.hash) return "baseUrl must not have a query string or fragment"
+      return true
+    },
+    { identifier: "BaseUrl" }
+  )
+)
+
+const ModelId = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "model id must not be empty" }),
+  Schema.maxLength(256, { message: () => "model id must be at most 256 characters" })
+)
+
+export const MaxConcurrent = Schema.NullOr(
+  Schema.Int.pipe(Schema.positive({ message: () => "max_concurrent must be a positive integer or null" }))
+)
+
+const Priority = Schema.Int.pipe(
+  Schema.between(0, 1_000_000, { message: () => "priority must be an integer between 0 and 1000000" })
+)
+
+const strict = { parseOptions: { onExcessProperty: "error" as const } }
+
+const connectionFields = {
+  name: Schema.optional(ConnectionName),
+  /** Overrides the catalog's base URL. Includes `/v1` for OpenAI-compatible upstreams. */
+  baseUrl: Schema.optional(Schema.NullOr(BaseUrl)),
+  apiKey: Schema.optional(Schema.NullOr(Schema.String)),
+  defaultModel: Schema.optional(Schema.NullOr(ModelId)),
+  /** Extra model ids served by this connection (beyond the catalog), e.g. for openai-compatible. */
+  models: Schema.optional(Schema.Array(ModelId)),
+  max_concurrent: Schema.optional(MaxConcurrent),
+  /** Lower numbers are preferred when several connections serve one provider. */
+  priority: Schema.optional(Priority),
+  enabled: Schema.optional(Schema.Boolean)
+}
+
+export const CreateConnection = Schema.Struct({
+  provider: Schema.Trim.pipe(Schema.minLength(1, { message: () => "provider is required" })),
+  ...connectionFields
+}).annotations(strict)
+export type CreateConnection = typeof CreateConnection.Type
+
+export const UpdateConnection = Schema.Struct({
+  provider: Schema.optional(Schema.String),
+  ...connectionFields
+}).annotations(strict)
+export type UpdateConnection = typeof UpdateConnection.Type
+
+export const ConnectionView = Schema.Struct({
+  id: Schema.String,
+  provider: Schema.String,
+  name: Schema.String,
+  baseUrl: Schema.NullOr(Schema.String),
+  effectiveBaseUrl: Schema.NullOr(Schema.String),
+  /** Masked: first and last characters only. */
+  apiKey: Schema.NullOr(Schema.String),
+  hasApiKey: Schema.Boolean,
+  defaultModel: Schema.NullOr(Schema.String),
+  models: Schema.Array(Schema.String),
+  max_concurrent: Schema.NullOr(Schema.Number),
+  priority: Schema.Number,
+  enabled: Schema.Boolean,
+  testStatus: Schema.NullOr(Schema.String),
+  lastTestedAt: Schema.NullOr(Schema.String),
+  rateLimitedUntil: Schema.NullOr(Schema.String),
+  lastError: Schema.NullOr(Schema.String),
+  lastErrorType: Schema.NullOr(Schema.String),
+  errorCode: Schema.NullOr(Schema.String),
+  backoffLevel: Schema.Number,
+  createdAt: Schema.String,
+  updatedAt: Schema.String
+})
+export type ConnectionView = typeof ConnectionView.Type
+
+export const ValidateProvider = Schema.Struct({
+  provider: Schema.Trim.pipe(Schema.minLength(1, { message: () => "provider is required" })),
+  baseUrl: Schema.optional(Schema.NullOr(BaseUrl)),
+  apiKey: Schema.optional(Schema.NullOr(Schema.String))
+}).annotations(strict)
+export type ValidateProvider = typeof ValidateProvider.Type
+
+export const ProbeResult = Schema.Struct({
+  ok: Schema.Boolean,
+  /** Upstream HTTP status, null when the upstream could not be reached. */
+  status: Schema.NullOr(Schema.Number),
+  latencyMs: Schema.Number,
+  modelCount: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.String)
+})
+export type ProbeResult = typeof ProbeResult.Type
+
+export const ConnectionTestResult = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  provider: Schema.String,
+  ...ProbeResult.fields
+})
+export type ConnectionTestResult = typeof ConnectionTestResult.Type
+
+export const ProviderModel = Schema.Struct({
+  id: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  contextWindow: Schema.NullOr(Schema.Number),
+  maxOutput: Schema.NullOr(Schema.Number)
+})
+
+export const ConnectionModels = Schema.Struct({
+  connection: Schema.String,
+  provider: Schema.String,
+  /** `upstream` when the provider's own model list answered, else `catalog`. */
+  source: Schema.Literal("upstream", "catalog"),
+  error: Schema.NullOr(Schema.String),
+  models: Schema.Array(ProviderModel)
+})
+export type ConnectionModels = typeof ConnectionModels.Type

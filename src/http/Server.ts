@@ -1,0 +1,109 @@
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { AdminAuth } from "../auth/AdminAuth.js"
+import { ApiKeys } from "../auth/ApiKeys.js"
+import { AppConfig, isLoopbackHost } from "../config/AppConfig.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { InferenceRoutes } from "../inference/dispatch.js"
+import { ManagementHandler } from "../management/App.js"
+import { VERSION } from "../version.js"
+
+export interface GatewayServerShape {
+  readonly host: string
+  readonly port: number
+  readonly url: string
+}
+
+/** How long in-flight requests get to finish on shutdown before their connections are cut. */
+export const SHUTDOWN_GRACE = Duration.seconds(10)
+
+export class ServerStartError extends Error {}
+
+const listen = (server: http.Server, port: number, host: string) =>
+  Effect.async<AddressInfo, ServerStartError>((resume) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      server.off("listening", onListening)
+      resume(
+        Effect.fail(
+          new ServerStartError(
+            err.code === "EADDRINUSE"
+              ? `port ${port} on ${host} is already in use (another gateway running? choose one with --port or PORT)`
+              : `cannot listen on ${host}:${port}: ${err.message}`
+          )
+        )
+      )
+    }
+    const onListening = () => {
+      server.off("error", onError)
+      resume(Effect.succeed(server.address() as AddressInfo))
+    }
+    server.once("error", onError)
+    server.once("listening", onListening)
+    server.listen(port, host)
+  })
+
+/**
+ * One node:http server for both planes. Inference routes run as Effect programs forked on a
+ * prepared runtime and tracked in a FiberSet; everything else goes to the management HttpApi.
+ * On shutdown the server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests,
+ * then cuts what is left; only after that do the layers below (the batched writer) close.
+ */
+export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayServer, GatewayServerShape>() {
+  static readonly layer = Layer.scoped(
+    GatewayServer,
+    Effect.gen(function* () {
+      const config = yield* AppConfig
+      const inference = yield* InferenceRoutes
+      const management = yield* ManagementHandler
+      const flags = yield* FeatureFlags
+      const fibers = yield* FiberSet.make<void, never>()
+      const run = yield* FiberSet.runtime(fibers)<never>()
+
+      const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+        const url = req.url ?? "/"
+        const q = url.indexOf("?")
+        const program = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
+        if (program === undefined) return management(req, res)
+        const fiber = run(program)
+        res.once("close", () => {
+          if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
+        })
+      })
+
+      const address = yield* listen(server, config.port, config.host).pipe(Effect.orDie)
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function* () {
+          server.close()
+          server.closeIdleConnections()
+          const drained = yield* FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(SHUTDOWN_GRACE), Effect.option)
+          if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
+          server.closeAllConnections()
+          yield* Effect.logInfo("server stopped")
+        })
+      )
+
+      const host = address.family === "IPv6" ? `[${address.address}]` : address.address
+      const url = `http://${host}:${address.port}`
+      yield* Effect.logInfo(`gateway ${VERSION} listening on ${url} (data in ${config.dataDir})`)
+      if (!isLoopbackHost(config.host) && !(yield* flags.enabled("REQUIRE_API_KEY"))) {
+        yield* Effect.logWarning(
+          `SECURITY: listening on ${config.host}, reachable from other machines, while REQUIRE_API_KEY is off: anyone who can reach this port can use your providers. Set REQUIRE_API_KEY=true (or PUT /api/settings/feature-flags) and create keys with \`gateway keys add\`.`
+        )
+      }
+      const keys = yield* ApiKeys
+      const admin = yield* AdminAuth
+      if (!(yield* admin.hasPassword) && !(yield* keys.hasAdminKey)) {
+        yield* Effect.logWarning(
+          "no admin password or admin API key is set, so the management API cannot be used yet: run `gateway setup` (or start with INITIAL_PASSWORD)"
+        )
+      }
+      return { host: address.address, port: address.port, url }
+    })
+  )
+}

@@ -1,0 +1,60 @@
+/**
+ * Routes of the specification that this build does not serve yet. They answer 501 with a
+ * message naming the area, instead of a bare 404, so clients and operators can tell "not
+ * built" from "wrong path". README.md lists the same areas.
+ */
+export interface PlannedArea {
+  readonly area: string
+  readonly pattern: RegExp
+}
+
+/** Client-facing (inference) routes: answered in the OpenAI error format. */
+export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
+  { area: "messages wire format", pattern: /^\/v1\/messages(\/|$)/ },
+  { area: "responses wire format", pattern: /^\/(v1\/|api\/v1\/)?responses(\/|$)/ },
+  { area: "legacy completions", pattern: /^\/v1\/completions$/ },
+  { area: "generative-language wire format", pattern: /^\/v1beta\/|^\/v1\/models\/[^/]+:/ },
+  { area: "local-runner wire format", pattern: /^\/(v1\/)?api\/(chat|generate|tags|embed|embeddings|show|ps|version)$/ },
+  { area: "responses over WebSocket", pattern: /^\/v1\/ws$/ },
+  { area: "dedicated provider routes", pattern: /^\/v1\/providers\// },
+  { area: "tokenized editor aliases", pattern: /^\/api\/v1\/editor\// },
+  { area: "provider plugin manifest", pattern: /^\/api\/v1\/provider-plugin-manifest$/ },
+  { area: "embeddings", pattern: /^\/v1\/embeddings$/ },
+  { area: "media endpoints", pattern: /^\/v1\/(images|videos|music|audio)\// },
+  { area: "rerank and moderation", pattern: /^\/v1\/(rerank|moderations)$/ },
+  { area: "files and batches", pattern: /^\/v1\/(files|batches)(\/|$)/ },
+  { area: "search", pattern: /^\/v1\/search(\/|$)/ },
+  { area: "quota checks and issue reports", pattern: /^\/v1\/(quotas|issues)\// },
+  { area: "agent-to-agent (A2A)", pattern: /^\/a2a$/ }
+]
+
+/** Management routes: answered in the management error format. */
+export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
+  { area: "combos and routing", pattern: /^\/api\/combos(\/|$)/ },
+  { area: "resilience", pattern: /^\/api\/(resilience|rate-limits?)(\/|$)/ },
+  { area: "usage, budgets and token limits", pattern: /^\/api\/usage(\/|$)/ },
+  { area: "pricing", pattern: /^\/api\/pricing$/ },
+  { area: "telemetry and monitoring", pattern: /^\/api\/(telemetry|monitoring|sessions)(\/|$)/ },
+  { area: "cache", pattern: /^\/api\/cache(\/|$)/ },
+  { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
+  { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
+  { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
+  { area: "model aliases, catalog and custom models", pattern: /^\/api\/(models|provider-models|provider-nodes)(\/|$)/ },
+  { area: "OAuth providers", pattern: /^\/api\/oauth\// },
+  { area: "settings", pattern: /^\/api\/settings(\/|$)/ },
+  { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
+  { area: "backups", pattern: /^\/api\/db-backups(\/|$)/ },
+  { area: "cloud sync", pattern: /^\/api\/(sync|cloud)(\/|$)/ },
+  { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
+  { area: "evals, policies and compliance", pattern: /^\/api\/(evals|policies|compliance)(\/|$)/ },
+  { area: "system", pattern: /^\/api\/(init|restart|shutdown|system)(\/|$)/ },
+  { area: "proxy registry", pattern: /^\/api\/v1\/management\// },
+  { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
+  { area: "playground", pattern: /^\/api\/playground\// }
+]
+
+export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined =>
+  areas.find((a) => a.pattern.test(path))
+
+export const plannedMessage = (area: PlannedArea): string =>
+  `${area.area} is part of the gateway's specification but not built in this version yet`

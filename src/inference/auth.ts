@@ -1,0 +1,59 @@
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as http from "node:http"
+import type { ApiKeysShape } from "../auth/ApiKeys.js"
+import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
+import { InferenceError } from "./errors.js"
+
+const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
+
+const header = (req: http.IncomingMessage, name: string): string | undefined => {
+  const v = req.headers[name]
+  return (Array.isArray(v) ? v[0] : v)?.trim() || undefined
+}
+
+/**
+ * The key a client presented, wherever its SDK puts it: `Authorization: Bearer` (OpenAI and
+ * most clients), `x-api-key` (Anthropic), `x-goog-api-key` (Google), or the query parameters
+ * `token`, `apiKey`, `api_key`, `key` for clients that cannot set headers.
+ */
+export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams): string | undefined => {
+  const auth = header(req, "authorization")
+  if (auth) {
+    const m = /^Bearer\s+(.+)$/i.exec(auth)
+    if (m) return m[1]!.trim()
+  }
+  const direct = header(req, "x-api-key") ?? header(req, "x-goog-api-key")
+  if (direct) return direct
+  for (const k of QUERY_KEYS) {
+    const v = query.get(k)?.trim()
+    if (v) return v
+  }
+  return undefined
+}
+
+/**
+ * `REQUIRE_API_KEY` off (the default): any key value, or none, is accepted; a valid key is
+ * still recognised so usage is attributed to it. On: a valid, unexpired, enabled key is required.
+ * Returns the id of the key that authenticated the request, if any.
+ */
+export const authenticateInference = (
+  keys: ApiKeysShape,
+  flags: FeatureFlagsShape,
+  req: http.IncomingMessage,
+  query: URLSearchParams
+): Effect.Effect<string | null, InferenceError> =>
+  Effect.gen(function* () {
+    const presented = presentedKey(req, query)
+    const record = presented ? yield* keys.verify(presented) : Option.none()
+    if (Option.isSome(record)) return record.value.id
+    if (!(yield* flags.enabled("REQUIRE_API_KEY"))) return null
+    return yield* new InferenceError({
+      status: 401,
+      type: "authentication_error",
+      code: "invalid_api_key",
+      message: presented
+        ? "Invalid API key: the key is unknown, disabled or expired."
+        : "Missing API key: send it as 'Authorization: Bearer <key>' (or x-api-key, x-goog-api-key, or the api_key query parameter)."
+    })
+  })

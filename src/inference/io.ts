@@ -1,0 +1,120 @@
+import * as Effect from "effect/Effect"
+import type * as http from "node:http"
+import { VERSION } from "../version.js"
+import { badRequest, InferenceError } from "./errors.js"
+
+/** Largest JSON body accepted on inference routes (images travel inline as base64). */
+export const MAX_JSON_BODY_BYTES = 32 * 1024 * 1024
+
+export interface RequestContext {
+  readonly requestId: string
+  readonly startedAt: number
+  readonly req: http.IncomingMessage
+  readonly res: http.ServerResponse
+  /** Path without the query string. */
+  readonly path: string
+  readonly query: URLSearchParams
+  /** The gateway API key that authenticated the request, if one did. */
+  apiKeyId: string | null
+}
+
+export const gatewayHeaders = (requestId: string): Record<string, string> => ({
+  "x-gateway-version": VERSION,
+  "x-gateway-request-id": requestId
+})
+
+/** Reads the whole request body, refusing bodies over `limit` with 413. */
+export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES) =>
+  Effect.async<Buffer, InferenceError>((resume) => {
+    const declared = Number(req.headers["content-length"] ?? NaN)
+    if (declared > limit) {
+      req.resume()
+      resume(Effect.fail(tooLarge(limit)))
+      return
+    }
+    const chunks: Array<Buffer> = []
+    let size = 0
+    let settled = false
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        settled = true
+        cleanup()
+        req.resume()
+        resume(Effect.fail(tooLarge(limit)))
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      if (settled) return
+      settled = true
+      cleanup()
+      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)))
+    }
+    const onError = () => {
+      if (settled) return
+      settled = true
+      cleanup()
+      resume(Effect.fail(badRequest("request body could not be read")))
+    }
+    const cleanup = () => {
+      req.off("data", onData)
+      req.off("end", onEnd)
+      req.off("error", onError)
+    }
+    req.on("data", onData)
+    req.on("end", onEnd)
+    req.on("error", onError)
+    return Effect.sync(cleanup)
+  })
+
+const tooLarge = (limit: number) =>
+  new InferenceError({
+    status: 413,
+    type: "invalid_request_error",
+    code: "request_too_large",
+    message: `request body exceeds ${Math.round(limit / 1024 / 1024)} MiB`
+  })
+
+/** Parses a JSON object body; anything else is a 400 that says what was wrong. */
+export const readJsonObject = (ctx: RequestContext) =>
+  Effect.flatMap(readBody(ctx.req), (buf) => {
+    if (buf.length === 0) return Effect.fail(badRequest("request body is empty; expected a JSON object"))
+    let value: unknown
+    try {
+      value = JSON.parse(buf.toString("utf8"))
+    } catch (e) {
+      return Effect.fail(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
+    }
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      return Effect.fail(badRequest("request body must be a JSON object"))
+    }
+    return Effect.succeed(value as Record<string, unknown>)
+  })
+
+export const sendJson = (
+  ctx: RequestContext,
+  status: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {}
+): void => {
+  const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
+  ctx.res.writeHead(status, {
+    ...gatewayHeaders(ctx.requestId),
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(payload),
+    ...headers
+  })
+  ctx.res.end(payload)
+}
+
+/** The client address; `X-Forwarded-For` only when the operator trusts the proxy in front. */
+export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): string => {
+  if (trustProxy) {
+    const fwd = req.headers["x-forwarded-for"]
+    const first = (Array.isArray(fwd) ? fwd[0] : fwd)?.split(",")[0]?.trim()
+    if (first) return first
+  }
+  return req.socket.remoteAddress ?? "unknown"
+}

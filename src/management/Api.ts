@@ -1,0 +1,139 @@
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
+import { HealthPing, LoginRequest, LoginResult, SessionInfo } from "../domain/auth.js"
+import {
+  ConnectionModels,
+  ConnectionTestResult,
+  ConnectionView,
+  CreateConnection,
+  ProbeResult,
+  UpdateConnection,
+  ValidateProvider
+} from "../domain/connections.js"
+import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../domain/errors.js"
+import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../domain/flags.js"
+import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
+
+/** Who is calling a management route: an admin cookie session or an admin-scope API key. */
+export interface PrincipalShape {
+  readonly kind: "session" | "api-key"
+  /** Key id, or "admin" for a session; used as the audit actor. */
+  readonly id: string
+}
+export class Principal extends Context.Tag("gateway/Principal")<Principal, PrincipalShape>() {}
+
+/**
+ * Management authentication: `Authorization: Bearer <admin key>`, or the `gw_session` cookie
+ * from `POST /api/auth/login`. Cookie requests that change state (POST, PUT, PATCH, DELETE)
+ * must carry the session's CSRF token in `X-CSRF-Token` and may not come from another origin.
+ */
+export class ManagementAuth extends HttpApiMiddleware.Tag<ManagementAuth>()("gateway/ManagementAuth", {
+  failure: Schema.Union(Unauthorized, Forbidden),
+  provides: Principal
+}) {}
+
+const IdPath = Schema.Struct({ id: Schema.String })
+
+export class HealthGroup extends HttpApiGroup.make("health").add(
+  HttpApiEndpoint.get("ping", "/api/health/ping").addSuccess(HealthPing)
+) {}
+
+export class AuthGroup extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("login", "/api/auth/login")
+      .setPayload(LoginRequest)
+      .addSuccess(LoginResult)
+      .addError(Unauthorized)
+      .addError(TooManyRequests)
+  )
+  .add(HttpApiEndpoint.post("logout", "/api/auth/logout").addSuccess(Schema.Struct({ ok: Schema.Boolean })))
+  .add(HttpApiEndpoint.get("session", "/api/auth/session").addSuccess(SessionInfo)) {}
+
+export class KeysGroup extends HttpApiGroup.make("keys")
+  .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) })))
+  .add(
+    HttpApiEndpoint.post("create", "/api/keys")
+      .setPayload(CreateApiKey)
+      .addSuccess(CreatedApiKey, { status: 201 })
+      .addError(BadRequest)
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/api/keys/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: ApiKeyView }))
+      .addError(NotFound)
+  )
+  .middleware(ManagementAuth) {}
+
+export class ProvidersGroup extends HttpApiGroup.make("providers")
+  .add(
+    HttpApiEndpoint.get("list", "/api/providers").addSuccess(Schema.Struct({ connections: Schema.Array(ConnectionView) }))
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/api/providers")
+      .setPayload(CreateConnection)
+      .addSuccess(ConnectionView, { status: 201 })
+      .addError(BadRequest)
+      .addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.post("validate", "/api/providers/validate")
+      .setPayload(ValidateProvider)
+      .addSuccess(ProbeResult)
+      .addError(BadRequest)
+  )
+  .add(HttpApiEndpoint.get("get", "/api/providers/:id").setPath(IdPath).addSuccess(ConnectionView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.put("update", "/api/providers/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateConnection)
+      .addSuccess(ConnectionView)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/api/providers/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: ConnectionView }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("test", "/api/providers/:id/test")
+      .setPath(IdPath)
+      .addSuccess(ConnectionTestResult)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("models", "/api/providers/:id/models")
+      .setPath(IdPath)
+      .addSuccess(ConnectionModels)
+      .addError(NotFound)
+  )
+  .middleware(ManagementAuth) {}
+
+export class FeatureFlagsGroup extends HttpApiGroup.make("featureFlags")
+  .add(HttpApiEndpoint.get("list", "/api/settings/feature-flags").addSuccess(FeatureFlagList))
+  .add(
+    HttpApiEndpoint.put("set", "/api/settings/feature-flags")
+      .setPayload(SetFeatureFlag)
+      .addSuccess(SetFeatureFlagResult)
+      .addError(BadRequest)
+  )
+  .add(HttpApiEndpoint.del("clear", "/api/settings/feature-flags").addSuccess(ClearFeatureFlagsResult))
+  .middleware(ManagementAuth) {}
+
+/**
+ * The management API contract. The server implements it (management/handlers), the CLI
+ * derives its client from it, and both validate with the same schemas (src/domain).
+ */
+export class ManagementApi extends HttpApi.make("gateway")
+  .add(HealthGroup)
+  .add(AuthGroup)
+  .add(KeysGroup)
+  .add(ProvidersGroup)
+  .add(FeatureFlagsGroup) {}

@@ -1,0 +1,72 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Etag from "@effect/platform/Etag"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeHttpPlatform from "@effect/platform-node/NodeHttpPlatform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as http from "node:http"
+import { newRequestId } from "../inference/dispatch.js"
+import { gatewayHeaders } from "../inference/io.js"
+import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../http/planned.js"
+import { ManagementApiLive } from "./handlers.js"
+
+const json = (status: number, tag: string, message: string) =>
+  HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
+
+/** What the management plane answers when no handler took the request or a handler died. */
+const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause.Cause<unknown>, requestId: string) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure) && (failure.value as { _tag?: string })._tag === "RouteNotFound") {
+    const path = req.url.split("?")[0] ?? req.url
+    const planned = findPlanned(PLANNED_MANAGEMENT, path)
+    return Effect.succeed(
+      planned
+        ? json(501, "NotImplemented", plannedMessage(planned))
+        : json(404, "NotFound", `no route for ${req.method} ${path}`)
+    )
+  }
+  if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+  return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(
+    Effect.as(json(500, "InternalError", `internal error (request ${requestId})`))
+  )
+}
+
+/** Request id, version headers, access log and JSON fallbacks for every management response. */
+const managementMiddleware = HttpMiddleware.make((app) =>
+  Effect.gen(function* () {
+    const req = yield* HttpServerRequest.HttpServerRequest
+    const requestId = newRequestId()
+    const started = Date.now()
+    return yield* app.pipe(
+      Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
+      Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
+      Effect.tap((res) => Effect.logInfo(`${req.method} ${req.url.split("?")[0]} ${res.status} ${Date.now() - started}ms`)),
+      Effect.annotateLogs("requestId", requestId)
+    )
+  })
+)
+
+export type NodeHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void
+
+/** The management plane (an HttpApi) as a node:http handler. */
+export class ManagementHandler extends Context.Tag("gateway/ManagementHandler")<ManagementHandler, NodeHandler>() {
+  static readonly layer = Layer.effect(
+    ManagementHandler,
+    Effect.gen(function* () {
+      const app = yield* HttpApiBuilder.httpApp
+      // Applied to the app itself: makeHandler writes the response before an outer middleware runs.
+      return yield* NodeHttpServer.makeHandler(managementMiddleware(app))
+    })
+  ).pipe(
+    Layer.provide(ManagementApiLive),
+    Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer]),
+    Layer.provide([NodeHttpPlatform.layer, Etag.layerWeak, NodeContext.layer])
+  )
+}

@@ -1,0 +1,402 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as crypto from "node:crypto"
+import type { ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
+import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { maskSecret } from "../observability/redact.js"
+import { BatchWriter } from "../store/BatchWriter.js"
+import { toIso } from "../store/Db.js"
+import { Secrets } from "../store/Secrets.js"
+import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
+import { findProvider, PROVIDERS, type ProviderSpec } from "./catalog.js"
+import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
+
+export interface Connection {
+  readonly id: string
+  readonly provider: ProviderSpec
+  readonly name: string
+  /** The stored override, if any. */
+  readonly baseUrl: string | null
+  /** The override, else the catalog's default. */
+  readonly effectiveBaseUrl: string | null
+  readonly apiKey: Redacted.Redacted<string> | null
+  readonly apiKeyMasked: string | null
+  /** Set when the stored key cannot be decrypted with the current storage key. */
+  readonly keyError: string | null
+  readonly defaultModel: string | null
+  readonly models: ReadonlyArray<string>
+  readonly maxConcurrent: number | null
+  readonly priority: number
+  readonly enabled: boolean
+  readonly testStatus: string | null
+  readonly lastTestedAt: number | null
+  readonly rateLimitedUntil: number | null
+  readonly lastError: string | null
+  readonly lastErrorType: string | null
+  readonly errorCode: string | null
+  readonly backoffLevel: number
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+/** What a model id resolved to: a connection and the model name the upstream knows. */
+export interface ResolvedTarget {
+  readonly connection: Connection
+  readonly model: string
+}
+
+export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly message: string }> {}
+
+export interface ConnectionsShape {
+  readonly list: Effect.Effect<ReadonlyArray<Connection>>
+  readonly get: (idOrName: string) => Effect.Effect<Connection, NotFound>
+  readonly create: (input: CreateConnection, actor?: string) => Effect.Effect<Connection, BadRequest | Conflict>
+  readonly update: (idOrName: string, patch: UpdateConnection, actor?: string) => Effect.Effect<Connection, BadRequest | NotFound | Conflict>
+  readonly remove: (idOrName: string, actor?: string) => Effect.Effect<Connection, NotFound>
+  readonly recordTest: (id: string, result: { readonly ok: boolean; readonly error: string | null }) => Effect.Effect<void>
+  /** Resolves `<name or provider>/<model>`, or a bare model id that exactly one catalog entry serves. */
+  readonly resolve: (model: string) => Effect.Effect<ResolvedTarget, ModelNotFound>
+  readonly urlPolicy: Effect.Effect<UrlPolicyFlags>
+}
+
+interface Row {
+  readonly id: string
+  readonly provider: string
+  readonly name: string
+  readonly base_url: string | null
+  readonly api_key_enc: string | null
+  readonly default_model: string | null
+  readonly models: string
+  readonly max_concurrent: number | null
+  readonly priority: number
+  readonly enabled: number
+  readonly test_status: string | null
+  readonly last_tested_at: number | null
+  readonly rate_limited_until: number | null
+  readonly last_error: string | null
+  readonly last_error_type: string | null
+  readonly error_code: string | null
+  readonly backoff_level: number
+  readonly created_at: number
+  readonly updated_at: number
+}
+
+interface Snapshot {
+  readonly all: ReadonlyArray<Connection>
+  readonly byName: ReadonlyMap<string, Connection>
+  /** Enabled connections per provider id, best priority first. */
+  readonly byProvider: ReadonlyMap<string, ReadonlyArray<Connection>>
+}
+
+const UNKNOWN_PROVIDER: ProviderSpec = {
+  id: "unknown",
+  name: "Unknown provider",
+  format: "openai",
+  baseUrl: null,
+  authStyle: "bearer",
+  authClass: "apikey",
+  category: "custom",
+  requiresApiKey: false,
+  requiresBaseUrl: true,
+  docsUrl: "",
+  models: []
+}
+
+export const connectionView = (c: Connection): ConnectionView => ({
+  id: c.id,
+  provider: c.provider.id,
+  name: c.name,
+  baseUrl: c.baseUrl,
+  effectiveBaseUrl: c.effectiveBaseUrl,
+  apiKey: c.keyError ? "<undecryptable>" : c.apiKeyMasked,
+  hasApiKey: c.apiKey !== null || c.keyError !== null,
+  defaultModel: c.defaultModel,
+  models: c.models,
+  max_concurrent: c.maxConcurrent,
+  priority: c.priority,
+  enabled: c.enabled,
+  testStatus: c.testStatus,
+  lastTestedAt: toIso(c.lastTestedAt),
+  rateLimitedUntil: toIso(c.rateLimitedUntil),
+  lastError: c.lastError,
+  lastErrorType: c.lastErrorType,
+  errorCode: c.errorCode,
+  backoffLevel: c.backoffLevel,
+  createdAt: toIso(c.createdAt)!,
+  updatedAt: toIso(c.updatedAt)!
+})
+
+/** Every model id a connection serves: catalog models, configured extras and its default. */
+export const connectionModelIds = (c: Connection): ReadonlyArray<string> => {
+  const ids = new Set<string>(c.provider.models.map((m) => m.id))
+  for (const m of c.models) ids.add(m)
+  if (c.defaultModel) ids.add(c.defaultModel)
+  return Array.from(ids)
+}
+
+const byPriority = (a: Connection, b: Connection) => a.priority - b.priority || a.createdAt - b.createdAt
+
+/**
+ * Provider connections: a provider from the catalog plus credentials, base URL and limits.
+ * Reads are served from an in-memory snapshot (decrypted once) that is rebuilt when this
+ * process writes or another process commits.
+ */
+export class Connections extends Context.Tag("gateway/Connections")<Connections, ConnectionsShape>() {
+  static readonly layer = Layer.effect(
+    Connections,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const secrets = yield* Secrets
+      const flags = yield* FeatureFlags
+      const version = yield* StoreVersion
+      const writer = yield* BatchWriter
+
+      const fromRow = (row: Row): Effect.Effect<Connection> =>
+        Effect.gen(function* () {
+          const provider = findProvider(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
+          let apiKey: Redacted.Redacted<string> | null = null
+          let keyError: string | null = null
+          if (row.api_key_enc) {
+            const decrypted = yield* Effect.either(secrets.decrypt(row.api_key_enc))
+            if (decrypted._tag === "Right") apiKey = decrypted.right
+            else keyError = decrypted.left.message
+          }
+          return {
+            id: row.id,
+            provider,
+            name: row.name,
+            baseUrl: row.base_url,
+            effectiveBaseUrl: row.base_url ?? provider.baseUrl,
+            apiKey,
+            apiKeyMasked: apiKey ? maskSecret(Redacted.value(apiKey)) : null,
+            keyError,
+            defaultModel: row.default_model,
+            models: JSON.parse(row.models) as Array<string>,
+            maxConcurrent: row.max_concurrent,
+            priority: row.priority,
+            enabled: row.enabled === 1,
+            testStatus: row.test_status,
+            lastTestedAt: row.last_tested_at,
+            rateLimitedUntil: row.rate_limited_until,
+            lastError: row.last_error,
+            lastErrorType: row.last_error_type,
+            errorCode: row.error_code,
+            backoffLevel: row.backoff_level,
+            createdAt: row.created_at,
+            updatedAt: row.updated_at
+          }
+        })
+
+      const snapshot = makeCachedLoad(
+        version,
+        Effect.gen(function* () {
+          const rows = yield* sql<Row>`SELECT * FROM connections ORDER BY priority, created_at`.pipe(Effect.orDie)
+          const all = yield* Effect.forEach(rows, fromRow)
+          const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
+          const byProvider = new Map<string, Array<Connection>>()
+          for (const c of all.filter((c) => c.enabled).sort(byPriority)) {
+            const list = byProvider.get(c.provider.id) ?? []
+            list.push(c)
+            byProvider.set(c.provider.id, list)
+          }
+          return { all, byName, byProvider } satisfies Snapshot
+        })
+      )
+
+      const urlPolicy = Effect.all({
+        guard: flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"),
+        allowLocal: flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"),
+        allowPrivate: flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+      })
+
+      const find = (s: Snapshot, idOrName: string) =>
+        s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
+
+      const get = (idOrName: string) =>
+        Effect.flatMap(snapshot.get, (s) => {
+          const c = find(s, idOrName)
+          return c ? Effect.succeed(c) : Effect.fail(new NotFound({ message: `no provider connection with id or name '${idOrName}'` }))
+        })
+
+      const checkUrl = (url: string | null | undefined) =>
+        Effect.gen(function* () {
+          if (!url) return
+          const verdict = checkProviderUrl(url, yield* urlPolicy)
+          if (!verdict.ok) return yield* new BadRequest({ message: `baseUrl rejected: ${verdict.reason}` })
+        })
+
+      const checkName = (s: Snapshot, name: string, provider: ProviderSpec, selfId?: string) =>
+        Effect.gen(function* () {
+          const other = findProvider(name)
+          if (other && other.id !== provider.id) {
+            return yield* new BadRequest({
+              message: `name '${name}' is the id of provider ${other.id}; pick another name so that model prefixes stay unambiguous`
+            })
+          }
+          const clash = s.byName.get(name.toLowerCase())
+          if (clash && clash.id !== selfId) {
+            return yield* new Conflict({ message: `a provider connection named '${clash.name}' already exists (${clash.id})` })
+          }
+        })
+
+      const audit = (actor: string, action: string, target: string) =>
+        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+
+      const create: ConnectionsShape["create"] = (input, actor = "system") =>
+        Effect.gen(function* () {
+          const provider = findProvider(input.provider)
+          if (!provider) {
+            return yield* new BadRequest({
+              message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).join(", ")}`
+            })
+          }
+          const baseUrl = input.baseUrl ?? null
+          if (provider.requiresBaseUrl && !baseUrl) {
+            return yield* new BadRequest({ message: `baseUrl is required for provider ${provider.id} (for example http://127.0.0.1:8000/v1)` })
+          }
+          const apiKey = input.apiKey?.trim() || null
+          if (provider.requiresApiKey && !apiKey) {
+            return yield* new BadRequest({ message: `apiKey is required for provider ${provider.id}` })
+          }
+          yield* checkUrl(baseUrl ?? provider.baseUrl)
+          const s = yield* snapshot.get
+          const name = input.name ?? provider.id
+          yield* checkName(s, name, provider)
+          const t = Date.now()
+          const id = "conn_" + crypto.randomBytes(8).toString("hex")
+          yield* sql`INSERT INTO connections ${sql.insert({
+            id,
+            provider: provider.id,
+            name,
+            base_url: baseUrl,
+            api_key_enc: apiKey ? secrets.encrypt(apiKey) : null,
+            default_model: input.defaultModel ?? null,
+            models: JSON.stringify(input.models ?? []),
+            max_concurrent: input.max_concurrent ?? null,
+            priority: input.priority ?? 1,
+            enabled: input.enabled === false ? 0 : 1,
+            created_at: t,
+            updated_at: t
+          })}`.pipe(Effect.orDie)
+          yield* snapshot.invalidate
+          audit(actor, "connection.create", id)
+          yield* Effect.logInfo(`provider connection created: ${name} (${provider.id})`)
+          return yield* get(id).pipe(Effect.orDie)
+        })
+
+      const update: ConnectionsShape["update"] = (idOrName, patch, actor = "system") =>
+        Effect.gen(function* () {
+          const current = yield* get(idOrName)
+          if (patch.provider !== undefined && patch.provider.toLowerCase() !== current.provider.id) {
+            return yield* new BadRequest({ message: "provider cannot be changed; create a new connection instead" })
+          }
+          const s = yield* snapshot.get
+          if (patch.name !== undefined) yield* checkName(s, patch.name, current.provider, current.id)
+          const baseUrl = patch.baseUrl === undefined ? current.baseUrl : patch.baseUrl
+          if (current.provider.requiresBaseUrl && !baseUrl) {
+            return yield* new BadRequest({ message: `baseUrl is required for provider ${current.provider.id}` })
+          }
+          if (patch.apiKey === null && current.provider.requiresApiKey) {
+            return yield* new BadRequest({ message: `apiKey is required for provider ${current.provider.id}` })
+          }
+          if (patch.baseUrl !== undefined) yield* checkUrl(baseUrl ?? current.provider.baseUrl)
+          const fields: Record<string, string | number | null> = { updated_at: Date.now() }
+          if (patch.name !== undefined) fields["name"] = patch.name
+          if (patch.baseUrl !== undefined) fields["base_url"] = patch.baseUrl
+          if (patch.apiKey !== undefined) {
+            const key = patch.apiKey?.trim() || null
+            fields["api_key_enc"] = key ? secrets.encrypt(key) : null
+          }
+          if (patch.apiKey !== undefined || patch.baseUrl !== undefined) {
+            // New credentials or endpoint: earlier failures (even terminal ones) no longer apply.
+            Object.assign(fields, {
+              test_status: null,
+              rate_limited_until: null,
+              last_error: null,
+              last_error_type: null,
+              error_code: null,
+              backoff_level: 0
+            })
+          }
+          if (patch.defaultModel !== undefined) fields["default_model"] = patch.defaultModel
+          if (patch.models !== undefined) fields["models"] = JSON.stringify(patch.models)
+          if (patch.max_concurrent !== undefined) fields["max_concurrent"] = patch.max_concurrent
+          if (patch.priority !== undefined) fields["priority"] = patch.priority
+          if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
+          yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(Effect.orDie)
+          yield* snapshot.invalidate
+          audit(actor, "connection.update", current.id)
+          return yield* get(current.id).pipe(Effect.orDie)
+        })
+
+      const remove: ConnectionsShape["remove"] = (idOrName, actor = "system") =>
+        Effect.gen(function* () {
+          const current = yield* get(idOrName)
+          yield* sql`DELETE FROM connections WHERE id = ${current.id}`.pipe(Effect.orDie)
+          yield* snapshot.invalidate
+          audit(actor, "connection.remove", current.id)
+          return current
+        })
+
+      const recordTest: ConnectionsShape["recordTest"] = (id, result) =>
+        Effect.gen(function* () {
+          const t = Date.now()
+          yield* (result.ok
+            ? sql`UPDATE connections SET test_status = 'active', last_tested_at = ${t}, last_error = NULL, last_error_type = NULL, error_code = NULL WHERE id = ${id}`
+            : sql`UPDATE connections SET test_status = 'error', last_tested_at = ${t}, last_error = ${result.error}, last_error_type = 'test_failed' WHERE id = ${id}`
+          ).pipe(Effect.orDie)
+          yield* snapshot.invalidate
+        })
+
+      const resolve: ConnectionsShape["resolve"] = (model) =>
+        Effect.flatMap(snapshot.get, (s) => {
+          const slash = model.indexOf("/")
+          if (slash > 0) {
+            const prefix = model.slice(0, slash)
+            const rest = model.slice(slash + 1)
+            const named = s.byName.get(prefix.toLowerCase())
+            if (named && rest) {
+              return named.enabled
+                ? Effect.succeed({ connection: named, model: rest })
+                : Effect.fail(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
+            }
+            const forProvider = s.byProvider.get(prefix.toLowerCase())
+            if (forProvider && forProvider[0] && rest) return Effect.succeed({ connection: forProvider[0], model: rest })
+          }
+          // A bare id (or one whose slash belongs to the model, as on OpenRouter): the
+          // enabled connection with the best priority that serves exactly this model id.
+          const serving = s.all
+            .filter((c) => c.enabled && connectionModelIds(c).includes(model))
+            .sort(byPriority)[0]
+          if (serving) return Effect.succeed({ connection: serving, model })
+          const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
+          const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
+          return Effect.fail(
+            new ModelNotFound({
+              message: known
+                ? `model '${model}' is not available: provider ${known.id} has no enabled connection (add one with POST /api/providers or \`gateway setup\`)`
+                : prefixes.length === 0
+                  ? `model '${model}' is not available: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`
+                  : `model '${model}' is not available: use <provider>/<model> with one of: ${prefixes.join(", ")}`
+            })
+          )
+        })
+
+      return {
+        list: Effect.map(snapshot.get, (s) => s.all),
+        get,
+        create,
+        update,
+        remove,
+        recordTest,
+        resolve,
+        urlPolicy
+      }
+    })
+  )
+}

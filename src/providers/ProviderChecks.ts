@@ -1,0 +1,89 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type { ConnectionModels, ConnectionTestResult, ProbeResult, ValidateProvider } from "../domain/connections.js"
+import { BadRequest, NotFound } from "../domain/errors.js"
+import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
+import { findProvider, PROVIDERS } from "./catalog.js"
+import { type Connection, Connections, connectionModelIds } from "./Connections.js"
+import { probeProvider } from "./probe.js"
+import { checkProviderUrl } from "./urlPolicy.js"
+
+export interface ProviderChecksShape {
+  /** Probes a stored connection and records the outcome on it. */
+  readonly test: (idOrName: string) => Effect.Effect<ConnectionTestResult, NotFound>
+  /** Probes credentials without storing anything. */
+  readonly validate: (input: ValidateProvider) => Effect.Effect<ProbeResult, BadRequest>
+  /** The upstream's own model list, or the catalog's when the upstream cannot be asked. */
+  readonly models: (idOrName: string) => Effect.Effect<ConnectionModels, NotFound>
+}
+
+const unreachable = (c: Connection, error: string) => ({ ok: false, status: null, latencyMs: 0, modelCount: null, error, models: [] })
+
+export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<ProviderChecks, ProviderChecksShape>() {
+  static readonly layer = Layer.effect(
+    ProviderChecks,
+    Effect.gen(function* () {
+      const connections = yield* Connections
+      const http = yield* UpstreamHttp
+
+      const probeConnection = (c: Connection) =>
+        Effect.gen(function* () {
+          if (c.keyError) return unreachable(c, c.keyError)
+          if (!c.effectiveBaseUrl) return unreachable(c, "connection has no base URL")
+          const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
+          if (!verdict.ok) return unreachable(c, `baseUrl rejected: ${verdict.reason}`)
+          return yield* probeProvider(http, c.provider, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined)
+        })
+
+      return {
+        test: (idOrName) =>
+          Effect.gen(function* () {
+            const c = yield* connections.get(idOrName)
+            const { models: _models, ...result } = yield* probeConnection(c)
+            yield* connections.recordTest(c.id, result)
+            yield* Effect.logInfo(
+              `provider test ${c.name}: ${result.ok ? "ok" : "failed"}${result.error ? ` (${result.error})` : ""}`
+            )
+            return { id: c.id, name: c.name, provider: c.provider.id, ...result }
+          }),
+        validate: (input) =>
+          Effect.gen(function* () {
+            const provider = findProvider(input.provider)
+            if (!provider) {
+              return yield* new BadRequest({
+                message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).join(", ")}`
+              })
+            }
+            const baseUrl = input.baseUrl ?? provider.baseUrl
+            if (!baseUrl) return yield* new BadRequest({ message: `baseUrl is required for provider ${provider.id}` })
+            const verdict = checkProviderUrl(baseUrl, yield* connections.urlPolicy)
+            if (!verdict.ok) return yield* new BadRequest({ message: `baseUrl rejected: ${verdict.reason}` })
+            const { models: _models, ...result } = yield* probeProvider(http, provider, baseUrl, input.apiKey ?? undefined)
+            return result
+          }),
+        models: (idOrName) =>
+          Effect.gen(function* () {
+            const c = yield* connections.get(idOrName)
+            const probed = yield* probeConnection(c)
+            const catalog = new Map(c.provider.models.map((m) => [m.id, m]))
+            const ids = probed.ok ? probed.models.map((m) => m.id) : connectionModelIds(c)
+            const names = new Map(probed.models.map((m) => [m.id, m.name]))
+            return {
+              connection: c.name,
+              provider: c.provider.id,
+              source: probed.ok ? ("upstream" as const) : ("catalog" as const),
+              error: probed.error,
+              models: ids.map((id) => ({
+                id,
+                name: catalog.get(id)?.name ?? names.get(id) ?? null,
+                contextWindow: catalog.get(id)?.contextWindow ?? null,
+                maxOutput: catalog.get(id)?.maxOutput ?? null
+              }))
+            }
+          })
+      }
+    })
+  )
+}

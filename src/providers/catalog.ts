@@ -1,0 +1,324 @@
+/**
+ * The provider catalog: static data describing each upstream the gateway knows how to call.
+ * Connections (in the database) point at one of these ids. Prices are USD per 1M tokens as
+ * published by each vendor when this catalog was written; the pricing endpoint lets operators
+ * override them.
+ */
+export type WireFormat = "openai" | "openai-responses" | "anthropic" | "gemini" | "ollama"
+export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "none"
+/** Breaker and cooldown profiles differ per class (spec document 1). */
+export type AuthClass = "apikey" | "oauth" | "local"
+export type ProviderCategory = "cloud" | "aggregator" | "local" | "custom"
+export type ModelKind = "chat" | "embedding" | "image"
+
+export interface ModelCapabilities {
+  readonly tools: boolean
+  readonly vision: boolean
+  readonly reasoning: boolean
+  readonly json: boolean
+}
+
+export interface ModelPricing {
+  readonly input: number
+  readonly output: number
+  readonly cachedInput?: number
+}
+
+export interface ModelSpec {
+  readonly id: string
+  readonly name: string
+  readonly kind: ModelKind
+  readonly contextWindow: number
+  readonly maxOutput: number
+  readonly capabilities: ModelCapabilities
+  readonly pricing: ModelPricing
+  readonly tier: "free" | "standard" | "premium"
+}
+
+export interface ProviderSpec {
+  readonly id: string
+  readonly name: string
+  readonly format: WireFormat
+  /** Follows each vendor SDK's convention: includes `/v1` for OpenAI-compatible upstreams, bare origin otherwise. */
+  readonly baseUrl: string | null
+  readonly authStyle: AuthStyle
+  readonly authClass: AuthClass
+  readonly category: ProviderCategory
+  readonly requiresApiKey: boolean
+  readonly requiresBaseUrl: boolean
+  readonly docsUrl: string
+  readonly models: ReadonlyArray<ModelSpec>
+}
+
+type Caps = Partial<ModelCapabilities>
+const chat = (
+  id: string,
+  name: string,
+  contextWindow: number,
+  maxOutput: number,
+  input: number,
+  output: number,
+  caps: Caps = {},
+  extra: { cachedInput?: number; tier?: ModelSpec["tier"] } = {}
+): ModelSpec => ({
+  id,
+  name,
+  kind: "chat",
+  contextWindow,
+  maxOutput,
+  capabilities: { tools: true, vision: false, reasoning: false, json: true, ...caps },
+  pricing: extra.cachedInput === undefined ? { input, output } : { input, output, cachedInput: extra.cachedInput },
+  tier: extra.tier ?? (input === 0 && output === 0 ? "free" : input >= 2 ? "premium" : "standard")
+})
+const embedding = (id: string, name: string, contextWindow: number, input: number): ModelSpec => ({
+  id,
+  name,
+  kind: "embedding",
+  contextWindow,
+  maxOutput: 0,
+  capabilities: { tools: false, vision: false, reasoning: false, json: false },
+  pricing: { input, output: 0 },
+  tier: input === 0 ? "free" : "standard"
+})
+
+const V = { vision: true }
+const R = { reasoning: true }
+const VR = { vision: true, reasoning: true }
+
+export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
+  {
+    id: "openai",
+    name: "OpenAI",
+    format: "openai",
+    baseUrl: "https://api.openai.com/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://platform.openai.com/docs/api-reference",
+    models: [
+      chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
+      chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),
+      chat("gpt-5-nano", "GPT-5 nano", 400_000, 128_000, 0.05, 0.4, VR, { cachedInput: 0.005 }),
+      chat("gpt-4.1", "GPT-4.1", 1_047_576, 32_768, 2, 8, V, { cachedInput: 0.5 }),
+      chat("gpt-4.1-mini", "GPT-4.1 mini", 1_047_576, 32_768, 0.4, 1.6, V, { cachedInput: 0.1 }),
+      chat("gpt-4o", "GPT-4o", 128_000, 16_384, 2.5, 10, V, { cachedInput: 1.25 }),
+      chat("gpt-4o-mini", "GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V, { cachedInput: 0.075 }),
+      chat("o3", "o3", 200_000, 100_000, 2, 8, VR, { cachedInput: 0.5 }),
+      chat("o4-mini", "o4-mini", 200_000, 100_000, 1.1, 4.4, VR, { cachedInput: 0.275 }),
+      embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
+      embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13)
+    ]
+  },
+  {
+    id: "anthropic",
+    name: "Anthropic",
+    format: "anthropic",
+    baseUrl: "https://api.anthropic.com",
+    authStyle: "x-api-key",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.anthropic.com/en/api/messages",
+    models: [
+      chat("claude-opus-4-1", "Claude Opus 4.1", 200_000, 32_000, 15, 75, VR, { cachedInput: 1.5 }),
+      chat("claude-sonnet-4-5", "Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR, { cachedInput: 0.3 }),
+      chat("claude-haiku-4-5", "Claude Haiku 4.5", 200_000, 64_000, 1, 5, VR, { cachedInput: 0.1 }),
+      chat("claude-3-5-haiku-latest", "Claude Haiku 3.5", 200_000, 8192, 0.8, 4, V, { cachedInput: 0.08 })
+    ]
+  },
+  {
+    id: "gemini",
+    name: "Google Gemini",
+    format: "gemini",
+    baseUrl: "https://generativelanguage.googleapis.com",
+    authStyle: "x-goog-api-key",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://ai.google.dev/api",
+    models: [
+      chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VR, { cachedInput: 0.31 }),
+      chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
+      chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VR, { cachedInput: 0.025 }),
+      embedding("text-embedding-004", "Text Embedding 004", 2048, 0)
+    ]
+  },
+  {
+    id: "ollama",
+    name: "Ollama",
+    format: "ollama",
+    baseUrl: "http://127.0.0.1:11434",
+    authStyle: "none",
+    authClass: "local",
+    category: "local",
+    requiresApiKey: false,
+    requiresBaseUrl: false,
+    docsUrl: "https://github.com/ollama/ollama/blob/main/docs/api.md",
+    models: [
+      chat("llama3.2", "Llama 3.2", 131_072, 8192, 0, 0),
+      chat("qwen2.5-coder", "Qwen2.5 Coder", 32_768, 8192, 0, 0),
+      chat("gpt-oss:20b", "gpt-oss 20B", 131_072, 32_768, 0, 0, R),
+      embedding("nomic-embed-text", "Nomic Embed Text", 8192, 0)
+    ]
+  },
+  {
+    id: "openrouter",
+    name: "OpenRouter",
+    format: "openai",
+    baseUrl: "https://openrouter.ai/api/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "aggregator",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://openrouter.ai/docs/api-reference/overview",
+    models: [
+      chat("openai/gpt-4o-mini", "OpenAI: GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V),
+      chat("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR),
+      chat("google/gemini-2.5-flash", "Google: Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR),
+      chat("meta-llama/llama-3.3-70b-instruct:free", "Meta: Llama 3.3 70B (free)", 131_072, 8192, 0, 0)
+    ]
+  },
+  {
+    id: "groq",
+    name: "Groq",
+    format: "openai",
+    baseUrl: "https://api.groq.com/openai/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://console.groq.com/docs/api-reference",
+    models: [
+      chat("llama-3.3-70b-versatile", "Llama 3.3 70B Versatile", 131_072, 32_768, 0.59, 0.79),
+      chat("llama-3.1-8b-instant", "Llama 3.1 8B Instant", 131_072, 131_072, 0.05, 0.08),
+      chat("openai/gpt-oss-120b", "gpt-oss 120B", 131_072, 65_536, 0.15, 0.75, R)
+    ]
+  },
+  {
+    id: "deepseek",
+    name: "DeepSeek",
+    format: "openai",
+    baseUrl: "https://api.deepseek.com/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://api-docs.deepseek.com/",
+    models: [
+      chat("deepseek-chat", "DeepSeek Chat", 128_000, 8192, 0.27, 1.1, {}, { cachedInput: 0.07 }),
+      chat("deepseek-reasoner", "DeepSeek Reasoner", 128_000, 65_536, 0.55, 2.19, R, { cachedInput: 0.14 })
+    ]
+  },
+  {
+    id: "mistral",
+    name: "Mistral AI",
+    format: "openai",
+    baseUrl: "https://api.mistral.ai/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.mistral.ai/api/",
+    models: [
+      chat("mistral-large-latest", "Mistral Large", 131_072, 32_768, 2, 6),
+      chat("mistral-small-latest", "Mistral Small", 131_072, 32_768, 0.1, 0.3, V),
+      chat("codestral-latest", "Codestral", 256_000, 32_768, 0.3, 0.9),
+      embedding("mistral-embed", "Mistral Embed", 8192, 0.1)
+    ]
+  },
+  {
+    id: "xai",
+    name: "xAI",
+    format: "openai",
+    baseUrl: "https://api.x.ai/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.x.ai/docs/api-reference",
+    models: [
+      chat("grok-4", "Grok 4", 256_000, 64_000, 3, 15, VR, { cachedInput: 0.75 }),
+      chat("grok-code-fast-1", "Grok Code Fast 1", 256_000, 10_000, 0.2, 1.5, R, { cachedInput: 0.02 }),
+      chat("grok-3-mini", "Grok 3 mini", 131_072, 32_768, 0.3, 0.5, R, { cachedInput: 0.075 })
+    ]
+  },
+  {
+    id: "together",
+    name: "Together AI",
+    format: "openai",
+    baseUrl: "https://api.together.xyz/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.together.ai/reference",
+    models: [
+      chat("meta-llama/Llama-3.3-70B-Instruct-Turbo", "Llama 3.3 70B Instruct Turbo", 131_072, 8192, 0.88, 0.88),
+      chat("deepseek-ai/DeepSeek-V3", "DeepSeek V3", 131_072, 8192, 1.25, 1.25),
+      chat("Qwen/Qwen2.5-Coder-32B-Instruct", "Qwen2.5 Coder 32B", 32_768, 8192, 0.8, 0.8)
+    ]
+  },
+  {
+    id: "fireworks",
+    name: "Fireworks AI",
+    format: "openai",
+    baseUrl: "https://api.fireworks.ai/inference/v1",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.fireworks.ai/api-reference",
+    models: [
+      chat("accounts/fireworks/models/llama-v3p3-70b-instruct", "Llama 3.3 70B Instruct", 131_072, 16_384, 0.9, 0.9),
+      chat("accounts/fireworks/models/deepseek-v3", "DeepSeek V3", 131_072, 16_384, 0.9, 0.9),
+      chat("accounts/fireworks/models/qwen2p5-coder-32b-instruct", "Qwen2.5 Coder 32B", 32_768, 16_384, 0.9, 0.9)
+    ]
+  },
+  {
+    id: "openai-compatible",
+    name: "OpenAI-compatible (custom base URL)",
+    format: "openai",
+    baseUrl: null,
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "custom",
+    requiresApiKey: false,
+    requiresBaseUrl: true,
+    docsUrl: "https://platform.openai.com/docs/api-reference/chat",
+    models: []
+  }
+]
+
+const BY_ID = new Map(PROVIDERS.map((p) => [p.id, p]))
+
+export const findProvider = (id: string): ProviderSpec | undefined => BY_ID.get(id.toLowerCase())
+
+export const findModel = (provider: ProviderSpec, modelId: string): ModelSpec | undefined =>
+  provider.models.find((m) => m.id === modelId)
+
+/** Case-insensitive search over id, name and model ids, used by `gateway providers available --search`. */
+export const searchProviders = (query: {
+  readonly search?: string | undefined
+  readonly category?: string | undefined
+}): ReadonlyArray<ProviderSpec> => {
+  const q = query.search?.trim().toLowerCase()
+  return PROVIDERS.filter(
+    (p) =>
+      (!query.category || p.category === query.category.toLowerCase()) &&
+      (!q ||
+        p.id.includes(q) ||
+        p.name.toLowerCase().includes(q) ||
+        p.models.some((m) => m.id.toLowerCase().includes(q) || m.name.toLowerCase().includes(q)))
+  )
+}

@@ -1,0 +1,100 @@
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { ProbeResult } from "../domain/connections.js"
+import { joinUrl, upstreamAuthHeaders } from "../upstream/auth.js"
+import type { UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
+import type { ProviderSpec } from "./catalog.js"
+
+export interface ProbedModel {
+  readonly id: string
+  readonly name: string | null
+}
+
+export const PROBE_TIMEOUT = Duration.seconds(10)
+
+const modelListPath = (provider: ProviderSpec): string => {
+  switch (provider.format) {
+    case "anthropic":
+      return "/v1/models"
+    case "gemini":
+      return "/v1beta/models"
+    case "ollama":
+      return "/api/tags"
+    default:
+      return "/models"
+  }
+}
+
+const parseModels = (provider: ProviderSpec, body: unknown): ReadonlyArray<ProbedModel> => {
+  const b = body as Record<string, unknown> | null
+  const rows = (provider.format === "gemini" || provider.format === "ollama" ? b?.["models"] : b?.["data"]) as
+    | ReadonlyArray<Record<string, unknown>>
+    | undefined
+  if (!Array.isArray(rows)) return []
+  return rows.flatMap((m) => {
+    const raw = (provider.format === "ollama" ? m["name"] ?? m["model"] : provider.format === "gemini" ? m["name"] : m["id"]) as unknown
+    if (typeof raw !== "string") return []
+    const id = provider.format === "gemini" ? raw.replace(/^models\//, "") : raw
+    const name = (m["display_name"] ?? m["displayName"] ?? m["name"]) as unknown
+    return [{ id, name: typeof name === "string" && name !== raw ? name : null }]
+  })
+}
+
+const errorText = (status: number, text: string): string => {
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string }
+    const message = typeof parsed.error === "string" ? parsed.error : parsed.error?.message ?? parsed.message
+    if (message) return `HTTP ${status}: ${message}`
+  } catch {
+    // not JSON
+  }
+  return `HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ""}`
+}
+
+/**
+ * Checks a provider endpoint and credentials by listing its models (the cheapest
+ * authenticated call every family offers). Never fails: the result says what went wrong.
+ */
+export const probeProvider = (
+  http: UpstreamHttpShape,
+  provider: ProviderSpec,
+  baseUrl: string,
+  apiKey: string | undefined
+): Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }> => {
+  const started = Date.now()
+  const elapsed = () => Date.now() - started
+  return http
+    .request({
+      url: joinUrl(baseUrl, modelListPath(provider)),
+      method: "GET",
+      headers: {
+        accept: "application/json",
+        "user-agent": http.userAgent,
+        ...upstreamAuthHeaders(provider.authStyle, provider.format, apiKey)
+      },
+      headersTimeout: PROBE_TIMEOUT
+    })
+    .pipe(
+      Effect.flatMap((res) =>
+        Effect.promise(() => res.body.text().catch(() => "")).pipe(
+          Effect.timeout(PROBE_TIMEOUT),
+          Effect.orElseSucceed(() => ""),
+          Effect.map((text) => {
+            if (res.status < 200 || res.status >= 300) {
+              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: errorText(res.status, text), models: [] }
+            }
+            let models: ReadonlyArray<ProbedModel> = []
+            try {
+              models = parseModels(provider, JSON.parse(text))
+            } catch {
+              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: "upstream answered with something other than JSON", models }
+            }
+            return { ok: true, status: res.status, latencyMs: elapsed(), modelCount: models.length, error: null, models }
+          })
+        )
+      ),
+      Effect.catchAll((e) =>
+        Effect.succeed({ ok: false, status: null, latencyMs: elapsed(), modelCount: null, error: e.message, models: [] })
+      )
+    )
+}

@@ -1,0 +1,48 @@
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { AppConfig } from "../config/AppConfig.js"
+import { loader } from "./migrations/index.js"
+
+export const DB_FILENAME = "gateway.db"
+
+export const BUSY_TIMEOUT_MS = 5000
+
+const runMigrations = Migrator.make({})
+
+/**
+ * Pragmas and migrations. WAL is set by the client itself; the busy timeout lets the CLI and
+ * a running server share the file; `synchronous = NORMAL` is durable with WAL at commit
+ * boundaries and avoids an fsync per transaction.
+ */
+const prepare = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`)
+    yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+    yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    const applied = yield* runMigrations({ loader, table: "schema_migrations" })
+    if (applied.length > 0) {
+      yield* Effect.logInfo(`database migrated: ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
+    }
+  }).pipe(Effect.orDie)
+)
+
+/** The SQLite file in `DATA_DIR`, created on first use, migrated before anything reads it. */
+export const layer = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const { dataDir } = yield* AppConfig
+    yield* Effect.sync(() => fs.mkdirSync(dataDir, { recursive: true }))
+    const client = SqliteClient.layer({ filename: path.join(dataDir, DB_FILENAME) })
+    return prepare.pipe(Layer.provideMerge(client))
+  })
+).pipe(Layer.orDie)
+
+export const now = (): number => Date.now()
+
+export const toIso = (ms: number | null | undefined): string | null =>
+  ms === null || ms === undefined ? null : new Date(ms).toISOString()

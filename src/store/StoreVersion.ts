@@ -1,0 +1,65 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+
+export interface StoreVersionShape {
+  /**
+   * A number that changes when another process (the CLI, a second gateway) committed to the
+   * database. Checked with `PRAGMA data_version` at most once per interval, so in-memory
+   * caches stay cheap on the request path yet see `gateway keys add` within a second.
+   */
+  readonly current: Effect.Effect<number>
+}
+
+export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
+  static readonly layer = (intervalMs = 1000) =>
+    Layer.effect(
+      StoreVersion,
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        let version = 0
+        let lastValue: number | undefined
+        let lastCheck = 0
+        const read = sql<{ data_version: number }>`PRAGMA data_version`.pipe(
+          Effect.map((rows) => rows[0]?.data_version ?? 0),
+          Effect.orDie
+        )
+        return {
+          current: Effect.suspend(() => {
+            const t = Date.now()
+            if (t - lastCheck < intervalMs) return Effect.succeed(version)
+            lastCheck = t
+            return Effect.map(read, (v) => {
+              if (lastValue !== undefined && v !== lastValue) version++
+              lastValue = v
+              return version
+            })
+          })
+        }
+      })
+    )
+}
+
+/**
+ * A value loaded from the database and kept in memory until this process changes it
+ * (`invalidate`) or another process commits (`StoreVersion`).
+ */
+export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effect<A>) => {
+  let cached: { readonly value: A; readonly version: number; readonly generation: number } | undefined
+  let generation = 0
+  const get = Effect.flatMap(version.current, (v) => {
+    if (cached && cached.version === v && cached.generation === generation) return Effect.succeed(cached.value)
+    const gen = generation
+    return Effect.map(load, (value) => {
+      cached = { value, version: v, generation: gen }
+      return value
+    })
+  })
+  return {
+    get,
+    invalidate: Effect.sync(() => {
+      generation++
+    })
+  }
+}

@@ -1,0 +1,7 @@
+import * as Migrator from "@effect/sql/Migrator"
+import m0001 from "./0001_init.js"
+
+/** Numbered migrations, bundled as modules (no file-system loader needed at run time). */
+export const loader = Migrator.fromRecord({
+  "0001_init": m0001
+})

@@ -1,0 +1,102 @@
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { Agent, errors as undiciErrors, request } from "undici"
+import { VERSION } from "../version.js"
+
+export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
+
+export interface UpstreamResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  readonly body: UpstreamBody
+}
+
+/** The upstream could not be reached or did not answer in time; no HTTP status exists. */
+export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
+  readonly kind: "connect" | "timeout" | "network"
+  readonly message: string
+}> {}
+
+export interface UpstreamRequest {
+  readonly url: string
+  readonly method: "GET" | "POST"
+  readonly headers: Record<string, string>
+  readonly body?: string | Buffer
+  /** Time allowed until response headers arrive. */
+  readonly headersTimeout?: Duration.DurationInput
+}
+
+export interface UpstreamHttpShape {
+  /**
+   * Sends one request. Interrupting the effect aborts it. The body of the returned response
+   * must be consumed or destroyed by the caller.
+   */
+  readonly request: (req: UpstreamRequest) => Effect.Effect<UpstreamResponse, UpstreamTransportError>
+  readonly userAgent: string
+}
+
+export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
+/** Longest silence allowed between two body chunks. */
+export const BODY_IDLE_TIMEOUT_MS = 5 * 60 * 1000
+
+const classify = (cause: unknown): UpstreamTransportError => {
+  const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  const code = err.code ?? err.cause?.code ?? ""
+  const message = err.cause?.message ?? err.message ?? String(cause)
+  if (cause instanceof undiciErrors.HeadersTimeoutError || cause instanceof undiciErrors.BodyTimeoutError) {
+    return new UpstreamTransportError({ kind: "timeout", message })
+  }
+  if (cause instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") {
+    return new UpstreamTransportError({ kind: "timeout", message: `connect timeout: ${message}` })
+  }
+  if (["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET"].includes(code)) {
+    return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
+  }
+  return new UpstreamTransportError({ kind: "network", message: code ? `${code}: ${message}` : message })
+}
+
+/**
+ * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin
+ * (node's http client and the platform client cost measurably more per request).
+ */
+export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHttp, UpstreamHttpShape>() {
+  static readonly layer = Layer.scoped(
+    UpstreamHttp,
+    Effect.gen(function* () {
+      const agent = new Agent({
+        keepAliveTimeout: 30_000,
+        keepAliveMaxTimeout: 600_000,
+        connect: { timeout: 10_000 },
+        bodyTimeout: BODY_IDLE_TIMEOUT_MS,
+        headersTimeout: 0
+      })
+      yield* Effect.addFinalizer(() => Effect.promise(() => agent.destroy().catch(() => undefined)))
+      const userAgent = `gateway/${VERSION}`
+      return {
+        userAgent,
+        request: (req) =>
+          Effect.tryPromise({
+            try: (signal) =>
+              request(req.url, {
+                method: req.method,
+                headers: req.headers,
+                body: req.body ?? null,
+                dispatcher: agent,
+                signal
+              }),
+            catch: classify
+          }).pipe(
+            Effect.timeoutFail({
+              duration: req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT,
+              onTimeout: () =>
+                new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
+            }),
+            Effect.map((r) => ({ status: r.statusCode, headers: r.headers, body: r.body }))
+          )
+      }
+    })
+  )
+}

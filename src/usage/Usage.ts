@@ -1,0 +1,90 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { BatchWriter } from "../store/BatchWriter.js"
+
+export interface TokenUsage {
+  readonly input: number | null
+  readonly output: number | null
+  readonly cached: number | null
+  readonly reasoning: number | null
+}
+
+export const NO_USAGE: TokenUsage = { input: null, output: null, cached: null, reasoning: null }
+
+export interface UsageRecord {
+  readonly requestId: string
+  readonly apiKeyId: string | null
+  readonly connectionId: string | null
+  readonly provider: string | null
+  readonly model: string | null
+  readonly endpoint: string
+  readonly stream: boolean
+  readonly status: number
+  readonly usage: TokenUsage
+  readonly latencyMs: number
+  readonly ttftMs: number | null
+  readonly error: string | null
+}
+
+export interface UsageShape {
+  /** Queues one usage row (batched write); never blocks the request. */
+  readonly record: (r: UsageRecord) => Effect.Effect<void>
+}
+
+/** Reads token counts from an OpenAI chat `usage` object. */
+export const openAiUsage = (u: unknown): TokenUsage => {
+  const usage = u as
+    | {
+        prompt_tokens?: number
+        completion_tokens?: number
+        prompt_tokens_details?: { cached_tokens?: number }
+        completion_tokens_details?: { reasoning_tokens?: number }
+      }
+    | null
+    | undefined
+  if (!usage || typeof usage !== "object") return NO_USAGE
+  const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null)
+  return {
+    input: n(usage.prompt_tokens),
+    output: n(usage.completion_tokens),
+    cached: n(usage.prompt_tokens_details?.cached_tokens),
+    reasoning: n(usage.completion_tokens_details?.reasoning_tokens)
+  }
+}
+
+/** Per-request usage rows, written through the batched writer. */
+export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
+  static readonly layer = Layer.effect(
+    Usage,
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const flags = yield* FeatureFlags
+      return {
+        record: (r) =>
+          Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), (on) => {
+            if (!on) return
+            writer.append("usage", {
+              ts: Date.now(),
+              request_id: r.requestId,
+              api_key_id: r.apiKeyId,
+              connection_id: r.connectionId,
+              provider: r.provider,
+              model: r.model,
+              endpoint: r.endpoint,
+              stream: r.stream ? 1 : 0,
+              status: r.status,
+              tokens_in: r.usage.input,
+              tokens_out: r.usage.output,
+              tokens_cached: r.usage.cached,
+              tokens_reasoning: r.usage.reasoning,
+              latency_ms: r.latencyMs,
+              ttft_ms: r.ttftMs,
+              error: r.error
+            })
+          })
+      }
+    })
+  )
+}
