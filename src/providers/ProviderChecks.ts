@@ -19,7 +19,7 @@ export interface ProviderChecksShape {
   readonly models: (idOrName: string) => Effect.Effect<ConnectionModels, NotFound>
 }
 
-const unreachable = (c: Connection, error: string) => ({ ok: false, status: null, latencyMs: 0, modelCount: null, error, models: [] })
+const unreachable = (error: string) => ({ ok: false, status: null, latencyMs: 0, modelCount: null, error, models: [] })
 
 export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<ProviderChecks, ProviderChecksShape>() {
   static readonly layer = Layer.effect(
@@ -30,10 +30,10 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
 
       const probeConnection = (c: Connection) =>
         Effect.gen(function* () {
-          if (c.keyError) return unreachable(c, c.keyError)
-          if (!c.effectiveBaseUrl) return unreachable(c, "connection has no base URL")
+          if (c.keyError) return unreachable(c.keyError)
+          if (!c.effectiveBaseUrl) return unreachable("connection has no base URL")
           const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
-          if (!verdict.ok) return unreachable(c, `baseUrl rejected: ${verdict.reason}`)
+          if (!verdict.ok) return unreachable(`baseUrl rejected: ${verdict.reason}`)
           return yield* probeProvider(http, c.provider, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined)
         })
 

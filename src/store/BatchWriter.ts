@@ -44,7 +44,11 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
 
       const writeBatch = (batch: ReadonlyArray<Pending>) =>
         sql.withTransaction(Effect.forEach(batch, insertOne, { discard: true })).pipe(
-          Effect.retry(Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6)))),
+          // Lock contention (another process writing) passes; anything else will not.
+          Effect.retry({
+            schedule: Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6))),
+            while: isContention
+          }),
           Effect.catchAll((error) =>
             // The batch as a whole failed even after retries: write rows one by one so one bad
             // row cannot take the others with it.
@@ -88,15 +92,11 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       )
       yield* Effect.forkScoped(Effect.forever(step))
 
-      const flush = Effect.gen(function* () {
-        // Wait for the queue to drain and the current batch to land.
-        yield* Effect.repeat(
-          Effect.gen(function* () {
-            return (yield* Queue.size(queue)) + inFlight
-          }),
-          { until: (n) => n === 0, schedule: Schedule.spaced("5 millis") }
-        )
-      })
+      // Queue.size is negative while the worker waits in take: clamp it.
+      const pending = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + inFlight)
+
+      /** Waits for the queue to drain and the current batch to land. */
+      const flush = Effect.repeat(pending, { until: (n) => n === 0, schedule: Schedule.spaced("5 millis") }).pipe(Effect.asVoid)
 
       return {
         append: (table, row) => {
@@ -107,10 +107,15 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
           Queue.unsafeOffer(queue, { table, row })
         },
         flush,
-        pending: Effect.map(Queue.size(queue), (n) => n + inFlight)
+        pending
       }
     })
   )
+}
+
+const isContention = (error: { readonly cause?: unknown }): boolean => {
+  const code = (error.cause as { code?: string } | undefined)?.code ?? ""
+  return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
 }
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {

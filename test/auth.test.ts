@@ -1,0 +1,215 @@
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AdminAuth } from "../src/auth/AdminAuth.js"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { queryDb } from "./support/db.js"
+import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+const ADMIN = "gwk_auth_admin_key_0123456789abcdef"
+const PASSWORD = "correct horse battery"
+
+let upstream: FakeOpenAI
+let gw: TestGateway
+const admin = { authorization: `Bearer ${ADMIN}` }
+const chatBody = { model: "up/m1", messages: [{ role: "user", content: "hi" }] }
+
+beforeAll(async () => {
+  upstream = await FakeOpenAI.start()
+  gw = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl, defaultModel: "m1" },
+    headers: admin
+  })
+  expect(res.status).toBe(201)
+})
+
+afterAll(async () => {
+  await gw?.close()
+  await upstream?.close()
+})
+
+const setRequireKey = async (value: string | undefined) => {
+  const res = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value }, headers: admin })
+  expect(res.status).toBe(200)
+}
+
+describe("API keys", () => {
+  it("are shown once at creation, listed masked, and removable", async () => {
+    const created = await call(`${gw.url}/api/keys`, { body: { name: "laptop" }, headers: admin })
+    expect(created.status).toBe(201)
+    const secret: string = created.body.secret
+    expect(secret).toMatch(/^gwk_[A-Za-z0-9_-]{40,}$/)
+    expect(created.body.scopes).toEqual(["inference"])
+
+    const listed = await call(`${gw.url}/api/keys`, { headers: admin })
+    expect(listed.status).toBe(200)
+    expect(listed.text).not.toContain(secret)
+    const entry = listed.body.keys.find((k: any) => k.id === created.body.id)
+    expect(entry.key).toBe(`${secret.slice(0, 8)}…${secret.slice(-4)}`)
+    expect(entry).not.toHaveProperty("secret")
+
+    const removed = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "DELETE", headers: admin })
+    expect(removed.status).toBe(200)
+    const again = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "DELETE", headers: admin })
+    expect(again.status).toBe(404)
+    expect(again.body.message).toContain(created.body.id)
+  })
+
+  it("reject bad input with a 400 that names the field", async () => {
+    const res = await call(`${gw.url}/api/keys`, { body: { name: "x", scopes: ["root"] }, headers: admin })
+    expect(res.status).toBe(400)
+    expect(res.text).toContain("scopes")
+    const date = await call(`${gw.url}/api/keys`, { body: { expiresAt: "tomorrow" }, headers: admin })
+    expect(date.status).toBe(400)
+  })
+
+  it("stop working once expired", async () => {
+    const created = await gw.run(
+      Effect.flatMap(ApiKeys, (k) => k.create({ name: "old", scopes: ["inference"], expiresAt: new Date(Date.now() - 1000) }))
+    )
+    await setRequireKey("true")
+    try {
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${created.secret}` } })
+      expect(res.status).toBe(401)
+    } finally {
+      await setRequireKey(undefined)
+    }
+  })
+})
+
+describe("inference authentication", () => {
+  it("accepts any key, or none, while REQUIRE_API_KEY is off (the default)", async () => {
+    expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody })).status).toBe(200)
+    expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer whatever" } })).status).toBe(200)
+  })
+
+  it("accepts the key in every place clients put it when REQUIRE_API_KEY is on", async () => {
+    const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "forms" })))
+    await setRequireKey("true")
+    try {
+      const forms: Array<[string, string, Record<string, string>]> = [
+        ["Authorization: Bearer", "", { authorization: `Bearer ${secret}` }],
+        ["x-api-key", "", { "x-api-key": secret }],
+        ["x-goog-api-key", "", { "x-goog-api-key": secret }],
+        ["?token=", `?token=${secret}`, {}],
+        ["?apiKey=", `?apiKey=${secret}`, {}],
+        ["?api_key=", `?api_key=${secret}`, {}],
+        ["?key=", `?key=${secret}`, {}]
+      ]
+      for (const [name, query, headers] of forms) {
+        const res = await call(`${gw.url}/v1/chat/completions${query}`, { body: chatBody, headers })
+        expect(res.status, name).toBe(200)
+      }
+      const missing = await call(`${gw.url}/v1/chat/completions`, { body: chatBody })
+      expect(missing.status).toBe(401)
+      expect(missing.body.error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" })
+      expect(missing.body.error.message).toContain("Missing API key")
+      const wrong = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer gwk_wrong" } })
+      expect(wrong.status).toBe(401)
+      expect(wrong.body.error.message).toContain("Invalid API key")
+      const models = await call(`${gw.url}/v1/models`)
+      expect(models.status).toBe(401)
+    } finally {
+      await setRequireKey(undefined)
+    }
+  })
+
+  it("a removed key stops working at once", async () => {
+    const created = await call(`${gw.url}/api/keys`, { body: { name: "short-lived" }, headers: admin })
+    await setRequireKey("true")
+    try {
+      const auth = { authorization: `Bearer ${created.body.secret}` }
+      expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: auth })).status).toBe(200)
+      await call(`${gw.url}/api/keys/${created.body.id}`, { method: "DELETE", headers: admin })
+      expect((await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: auth })).status).toBe(401)
+    } finally {
+      await setRequireKey(undefined)
+    }
+  })
+
+  it("never lets a key reach the logs", async () => {
+    const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "log-check" })))
+    await call(`${gw.url}/v1/chat/completions?api_key=${secret}`, { body: chatBody })
+    await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${secret}` } })
+    const all = JSON.stringify(gw.logs)
+    expect(all).not.toContain(secret)
+    expect(all).not.toContain(ADMIN)
+  })
+})
+
+describe("management authentication", () => {
+  it("answers 401 without a session or admin key", async () => {
+    for (const [method, path] of [["GET", "/api/keys"], ["GET", "/api/providers"], ["GET", "/api/settings/feature-flags"], ["POST", "/api/keys"]] as const) {
+      const res = await call(`${gw.url}${path}`, { method, body: method === "POST" ? {} : undefined })
+      expect(res.status, `${method} ${path}`).toBe(401)
+      expect(res.body._tag).toBe("Unauthorized")
+    }
+  })
+
+  it("refuses an API key without the admin scope with 403", async () => {
+    const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "plain" })))
+    const res = await call(`${gw.url}/api/keys`, { headers: { authorization: `Bearer ${secret}` } })
+    expect(res.status).toBe(403)
+  })
+
+  it("logs in with the password into an HttpOnly, SameSite=Strict cookie session guarded by a CSRF token", async () => {
+    const wrong = await call(`${gw.url}/api/auth/login`, { body: { password: "nope" } })
+    expect(wrong.status).toBe(401)
+
+    const login = await call(`${gw.url}/api/auth/login`, { body: { password: PASSWORD } })
+    expect(login.status).toBe(200)
+    const setCookie = login.headers.get("set-cookie") ?? ""
+    expect(setCookie).toMatch(/^gw_session=[^;]+/)
+    expect(setCookie).toMatch(/HttpOnly/i)
+    expect(setCookie).toMatch(/SameSite=Strict/i)
+    const cookie = setCookie.split(";")[0]!
+    const csrf: string = login.body.csrfToken
+
+    expect((await call(`${gw.url}/api/keys`, { headers: { cookie } })).status).toBe(200)
+    const session = await call(`${gw.url}/api/auth/session`, { headers: { cookie } })
+    expect(session.body).toMatchObject({ authenticated: true, via: "session", csrfToken: csrf })
+
+    const noCsrf = await call(`${gw.url}/api/keys`, { body: { name: "x" }, headers: { cookie } })
+    expect(noCsrf.status).toBe(403)
+    expect(noCsrf.body.message).toContain("CSRF")
+    const badCsrf = await call(`${gw.url}/api/keys`, { body: { name: "x" }, headers: { cookie, "x-csrf-token": "forged" } })
+    expect(badCsrf.status).toBe(403)
+    const crossSite = await call(`${gw.url}/api/keys`, {
+      body: { name: "x" },
+      headers: { cookie, "x-csrf-token": csrf, origin: "https://evil.example" }
+    })
+    expect(crossSite.status).toBe(403)
+    const ok = await call(`${gw.url}/api/keys`, { body: { name: "from-session" }, headers: { cookie, "x-csrf-token": csrf } })
+    expect(ok.status).toBe(201)
+
+    const logout = await call(`${gw.url}/api/auth/logout`, { method: "POST", headers: { cookie } })
+    expect(logout.status).toBe(200)
+    expect(logout.headers.get("set-cookie")).toMatch(/gw_session=;.*Max-Age=0|gw_session=;.*Expires=Thu, 01 Jan 1970/i)
+    expect((await call(`${gw.url}/api/keys`, { headers: { cookie } })).status).toBe(401)
+  })
+
+  it("refuses further logins from an address after repeated failures", async () => {
+    const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+    try {
+      for (let i = 0; i < 10; i++) {
+        expect((await call(`${other.url}/api/auth/login`, { body: { password: `wrong-${i}` } })).status).toBe(401)
+      }
+      const blocked = await call(`${other.url}/api/auth/login`, { body: { password: PASSWORD } })
+      expect(blocked.status).toBe(429)
+      expect(blocked.body.retryAfterSeconds).toBeGreaterThan(0)
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("stores the password as a slow hash, and INITIAL_PASSWORD does not override a password set later", async () => {
+    await gw.run(Effect.flatMap(AdminAuth, (a) => a.setPassword("another long password")))
+    expect((await call(`${gw.url}/api/auth/login`, { body: { password: PASSWORD } })).status).toBe(401)
+    expect((await call(`${gw.url}/api/auth/login`, { body: { password: "another long password" } })).status).toBe(200)
+    const [row] = queryDb<{ value: string }>(gw.dataDir, "SELECT value FROM kv WHERE namespace = 'auth' AND key = 'admin_password'")
+    expect(row!.value).toMatch(/^scrypt\$32768\$8\$1\$/)
+    expect(row!.value).not.toContain("another long password")
+  })
+})

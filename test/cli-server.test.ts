@@ -1,0 +1,151 @@
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { VERSION } from "../src/version.js"
+import { runCli, startServerProcess } from "./support/cli.js"
+import { queryDb } from "./support/db.js"
+import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { tempDir } from "./support/gateway.js"
+
+let upstream: FakeOpenAI
+beforeAll(async () => {
+  upstream = await FakeOpenAI.start()
+})
+afterAll(() => upstream?.close())
+
+const ADMIN = "sk-gateway-admin-0123456789abcdef"
+
+const setup = (dataDir: string, extra: ReadonlyArray<string> = []) =>
+  runCli(
+    [
+      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
+      "--provider-base-url", upstream.baseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
+    ],
+    { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN }
+  )
+
+describe("setup, then serve, then the openai SDK (the README flow)", () => {
+  it("configures a provider and an admin key, serves it, answers streamed and not, and stops cleanly on SIGTERM", async () => {
+    const dataDir = tempDir()
+    const r = await setup(dataDir, ["--test-provider"])
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+    expect(r.stdout).toContain("provider connection added: openai-compatible")
+    expect(r.stdout).toContain("provider test passed")
+    expect(r.stdout).not.toContain(ADMIN)
+
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      upstream.next({ content: "answer from the upstream" }, { content: "streamed answer", chunks: 3 })
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
+      const completion = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
+      expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
+      const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }], stream: true })
+      let text = ""
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
+      expect(text).toBe("streamed answer")
+
+      const port = new URL(server.url).port
+      const status = await runCli(["--port", port, "status"], { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN })
+      expect(status.code).toBe(0)
+      expect(status.stdout).toContain(`gateway ${VERSION} running at`)
+      expect(status.stdout).toContain("providers: 1 (1 enabled): openai-compatible")
+
+      const doctor = await runCli(["--port", port, "doctor", "--json"], { DATA_DIR: dataDir })
+      const report = JSON.parse(doctor.stdout)
+      expect(report.checks.find((c: any) => c.name === "liveness").status).toBe("ok")
+      expect(report.ok).toBe(true)
+      expect(doctor.code).toBe(0)
+    } finally {
+      expect(await server.stop("SIGTERM")).toBe(0)
+    }
+    expect(server.output()).toContain("server stopped")
+  })
+
+  it("re-running setup updates the connection instead of failing", async () => {
+    const dataDir = tempDir()
+    expect((await setup(dataDir)).code).toBe(0)
+    const again = await runCli(
+      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", upstream.baseUrl, "--default-model", "m2"],
+      { DATA_DIR: dataDir }
+    )
+    expect(again.code).toBe(0)
+    expect(again.stdout).toContain("provider connection updated")
+    const list = JSON.parse((await runCli(["providers", "list", "--json"], { DATA_DIR: dataDir })).stdout)
+    expect(list.connections).toHaveLength(1)
+    expect(list.connections[0]).toMatchObject({ defaultModel: "m2", hasApiKey: true })
+  })
+
+  it("reports bad setup input clearly with a non-zero exit", async () => {
+    const dataDir = tempDir()
+    const noProvider = await runCli(["setup", "--non-interactive", "--add-provider"], { DATA_DIR: dataDir })
+    expect(noProvider.code).toBe(1)
+    expect(noProvider.stderr).toContain("--add-provider needs --provider")
+    const badUrl = await runCli(["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", "ftp://x"], { DATA_DIR: dataDir })
+    expect(badUrl.code).toBe(1)
+    expect(badUrl.stderr).toContain("http or https")
+    const shortPw = await runCli(["setup", "--non-interactive", "--password", "short"], { DATA_DIR: dataDir })
+    expect(shortPw.code).toBe(1)
+    expect(shortPw.stderr).toContain("at least 8 characters")
+  })
+
+  it("setup without a terminal and without --non-interactive says how to run it", async () => {
+    const r = await runCli(["setup"], { DATA_DIR: tempDir() })
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain("--non-interactive")
+  })
+})
+
+describe("logging", () => {
+  it("writes JSON lines with LOG_FORMAT=json, each request line carrying its request id, no secrets", async () => {
+    const dataDir = tempDir()
+    expect((await setup(dataDir)).code).toBe(0)
+    const server = await startServerProcess({ DATA_DIR: dataDir, LOG_FORMAT: "json" })
+    let requestId = ""
+    try {
+      const res = await fetch(`${server.url}/v1/chat/completions?api_key=${ADMIN}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${ADMIN}` },
+        body: JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
+      })
+      requestId = res.headers.get("x-gateway-request-id") ?? ""
+      await res.text()
+    } finally {
+      await server.stop()
+    }
+    const lines = server.output().trim().split("\n").filter((l) => l.startsWith("{"))
+    expect(lines.length).toBeGreaterThan(2)
+    const parsed = lines.map((l) => JSON.parse(l))
+    const mine = parsed.filter((l) => l.annotations?.requestId === requestId)
+    expect(mine.length).toBeGreaterThan(0)
+    expect(mine.some((l) => String(l.message).includes("POST /v1/chat/completions 200"))).toBe(true)
+    expect(server.output()).not.toContain(ADMIN)
+    expect(server.output()).not.toContain("sk-up")
+  })
+})
+
+describe("shutdown", () => {
+  it("loses no usage row when SIGTERM arrives during a burst", async () => {
+    const dataDir = tempDir()
+    expect((await setup(dataDir)).code).toBe(0)
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    upstream.requests.length = 0
+    upstream.always({ delayMs: 150 })
+    const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
+    const fire = () =>
+      fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body })
+        .then(async (r) => ((await r.text(), r.status)))
+        .catch(() => 0)
+    const burst = Array.from({ length: 120 }, fire)
+    await new Promise((r) => setTimeout(r, 80))
+    const code = await server.stop("SIGTERM")
+    const statuses = await Promise.all(burst)
+    upstream.always({})
+    expect(code).toBe(0)
+    const served = upstream.chatRequests.length
+    const ok = statuses.filter((s) => s === 200).length
+    expect(served).toBeGreaterThan(0)
+    expect(ok).toBe(served)
+    const rows = queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n
+    expect(rows).toBe(served)
+  })
+})

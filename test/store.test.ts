@@ -1,0 +1,155 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { AppConfig } from "../src/config/AppConfig.js"
+import { CoreLayer, StoreLayer } from "../src/Gateway.js"
+import { BatchWriter } from "../src/store/BatchWriter.js"
+import { Secrets } from "../src/store/Secrets.js"
+import { queryDb } from "./support/db.js"
+import { tempDir } from "./support/gateway.js"
+
+const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
+
+const storeAt = (dataDir: string, env: Record<string, string> = {}) =>
+  StoreLayer.pipe(
+    Layer.provide(AppConfig.layerTest({ dataDir })),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
+    Layer.provide(quiet)
+  )
+
+const coreAt = (dataDir: string) =>
+  CoreLayer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))), Layer.provide(quiet))
+
+const countUsage = (dataDir: string) => queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n
+
+const usageRow = (i: number) => ({ ts: Date.now(), request_id: `r${i}`, endpoint: "chat.completions", stream: 0, status: 200 })
+
+describe("database", () => {
+  it.effect("is migrated, in WAL mode, with a busy timeout", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const tables = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).map((r) => r.name)
+      expect(tables).toEqual(expect.arrayContaining(["kv", "api_keys", "admin_sessions", "connections", "usage", "audit_log", "schema_migrations"]))
+      expect((yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`)[0]!.journal_mode).toBe("wal")
+      expect((yield* sql<{ timeout: number }>`PRAGMA busy_timeout`)[0]!.timeout).toBe(5000)
+      const migrations = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM schema_migrations`
+      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init"])
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+
+  it.effect("applies migrations once: a second start on the same file changes nothing", () =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      yield* Effect.provide(Effect.void, storeAt(dir))
+      const again = yield* Effect.provide(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
+        storeAt(dir)
+      )
+      expect(again[0]!.n).toBe(1)
+    })
+  )
+})
+
+describe("BatchWriter", () => {
+  it.live("writes queued rows in the background", () =>
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const sql = yield* SqlClient.SqlClient
+      for (let i = 0; i < 1200; i++) writer.append("usage", usageRow(i))
+      yield* writer.flush
+      expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM usage`)[0]!.n).toBe(1200)
+      expect(yield* writer.pending).toBe(0)
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+
+  it.effect("writes everything still queued when its scope closes (shutdown)", () =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(storeAt(dir), scope)
+      const writer = Option.getOrThrow(Effect.runSync(Effect.serviceOption(BatchWriter).pipe(Effect.provide(context))))
+      for (let i = 0; i < 5000; i++) writer.append("usage", usageRow(i))
+      yield* Scope.close(scope, Exit.void)
+      expect(countUsage(dir)).toBe(5000)
+    })
+  )
+
+  it.live("keeps good rows when one row of a batch cannot be written", () =>
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const sql = yield* SqlClient.SqlClient
+      writer.append("usage", usageRow(1))
+      writer.append("usage", { ts: Date.now(), request_id: "bad" } as never) // violates NOT NULL
+      writer.append("usage", usageRow(3))
+      yield* writer.flush
+      const ids = (yield* sql<{ request_id: string }>`SELECT request_id FROM usage ORDER BY id`).map((r) => r.request_id)
+      expect(ids).toEqual(["r1", "r3"])
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+})
+
+describe("Secrets", () => {
+  it.effect("generates a 0600 key file once and round-trips secrets", () =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      const first = yield* Effect.provide(Secrets, storeAt(dir))
+      const file = path.join(dir, "storage.key")
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600)
+      const keyText = fs.readFileSync(file, "utf8")
+      const stored = first.encrypt("sk-provider-secret")
+      expect(stored).toMatch(/^v1:/)
+      expect(stored).not.toContain("sk-provider-secret")
+      expect(first.encrypt("sk-provider-secret")).not.toBe(stored)
+      const second = yield* Effect.provide(Secrets, storeAt(dir))
+      expect(fs.readFileSync(file, "utf8")).toBe(keyText)
+      expect(Redacted.value(yield* second.decrypt(stored))).toBe("sk-provider-secret")
+      expect(second.source).toBe("file")
+    })
+  )
+
+  it.effect("uses STORAGE_ENCRYPTION_KEY when set, and fails cleanly with the wrong key", () =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      const a = yield* Effect.provide(Secrets, storeAt(dir, { STORAGE_ENCRYPTION_KEY: "a long passphrase for the store" }))
+      expect(a.source).toBe("env")
+      expect(fs.existsSync(path.join(dir, "storage.key"))).toBe(false)
+      const stored = a.encrypt("token")
+      const b = yield* Effect.provide(Secrets, storeAt(dir, { STORAGE_ENCRYPTION_KEY: "another passphrase" }))
+      const result = yield* Effect.either(b.decrypt(stored))
+      expect(result._tag).toBe("Left")
+      const hex = yield* Effect.provide(Secrets, storeAt(dir, { STORAGE_ENCRYPTION_KEY: "ab".repeat(32) }))
+      expect(Redacted.value(yield* hex.decrypt(hex.encrypt("x")))).toBe("x")
+    })
+  )
+})
+
+describe("caches across processes", () => {
+  it.live("a key added by another process (the CLI) is accepted within about a second", () =>
+    Effect.gen(function* () {
+      const dir = tempDir()
+      const serverScope = yield* Scope.make()
+      const server = yield* Layer.buildWithScope(coreAt(dir), serverScope)
+      const serverKeys = yield* Effect.provide(ApiKeys, server)
+      expect(Option.isNone(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
+
+      // A second, independent stack on the same file plays the CLI.
+      yield* Effect.provide(
+        Effect.flatMap(ApiKeys, (k) => k.create({ name: "cli" }, { secret: "gwk_from_the_cli_0123456789" })),
+        coreAt(dir)
+      )
+      yield* Effect.sleep("1100 millis")
+      expect(Option.isSome(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
+      yield* Scope.close(serverScope, Exit.void)
+    }), { timeout: 10_000 }
+  )
+})

@@ -1,0 +1,81 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/gateway")
+
+export interface CliResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A clean environment: nothing from the developer's shell leaks into the command. */
+export const cleanEnv = (env: Record<string, string>): Record<string, string> => ({
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: process.env.HOME ?? "/tmp",
+  NO_COLOR: "1",
+  ...env
+})
+
+export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: { readonly prefix?: ReadonlyArray<string> } = {}): Promise<CliResult> =>
+  new Promise((resolve, reject) => {
+    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, ...args]
+    const child = spawn(cmd!, rest, { env: cleanEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()))
+    child.on("error", reject)
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+  })
+
+export interface ServerProcess {
+  readonly url: string
+  readonly child: ChildProcess
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string
+  /** Sends a signal and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+/** Starts `gateway` (the server) as its own process on a free port and waits until it listens. */
+export const startServerProcess = (env: Record<string, string>, args: ReadonlyArray<string> = [], options: { readonly prefix?: ReadonlyArray<string> } = {}): Promise<ServerProcess> =>
+  new Promise((resolve, reject) => {
+    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, "--port", "0", ...args]
+    const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...env }), stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    let settled = false
+    const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)))
+    const onData = (c: Buffer) => {
+      out += c.toString()
+      const m = /listening on (http:\/\/[^ "]+)/.exec(out)
+      if (m && !settled) {
+        settled = true
+        resolve({
+          url: m[1]!,
+          child,
+          output: () => out,
+          stop: async (signal = "SIGTERM") => {
+            child.kill(signal)
+            return exited
+          }
+        })
+      }
+    }
+    child.stdout.on("data", onData)
+    child.stderr.on("data", onData)
+    void exited.then((code) => {
+      if (!settled) {
+        settled = true
+        reject(new Error(`gateway exited (${code}) before listening:\n${out}`))
+      }
+    })
+    setTimeout(() => {
+      if (!settled) {
+        settled = true
+        child.kill("SIGKILL")
+        reject(new Error(`gateway did not start within 15s:\n${out}`))
+      }
+    }, 15_000)
+  })
