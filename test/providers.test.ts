@@ -90,6 +90,18 @@ describe("/api/providers", () => {
     expect(res.text).toContain(fragment)
   })
 
+  it("answers bad management input with a one-line 400, never a 500", async () => {
+    const notJson = await call(`${gw.url}/api/providers`, { method: "POST", body: "not json", headers: { ...admin, "content-type": "application/json" } })
+    expect(notJson.status).toBe(400)
+    expect(notJson.body).toMatchObject({ _tag: "BadRequest" })
+    expect(notJson.body.message).toContain("not valid JSON")
+    const wrongType = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, priority: "high" }, headers: admin })
+    expect(wrongType.status).toBe(400)
+    expect(wrongType.body.message).toBe("invalid request: priority: expected number, actual \"high\"")
+    const truncated = await call(`${gw.url}/api/auth/login`, { method: "POST", body: '{"password":', headers: { "content-type": "application/json" } })
+    expect(truncated.status).toBe(400)
+  })
+
   it("refuses a second connection with the same name with 409", async () => {
     expect((await create({ provider: "openai-compatible", name: "twice", baseUrl: upstream.baseUrl })).status).toBe(201)
     const again = await create({ provider: "openai-compatible", name: "TWICE", baseUrl: upstream.baseUrl })

@@ -1,49 +1,10 @@
-import * as Command from "@effect/cli/Command"
-import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { live } from "../Gateway.js"
-import { VERSION } from "../version.js"
-import { doctorCommand } from "./commands/doctor.js"
-import { keysCommand } from "./commands/keys.js"
-import { providersCommand } from "./commands/providers.js"
-import { setupCommand } from "./commands/setup.js"
-import { statusCommand } from "./commands/status.js"
-import { cliLogger, overridesFrom } from "./local.js"
-import { exitWith } from "./output.js"
-import { gateway } from "./root.js"
+import { cli } from "./app.js"
+import { cliLogger } from "./local.js"
 
-/** With no subcommand, `gateway` serves. */
-const serve = gateway.pipe(
-  Command.withHandler((root) =>
-    Effect.gen(function* () {
-      if (root.mcp) {
-        yield* Console.error("the MCP stdio server is not built in this version yet")
-        return yield* exitWith(2)
-      }
-      return yield* Layer.launch(live(overridesFrom(root)))
-    })
-  ),
-  Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand])
-)
-
-const cli = Command.run(serve, { name: "gateway", version: VERSION })
-
-/** `-v` is the short form of `--version`. */
-const argv = process.argv.map((a, i) => (i >= 2 && a === "-v" ? "--version" : a))
-
-const errorMessage = (e: unknown): string => {
-  const err = e as { _tag?: string; message?: string }
-  return err.message ?? String(e)
-}
-
-cli(argv).pipe(
-  Effect.catchIf(ValidationError.isValidationError, () => exitWith(2)),
-  Effect.catchAll((e) => Console.error(`error: ${errorMessage(e)}`).pipe(Effect.zipRight(exitWith(1)))),
+cli(process.argv).pipe(
   Effect.provide(cliLogger),
   Effect.provide(NodeContext.layer),
   NodeRuntime.runMain({ disablePrettyLogger: true })

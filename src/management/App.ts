@@ -16,6 +16,8 @@ import { newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../http/planned.js"
 import { ManagementApiLive } from "./handlers.js"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import { BadRequest } from "../domain/errors.js"
 
 const json = (status: number, tag: string, message: string) =>
   HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
@@ -37,6 +39,40 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
     Effect.as(json(500, "InternalError", `internal error (request ${requestId})`))
   )
 }
+
+/** `name: expected string, actual 5`: one line per field, first problem of each. */
+export const describeDecodeError = (e: HttpApiError.HttpApiDecodeError): string => {
+  const seen = new Set<string>()
+  const parts: Array<string> = []
+  for (const issue of e.issues) {
+    const where = issue.path.map(String).join(".")
+    if (seen.has(where)) continue
+    seen.add(where)
+    const message = issue.message.replace(/^Expected /, "expected ")
+    parts.push(where ? `${where}: ${message}` : message)
+  }
+  return `invalid request: ${parts.join("; ") || e.message}`
+}
+
+const badRequest = (message: string) => HttpServerResponse.unsafeJson(new BadRequest({ message }), { status: 400 })
+
+/**
+ * Bad input answers like every other management error, `BadRequest` with a one-line message:
+ * schema failures instead of the platform's nested tree, and unreadable bodies (not JSON)
+ * instead of a 500.
+ */
+const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
+  Effect.catchAllCause(app, (cause) => {
+    // The platform reports an unparseable body as a defect (orDie), a schema failure as a failure.
+    const failure = Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause))) as unknown
+    if (failure instanceof HttpApiError.HttpApiDecodeError) return Effect.succeed(badRequest(describeDecodeError(failure)))
+    const request = failure as { _tag?: string; reason?: string; cause?: unknown } | undefined
+    if (request?._tag === "RequestError" && request.reason === "Decode") {
+      return Effect.succeed(badRequest(`request body is not valid JSON: ${(request.cause as Error | undefined)?.message ?? "unreadable"}`))
+    }
+    return Effect.failCause(cause)
+  })
+)
 
 /** Request id, version headers, access log and JSON fallbacks for every management response. */
 const managementMiddleware = HttpMiddleware.make((app) =>
@@ -65,7 +101,7 @@ export class ManagementHandler extends Context.Tag("gateway/ManagementHandler")<
       return yield* NodeHttpServer.makeHandler(managementMiddleware(app))
     })
   ).pipe(
-    Layer.provide(ManagementApiLive),
+    Layer.provide(Layer.mergeAll(ManagementApiLive, BadInputAsBadRequest)),
     Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer]),
     Layer.provide([NodeHttpPlatform.layer, Etag.layerWeak, NodeContext.layer])
   )

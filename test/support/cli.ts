@@ -6,6 +6,8 @@ export const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".
 
 export interface CliResult {
   readonly code: number | null
+  /** Set when the process was killed by a signal (code is then null). */
+  readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
 }
@@ -27,7 +29,7 @@ export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> 
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString()))
     child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
   })
 
 export interface ServerProcess {

@@ -127,7 +127,7 @@ const checkStorage = (dataDir: string, secrets: ReadonlyArray<string>): Check =>
   return {
     name: "storage",
     status: notes.length > 0 ? "warn" : "ok",
-    message: notes.join("; ") || `key from ${source}; ${secrets.length} stored secret${secrets.length === 1 ? "" : "s"} decrypt`
+    message: notes.join("; ") || `key from ${source}; ${secrets.length === 1 ? "the stored secret decrypts" : `all ${secrets.length} stored secrets decrypt`}`
   }
 }
 

@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Prompt from "@effect/cli/Prompt"
+import * as Terminal from "@effect/platform/Terminal"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -149,8 +150,8 @@ const interactive = Effect.gen(function* () {
     yield* Console.log("admin password set")
   }
   if (yield* Prompt.confirm({ message: "Create an API key for your clients now?", initial: true })) {
-    const admin = yield* Prompt.confirm({ message: "Give it the admin scope (management API too)?", initial: false })
-    const created = yield* (yield* ApiKeys).create({ name: "setup", scopes: admin ? ["admin"] : ["inference"] }, { actor: "cli-setup" })
+    const adminScope = yield* Prompt.confirm({ message: "Give it the admin scope (management API too)?", initial: false })
+    const created = yield* (yield* ApiKeys).create({ name: "setup", scopes: adminScope ? ["admin"] : ["inference"] }, { actor: "cli-setup" })
     yield* Console.log(`\n  ${created.secret}\n\nThis key is shown only now; store it safely.`)
   }
   while (yield* Prompt.confirm({ message: "Add a provider connection?", initial: true })) {
@@ -194,7 +195,7 @@ export const setupCommand = Command.make("setup", options, (opts) =>
     const root = yield* gateway
     const flagsGiven = Option.isSome(opts.password) || opts.addProvider
     if (root.nonInteractive || opts.nonInteractive || flagsGiven) return yield* withLocalGateway(nonInteractive(opts))
-    if (!process.stdin.isTTY) {
+    if (!(yield* (yield* Terminal.Terminal).isTTY)) {
       yield* Console.error("setup is interactive; without a terminal use `gateway setup --non-interactive ...` (see --help)")
       return yield* exitWith(2)
     }

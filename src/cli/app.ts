@@ -1,0 +1,48 @@
+import * as Command from "@effect/cli/Command"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { live } from "../Gateway.js"
+import { VERSION } from "../version.js"
+import { doctorCommand } from "./commands/doctor.js"
+import { keysCommand } from "./commands/keys.js"
+import { providersCommand } from "./commands/providers.js"
+import { setupCommand } from "./commands/setup.js"
+import { statusCommand } from "./commands/status.js"
+import { overridesFrom } from "./local.js"
+import { exitWith } from "./output.js"
+import { gateway } from "./root.js"
+
+/** With no subcommand, `gateway` serves. */
+const command = gateway.pipe(
+  Command.withHandler((root) =>
+    Effect.gen(function* () {
+      if (root.mcp) {
+        yield* Console.error("the MCP stdio server is not built in this version yet")
+        return yield* exitWith(2)
+      }
+      return yield* Layer.launch(live(overridesFrom(root)))
+    })
+  ),
+  Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand])
+)
+
+const run = Command.run(command, { name: "gateway", version: VERSION })
+
+/** `-v` is the short form of `--version`. */
+export const normaliseArgv = (argv: ReadonlyArray<string>): Array<string> =>
+  argv.map((a, i) => (i >= 2 && a === "-v" ? "--version" : a))
+
+/**
+ * The whole CLI for an argv (`[node, script, ...args]`). Domain errors print `error: ...` and
+ * set exit status 1; bad arguments (already explained by the parser) set 2.
+ */
+export const cli = (argv: ReadonlyArray<string>) =>
+  run(normaliseArgv(argv)).pipe(
+    Effect.catchIf(ValidationError.isValidationError, () => exitWith(2)),
+    Effect.catchAll((e) =>
+      Console.error(`error: ${(e as { message?: string }).message ?? String(e)}`).pipe(Effect.zipRight(exitWith(1)))
+    )
+  )
