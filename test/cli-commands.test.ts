@@ -1,26 +1,12 @@
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { VERSION } from "../src/version.js"
-import { runCli, startServerProcess } from "./support/cli.js"
-import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
+import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
 
-let upstream: FakeOpenAI
-beforeAll(async () => {
-  upstream = await FakeOpenAI.start()
-})
-afterAll(() => upstream?.close())
-
-const ADMIN = "sk-gateway-admin-0123456789abcdef"
-
-const setup = (dataDir: string, extra: ReadonlyArray<string> = []) =>
-  runCli(
-    [
-      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
-      "--provider-base-url", upstream.baseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
-    ],
-    { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN }
-  )
+const fake = fakeOpenAIForFile()
+const setup = (dataDir: string, extra: ReadonlyArray<string> = []) => setupWithProvider(dataDir, fake.upstream.baseUrl, extra)
 
 describe("gateway CLI basics", () => {
   it("prints its version with --version and -v", async () => {
@@ -115,7 +101,7 @@ describe("gateway providers", () => {
     expect(wrongKey.code).toBe(1)
     expect(JSON.parse(wrongKey.stdout).connections[0].problems[0]).toContain("cannot be decrypted")
 
-    upstream.next({ status: 401, body: { error: { message: "bad key", type: "invalid_request_error", code: null } } })
+    fake.upstream.next({ status: 401, body: { error: { message: "bad key", type: "invalid_request_error", code: null } } })
     const failing = await runCli(["providers", "test-all"], { DATA_DIR: dataDir })
     expect(failing.code).toBe(1)
     expect(failing.stdout).toContain("FAILED")

@@ -1,25 +1,11 @@
 import { spawnSync } from "node:child_process"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { runCli, startServerProcess } from "./support/cli.js"
-import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { describe, expect, it } from "vitest"
+import { runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
+import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
 
-let upstream: FakeOpenAI
-beforeAll(async () => {
-  upstream = await FakeOpenAI.start()
-})
-afterAll(() => upstream?.close())
-
-const ADMIN = "sk-gateway-admin-0123456789abcdef"
-
-const setup = (dataDir: string, extra: ReadonlyArray<string> = []) =>
-  runCli(
-    [
-      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
-      "--provider-base-url", upstream.baseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
-    ],
-    { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN }
-  )
+const fake = fakeOpenAIForFile()
+const setup = (dataDir: string, extra: ReadonlyArray<string> = []) => setupWithProvider(dataDir, fake.upstream.baseUrl, extra)
 
 describe("gateway doctor", () => {
   it("passes on a fresh data directory when liveness is skipped, noting the database is not created yet", async () => {
@@ -34,7 +20,7 @@ describe("gateway doctor", () => {
   })
 
   it("fails with a non-zero exit when no server answers", async () => {
-    const r = await runCli(["doctor", "--json", "--liveness-url", `${upstream.url.replace(/:\d+$/, ":9")}/api/health/ping`], { DATA_DIR: tempDir() })
+    const r = await runCli(["doctor", "--json", "--liveness-url", `${fake.upstream.url.replace(/:\d+$/, ":9")}/api/health/ping`], { DATA_DIR: tempDir() })
     expect(r.code).toBe(1)
     expect(JSON.parse(r.stdout).checks.find((c: any) => c.name === "liveness").status).toBe("fail")
   })

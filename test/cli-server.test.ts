@@ -1,27 +1,14 @@
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { VERSION } from "../src/version.js"
-import { runCli, startServerProcess } from "./support/cli.js"
+import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { queryDb } from "./support/db.js"
-import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
 
-let upstream: FakeOpenAI
-beforeAll(async () => {
-  upstream = await FakeOpenAI.start()
-})
-afterAll(() => upstream?.close())
-
-const ADMIN = "sk-gateway-admin-0123456789abcdef"
-
-const setup = (dataDir: string, extra: ReadonlyArray<string> = []) =>
-  runCli(
-    [
-      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
-      "--provider-base-url", upstream.baseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
-    ],
-    { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN }
-  )
+const fake = fakeOpenAIForFile()
+const ADMIN = ADMIN_KEY
+const setup = (dataDir: string, extra: ReadonlyArray<string> = []) => setupWithProvider(dataDir, fake.upstream.baseUrl, extra)
 
 describe("setup, then serve, then the openai SDK (the README flow)", () => {
   it("configures a provider and an admin key, serves it, answers streamed and not, and stops cleanly on SIGTERM", async () => {
@@ -35,7 +22,7 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
 
     const server = await startServerProcess({ DATA_DIR: dataDir })
     try {
-      upstream.next({ content: "answer from the upstream" }, { content: "streamed answer", chunks: 3 })
+      fake.upstream.next({ content: "answer from the upstream" }, { content: "streamed answer", chunks: 3 })
       const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
       const completion = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
       expect(completion.choices[0]?.message.content).toBe("answer from the upstream")
@@ -65,7 +52,7 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     const dataDir = tempDir()
     expect((await setup(dataDir)).code).toBe(0)
     const again = await runCli(
-      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", upstream.baseUrl, "--default-model", "m2"],
+      ["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", fake.upstream.baseUrl, "--default-model", "m2"],
       { DATA_DIR: dataDir }
     )
     expect(again.code).toBe(0)
@@ -128,8 +115,8 @@ describe("shutdown", () => {
     const dataDir = tempDir()
     expect((await setup(dataDir)).code).toBe(0)
     const server = await startServerProcess({ DATA_DIR: dataDir })
-    upstream.requests.length = 0
-    upstream.always({ delayMs: 150 })
+    fake.upstream.requests.length = 0
+    fake.upstream.always({ delayMs: 150 })
     const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
     const fire = () =>
       fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body })
@@ -139,9 +126,9 @@ describe("shutdown", () => {
     await new Promise((r) => setTimeout(r, 80))
     const code = await server.stop("SIGTERM")
     const statuses = await Promise.all(burst)
-    upstream.always({})
+    fake.upstream.always({})
     expect(code).toBe(0)
-    const served = upstream.chatRequests.length
+    const served = fake.upstream.chatRequests.length
     const ok = statuses.filter((s) => s === 200).length
     expect(served).toBeGreaterThan(0)
     expect(ok).toBe(served)

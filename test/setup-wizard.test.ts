@@ -9,13 +9,13 @@ import type * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Redacted from "effect/Redacted"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { AdminAuth } from "../src/auth/AdminAuth.js"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { cli } from "../src/cli/app.js"
 import { PROVIDERS } from "../src/providers/catalog.js"
 import { Connections } from "../src/providers/Connections.js"
-import { FakeOpenAI } from "./support/fakeOpenAI.js"
+import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { startGateway, tempDir } from "./support/gateway.js"
 
 const press = (name: string, input?: string): Terminal.UserInput => ({
@@ -47,11 +47,21 @@ const scriptedTerminal = (inputs: ReadonlyArray<Terminal.UserInput>, screen: Arr
     })
   )
 
-let upstream: FakeOpenAI
-beforeAll(async () => {
-  upstream = await FakeOpenAI.start()
-})
-afterAll(() => upstream?.close())
+/** Runs `gateway --data-dir <dir> setup` in-process with typed keystrokes; returns what was displayed. */
+const runSetup = async (dataDir: string, script: ReadonlyArray<Terminal.UserInput>): Promise<Array<string>> => {
+  const screen: Array<string> = []
+  await Effect.runPromise(
+    cli(["node", "gateway", "--data-dir", dataDir, "setup"]).pipe(
+      Effect.provide(scriptedTerminal(script, screen)),
+      Effect.provide(NodeContext.layer),
+      Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
+      Effect.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
+    )
+  )
+  return screen
+}
+
+const fake = fakeOpenAIForFile()
 
 describe("gateway setup (interactive wizard)", () => {
   it("sets the password, creates a key and adds a tested provider from typed answers", async () => {
@@ -66,21 +76,13 @@ describe("gateway setup (interactive wizard)", () => {
       ...down,
       enter, // openai-compatible
       ...answer("wiz"), // connection name
-      ...answer(upstream.baseUrl), // base URL
+      ...answer(fake.upstream.baseUrl), // base URL
       ...answer("sk-wizard"), // API key
       ...answer("m1"), // default model
       press("y", "y"), // test it now
       press("n", "n") // no more providers
     ]
-    const screen: Array<string> = []
-    await Effect.runPromise(
-      cli(["node", "gateway", "--data-dir", dataDir, "setup"]).pipe(
-        Effect.provide(scriptedTerminal(script, screen)),
-        Effect.provide(NodeContext.layer),
-        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
-        Effect.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
-      )
-    )
+    const screen = await runSetup(dataDir, script)
     expect(process.exitCode ?? 0).toBe(0)
     expect(screen.join("")).toContain("Admin password")
 
@@ -97,7 +99,7 @@ describe("gateway setup (interactive wizard)", () => {
       expect(hasPassword).toBe(true)
       expect(keys.map((k) => [k.name, k.scopes])).toEqual([["setup", ["inference"]]])
       expect(connection.provider.id).toBe("openai-compatible")
-      expect(connection.effectiveBaseUrl).toBe(upstream.baseUrl)
+      expect(connection.effectiveBaseUrl).toBe(fake.upstream.baseUrl)
       expect(connection.defaultModel).toBe("m1")
       expect(Redacted.value(connection.apiKey!)).toBe("sk-wizard")
       expect(connection.testStatus).toBe("active")
@@ -110,7 +112,7 @@ describe("gateway setup (interactive wizard)", () => {
     } finally {
       await gw.close()
     }
-    expect(upstream.requests.some((r) => r.path === "/v1/models" && r.headers.authorization === "Bearer sk-wizard")).toBe(true)
+    expect(fake.upstream.requests.some((r) => r.path === "/v1/models" && r.headers.authorization === "Bearer sk-wizard")).toBe(true)
   })
 
   it("refuses a short password at the prompt and asks again", async () => {
@@ -123,15 +125,7 @@ describe("gateway setup (interactive wizard)", () => {
       press("n", "n"), // no key
       press("n", "n") // no provider
     ]
-    const screen: Array<string> = []
-    await Effect.runPromise(
-      cli(["node", "gateway", "--data-dir", dataDir, "setup"]).pipe(
-        Effect.provide(scriptedTerminal(script, screen)),
-        Effect.provide(NodeContext.layer),
-        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
-        Effect.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))
-      )
-    )
+    const screen = await runSetup(dataDir, script)
     expect(screen.join("")).toContain("at least 8 characters")
     const gw = await startGateway({ dataDir })
     try {

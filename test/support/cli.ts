@@ -81,3 +81,19 @@ export const startServerProcess = (env: Record<string, string>, args: ReadonlyAr
       }
     }, 15_000)
   })
+
+/** The admin key `setupWithProvider` hands to setup as GATEWAY_API_KEY. */
+export const ADMIN_KEY = "sk-gateway-admin-0123456789abcdef"
+
+/**
+ * `gateway setup --non-interactive` with an openai-compatible connection to `upstreamBaseUrl`
+ * (key sk-up, default model m1) and GATEWAY_API_KEY set to ADMIN_KEY: the README's flow.
+ */
+export const setupWithProvider = (dataDir: string, upstreamBaseUrl: string, extra: ReadonlyArray<string> = []) =>
+  runCli(
+    [
+      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
+      "--provider-base-url", upstreamBaseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
+    ],
+    { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
+  )

@@ -1,5 +1,6 @@
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll } from "vitest"
 
 /** What the fake answers to one chat request. Unset fields take the defaults. */
 export interface Reply {
@@ -188,4 +189,14 @@ export class FakeOpenAI {
       })
     )
   }
+}
+
+/** One fake upstream for the whole test file: started before the first test, closed after the last. */
+export const fakeOpenAIForFile = (): { readonly upstream: FakeOpenAI } => {
+  const holder = {} as { upstream: FakeOpenAI }
+  beforeAll(async () => {
+    holder.upstream = await FakeOpenAI.start()
+  })
+  afterAll(() => holder.upstream?.close())
+  return holder
 }
