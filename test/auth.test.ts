@@ -5,6 +5,8 @@ import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { clientAddress } from "../src/inference/io.js"
+import type * as http from "node:http"
 
 const ADMIN = "gwk_auth_admin_key_0123456789abcdef"
 const PASSWORD = "correct horse battery"
@@ -139,6 +141,37 @@ describe("inference authentication", () => {
   })
 })
 
+describe("browser requests from other origins", () => {
+  it("need a key: a drive-by page cannot spend the providers of a keyless localhost gateway", async () => {
+    const evil = await call(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify(chatBody),
+      headers: { "content-type": "text/plain", origin: "https://evil.example" }
+    })
+    expect(evil.status).toBe(403)
+    expect(evil.body.error.code).toBe("origin_not_allowed")
+    const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "browser-app" })))
+    const withKey = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin: "https://evil.example", authorization: `Bearer ${secret}` } })
+    expect(withKey.status).toBe(200)
+    const local = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin: "http://localhost:5173" } })
+    expect(local.status).toBe(200)
+    const sdk = await call(`${gw.url}/v1/chat/completions`, { body: chatBody })
+    expect(sdk.status).toBe(200)
+  })
+
+  it("are allowed from origins listed in GATEWAY_ALLOWED_ORIGINS", async () => {
+    const other = await startGateway({ env: { GATEWAY_ALLOWED_ORIGINS: "https://app.example, https://tools.example/" } })
+    try {
+      const listed = await call(`${other.url}/v1/models`, { headers: { origin: "https://tools.example" } })
+      expect(listed.status).toBe(200)
+      const unlisted = await call(`${other.url}/v1/models`, { headers: { origin: "https://else.example" } })
+      expect(unlisted.status).toBe(403)
+    } finally {
+      await other.close()
+    }
+  })
+})
+
 describe("management authentication", () => {
   it("answers 401 without a session or admin key", async () => {
     for (const [method, path] of [["GET", "/api/keys"], ["GET", "/api/providers"], ["GET", "/api/settings/feature-flags"], ["POST", "/api/keys"]] as const) {
@@ -148,10 +181,27 @@ describe("management authentication", () => {
     }
   })
 
-  it("refuses an API key without the admin scope with 403", async () => {
+  it("answers 401 to an API key without the admin scope, as to no key", async () => {
     const { secret } = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "plain" })))
-    const res = await call(`${gw.url}/api/keys`, { headers: { authorization: `Bearer ${secret}` } })
-    expect(res.status).toBe(403)
+    for (const path of ["/api/keys", "/api/settings/feature-flags"]) {
+      const res = await call(`${gw.url}${path}`, { headers: { authorization: `Bearer ${secret}` } })
+      expect(res.status, path).toBe(401)
+      expect(res.body.message).toContain("admin scope")
+    }
+  })
+
+  it("refuses an oversized management body with 413 before reading it", async () => {
+    const res = await call(`${gw.url}/api/auth/login`, { body: { password: "x".repeat(2 * 1024 * 1024) } })
+    expect(res.status).toBe(413)
+    expect(res.body._tag).toBe("PayloadTooLarge")
+  })
+
+  it("answers 409 when a key name is ambiguous on removal", async () => {
+    const a = await call(`${gw.url}/api/keys`, { body: { name: "twin" }, headers: admin })
+    await call(`${gw.url}/api/keys`, { body: { name: "twin" }, headers: admin })
+    const res = await call(`${gw.url}/api/keys/twin`, { method: "DELETE", headers: admin })
+    expect(res.status).toBe(409)
+    expect(res.body.message).toContain(a.body.id)
   })
 
   it("logs in with the password into an HttpOnly, SameSite=Strict cookie session guarded by a CSRF token", async () => {
@@ -190,6 +240,19 @@ describe("management authentication", () => {
     expect((await call(`${gw.url}/api/keys`, { headers: { cookie } })).status).toBe(401)
   })
 
+  it("counts parallel wrong guesses against the limit (no race past it)", async () => {
+    const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+    try {
+      const statuses = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status))
+      )
+      expect(statuses.filter((s) => s === 401).length).toBe(10)
+      expect(statuses.filter((s) => s === 429).length).toBe(30)
+    } finally {
+      await other.close()
+    }
+  })
+
   it("refuses further logins from an address after repeated failures", async () => {
     const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     try {
@@ -211,5 +274,16 @@ describe("management authentication", () => {
     const [row] = queryDb<{ value: string }>(gw.dataDir, "SELECT value FROM kv WHERE namespace = 'auth' AND key = 'admin_password'")
     expect(row!.value).toMatch(/^scrypt\$32768\$8\$1\$/)
     expect(row!.value).not.toContain("another long password")
+  })
+})
+
+describe("client address behind a trusted proxy", () => {
+  const req = (xff: string | undefined) =>
+    ({ headers: xff === undefined ? {} : { "x-forwarded-for": xff }, socket: { remoteAddress: "10.0.0.9" } }) as unknown as http.IncomingMessage
+  it("is the entry the proxy appended (rightmost), never what the client claimed", () => {
+    expect(clientAddress(req("1.2.3.4, 203.0.113.7"), true)).toBe("203.0.113.7")
+    expect(clientAddress(req("203.0.113.7"), true)).toBe("203.0.113.7")
+    expect(clientAddress(req("1.2.3.4, 203.0.113.7"), false)).toBe("10.0.0.9")
+    expect(clientAddress(req(undefined), true)).toBe("10.0.0.9")
   })
 })

@@ -184,6 +184,20 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
     await expect.poll(() => upstream.aborted, { timeout: 3000 }).toBe(before + 1)
   })
 
+  it("aborts a non-streaming upstream request when the client goes away while the body is pending", async () => {
+    upstream.next({ content: "slow body", bodyDelayMs: 2000 })
+    const before = upstream.aborted
+    const controller = new AbortController()
+    const pending = client.chat.completions
+      .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] }, { signal: controller.signal })
+      .catch(() => undefined)
+    await expect.poll(() => upstream.chatRequests.length, { timeout: 2000 }).toBe(1)
+    await new Promise((r) => setTimeout(r, 100))
+    controller.abort()
+    await pending
+    await expect.poll(() => upstream.aborted, { timeout: 1500 }).toBe(before + 1)
+  })
+
   it("records a usage row with tokens for streamed and non-streamed requests", async () => {
     upstream.always({ usage: { prompt_tokens: 21, completion_tokens: 13 } })
     const before = usageRows(gw.dataDir).length

@@ -111,6 +111,22 @@ describe("logging", () => {
 })
 
 describe("shutdown", () => {
+  it("lets an in-flight management request finish before stopping", async () => {
+    const dataDir = tempDir()
+    expect((await setup(dataDir)).code).toBe(0)
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    fake.upstream.next({ delayMs: 800 })
+    const test = fetch(`${server.url}/api/providers/openai-compatible/test`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` } })
+      .then(async (r) => ({ status: r.status, body: (await r.json()) as { ok: boolean } }))
+    await new Promise((r) => setTimeout(r, 200))
+    const code = await server.stop("SIGTERM")
+    const result = await test
+    expect(code).toBe(0)
+    expect(result.status).toBe(200)
+    expect(result.body.ok).toBe(true)
+    expect(queryDb(dataDir, "SELECT test_status FROM connections")).toEqual([{ test_status: "active" }])
+  })
+
   it("loses no usage row when SIGTERM arrives during a burst", async () => {
     const dataDir = tempDir()
     expect((await setup(dataDir)).code).toBe(0)

@@ -47,6 +47,16 @@ describe("feature flag catalog", () => {
     expect(FLAG_DEFINITIONS.filter((d) => d.requiresRestart).map((d) => d.key).sort()).toEqual([...RESTART_FLAGS].sort())
   })
 
+  it("warns at start about a boolean flag whose environment value is not a boolean", async () => {
+    const other = await startGateway({ env: { REQUIRE_API_KEY: "on" } })
+    try {
+      const warning = other.logs.find((l) => l.level === "WARN" && l.message.includes("REQUIRE_API_KEY=on"))
+      expect(warning?.message).toContain("counts as off")
+    } finally {
+      await other.close()
+    }
+  })
+
   it("treats true, 1 and yes as enabled, anything else as disabled", () => {
     expect(["true", "1", "yes", "TRUE", " Yes "].map(isTruthy)).toEqual([true, true, true, true, true])
     expect(["false", "0", "no", "on", "", "2"].map(isTruthy)).toEqual([false, false, false, false, false, false])

@@ -5,7 +5,9 @@ import { PROVIDERS } from "../src/providers/catalog.js"
 import { checkProviderUrl, classifyHost } from "../src/providers/urlPolicy.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { call, localCore, startGateway, type TestGateway } from "./support/gateway.js"
+import { Connections } from "../src/providers/Connections.js"
+import { maskSecret } from "../src/observability/redact.js"
 
 const ADMIN = "gwk_providers_admin_key_0123456789ab"
 const admin = { authorization: `Bearer ${ADMIN}` }
@@ -80,6 +82,8 @@ describe("/api/providers", () => {
     ["a base URL that is not a URL", { provider: "openai-compatible", baseUrl: "not a url" }, 400, "not a valid URL"],
     ["a base URL with credentials", { provider: "openai-compatible", baseUrl: "http://u:p@127.0.0.1/v1" }, 400, "credentials"],
     ["a cloud metadata address", { provider: "openai-compatible", baseUrl: "http://169.254.169.254/v1" }, 400, "metadata"],
+    ["a metadata address written as IPv4-mapped IPv6", { provider: "openai-compatible", baseUrl: "http://[::ffff:169.254.169.254]/v1" }, 400, "metadata"],
+    ["a metadata name with a trailing dot", { provider: "openai-compatible", baseUrl: "http://metadata.google.internal./v1" }, 400, "metadata"],
     ["a name with a slash", { provider: "openai-compatible", name: "a/b", baseUrl: "http://127.0.0.1:1/v1" }, 400, "name"],
     ["a name that is another provider's id", { provider: "openai-compatible", name: "anthropic", baseUrl: "http://127.0.0.1:1/v1" }, 400, "provider anthropic"],
     ["an unknown field", { provider: "openai-compatible", baseUrl: "http://127.0.0.1:1/v1", apikey: "typo" }, 400, "apikey"],
@@ -160,6 +164,45 @@ describe("/api/providers", () => {
     expect(other.chatRequests.at(-1)!.headers.authorization).toBe("Bearer sk-right")
   })
 
+  it("routes <provider>/<model> past a disabled connection named like the provider to its other connections", async () => {
+    const dir = await startGateway()
+    try {
+      await dir.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const h = { authorization: `Bearer ${ADMIN}` }
+      await call(`${dir.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, enabled: false }, headers: h })
+      await call(`${dir.url}/api/providers`, { body: { provider: "openai-compatible", name: "backup", baseUrl: other.baseUrl }, headers: h })
+      other.next({ content: "from backup" })
+      const res = await call(`${dir.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] } })
+      expect(res.status).toBe(200)
+      expect(res.body.choices[0].message.content).toBe("from backup")
+    } finally {
+      await dir.close()
+    }
+  })
+
+  it("answers 409, not 500, when another process took the name a moment ago", async () => {
+    await Effect.runPromise(
+      Effect.provide(
+        Effect.flatMap(Connections, (c) => c.create({ provider: "openai-compatible", name: "raced", baseUrl: upstream.baseUrl })),
+        localCore(gw.dataDir)
+      )
+    )
+    // The server's cache has not seen the other process's commit yet; the database decides.
+    const res = await create({ provider: "openai-compatible", name: "raced", baseUrl: upstream.baseUrl })
+    expect(res.status).toBe(409)
+  })
+
+  it("will not send a stored key to a new host on an edit alone", async () => {
+    const c = await create({ provider: "openai-compatible", name: "keyed", baseUrl: upstream.baseUrl, apiKey: "sk-keep-this-secret-123" })
+    const moved = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: "https://elsewhere.example/v1" }, headers: admin })
+    expect(moved.status).toBe(400)
+    expect(moved.body.message).toContain("apiKey")
+    const samePath = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: `${upstream.url}/v2` }, headers: admin })
+    expect(samePath.status).toBe(200)
+    const withKey = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: "https://elsewhere.example/v1", apiKey: "sk-new-key-for-elsewhere-1" }, headers: admin })
+    expect(withKey.status).toBe(200)
+  })
+
   it("does not route to a disabled connection", async () => {
     const c = await create({ provider: "openai-compatible", name: "off", baseUrl: upstream.baseUrl, enabled: false })
     expect(c.status).toBe(201)
@@ -183,6 +226,18 @@ describe("outbound URL policy", () => {
     expect(classifyHost("169.254.169.254")).toBe("metadata")
     expect(classifyHost("metadata.google.internal")).toBe("metadata")
     expect(classifyHost("::ffff:127.0.0.1")).toBe("loopback")
+    // IPv4 inside IPv6, in the hex form URL parsing produces
+    expect(classifyHost(new URL("http://[::ffff:169.254.169.254]/").hostname)).toBe("metadata")
+    expect(classifyHost(new URL("http://[::ffff:7f00:1]/").hostname)).toBe("loopback")
+    expect(classifyHost("[64:ff9b::a9fe:a9fe]")).toBe("metadata")
+    expect(classifyHost("[::a9fe:a9fe]")).toBe("metadata")
+    expect(classifyHost("[fd00:ec2::254]")).toBe("metadata")
+    expect(classifyHost("[::ffff:808:808]")).toBe("public")
+    expect(classifyHost("[fe80::1]")).toBe("private")
+    expect(classifyHost("[fc00::1]")).toBe("lan")
+    expect(classifyHost("[::]")).toBe("private")
+    expect(classifyHost("localhost.")).toBe("loopback")
+    expect(classifyHost(new URL("http://2130706433/").hostname)).toBe("loopback")
     expect(classifyHost("api.openai.com")).toBe("public")
     expect(classifyHost("8.8.8.8")).toBe("public")
   })
@@ -193,5 +248,14 @@ describe("outbound URL policy", () => {
     expect(checkProviderUrl("http://127.0.0.1:11434", { ...defaults, allowLocal: false }).ok).toBe(false)
     expect(checkProviderUrl("http://169.254.169.254", { ...defaults, allowPrivate: true }).ok).toBe(false)
     expect(checkProviderUrl("http://169.254.169.254", { ...defaults, guard: false }).ok).toBe(true)
+  })
+})
+
+describe("masking", () => {
+  it("shows at most about a third of a secret, and nothing of a short one", () => {
+    expect(maskSecret("sk-up")).toBe("****")
+    expect(maskSecret("sk-12345678")).toBe("****")
+    expect(maskSecret("sk-admin-1234")).toBe("sk-…34")
+    expect(maskSecret("gwk_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG")).toBe("gwk_0123…DEFG")
   })
 })

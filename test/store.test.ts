@@ -12,11 +12,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { AppConfig } from "../src/config/AppConfig.js"
-import { CoreLayer, StoreLayer } from "../src/Gateway.js"
+import { StoreLayer } from "../src/Gateway.js"
 import { BatchWriter } from "../src/store/BatchWriter.js"
 import { Secrets } from "../src/store/Secrets.js"
 import { queryDb } from "./support/db.js"
-import { tempDir } from "./support/gateway.js"
+import { localCore, tempDir } from "./support/gateway.js"
 
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 
@@ -27,8 +27,6 @@ const storeAt = (dataDir: string, env: Record<string, string> = {}) =>
     Layer.provide(quiet)
   )
 
-const coreAt = (dataDir: string) =>
-  CoreLayer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))), Layer.provide(quiet))
 
 const countUsage = (dataDir: string) => queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n
 
@@ -138,14 +136,14 @@ describe("caches across processes", () => {
     Effect.gen(function* () {
       const dir = tempDir()
       const serverScope = yield* Scope.make()
-      const server = yield* Layer.buildWithScope(coreAt(dir), serverScope)
+      const server = yield* Layer.buildWithScope(localCore(dir), serverScope)
       const serverKeys = yield* Effect.provide(ApiKeys, server)
       expect(Option.isNone(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
 
       // A second, independent stack on the same file plays the CLI.
       yield* Effect.provide(
         Effect.flatMap(ApiKeys, (k) => k.create({ name: "cli" }, { secret: "gwk_from_the_cli_0123456789" })),
-        coreAt(dir)
+        localCore(dir)
       )
       yield* Effect.sleep("1100 millis")
       expect(Option.isSome(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)

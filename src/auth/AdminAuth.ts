@@ -78,14 +78,30 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
         )
       }
 
+      /**
+       * Attempts are counted before the (slow) password check, so parallel guesses cannot all
+       * slip in under the limit; a success clears the address's count.
+       */
+      const admitAttempt = (ip: string, t: number): number | undefined => {
+        if (failures.size > 10_000) {
+          for (const [key, e] of failures) if (t - e.first >= FAILURE_WINDOW_MS) failures.delete(key)
+        }
+        const current = failures.get(ip)
+        const entry = current && t - current.first < FAILURE_WINDOW_MS ? current : { count: 0, first: t }
+        if (entry.count >= MAX_FAILURES) return Math.ceil((entry.first + FAILURE_WINDOW_MS - t) / 1000)
+        entry.count++
+        failures.set(ip, entry)
+        return undefined
+      }
+
       const login: AdminAuthShape["login"] = (password, client) =>
         Effect.gen(function* () {
           const t = Date.now()
-          const f = failures.get(client.ip)
-          if (f && t - f.first < FAILURE_WINDOW_MS && f.count >= MAX_FAILURES) {
+          const retryAfter = admitAttempt(client.ip, t)
+          if (retryAfter !== undefined) {
             return yield* new TooManyRequests({
               message: "too many failed logins from this address; try again later",
-              retryAfterSeconds: Math.ceil((f.first + FAILURE_WINDOW_MS - t) / 1000)
+              retryAfterSeconds: retryAfter
             })
           }
           const hash = yield* storedHash
@@ -96,9 +112,6 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
           }
           const ok = yield* Effect.promise(() => verifyPassword(password, hash.value))
           if (!ok) {
-            const entry = f && t - f.first < FAILURE_WINDOW_MS ? f : { count: 0, first: t }
-            entry.count++
-            failures.set(client.ip, entry)
             writer.append("audit_log", { ts: t, actor: client.ip, action: "admin.login_failed", target: null, detail: null })
             return yield* new Unauthorized({ message: "wrong password" })
           }

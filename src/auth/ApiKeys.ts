@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
-import { NotFound } from "../domain/errors.js"
+import { Conflict, NotFound } from "../domain/errors.js"
 import type { ApiKeyScope, ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
 import { maskSecret } from "../observability/redact.js"
 import { BatchWriter } from "../store/BatchWriter.js"
@@ -31,7 +31,7 @@ export interface ApiKeysShape {
   readonly create: (input: CreateApiKey, options?: { readonly secret?: string; readonly actor?: string }) => Effect.Effect<CreatedApiKey>
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyView>>
   /** Removes a key by id or by name. */
-  readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound>
+  readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
   /** The active key for a presented secret, if any. Expired and disabled keys do not verify. */
   readonly verify: (secret: string) => Effect.Effect<Option.Option<ApiKeyRecord>>
   /** Whether any key with the admin scope exists. */
@@ -167,7 +167,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
           const byId = all.find((r) => r.id === idOrName)
           const byName = all.filter((r) => r.name === idOrName)
           if (!byId && byName.length > 1) {
-            return yield* new NotFound({
+            return yield* new Conflict({
               message: `several keys are named '${idOrName}'; remove one by id (${byName.map((r) => r.id).join(", ")})`
             })
           }

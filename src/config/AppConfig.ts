@@ -17,6 +17,11 @@ export interface AppConfigShape {
   readonly dataDir: string
   /** `pretty` on a terminal, `json` for log shippers. */
   readonly logFormat: "pretty" | "json"
+  /**
+   * Browser origins (`https://app.example`) allowed to call inference routes without a gateway
+   * key, besides loopback origins; `*` allows every origin. From `GATEWAY_ALLOWED_ORIGINS`.
+   */
+  readonly allowedOrigins: ReadonlyArray<string>
 }
 
 /** Process-level settings: where to listen and where state lives. Feature flags are separate. */
@@ -30,11 +35,18 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
         const host = yield* Config.string("HOST").pipe(Config.withDefault(DEFAULT_HOST))
         const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"))
         const logFormat = yield* Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.option)
+        const origins = yield* Config.string("GATEWAY_ALLOWED_ORIGINS").pipe(Config.withDefault(""))
         return {
           port: overrides.port ?? port,
           host: overrides.host ?? host,
           dataDir: path.resolve(overrides.dataDir ?? dataDir),
-          logFormat: overrides.logFormat ?? Option.getOrElse(logFormat, () => "pretty" as const)
+          logFormat: overrides.logFormat ?? Option.getOrElse(logFormat, () => "pretty" as const),
+          allowedOrigins:
+            overrides.allowedOrigins ??
+            origins
+              .split(",")
+              .map((o) => o.trim().replace(/\/+$/, ""))
+              .filter((o) => o.length > 0)
         }
       })
     )
@@ -44,8 +56,23 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
       port: 0,
       host: "127.0.0.1",
       logFormat: "json",
+      allowedOrigins: [],
       ...config
     })
+}
+
+/**
+ * Whether a browser page from `origin` may use the inference routes without a gateway key.
+ * No Origin header (SDKs, curl, agents) is not a browser cross-site request.
+ */
+export const originAllowed = (origin: string | undefined, allowed: ReadonlyArray<string>): boolean => {
+  if (origin === undefined) return true
+  if (allowed.includes("*") || allowed.includes(origin)) return true
+  try {
+    return isLoopbackHost(new URL(origin).hostname)
+  } catch {
+    return false
+  }
 }
 
 /** True for addresses that only this machine can reach. */

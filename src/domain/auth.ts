@@ -9,7 +9,9 @@ export const AdminPassword = Schema.String.pipe(
   Schema.maxLength(1024, { message: () => "password must be at most 1024 characters" })
 )
 
-export const LoginRequest = Schema.Struct({ password: Schema.String })
+export const LoginRequest = Schema.Struct({
+  password: Schema.String.pipe(Schema.maxLength(1024, { message: () => "password must be at most 1024 characters" }))
+})
 
 export const LoginResult = Schema.Struct({
   ok: Schema.Boolean,

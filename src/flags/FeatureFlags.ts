@@ -68,6 +68,11 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
           )
           continue
         }
+        if (def.type === "boolean" && !validateFlagValue(def, v.value).ok) {
+          yield* Effect.logWarning(
+            `${def.key}=${v.value} is not a boolean value (true, false, 1, 0, yes, no): it counts as off`
+          )
+        }
         env.set(def.key, v.value.trim())
       }
       const overrides = makeCachedLoad(

@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { AdminAuth } from "../auth/AdminAuth.js"
@@ -51,7 +52,7 @@ const listen = (server: http.Server, port: number, host: string) =>
 /**
  * One node:http server for both planes. Inference routes run as Effect programs forked on a
  * prepared runtime and tracked in a FiberSet; everything else goes to the management HttpApi.
- * On shutdown the server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests,
+ * On shutdown the server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes,
  * then cuts what is left; only after that do the layers below (the batched writer) close.
  */
 export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayServer, GatewayServerShape>() {
@@ -63,13 +64,20 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const management = yield* ManagementHandler
       const flags = yield* FeatureFlags
       const fibers = yield* FiberSet.make<void, never>()
+      // Management requests run on the platform's own fibers: counted, so shutdown waits for them too.
+      let managementInFlight = 0
       const run = yield* FiberSet.runtime(fibers)<never>()
 
-      const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+      // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
+      const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const program = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
-        if (program === undefined) return management(req, res)
+        if (program === undefined) {
+          managementInFlight++
+          res.once("close", () => managementInFlight--)
+          return management(req, res)
+        }
         const fiber = run(program)
         res.once("close", () => {
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
@@ -81,7 +89,15 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         Effect.gen(function* () {
           server.close()
           server.closeIdleConnections()
-          const drained = yield* FiberSet.awaitEmpty(fibers).pipe(Effect.timeout(SHUTDOWN_GRACE), Effect.option)
+          const managementDone = Effect.repeat(
+            Effect.sync(() => managementInFlight),
+            { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
+          )
+          const drained = yield* FiberSet.awaitEmpty(fibers).pipe(
+            Effect.zipRight(managementDone),
+            Effect.timeout(SHUTDOWN_GRACE),
+            Effect.option
+          )
           if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
           server.closeAllConnections()
           yield* Effect.logInfo("server stopped")

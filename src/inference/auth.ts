@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
 import type { ApiKeysShape } from "../auth/ApiKeys.js"
+import { originAllowed } from "../config/AppConfig.js"
 import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
 import { InferenceError } from "./errors.js"
 
@@ -35,11 +36,14 @@ export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams):
 /**
  * `REQUIRE_API_KEY` off (the default): any key value, or none, is accepted; a valid key is
  * still recognised so usage is attributed to it. On: a valid, unexpired, enabled key is required.
- * Returns the id of the key that authenticated the request, if any.
+ * Either way, a browser page from a foreign origin (a drive-by site, or DNS rebinding onto
+ * 127.0.0.1) needs a valid key: it cannot spend the operator's providers just because the
+ * gateway listens on localhost. Returns the id of the key that authenticated the request.
  */
 export const authenticateInference = (
   keys: ApiKeysShape,
   flags: FeatureFlagsShape,
+  allowedOrigins: ReadonlyArray<string>,
   req: http.IncomingMessage,
   query: URLSearchParams
 ): Effect.Effect<string | null, InferenceError> =>
@@ -47,6 +51,15 @@ export const authenticateInference = (
     const presented = presentedKey(req, query)
     const record = presented ? yield* keys.verify(presented) : Option.none()
     if (Option.isSome(record)) return record.value.id
+    const origin = header(req, "origin")
+    if (!originAllowed(origin, allowedOrigins)) {
+      return yield* new InferenceError({
+        status: 403,
+        type: "permission_error",
+        code: "origin_not_allowed",
+        message: `browser requests from ${origin} need a gateway API key (or add the origin to GATEWAY_ALLOWED_ORIGINS)`
+      })
+    }
     if (!(yield* flags.enabled("REQUIRE_API_KEY"))) return null
     return yield* new InferenceError({
       status: 401,

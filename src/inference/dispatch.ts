@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
 import { ApiKeys } from "../auth/ApiKeys.js"
+import { AppConfig } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
 import { authenticateInference } from "./auth.js"
@@ -45,6 +46,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
     Effect.gen(function* () {
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
+      const { allowedOrigins } = yield* AppConfig
       const handlers = new Map<string, Handler>([
         ["POST /v1/chat/completions", yield* makeChatCompletions],
         ["GET /v1/models", yield* makeListModels]
@@ -61,7 +63,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           apiKeyId: null
         }
         return Effect.gen(function* () {
-          ctx.apiKeyId = yield* authenticateInference(keys, flags, req, ctx.query)
+          ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query)
           yield* handler(ctx)
         }).pipe(
           Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e))),

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { StringDecoder } from "node:string_decoder"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { readUpstreamBody, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { NO_USAGE, openAiUsage, type TokenUsage } from "../usage/Usage.js"
 import { errorTypeForStatus, InferenceError } from "./errors.js"
 import { gatewayHeaders, type RequestContext } from "./io.js"
@@ -29,12 +29,17 @@ const headerValue = (headers: UpstreamResponse["headers"], name: string): string
   return Array.isArray(v) ? v[0] : (v as string | undefined)
 }
 
+/** An upstream error body is read up to this size; the rest is dropped. */
+const MAX_ERROR_BODY_BYTES = 1024 * 1024
+
 /**
  * Turns a non-2xx upstream answer into the client's error, keeping the upstream status. An
  * upstream error object in OpenAI shape is passed on as it is; anything else is wrapped.
  */
 export const upstreamFailure = (res: UpstreamResponse, providerName: string): Effect.Effect<InferenceError> =>
-  Effect.promise(() => res.body.text().catch(() => "")).pipe(
+  readUpstreamBody(res.body, MAX_ERROR_BODY_BYTES).pipe(
+    Effect.map((buf) => buf.toString("utf8")),
+    Effect.orElseSucceed(() => ""),
     Effect.map((text) => {
       const headers = forwardedErrorHeaders(res.headers)
       let parsed: unknown
@@ -69,18 +74,17 @@ export const upstreamFailure = (res: UpstreamResponse, providerName: string): Ef
 
 /** Non-streaming success: the body is read whole (usage feeds the telemetry headers), then sent. */
 export const relayJson = (ctx: RequestContext, res: UpstreamResponse, readUsage: (body: unknown) => TokenUsage) =>
-  Effect.tryPromise({
-    try: () => res.body.arrayBuffer(),
-    catch: (e) =>
-      new InferenceError({
-        status: 502,
-        type: "upstream_error",
-        code: "upstream_body_failed",
-        message: `upstream response body could not be read: ${(e as Error).message}`
-      })
-  }).pipe(
-    Effect.map((buf): RelayOutcome => {
-      const body = Buffer.from(buf)
+  readUpstreamBody(res.body).pipe(
+    Effect.mapError(
+      (e) =>
+        new InferenceError({
+          status: 502,
+          type: "upstream_error",
+          code: "upstream_body_failed",
+          message: `upstream response body could not be read: ${e.message}`
+        })
+    ),
+    Effect.map((body): RelayOutcome => {
       let usage = NO_USAGE
       try {
         usage = readUsage(JSON.parse(body.toString("utf8")))
@@ -101,6 +105,8 @@ export const relayJson = (ctx: RequestContext, res: UpstreamResponse, readUsage:
  * Reads `usage` from SSE `data:` lines as they pass, without holding the stream: only the
  * current partial line is kept.
  */
+const USAGE_OBJECT = /"usage"\s*:\s*\{/
+
 export class SseUsageScanner {
   private readonly decoder = new StringDecoder("utf8")
   private partial = ""
@@ -121,7 +127,8 @@ export class SseUsageScanner {
   }
 
   private line(line: string): void {
-    if (!line.startsWith("data:") || !line.includes("\"usage\"")) return
+    // Only events that carry a usage object are parsed (OpenAI sends "usage":null in the others).
+    if (!line.startsWith("data:") || !USAGE_OBJECT.test(line)) return
     try {
       const found = this.read(JSON.parse(line.slice(5)))
       if (found) this.usage = found

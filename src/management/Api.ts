@@ -66,6 +66,7 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .setPath(IdPath)
       .addSuccess(Schema.Struct({ removed: ApiKeyView }))
       .addError(NotFound)
+      .addError(Conflict)
   )
   .middleware(ManagementAuth) {}
 

@@ -1,5 +1,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Etag from "@effect/platform/Etag"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -68,19 +69,29 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
     if (failure instanceof HttpApiError.HttpApiDecodeError) return Effect.succeed(badRequest(describeDecodeError(failure)))
     const request = failure as { _tag?: string; reason?: string; cause?: unknown } | undefined
     if (request?._tag === "RequestError" && request.reason === "Decode") {
-      return Effect.succeed(badRequest(`request body is not valid JSON: ${(request.cause as Error | undefined)?.message ?? "unreadable"}`))
+      if (request.cause instanceof SyntaxError) return Effect.succeed(badRequest(`request body is not valid JSON: ${request.cause.message}`))
+      // The body limit (MaxBodySize) or a broken upload: the body never arrived whole.
+      return Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes or could not be read`))
     }
     return Effect.failCause(cause)
   })
 )
 
-/** Request id, version headers, access log and JSON fallbacks for every management response. */
+/** Management bodies are small JSON documents; anything larger is refused before it is read. */
+export const MAX_MANAGEMENT_BODY_BYTES = 1024 * 1024
+
+/** Request id, version headers, body limit, access log and JSON fallbacks for every management response. */
 const managementMiddleware = HttpMiddleware.make((app) =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     const requestId = newRequestId()
     const started = Date.now()
-    return yield* app.pipe(
+    const declared = Number(req.headers["content-length"] ?? 0)
+    const guarded =
+      declared > MAX_MANAGEMENT_BODY_BYTES
+        ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
+        : HttpIncomingMessage.withMaxBodySize(app, Option.some(MAX_MANAGEMENT_BODY_BYTES))
+    return yield* guarded.pipe(
       Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
       Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
       Effect.tap((res) => Effect.logInfo(`${req.method} ${req.url.split("?")[0]} ${res.status} ${Date.now() - started}ms`)),

@@ -38,7 +38,8 @@ export const ManagementAuthLive = Layer.effect(
         const key = yield* keys.verify(token)
         if (Option.isNone(key)) return yield* new Unauthorized({ message: "invalid, disabled or expired API key" })
         if (!key.value.scopes.includes("admin")) {
-          return yield* new Forbidden({ message: "this API key lacks the admin scope needed for management routes" })
+          // Not an admin key is no management authentication at all: 401, as without a key.
+          return yield* new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })
         }
         return { kind: "api-key" as const, id: key.value.id }
       }

@@ -10,10 +10,11 @@ const PATTERNS: ReadonlyArray<RegExp> = [
   /("(?:api_?key|apiKey|password|secret|token|authorization|x-api-key|x-goog-api-key)"\s*:\s*")[^"]*"/gi
 ]
 
+/** Shows at most about a third of a secret (none of a short one): enough to tell keys apart. */
 export const maskSecret = (secret: string): string => {
-  if (secret.length <= 8) return "****"
-  const head = secret.length > 16 ? 8 : 4
-  return `${secret.slice(0, head)}…${secret.slice(-4)}`
+  if (secret.length < 12) return "****"
+  if (secret.length < 24) return `${secret.slice(0, 3)}…${secret.slice(-2)}`
+  return `${secret.slice(0, 8)}…${secret.slice(-4)}`
 }
 
 export const redactText = (text: string): string => {

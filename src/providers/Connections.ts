@@ -1,4 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -91,6 +92,8 @@ interface Snapshot {
   readonly byName: ReadonlyMap<string, Connection>
   /** Enabled connections per provider id, best priority first. */
   readonly byProvider: ReadonlyMap<string, ReadonlyArray<Connection>>
+  /** For each model id an enabled connection serves, the connection with the best priority. */
+  readonly byModel: ReadonlyMap<string, Connection>
 }
 
 const UNKNOWN_PROVIDER: ProviderSpec = {
@@ -137,6 +140,28 @@ export const connectionModelIds = (c: Connection): ReadonlyArray<string> => {
   for (const m of c.models) ids.add(m)
   if (c.defaultModel) ids.add(c.defaultModel)
   return Array.from(ids)
+}
+
+/**
+ * The name check reads the cached snapshot, which can trail another process's commit by up
+ * to a second; the UNIQUE constraint is the final word and answers 409, not 500.
+ */
+const nameTaken =
+  (name: string) =>
+  <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
+    Effect.catchAll(effect, (e) =>
+      String((e.cause as { code?: string } | undefined)?.code ?? "").startsWith("SQLITE_CONSTRAINT_UNIQUE")
+        ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` }))
+        : Effect.die(e)
+    )
+
+const originOf = (url: string | null): string | null => {
+  if (!url) return null
+  try {
+    return new URL(url).origin
+  } catch {
+    return url
+  }
 }
 
 const byPriority = (a: Connection, b: Connection) => a.priority - b.priority || a.createdAt - b.createdAt
@@ -199,12 +224,14 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const all = yield* Effect.forEach(rows, fromRow)
           const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
           const byProvider = new Map<string, Array<Connection>>()
+          const byModel = new Map<string, Connection>()
           for (const c of all.filter((c) => c.enabled).sort(byPriority)) {
             const list = byProvider.get(c.provider.id) ?? []
             list.push(c)
             byProvider.set(c.provider.id, list)
+            for (const id of connectionModelIds(c)) if (!byModel.has(id)) byModel.set(id, c)
           }
-          return { all, byName, byProvider } satisfies Snapshot
+          return { all, byName, byProvider, byModel } satisfies Snapshot
         })
       )
 
@@ -282,7 +309,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             enabled: input.enabled === false ? 0 : 1,
             created_at: t,
             updated_at: t
-          })}`.pipe(Effect.orDie)
+          })}`.pipe(nameTaken(name))
           yield* snapshot.invalidate
           audit(actor, "connection.create", id)
           yield* Effect.logInfo(`provider connection created: ${name} (${provider.id})`)
@@ -305,6 +332,14 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             return yield* new BadRequest({ message: `apiKey is required for provider ${current.provider.id}` })
           }
           if (patch.baseUrl !== undefined) yield* checkUrl(baseUrl ?? current.provider.baseUrl)
+          const hasStoredKey = current.apiKey !== null || current.keyError !== null
+          if (hasStoredKey && patch.apiKey === undefined && originOf(baseUrl ?? current.provider.baseUrl) !== originOf(current.effectiveBaseUrl)) {
+            // The stored key is never sent to a new host on an edit alone: masked listings would
+            // mean little if pointing the connection elsewhere revealed the key to that host.
+            return yield* new BadRequest({
+              message: "the new baseUrl points at another host; send apiKey again with it (or apiKey: null to drop the key)"
+            })
+          }
           const fields: Record<string, string | number | null> = { updated_at: Date.now() }
           if (patch.name !== undefined) fields["name"] = patch.name
           if (patch.baseUrl !== undefined) fields["base_url"] = patch.baseUrl
@@ -328,7 +363,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           if (patch.max_concurrent !== undefined) fields["max_concurrent"] = patch.max_concurrent
           if (patch.priority !== undefined) fields["priority"] = patch.priority
           if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
-          yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(Effect.orDie)
+          yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)
           return yield* get(current.id).pipe(Effect.orDie)
@@ -360,19 +395,17 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             const prefix = model.slice(0, slash)
             const rest = model.slice(slash + 1)
             const named = s.byName.get(prefix.toLowerCase())
-            if (named && rest) {
-              return named.enabled
-                ? Effect.succeed({ connection: named, model: rest })
-                : Effect.fail(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
-            }
+            if (named?.enabled && rest) return Effect.succeed({ connection: named, model: rest })
+            // A disabled connection named like its provider does not hide the provider's others.
             const forProvider = s.byProvider.get(prefix.toLowerCase())
             if (forProvider && forProvider[0] && rest) return Effect.succeed({ connection: forProvider[0], model: rest })
+            if (named && rest) {
+              return Effect.fail(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
+            }
           }
           // A bare id (or one whose slash belongs to the model, as on OpenRouter): the
           // enabled connection with the best priority that serves exactly this model id.
-          const serving = s.all
-            .filter((c) => c.enabled && connectionModelIds(c).includes(model))
-            .sort(byPriority)[0]
+          const serving = s.byModel.get(model)
           if (serving) return Effect.succeed({ connection: serving, model })
           const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
           const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()

@@ -2,7 +2,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { ProbeResult } from "../domain/connections.js"
 import { joinUrl, upstreamAuthHeaders } from "../upstream/auth.js"
-import type { UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
+import { readUpstreamBody, type UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
 import type { ProviderSpec } from "./catalog.js"
 
 export interface ProbedModel {
@@ -76,7 +76,8 @@ export const probeProvider = (
     })
     .pipe(
       Effect.flatMap((res) =>
-        Effect.promise(() => res.body.text().catch(() => "")).pipe(
+        readUpstreamBody(res.body, 16 * 1024 * 1024).pipe(
+          Effect.map((buf) => buf.toString("utf8")),
           Effect.timeout(PROBE_TIMEOUT),
           Effect.orElseSucceed(() => ""),
           Effect.map((text) => {

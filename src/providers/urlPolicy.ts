@@ -11,7 +11,7 @@ export interface UrlPolicyFlags {
   readonly allowPrivate: boolean
 }
 
-const METADATA_HOSTS = new Set(["169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254", "metadata.google.internal", "metadata"])
+const METADATA_HOSTS = new Set(["169.254.169.254", "169.254.170.2", "100.100.100.200", "metadata.google.internal", "metadata"])
 
 const v4ToInt = (ip: string): number => ip.split(".").reduce((acc, part) => (acc << 8) + Number(part), 0) >>> 0
 
@@ -38,15 +38,42 @@ const classifyV4 = (ip: string): HostClass => {
   return "public"
 }
 
+/** The 16 bytes of an IPv6 address (any textual form, embedded dotted quad included). */
+const v6Bytes = (ip: string): Array<number> | undefined => {
+  let text = ip.toLowerCase().split("%")[0]!
+  const quad = /(\d+\.\d+\.\d+\.\d+)$/.exec(text)
+  if (quad) {
+    const n = v4ToInt(quad[1]!)
+    text = text.slice(0, -quad[1]!.length) + `${((n >>> 16) & 0xffff).toString(16)}:${(n & 0xffff).toString(16)}`
+  }
+  const [head, tail] = text.includes("::") ? (text.split("::") as [string, string]) : [text, undefined]
+  const left = head ? head.split(":") : []
+  const right = tail === undefined ? [] : tail ? tail.split(":") : []
+  const missing = 8 - left.length - right.length
+  if (missing < 0 || (tail === undefined && missing !== 0)) return undefined
+  const groups = [...left, ...Array.from({ length: missing }, () => "0"), ...right]
+  return groups.flatMap((g) => {
+    const v = parseInt(g || "0", 16)
+    return [(v >> 8) & 0xff, v & 0xff]
+  })
+}
+
 const classifyV6 = (ip: string): HostClass => {
-  const h = ip.toLowerCase()
-  if (METADATA_HOSTS.has(h)) return "metadata"
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(h)
-  if (mapped) return classifyV4(mapped[1]!)
-  if (h === "::1") return "loopback"
-  if (h === "::") return "private"
-  if (/^f[cd][0-9a-f]{2}:/.test(h)) return "lan"
-  if (/^fe[89ab][0-9a-f]:/.test(h)) return "private"
+  const b = v6Bytes(ip)
+  if (!b) return "private"
+  const zeros = (from: number, to: number) => b.slice(from, to).every((x) => x === 0)
+  // IPv4 inside IPv6: mapped (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d).
+  const embedded =
+    (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) ||
+    (zeros(0, 12) && !zeros(12, 16) && !(zeros(12, 15) && b[15] === 1)) ||
+    (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12))
+  if (embedded) return classifyV4(b.slice(12).join("."))
+  if (zeros(0, 15) && b[15] === 1) return "loopback"
+  if (zeros(0, 16)) return "private"
+  if (b[0] === 0xfd && b[1] === 0x00 && b[2] === 0x0e && b[3] === 0xc2 && zeros(4, 14) && b[14] === 0x02 && b[15] === 0x54) return "metadata"
+  if ((b[0]! & 0xfe) === 0xfc) return "lan"
+  if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return "private"
+  if (b[0] === 0xff) return "private"
   return "public"
 }
 
@@ -56,7 +83,8 @@ const classifyV6 = (ip: string): HostClass => {
  * addresses are the egress layer's business (it resolves before connecting).
  */
 export const classifyHost = (host: string): HostClass => {
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase()
+  // `metadata.google.internal.` (trailing dot) is the same name as without it.
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase().replace(/\.+$/, "")
   if (METADATA_HOSTS.has(h)) return "metadata"
   if (h === "localhost" || h.endsWith(".localhost")) return "loopback"
   const kind = net.isIP(h)

@@ -38,6 +38,24 @@ export interface UpstreamHttpShape {
   readonly userAgent: string
 }
 
+/**
+ * Reads an upstream body whole (up to `maxBytes`, beyond which it is cut). Interruption (the
+ * client went away) destroys the body, which aborts the upstream request.
+ */
+export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY) =>
+  Effect.async<Buffer, Error>((resume) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    body.on("data", (chunk: Buffer) => {
+      if (size >= maxBytes) return
+      chunks.push(chunk)
+      size += chunk.length
+    })
+    body.once("end", () => resume(Effect.succeed(Buffer.concat(chunks, size).subarray(0, Math.min(size, maxBytes)))))
+    body.once("error", (e: Error) => resume(Effect.fail(e)))
+    return Effect.sync(() => body.destroy())
+  })
+
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
 /** Longest silence allowed between two body chunks. */
 export const BODY_IDLE_TIMEOUT_MS = 5 * 60 * 1000

@@ -15,6 +15,8 @@ export interface Reply {
   readonly toolCalls?: ReadonlyArray<{ readonly name: string; readonly arguments: string }>
   /** Delay before the response headers. */
   readonly delayMs?: number
+  /** Delay between the response headers and the body (non-streaming). */
+  readonly bodyDelayMs?: number
   /** Delay between stream chunks. */
   readonly chunkDelayMs?: number
   /** Destroy the socket after this many stream chunks (a cut mid-stream). */
@@ -150,6 +152,8 @@ export class FakeOpenAI {
         events.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })
       }
       if (body?.stream_options?.include_usage) {
+        // OpenAI marks every other chunk with "usage": null and sends the totals last.
+        for (const e of events) (e as Record<string, unknown>)["usage"] = null
         events.push({ ...base, choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", ...reply.headers })
@@ -170,6 +174,11 @@ export class FakeOpenAI {
       step()
       return
     }
+    const send = (payload: string) => {
+      if (!reply.bodyDelayMs) return res.end(payload)
+      res.flushHeaders()
+      setTimeout(() => res.destroyed || res.end(payload), reply.bodyDelayMs)
+    }
     const message = reply.toolCalls
       ? {
           role: "assistant",
@@ -178,7 +187,7 @@ export class FakeOpenAI {
         }
       : { role: "assistant", content }
     res.writeHead(200, { "content-type": "application/json", ...reply.headers })
-    res.end(
+    send(
       JSON.stringify({
         id,
         object: "chat.completion",

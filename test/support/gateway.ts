@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { AppConfig } from "../../src/config/AppConfig.js"
-import { ServerLayer } from "../../src/Gateway.js"
+import { CoreLayer, ServerLayer } from "../../src/Gateway.js"
 import { GatewayServer } from "../../src/http/Server.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
@@ -33,8 +33,9 @@ export const startGateway = async (options: { readonly env?: Record<string, stri
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
     logs.push({ level: logLevel.label, message: text, annotations: Object.fromEntries(annotations) })
   })
+  const config = AppConfig.layer({ dataDir, host: options.host ?? "127.0.0.1", port: 0, logFormat: "json" })
   const layer = ServerLayer.pipe(
-    Layer.provideMerge(AppConfig.layerTest({ dataDir, host: options.host ?? "127.0.0.1" })),
+    Layer.provideMerge(config),
     Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(options.env ?? {})))))
@@ -70,3 +71,14 @@ export const call = async (
   }
   return { status: res.status, headers: res.headers, body, text }
 }
+
+/**
+ * The gateway's services without the server, on `dataDir`: a second process's view of the same
+ * database (what the CLI does). Use with `Effect.provide`.
+ */
+export const localCore = (dataDir: string, env: Record<string, string> = {}) =>
+  CoreLayer.pipe(
+    Layer.provide(AppConfig.layerTest({ dataDir })),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
+    Layer.provide(Logger.replace(Logger.defaultLogger, Logger.none))
+  )
