@@ -5,7 +5,7 @@ import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
-import { clientAddress } from "../src/inference/io.js"
+import { clientAddress } from "../src/http/request.js"
 import type * as http from "node:http"
 
 const ADMIN = "gwk_auth_admin_key_0123456789abcdef"

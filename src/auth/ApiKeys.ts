@@ -72,9 +72,6 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   lastUsedAt: toIso(r.lastUsedAt)
 })
 
-export const hasScope = (key: ApiKeyRecord, scope: ApiKeyScope): boolean =>
-  key.scopes.includes("admin") || key.scopes.includes(scope)
-
 /**
  * Gateway API keys. Only a SHA-256 of each key is stored (keys are 256-bit random, so a fast
  * hash is enough; passwords get scrypt). Lookups on the request path hit an in-memory map;

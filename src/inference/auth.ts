@@ -4,6 +4,7 @@ import type * as http from "node:http"
 import type { ApiKeysShape } from "../auth/ApiKeys.js"
 import { originAllowed } from "../config/AppConfig.js"
 import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
+import { bearerToken } from "../http/request.js"
 import { InferenceError } from "./errors.js"
 
 const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
@@ -19,11 +20,8 @@ const header = (req: http.IncomingMessage, name: string): string | undefined => 
  * `token`, `apiKey`, `api_key`, `key` for clients that cannot set headers.
  */
 export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams): string | undefined => {
-  const auth = header(req, "authorization")
-  if (auth) {
-    const m = /^Bearer\s+(.+)$/i.exec(auth)
-    if (m) return m[1]!.trim()
-  }
+  const bearer = bearerToken(header(req, "authorization"))
+  if (bearer) return bearer
   const direct = header(req, "x-api-key") ?? header(req, "x-goog-api-key")
   if (direct) return direct
   for (const k of QUERY_KEYS) {

@@ -108,17 +108,3 @@ export const sendJson = (
   })
   ctx.res.end(payload)
 }
-
-/**
- * The client address; `X-Forwarded-For` only when the operator trusts the proxy in front, and
- * then its rightmost entry: the one that proxy appended (entries to its left are whatever the
- * client claimed).
- */
-export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): string => {
-  if (trustProxy) {
-    const fwd = req.headers["x-forwarded-for"]
-    const last = (Array.isArray(fwd) ? fwd.join(",") : fwd)?.split(",").pop()?.trim()
-    if (last) return last
-  }
-  return req.socket.remoteAddress ?? "unknown"
-}

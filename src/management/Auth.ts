@@ -6,6 +6,7 @@ import { AdminAuth, SESSION_COOKIE } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { safeEqual } from "../auth/password.js"
 import { Forbidden, Unauthorized } from "../domain/errors.js"
+import { bearerToken } from "../http/request.js"
 import { ManagementAuth } from "./Api.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -19,11 +20,6 @@ const crossOrigin = (headers: Readonly<Record<string, string | undefined>>): boo
   } catch {
     return true
   }
-}
-
-export const bearerToken = (authorization: string | undefined): string | undefined => {
-  const m = authorization ? /^Bearer\s+(.+)$/i.exec(authorization.trim()) : null
-  return m ? m[1]!.trim() : undefined
 }
 
 export const ManagementAuthLive = Layer.effect(

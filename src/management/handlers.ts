@@ -9,12 +9,12 @@ import type * as http from "node:http"
 import { AdminAuth, SESSION_COOKIE, SESSION_TTL_MS } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { clientAddress } from "../inference/io.js"
+import { bearerToken, clientAddress } from "../http/request.js"
 import { Connections, connectionView } from "../providers/Connections.js"
 import { ProviderChecks } from "../providers/ProviderChecks.js"
 import { VERSION } from "../version.js"
 import { ManagementApi, Principal } from "./Api.js"
-import { bearerToken, ManagementAuthLive } from "./Auth.js"
+import { ManagementAuthLive } from "./Auth.js"
 
 const startedAt = Date.now()
 

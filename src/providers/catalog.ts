@@ -304,9 +304,6 @@ const BY_ID = new Map(PROVIDERS.map((p) => [p.id, p]))
 
 export const findProvider = (id: string): ProviderSpec | undefined => BY_ID.get(id.toLowerCase())
 
-export const findModel = (provider: ProviderSpec, modelId: string): ModelSpec | undefined =>
-  provider.models.find((m) => m.id === modelId)
-
 /** Case-insensitive search over id, name and model ids, used by `gateway providers available --search`. */
 export const searchProviders = (query: {
   readonly search?: string | undefined
