@@ -70,7 +70,7 @@ describe("BatchWriter", () => {
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 
-  it.effect("writes everything still queued when its scope closes (shutdown)", () =>
+  it.live("writes everything still queued when its scope closes (shutdown)", () =>
     Effect.gen(function* () {
       const dir = tempDir()
       const scope = yield* Scope.make()
