@@ -5,6 +5,8 @@ import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { FeatureFlags } from "./flags/FeatureFlags.js"
 import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
+import { Inference } from "./inference/pipeline.js"
+import { StreamTimeouts } from "./inference/timeouts.js"
 import { ManagementHandler } from "./management/App.js"
 import * as Logging from "./observability/Logging.js"
 import { Connections } from "./providers/Connections.js"
@@ -30,14 +32,20 @@ export const CoreLayer = ProviderChecks.layer.pipe(
   Layer.provideMerge(StoreLayer)
 )
 
-/** The whole gateway: core services plus the HTTP server for both planes. */
+/** The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and StreamTimeouts. */
 export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  Layer.provide(Inference.layer),
   Layer.provideMerge(CoreLayer)
 )
 
 /** The server with configuration from the environment (plus overrides) and the process logger. */
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
-  return ServerLayer.pipe(Layer.provide(Logging.layerFromConfig), Layer.provide(config), Layer.provideMerge(config))
+  return ServerLayer.pipe(
+    Layer.provide(StreamTimeouts.layer),
+    Layer.provide(Logging.layerFromConfig),
+    Layer.provide(config),
+    Layer.provideMerge(config)
+  )
 }

@@ -42,7 +42,7 @@ describe("provider catalog", () => {
         expect(m.contextWindow, `${p.id}/${m.id}`).toBeGreaterThan(0)
         expect(m.pricing.input, `${p.id}/${m.id}`).toBeGreaterThanOrEqual(0)
       }
-      if (p.format === "openai") expect(p.baseUrl, p.id).toMatch(/\/v1$/)
+      if (p.format === "openai-chat") expect(p.baseUrl, p.id).toMatch(/\/v1$/)
       else expect(new URL(p.baseUrl!).pathname, p.id).toBe("/")
     }
   })

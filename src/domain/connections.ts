@@ -42,6 +42,10 @@ const Priority = Schema.Int.pipe(
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
+export const UpstreamFormat = Schema.Literal("openai-chat", "openai-responses", "anthropic", "gemini", "ollama").annotations({
+  description: "The wire format the upstream speaks, when it is not the provider's usual one (for compatible servers)."
+})
+
 const connectionFields = {
   name: Schema.optional(ConnectionName),
   /** Overrides the catalog's base URL. Includes `/v1` for OpenAI-compatible upstreams. */
@@ -53,7 +57,8 @@ const connectionFields = {
   max_concurrent: Schema.optional(MaxConcurrent),
   /** Lower numbers are preferred when several connections serve one provider. */
   priority: Schema.optional(Priority),
-  enabled: Schema.optional(Schema.Boolean)
+  enabled: Schema.optional(Schema.Boolean),
+  upstreamFormat: Schema.optional(Schema.NullOr(UpstreamFormat))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -79,6 +84,8 @@ export const ConnectionView = Schema.Struct({
   hasApiKey: Schema.Boolean,
   defaultModel: Schema.NullOr(Schema.String),
   models: Schema.Array(Schema.String),
+  /** The format the gateway speaks to this connection's upstream. */
+  upstreamFormat: UpstreamFormat,
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

@@ -10,16 +10,6 @@ export interface PlannedArea {
 
 /** Client-facing (inference) routes: answered in the OpenAI error format. */
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
-  { area: "messages wire format", pattern: /^\/v1\/messages(\/|$)/ },
-  { area: "responses wire format", pattern: /^\/(v1\/|api\/v1\/)?responses(\/|$)/ },
-  { area: "legacy completions", pattern: /^\/v1\/completions$/ },
-  { area: "generative-language wire format", pattern: /^\/v1beta\/|^\/v1\/models\/[^/]+:/ },
-  { area: "local-runner wire format", pattern: /^\/(v1\/)?api\/(chat|generate|tags|embed|embeddings|show|ps|version)$/ },
-  { area: "responses over WebSocket", pattern: /^\/v1\/ws$/ },
-  { area: "dedicated provider routes", pattern: /^\/v1\/providers\// },
-  { area: "tokenized editor aliases", pattern: /^\/api\/v1\/editor\// },
-  { area: "provider plugin manifest", pattern: /^\/api\/v1\/provider-plugin-manifest$/ },
-  { area: "embeddings", pattern: /^\/v1\/embeddings$/ },
   { area: "media endpoints", pattern: /^\/v1\/(images|videos|music|audio)\// },
   { area: "rerank and moderation", pattern: /^\/v1\/(rerank|moderations)$/ },
   { area: "files and batches", pattern: /^\/v1\/(files|batches)(\/|$)/ },

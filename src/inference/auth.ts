@@ -19,7 +19,8 @@ const header = (req: http.IncomingMessage, name: string): string | undefined => 
  * most clients), `x-api-key` (Anthropic), `x-goog-api-key` (Google), or the query parameters
  * `token`, `apiKey`, `api_key`, `key` for clients that cannot set headers.
  */
-export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams): string | undefined => {
+export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, preset?: string): string | undefined => {
+  if (preset) return preset
   const bearer = bearerToken(header(req, "authorization"))
   if (bearer) return bearer
   const direct = header(req, "x-api-key") ?? header(req, "x-goog-api-key")
@@ -43,17 +44,19 @@ export const authenticateInference = (
   flags: FeatureFlagsShape,
   allowedOrigins: ReadonlyArray<string>,
   req: http.IncomingMessage,
-  query: URLSearchParams
+  query: URLSearchParams,
+  /** A key carried in the path (tokenized editor routes). */
+  preset?: string
 ): Effect.Effect<string | null, InferenceError> =>
   Effect.gen(function* () {
-    const presented = presentedKey(req, query)
+    const presented = presentedKey(req, query, preset)
     const record = presented ? yield* keys.verify(presented) : Option.none()
     if (Option.isSome(record)) return record.value.id
     const origin = header(req, "origin")
     if (!originAllowed(origin, allowedOrigins)) {
       return yield* new InferenceError({
         status: 403,
-        type: "permission_error",
+        kind: "permission",
         code: "origin_not_allowed",
         message: `browser requests from ${origin} need a gateway API key (or add the origin to GATEWAY_ALLOWED_ORIGINS)`
       })
@@ -61,7 +64,7 @@ export const authenticateInference = (
     if (!(yield* flags.enabled("REQUIRE_API_KEY"))) return null
     return yield* new InferenceError({
       status: 401,
-      type: "authentication_error",
+      kind: "authentication",
       code: "invalid_api_key",
       message: presented
         ? "Invalid API key: the key is unknown, disabled or expired."

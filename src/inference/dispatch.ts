@@ -8,37 +8,72 @@ import type * as http from "node:http"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { openAiChat } from "../formats/openai-chat.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
+import { Connections } from "../providers/Connections.js"
+import { Usage } from "../usage/Usage.js"
 import { authenticateInference } from "./auth.js"
-import { makeChatCompletions } from "./chatCompletions.js"
-import { InferenceError, openAiErrorBody } from "./errors.js"
+import { errorBody, InferenceError } from "./errors.js"
 import { type RequestContext, sendJson } from "./io.js"
-import { makeListModels } from "./models.js"
-
-type Handler = (ctx: RequestContext) => Effect.Effect<void, InferenceError>
+import { Inference } from "./pipeline.js"
+import { ResponseStore } from "./responseStore.js"
+import { anthropicRoutes } from "./routes/anthropic.js"
+import { extraRoutes } from "./routes/extras.js"
+import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
+import { ollamaRoutes } from "./routes/ollama.js"
+import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
+import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
 export type InferenceProgram = Effect.Effect<void>
 
 export interface InferenceRoutesShape {
   /** The program for a request, or undefined when the path belongs to the management plane. */
-  readonly route: (
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    path: string,
-    query: string
-  ) => InferenceProgram | undefined
+  readonly route: (req: http.IncomingMessage, res: http.ServerResponse, path: string, query: string) => InferenceProgram | undefined
+  /** Shared with the WebSocket transport. */
+  readonly deps: RouteDeps
 }
 
 export const newRequestId = (): string => "req_" + crypto.randomUUID().replace(/-/g, "")
 
 const normalise = (path: string): string => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path)
 
+interface Table {
+  readonly exact: Map<string, RouteDef>
+  readonly patterns: ReadonlyArray<RouteDef & { readonly path: RegExp }>
+}
+
+const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
+  exact: new Map(routes.filter((r) => typeof r.path === "string").map((r) => [`${r.method} ${r.path}`, r])),
+  patterns: routes.filter((r): r is RouteDef & { path: RegExp } => r.path instanceof RegExp)
+})
+
+const match = (table: Table, method: string, path: string): { route: RouteDef; params: Record<string, string> } | undefined => {
+  const exact = table.exact.get(`${method} ${path}`)
+  if (exact) return { route: exact, params: {} }
+  for (const r of table.patterns) {
+    if (r.method !== method) continue
+    const m = r.path.exec(path)
+    if (m) return { route: r, params: { ...m.groups } }
+  }
+  return undefined
+}
+
+/** `/api/v1/editor/{token}/...` → the route behind it, authenticated by the token. */
+const EDITOR = /^\/api\/v1\/editor\/(?<token>[^/]+)(?<rest>\/.*)?$/
+const EDITOR_PATHS: Record<string, string> = {
+  "/models": "/v1/models",
+  "/chat/completions": "/v1/chat/completions",
+  "/responses": "/v1/responses",
+  "/api/chat": "/api/chat",
+  "/api/tags": "/api/tags"
+}
+
 /**
  * The client-facing routes. They are plain node:http handlers running Effect programs on the
  * server's prepared runtime (no router, no per-request spans): this is the hot path. Every
- * answer, success or error, carries X-Gateway-Version and X-Gateway-Request-Id; errors use the
- * OpenAI `{error: {message, type, code, param}}` shape.
+ * answer, success or error, carries X-Gateway-Version and X-Gateway-Request-Id; errors are in
+ * the route's wire format.
  */
 export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<InferenceRoutes, InferenceRoutesShape>() {
   static readonly layer = Layer.effect(
@@ -46,35 +81,33 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
     Effect.gen(function* () {
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
+      const connections = yield* Connections
       const { allowedOrigins } = yield* AppConfig
-      const handlers = new Map<string, Handler>([
-        ["POST /v1/chat/completions", yield* makeChatCompletions],
-        ["GET /v1/models", yield* makeListModels]
-      ])
+      const deps: RouteDeps = {
+        inference: yield* Inference,
+        usage: yield* Usage,
+        responses: new ResponseStore(),
+        connections: connections.list,
+        flag: (key) => flags.enabled(key as never)
+      }
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps)])
+      const listGemini = listGeminiModels(deps)
 
-      const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, handler: Handler) => {
-        const ctx: RequestContext = {
-          requestId: newRequestId(),
-          startedAt: Date.now(),
-          req,
-          res,
-          path,
-          query: new URLSearchParams(rawQuery),
-          apiKeyId: null
-        }
+      const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string) => {
+        const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res, path, query: new URLSearchParams(rawQuery), apiKeyId: null }
+        let handler: Handler = route.handle
+        // GET /v1/models from Google's clients wants the Gemini list.
+        if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
         return Effect.gen(function* () {
-          ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query)
-          yield* handler(ctx)
+          if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
+          yield* handler(ctx, params)
         }).pipe(
-          Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e))),
+          Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))),
           Effect.catchAllCause((cause) =>
             Effect.logError("request failed unexpectedly", Cause.pretty(cause)).pipe(
               Effect.zipRight(
                 Effect.sync(() =>
-                  respondError(
-                    ctx,
-                    new InferenceError({ status: 500, type: "server_error", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
-                  )
+                  respondError(ctx, new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` }), route)
                 )
               )
             )
@@ -88,16 +121,39 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         )
       }
 
+      const editorInfo: RouteDef = {
+        method: "GET",
+        path: "/",
+        format: openAiChat,
+        handle: (ctx) =>
+          Effect.sync(() =>
+            sendJson(ctx, 200, { ok: true, note: "OpenAI-compatible base URL for clients that cannot send headers", endpoints: Object.keys(EDITOR_PATHS) })
+          )
+      }
+
       return {
+        deps,
         route: (req, res, rawPath, query) => {
           const path = normalise(rawPath)
-          const handler = handlers.get(`${req.method} ${path}`)
-          if (handler) return program(req, res, path, query, handler)
+          const method = req.method ?? "GET"
+          const editor = EDITOR.exec(path)
+          if (editor) {
+            const token = decodeURIComponent(editor.groups!["token"]!)
+            const rest = editor.groups!["rest"] ?? "/"
+            const inner = rest === "/" && method === "GET" ? { route: editorInfo, params: {} } : EDITOR_PATHS[rest] ? match(table, method, EDITOR_PATHS[rest]!) : undefined
+            if (inner) return program(req, res, path, query, inner.route, inner.params, token)
+          }
+          const found = match(table, method, path)
+          if (found) return program(req, res, path, query, found.route, found.params)
           const planned = findPlanned(PLANNED_INFERENCE, path)
           if (planned) {
-            const notBuilt: Handler = () =>
-              Effect.fail(new InferenceError({ status: 501, type: "invalid_request_error", code: "not_implemented", message: plannedMessage(planned) }))
-            return program(req, res, path, query, notBuilt)
+            const notBuilt: RouteDef = {
+              method: "POST",
+              path,
+              format: openAiChat,
+              handle: () => Effect.fail(new InferenceError({ status: 501, kind: "invalid_request", code: "not_implemented", message: plannedMessage(planned) }))
+            }
+            return program(req, res, path, query, notBuilt, {})
           }
           return undefined
         }
@@ -106,9 +162,9 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
   )
 }
 
-const respondError = (ctx: RequestContext, e: InferenceError): void => {
+const respondError = (ctx: RequestContext, e: InferenceError, route: RouteDef): void => {
   if (!ctx.res.headersSent) {
-    sendJson(ctx, e.status, openAiErrorBody(e), e.headers)
+    sendJson(ctx, e.status, errorBody(e, route.format), e.headers)
   } else if (!ctx.res.writableEnded) {
     ctx.res.end()
   }

@@ -1,37 +1,37 @@
 import * as Data from "effect/Data"
+import type { CanonicalError, ErrorKind } from "../formats/canonical.js"
+import type { WireFormat } from "../formats/format.js"
 
 /**
- * A failure the client should see, in its own wire format. `type` and `code` follow the
- * OpenAI conventions (`invalid_request_error`, `authentication_error`, ...).
+ * A failure the client should see, in its own wire format: `body` when it is already rendered
+ * (an upstream's own error object, or one encoded by the pipeline), else rendered from the
+ * canonical fields by the route's format.
  */
 export class InferenceError extends Data.TaggedError("InferenceError")<{
   readonly status: number
-  readonly type: string
+  readonly kind: ErrorKind
   readonly code: string | null
   readonly message: string
   readonly param?: string | null
   readonly headers?: Readonly<Record<string, string>>
-  /** A body to send unchanged (an upstream's own error object), instead of one built from the fields. */
   readonly body?: unknown
 }> {}
 
 export const badRequest = (message: string, param: string | null = null, code: string | null = null) =>
-  new InferenceError({ status: 400, type: "invalid_request_error", code, message, param })
+  new InferenceError({ status: 400, kind: "invalid_request", code, message, param })
 
-export const openAiErrorBody = (e: InferenceError): unknown =>
-  e.body ?? { error: { message: e.message, type: e.type, code: e.code, param: e.param ?? null } }
+export const toCanonical = (e: InferenceError): CanonicalError => ({ status: e.status, kind: e.kind, message: e.message, code: e.code, param: e.param ?? null })
 
-const TYPE_BY_STATUS: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  403: "permission_error",
-  404: "not_found_error",
-  408: "timeout_error",
-  409: "invalid_request_error",
-  413: "invalid_request_error",
-  422: "invalid_request_error",
-  429: "rate_limit_error"
-}
+/** The error body for a client of `format`. */
+export const errorBody = (e: InferenceError, format: WireFormat): unknown => e.body ?? format.encodeError(toCanonical(e))
 
-export const errorTypeForStatus = (status: number): string =>
-  TYPE_BY_STATUS[status] ?? (status >= 500 ? "upstream_error" : "invalid_request_error")
+export const clientError = (format: WireFormat, e: CanonicalError, headers?: Readonly<Record<string, string>>): InferenceError =>
+  new InferenceError({
+    status: e.status,
+    kind: e.kind,
+    code: e.code ?? null,
+    message: e.message,
+    param: e.param ?? null,
+    ...(headers ? { headers } : {}),
+    body: format.encodeError(e)
+  })

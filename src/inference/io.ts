@@ -72,7 +72,7 @@ export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES)
 const tooLarge = (limit: number) =>
   new InferenceError({
     status: 413,
-    type: "invalid_request_error",
+    kind: "too_large",
     code: "request_too_large",
     message: `request body exceeds ${Math.round(limit / 1024 / 1024)} MiB`
   })

@@ -7,6 +7,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
 import type { ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
+import type { FormatId } from "../formats/canonical.js"
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { maskSecret } from "../observability/redact.js"
@@ -31,6 +32,10 @@ export interface Connection {
   readonly keyError: string | null
   readonly defaultModel: string | null
   readonly models: ReadonlyArray<string>
+  /** The format spoken to the upstream: the connection's override, else the provider's. */
+  readonly format: FormatId
+  /** Every format the upstream serves natively (a client in one of them is passed through). */
+  readonly formats: ReadonlyArray<FormatId>
   readonly maxConcurrent: number | null
   readonly priority: number
   readonly enabled: boolean
@@ -85,6 +90,7 @@ interface Row {
   readonly backoff_level: number
   readonly created_at: number
   readonly updated_at: number
+  readonly upstream_format: string | null
 }
 
 interface Snapshot {
@@ -99,7 +105,7 @@ interface Snapshot {
 const UNKNOWN_PROVIDER: ProviderSpec = {
   id: "unknown",
   name: "Unknown provider",
-  format: "openai",
+  format: "openai-chat",
   baseUrl: null,
   authStyle: "bearer",
   authClass: "apikey",
@@ -120,6 +126,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   hasApiKey: c.apiKey !== null || c.keyError !== null,
   defaultModel: c.defaultModel,
   models: c.models,
+  upstreamFormat: c.format,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,
@@ -202,6 +209,8 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             keyError,
             defaultModel: row.default_model,
             models: JSON.parse(row.models) as Array<string>,
+            format: (row.upstream_format as FormatId | null) ?? provider.format,
+            formats: row.upstream_format ? [row.upstream_format as FormatId] : [provider.format, ...(provider.alsoSpeaks ?? [])],
             maxConcurrent: row.max_concurrent,
             priority: row.priority,
             enabled: row.enabled === 1,
@@ -307,6 +316,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             max_concurrent: input.max_concurrent ?? null,
             priority: input.priority ?? 1,
             enabled: input.enabled === false ? 0 : 1,
+            upstream_format: input.upstreamFormat ?? null,
             created_at: t,
             updated_at: t
           })}`.pipe(nameTaken(name))
@@ -363,6 +373,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           if (patch.max_concurrent !== undefined) fields["max_concurrent"] = patch.max_concurrent
           if (patch.priority !== undefined) fields["priority"] = patch.priority
           if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
+          if (patch.upstreamFormat !== undefined) fields["upstream_format"] = patch.upstreamFormat
           yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)

@@ -34,7 +34,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
           if (!c.effectiveBaseUrl) return unreachable("connection has no base URL")
           const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
           if (!verdict.ok) return unreachable(`baseUrl rejected: ${verdict.reason}`)
-          return yield* probeProvider(http, c.provider, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined)
+          return yield* probeProvider(http, c.provider, c.format, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined)
         })
 
       return {
@@ -60,7 +60,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
             if (!baseUrl) return yield* new BadRequest({ message: `baseUrl is required for provider ${provider.id}` })
             const verdict = checkProviderUrl(baseUrl, yield* connections.urlPolicy)
             if (!verdict.ok) return yield* new BadRequest({ message: `baseUrl rejected: ${verdict.reason}` })
-            const { models: _models, ...result } = yield* probeProvider(http, provider, baseUrl, input.apiKey ?? undefined)
+            const { models: _models, ...result } = yield* probeProvider(http, provider, provider.format, baseUrl, input.apiKey ?? undefined)
             return result
           }),
         models: (idOrName) =>

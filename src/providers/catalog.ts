@@ -4,7 +4,9 @@
  * published by each vendor when this catalog was written; the pricing endpoint lets operators
  * override them.
  */
-export type WireFormat = "openai" | "openai-responses" | "anthropic" | "gemini" | "ollama"
+import type { FormatId } from "../formats/canonical.js"
+
+export type WireFormat = FormatId
 export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "none"
 /** Breaker and cooldown profiles differ per class (spec document 1). */
 export type AuthClass = "apikey" | "oauth" | "local"
@@ -33,12 +35,20 @@ export interface ModelSpec {
   readonly capabilities: ModelCapabilities
   readonly pricing: ModelPricing
   readonly tier: "free" | "standard" | "premium"
+  /**
+   * Listed as `claude-3-gateway-no-thinking/<provider>/<model>`: forced on or off here,
+   * otherwise derived (Anthropic models that reason).
+   */
+  readonly noThinkingAlias?: boolean
 }
 
 export interface ProviderSpec {
   readonly id: string
   readonly name: string
+  /** The wire format the gateway speaks to this provider by default. */
   readonly format: WireFormat
+  /** Other formats the provider serves natively (a client in one of them is passed through). */
+  readonly alsoSpeaks?: ReadonlyArray<WireFormat>
   /** Follows each vendor SDK's convention: includes `/v1` for OpenAI-compatible upstreams, bare origin otherwise. */
   readonly baseUrl: string | null
   readonly authStyle: AuthStyle
@@ -89,7 +99,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "openai",
     name: "OpenAI",
-    format: "openai",
+    format: "openai-chat",
+    alsoSpeaks: ["openai-responses"],
     baseUrl: "https://api.openai.com/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -168,7 +179,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "openrouter",
     name: "OpenRouter",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://openrouter.ai/api/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -186,7 +197,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "groq",
     name: "Groq",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.groq.com/openai/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -203,7 +214,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "deepseek",
     name: "DeepSeek",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.deepseek.com/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -219,7 +230,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "mistral",
     name: "Mistral AI",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.mistral.ai/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -237,7 +248,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "xai",
     name: "xAI",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.x.ai/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -254,7 +265,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "together",
     name: "Together AI",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.together.xyz/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -271,7 +282,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "fireworks",
     name: "Fireworks AI",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: "https://api.fireworks.ai/inference/v1",
     authStyle: "bearer",
     authClass: "apikey",
@@ -288,7 +299,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
   {
     id: "openai-compatible",
     name: "OpenAI-compatible (custom base URL)",
-    format: "openai",
+    format: "openai-chat",
     baseUrl: null,
     authStyle: "bearer",
     authClass: "apikey",
@@ -299,6 +310,14 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     models: []
   }
 ]
+
+/** Whether a connection to this provider can be spoken to in `format` without translation. */
+export const speaks = (provider: ProviderSpec, format: WireFormat): boolean =>
+  provider.format === format || (provider.alsoSpeaks?.includes(format) ?? false)
+
+/** Models listed with the no-thinking alias: reasoning Anthropic models, unless a spec says otherwise. */
+export const hasNoThinkingAlias = (provider: ProviderSpec, model: ModelSpec): boolean =>
+  model.noThinkingAlias ?? (provider.format === "anthropic" && model.capabilities.reasoning)
 
 const BY_ID = new Map(PROVIDERS.map((p) => [p.id, p]))
 

@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import type { ProbeResult } from "../domain/connections.js"
 import { joinUrl, upstreamAuthHeaders } from "../upstream/auth.js"
 import { readUpstreamBody, type UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
+import type { FormatId } from "../formats/canonical.js"
 import type { ProviderSpec } from "./catalog.js"
 
 export interface ProbedModel {
@@ -12,8 +13,8 @@ export interface ProbedModel {
 
 export const PROBE_TIMEOUT = Duration.seconds(10)
 
-const modelListPath = (provider: ProviderSpec): string => {
-  switch (provider.format) {
+const modelListPath = (format: FormatId): string => {
+  switch (format) {
     case "anthropic":
       return "/v1/models"
     case "gemini":
@@ -25,16 +26,16 @@ const modelListPath = (provider: ProviderSpec): string => {
   }
 }
 
-const parseModels = (provider: ProviderSpec, body: unknown): ReadonlyArray<ProbedModel> => {
+const parseModels = (format: FormatId, body: unknown): ReadonlyArray<ProbedModel> => {
   const b = body as Record<string, unknown> | null
-  const rows = (provider.format === "gemini" || provider.format === "ollama" ? b?.["models"] : b?.["data"]) as
+  const rows = (format === "gemini" || format === "ollama" ? b?.["models"] : b?.["data"]) as
     | ReadonlyArray<Record<string, unknown>>
     | undefined
   if (!Array.isArray(rows)) return []
   return rows.flatMap((m) => {
-    const raw = (provider.format === "ollama" ? m["name"] ?? m["model"] : provider.format === "gemini" ? m["name"] : m["id"]) as unknown
+    const raw = (format === "ollama" ? m["name"] ?? m["model"] : format === "gemini" ? m["name"] : m["id"]) as unknown
     if (typeof raw !== "string") return []
-    const id = provider.format === "gemini" ? raw.replace(/^models\//, "") : raw
+    const id = format === "gemini" ? raw.replace(/^models\//, "") : raw
     const name = (m["display_name"] ?? m["displayName"] ?? m["name"]) as unknown
     return [{ id, name: typeof name === "string" && name !== raw ? name : null }]
   })
@@ -58,6 +59,7 @@ const errorText = (status: number, text: string): string => {
 export const probeProvider = (
   http: UpstreamHttpShape,
   provider: ProviderSpec,
+  format: FormatId,
   baseUrl: string,
   apiKey: string | undefined
 ): Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }> => {
@@ -65,12 +67,12 @@ export const probeProvider = (
   const elapsed = () => Date.now() - started
   return http
     .request({
-      url: joinUrl(baseUrl, modelListPath(provider)),
+      url: joinUrl(baseUrl, modelListPath(format)),
       method: "GET",
       headers: {
         accept: "application/json",
         "user-agent": http.userAgent,
-        ...upstreamAuthHeaders(provider.authStyle, provider.format, apiKey)
+        ...upstreamAuthHeaders(provider.authStyle, format, apiKey)
       },
       headersTimeout: PROBE_TIMEOUT
     })
@@ -86,7 +88,7 @@ export const probeProvider = (
             }
             let models: ReadonlyArray<ProbedModel> = []
             try {
-              models = parseModels(provider, JSON.parse(text))
+              models = parseModels(format, JSON.parse(text))
             } catch {
               return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: "upstream answered with something other than JSON", models }
             }

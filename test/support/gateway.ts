@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { AppConfig } from "../../src/config/AppConfig.js"
 import { CoreLayer, ServerLayer } from "../../src/Gateway.js"
 import { GatewayServer } from "../../src/http/Server.js"
+import { StreamTimeouts, type StreamTimeoutsShape } from "../../src/inference/timeouts.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
@@ -26,7 +27,9 @@ export type TestGateway = Awaited<ReturnType<typeof startGateway>>
  * The real gateway (every layer, a real SQLite file, a real HTTP server on 127.0.0.1:0),
  * configured only from `env` (the process environment is not read).
  */
-export const startGateway = async (options: { readonly env?: Record<string, string>; readonly dataDir?: string; readonly host?: string } = {}) => {
+export const startGateway = async (
+  options: { readonly env?: Record<string, string>; readonly dataDir?: string; readonly host?: string; readonly timeouts?: Partial<StreamTimeoutsShape> } = {}
+) => {
   const dataDir = options.dataDir ?? tempDir()
   const logs: Array<CapturedLog> = []
   const capture = Logger.make(({ annotations, logLevel, message }) => {
@@ -35,6 +38,7 @@ export const startGateway = async (options: { readonly env?: Record<string, stri
   })
   const config = AppConfig.layer({ dataDir, host: options.host ?? "127.0.0.1", port: 0, logFormat: "json" })
   const layer = ServerLayer.pipe(
+    Layer.provide(StreamTimeouts.layerTest(options.timeouts ?? {})),
     Layer.provideMerge(config),
     Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),

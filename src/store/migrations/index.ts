@@ -1,7 +1,9 @@
 import * as Migrator from "@effect/sql/Migrator"
 import m0001 from "./0001_init.js"
+import m0002 from "./0002_upstream_format.js"
 
 /** Numbered migrations, bundled as modules (no file-system loader needed at run time). */
 export const loader = Migrator.fromRecord({
-  "0001_init": m0001
+  "0001_init": m0001,
+  "0002_upstream_format": m0002
 })

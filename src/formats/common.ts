@@ -1,0 +1,133 @@
+import type { ContentBlock, ImageBlock, ImageSource, Message, TextBlock, ToolResultBlock, ToolUseBlock } from "./canonical.js"
+
+/** `data:image/png;base64,...` → base64 source; anything else is a URL. */
+export const imageSourceFromUrl = (url: string): ImageSource => {
+  const m = /^data:([^;,]+)?(;base64)?,(.*)$/s.exec(url)
+  if (m && m[2]) return { kind: "base64", mediaType: m[1] ?? "application/octet-stream", data: m[3] ?? "" }
+  return { kind: "url", url }
+}
+
+export const imageSourceToUrl = (source: ImageSource): string =>
+  source.kind === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`
+
+/**
+ * Gemini's thoughtSignature must come back with its functionCall. Client formats without a
+ * place for it carry it inside the tool-call id, the one field every client echoes back:
+ * `<id>__ts__<base64url signature>` (only [A-Za-z0-9_-], valid in every format's id).
+ */
+const SIGNATURE_MARK = "__ts__"
+
+export const idWithSignature = (id: string, signature: string | undefined): string =>
+  signature ? `${id}${SIGNATURE_MARK}${Buffer.from(signature, "base64").toString("base64url")}` : id
+
+export const splitSignedId = (id: string): { readonly id: string; readonly signature?: string } => {
+  const at = id.indexOf(SIGNATURE_MARK)
+  if (at === -1) return { id }
+  const raw = id.slice(at + SIGNATURE_MARK.length)
+  return { id: id.slice(0, at), signature: Buffer.from(raw, "base64url").toString("base64") }
+}
+
+const toolUses = (m: Message): Array<ToolUseBlock> => m.content.filter((b): b is ToolUseBlock => b.type === "tool_use")
+const toolResults = (m: Message): Array<ToolResultBlock> =>
+  m.content.filter((b): b is ToolResultBlock => b.type === "tool_result")
+
+/**
+ * Makes tool history valid for every target format: each assistant message with tool calls is
+ * followed by exactly one `tool` message answering all of them; results that answer no call
+ * become plain user text (so nothing the client sent is lost); calls without a result get an
+ * explicit "no result" result; results carry the tool's name.
+ */
+export const repairToolHistory = (messages: ReadonlyArray<Message>): Array<Message> => {
+  const out: Array<Message> = []
+  let pending: Array<ToolUseBlock> = []
+  let answered = new Map<string, ToolResultBlock>()
+
+  const flushPending = () => {
+    if (pending.length === 0) return
+    out.push({
+      role: "tool",
+      content: pending.map(
+        (call) =>
+          answered.get(call.id) ?? {
+            type: "tool_result",
+            toolUseId: call.id,
+            name: call.name,
+            content: [{ type: "text", text: "(no result was recorded for this tool call)" }],
+            isError: true
+          }
+      )
+    })
+    pending = []
+    answered = new Map()
+  }
+
+  for (const m of messages) {
+    const results = toolResults(m)
+    if (results.length > 0) {
+      const others = m.content.filter((b) => b.type !== "tool_result")
+      const orphans: Array<TextBlock> = []
+      for (const r of results) {
+        const call = pending.find((c) => c.id === r.toolUseId)
+        if (call) answered.set(call.id, { ...r, name: r.name ?? call.name })
+        else orphans.push({ type: "text", text: `Result of tool call ${r.toolUseId}${r.name ? ` (${r.name})` : ""}: ${resultText(r)}` })
+      }
+      if (pending.length > 0 && answered.size === pending.length) flushPending()
+      const rest = [...orphans, ...others]
+      if (rest.length > 0) {
+        flushPending()
+        out.push({ role: m.role === "tool" ? "user" : m.role, content: rest })
+      }
+      continue
+    }
+    flushPending()
+    if (m.content.length === 0) continue
+    out.push(m)
+    if (m.role === "assistant") pending = toolUses(m)
+  }
+  flushPending()
+  return mergeAdjacent(out)
+}
+
+/** Adjacent messages of the same role (user, user) become one; tool messages stay separate. */
+const mergeAdjacent = (messages: ReadonlyArray<Message>): Array<Message> => {
+  const out: Array<Message> = []
+  for (const m of messages) {
+    const last = out[out.length - 1]
+    if (last && last.role === m.role && m.role !== "tool" && !toolUses(last).length) {
+      out[out.length - 1] = { role: m.role, content: [...last.content, ...m.content] }
+    } else out.push(m)
+  }
+  return out
+}
+
+export const resultText = (r: ToolResultBlock): string =>
+  r.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("\n")
+
+export const isImage = (b: ContentBlock): b is ImageBlock => b.type === "image"
+
+/** Reads a number field that may be absent or null. */
+export const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined)
+
+export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
+
+export const obj = (v: unknown): Record<string, unknown> | undefined =>
+  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+
+export const arr = (v: unknown): ReadonlyArray<unknown> => (Array.isArray(v) ? v : [])
+
+export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
+
+/** Parses a JSON text, or undefined. */
+export const tryJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+/** The message of an upstream error that has no structured one: status and the start of the body. */
+export const fallbackMessage = (status: number, text: string): string => {
+  const body = text.trim().slice(0, 500)
+  return `upstream answered HTTP ${status}${body ? `: ${body}` : ""}`
+}

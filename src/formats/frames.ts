@@ -1,0 +1,98 @@
+import { StringDecoder } from "node:string_decoder"
+
+/** One unit of an upstream stream: an SSE event (`event:` + joined `data:` lines) or an NDJSON line. */
+export interface Frame {
+  readonly event?: string
+  readonly data: string
+}
+
+/**
+ * Incremental SSE parser (WHATWG rules: `event:`/`data:` fields, blank line ends an event,
+ * `:` comments ignored, CR/LF/CRLF line ends). Holds only the current partial event.
+ */
+export class SseParser {
+  private readonly decoder = new StringDecoder("utf8")
+  private buffer = ""
+  private event: string | undefined
+  private data: Array<string> = []
+
+  push(chunk: Buffer | string): Array<Frame> {
+    this.buffer += typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    const frames: Array<Frame> = []
+    let start = 0
+    for (;;) {
+      const nl = this.findLineEnd(start)
+      if (nl === -1) break
+      const line = this.buffer.slice(start, nl)
+      start = nl + (this.buffer[nl] === "\r" && this.buffer[nl + 1] === "\n" ? 2 : 1)
+      this.line(line, frames)
+    }
+    this.buffer = this.buffer.slice(start)
+    if (this.buffer.length > 16 * 1024 * 1024) throw new Error("SSE line longer than 16 MiB")
+    return frames
+  }
+
+  /** The stream ended: an event without its final blank line still counts. */
+  end(): Array<Frame> {
+    const frames: Array<Frame> = []
+    this.buffer += this.decoder.end()
+    if (this.buffer.length > 0) this.line(this.buffer, frames)
+    this.buffer = ""
+    this.line("", frames)
+    return frames
+  }
+
+  private findLineEnd(from: number): number {
+    const n = this.buffer.indexOf("\n", from)
+    const r = this.buffer.indexOf("\r", from)
+    if (r === -1) return n
+    if (n === -1) return r === this.buffer.length - 1 ? -1 : r // a lone trailing \r may be half of \r\n
+    return Math.min(n, r)
+  }
+
+  private line(line: string, frames: Array<Frame>): void {
+    if (line === "") {
+      if (this.data.length > 0) frames.push(this.event ? { event: this.event, data: this.data.join("\n") } : { data: this.data.join("\n") })
+      this.event = undefined
+      this.data = []
+      return
+    }
+    if (line.startsWith(":")) return
+    const colon = line.indexOf(":")
+    const field = colon === -1 ? line : line.slice(0, colon)
+    let value = colon === -1 ? "" : line.slice(colon + 1)
+    if (value.startsWith(" ")) value = value.slice(1)
+    if (field === "data") this.data.push(value)
+    else if (field === "event") this.event = value
+  }
+}
+
+/** Incremental NDJSON parser: one frame per non-empty line. */
+export class NdjsonParser {
+  private readonly decoder = new StringDecoder("utf8")
+  private buffer = ""
+
+  push(chunk: Buffer | string): Array<Frame> {
+    this.buffer += typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    const frames: Array<Frame> = []
+    let start = 0
+    for (let nl = this.buffer.indexOf("\n"); nl !== -1; nl = this.buffer.indexOf("\n", start)) {
+      const line = this.buffer.slice(start, nl).trim()
+      if (line) frames.push({ data: line })
+      start = nl + 1
+    }
+    this.buffer = this.buffer.slice(start)
+    return frames
+  }
+
+  end(): Array<Frame> {
+    const line = (this.buffer + this.decoder.end()).trim()
+    this.buffer = ""
+    return line ? [{ data: line }] : []
+  }
+}
+
+export const sseData = (data: unknown, event?: string): string =>
+  (event ? `event: ${event}\n` : "") + `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
+
+export const ndjsonLine = (data: unknown): string => JSON.stringify(data) + "\n"

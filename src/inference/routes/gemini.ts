@@ -1,0 +1,114 @@
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { arr, num, obj, str, tryJson } from "../../formats/common.js"
+import { RequestDecodeError } from "../../formats/format.js"
+import { gemini } from "../../formats/gemini.js"
+import { countRequestTokens } from "../../formats/tokens.js"
+import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
+import { catalogEntries, geminiModel, splitNoThinking } from "../catalog.js"
+import { embed } from "../embeddings.js"
+import { badRequest, clientError, InferenceError } from "../errors.js"
+import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import type { RouteDeps } from "./openai.js"
+import type { RouteDef } from "./types.js"
+
+/** Requests from Google's SDKs and CLI (they share `/v1/models` with OpenAI clients). */
+export const isGoogleClient = (ctx: RequestContext): boolean =>
+  ctx.req.headers["x-goog-api-key"] !== undefined || ctx.req.headers["x-goog-api-client"] !== undefined || ctx.query.has("key")
+
+const modelFromPath = (raw: string): string => {
+  const m = decodeURIComponent(raw)
+  return m.startsWith("models/") ? m.slice("models/".length) : m
+}
+
+const decode = (body: Record<string, unknown>) =>
+  Effect.try({
+    try: () => gemini.decodeRequest(body),
+    catch: (e) =>
+      clientError(gemini, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}` })
+  })
+
+const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) =>
+  Effect.gen(function* () {
+    const body = { ...(yield* readJsonObject(ctx)), model: modelFromPath(rawModel) }
+    const canonical = yield* decode(body)
+    const { model, noThinking } = splitNoThinking(canonical.model)
+    yield* deps.inference.run({ ctx, format: gemini, body, model, stream, endpoint: stream ? "streamGenerateContent" : "generateContent", decode: () => canonical, noThinking })
+  })
+
+const countTokens = (deps: RouteDeps, ctx: RequestContext, rawModel: string) =>
+  Effect.gen(function* () {
+    const raw = yield* readJsonObject(ctx)
+    // countTokens takes either contents directly or a whole generateContentRequest.
+    const inner = obj(raw["generateContentRequest"]) ?? raw
+    const body = { ...inner, model: modelFromPath(rawModel) }
+    const canonical = yield* decode(body)
+    const target = yield* deps.inference.resolve(splitNoThinking(canonical.model).model, gemini).pipe(Effect.option)
+    if (Option.isSome(target) && target.value.connection.format === "gemini") {
+      const { model: _m, ...payload } = body
+      const counted = yield* deps.inference.send(target.value, "gemini", payload, { stream: false, op: "count_tokens" }, gemini).pipe(
+        Effect.flatMap((res) => readUpstreamBody(res.body, 1024 * 1024).pipe(Effect.map((b) => (res.status === 200 ? num(obj(tryJson(b.toString("utf8")))?.["totalTokens"]) : undefined)))),
+        Effect.option
+      )
+      if (Option.isSome(counted) && counted.value !== undefined) return sendJson(ctx, 200, { totalTokens: counted.value })
+    }
+    sendJson(ctx, 200, { totalTokens: yield* Effect.promise(() => countRequestTokens(canonical)) })
+  })
+
+const textOfContent = (content: unknown): string =>
+  arr(obj(content)?.["parts"])
+    .map((p) => str(obj(p)?.["text"]) ?? "")
+    .join("")
+
+const embedContent = (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) =>
+  Effect.gen(function* () {
+    const body = yield* readJsonObject(ctx)
+    const requests = batch ? arr(body["requests"]).map((r) => obj(r) ?? {}) : [body]
+    if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
+    const inputs = requests.map((r) => textOfContent(r["content"]))
+    const dimensions = num(requests[0]?.["outputDimensionality"])
+    const result = yield* embed(deps.inference, deps.usage, ctx, gemini, modelFromPath(rawModel), inputs, dimensions)
+    const values = result.vectors.map((v) => ({ values: v }))
+    sendJson(ctx, 200, batch ? { embeddings: values } : { embedding: values[0] })
+  })
+
+const METHODS = ["generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"] as const
+
+const method = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) => {
+  const model = params["model"] ?? ""
+  switch (params["method"]) {
+    case "generateContent":
+      return generate(deps, ctx, model, false)
+    case "streamGenerateContent":
+      return generate(deps, ctx, model, true)
+    case "countTokens":
+      return countTokens(deps, ctx, model)
+    case "embedContent":
+      return embedContent(deps, ctx, model, false)
+    case "batchEmbedContents":
+      return embedContent(deps, ctx, model, true)
+    default:
+      return Effect.fail(new InferenceError({ status: 404, kind: "not_found", code: null, message: `unknown method ${params["method"]}; supported: ${METHODS.join(", ")}` }))
+  }
+}
+
+export const listGeminiModels = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    sendJson(ctx, 200, { models: catalogEntries(yield* deps.connections).map(geminiModel) })
+  })
+
+export const getGeminiModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
+  Effect.gen(function* () {
+    const id = modelFromPath(params["model"] ?? "")
+    const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
+    if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: null, message: `models/${id} is not found` })
+    sendJson(ctx, 200, geminiModel(entry))
+  })
+
+const CALL = /^\/v1(?:beta)?\/models\/(?<model>.+):(?<method>[A-Za-z]+)$/
+
+export const geminiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
+  { method: "POST", path: CALL, format: gemini, handle: method(deps) },
+  { method: "GET", path: "/v1beta/models", format: gemini, handle: listGeminiModels(deps) },
+  { method: "GET", path: /^\/v1beta\/models\/(?<model>[^:]+)$/, format: gemini, handle: getGeminiModel(deps) }
+]

@@ -1,0 +1,112 @@
+import * as Effect from "effect/Effect"
+import { str } from "../../formats/common.js"
+import { RequestDecodeError } from "../../formats/format.js"
+import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder } from "../../formats/ollama.js"
+import { VERSION } from "../../version.js"
+import { catalogEntries, ollamaModel, splitNoThinking } from "../catalog.js"
+import { embed } from "../embeddings.js"
+import { badRequest, clientError, InferenceError } from "../errors.js"
+import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import type { RouteDeps } from "./openai.js"
+import type { RouteDef } from "./types.js"
+
+const decode = <A>(f: () => A) =>
+  Effect.try({
+    try: f,
+    catch: (e) => clientError(ollama, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}` })
+  })
+
+/**
+ * Ollama clients often add the default tag (`model:latest`); a model listed without a tag is
+ * the same model.
+ */
+const untagged = (deps: RouteDeps, model: string) =>
+  model.endsWith(":latest")
+    ? deps.inference.resolve(model, ollama).pipe(
+        Effect.as(model),
+        Effect.orElseSucceed(() => model.slice(0, -":latest".length))
+      )
+    : Effect.succeed(model)
+
+const chat = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    const body = yield* readJsonObject(ctx)
+    const canonical = yield* decode(() => ollama.decodeRequest(body))
+    const { model, noThinking } = splitNoThinking(yield* untagged(deps, canonical.model))
+    yield* deps.inference.run({ ctx, format: ollama, body, model, stream: canonical.stream, endpoint: "api.chat", decode: () => canonical, noThinking })
+  })
+
+const generate = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    const body = yield* readJsonObject(ctx)
+    const canonical = yield* decode(() => decodeGenerateRequest(body))
+    const model = yield* untagged(deps, canonical.model)
+    if (canonical.messages.length === 0) {
+      // An empty prompt loads the model in Ollama: answer done at once, nothing generated.
+      return sendJson(ctx, 200, { model, created_at: new Date().toISOString(), response: "", done: true, done_reason: "load" })
+    }
+    yield* deps.inference.run({
+      ctx,
+      format: ollama,
+      body,
+      model,
+      stream: canonical.stream,
+      endpoint: "api.generate",
+      decode: () => canonical,
+      passthrough: false,
+      encodeResponse: (res) => encodeOllamaResponse(res, { model }, "generate"),
+      streamEncoder: () => new OllamaStreamEncoder(model, "generate")
+    })
+  })
+
+const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    const body = yield* readJsonObject(ctx)
+    const model = str(body["model"])
+    if (!model) return yield* badRequest("model is required", "model")
+    const input = legacy ? body["prompt"] : body["input"]
+    const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
+    if (!inputs) return yield* badRequest(legacy ? "prompt must be a string" : "input must be a string or an array of strings", legacy ? "prompt" : "input")
+    const result = yield* embed(deps.inference, deps.usage, ctx, ollama, yield* untagged(deps, model), inputs)
+    sendJson(
+      ctx,
+      200,
+      legacy
+        ? { embedding: result.vectors[0] }
+        : { model, embeddings: result.vectors, total_duration: (Date.now() - ctx.startedAt) * 1_000_000, load_duration: 0, prompt_eval_count: result.inputTokens ?? 0 }
+    )
+  })
+
+const tags = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    sendJson(ctx, 200, { models: catalogEntries(yield* deps.connections).map(ollamaModel) })
+  })
+
+const show = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    const body = yield* readJsonObject(ctx)
+    const name = str(body["model"]) ?? str(body["name"]) ?? ""
+    const entry = catalogEntries(yield* deps.connections).find((e) => e.id === name || `${e.id}:latest` === name)
+    if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: null, message: `model '${name}' not found` })
+    sendJson(ctx, 200, {
+      license: "",
+      modelfile: `# served by the gateway through ${entry.connection.name}\nFROM ${entry.modelId}\n`,
+      parameters: "",
+      template: "",
+      details: ollamaModel(entry).details,
+      model_info: { "general.architecture": entry.connection.provider.id, ...(entry.spec ? { "general.context_length": entry.spec.contextWindow } : {}) },
+      capabilities: ["completion", ...(entry.spec?.capabilities.tools ? ["tools"] : []), ...(entry.spec?.capabilities.vision ? ["vision"] : []), ...(entry.spec?.capabilities.reasoning ? ["thinking"] : [])]
+    })
+  })
+
+export const ollamaRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
+  { method: "POST", path: "/api/chat", format: ollama, handle: chat(deps) },
+  { method: "POST", path: "/v1/api/chat", format: ollama, handle: chat(deps) },
+  { method: "POST", path: "/api/generate", format: ollama, handle: generate(deps) },
+  { method: "GET", path: "/api/tags", format: ollama, handle: tags(deps) },
+  { method: "POST", path: "/api/embed", format: ollama, handle: embedRoute(deps, false) },
+  { method: "POST", path: "/api/embeddings", format: ollama, handle: embedRoute(deps, true) },
+  { method: "POST", path: "/api/show", format: ollama, handle: show(deps) },
+  { method: "GET", path: "/api/version", format: ollama, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { version: VERSION })) },
+  { method: "GET", path: "/api/ps", format: ollama, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, { models: [] })) }
+]

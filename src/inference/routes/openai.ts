@@ -1,0 +1,194 @@
+import * as Effect from "effect/Effect"
+import { obj, str } from "../../formats/common.js"
+import { RequestDecodeError } from "../../formats/format.js"
+import { openAiChat } from "../../formats/openai-chat.js"
+import { openAiResponses } from "../../formats/openai-responses.js"
+import type { FlagKey } from "../../flags/catalog.js"
+import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../formats/canonical.js"
+import { newId } from "../../formats/canonical.js"
+import type { StreamEncoder } from "../../formats/format.js"
+import type { UsageShape } from "../../usage/Usage.js"
+import { catalogEntries, modelObject, openAiModelList, splitNoThinking } from "../catalog.js"
+import { embed, openAiEmbeddings } from "../embeddings.js"
+import { badRequest, clientError, InferenceError } from "../errors.js"
+import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import type { InferenceShape } from "../pipeline.js"
+import type { ResponseStore } from "../responseStore.js"
+import type { RouteDef } from "./types.js"
+import type { Connection } from "../../providers/Connections.js"
+import { sseData } from "../../formats/frames.js"
+
+export interface RouteDeps {
+  readonly inference: InferenceShape
+  readonly usage: UsageShape
+  readonly responses: ResponseStore
+  readonly connections: Effect.Effect<ReadonlyArray<Connection>>
+  readonly flag: (key: FlagKey) => Effect.Effect<boolean>
+}
+
+const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) =>
+  Effect.try({
+    try: f,
+    catch: (e) =>
+      clientError(format, {
+        status: 400,
+        kind: "invalid_request",
+        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
+        param: e instanceof RequestDecodeError ? e.param : null
+      })
+  })
+
+/** `POST /v1/chat/completions`. */
+export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const canonical = yield* decodeOrFail(() => openAiChat.decodeRequest(body), openAiChat)
+    const { model, noThinking } = splitNoThinking(canonical.model)
+    yield* deps.inference.run({
+      ctx,
+      format: openAiChat,
+      body,
+      model,
+      stream: canonical.stream,
+      endpoint: "chat.completions",
+      decode: () => canonical,
+      noThinking,
+      encodeOptions: { stream_options: body["stream_options"] }
+    })
+  })
+
+// ---------------------------------------------------------------- legacy completions
+
+/** `/v1/completions` answers in text_completion shape, decoded as a one-message chat. */
+const completionsDecode = (body: Record<string, unknown>): CanonicalRequest => {
+  const prompt = body["prompt"]
+  const text = typeof prompt === "string" ? prompt : Array.isArray(prompt) && prompt.every((p) => typeof p === "string") ? prompt.join("\n") : undefined
+  if (text === undefined) throw new RequestDecodeError("prompt must be a string or an array of strings", "prompt")
+  const { messages: _m, ...rest } = body
+  return openAiChat.decodeRequest({ ...rest, messages: [{ role: "user", content: text }] })
+}
+
+const completionsResponse = (model: string) => (res: CanonicalResponse) => ({
+  id: `cmpl-${res.id.replace(/^chatcmpl-/, "")}`,
+  object: "text_completion",
+  created: res.created,
+  model,
+  choices: [
+    {
+      index: 0,
+      text: res.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join(""),
+      logprobs: null,
+      finish_reason: res.stopReason === "max_tokens" ? "length" : "stop"
+    }
+  ],
+  ...(res.usage ? { usage: { prompt_tokens: res.usage.inputTokens, completion_tokens: res.usage.outputTokens, total_tokens: res.usage.inputTokens + res.usage.outputTokens } } : {})
+})
+
+class CompletionsStreamEncoder implements StreamEncoder {
+  private readonly id = newId("cmpl-")
+  private readonly created = Math.floor(Date.now() / 1000)
+  constructor(private readonly model: string) {}
+  private chunk(text: string, finish: string | null) {
+    return sseData({ id: this.id, object: "text_completion", created: this.created, model: this.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })
+  }
+  push(ev: StreamEvent): string {
+    if (ev.type === "text_delta") return ev.text ? this.chunk(ev.text, null) : ""
+    if (ev.type === "finish") return this.chunk("", ev.stopReason === "max_tokens" ? "length" : "stop")
+    if (ev.type === "error") return sseData(openAiChat.encodeError(ev.error))
+    return ""
+  }
+  end(): string {
+    return "data: [DONE]\n\n"
+  }
+}
+
+export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const canonical = yield* decodeOrFail(() => completionsDecode(body), openAiChat)
+    yield* deps.inference.run({
+      ctx,
+      format: openAiChat,
+      body,
+      model: canonical.model,
+      stream: canonical.stream,
+      endpoint: "completions",
+      decode: () => canonical,
+      passthrough: false,
+      encodeResponse: completionsResponse(canonical.model),
+      streamEncoder: () => new CompletionsStreamEncoder(canonical.model)
+    })
+  })
+
+// ---------------------------------------------------------------- responses
+
+/**
+ * `POST /v1/responses`. `previous_response_id` is resolved by the gateway itself when it
+ * produced that response (the conversation is kept in memory), so it works with any upstream
+ * and with `store: false`.
+ */
+export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const expanded = yield* deps.responses.expand(body, openAiResponses)
+    const canonical = yield* decodeOrFail(() => openAiResponses.decodeRequest(expanded.body), openAiChat)
+    if (canonical.messages.length === 0 && canonical.system.length === 0) {
+      return yield* badRequest("input must not be empty: send at least one message or instructions", "input")
+    }
+    const { model, noThinking } = splitNoThinking(canonical.model)
+    const custom = new Set<string>()
+    for (const t of (expanded.body["tools"] as Array<unknown> | undefined) ?? []) if (obj(t)?.["type"] === "custom" && str(obj(t)?.["name"])) custom.add(str(obj(t)?.["name"])!)
+    yield* deps.inference.run({
+      ctx,
+      format: openAiResponses,
+      body: expanded.body,
+      model,
+      stream: canonical.stream,
+      endpoint: "responses",
+      decode: () => canonical,
+      noThinking,
+      passthrough: !expanded.expanded,
+      encodeOptions: { customTools: custom, request: body },
+      onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output)
+    })
+  })
+
+// ---------------------------------------------------------------- embeddings and models
+
+export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const model = str(body["model"])
+    if (!model) return yield* badRequest("model must be a non-empty string", "model")
+    const input = body["input"]
+    const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
+    if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
+    const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
+    const result = yield* embed(deps.inference, deps.usage, ctx, openAiChat, model, inputs, dimensions)
+    sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))
+  })
+
+export const listModels = (deps: RouteDeps) => (ctx: RequestContext) =>
+  Effect.gen(function* () {
+    const entries = catalogEntries(yield* deps.connections)
+    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")))
+  })
+
+export const retrieveModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
+  Effect.gen(function* () {
+    const id = decodeURIComponent(params["model"] ?? "")
+    const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
+    if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: "model_not_found", message: `The model '${id}' does not exist`, param: "model" })
+    sendJson(ctx, 200, modelObject(entry, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")))
+  })
+
+export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
+  const withBody = (h: (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: RequestContext) =>
+    Effect.flatMap(readJsonObject(ctx), (body) => h(ctx, body))
+  return [
+    { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)) },
+    { method: "POST", path: "/v1/completions", format: openAiChat, handle: withBody(completions(deps)) },
+    { method: "POST", path: "/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
+    { method: "POST", path: "/responses", format: openAiResponses, handle: withBody(responses(deps)) },
+    { method: "POST", path: "/api/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
+    { method: "POST", path: "/v1/embeddings", format: openAiChat, handle: withBody(embeddings(deps)) },
+    { method: "GET", path: "/v1/models", format: openAiChat, handle: listModels(deps) },
+    { method: "GET", path: /^\/v1\/models\/(?<model>[^:]+)$/, format: openAiChat, handle: retrieveModel(deps) }
+  ]
+}

@@ -1,0 +1,77 @@
+import * as Redacted from "effect/Redacted"
+import type { FormatId } from "../formats/canonical.js"
+import type { Connection } from "../providers/Connections.js"
+import { joinUrl, upstreamAuthHeaders } from "./auth.js"
+import type { UpstreamRequest } from "./UpstreamHttp.js"
+
+export type UpstreamOperation = "generate" | "count_tokens" | "embed"
+
+const STREAM_ACCEPT: Record<FormatId, string> = {
+  "openai-chat": "text/event-stream",
+  "openai-responses": "text/event-stream",
+  anthropic: "text/event-stream",
+  gemini: "text/event-stream",
+  ollama: "application/x-ndjson"
+}
+
+const path = (format: FormatId, op: UpstreamOperation, model: string, stream: boolean): string => {
+  const m = encodeURIComponent(model)
+  switch (format) {
+    case "openai-chat":
+      return op === "embed" ? "/embeddings" : "/chat/completions"
+    case "openai-responses":
+      return op === "embed" ? "/embeddings" : "/responses"
+    case "anthropic":
+      return op === "count_tokens" ? "/v1/messages/count_tokens" : "/v1/messages"
+    case "gemini":
+      return op === "count_tokens"
+        ? `/v1beta/models/${m}:countTokens`
+        : op === "embed"
+          ? `/v1beta/models/${m}:batchEmbedContents`
+          : `/v1beta/models/${m}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`
+    case "ollama":
+      return op === "embed" ? "/api/embed" : "/api/chat"
+  }
+}
+
+/**
+ * The HTTP request for one upstream call: URL from the connection's base URL and the family's
+ * path convention (base URLs include `/v1` for OpenAI-compatible upstreams and are bare origins
+ * for anthropic, gemini and ollama), the family's auth headers, and the body. Gemini takes the
+ * model in the path, the others in the body.
+ */
+export const upstreamRequest = (
+  connection: Connection,
+  format: FormatId,
+  body: Record<string, unknown>,
+  options: {
+    readonly model: string
+    readonly stream: boolean
+    readonly op?: UpstreamOperation
+    readonly userAgent: string
+    /** Client headers passed on unchanged (`anthropic-beta` between Anthropic clients and upstreams). */
+    readonly forward?: Readonly<Record<string, string>>
+  }
+): UpstreamRequest => {
+  const op = options.op ?? "generate"
+  const payload = format === "gemini" ? withoutModel(body) : { ...body, model: options.model }
+  if (format === "ollama" && op === "generate") payload["stream"] = options.stream
+  return {
+    url: joinUrl(connection.effectiveBaseUrl ?? "", path(format, op, options.model, options.stream)),
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: options.stream ? STREAM_ACCEPT[format] : "application/json",
+      "accept-encoding": "identity",
+      "user-agent": options.userAgent,
+      ...options.forward,
+      ...upstreamAuthHeaders(connection.provider.authStyle, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)
+    },
+    body: JSON.stringify(payload)
+  }
+}
+
+const withoutModel = (body: Record<string, unknown>): Record<string, unknown> => {
+  const { model: _model, stream: _stream, ...rest } = body
+  return rest
+}
