@@ -6,6 +6,7 @@ import { FeatureFlags } from "./flags/FeatureFlags.js"
 import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { Inference } from "./inference/pipeline.js"
+import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamTimeouts } from "./inference/timeouts.js"
 import { ManagementHandler } from "./management/App.js"
 import * as Logging from "./observability/Logging.js"
@@ -34,7 +35,8 @@ export const CoreLayer = ProviderChecks.layer.pipe(
 
 /** The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and StreamTimeouts. */
 export const ServerLayer = GatewayServer.layer.pipe(
-  Layer.provide(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  Layer.provide(ResponsesWebSocket.layer),
+  Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
   Layer.provideMerge(CoreLayer)
 )

@@ -406,7 +406,8 @@ class AnthropicStreamDecoder implements StreamDecoder {
         const m = obj(ev["message"]) ?? {}
         out.push({ type: "start", id: str(m["id"]) ?? newId("msg_"), model: str(m["model"]) ?? "", created: Math.floor(Date.now() / 1000) })
         const usage = usageFromAnthropic(m["usage"])
-        if (usage) out.push({ type: "usage", usage })
+        // A message_start without counts (0 in, at most 1 out) reports nothing yet.
+        if (usage && ((usage.inputTokens ?? 0) > 0 || (usage.outputTokens ?? 0) > 1)) out.push({ type: "usage", usage })
         break
       }
       case "content_block_start": {
@@ -459,17 +460,9 @@ class AnthropicStreamDecoder implements StreamDecoder {
         const d = obj(ev["delta"]) ?? {}
         const reason = str(d["stop_reason"])
         if (reason) this.stop = { reason: STOP_FROM[reason] ?? "end_turn", ...(str(d["stop_sequence"]) ? { sequence: str(d["stop_sequence"])! } : {}) }
-        const u = obj(ev["usage"])
-        if (u) {
-          // message_delta repeats input only in newer API versions; output_tokens is cumulative.
-          const usage = usageFromAnthropic({ ...u, input_tokens: u["input_tokens"] })
-          const out2: Partial<Usage> = {}
-          if (num(u["output_tokens"]) !== undefined) Object.assign(out2, { outputTokens: num(u["output_tokens"]) })
-          if (num(u["input_tokens"]) !== undefined && usage?.inputTokens !== undefined) Object.assign(out2, { inputTokens: usage.inputTokens })
-          if (usage?.cachedInputTokens) Object.assign(out2, { cachedInputTokens: usage.cachedInputTokens })
-          if (usage?.cacheCreationTokens) Object.assign(out2, { cacheCreationTokens: usage.cacheCreationTokens })
-          if (Object.keys(out2).length) out.push({ type: "usage", usage: out2 })
-        }
+        // output_tokens is cumulative; newer API versions repeat the input counts here too.
+        const usage = usageFromAnthropic(ev["usage"])
+        if (usage) out.push({ type: "usage", usage })
         break
       }
       case "message_stop":
@@ -520,7 +513,7 @@ class AnthropicStreamEncoder implements StreamEncoder {
           content: [],
           stop_reason: null,
           stop_sequence: null,
-          usage: { ...usageToAnthropic(this.usage), output_tokens: 0 }
+          usage: usageToAnthropic(this.usage)
         }
       },
       "message_start"

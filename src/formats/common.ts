@@ -13,18 +13,19 @@ export const imageSourceToUrl = (source: ImageSource): string =>
 /**
  * Gemini's thoughtSignature must come back with its functionCall. Client formats without a
  * place for it carry it inside the tool-call id, the one field every client echoes back:
- * `<id>__ts__<base64url signature>` (only [A-Za-z0-9_-], valid in every format's id).
+ * `<id>__ts__<base64url of the signature's bytes>` (only [A-Za-z0-9_-], valid in every format's
+ * id; the signature comes back byte for byte, whatever its own encoding).
  */
 const SIGNATURE_MARK = "__ts__"
 
 export const idWithSignature = (id: string, signature: string | undefined): string =>
-  signature ? `${id}${SIGNATURE_MARK}${Buffer.from(signature, "base64").toString("base64url")}` : id
+  signature ? `${id}${SIGNATURE_MARK}${Buffer.from(signature, "utf8").toString("base64url")}` : id
 
+/** The id as the upstream issued it, and the signature it carries (exactly as received). */
 export const splitSignedId = (id: string): { readonly id: string; readonly signature?: string } => {
   const at = id.indexOf(SIGNATURE_MARK)
   if (at === -1) return { id }
-  const raw = id.slice(at + SIGNATURE_MARK.length)
-  return { id: id.slice(0, at), signature: Buffer.from(raw, "base64url").toString("base64") }
+  return { id: id.slice(0, at), signature: Buffer.from(id.slice(at + SIGNATURE_MARK.length), "base64url").toString("utf8") }
 }
 
 const toolUses = (m: Message): Array<ToolUseBlock> => m.content.filter((b): b is ToolUseBlock => b.type === "tool_use")

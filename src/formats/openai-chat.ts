@@ -228,6 +228,11 @@ const partsOf = (blocks: ReadonlyArray<ContentBlock>): string | Array<Record<str
 export interface ChatEncodeOptions {
   /** OpenAI's own API wants max_completion_tokens; compatible servers mostly know max_tokens only. */
   readonly maxTokensField?: "max_tokens" | "max_completion_tokens"
+  /**
+   * Send earlier reasoning back as `reasoning_content` on assistant turns with tool calls:
+   * DeepSeek's thinking mode rejects a tool-call history without it; OpenAI rejects the field.
+   */
+  readonly reasoningContent?: boolean
 }
 
 export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOptions = {}): Record<string, unknown> => {
@@ -242,7 +247,13 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
       const calls = m.content.flatMap((b) =>
         b.type === "tool_use" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }] : []
       )
-      messages.push({ role: "assistant", content: text === "" && calls.length > 0 ? null : text, ...(calls.length ? { tool_calls: calls } : {}) })
+      const reasoning = options.reasoningContent && calls.length ? m.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("") : ""
+      messages.push({
+        role: "assistant",
+        content: text === "" && calls.length > 0 ? null : text,
+        ...(reasoning ? { reasoning_content: reasoning } : {}),
+        ...(calls.length ? { tool_calls: calls } : {})
+      })
     } else {
       for (const r of m.content) {
         if (r.type !== "tool_result") continue

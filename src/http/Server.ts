@@ -6,12 +6,14 @@ import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as http from "node:http"
+import type * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import { AdminAuth } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, isLoopbackHost } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { InferenceRoutes } from "../inference/dispatch.js"
+import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
 import { VERSION } from "../version.js"
 
@@ -62,6 +64,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const config = yield* AppConfig
       const inference = yield* InferenceRoutes
       const management = yield* ManagementHandler
+      const websocket = yield* ResponsesWebSocket
       const flags = yield* FeatureFlags
       const fibers = yield* FiberSet.make<void, never>()
       // Management requests run on the platform's own fibers: counted, so shutdown waits for them too.
@@ -82,6 +85,13 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         res.once("close", () => {
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
         })
+      })
+
+      // WebSocket upgrades: the Responses transport; any other path is not upgradable.
+      server.on("upgrade", (req, socket, head) => {
+        if (!websocket.upgrade(req, socket as net.Socket, head)) {
+          socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        }
       })
 
       const address = yield* listen(server, config.port, config.host).pipe(Effect.orDie)

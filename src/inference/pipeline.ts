@@ -109,7 +109,7 @@ const errorIn200 = (format: FormatId, body: unknown): CanonicalError | undefined
 }
 
 /** Same-format bodies still need a few fixes before they go upstream. */
-const normalizePassthrough = (format: FormatId, body: Record<string, unknown>, connection: Connection): Record<string, unknown> => {
+export const normalizePassthrough = (format: FormatId, body: Record<string, unknown>, connection: Connection): Record<string, unknown> => {
   if (format === "anthropic" && Array.isArray(body["messages"])) {
     // Claude Code puts a `role: "system"` message inside messages; Anthropic only takes `system`.
     const system: Array<unknown> = typeof body["system"] === "string" ? [{ type: "text", text: body["system"] }] : [...((body["system"] as Array<unknown>) ?? [])]
@@ -301,7 +301,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` })
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
-            body = upstream.id === "openai-chat" ? encodeChatRequest(req, { maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens" }) : upstream.encodeRequest(req)
+            body =
+              upstream.id === "openai-chat"
+                ? encodeChatRequest(req, {
+                    maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens",
+                    reasoningContent: connection.provider.id === "deepseek"
+                  })
+                : upstream.encodeRequest(req)
           }
 
           yield* Effect.gen(function* () {

@@ -19,6 +19,32 @@ export interface FrameRelay {
 
 export class StreamStalled extends Data.TaggedError("StreamStalled")<{ readonly message: string }> {}
 
+/** Progress of one upstream stream, as the watchdog sees it (epoch ms; 0 = not yet). */
+export interface StreamProgress {
+  readonly headersAt: number
+  lastChunkAt: number
+  firstContentAt: number
+}
+
+/**
+ * Fails with StreamStalled when the stream sends no content within `firstContentMs` of its
+ * headers, or nothing at all for `idleMs`. A Schedule drives the checks; race it with the relay.
+ */
+export const watchStream = (state: StreamProgress, timeouts: StreamTimeoutsShape): Effect.Effect<never, StreamStalled> => {
+  const check = Effect.suspend(() => {
+    const now = Date.now()
+    if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
+      return Effect.fail(new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` }))
+    }
+    if (now - state.lastChunkAt > timeouts.idleMs) {
+      return Effect.fail(new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` }))
+    }
+    return Effect.void
+  })
+  const interval = Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
+  return Effect.repeat(check, Schedule.spaced(interval)).pipe(Effect.zipRight(Effect.never))
+}
+
 export interface StreamOutcome {
   readonly ttftMs: number | null
   readonly error: string | null
@@ -40,7 +66,7 @@ export const relayStream = (
   timeouts: StreamTimeoutsShape
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
-  const state = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+  const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
   let ttftMs: number | null = null
 
   const write = (text: string) => {
@@ -98,20 +124,7 @@ export const relayStream = (
     })
   })
 
-  const check = Effect.suspend(() => {
-    const now = Date.now()
-    if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
-      return Effect.fail(new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` }))
-    }
-    if (now - state.lastChunkAt > timeouts.idleMs) {
-      return Effect.fail(new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` }))
-    }
-    return Effect.void
-  })
-  const interval = Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
-  const watchdog = Effect.repeat(check, Schedule.spaced(interval)).pipe(Effect.zipRight(Effect.never))
-
-  return Effect.raceFirst(pump, watchdog).pipe(
+  return Effect.raceFirst(pump, watchStream(state, timeouts)).pipe(
     Effect.catchTag("StreamStalled", (e) =>
       Effect.sync(() => {
         if (!ctx.res.destroyed) ctx.res.end(relay.broken({ status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }))

@@ -1,0 +1,244 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import type * as http from "node:http"
+import type * as net from "node:net"
+import { type WebSocket, WebSocketServer } from "ws"
+import { ApiKeys } from "../auth/ApiKeys.js"
+import { AppConfig } from "../config/AppConfig.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { mergeUsage, newId, type Usage } from "../formats/canonical.js"
+import { obj, str, tryJson } from "../formats/common.js"
+import { SseParser } from "../formats/frames.js"
+import { openAiResponses } from "../formats/openai-responses.js"
+import { Connections } from "../providers/Connections.js"
+import { authenticateInference } from "./auth.js"
+import { InferenceRoutes, newRequestId } from "./dispatch.js"
+import { errorBody, type InferenceError } from "./errors.js"
+import type { RequestContext } from "./io.js"
+import { normalizePassthrough } from "./pipeline.js"
+import { ResponseStore } from "./responseStore.js"
+import { type StreamProgress, watchStream } from "./stream.js"
+import { StreamTimeouts } from "./timeouts.js"
+import { splitNoThinking } from "./catalog.js"
+
+export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
+
+export interface ResponsesWebSocketShape {
+  /** Handles an HTTP upgrade on the server; false when the path is not a Responses WebSocket path. */
+  readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
+}
+
+const refuse = (socket: net.Socket, status: number, reason: string, message: string, code: string) => {
+  const body = JSON.stringify({ error: { message, type: status === 401 ? "authentication_error" : "invalid_request_error", code } })
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+}
+
+/** An error sent as a frame, shaped like the Responses API's own `error` event. */
+const errorFrame = (e: InferenceError) => {
+  const body = obj(errorBody(e, openAiResponses))?.["error"] ?? { message: e.message }
+  return JSON.stringify({ type: "error", status: e.status, error: body })
+}
+
+/**
+ * Responses over WebSocket, on the HTTP port at /v1/responses, /responses and /api/v1/responses.
+ * Each `response.create` frame becomes one streamed `POST /responses` to a connection that
+ * speaks the Responses API natively; the answer's events go back one JSON frame each.
+ *
+ * Codex's protocol: a prewarm frame with `generate: false` gets an empty completed response
+ * (nothing is generated), and later frames name it in `previous_response_id` with only the new
+ * input; the gateway keeps each socket's conversation (input and output per response id), so
+ * this works with `store: false` and with upstreams that store nothing.
+ *
+ * Upgrades answer 426 when GATEWAY_UPSTREAM_WS_ENABLED is off or no connection speaks the
+ * Responses API (clients such as Codex then fall back to HTTP); a frame for a model of another
+ * family gets the error code `upstream_ws_provider_required`.
+ */
+export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket")<ResponsesWebSocket, ResponsesWebSocketShape>() {
+  static readonly layer = Layer.scoped(
+    ResponsesWebSocket,
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      const flags = yield* FeatureFlags
+      const connections = yield* Connections
+      const timeouts = yield* StreamTimeouts
+      const { allowedOrigins } = yield* AppConfig
+      const { deps } = yield* InferenceRoutes
+      const fibers = yield* FiberSet.make()
+      const run = yield* FiberSet.runtime(fibers)<never>()
+      const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
+      const sockets = new Set<WebSocket>()
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const ws of sockets) ws.close(1001, "gateway shutting down")
+          wss.close()
+        })
+      )
+
+      const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
+        const store = new ResponseStore(100, 2 * 60 * 60 * 1000)
+        let current: Fiber.RuntimeFiber<void, never> | undefined
+        const queue: Array<string> = []
+        const send = (text: string) => {
+          if (ws.readyState === ws.OPEN) ws.send(text)
+        }
+
+        const handle = (raw: string): Effect.Effect<void> =>
+          Effect.gen(function* () {
+            const frame = obj(tryJson(raw))
+            if (!frame) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "invalid_json", message: "frames must be JSON objects" } }))
+            if (frame["type"] !== "response.create") {
+              return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "unsupported_frame", message: `expected type response.create, got ${String(frame["type"])}` } }))
+            }
+            const { type: _t, generate, ...body } = frame
+            const model = str(body["model"])
+            if (!model) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "missing_model", message: "response.create needs a model" } }))
+            const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res: undefined as never, path: req.url ?? "", query: new URLSearchParams(), apiKeyId }
+            const expanded = yield* store.expand(body, openAiResponses, true)
+
+            if (generate === false) {
+              // Prewarm: remember the input, generate nothing.
+              const id = newId("resp_")
+              const created = Math.floor(Date.now() / 1000)
+              const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
+              send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
+              send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
+              store.remember(id, expanded.input, [])
+              return
+            }
+
+            const target = yield* deps.inference.resolve(splitNoThinking(model).model, openAiResponses)
+            if (!target.connection.formats.includes("openai-responses")) {
+              return send(
+                JSON.stringify({
+                  type: "error",
+                  status: 400,
+                  error: {
+                    type: "invalid_request_error",
+                    code: "upstream_ws_provider_required",
+                    message: `${model} is served by ${target.connection.name} (${target.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+                  }
+                })
+              )
+            }
+            const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)
+            const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses)
+            if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(deps.inference.failure(res, openAiResponses, openAiResponses), Effect.fail)
+
+            let usage: Partial<Usage> | undefined
+            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+            const parser = new SseParser()
+            const pump = Effect.async<void>((resume) => {
+              const onFrame = (data: string) => {
+                if (data === "[DONE]") return
+                progress.firstContentAt ||= Date.now()
+                const u = openAiResponses.usageOf({ data })
+                if (u) usage = mergeUsage(usage, u)
+                if (data.includes("\"response.completed\"")) {
+                  const r = obj(obj(tryJson(data))?.["response"])
+                  if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [])
+                }
+                send(data)
+              }
+              res.body.on("data", (chunk: Buffer) => {
+                progress.lastChunkAt = Date.now()
+                for (const f of parser.push(chunk)) onFrame(f.data)
+              })
+              res.body.once("end", () => {
+                for (const f of parser.end()) onFrame(f.data)
+                resume(Effect.void)
+              })
+              res.body.once("error", (err: Error) => {
+                send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: `upstream stream ended unexpectedly: ${err.message}` } }))
+                resume(Effect.void)
+              })
+              return Effect.sync(() => res.body.destroy())
+            })
+            yield* Effect.raceFirst(pump, watchStream(progress, timeouts)).pipe(
+              Effect.catchTag("StreamStalled", (e) =>
+                Effect.sync(() => send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } })))
+              ),
+              Effect.ensuring(
+                Effect.suspend(() =>
+                  deps.usage.record({
+                    requestId: ctx.requestId,
+                    apiKeyId,
+                    connectionId: target.connection.id,
+                    provider: target.connection.provider.id,
+                    model: target.model,
+                    endpoint: "responses.ws",
+                    stream: true,
+                    status: 200,
+                    usage: { input: usage?.inputTokens ?? null, output: usage?.outputTokens ?? null, cached: usage?.cachedInputTokens ?? null, reasoning: usage?.reasoningTokens ?? null },
+                    latencyMs: Date.now() - ctx.startedAt,
+                    ttftMs: progress.firstContentAt ? progress.firstContentAt - ctx.startedAt : null,
+                    error: null
+                  })
+                )
+              )
+            )
+          }).pipe(
+            Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))),
+            Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),
+            Effect.annotateLogs({ transport: "websocket" })
+          )
+
+        // Frames are answered one after another; response.cancel stops the one in progress.
+        const next = () => {
+          if (current || queue.length === 0) return
+          const raw = queue.shift()!
+          current = run(handle(raw))
+          current.addObserver(() => {
+            current = undefined
+            next()
+          })
+        }
+        ws.on("message", (data, isBinary) => {
+          const text = isBinary ? Buffer.from(data as Buffer).toString("utf8") : data.toString()
+          if (obj(tryJson(text))?.["type"] === "response.cancel") {
+            if (current) run(Fiber.interrupt(current))
+            return
+          }
+          queue.push(text)
+          next()
+        })
+        ws.on("close", () => {
+          sockets.delete(ws)
+          queue.length = 0
+          if (current) run(Fiber.interrupt(current))
+        })
+        ws.on("error", () => ws.terminate())
+      }
+
+      return {
+        upgrade: (req, socket, head) => {
+          const url = req.url ?? "/"
+          const q = url.indexOf("?")
+          const path = q === -1 ? url : url.slice(0, q)
+          if (!WS_PATHS.has(path)) return false
+          const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1))
+          run(
+            Effect.gen(function* () {
+              if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
+                return refuse(socket, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
+              }
+              const auth = yield* authenticateInference(keys, flags, allowedOrigins, req, query).pipe(Effect.either)
+              if (auth._tag === "Left") return refuse(socket, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
+              const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
+              if (!capable) {
+                return refuse(socket, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
+              }
+              wss.handleUpgrade(req, socket, head, (ws) => {
+                sockets.add(ws)
+                session(ws, req, auth.right)
+              })
+            }).pipe(Effect.catchAllCause(() => Effect.sync(() => socket.destroy())))
+          )
+          return true
+        }
+      }
+    })
+  )
+}
