@@ -8,7 +8,7 @@ import { ollama } from "../src/formats/ollama.js"
 import { encodeChatRequest, openAiChat } from "../src/formats/openai-chat.js"
 import { encodeResponsesRequest, openAiResponses } from "../src/formats/openai-responses.js"
 import { countRequestTokens, imageSize } from "../src/formats/tokens.js"
-import { normalizePassthrough } from "../src/inference/pipeline.js"
+import { normalizePassthrough } from "../src/inference/passthrough.js"
 import type { Connection } from "../src/providers/Connections.js"
 
 const base: CanonicalRequest = { model: "m", system: [], messages: [], tools: [], stream: false }
@@ -211,7 +211,7 @@ describe("Responses API strictness", () => {
     expect(Object.keys(compat).sort()).toEqual(["input", "model", "store", "tools"])
     expect((compat["input"] as Array<any>)[0]).not.toHaveProperty("internal_chat_message_metadata_passthrough")
     expect((compat["tools"] as Array<any>).map((t) => t.type)).toEqual(["function"])
-    expect(normalizePassthrough("openai-responses", codex, { provider: { id: "openai" } } as Connection)).toBe(codex)
+    expect(normalizePassthrough("openai-responses", codex, { provider: { id: "openai" } } as Connection)).toEqual(codex)
   })
 
   it("reads string input, typeless items, developer messages and Codex's function_call items", () => {

@@ -17,13 +17,14 @@ import type { Frame } from "../formats/frames.js"
 import { failureOf } from "../formats/openai-responses.js"
 import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
-import { type Connection, Connections, type ResolvedTarget } from "../providers/Connections.js"
+import { Connections, type ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { clientError, InferenceError } from "./errors.js"
 import { gatewayHeaders, type RequestContext } from "./io.js"
+import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import { relayStream } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
@@ -106,57 +107,6 @@ const errorIn200 = (format: FormatId, body: unknown): CanonicalError | undefined
     case "ollama":
       return typeof b["error"] === "string" ? { status: 502, kind: "upstream", message: b["error"] } : undefined
   }
-}
-
-/** Same-format bodies still need a few fixes before they go upstream. */
-export const normalizePassthrough = (format: FormatId, body: Record<string, unknown>, connection: Connection): Record<string, unknown> => {
-  if (format === "anthropic" && Array.isArray(body["messages"])) {
-    // Claude Code puts a `role: "system"` message inside messages; Anthropic only takes `system`.
-    const system: Array<unknown> = typeof body["system"] === "string" ? [{ type: "text", text: body["system"] }] : [...((body["system"] as Array<unknown>) ?? [])]
-    const messages: Array<unknown> = []
-    for (const m of body["messages"] as Array<Record<string, unknown>>) {
-      if (m?.["role"] !== "system") messages.push(m)
-      else if (typeof m["content"] === "string") system.push({ type: "text", text: m["content"] })
-      else if (Array.isArray(m["content"])) system.push(...(m["content"] as Array<unknown>))
-    }
-    return messages.length === (body["messages"] as Array<unknown>).length ? body : { ...body, system, messages }
-  }
-  if (format === "openai-responses" && connection.provider.id !== "openai") {
-    // Fields only OpenAI's own API knows; compatible servers reject them.
-    const { client_metadata: _cm, prompt_cache_key: _pk, safety_identifier: _si, service_tier: _st, ...rest } = body
-    return {
-      ...rest,
-      ...(Array.isArray(body["input"])
-        ? {
-            input: (body["input"] as Array<unknown>).map((item) => {
-              const o = obj(item)
-              if (!o || !("internal_chat_message_metadata_passthrough" in o)) return item
-              const { internal_chat_message_metadata_passthrough: _m, ...kept } = o
-              return kept
-            })
-          }
-        : {}),
-      ...(Array.isArray(body["tools"]) ? { tools: (body["tools"] as Array<unknown>).filter((t) => obj(t)?.["type"] !== "namespace") } : {})
-    }
-  }
-  if (format === "openai-chat" && body["stream"] === true) {
-    // Ask for usage on every stream; the gateway drops that chunk if the client did not ask.
-    return { ...body, stream_options: { ...(obj(body["stream_options"]) ?? {}), include_usage: true } }
-  }
-  return body
-}
-
-const noThinkingBody = (format: FormatId, body: Record<string, unknown>): Record<string, unknown> => {
-  if (format === "anthropic") return { ...body, thinking: { type: "disabled" } }
-  if (format === "openai-chat") {
-    const { reasoning: _r, reasoning_effort: _e, ...rest } = body
-    return rest
-  }
-  if (format === "openai-responses") {
-    const { reasoning: _r, ...rest } = body
-    return rest
-  }
-  return body
 }
 
 /** Collects canonical events into a response (for clients that did not stream). */

@@ -133,6 +133,11 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       return yield* badRequest("input must not be empty: send at least one message or instructions", "input")
     }
     const { model, noThinking } = splitNoThinking(canonical.model)
+    if (!expanded.expanded && typeof body["previous_response_id"] === "string") {
+      // Only an upstream that stores responses itself can know an id the gateway does not.
+      const target = yield* deps.inference.resolve(model, openAiResponses)
+      if (!target.connection.formats.includes("openai-responses")) yield* deps.responses.expand(body, openAiResponses, true)
+    }
     const custom = new Set<string>()
     for (const t of (expanded.body["tools"] as Array<unknown> | undefined) ?? []) if (obj(t)?.["type"] === "custom" && str(obj(t)?.["name"])) custom.add(str(obj(t)?.["name"])!)
     yield* deps.inference.run({
