@@ -242,7 +242,7 @@ export class FakeUpstream {
       case "openai-chat":
         return chatAnswer(plan, body?.stream === true, body?.stream_options?.include_usage === true)
       case "openai-responses":
-        return responsesAnswer(plan, body, body?.stream === true, ctx.reply.failed === true)
+        return responsesAnswer(plan, body, body?.stream === true, ctx.reply.failed === true, ctx.reply.errorMessage ?? "fake upstream failure")
       case "anthropic":
         return anthropicAnswer(plan, body?.stream === true)
       case "gemini":
@@ -579,7 +579,7 @@ const chatAnswer = (p: Plan, stream: boolean, includeUsage: boolean): Answer => 
 
 // ─── Answers: OpenAI Responses ────────────────────────────────────────────────────────────────────
 
-const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean): Answer => {
+const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, failMessage: string): Answer => {
   const id = `resp_${p.n}`
   const usage = {
     input_tokens: p.usage.input, input_tokens_details: { cached_tokens: 0 },
@@ -611,14 +611,14 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean): 
   const output: Array<unknown> = [...(reasoningItem ? [reasoningItem] : []), ...(messageItem ? [messageItem] : []), ...p.calls.map(callItem)]
 
   if (!stream) {
-    return { kind: "json", body: failed ? response("failed", [], failure("fake upstream failure")) : response("completed", output, { usage }) }
+    return { kind: "json", body: failed ? response("failed", [], failure(failMessage)) : response("completed", output, { usage }) }
   }
   const frames: Array<string> = []
   const ev = (type: string, payload: Record<string, unknown>) => frames.push(sse({ type, sequence_number: frames.length, ...payload }, type))
   ev("response.created", { response: response("in_progress", []) })
   ev("response.in_progress", { response: response("in_progress", []) })
   if (failed) {
-    ev("response.failed", { response: response("failed", [], failure("fake upstream failure")) })
+    ev("response.failed", { response: response("failed", [], failure(failMessage)) })
   } else {
     let index = 0
     if (reasoningItem && p.reasoning) {

@@ -17,13 +17,13 @@ const decode = <A>(f: () => A) =>
   })
 
 /**
- * Ollama clients often add the default tag (`model:latest`); a model listed without a tag is
- * the same model.
+ * Ollama clients often add the default tag (`model:latest`). An Ollama upstream understands it;
+ * for any other upstream, or a model the gateway lists without a tag, it is dropped.
  */
 const untagged = (deps: RouteDeps, model: string) =>
   model.endsWith(":latest")
     ? deps.inference.resolve(model, ollama).pipe(
-        Effect.as(model),
+        Effect.map((t) => (t.connection.format === "ollama" ? model : model.slice(0, -":latest".length))),
         Effect.orElseSucceed(() => model.slice(0, -":latest".length))
       )
     : Effect.succeed(model)

@@ -1,0 +1,167 @@
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import WebSocket from "ws"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+const ADMIN = "gwk_ws_admin_key_0123456789abcdefghij"
+const KEY = "gwk_ws_client_key_0123456789abcdefghi"
+let gw: TestGateway
+let up: FakeUpstream
+
+/** A WebSocket client that collects frames and can wait for one of a type. */
+const connect = (url: string, headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) =>
+  new Promise<{ ws: WebSocket; frames: Array<any>; until: (type: string, count?: number) => Promise<any>; send: (frame: unknown) => void }>((resolve, reject) => {
+    const ws = new WebSocket(url, { headers })
+    const frames: Array<any> = []
+    const waiters: Array<() => void> = []
+    ws.on("message", (data) => {
+      frames.push(JSON.parse(String(data)))
+      for (const w of waiters.splice(0)) w()
+    })
+    ws.once("unexpected-response", (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode })))
+    ws.once("error", reject)
+    ws.once("open", () =>
+      resolve({
+        ws,
+        frames,
+        send: (frame) => ws.send(JSON.stringify(frame)),
+        until: (type, count = 1) =>
+          new Promise((done, fail) => {
+            const check = () => {
+              const hits = frames.filter((f) => f.type === type)
+              if (hits.length >= count) return done(hits[count - 1])
+              waiters.push(check)
+            }
+            setTimeout(() => fail(new Error(`no ${type} frame; got ${frames.map((f) => f.type).join(", ")}`)), 5000).unref()
+            check()
+          })
+      })
+    )
+  })
+
+const wsUrl = (path = "/v1/responses") => gw.url.replace(/^http/, "ws") + path
+
+const developer = { type: "message", role: "developer", content: [{ type: "input_text", text: "You are Codex." }] }
+const user = (text: string) => ({ type: "message", role: "user", content: [{ type: "input_text", text }] })
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
+  const admin = { authorization: `Bearer ${ADMIN}` }
+  expect((await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] }, headers: admin })).status).toBe(201)
+  expect((await call(`${gw.url}/api/providers`, { body: { provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") }, headers: admin })).status).toBe(201)
+})
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+})
+beforeEach(() => {
+  up.requests.length = 0
+  up.violations.length = 0
+  up.always({})
+})
+
+describe("Responses over WebSocket", () => {
+  it("answers Codex's prewarm without calling upstream, then continues from previous_response_id with only the new input", async () => {
+    const c = await connect(wsUrl())
+    c.send({ type: "response.create", model: "gpt-5", stream: true, input: [developer], tools: [], store: false, generate: false, client_metadata: { thread_id: "t" } })
+    const prewarm = await c.until("response.completed")
+    expect(prewarm.response.output).toEqual([])
+    expect(up.requests).toHaveLength(0)
+
+    up.next({ content: "Hello over WebSocket", chunks: 3 })
+    c.send({ type: "response.create", model: "gpt-5", stream: true, previous_response_id: prewarm.response.id, input: [user("say hi")], store: false, client_metadata: { thread_id: "t" } })
+    const done = await c.until("response.completed", 2)
+    expect(done.response.output[0].content[0].text).toBe("Hello over WebSocket")
+    const deltas = c.frames.filter((f) => f.type === "response.output_text.delta").map((f) => f.delta).join("")
+    expect(deltas).toBe("Hello over WebSocket")
+    // The upstream got the whole conversation and no previous_response_id (it stores nothing).
+    expect(up.violations).toEqual([])
+    expect(up.requests[0]!.body.input).toEqual([developer, user("say hi")])
+    expect(up.requests[0]!.body).not.toHaveProperty("previous_response_id")
+    c.ws.close()
+  })
+
+  it("carries a tool round trip: the call's output comes back with previous_response_id", async () => {
+    const c = await connect(wsUrl("/responses"))
+    up.next({ toolCalls: [{ name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}' }] }, { content: "The command printed TOOL_OK" })
+    const tools = [{ type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }]
+    c.send({ type: "response.create", model: "gpt-5", input: [developer, user("run echo")], tools })
+    const first = await c.until("response.completed")
+    const fc = first.response.output.find((o: any) => o.type === "function_call")
+    expect(fc).toMatchObject({ name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}' })
+    c.send({ type: "response.create", model: "gpt-5", previous_response_id: first.response.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "TOOL_OK\n" }], tools })
+    const second = await c.until("response.completed", 2)
+    expect(second.response.output[0].content[0].text).toBe("The command printed TOOL_OK")
+    expect(up.violations).toEqual([])
+    expect(up.requests[1]!.body.input.map((i: any) => i.type)).toEqual(["message", "message", "function_call", "function_call_output"])
+    c.ws.close()
+  })
+
+  it("also takes a full resend without previous_response_id (Codex with openai_base_url)", async () => {
+    const c = await connect(wsUrl("/api/v1/responses"))
+    up.next({ content: "full" })
+    c.send({ type: "response.create", model: "gpt-5", input: [developer, user("hi")] })
+    expect((await c.until("response.completed")).response.output[0].content[0].text).toBe("full")
+    c.ws.close()
+  })
+
+  it("refuses a model of another family with upstream_ws_provider_required, and an unknown previous id", async () => {
+    const c = await connect(wsUrl())
+    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", input: [user("hi")] })
+    const err = await c.until("error")
+    expect(err.error.code).toBe("upstream_ws_provider_required")
+    c.send({ type: "response.create", model: "gpt-5", previous_response_id: "resp_unknown", input: [user("hi")] })
+    expect((await c.until("error", 2)).error.code).toBe("previous_response_not_found")
+    c.send({ type: "response.nonsense" })
+    expect((await c.until("error", 3)).error.code).toBe("unsupported_frame")
+    expect(up.requests).toHaveLength(0)
+    c.ws.close()
+  })
+
+  it("cancels the response in progress on response.cancel, and survives a socket dropped without a close frame", async () => {
+    const c = await connect(wsUrl())
+    up.next({ content: "never finished", chunks: 4, stallAfterChunks: 5 })
+    c.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
+    await c.until("response.output_text.delta")
+    c.send({ type: "response.cancel" })
+    await expect.poll(() => up.aborted, { timeout: 3000 }).toBeGreaterThan(0)
+    c.ws.terminate() // like Codex exiting: close code 1006
+    up.next({ content: "still serving" })
+    const d = await connect(wsUrl())
+    d.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
+    expect((await d.until("response.completed")).response.output[0].content[0].text).toBe("still serving")
+    d.ws.close()
+  })
+
+  it("authenticates the upgrade: Bearer or api_key query; 401 without a key when keys are required", async () => {
+    const viaQuery = await connect(wsUrl(`/v1/responses?api_key=${KEY}`), {})
+    viaQuery.ws.close()
+    await expect(connect(wsUrl(), {})).rejects.toMatchObject({ status: 401 })
+    await expect(connect(wsUrl(), { authorization: "Bearer gwk_wrong" })).rejects.toMatchObject({ status: 401 })
+  })
+
+  it("answers 426 when the transport is switched off, so clients fall back to HTTP", async () => {
+    const set = (value?: string) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: { authorization: `Bearer ${ADMIN}` } })
+    await set("false")
+    try {
+      await expect(connect(wsUrl())).rejects.toMatchObject({ status: 426 })
+    } finally {
+      await set(undefined)
+    }
+  })
+
+  it("answers 426 when no connection speaks the Responses API", async () => {
+    const other = await startGateway()
+    try {
+      await gw.run(Effect.void)
+      await expect(connect(other.url.replace(/^http/, "ws") + "/v1/responses")).rejects.toMatchObject({ status: 426 })
+    } finally {
+      await other.close()
+    }
+  })
+})
