@@ -80,6 +80,7 @@ export class FakeUpstream {
   readonly requests: Array<Recorded> = []
   /** Strictness violations found (each was also answered 400 with this text). */
   readonly violations: Array<string> = []
+  private responder: ((request: Recorded) => Reply) | undefined
   /** Responses whose client went away before the response finished. */
   aborted = 0
   private queue: Array<Reply> = []
@@ -116,6 +117,14 @@ export class FakeUpstream {
 
   always(reply: Reply): this {
     this.fallback = reply
+    this.queue = []
+    this.responder = undefined
+    return this
+  }
+
+  /** Decides each reply from the request itself (when the queue is empty): for scripted clients. */
+  script(responder: (request: Recorded) => Reply): this {
+    this.responder = responder
     this.queue = []
     return this
   }
@@ -157,7 +166,7 @@ export class FakeUpstream {
       const method = req.method ?? "GET"
       const route = routeOf(method, u.pathname, req.headers, u.searchParams)
       this.requests.push({ family: route.family, method, path: u.pathname, query: u.searchParams, headers: req.headers, body })
-      const reply = this.queue.shift() ?? this.fallback
+      const reply = this.queue.shift() ?? this.responder?.(this.requests[this.requests.length - 1]!) ?? this.fallback
       res.on("close", () => {
         if (!res.writableFinished && !this.endedByUs.has(res) && !this.closing) this.aborted++
       })
