@@ -80,3 +80,9 @@ export const countRequestTokens = async (req: CanonicalRequest): Promise<number>
   for (const t of req.tools) total += PER_TOOL + count(t.name) + count(t.description ?? "") + count(JSON.stringify(t.parameters))
   return total
 }
+
+/** Tokens of plain texts (embedding inputs whose upstream reports no count). */
+export const countTextTokens = async (texts: ReadonlyArray<string>): Promise<number> => {
+  const count = await loadCounter()
+  return texts.reduce((n, t) => n + count(t), 0)
+}

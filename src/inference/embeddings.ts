@@ -7,11 +7,12 @@ import { clientError, type InferenceError } from "./errors.js"
 import type { RequestContext } from "./io.js"
 import type { InferenceShape } from "./pipeline.js"
 import { FORMATS } from "../formats/registry.js"
+import { countTextTokens } from "../formats/tokens.js"
 import type { UsageShape } from "../usage/Usage.js"
 
 export interface EmbeddingResult {
   readonly vectors: ReadonlyArray<ReadonlyArray<number>>
-  readonly inputTokens: number | null
+  readonly inputTokens: number
   readonly model: string
 }
 
@@ -72,10 +73,12 @@ export const embed = (
     const res = yield* inference.send(target, format, requestBody(format, target.model, inputs, dimensions), { stream: false, op: "embed" }, client)
     if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client), Effect.fail)
     const text = (yield* readUpstreamBody(res.body).pipe(Effect.orElseSucceed(() => Buffer.alloc(0)))).toString("utf8")
-    const { vectors, tokens } = vectorsOf(format, tryJson(text))
+    const { vectors, tokens: reported } = vectorsOf(format, tryJson(text))
     if (vectors.length !== inputs.length) {
       return yield* clientError(client, { status: 502, kind: "upstream", message: `upstream returned ${vectors.length} embeddings for ${inputs.length} inputs` })
     }
+    // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
+    const tokens = reported ?? (yield* Effect.promise(() => countTextTokens(inputs)))
     yield* usage.record({
       requestId: ctx.requestId,
       apiKeyId: ctx.apiKeyId,
@@ -102,5 +105,5 @@ export const openAiEmbeddings = (r: EmbeddingResult, base64: boolean) => ({
     embedding: base64 ? Buffer.from(new Float32Array(v).buffer).toString("base64") : v
   })),
   model: r.model,
-  usage: { prompt_tokens: r.inputTokens ?? 0, total_tokens: r.inputTokens ?? 0 }
+  usage: { prompt_tokens: r.inputTokens, total_tokens: r.inputTokens }
 })

@@ -73,7 +73,7 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =
       200,
       legacy
         ? { embedding: result.vectors[0] }
-        : { model, embeddings: result.vectors, total_duration: (Date.now() - ctx.startedAt) * 1_000_000, load_duration: 0, prompt_eval_count: result.inputTokens ?? 0 }
+        : { model, embeddings: result.vectors, total_duration: (Date.now() - ctx.startedAt) * 1_000_000, load_duration: 0, prompt_eval_count: result.inputTokens }
     )
   })
 
