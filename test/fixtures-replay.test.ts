@@ -8,12 +8,12 @@ import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
- * Every HTTP request that real SDKs and coding agents were recorded sending (`../shared/fixtures/clients`),
+ * Every HTTP request that real SDKs and coding agents were recorded sending (`test/fixtures/clients`),
  * replayed byte for byte (but for the key) through the gateway to an upstream of a *different* family than
  * the client speaks, so each one is translated. The strict fake upstream rejects what the real API would
  * reject; the gateway must answer every request 200 in the client's own format.
  */
-const FIXTURES = path.resolve(__dirname, "../../shared/fixtures/clients")
+const FIXTURES = path.resolve(__dirname, "fixtures/clients")
 const ADMIN = "gwk_replay_admin_key_0123456789abcdef"
 const KEY = "gwk_replay_client_key_0123456789abcd"
 
