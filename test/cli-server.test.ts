@@ -1,3 +1,4 @@
+import * as net from "node:net"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
 import { VERSION } from "../src/version.js"
@@ -79,6 +80,22 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     const r = await runCli(["setup"], { DATA_DIR: tempDir() })
     expect(r.code).toBe(2)
     expect(r.stderr).toContain("--non-interactive")
+  })
+})
+
+describe("start-up failures", () => {
+  it("a port already in use is one clear line and exit status 1, no stack trace", async () => {
+    const busy = net.createServer()
+    await new Promise<void>((r) => busy.listen(0, "127.0.0.1", r))
+    try {
+      const port = String((busy.address() as net.AddressInfo).port)
+      const r = await runCli(["--port", port], { DATA_DIR: tempDir() })
+      expect(r.code).toBe(1)
+      expect(r.stderr).toContain(`error: port ${port} on 127.0.0.1 is already in use`)
+      expect(r.stderr + r.stdout).not.toMatch(/\n\s+at /)
+    } finally {
+      busy.close()
+    }
   })
 })
 

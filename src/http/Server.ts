@@ -94,7 +94,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         }
       })
 
-      const address = yield* listen(server, config.port, config.host).pipe(Effect.orDie)
+      const address = yield* listen(server, config.port, config.host)
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
           server.close()
