@@ -115,6 +115,70 @@ describe("an error after streaming started", () => {
   })
 })
 
+describe("Responses pass-through", () => {
+  const sseEvents = (text: string) =>
+    text
+      .split("\n")
+      .filter((l) => l.startsWith("data: "))
+      .map((l) => JSON.parse(l.slice(6)))
+
+  it("reports a stream cut mid-way as response.failed of the same response, sequence numbers continuing", async () => {
+    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 4 })
+    const res = await call(`${gw.url}/v1/responses`, { body: { model: MODEL["openai-responses"], input: "hi", stream: true } })
+    const events = sseEvents(res.text)
+    expect(events.filter((e) => e.type === "response.created").length).toBe(1)
+    const created = events[0]
+    const last = events.at(-1)
+    expect(last.type).toBe("response.failed")
+    expect(last.response.id).toBe(created.response.id)
+    const seqs = events.map((e) => e.sequence_number)
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b))
+    expect(new Set(seqs).size).toBe(seqs.length)
+    // The openai SDK's stream helper ends with the failed response, never a silent success.
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
+    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 4 })
+    const final: any = await client.responses
+      .stream({ model: MODEL["openai-responses"], input: "hi" })
+      .finalResponse()
+      .catch((e: unknown) => e)
+    expect(final instanceof Error || final.status === "failed").toBe(true)
+    if (!(final instanceof Error)) expect(final.error.message).toMatch(/upstream|stream|terminated|closed/i)
+  })
+
+  it("leaves previous_response_id to an OpenAI upstream that stored the response, and expands it for one that did not", async () => {
+    const made = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai", name: "up-oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-responses"), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
+    expect(made.status).toBe(201)
+    const first = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "hi" } })
+    expect(first.status).toBe(200)
+    const second = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "and then?", previous_response_id: first.body.id } })
+    expect(second.status, second.text).toBe(200)
+    const sent = up.requests.at(-1)!.body
+    expect(sent.previous_response_id).toBe(first.body.id)
+    expect(sent.input).toEqual("and then?")
+
+    // Answered with store: false, the id means nothing upstream: the gateway sends the history itself.
+    const unstored = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "hi", store: false } })
+    const next = await call(`${gw.url}/v1/responses`, { body: { model: "up-oai/m1", input: "more", store: false, previous_response_id: unstored.body.id } })
+    expect(next.status, next.text).toBe(200)
+    const expanded = up.requests.at(-1)!.body
+    expect(expanded).not.toHaveProperty("previous_response_id")
+    expect(JSON.stringify(expanded.input)).toContain("Hello from upstream")
+    expect(up.violations).toEqual([])
+  })
+
+  it("continues a conversation on another family from a response id made by a Responses upstream", async () => {
+    const first = await call(`${gw.url}/v1/responses`, { body: { model: MODEL["openai-responses"], input: "remember 42" } })
+    const second = await call(`${gw.url}/v1/responses`, { body: { model: MODEL.anthropic, input: "what number?", previous_response_id: first.body.id } })
+    expect(second.status, second.text).toBe(200)
+    const sent = up.requests.at(-1)!.body
+    expect(sent.messages.map((m: any) => m.role)).toEqual(["user", "assistant", "user"])
+    expect(up.violations).toEqual([])
+  })
+})
+
 describe("never an empty success", () => {
   it("a 200 whose body is an error is an error, in every upstream family", async () => {
     for (const upstream of ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const) {

@@ -17,7 +17,7 @@ import {
 } from "./canonical.js"
 import { arr, idWithSignature, num, obj, repairToolHistory, splitSignedId, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { sseData } from "./frames.js"
 
 /** Anthropic requires max_tokens; used when the client did not say. */
@@ -124,7 +124,11 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   if (!model) throw new RequestDecodeError("model: Field required", "model")
   const rawMessages = body["messages"]
   if (!Array.isArray(rawMessages)) throw new RequestDecodeError("messages: Field required", "messages")
-  const system = textBlocks(body["system"])
+  const rawSystem = body["system"]
+  if (rawSystem !== undefined && rawSystem !== null && typeof rawSystem !== "string" && !Array.isArray(rawSystem)) {
+    throw new RequestDecodeError("system must be a string or an array of text blocks", "system")
+  }
+  const system = textBlocks(rawSystem)
   const messages: Array<Message> = []
   rawMessages.forEach((raw, i) => {
     const m = obj(raw)
@@ -148,7 +152,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
       messages.push({ role: "assistant", content: blocks })
     }
   })
-  const tools: Array<ToolDefinition> = arr(body["tools"]).flatMap((t) => {
+  const tools: Array<ToolDefinition> = listField(body, "tools").flatMap((t) => {
     const to = obj(t)
     const name = str(to?.["name"])
     // Server tools (web_search_...) carry a `type` and no schema: no canonical counterpart.

@@ -118,6 +118,15 @@ export interface CanonicalRequest {
 
 export type StopReason = "end_turn" | "max_tokens" | "tool_use" | "stop_sequence" | "content_filter" | "refusal"
 
+/**
+ * The stop reason of an answer that may hold tool calls. Formats that have no "tool calls"
+ * reason of their own (Gemini, Ollama, Responses) or report it loosely get `tool_use` when calls
+ * are present, except that a cut (max tokens, content filter) wins: a call cut short must
+ * not be run as if it were complete.
+ */
+export const stopWithCalls = (reason: StopReason | undefined, hasCalls: boolean): StopReason =>
+  reason === "max_tokens" || reason === "content_filter" ? reason : hasCalls ? "tool_use" : (reason ?? "end_turn")
+
 export interface Usage {
   readonly inputTokens: number
   readonly outputTokens: number

@@ -38,7 +38,8 @@ const toolResults = (m: Message): Array<ToolResultBlock> =>
  * become plain user text (so nothing the client sent is lost); calls without a result get an
  * explicit "no result" result; results carry the tool's name.
  */
-export const repairToolHistory = (messages: ReadonlyArray<Message>): Array<Message> => {
+export const repairToolHistory = (input: ReadonlyArray<Message>): Array<Message> => {
+  const messages = joinAssistantTurns(input)
   const out: Array<Message> = []
   let pending: Array<ToolUseBlock> = []
   let answered = new Map<string, ToolResultBlock>()
@@ -80,13 +81,41 @@ export const repairToolHistory = (messages: ReadonlyArray<Message>): Array<Messa
       }
       continue
     }
-    flushPending()
     if (m.content.length === 0) continue
+    flushPending()
     out.push(m)
     if (m.role === "assistant") pending = toolUses(m)
   }
   flushPending()
   return mergeAdjacent(out)
+}
+
+/**
+ * One assistant turn may arrive as several consecutive assistant messages: @google/genai's chat
+ * keeps every streamed chunk as its own `model` entry (one tool call, one piece of text, one
+ * signature each). Empty messages are dropped and consecutive assistant messages joined, so
+ * parallel calls stay one turn; at each seam, text continues text, and unsigned reasoning
+ * continues into the reasoning that follows it (which carries the signature for the whole).
+ */
+const joinAssistantTurns = (messages: ReadonlyArray<Message>): Array<Message> => {
+  const out: Array<Message> = []
+  for (const m of messages) {
+    if (m.content.length === 0) continue
+    const last = out[out.length - 1]
+    if (!last || last.role !== "assistant" || m.role !== "assistant") {
+      out.push(m)
+      continue
+    }
+    const content = [...last.content]
+    const tail = content[content.length - 1]
+    const [head, ...rest] = m.content
+    if (tail?.type === "text" && head?.type === "text") content[content.length - 1] = { type: "text", text: tail.text + head.text }
+    else if (tail?.type === "reasoning" && head?.type === "reasoning" && !tail.signature && !tail.redacted && !tail.encrypted && !head.redacted && !head.encrypted)
+      content[content.length - 1] = { ...head, text: tail.text + head.text }
+    else content.push(head!)
+    out[out.length - 1] = { role: "assistant", content: [...content, ...rest] }
+  }
+  return out
 }
 
 /** Adjacent messages of the same role (user, user) become one; tool messages stay separate. */
@@ -131,4 +160,16 @@ export const tryJson = (text: string): unknown => {
 export const fallbackMessage = (status: number, text: string): string => {
   const body = text.trim().slice(0, 500)
   return `upstream answered HTTP ${status}${body ? `: ${body}` : ""}`
+}
+
+/**
+ * A custom tool (free-form text input, OpenAI's `type: "custom"`) in canonical form: a function
+ * with one string argument, `input`.
+ */
+export const CUSTOM_TOOL_PARAMETERS = { type: "object", properties: { input: { type: "string", description: "The tool input." } }, required: ["input"] }
+
+/** The text input of a call to a custom tool, from its canonical arguments (JSON text). */
+export const customToolInput = (args: string): string => {
+  const parsed = tryJson(args)
+  return str(obj(parsed)?.["input"]) ?? args
 }

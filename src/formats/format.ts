@@ -11,6 +11,14 @@ export class RequestDecodeError extends Error {
   }
 }
 
+/** A list field of a request body: absent or null is empty; anything but an array is a 400 naming it. */
+export const listField = (body: Readonly<Record<string, unknown>>, key: string): ReadonlyArray<unknown> => {
+  const v = body[key]
+  if (v === undefined || v === null) return []
+  if (!Array.isArray(v)) throw new RequestDecodeError(`${key} must be an array`, key)
+  return v
+}
+
 /** Turns upstream stream frames into canonical events, incrementally. */
 export interface StreamDecoder {
   push(frame: Frame): ReadonlyArray<StreamEvent>

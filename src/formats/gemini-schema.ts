@@ -2,7 +2,10 @@
  * Gemini's function `parameters` (and `responseSchema`) take an OpenAPI 3.0 subset, not JSON
  * Schema: tools written for other providers are rewritten to fit instead of failing with 400.
  *
- * - `$ref` is inlined from `$defs` / `definitions` (recursion cut at a fixed depth);
+ * - `$ref` is inlined from `$defs` / `definitions`; a reference to a schema already being
+ *   inlined on the same path (recursion) becomes a plain object;
+ * - nesting deeper than 32 levels, and anything past 5,000 schema nodes in all, is cut to a
+ *   plain type (a schema of a few hundred bytes must not expand into megabytes);
  * - `type: [T, "null"]` becomes `type: T, nullable: true`; `const` becomes a one-value `enum`;
  * - `oneOf` becomes `anyOf`; `allOf` is merged into one schema;
  * - `prefixItems` becomes `items` (the first tuple member, the others described);
@@ -43,7 +46,14 @@ const KEEP = new Set([
 const STRING_FORMATS = new Set(["enum", "date-time"])
 const NUMBER_FORMATS = new Set(["float", "double", "int32", "int64"])
 const TYPES = new Set(["string", "number", "integer", "boolean", "array", "object"])
-const MAX_DEPTH = 12
+const MAX_DEPTH = 32
+const MAX_NODES = 5000
+
+interface Walk {
+  readonly root: Schema
+  /** Schema nodes still allowed in the output. */
+  budget: number
+}
 
 const isObj = (v: unknown): v is Schema => v !== null && typeof v === "object" && !Array.isArray(v)
 
@@ -68,13 +78,28 @@ const mergeAllOf = (parts: ReadonlyArray<unknown>): Schema => {
   return out
 }
 
-const sanitize = (input: unknown, root: Schema, depth: number): Schema => {
+/** What is left of a schema cut short: its type without structure. */
+const cut = (s: Schema): Schema => {
+  const type = Array.isArray(s["type"]) ? s["type"].find((t) => t !== "null") : s["type"]
+  const kept = typeof type === "string" && TYPES.has(type) ? type : isObj(s["properties"]) || typeof s["$ref"] === "string" ? "object" : "string"
+  return {
+    type: kept,
+    ...(kept === "array" ? { items: { type: "string" } } : {}),
+    ...(typeof s["description"] === "string" ? { description: s["description"] } : {})
+  }
+}
+
+const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<string>): Schema => {
   if (!isObj(input)) return { type: "string" }
+  if (depth > MAX_DEPTH || walk.budget <= 0) return cut(input)
+  walk.budget--
   let s: Schema = input
   if (typeof s["$ref"] === "string") {
-    const target = depth < MAX_DEPTH ? resolveRef(s["$ref"], root) : undefined
+    const ref = s["$ref"]
+    const target = refs.has(ref) ? undefined : resolveRef(ref, walk.root)
     const { $ref: _ref, ...rest } = s
     s = target ? { ...target, ...rest } : { type: "object", description: typeof rest["description"] === "string" ? rest["description"] : "object" }
+    if (target) refs = new Set([...refs, ref])
   }
   if (Array.isArray(s["allOf"])) {
     const { allOf, ...rest } = s
@@ -92,12 +117,12 @@ const sanitize = (input: unknown, root: Schema, depth: number): Schema => {
   if (s["nullable"] === true) out["nullable"] = true
 
   const anyOf = (Array.isArray(s["anyOf"]) ? s["anyOf"] : Array.isArray(s["oneOf"]) ? s["oneOf"] : undefined) as Array<unknown> | undefined
-  if (anyOf && depth < MAX_DEPTH) {
+  if (anyOf) {
     const variants = anyOf.filter((v) => !(isObj(v) && v["type"] === "null"))
     if (variants.length < anyOf.length) out["nullable"] = true
-    if (variants.length === 1) return { ...sanitize({ ...(variants[0] as Schema), ...(s["description"] ? { description: s["description"] } : {}) }, root, depth + 1), ...(out["nullable"] ? { nullable: true } : {}) }
+    if (variants.length === 1) return { ...sanitize({ ...(variants[0] as Schema), ...(s["description"] ? { description: s["description"] } : {}) }, walk, depth + 1, refs), ...(out["nullable"] ? { nullable: true } : {}) }
     if (variants.length > 1) {
-      out["anyOf"] = variants.map((v) => sanitize(v, root, depth + 1))
+      out["anyOf"] = variants.map((v) => sanitize(v, walk, depth + 1, refs))
       if (typeof s["description"] === "string") out["description"] = s["description"]
       return out
     }
@@ -129,7 +154,7 @@ const sanitize = (input: unknown, root: Schema, depth: number): Schema => {
     const props = isObj(s["properties"]) ? s["properties"] : {}
     const names = Object.keys(props)
     if (names.length > 0) {
-      out["properties"] = Object.fromEntries(names.map((n) => [n, sanitize(props[n], root, depth + 1)]))
+      out["properties"] = Object.fromEntries(names.map((n) => [n, sanitize(props[n], walk, depth + 1, refs)]))
       const optional = new Set(names.filter((n) => isObj(props[n]) && (props[n] as Schema)["optional"] === true))
       const required = (Array.isArray(s["required"]) ? s["required"] : []).filter(
         (r): r is string => typeof r === "string" && names.includes(r) && !optional.has(r)
@@ -139,13 +164,14 @@ const sanitize = (input: unknown, root: Schema, depth: number): Schema => {
   }
   if (type === "array") {
     const items = Array.isArray(s["prefixItems"]) ? s["prefixItems"][0] : s["items"]
-    out["items"] = depth < MAX_DEPTH && isObj(items) ? sanitize(items, root, depth + 1) : { type: "string" }
+    out["items"] = isObj(items) ? sanitize(items, walk, depth + 1, refs) : { type: "string" }
   }
   return out
 }
 
 /** A JSON Schema rewritten into the Schema subset Gemini accepts. */
-export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> => sanitize(schema, schema, 0)
+export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> =>
+  sanitize(schema, { root: schema, budget: MAX_NODES }, 0, new Set())
 
 /** Whether a sanitized parameters schema is an object without properties (Gemini wants those omitted). */
 export const isEmptyObjectSchema = (schema: Record<string, unknown>): boolean =>

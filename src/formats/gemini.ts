@@ -15,11 +15,12 @@ import {
   type ToolChoice,
   type ToolDefinition,
   type ToolUseBlock,
-  type Usage
+  type Usage,
+  stopWithCalls
 } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { sseData } from "./frames.js"
 import { isEmptyObjectSchema, sanitizeGeminiSchema } from "./gemini-schema.js"
 
@@ -38,7 +39,10 @@ const decodeParts = (parts: ReadonlyArray<unknown>, pendingCalls: Array<ToolUseB
     if (!p) continue
     const signature = str(p["thoughtSignature"]) ?? str(p["thought_signature"])
     if (typeof p["text"] === "string") {
-      if (p["thought"] === true) out.push({ type: "reasoning", text: p["text"], ...(signature ? { signature } : {}) })
+      const prev = out[out.length - 1]
+      // A signature-only thought part (how the gateway streams one) signs the thought text before it.
+      if (p["text"] === "" && signature && prev?.type === "reasoning" && !prev.signature) out[out.length - 1] = { ...prev, signature }
+      else if (p["thought"] === true) out.push({ type: "reasoning", text: p["text"], ...(signature ? { signature } : {}) })
       else if (p["text"] !== "") out.push({ type: "text", text: p["text"] })
       else if (signature) out.push({ type: "reasoning", text: "", signature })
       continue
@@ -126,7 +130,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
       if (rest.length) messages.push({ role: "user", content: rest })
     }
   })
-  const tools: Array<ToolDefinition> = arr(body["tools"]).flatMap((t) =>
+  const tools: Array<ToolDefinition> = listField(body, "tools").flatMap((t) =>
     arr(obj(t)?.["functionDeclarations"] ?? obj(t)?.["function_declarations"]).flatMap((d) => {
       const fd = obj(d)
       const name = str(fd?.["name"])
@@ -364,11 +368,7 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     model: str(body["modelVersion"]) ?? "",
     created: Math.floor(Date.now() / 1000),
     content,
-    stopReason: content.some((b) => b.type === "tool_use")
-      ? "tool_use"
-      : blockingFinish(body)
-        ? "content_filter"
-        : (STOP_FROM[finish ?? ""] ?? "end_turn"),
+    stopReason: stopWithCalls(blockingFinish(body) ? "content_filter" : STOP_FROM[finish ?? ""], content.some((b) => b.type === "tool_use")),
     ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
   }
 }
@@ -498,7 +498,7 @@ class GeminiStreamDecoder implements StreamDecoder {
     const out: Array<StreamEvent> = []
     if (!this.started) out.push({ type: "start", id: newId("gen-"), model: "", created: Math.floor(Date.now() / 1000) })
     this.close(out)
-    const stopReason = this.sawTools ? "tool_use" : this.blocked ? "content_filter" : (STOP_FROM[this.finish ?? ""] ?? "end_turn")
+    const stopReason = stopWithCalls(this.blocked ? "content_filter" : STOP_FROM[this.finish ?? ""], this.sawTools)
     out.push({ type: "finish", stopReason })
     return out
   }

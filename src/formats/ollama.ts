@@ -14,11 +14,12 @@ import {
   type TextBlock,
   type ToolDefinition,
   type ToolUseBlock,
-  type Usage
+  type Usage,
+  stopWithCalls
 } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { ndjsonLine } from "./frames.js"
 
 // ---------------------------------------------------------------- requests
@@ -132,7 +133,7 @@ const decodeChatRequest = (body: Record<string, unknown>): CanonicalRequest => {
     model,
     system,
     messages,
-    tools: decodeTools(body["tools"]),
+    tools: decodeTools(listField(body, "tools")),
     ...(format ? { responseFormat: format } : {}),
     ...decodeOptions(body),
     ...decodeThink(body["think"]),
@@ -213,7 +214,7 @@ const usageFromOllama = (body: Record<string, unknown>): Partial<Usage> | undefi
 }
 
 const stopFrom = (reason: string | undefined, calls: boolean): StopReason =>
-  calls ? "tool_use" : reason === "length" ? "max_tokens" : "end_turn"
+  stopWithCalls(reason === "length" ? "max_tokens" : undefined, calls)
 
 const decodeResponse = (raw: unknown): CanonicalResponse => {
   const body = obj(raw) ?? {}

@@ -16,10 +16,13 @@ import {
   type ToolChoice,
   type ToolDefinition,
   type ToolResultBlock,
-  type Usage
+  type Usage,
+  stopWithCalls
 } from "./canonical.js"
 import {
   arr,
+  CUSTOM_TOOL_PARAMETERS,
+  customToolInput,
   idWithSignature,
   imageSourceFromUrl,
   imageSourceToUrl,
@@ -33,7 +36,7 @@ import {
   tryJson
 } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { sseData } from "./frames.js"
 
 // ---------------------------------------------------------------- requests
@@ -66,7 +69,7 @@ const decodeToolChoice = (v: unknown): ToolChoice | undefined => {
   if (v === "auto") return { type: "auto" }
   if (v === "none") return { type: "none" }
   if (v === "required" || v === "any") return { type: "required" }
-  const name = str(obj(obj(v)?.["function"])?.["name"]) ?? str(obj(v)?.["name"])
+  const name = str(obj(obj(v)?.["function"])?.["name"]) ?? str(obj(obj(v)?.["custom"])?.["name"]) ?? str(obj(v)?.["name"])
   return name ? { type: "tool", name } : undefined
 }
 
@@ -115,8 +118,9 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
       content.push(...contentBlocks(m?.["content"], where))
       for (const call of arr(m?.["tool_calls"])) {
         const c = obj(call)
+        const custom = obj(c?.["custom"])
         const fn = obj(c?.["function"])
-        const name = str(fn?.["name"])
+        const name = str(custom?.["name"]) ?? str(fn?.["name"])
         if (!name) throw new RequestDecodeError(`${where}.tool_calls[].function.name is required`, `${where}.tool_calls`)
         const { id, signature } = splitSignedId(str(c?.["id"]) ?? newId("call_"))
         callNames.set(id, name)
@@ -125,7 +129,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
           type: "tool_use",
           id,
           name,
-          input: typeof args === "string" ? parseArguments(args) : (args ?? {}),
+          input: custom ? { input: str(custom["input"]) ?? "" } : typeof args === "string" ? parseArguments(args) : (args ?? {}),
           ...(signature ? { signature } : {})
         })
       }
@@ -159,7 +163,13 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   })
 
   const tools: Array<ToolDefinition> = []
-  for (const t of arr(body["tools"])) {
+  for (const t of listField(body, "tools")) {
+    const custom = obj(t)?.["type"] === "custom" ? obj(obj(t)?.["custom"]) : undefined
+    if (custom && str(custom["name"])) {
+      const description = str(custom["description"])
+      tools.push({ name: str(custom["name"])!, ...(description ? { description } : {}), parameters: CUSTOM_TOOL_PARAMETERS })
+      continue
+    }
     const fn = obj(obj(t)?.["function"])
     const name = str(fn?.["name"])
     if (!name) continue // non-function tools (e.g. web_search) have no canonical form
@@ -355,13 +365,14 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
   if (text) content.push({ type: "text", text })
   for (const call of arr(message["tool_calls"])) {
     const c = obj(call)
+    const custom = obj(c?.["custom"])
     const fn = obj(c?.["function"])
     const args = fn?.["arguments"]
     content.push({
       type: "tool_use",
       id: str(c?.["id"]) ?? newId("call_"),
-      name: str(fn?.["name"]) ?? "",
-      input: typeof args === "string" ? parseArguments(args) : (args ?? {})
+      name: str(custom?.["name"]) ?? str(fn?.["name"]) ?? "",
+      input: custom ? { input: str(custom["input"]) ?? "" } : typeof args === "string" ? parseArguments(args) : (args ?? {})
     })
   }
   const hasCalls = content.some((b) => b.type === "tool_use")
@@ -372,18 +383,25 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     model: str(body["model"]) ?? "",
     created: num(body["created"]) ?? nowSeconds(),
     content,
-    stopReason: hasCalls ? "tool_use" : (STOP_FROM[finish ?? ""] ?? "end_turn"),
+    stopReason: stopWithCalls(STOP_FROM[finish ?? ""], hasCalls),
     ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
   }
 }
 
-const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: string }) => {
+/** Names of the custom tools the client declared (their calls go back as `type: "custom"`). */
+const customToolsOf = (options: Readonly<Record<string, unknown>> | undefined): ReadonlySet<string> =>
+  (options?.["customTools"] as ReadonlySet<string> | undefined) ?? new Set()
+
+const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }) => {
   const text = res.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("")
   const reasoning = res.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("")
-  const calls = res.content.flatMap((b) =>
-    b.type === "tool_use"
-      ? [{ id: idWithSignature(b.id, b.signature), type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }]
-      : []
+  const custom = customToolsOf(ctx.options)
+  const calls = res.content.flatMap((b): Array<Record<string, unknown>> =>
+    b.type !== "tool_use"
+      ? []
+      : custom.has(b.name)
+        ? [{ id: idWithSignature(b.id, b.signature), type: "custom", custom: { name: b.name, input: customToolInput(JSON.stringify(b.input ?? {})) } }]
+        : [{ id: idWithSignature(b.id, b.signature), type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }]
   )
   return {
     id: res.id.startsWith("chatcmpl") ? res.id : `chatcmpl-${res.id}`,
@@ -455,7 +473,12 @@ class ChatStreamDecoder implements StreamDecoder {
   private started = false
   private open: { kind: "text" | "reasoning" | "tool"; index: number; toolIndex?: number } | undefined
   private next = 0
+  /** Upstream tool index → canonical block; block → call id; call id → upstream index. */
   private readonly toolBlocks = new Map<number, number>()
+  private readonly idOfBlock = new Map<number, string>()
+  private readonly keyOfId = new Map<string, number>()
+  /** Blocks of custom tool calls, whose JSON arguments are closed when the block ends. */
+  private readonly customBlocks = new Set<number>()
   private finishReason: StopReason | undefined
   private sawTools = false
   private done = false
@@ -490,15 +513,36 @@ class ChatStreamDecoder implements StreamDecoder {
       }
       for (const tc of arr(delta["tool_calls"])) {
         const call = obj(tc) ?? {}
-        const toolIndex = num(call["index"]) ?? 0
-        const fn = obj(call["function"])
-        if (!this.toolBlocks.has(toolIndex)) {
+        const custom = obj(call["custom"])
+        const fn = obj(call["function"]) ?? (custom ? { name: custom["name"] } : undefined)
+        const id = str(call["id"]) || undefined
+        // Some servers omit `index` (Gemini's OpenAI endpoint) or number every call 0: a call
+        // with an id not seen before is a new call; a piece without index or id continues the open one.
+        const explicit = num(call["index"])
+        const toolIndex =
+          explicit ?? (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
+        const known = this.toolBlocks.get(toolIndex)
+        if (known === undefined || (id !== undefined && this.idOfBlock.get(known) !== id)) {
           this.close(out)
           const index = this.next++
+          const callId = id ?? newId("call_")
           this.toolBlocks.set(toolIndex, index)
+          this.idOfBlock.set(index, callId)
+          this.keyOfId.set(callId, toolIndex)
           this.sawTools = true
           this.open = { kind: "tool", index, toolIndex }
-          out.push({ type: "block_start", index, block: { type: "tool_use", id: str(call["id"]) ?? newId("call_"), name: str(fn?.["name"]) ?? "" } })
+          out.push({ type: "block_start", index, block: { type: "tool_use", id: callId, name: str(fn?.["name"]) ?? "" } })
+          if (custom) {
+            // A custom call's text input becomes the canonical {"input": "..."} arguments.
+            this.customBlocks.add(index)
+            out.push({ type: "tool_args_delta", index, partialJson: '{"input":"' })
+          }
+        }
+        if (custom) {
+          const input = str(custom["input"])
+          const open = this.open
+          if (input && open !== undefined && open.index === this.toolBlocks.get(toolIndex)) out.push({ type: "tool_args_delta", index: open.index, partialJson: JSON.stringify(input).slice(1, -1) })
+          continue
         }
         const args = str(fn?.["arguments"])
         const index = this.toolBlocks.get(toolIndex)!
@@ -520,7 +564,7 @@ class ChatStreamDecoder implements StreamDecoder {
     const out: Array<StreamEvent> = []
     if (!this.started) out.push({ type: "start", id: newId("chatcmpl-"), model: "", created: nowSeconds() })
     this.close(out)
-    out.push({ type: "finish", stopReason: this.sawTools ? "tool_use" : (this.finishReason ?? "end_turn") })
+    out.push({ type: "finish", stopReason: stopWithCalls(this.finishReason, this.sawTools) })
     return out
   }
 
@@ -533,6 +577,7 @@ class ChatStreamDecoder implements StreamDecoder {
   }
 
   private close(out: Array<StreamEvent>) {
+    if (this.open && this.customBlocks.delete(this.open.index)) out.push({ type: "tool_args_delta", index: this.open.index, partialJson: '"}' })
     if (this.open) out.push({ type: "block_stop", index: this.open.index })
     this.open = undefined
   }
@@ -543,12 +588,17 @@ class ChatStreamEncoder implements StreamEncoder {
   private id = newId("chatcmpl-")
   private created = nowSeconds()
   private readonly toolIndex = new Map<number, number>()
+  /** Tool blocks that have not streamed any argument yet (they get "{}" when they end). */
+  private readonly noArgs = new Set<number>()
+  /** Arguments of calls to custom tools, sent whole as `custom.input` when the call ends. */
+  private readonly customArgs = new Map<number, string>()
   private usage: Partial<Usage> | undefined
   private sentRole = false
 
   constructor(
     private readonly model: string,
-    private readonly includeUsage: boolean
+    private readonly includeUsage: boolean,
+    private readonly customTools: ReadonlySet<string> = new Set()
   ) {}
 
   private chunk(delta: Record<string, unknown>, finish: string | null = null): string {
@@ -578,6 +628,12 @@ class ChatStreamEncoder implements StreamEncoder {
         if (ev.block.type === "tool_use") {
           const i = this.toolIndex.size
           this.toolIndex.set(ev.index, i)
+          const id = idWithSignature(ev.block.id, ev.block.signature)
+          if (this.customTools.has(ev.block.name)) {
+            this.customArgs.set(ev.index, "")
+            return this.chunk(this.withRole({ tool_calls: [{ index: i, id, type: "custom", custom: { name: ev.block.name, input: "" } }] }))
+          }
+          this.noArgs.add(ev.index)
           return this.chunk(
             this.withRole({
               tool_calls: [{ index: i, id: idWithSignature(ev.block.id, ev.block.signature), type: "function", function: { name: ev.block.name, arguments: "" } }]
@@ -591,7 +647,25 @@ class ChatStreamEncoder implements StreamEncoder {
         return ev.text ? this.chunk(this.withRole({ reasoning_content: ev.text })) : ""
       case "tool_args_delta": {
         const i = this.toolIndex.get(ev.index)
-        return i === undefined || !ev.partialJson ? "" : this.chunk({ tool_calls: [{ index: i, function: { arguments: ev.partialJson } }] })
+        if (i === undefined || !ev.partialJson) return ""
+        const custom = this.customArgs.get(ev.index)
+        if (custom !== undefined) {
+          this.customArgs.set(ev.index, custom + ev.partialJson)
+          return ""
+        }
+        this.noArgs.delete(ev.index)
+        return this.chunk({ tool_calls: [{ index: i, function: { arguments: ev.partialJson } }] })
+      }
+      case "block_stop": {
+        // A call without arguments (Anthropic streams `partial_json: ""`) still gets a JSON object.
+        const i = this.toolIndex.get(ev.index)
+        const custom = this.customArgs.get(ev.index)
+        if (i !== undefined && custom !== undefined) {
+          this.customArgs.delete(ev.index)
+          return this.chunk({ tool_calls: [{ index: i, custom: { input: customToolInput(custom) } }] })
+        }
+        if (i === undefined || !this.noArgs.delete(ev.index)) return ""
+        return this.chunk({ tool_calls: [{ index: i, function: { arguments: "{}" } }] })
       }
       case "usage":
         this.usage = { ...this.usage, ...ev.usage }
@@ -633,7 +707,7 @@ export const openAiChat: WireFormat = {
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new ChatStreamDecoder(),
-  streamEncoder: (ctx) => new ChatStreamEncoder(ctx.model, obj(ctx.options?.["stream_options"])?.["include_usage"] === true),
+  streamEncoder: (ctx) => new ChatStreamEncoder(ctx.model, obj(ctx.options?.["stream_options"])?.["include_usage"] === true, customToolsOf(ctx.options)),
   encodeError: encodeOpenAiError,
   decodeError: decodeOpenAiError,
   usageOf: (frame) => (USAGE_OBJECT.test(frame.data) ? usageFromOpenAi(obj(tryJson(frame.data))?.["usage"]) : undefined),

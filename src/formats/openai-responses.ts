@@ -14,10 +14,11 @@ import {
   type TextBlock,
   type ToolChoice,
   type ToolDefinition,
-  type Usage
+  type Usage,
+  stopWithCalls
 } from "./canonical.js"
-import { arr, idWithSignature, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
-import { RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { arr, CUSTOM_TOOL_PARAMETERS, customToolInput, idWithSignature, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
+import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError } from "./openai-chat.js"
 import { sseData } from "./frames.js"
 
@@ -105,8 +106,6 @@ export const decodeInput = (input: unknown, system: Array<TextBlock>): Array<Mes
   return messages
 }
 
-/** A custom (free-form text) tool becomes a function with one string argument, `input`. */
-const CUSTOM_PARAMETERS = { type: "object", properties: { input: { type: "string", description: "The tool input." } }, required: ["input"] }
 
 export const decodeTools = (tools: unknown): { tools: Array<ToolDefinition>; custom: Set<string> } => {
   const out: Array<ToolDefinition> = []
@@ -121,7 +120,7 @@ export const decodeTools = (tools: unknown): { tools: Array<ToolDefinition>; cus
       out.push({ name, ...(description ? { description } : {}), parameters: obj(t?.["parameters"]) ?? { type: "object", properties: {} }, ...(typeof strict === "boolean" ? { strict } : {}) })
     } else if (type === "custom" && name) {
       custom.add(name)
-      out.push({ name, ...(description ? { description } : {}), parameters: CUSTOM_PARAMETERS })
+      out.push({ name, ...(description ? { description } : {}), parameters: CUSTOM_TOOL_PARAMETERS })
     }
     // namespace, web_search, file_search, local_shell, mcp: server-side tools without a canonical form.
   }
@@ -159,7 +158,7 @@ export const decodeResponsesRequest = (body: Record<string, unknown>): Canonical
   const instructions = str(body["instructions"])
   if (instructions) system.push({ type: "text", text: instructions })
   const messages = decodeInput(body["input"], system)
-  const { tools } = decodeTools(body["tools"])
+  const { tools } = decodeTools(listField(body, "tools"))
   const reasoning = obj(body["reasoning"])
   const effort = str(reasoning?.["effort"])
   const toolChoice = decodeToolChoice(body["tool_choice"])
@@ -300,11 +299,8 @@ const decodeOutputItem = (item: Record<string, unknown>): Array<ContentBlock> =>
 }
 
 const stopOf = (body: Record<string, unknown>, hasCalls: boolean): StopReason => {
-  if (hasCalls) return "tool_use"
   const reason = str(obj(body["incomplete_details"])?.["reason"])
-  if (reason === "max_output_tokens") return "max_tokens"
-  if (reason === "content_filter") return "content_filter"
-  return "end_turn"
+  return stopWithCalls(reason === "max_output_tokens" ? "max_tokens" : reason === "content_filter" ? "content_filter" : undefined, hasCalls)
 }
 
 /** A `failed` response (or one carrying an error) is an error, never an empty success. */
@@ -338,7 +334,7 @@ interface ResponsesEchoOptions {
 
 const toolItem = (id: string, name: string, args: string, custom: boolean, status: "in_progress" | "completed", itemId: string) =>
   custom
-    ? { id: itemId, type: "custom_tool_call", status, call_id: id, name, input: str(obj(parseArguments(args))?.["input"]) ?? args }
+    ? { id: itemId, type: "custom_tool_call", status, call_id: id, name, input: customToolInput(args) }
     : { id: itemId, type: "function_call", status, call_id: id, name, arguments: args }
 
 const responseObject = (
@@ -564,6 +560,17 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     if (fixed) this.id = fixed
   }
 
+  /**
+   * Continues a stream relayed unchanged from a Responses upstream (to report its failure): same
+   * response id, sequence numbers after the last one relayed, no second `response.created`.
+   */
+  static continuing(model: string, responseId: string, lastSequence: number): ResponsesStreamEncoder {
+    const encoder = new ResponsesStreamEncoder(model, { responseId })
+    encoder.started = true
+    encoder.seq = lastSequence + 1
+    return encoder
+  }
+
   result(): { readonly id: string; readonly output: ReadonlyArray<unknown> } {
     return { id: this.id, output: this.output.filter((o) => o !== undefined) }
   }
@@ -578,12 +585,19 @@ export class ResponsesStreamEncoder implements StreamEncoder {
 
   /** A response that generates nothing (Codex's prewarm, `generate: false`). */
   empty(): string {
+    this.started = true
     return this.emit("response.created", { response: this.response("in_progress") }) + this.emit("response.completed", { response: this.response("completed") })
   }
 
+  /** Whether `response.created` went out: the openai SDK needs it before any other event. */
+  private started = false
+
   push(ev: StreamEvent): string {
+    if (ev.type !== "start" && !this.started) return this.push({ type: "start", id: this.id, model: this.model, created: this.created }) + this.push(ev)
     switch (ev.type) {
       case "start":
+        if (this.started) return ""
+        this.started = true
         this.created = ev.created
         return this.emit("response.created", { response: this.response("in_progress") }) + this.emit("response.in_progress", { response: this.response("in_progress") })
       case "block_start": {

@@ -11,10 +11,10 @@ import {
   type StreamEvent,
   type Usage
 } from "../formats/canonical.js"
-import { obj, tryJson } from "../formats/common.js"
+import { obj, str, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
 import type { Frame } from "../formats/frames.js"
-import { failureOf } from "../formats/openai-responses.js"
+import { failureOf, ResponsesStreamEncoder } from "../formats/openai-responses.js"
 import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type ResolvedTarget } from "../providers/Connections.js"
@@ -25,6 +25,7 @@ import { Usage as UsageService } from "../usage/Usage.js"
 import { clientError, InferenceError } from "./errors.js"
 import { gatewayHeaders, type RequestContext } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
+import type { Origin } from "./responseStore.js"
 import { relayStream } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
@@ -52,7 +53,8 @@ export interface InferenceCall {
   /** Whether the route may pass the body through unchanged when the upstream speaks its format. */
   readonly passthrough?: boolean
   /** Called with the response id and output once the answer is complete (Responses state). */
-  readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown> }) => void
+  /** A Responses answer completed; `origin` is set when the upstream produced it itself (pass-through). */
+  readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown>; readonly origin?: Origin }) => void
 }
 
 export interface InferenceShape {
@@ -227,6 +229,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const { connection } = target
           const passthrough = (call.passthrough ?? true) && connection.formats.includes(client.id)
           const upstream = passthrough ? client : FORMATS[connection.format]
+          const origin: Origin = { connectionId: connection.id, stored: call.body["store"] !== false }
           let outcome: { status: number; usage: Partial<Usage> | undefined; ttftMs: number | null; error: string | null } = {
             status: 0,
             usage: undefined,
@@ -287,7 +290,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               ctx.res.writeHead(200, { ...gatewayHeaders(ctx.requestId), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
               ctx.res.end(payload)
               const id = obj(answer)?.["id"]
-              if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [] })
+              if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
               return
             }
 
@@ -295,6 +298,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             if (passthrough) {
               const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
               const completed = upstream.id === "openai-responses" && call.onCompleted
+              // A Responses stream that breaks is reported as response.failed of the same response.
+              const relayed = { id: undefined as string | undefined, seq: -1 }
               const result = yield* relayStream(
                 ctx,
                 res,
@@ -304,14 +309,23 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                     const u = upstream.usageOf(frame)
                     if (u) usageSoFar = mergeUsage(usageSoFar, u)
                     if (dropUsageChunk && u && /"choices"\s*:\s*\[\s*\]/.test(frame.data)) return ""
+                    if (upstream.id === "openai-responses") {
+                      const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
+                      if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
+                      if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
+                    }
                     if (completed && frame.data.includes("\"response.completed\"")) {
                       const r = obj(obj(tryJson(frame.data))?.["response"])
-                      if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [] })
+                      if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
                     }
                     return upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`
                   },
                   end: () => "",
-                  broken: (e) => client.streamEncoder({ model: call.model, requestId: ctx.requestId }).push({ type: "error", error: e })
+                  broken: (e) =>
+                    (upstream.id === "openai-responses" && relayed.id !== undefined
+                      ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
+                      : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
+                    ).push({ type: "error", error: e })
                 },
                 String(res.headers["content-type"] ?? client.streamContentType),
                 timeouts

@@ -3,9 +3,18 @@ import { obj } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
 import { clientError, type InferenceError } from "./errors.js"
 
+/** Which upstream produced a response itself (its output items are that server's own). */
+export interface Origin {
+  readonly connectionId: string
+  /** The request did not say `store: false`, so the upstream may keep the response. */
+  readonly stored: boolean
+}
+
 interface Entry {
   readonly input: ReadonlyArray<unknown>
   readonly output: ReadonlyArray<unknown>
+  /** Absent when the gateway translated the answer from another family. */
+  readonly origin: Origin | undefined
   readonly at: number
 }
 
@@ -35,9 +44,9 @@ export class ResponseStore {
     private readonly maxAgeMs = 60 * 60 * 1000
   ) {}
 
-  remember(id: string, input: ReadonlyArray<unknown>, output: ReadonlyArray<unknown>): void {
+  remember(id: string, input: ReadonlyArray<unknown>, output: ReadonlyArray<unknown>, origin?: Origin): void {
     this.entries.delete(id)
-    this.entries.set(id, { input, output, at: Date.now() })
+    this.entries.set(id, { input, output, origin, at: Date.now() })
     while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!)
   }
 
@@ -54,8 +63,15 @@ export class ResponseStore {
   /**
    * Resolves previous_response_id. An id the gateway does not know is left in the body for an
    * upstream that stores responses itself (OpenAI); `requireKnown` makes it a 400 instead.
+   * `target` is the connection that will answer: when that OpenAI connection produced and stored
+   * the earlier response, the id is left for it too (it keeps more than the gateway does).
    */
-  expand(body: Record<string, unknown>, format: WireFormat, requireKnown = false): Effect.Effect<Expanded, InferenceError> {
+  expand(
+    body: Record<string, unknown>,
+    format: WireFormat,
+    requireKnown = false,
+    target?: { readonly id: string; readonly storesResponses: boolean }
+  ): Effect.Effect<Expanded, InferenceError> {
     const input = asItems(body["input"])
     const previous = body["previous_response_id"]
     if (typeof previous !== "string" || previous === "") return Effect.succeed({ body, input, expanded: false })
@@ -67,8 +83,17 @@ export class ResponseStore {
           )
         : Effect.succeed({ body, input, expanded: false })
     }
-    // Items the model produced become input items (a message item keeps type message).
-    const full = [...entry.input, ...entry.output.filter((o) => obj(o) !== undefined), ...input]
+    const sameServer = entry.origin !== undefined && entry.origin.connectionId === target?.id
+    // Items the model produced become input items (a message item keeps type message). A
+    // reasoning item without encrypted_content can only be found in the storage of the server
+    // that made it; anywhere else it would be refused, so it is left out.
+    const output = entry.output.filter((o) => {
+      const item = obj(o)
+      if (!item) return false
+      return !(item["type"] === "reasoning" && typeof item["encrypted_content"] !== "string" && !(sameServer && entry.origin!.stored))
+    })
+    const full = [...entry.input, ...output, ...input]
+    if (sameServer && entry.origin!.stored && target!.storesResponses) return Effect.succeed({ body, input: full, expanded: false })
     const { previous_response_id: _p, ...rest } = body
     return Effect.succeed({ body: { ...rest, input: full }, input: full, expanded: true })
   }

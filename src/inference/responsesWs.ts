@@ -96,9 +96,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             const model = str(body["model"])
             if (!model) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "missing_model", message: "response.create needs a model" } }))
             const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res: undefined as never, path: req.url ?? "", query: new URLSearchParams(), apiKeyId }
-            const expanded = yield* store.expand(body, openAiResponses, true)
-
             if (generate === false) {
+              const expanded = yield* store.expand(body, openAiResponses, true)
               // Prewarm: remember the input, generate nothing.
               const id = newId("resp_")
               const created = Math.floor(Date.now() / 1000)
@@ -123,6 +122,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 })
               )
             }
+            // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
+            const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
             const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)
             const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses)
             if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(deps.inference.failure(res, openAiResponses, openAiResponses), Effect.fail)
@@ -138,7 +139,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 if (u) usage = mergeUsage(usage, u)
                 if (data.includes("\"response.completed\"")) {
                   const r = obj(obj(tryJson(data))?.["response"])
-                  if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [])
+                  if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [], { connectionId: target.connection.id, stored: body["store"] !== false })
                 }
                 send(data)
               }

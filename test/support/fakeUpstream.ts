@@ -78,6 +78,11 @@ export interface Recorded {
  */
 export class FakeUpstream {
   readonly requests: Array<Recorded> = []
+  /**
+   * Ids of responses (and their reasoning items) answered without `store: false`: like OpenAI, valid
+   * as previous_response_id, and a reasoning input item without encrypted_content must be one of them.
+   */
+  readonly stored = new Set<string>()
   /** Strictness violations found (each was also answered 400 with this text). */
   readonly violations: Array<string> = []
   private responder: ((request: Recorded) => Reply) | undefined
@@ -184,7 +189,7 @@ export class FakeUpstream {
     }
     const family = route.family
     if (this.strict) {
-      const found = ctx.badJson ? ["request body is not valid JSON"] : validate(ctx)
+      const found = ctx.badJson ? ["request body is not valid JSON"] : validate(ctx, this.stored)
       if (found.length > 0) {
         this.violations.push(...found)
         return sendJson(res, 400, errorBody(family, 400, found.join("; ")), headers)
@@ -251,6 +256,7 @@ export class FakeUpstream {
       case "openai-chat":
         return chatAnswer(plan, body?.stream === true, body?.stream_options?.include_usage === true)
       case "openai-responses":
+        if (body?.store !== false) this.stored.add(`resp_${plan.n}`).add(`rs_${plan.n}`)
         return responsesAnswer(plan, body, body?.stream === true, ctx.reply.failed === true, ctx.reply.errorMessage ?? "fake upstream failure")
       case "anthropic":
         return anthropicAnswer(plan, body?.stream === true)
@@ -766,7 +772,7 @@ const ollamaAnswer = (p: Plan, stream: boolean): Answer => {
 // ─── Validation (strict mode) ─────────────────────────────────────────────────────────────────────
 
 /** Everything wrong with a request, as the real service would complain about it; [] when valid. */
-const validate = (ctx: Ctx): Array<string> => {
+const validate = (ctx: Ctx, stored: ReadonlySet<string>): Array<string> => {
   const { route, body, headers, query } = ctx
   const hasBody = route.endpoint !== "models"
   if (hasBody && !isObj(body)) return ["request body must be a JSON object"]
@@ -774,7 +780,7 @@ const validate = (ctx: Ctx): Array<string> => {
     case "openai-chat":
       return route.endpoint === "generate" ? validateChat(body) : route.endpoint === "embed" && body.input === undefined ? ["input is required"] : []
     case "openai-responses":
-      return validateResponses(body)
+      return validateResponses(body, stored)
     case "anthropic":
       return [...anthropicHeaders(headers), ...(route.endpoint === "models" ? [] : validateAnthropic(body, route.endpoint === "count"))]
     case "gemini":
@@ -870,10 +876,12 @@ const RESPONSES_TOOL_TYPES = new Set(
 const INPUT_PARTS = new Set(["input_text", "input_image", "input_file"])
 const ASSISTANT_PARTS = new Set(["output_text", "refusal"])
 
-const validateResponses = (body: any): Array<string> => {
+const validateResponses = (body: any, stored: ReadonlySet<string>): Array<string> => {
   const v: Array<string> = []
   for (const key of Object.keys(body)) if (!RESPONSES_FIELDS.has(key)) v.push(`Unknown parameter: '${key}'`)
-  if (body.previous_response_id !== undefined && body.previous_response_id !== null) v.push("previous response not found")
+  if (body.previous_response_id !== undefined && body.previous_response_id !== null && !stored.has(body.previous_response_id)) {
+    v.push(`Previous response with id '${body.previous_response_id}' not found.`)
+  }
   if (typeof body.model !== "string") v.push("model is required")
   if (typeof body.input !== "string" && !Array.isArray(body.input)) v.push("input must be a string or an array of items")
   const calls = new Set<string>()
@@ -896,7 +904,9 @@ const validateResponses = (body: any): Array<string> => {
       if (typeof item.name !== "string") v.push(`${at}.name is required`)
       if (typeof item.arguments !== "string") v.push(`${at}.arguments must be a string`)
       calls.add(item.call_id)
-    } else if (type === "function_call_output" && !calls.has(item.call_id)) {
+    } else if (type === "reasoning" && typeof item.encrypted_content !== "string" && !stored.has(item.id)) {
+      v.push(`${at}: Item with id '${item.id}' not found (a reasoning item needs encrypted_content unless the server stored it).`)
+    } else if (type === "function_call_output" && !calls.has(item.call_id) && !body.previous_response_id) {
       v.push(`${at}: no function call found for function_call_output with call_id '${item.call_id}'`)
     }
   })

@@ -1,5 +1,5 @@
 import * as Effect from "effect/Effect"
-import { obj, str } from "../../formats/common.js"
+import { arr, obj, str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { openAiChat } from "../../formats/openai-chat.js"
 import { openAiResponses } from "../../formats/openai-responses.js"
@@ -38,6 +38,10 @@ const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) =>
       })
   })
 
+/** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
+const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
+  new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
+
 /** `POST /v1/chat/completions`. */
 export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
   Effect.gen(function* () {
@@ -52,7 +56,7 @@ export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: 
       endpoint: "chat.completions",
       decode: () => canonical,
       noThinking,
-      encodeOptions: { stream_options: body["stream_options"] }
+      encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
     })
   })
 
@@ -127,19 +131,23 @@ export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Reco
  */
 export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
   Effect.gen(function* () {
-    const expanded = yield* deps.responses.expand(body, openAiResponses)
+    const requested = str(body["model"])
+    const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
+    // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand).
+    const target = requested && continues ? yield* deps.inference.resolve(splitNoThinking(requested).model, openAiResponses) : undefined
+    const native = target !== undefined && target.connection.formats.includes("openai-responses")
+    const expanded = yield* deps.responses.expand(
+      body,
+      openAiResponses,
+      target !== undefined && !native,
+      target && { id: target.connection.id, storesResponses: native && target.connection.provider.id === "openai" }
+    )
     const canonical = yield* decodeOrFail(() => openAiResponses.decodeRequest(expanded.body), openAiChat)
-    if (canonical.messages.length === 0 && canonical.system.length === 0) {
+    if (canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(expanded.body["input"]).length === 0) {
       return yield* badRequest("input must not be empty: send at least one message or instructions", "input")
     }
     const { model, noThinking } = splitNoThinking(canonical.model)
-    if (!expanded.expanded && typeof body["previous_response_id"] === "string") {
-      // Only an upstream that stores responses itself can know an id the gateway does not.
-      const target = yield* deps.inference.resolve(model, openAiResponses)
-      if (!target.connection.formats.includes("openai-responses")) yield* deps.responses.expand(body, openAiResponses, true)
-    }
-    const custom = new Set<string>()
-    for (const t of (expanded.body["tools"] as Array<unknown> | undefined) ?? []) if (obj(t)?.["type"] === "custom" && str(obj(t)?.["name"])) custom.add(str(obj(t)?.["name"])!)
+    const custom = customToolNames(arr(expanded.body["tools"]), obj)
     yield* deps.inference.run({
       ctx,
       format: openAiResponses,
@@ -149,9 +157,8 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       endpoint: "responses",
       decode: () => canonical,
       noThinking,
-      passthrough: !expanded.expanded,
       encodeOptions: { customTools: custom, request: body },
-      onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output)
+      onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output, r.origin)
     })
   })
 
