@@ -212,7 +212,7 @@ describe("Gemini schema sanitising stays bounded", () => {
 describe("Responses stream encoder", () => {
   it("opens with response.created even when the first canonical event is not a start", () => {
     const frames = encodeAll(openAiResponses.streamEncoder({ model: "m", requestId: "q" }), [
-      { type: "block_start", index: 0, block: { type: "text", text: "" } },
+      { type: "block_start", index: 0, block: { type: "text" } },
       { type: "text_delta", index: 0, text: "hi" },
       { type: "block_stop", index: 0 },
       { type: "finish", stopReason: "end_turn" }
