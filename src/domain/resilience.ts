@@ -1,0 +1,129 @@
+import * as Schema from "effect/Schema"
+
+/**
+ * Resilience settings (GET/PATCH /api/resilience), persisted in the kv table. Every field has
+ * a default, so a stored document only holds what an operator changed. Spec document 1:
+ * "Circuit breaker settings", "Model lockout settings", and the quota-share / wait settings.
+ */
+
+const strict = { parseOptions: { onExcessProperty: "error" as const } }
+
+const PositiveInt = (name: string) => Schema.Int.pipe(Schema.positive({ message: () => `${name} must be a positive integer` }))
+const Millis = (name: string) =>
+  Schema.Int.pipe(Schema.between(0, 24 * 60 * 60 * 1000, { message: () => `${name} must be an integer number of milliseconds between 0 and 86400000` }))
+
+export const BreakerProfile = Schema.Struct({
+  /** Consecutive provider-level failures that move CLOSED to DEGRADED. */
+  degradationThreshold: PositiveInt("degradationThreshold"),
+  /** Consecutive provider-level failures that open the breaker. */
+  failureThreshold: PositiveInt("failureThreshold"),
+  /** How long an OPEN breaker waits before letting a probe through (HALF_OPEN). */
+  resetTimeoutMs: Millis("resetTimeoutMs")
+}).annotations(strict)
+export type BreakerProfile = typeof BreakerProfile.Type
+
+export const ResilienceSettings = Schema.Struct({
+  providerBreaker: Schema.Struct({
+    oauth: BreakerProfile,
+    apikey: BreakerProfile,
+    /** Local providers: failureThreshold 2, reset 15 s, degradation derived; not editable. */
+    local: BreakerProfile
+  }),
+  connectionCooldown: Schema.Struct({
+    oauthBaseMs: Millis("oauthBaseMs"),
+    apiKeyBaseMs: Millis("apiKeyBaseMs"),
+    /** Cap of one cooldown, however high the backoff level. */
+    maxCooldownMs: Millis("maxCooldownMs")
+  }),
+  modelLockout: Schema.Struct({
+    enabled: Schema.Boolean,
+    errorCodes: Schema.Array(Schema.Int.pipe(Schema.between(400, 599, { message: () => "errorCodes must be HTTP statuses between 400 and 599" }))),
+    baseCooldownMs: Millis("baseCooldownMs"),
+    maxCooldownMs: Millis("maxCooldownMs"),
+    maxBackoffSteps: Schema.Int.pipe(Schema.between(0, 30, { message: () => "maxBackoffSteps must be an integer between 0 and 30" })),
+    useExponentialBackoff: Schema.Boolean
+  }),
+  /** Per-connection `max_concurrent` semaphore of quota-share dispatch. */
+  quotaShareConcurrencyLimit: Schema.Struct({
+    enabled: Schema.Boolean,
+    /** Requests that may wait for a slot per connection; beyond it a request proceeds without one (fail-open). */
+    maxQueue: Schema.Int.pipe(Schema.between(0, 100_000, { message: () => "maxQueue must be an integer between 0 and 100000" })),
+    /** Longest wait for a slot; then the request proceeds without one (fail-open). */
+    waitTimeoutMs: Millis("waitTimeoutMs")
+  }),
+  /** Quota-share combos: wait out a short transient cooldown instead of answering 429. */
+  comboCooldownWait: Schema.Struct({
+    enabled: Schema.Boolean,
+    maxWaitMs: Millis("maxWaitMs"),
+    maxAttempts: Schema.Int.pipe(Schema.between(0, 10, { message: () => "maxAttempts must be an integer between 0 and 10" })),
+    budgetMs: Millis("budgetMs")
+  })
+})
+export type ResilienceSettings = typeof ResilienceSettings.Type
+
+export const DEFAULT_RESILIENCE: ResilienceSettings = {
+  providerBreaker: {
+    oauth: { degradationThreshold: 5, failureThreshold: 8, resetTimeoutMs: 60_000 },
+    apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 },
+    local: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 15_000 }
+  },
+  connectionCooldown: { oauthBaseMs: 5_000, apiKeyBaseMs: 3_000, maxCooldownMs: 5 * 60_000 },
+  modelLockout: {
+    enabled: false,
+    errorCodes: [403, 404, 429, 502, 503, 504],
+    baseCooldownMs: 120_000,
+    maxCooldownMs: 1_800_000,
+    maxBackoffSteps: 10,
+    useExponentialBackoff: true
+  },
+  quotaShareConcurrencyLimit: { enabled: true, maxQueue: 100, waitTimeoutMs: 30_000 },
+  comboCooldownWait: { enabled: true, maxWaitMs: 5_000, maxAttempts: 2, budgetMs: 8_000 }
+}
+
+const partialProfile = Schema.partial(BreakerProfile).annotations(strict)
+
+/** PATCH /api/resilience: any subset; `providerBreaker.local` is refused (not editable). */
+export const PatchResilience = Schema.Struct({
+  providerBreaker: Schema.optional(
+    Schema.Struct({ oauth: Schema.optional(partialProfile), apikey: Schema.optional(partialProfile) }).annotations({
+      parseOptions: { onExcessProperty: "error" as const },
+      message: () => "providerBreaker takes oauth and apikey only (local profiles are not editable)"
+    })
+  ),
+  connectionCooldown: Schema.optional(Schema.partial(ResilienceSettings.fields.connectionCooldown).annotations(strict)),
+  modelLockout: Schema.optional(Schema.partial(ResilienceSettings.fields.modelLockout).annotations(strict)),
+  quotaShareConcurrencyLimit: Schema.optional(Schema.partial(ResilienceSettings.fields.quotaShareConcurrencyLimit).annotations(strict)),
+  comboCooldownWait: Schema.optional(Schema.partial(ResilienceSettings.fields.comboCooldownWait).annotations(strict))
+}).annotations(strict)
+export type PatchResilience = typeof PatchResilience.Type
+
+/**
+ * Rules a schema cannot express on one field. Returns the problems (empty when valid);
+ * `maxCooldownMs >= baseCooldownMs` for lockouts, degradation below opening for breakers.
+ */
+export const resilienceProblems = (s: ResilienceSettings): Array<string> => {
+  const out: Array<string> = []
+  if (s.modelLockout.maxCooldownMs < s.modelLockout.baseCooldownMs) {
+    out.push(`modelLockout.maxCooldownMs (${s.modelLockout.maxCooldownMs}) must be at least baseCooldownMs (${s.modelLockout.baseCooldownMs})`)
+  }
+  for (const cls of ["oauth", "apikey"] as const) {
+    const p = s.providerBreaker[cls]
+    if (p.degradationThreshold > p.failureThreshold) {
+      out.push(`providerBreaker.${cls}.degradationThreshold (${p.degradationThreshold}) must not exceed failureThreshold (${p.failureThreshold})`)
+    }
+  }
+  return out
+}
+
+/** Applies a validated patch to settings (deep merge of the five groups). */
+export const applyResiliencePatch = (s: ResilienceSettings, p: PatchResilience): ResilienceSettings => ({
+  providerBreaker: {
+    oauth: { ...s.providerBreaker.oauth, ...p.providerBreaker?.oauth },
+    apikey: { ...s.providerBreaker.apikey, ...p.providerBreaker?.apikey },
+    local: s.providerBreaker.local
+  },
+  connectionCooldown: { ...s.connectionCooldown, ...p.connectionCooldown },
+  modelLockout: { ...s.modelLockout, ...p.modelLockout },
+  quotaShareConcurrencyLimit: { ...s.quotaShareConcurrencyLimit, ...p.quotaShareConcurrencyLimit },
+  comboCooldownWait: { ...s.comboCooldownWait, ...p.comboCooldownWait }
+})

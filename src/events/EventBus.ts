@@ -1,0 +1,49 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
+import type * as Scope from "effect/Scope"
+import type * as Queue from "effect/Queue"
+
+/**
+ * Platform event names (spec document 2, "Events"). Webhooks deliver them; other services may
+ * subscribe too.
+ */
+export type EventName =
+  | "request.completed"
+  | "request.failed"
+  | "provider.error"
+  | "provider.recovered"
+  | "quota.exceeded"
+  | "combo.switched"
+  | "test.ping"
+
+export interface GatewayEvent {
+  readonly event: EventName
+  /** ISO 8601. */
+  readonly timestamp: string
+  readonly data: Readonly<Record<string, unknown>>
+}
+
+export interface EventBusShape {
+  /** Publishes without waiting (a sliding buffer: a slow subscriber loses the oldest events, never blocks a request). */
+  readonly publish: (event: EventName, data: Readonly<Record<string, unknown>>) => void
+  /** A subscription for the life of the scope. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<GatewayEvent>, never, Scope.Scope>
+}
+
+/** The internal event bus: one PubSub, fire-and-forget for publishers. */
+export class EventBus extends Context.Tag("gateway/EventBus")<EventBus, EventBusShape>() {
+  static readonly layer = Layer.scoped(
+    EventBus,
+    Effect.gen(function* () {
+      const hub = yield* Effect.acquireRelease(PubSub.sliding<GatewayEvent>(4096), PubSub.shutdown)
+      return {
+        publish: (event, data) => {
+          hub.unsafeOffer({ event, timestamp: new Date().toISOString(), data })
+        },
+        subscribe: PubSub.subscribe(hub)
+      }
+    })
+  )
+}
