@@ -1,0 +1,195 @@
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { BreakerProfile } from "../domain/resilience.js"
+import { EventBus } from "../events/EventBus.js"
+import { ResilienceConfig } from "./ResilienceConfig.js"
+import type { BreakerState, BreakerView, ProviderClass, ProviderRef } from "./types.js"
+
+export interface AcquireResult {
+  /** Whether a request may go to this provider now. */
+  readonly allowed: boolean
+  /** This request is the HALF_OPEN probe: report its verdict (onSuccess/onFailure) or releaseProbe. */
+  readonly probe: boolean
+  /** While OPEN: ms until a probe is let through; null otherwise (also while another probe is out). */
+  readonly retryAfterMs: number | null
+}
+
+export interface CircuitBreakersShape {
+  /** The state in force at `now` (OPEN reads HALF_OPEN once the reset timeout has elapsed). */
+  readonly stateAt: (provider: ProviderRef, now: number) => BreakerState
+  /** Asks to send a request: refused while OPEN, and in HALF_OPEN while the one probe is out. */
+  readonly acquire: (provider: ProviderRef) => Effect.Effect<AcquireResult>
+  /** A request to the provider succeeded: CLOSED with no failures (except while OPEN, see docs). */
+  readonly onSuccess: (provider: ProviderRef) => Effect.Effect<void>
+  /** A provider-level failure (a classification with `tripsBreaker`) with the upstream status. */
+  readonly onFailure: (provider: ProviderRef, status: number) => Effect.Effect<void>
+  /** Frees the HALF_OPEN probe slot without a verdict (the client went away). */
+  readonly releaseProbe: (provider: ProviderRef) => Effect.Effect<void>
+  /** POST /api/resilience/reset: back to CLOSED (all providers when omitted); how many were reset. */
+  readonly reset: (providerId?: string) => Effect.Effect<number>
+  /** Every provider with recorded state, sorted by id. */
+  readonly list: Effect.Effect<ReadonlyArray<BreakerView>>
+}
+
+/** Stored state; HALF_OPEN is derived from OPEN and the time (no timer). */
+interface Entry {
+  providerClass: ProviderClass
+  state: "CLOSED" | "DEGRADED" | "OPEN"
+  consecutiveFailures: number
+  /** While OPEN: when the reset timeout has elapsed (a probe may go). */
+  retryAt: number | null
+  /** When the HALF_OPEN probe slot was taken; null when free. */
+  probeSince: number | null
+  lastFailureAt: number | null
+  lastStatus: number | null
+}
+
+const effectiveState = (e: Entry, now: number): BreakerState =>
+  e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
+
+/**
+ * Provider circuit breakers (spec document 1, "Provider circuit breaker"), in memory. Counts
+ * consecutive provider-level failures: DEGRADED at `degradationThreshold`, OPEN at
+ * `failureThreshold`; OPEN reads HALF_OPEN once `resetTimeoutMs` has passed, where one probe
+ * at a time decides: success closes, failure re-opens for a full reset timeout.
+ */
+export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<CircuitBreakers, CircuitBreakersShape>() {
+  static readonly layer = Layer.effect(
+    CircuitBreakers,
+    Effect.gen(function* () {
+      const config = yield* ResilienceConfig
+      const bus = yield* EventBus
+      const entries = new Map<string, Entry>()
+
+      const profile = (cls: ProviderClass): BreakerProfile => config.current().providerBreaker[cls]
+
+      const withNow = <A>(f: (now: number) => A): Effect.Effect<A> =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
+
+      const recovered = (provider: string, previous: BreakerState, now: number) =>
+        bus.publish("provider.recovered", { provider, previous_state: previous, recovered_at: new Date(now).toISOString() })
+
+      const stateAt: CircuitBreakersShape["stateAt"] = (provider, now) => {
+        const e = entries.get(provider.id)
+        return e === undefined ? "CLOSED" : effectiveState(e, now)
+      }
+
+      const acquire: CircuitBreakersShape["acquire"] = (provider) =>
+        withNow((now): AcquireResult => {
+          const e = entries.get(provider.id)
+          if (e === undefined) return { allowed: true, probe: false, retryAfterMs: null }
+          e.providerClass = provider.authClass
+          const state = effectiveState(e, now)
+          if (state === "CLOSED" || state === "DEGRADED") return { allowed: true, probe: false, retryAfterMs: null }
+          if (state === "OPEN") return { allowed: false, probe: false, retryAfterMs: Math.max(0, e.retryAt! - now) }
+          // HALF_OPEN: one probe at a time; a slot held longer than the reset timeout is lost.
+          if (e.probeSince !== null && now - e.probeSince <= profile(e.providerClass).resetTimeoutMs) {
+            return { allowed: false, probe: false, retryAfterMs: null }
+          }
+          e.probeSince = now
+          return { allowed: true, probe: true, retryAfterMs: null }
+        })
+
+      const onSuccess: CircuitBreakersShape["onSuccess"] = (provider) =>
+        withNow((now) => {
+          const e = entries.get(provider.id)
+          if (e === undefined) return
+          e.providerClass = provider.authClass
+          const previous = effectiveState(e, now)
+          // A straggler that succeeds while OPEN (sent before the breaker opened) proves little:
+          // only the probe (or any success once HALF_OPEN) closes an open breaker.
+          if (previous === "OPEN") return
+          e.state = "CLOSED"
+          e.consecutiveFailures = 0
+          e.retryAt = null
+          e.probeSince = null
+          if (previous !== "CLOSED") recovered(provider.id, previous, now)
+        })
+
+      const onFailure: CircuitBreakersShape["onFailure"] = (provider, status) =>
+        withNow((now) => {
+          let e = entries.get(provider.id)
+          if (e === undefined) {
+            e = {
+              providerClass: provider.authClass,
+              state: "CLOSED",
+              consecutiveFailures: 0,
+              retryAt: null,
+              probeSince: null,
+              lastFailureAt: null,
+              lastStatus: null
+            }
+            entries.set(provider.id, e)
+          }
+          e.providerClass = provider.authClass
+          const p = profile(e.providerClass)
+          const before = effectiveState(e, now)
+          e.consecutiveFailures += 1
+          e.lastFailureAt = now
+          e.lastStatus = status
+          if (before === "HALF_OPEN") {
+            // The probe (or any request let through while HALF_OPEN) failed: another full timeout.
+            e.state = "OPEN"
+            e.retryAt = now + p.resetTimeoutMs
+            e.probeSince = null
+          } else if (before !== "OPEN") {
+            if (e.consecutiveFailures >= p.failureThreshold) {
+              e.state = "OPEN"
+              e.retryAt = now + p.resetTimeoutMs
+              e.probeSince = null
+            } else if (e.consecutiveFailures >= p.degradationThreshold) {
+              e.state = "DEGRADED"
+            }
+          }
+          // While OPEN a straggler failure counts but does not push the probe time back.
+          bus.publish("provider.error", {
+            provider: provider.id,
+            status,
+            consecutive_failures: e.consecutiveFailures,
+            circuit_state: effectiveState(e, now)
+          })
+        })
+
+      const releaseProbe: CircuitBreakersShape["releaseProbe"] = (provider) =>
+        Effect.sync(() => {
+          const e = entries.get(provider.id)
+          if (e !== undefined) e.probeSince = null
+        })
+
+      const reset: CircuitBreakersShape["reset"] = (providerId) =>
+        Effect.sync(() => {
+          if (providerId === undefined) {
+            const n = entries.size
+            entries.clear()
+            return n
+          }
+          return entries.delete(providerId) ? 1 : 0
+        })
+
+      const list: CircuitBreakersShape["list"] = withNow((now) =>
+        [...entries.entries()]
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([id, e]): BreakerView => {
+            const p = profile(e.providerClass)
+            const state = effectiveState(e, now)
+            return {
+              provider: id,
+              providerClass: e.providerClass,
+              state,
+              consecutiveFailures: e.consecutiveFailures,
+              degradationThreshold: p.degradationThreshold,
+              failureThreshold: p.failureThreshold,
+              resetTimeoutMs: p.resetTimeoutMs,
+              retryAt: state === "OPEN" ? e.retryAt : null,
+              lastFailureAt: e.lastFailureAt,
+              lastStatus: e.lastStatus
+            }
+          })
+      )
+
+      return { stateAt, acquire, onSuccess, onFailure, releaseProbe, reset, list }
+    })
+  )
+}

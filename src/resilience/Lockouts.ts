@@ -1,0 +1,150 @@
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { ResilienceConfig } from "./ResilienceConfig.js"
+import type { LockoutView } from "./types.js"
+
+/** A model on a connection, as the lockout layer sees it. */
+export interface LockoutRef {
+  readonly provider: string
+  readonly connectionId: string
+  readonly connectionName: string
+  readonly model: string
+}
+
+/** DELETE /api/resilience/model-cooldowns: one (provider, model[, connection id or name]) or all. */
+export type LockoutTarget = { readonly provider: string; readonly model: string; readonly connection?: string } | { readonly all: true }
+
+export interface LockoutsShape {
+  /** Whether the model is locked on this connection at `now` (expired entries read unlocked). */
+  readonly lockedAt: (provider: string, connectionId: string, model: string, now: number) => { readonly locked: boolean; readonly until: number | null }
+  /** A failure with the upstream status: locks (or re-locks, escalated) when enabled and the status counts. */
+  readonly onFailure: (ref: LockoutRef, status: number, reason: string) => Effect.Effect<LockoutView | undefined>
+  /** A success: the failure count halves; at 0 the entry is gone. */
+  readonly onSuccess: (ref: LockoutRef) => Effect.Effect<void>
+  /** Clears matching entries; answers how many active lockouts were lifted. */
+  readonly clear: (target: LockoutTarget) => Effect.Effect<number>
+  /** Active lockouts, soonest to expire first. */
+  readonly list: Effect.Effect<ReadonlyArray<LockoutView>>
+}
+
+interface Entry {
+  readonly provider: string
+  readonly connectionId: string
+  connectionName: string
+  readonly model: string
+  failures: number
+  lastFailureAt: number
+  until: number
+  reason: string
+  status: number
+}
+
+const keyOf = (provider: string, connectionId: string, model: string) => `${provider}\u0000${connectionId}\u0000${model}`
+
+const view = (e: Entry, now: number): LockoutView => ({
+  provider: e.provider,
+  connection: e.connectionName,
+  model: e.model,
+  reason: e.reason,
+  status: e.status,
+  failures: e.failures,
+  expiresAt: e.until,
+  remainingMs: Math.max(0, e.until - now)
+})
+
+/**
+ * Model lockouts (spec document 1, "Model lockout"): in process memory, keyed by provider,
+ * connection and model; lost on restart. Off unless `modelLockout.enabled`; while disabled no
+ * lockout applies. Escalation: `base × 2^(min(failures − 1, maxBackoffSteps))`, capped at
+ * `maxCooldownMs`; a failure more than `maxCooldownMs` after the previous one starts over at 1.
+ */
+export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, LockoutsShape>() {
+  static readonly layer = Layer.effect(
+    Lockouts,
+    Effect.gen(function* () {
+      const config = yield* ResilienceConfig
+      const entries = new Map<string, Entry>()
+      const settings = () => config.current().modelLockout
+
+      const lockedAt: LockoutsShape["lockedAt"] = (provider, connectionId, model, now) => {
+        const e = entries.get(keyOf(provider, connectionId, model))
+        if (e === undefined || !settings().enabled || now >= e.until) return { locked: false, until: null }
+        return { locked: true, until: e.until }
+      }
+
+      const onFailure: LockoutsShape["onFailure"] = (ref, status, reason) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => {
+            const s = settings()
+            if (!s.enabled || !s.errorCodes.includes(status)) return undefined
+            const key = keyOf(ref.provider, ref.connectionId, ref.model)
+            const previous = entries.get(key)
+            // Escalation window: a failure within maxCooldownMs of the previous one escalates.
+            const failures = previous !== undefined && now - previous.lastFailureAt <= s.maxCooldownMs ? previous.failures + 1 : 1
+            const duration = Math.min(
+              s.useExponentialBackoff ? s.baseCooldownMs * Math.pow(2, Math.min(failures - 1, s.maxBackoffSteps)) : s.baseCooldownMs,
+              s.maxCooldownMs
+            )
+            const e: Entry = {
+              provider: ref.provider,
+              connectionId: ref.connectionId,
+              connectionName: ref.connectionName,
+              model: ref.model,
+              failures,
+              lastFailureAt: now,
+              until: now + duration,
+              reason,
+              status
+            }
+            entries.set(key, e)
+            return view(e, now)
+          })
+        )
+
+      const onSuccess: LockoutsShape["onSuccess"] = (ref) =>
+        Effect.sync(() => {
+          const key = keyOf(ref.provider, ref.connectionId, ref.model)
+          const e = entries.get(key)
+          if (e === undefined) return
+          e.failures = Math.floor(e.failures / 2)
+          if (e.failures === 0) entries.delete(key)
+        })
+
+      const clear: LockoutsShape["clear"] = (target) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => {
+            let lifted = 0
+            for (const [key, e] of entries) {
+              const matches =
+                "all" in target ||
+                (e.provider === target.provider &&
+                  e.model === target.model &&
+                  (target.connection === undefined || target.connection === e.connectionId || target.connection.toLowerCase() === e.connectionName.toLowerCase()))
+              if (!matches) continue
+              if (now < e.until) lifted += 1
+              entries.delete(key)
+            }
+            return lifted
+          })
+        )
+
+      const list: LockoutsShape["list"] = Effect.map(Clock.currentTimeMillis, (now) => {
+        if (!settings().enabled) return []
+        return [...entries.values()]
+          .filter((e) => now < e.until)
+          .map((e) => view(e, now))
+          .sort(
+            (a, b) =>
+              a.remainingMs - b.remainingMs ||
+              a.provider.localeCompare(b.provider) ||
+              a.connection.localeCompare(b.connection) ||
+              a.model.localeCompare(b.model)
+          )
+      })
+
+      return { lockedAt, onFailure, onSuccess, clear, list }
+    })
+  )
+}
