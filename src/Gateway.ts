@@ -18,6 +18,8 @@ import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
+import { Resilience } from "./resilience/Resilience.js"
+import { Router } from "./routing/Router.js"
 import { Usage } from "./usage/Usage.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
@@ -38,6 +40,8 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
+  Layer.provide(Router.layer),
+  Layer.provideMerge(Resilience.layer),
   Layer.provideMerge(CoreLayer)
 )
 

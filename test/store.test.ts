@@ -37,11 +37,11 @@ describe("database", () => {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const tables = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).map((r) => r.name)
-      expect(tables).toEqual(expect.arrayContaining(["kv", "api_keys", "admin_sessions", "connections", "usage", "audit_log", "schema_migrations"]))
+      expect(tables).toEqual(expect.arrayContaining(["kv", "api_keys", "admin_sessions", "connections", "usage", "audit_log", "combos", "schema_migrations"]))
       expect((yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`)[0]!.journal_mode).toBe("wal")
       expect((yield* sql<{ timeout: number }>`PRAGMA busy_timeout`)[0]!.timeout).toBe(5000)
       const migrations = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM schema_migrations`
-      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init", "2_upstream_format"])
+      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init", "2_upstream_format", "3_combos"])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 
@@ -53,7 +53,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(2)
+      expect(again[0]!.n).toBe(3)
     })
   )
 })

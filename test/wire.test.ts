@@ -123,7 +123,7 @@ describe("Responses pass-through", () => {
       .map((l) => JSON.parse(l.slice(6)))
 
   it("reports a stream cut mid-way as response.failed of the same response, sequence numbers continuing", async () => {
-    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 4 })
+    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 6 })
     const res = await call(`${gw.url}/v1/responses`, { body: { model: MODEL["openai-responses"], input: "hi", stream: true } })
     const events = sseEvents(res.text)
     expect(events.filter((e) => e.type === "response.created").length).toBe(1)
@@ -136,7 +136,7 @@ describe("Responses pass-through", () => {
     expect(new Set(seqs).size).toBe(seqs.length)
     // The openai SDK's stream helper ends with the failed response, never a silent success.
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
-    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 4 })
+    up.next({ content: "one two three four", chunks: 4, cutAfterChunks: 6 })
     const final: any = await client.responses
       .stream({ model: MODEL["openai-responses"], input: "hi" })
       .finalResponse()

@@ -6,7 +6,10 @@ export const ConnectionName = Schema.Trim.pipe(
   Schema.maxLength(64, { message: () => "name must be at most 64 characters" }),
   Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
     message: () => "name may hold letters, digits, '.', '_' and '-' only (it is used as the model prefix <name>/<model>)"
-  })
+  }),
+  Schema.filter((s) =>
+    ["auto", "qtsd", "claude-3-gateway-no-thinking"].includes(s.toLowerCase()) ? `name '${s}' is reserved (it starts model ids of the router)` : true
+  )
 )
 
 export const BaseUrl = Schema.Trim.pipe(
@@ -46,6 +49,11 @@ export const UpstreamFormat = Schema.Literal("openai-chat", "openai-responses", 
   description: "The wire format the upstream speaks, when it is not the provider's usual one (for compatible servers)."
 })
 
+/** The plan of the account behind a connection (auto routing's `tierPriority`); standard when not set. */
+export const AccountTier = Schema.Literal("free", "standard", "pro", "ultra").annotations({
+  message: () => "accountTier must be one of: free, standard, pro, ultra"
+})
+
 const connectionFields = {
   name: Schema.optional(ConnectionName),
   /** Overrides the catalog's base URL. Includes `/v1` for OpenAI-compatible upstreams. */
@@ -58,7 +66,8 @@ const connectionFields = {
   /** Lower numbers are preferred when several connections serve one provider. */
   priority: Schema.optional(Priority),
   enabled: Schema.optional(Schema.Boolean),
-  upstreamFormat: Schema.optional(Schema.NullOr(UpstreamFormat))
+  upstreamFormat: Schema.optional(Schema.NullOr(UpstreamFormat)),
+  accountTier: Schema.optional(Schema.NullOr(AccountTier))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -86,6 +95,7 @@ export const ConnectionView = Schema.Struct({
   models: Schema.Array(Schema.String),
   /** The format the gateway speaks to this connection's upstream. */
   upstreamFormat: UpstreamFormat,
+  accountTier: AccountTier,
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

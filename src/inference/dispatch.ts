@@ -94,7 +94,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string) => {
-        const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res, path, query: new URLSearchParams(rawQuery), apiKeyId: null }
+        const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res, path, query: new URLSearchParams(rawQuery), apiKeyId: null, responseHeaders: {} }
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini

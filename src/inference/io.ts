@@ -16,12 +16,17 @@ export interface RequestContext {
   readonly query: URLSearchParams
   /** The gateway API key that authenticated the request, if one did. */
   apiKeyId: string | null
+  /** Headers the pipeline adds to the answer (session, fallback attempts, cost telemetry). */
+  readonly responseHeaders: Record<string, string>
 }
 
 export const gatewayHeaders = (requestId: string): Record<string, string> => ({
   "x-gateway-version": VERSION,
   "x-gateway-request-id": requestId
 })
+
+/** Every header an answer carries: version, request id, and what the pipeline added. */
+export const responseHeaders = (ctx: RequestContext): Record<string, string> => ({ ...gatewayHeaders(ctx.requestId), ...ctx.responseHeaders })
 
 /** Reads the whole request body, refusing bodies over `limit` with 413. */
 export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES) =>
@@ -101,7 +106,7 @@ export const sendJson = (
 ): void => {
   const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
   ctx.res.writeHead(status, {
-    ...gatewayHeaders(ctx.requestId),
+    ...responseHeaders(ctx),
     "content-type": "application/json",
     "content-length": Buffer.byteLength(payload),
     ...headers

@@ -1,4 +1,5 @@
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import {
@@ -17,16 +18,21 @@ import type { Frame } from "../formats/frames.js"
 import { failureOf, ResponsesStreamEncoder } from "../formats/openai-responses.js"
 import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
-import { Connections, type ResolvedTarget } from "../providers/Connections.js"
+import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
+import { Resilience } from "../resilience/Resilience.js"
+import type { FailureInfo } from "../resilience/types.js"
+import type { RoutePlan } from "../routing/plan.js"
+import { RouteError, Router } from "../routing/Router.js"
+import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { clientError, InferenceError } from "./errors.js"
-import { gatewayHeaders, type RequestContext } from "./io.js"
+import { type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
-import { relayStream } from "./stream.js"
+import { type FrameRelay, relayStream, StreamFailure } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
 /** One inference request as a route hands it over. */
@@ -58,15 +64,22 @@ export interface InferenceCall {
 }
 
 export interface InferenceShape {
+  /** Routes, translates and answers one request, falling back to the next target on retryable failures. */
   readonly run: (call: InferenceCall) => Effect.Effect<void, InferenceError>
-  /** Resolves a model id to a connection, as a 404 in the client's terms when it cannot. */
+  /** Resolves a model id to the connection the router would try first, as a 404 in the client's terms when it cannot. */
   readonly resolve: (model: string, format: WireFormat) => Effect.Effect<ResolvedTarget, InferenceError>
   /** Sends one prepared request to a connection, checking the outbound URL policy first. */
   readonly send: (
     target: ResolvedTarget,
     format: FormatId,
     body: Record<string, unknown>,
-    options: { readonly stream: boolean; readonly op?: "generate" | "count_tokens" | "embed"; readonly forward?: Readonly<Record<string, string>> },
+    options: {
+      readonly stream: boolean
+      readonly op?: "generate" | "count_tokens" | "embed"
+      readonly forward?: Readonly<Record<string, string>>
+      /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
+      readonly headersTimeoutMs?: number
+    },
     clientFormat: WireFormat
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client. */
@@ -158,11 +171,97 @@ const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
   return events
 }
 
+/** At most this many upstream attempts per request, fallbacks included. */
+export const MAX_ATTEMPTS = 10
+
+/** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
+const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["block_start", "text_delta", "reasoning_delta", "tool_args_delta", "signature", "finish"])
+
+/** One attempt that produced an answer (possibly broken off after it started). */
+interface AttemptOutcome {
+  readonly status: number
+  readonly usage: Partial<Usage> | undefined
+  readonly ttftMs: number | null
+  /** An error after the answer started (the client got it in-stream). */
+  readonly error: string | null
+  /** That error as the resilience layer classifies it. */
+  readonly streamFailure?: FailureInfo
+}
+
 /**
- * The inference pipeline, one path for every inbound format: resolve the model to a
- * connection; if the upstream speaks the client's format, pass the body through (normalised)
- * and read usage from the answer; otherwise decode into the canonical form, encode for the
- * upstream, and translate the answer back, streams event by event.
+ * One attempt that failed before anything reached the client. `failure` describes the upstream's
+ * failure for the resilience layer; without it the error is the request's own (not retried)
+ * unless `skip` says the target could not be used at all (misconfigured, URL blocked).
+ */
+class AttemptFailed extends Data.Error<{ readonly error: InferenceError; readonly failure: FailureInfo | undefined; readonly skip: boolean }> {
+  readonly _tag = "AttemptFailed"
+}
+const attemptFailed = (error: InferenceError, failure: FailureInfo | undefined, skip = false) => new AttemptFailed({ error, failure, skip })
+
+const headerValue = (headers: UpstreamResponse["headers"]): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : String(value)
+  return out
+}
+
+/** The failure description of an error the pipeline produced itself (transport, stream). */
+const failureOfError = (e: InferenceError): FailureInfo | undefined => {
+  switch (e.code) {
+    case "upstream_timeout":
+      return { status: 504, kind: "timeout", message: e.message, code: e.code }
+    case "upstream_unreachable":
+      return { status: 502, kind: "unreachable", message: e.message, code: e.code }
+    case "upstream_stalled":
+      return { status: 504, kind: "stalled", message: e.message, code: e.code }
+    default:
+      return undefined
+  }
+}
+
+const failureOfStream = (e: CanonicalError): FailureInfo =>
+  e.code === "upstream_stalled"
+    ? { status: 504, kind: "stalled", message: e.message, code: e.code }
+    : e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message)
+      ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
+      : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
+
+const header = (ctx: RequestContext, name: string): string | undefined => {
+  const v = ctx.req.headers[name]
+  return Array.isArray(v) ? v[0] : v
+}
+
+/** A cheap estimate of what the router needs to know about a request (not a token count). */
+const estimateFeatures = (req: CanonicalRequest | undefined, sessionId: string | undefined): RequestFeatures => {
+  if (!req) return { tokenEstimate: 0, maxOutputTokens: undefined, hasTools: false, hasImages: false, wantsReasoning: false, taskType: "chat", specificity: 0, sessionId }
+  let chars = req.system.reduce((n, b) => n + b.text.length, 0) + JSON.stringify(req.tools).length
+  let images = 0
+  for (const m of req.messages)
+    for (const b of m.content) {
+      if (b.type === "text" || b.type === "reasoning") chars += b.text.length
+      else if (b.type === "image") images++
+      else if (b.type === "tool_use") chars += JSON.stringify(b.input ?? {}).length
+      else if (b.type === "tool_result") chars += b.content.reduce((n, c) => n + (c.type === "text" ? c.text.length : 0), 0)
+    }
+  return {
+    tokenEstimate: Math.ceil(chars / 4) + images * 85,
+    maxOutputTokens: req.maxTokens,
+    hasTools: req.tools.length > 0,
+    hasImages: images > 0,
+    wantsReasoning: req.reasoning?.enabled === true,
+    taskType: "chat",
+    specificity: 0,
+    sessionId
+  }
+}
+
+/**
+ * The inference pipeline, one path for every inbound format. The router turns the model id into
+ * an ordered list of candidates (connection + model); each attempt passes the body through
+ * (normalised) when the upstream speaks the client's format, or decodes it into the canonical
+ * form and encodes it for the upstream, then translates the answer back, streams event by
+ * event. A retryable failure before anything reached the client falls back to the next
+ * candidate; the resilience layer hears of every success and failure; one usage row is written
+ * per request.
  */
 export class Inference extends Context.Tag("gateway/Inference")<Inference, InferenceShape>() {
   static readonly layer = Layer.effect(
@@ -172,26 +271,67 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const http = yield* UpstreamHttp
       const usage = yield* UsageService
       const timeouts = yield* StreamTimeouts
+      const router = yield* Router
+      const resilience = yield* Resilience
+
+      const routeError = (format: WireFormat) => (e: RouteError) =>
+        clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
+
+      /** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
+      const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
+        if (plan.blocked.length === 0) {
+          return clientError(format, { status: 503, kind: "overloaded", message: `no target of '${plan.scope}' is available`, code: "no_available_target" })
+        }
+        const waits = plan.blocked.map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
+        const retryAfter = waits.length > 0 ? Math.max(1, Math.ceil(Math.min(...waits) / 1000)) : undefined
+        const onlyCooldown = plan.blocked.every((b) => b.reason === "cooldown")
+        const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}`).join("; ")
+        return clientError(
+          format,
+          onlyCooldown
+            ? { status: 429, kind: "rate_limit", message: `every target of '${plan.scope}' is cooling down after rate limits (${why})`, code: "all_targets_cooling_down" }
+            : { status: 503, kind: "overloaded", message: `every target of '${plan.scope}' is unavailable (${why})`, code: "no_available_target" },
+          retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
+        )
+      }
+
+      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext } = {}) => {
+        const ctx = input.ctx
+        const sessionId = ctx ? (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined : undefined
+        return router
+          .plan(model, {
+            features: input.features ?? (() => estimateFeatures(undefined, sessionId)),
+            ...(ctx ? { mode: header(ctx, "x-gateway-mode"), budget: header(ctx, "x-gateway-budget") } : {}),
+            ...(sessionId ? { sessionId } : {})
+          })
+          .pipe(Effect.mapError(routeError(format)))
+      }
 
       const resolve: InferenceShape["resolve"] = (model, format) =>
-        connections.resolve(model).pipe(
-          Effect.mapError((e) => clientError(format, { status: 404, kind: "not_found", message: e.message, code: "model_not_found", param: "model" }))
-        )
+        Effect.flatMap(planFor(model, format), (plan) => {
+          const first = plan.candidates[0] ?? plan.fusion?.judge ?? plan.blocked[0]?.candidate
+          return first ? Effect.succeed({ connection: first.connection, model: first.model }) : Effect.fail(allBlocked(format, plan))
+        })
 
-      const failure: InferenceShape["failure"] = (res, upstream, client) =>
+      /** An upstream error answer, read: the client's rendering and the resilience layer's description. */
+      const readFailure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) =>
         readUpstreamBody(res.body, 1024 * 1024).pipe(
           Effect.map((b) => b.toString("utf8")),
           Effect.orElseSucceed(() => ""),
           Effect.map((text) => {
             const parsed = tryJson(text)
+            const decoded = upstream.decodeError(res.status, parsed, text)
+            const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
             // Same format: the upstream's own error object is already what the client expects.
-            if (upstream.id === client.id && isErrorShape(upstream.id, parsed)) {
-              const e = upstream.decodeError(res.status, parsed, text)
-              return new InferenceError({ status: res.status, kind: e.kind, code: e.code ?? null, message: e.message, headers: hintHeaders(res.headers), body: parsed })
-            }
-            return clientError(client, upstream.decodeError(res.status, parsed, text), hintHeaders(res.headers))
+            const error =
+              upstream.id === client.id && isErrorShape(upstream.id, parsed)
+                ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
+                : clientError(client, decoded, hintHeaders(res.headers))
+            return { error, info }
           })
         )
+
+      const failure: InferenceShape["failure"] = (res, upstream, client) => Effect.map(readFailure(res, upstream, client), (r) => r.error)
 
       const send: InferenceShape["send"] = (target, format, body, options, clientFormat) =>
         Effect.gen(function* () {
@@ -210,7 +350,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             ...(options.op ? { op: options.op } : {}),
             ...(options.forward ? { forward: options.forward } : {})
           })
-          return yield* http.request({ ...request, headersTimeout: options.stream ? timeouts.streamHeadersMs : timeouts.headersMs }).pipe(
+          const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+          return yield* http.request({ ...request, headersTimeout }).pipe(
             Effect.mapError((e) =>
               clientError(clientFormat, {
                 status: e.kind === "timeout" ? 504 : 502,
@@ -222,36 +363,33 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           )
         })
 
-      const run = (call: InferenceCall) =>
+      /** One attempt against one candidate: answers the client, or fails with nothing written. */
+      const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
-          const target = yield* resolve(call.model, client)
-          const { connection } = target
+          const connection: Connection = candidate.connection
+          const target: ResolvedTarget = { connection, model: candidate.model }
           const passthrough = (call.passthrough ?? true) && connection.formats.includes(client.id)
           const upstream = passthrough ? client : FORMATS[connection.format]
           const origin: Origin = { connectionId: connection.id, stored: call.body["store"] !== false }
-          let outcome: { status: number; usage: Partial<Usage> | undefined; ttftMs: number | null; error: string | null } = {
-            status: 0,
-            usage: undefined,
-            ttftMs: null,
-            error: null
-          }
 
           const forward: Record<string, string> = {}
           const beta = ctx.req.headers["anthropic-beta"]
           if (client.id === "anthropic" && upstream.id === "anthropic" && beta) forward["anthropic-beta"] = Array.isArray(beta) ? beta.join(",") : beta
 
           let body: Record<string, unknown>
-          let canonical: CanonicalRequest | undefined
           if (passthrough) {
             body = normalizePassthrough(upstream.id, call.noThinking ? noThinkingBody(upstream.id, call.body) : call.body, connection)
           } else {
-            canonical = yield* Effect.try({
+            const canonical = yield* Effect.try({
               try: () => (call.decode ?? client.decodeRequest)(call.body),
               catch: (e) =>
-                e instanceof RequestDecodeError
-                  ? clientError(client, { status: 400, kind: "invalid_request", message: e.message, param: e.param })
-                  : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` })
+                attemptFailed(
+                  e instanceof RequestDecodeError
+                    ? clientError(client, { status: 400, kind: "invalid_request", message: e.message, param: e.param })
+                    : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` }),
+                  undefined
+                )
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
             body =
@@ -263,116 +401,234 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 : upstream.encodeRequest(req)
           }
 
-          yield* Effect.gen(function* () {
-            const res = yield* send(target, upstream.id, body, { stream: call.stream, forward }, client)
-            if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(failure(res, upstream, client), Effect.fail)
-            const contentType = String(res.headers["content-type"] ?? "")
-            const streamed = call.stream && !contentType.includes("application/json")
+          // Probes after an exclusion get a quarter of the usual wait for headers (at least 2 s).
+          const headersTimeoutMs = options.probe ? Math.max(2000, Math.floor((call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) / 4)) : undefined
+          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
+            Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+          )
+          if (res.status < 200 || res.status >= 300) {
+            const { error, info } = yield* readFailure(res, upstream, client)
+            return yield* Effect.fail(attemptFailed(error, info))
+          }
+          const contentType = String(res.headers["content-type"] ?? "")
+          const streamed = call.stream && !contentType.includes("application/json")
 
-            if (!streamed) {
-              const text = (yield* readUpstreamBody(res.body).pipe(
-                Effect.mapError((e) => clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }))
-              )).toString("utf8")
-              const json = tryJson(text)
-              const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
-              if (bad) return yield* clientError(client, bad)
-              const decoded = upstream.decodeResponse(json)
-              outcome = { ...outcome, status: 200, usage: decoded.usage ?? upstream.usageOfResponse(json) }
-              if (call.stream) {
-                // The client asked for a stream but the upstream answered whole: replay it as events.
-                const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-                ctx.res.writeHead(200, { ...gatewayHeaders(ctx.requestId), "content-type": client.streamContentType, "cache-control": "no-cache" })
-                ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+          if (!streamed) {
+            const text = (yield* readUpstreamBody(res.body).pipe(
+              Effect.mapError((e) => {
+                const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` })
+                return attemptFailed(error, { status: 502, kind: "cut", message: error.message })
+              })
+            )).toString("utf8")
+            const json = tryJson(text)
+            const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
+            if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
+            const decoded = upstream.decodeResponse(json)
+            const outcome: AttemptOutcome = { status: 200, usage: decoded.usage ?? upstream.usageOfResponse(json), ttftMs: null, error: null }
+            if (call.stream) {
+              // The client asked for a stream but the upstream answered whole: replay it as events.
+              const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+              ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+              ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+              return outcome
+            }
+            const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(decoded)
+            const payload = JSON.stringify(answer)
+            ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
+            ctx.res.end(payload)
+            const id = obj(answer)?.["id"]
+            if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
+            return outcome
+          }
+
+          let usageSoFar: Partial<Usage> | undefined
+          // Nothing goes to the client until the upstream has begun its answer: an error event or a
+          // stall before that is not committed, so the request can still go to another target.
+          let open = false
+          let held = ""
+          const gate = (events: ReadonlyArray<StreamEvent>): void => {
+            if (open) return
+            for (const ev of events) {
+              if (ev.type === "error") throw new StreamFailure(ev.error)
+              if (CONTENT_EVENTS.has(ev.type)) {
+                open = true
                 return
               }
-              const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(decoded)
-              const payload = JSON.stringify(answer)
-              ctx.res.writeHead(200, { ...gatewayHeaders(ctx.requestId), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
-              ctx.res.end(payload)
-              const id = obj(answer)?.["id"]
-              if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
-              return
             }
-
-            let usageSoFar: Partial<Usage> | undefined
-            if (passthrough) {
-              const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
-              const completed = upstream.id === "openai-responses" && call.onCompleted
-              // A Responses stream that breaks is reported as response.failed of the same response.
-              const relayed = { id: undefined as string | undefined, seq: -1 }
-              const result = yield* relayStream(
-                ctx,
-                res,
-                upstream.framing,
-                {
-                  frame: (frame: Frame) => {
-                    const u = upstream.usageOf(frame)
-                    if (u) usageSoFar = mergeUsage(usageSoFar, u)
-                    if (dropUsageChunk && u && /"choices"\s*:\s*\[\s*\]/.test(frame.data)) return ""
-                    if (upstream.id === "openai-responses") {
-                      const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
-                      if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
-                      if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
-                    }
-                    if (completed && frame.data.includes("\"response.completed\"")) {
-                      const r = obj(obj(tryJson(frame.data))?.["response"])
-                      if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
-                    }
-                    return upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`
-                  },
-                  end: () => "",
-                  broken: (e) =>
-                    (upstream.id === "openai-responses" && relayed.id !== undefined
-                      ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
-                      : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
-                    ).push({ type: "error", error: e })
-                },
-                String(res.headers["content-type"] ?? client.streamContentType),
-                timeouts
-              )
-              outcome = { status: 200, usage: usageSoFar, ttftMs: result.ttftMs, error: result.error }
-              return
+          }
+          const release = (text: string): string => {
+            if (!open) {
+              held += text
+              return ""
             }
+            const out = held + text
+            held = ""
+            return out
+          }
 
+          let relay: FrameRelay
+          let failed: string | null = null
+          let encoder: StreamEncoder | undefined
+          if (passthrough) {
+            const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
+            const completed = upstream.id === "openai-responses" && call.onCompleted
+            // Decodes only the stream's first frames, to see whether it begins with an answer or an error.
+            const preview = upstream.streamDecoder()
+            // A Responses stream that breaks is reported as response.failed of the same response.
+            const relayed = { id: undefined as string | undefined, seq: -1 }
+            relay = {
+              frame: (frame: Frame) => {
+                if (!open) gate(preview.push(frame))
+                const u = upstream.usageOf(frame)
+                if (u) usageSoFar = mergeUsage(usageSoFar, u)
+                if (dropUsageChunk && u && /"choices"\s*:\s*\[\s*\]/.test(frame.data)) return ""
+                if (upstream.id === "openai-responses") {
+                  const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
+                  if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
+                  if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
+                }
+                if (completed && frame.data.includes("\"response.completed\"")) {
+                  const r = obj(obj(tryJson(frame.data))?.["response"])
+                  if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
+                }
+                return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`)
+              },
+              end: () => {
+                if (!open) gate(preview.end())
+                open = true
+                return release("")
+              },
+              broken: (e) =>
+                (upstream.id === "openai-responses" && relayed.id !== undefined
+                  ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
+                  : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
+                ).push({ type: "error", error: e })
+            }
+          } else {
             const decoder = upstream.streamDecoder()
-            const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-            let failed: string | null = null
+            const enc = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+            encoder = enc
             const handle = (events: ReadonlyArray<StreamEvent>): string => {
+              gate(events)
               let out = ""
               for (const ev of events) {
                 if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
                 if (ev.type === "error") failed = ev.error.message
-                out += encoder.push(ev)
+                out += enc.push(ev)
               }
-              return out
+              return release(out)
             }
-            const result = yield* relayStream(
-              ctx,
-              res,
-              upstream.framing,
-              {
-                frame: (frame) => handle(decoder.push(frame)),
-                end: () => handle(decoder.end()) + (failed ? "" : encoder.end()),
-                broken: (e) => {
-                  failed = e.message
-                  return encoder.push({ type: "error", error: e })
-                }
+            relay = {
+              frame: (frame) => handle(decoder.push(frame)),
+              end: () => {
+                const text = handle(decoder.end())
+                open = true
+                return release(text) + (failed ? "" : enc.end())
               },
-              client.streamContentType,
-              timeouts
-            )
-            if (call.onCompleted && !failed && encoder.result) call.onCompleted(encoder.result())
-            outcome = { status: 200, usage: usageSoFar, ttftMs: result.ttftMs, error: result.error ?? failed }
-          }).pipe(
-            Effect.tapError((e) => Effect.sync(() => (outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))),
+              broken: (e) => {
+                failed = e.message
+                return enc.push({ type: "error", error: e })
+              }
+            }
+          }
+          const result = yield* relayStream(ctx, res, upstream.framing, relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, timeouts)
+          if (result.failedBeforeOutput) {
+            const e = result.failedBeforeOutput
+            return yield* Effect.fail(attemptFailed(clientError(client, e), failureOfStream(e)))
+          }
+          if (!passthrough && call.onCompleted && !failed && encoder?.result) call.onCompleted(encoder.result())
+          const error = result.error ?? failed
+          return {
+            status: 200,
+            usage: usageSoFar,
+            ttftMs: result.ttftMs,
+            error,
+            ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
+          }
+        })
+
+      const run = (call: InferenceCall) =>
+        Effect.gen(function* () {
+          const { ctx, format: client } = call
+          const features = (() => {
+            let cached: RequestFeatures | undefined
+            return () => {
+              if (!cached) {
+                let canonical: CanonicalRequest | undefined
+                try {
+                  canonical = (call.decode ?? client.decodeRequest)(call.body)
+                } catch {
+                  canonical = undefined
+                }
+                const sessionId = (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined
+                cached = estimateFeatures(canonical, sessionId)
+              }
+              return cached
+            }
+          })()
+          const plan = yield* planFor(call.model, client, { features, ctx })
+          if (plan.sessionId) ctx.responseHeaders["x-gateway-session-id"] = plan.sessionId
+
+          // What the usage row reports: the last candidate tried and how it went.
+          let tried: Candidate | undefined = plan.candidates[0]
+          let outcome: AttemptOutcome | { status: number; usage: undefined; ttftMs: null; error: string | null } = { status: 0, usage: undefined, ttftMs: null, error: null }
+          let fallbacks = 0
+
+          const dispatch = Effect.gen(function* () {
+            let attempts = 0
+            let lastError: InferenceError | undefined
+            for (const candidate of plan.candidates) {
+              if (attempts >= MAX_ATTEMPTS) break
+              const gate = yield* resilience.acquire(candidate)
+              if (!gate.allowed) continue
+              fallbacks = attempts
+              if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
+              tried = candidate
+              attempts++
+              const result = yield* Effect.either(
+                attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
+                  Effect.onInterrupt(() => resilience.release(candidate)),
+                  Effect.annotateLogs({
+                    provider: candidate.connection.provider.id,
+                    connection: candidate.connection.name,
+                    model: candidate.model,
+                    translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                  })
+                )
+              )
+              if (result._tag === "Right") {
+                outcome = result.right
+                if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure)
+                else yield* resilience.succeeded(candidate)
+                yield* router.served(plan, candidate)
+                return
+              }
+              const failed = result.left
+              lastError = failed.error
+              outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
+              if (!failed.failure) {
+                if (failed.skip && !ctx.res.headersSent) continue
+                return yield* Effect.fail(failed.error)
+              }
+              const classification = yield* resilience.failed(candidate, failed.failure)
+              yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
+              if (!classification.retryable || ctx.res.headersSent) return yield* Effect.fail(failed.error)
+            }
+            if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
+            const final = lastError ?? allBlocked(client, plan)
+            if (!lastError) outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+            return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
+          })
+
+          yield* dispatch.pipe(
             Effect.ensuring(
               Effect.suspend(() =>
                 usage.record({
                   requestId: ctx.requestId,
                   apiKeyId: ctx.apiKeyId,
-                  connectionId: connection.id,
-                  provider: connection.provider.id,
-                  model: target.model,
+                  connectionId: tried?.connection.id ?? null,
+                  provider: tried?.connection.provider.id ?? null,
+                  model: tried?.model ?? call.model,
                   endpoint: call.endpoint,
                   stream: call.stream,
                   status: outcome.status || 499,
@@ -388,8 +644,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 })
               )
             ),
-            Effect.annotateLogs({ provider: connection.provider.id, connection: connection.name, model: target.model, translation: passthrough ? "passthrough" : `${client.id}->${upstream.id}` })
+            Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })
           )
+          void fallbacks
         })
 
       return { run, resolve, send, failure }

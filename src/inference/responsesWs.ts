@@ -95,7 +95,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             const { type: _t, generate, ...body } = frame
             const model = str(body["model"])
             if (!model) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "missing_model", message: "response.create needs a model" } }))
-            const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res: undefined as never, path: req.url ?? "", query: new URLSearchParams(), apiKeyId }
+            const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res: undefined as never, path: req.url ?? "", query: new URLSearchParams(), apiKeyId, responseHeaders: {} }
             if (generate === false) {
               const expanded = yield* store.expand(body, openAiResponses, true)
               // Prewarm: remember the input, generate nothing.

@@ -4,20 +4,31 @@ import * as Schedule from "effect/Schedule"
 import type { CanonicalError } from "../formats/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { gatewayHeaders, type RequestContext } from "./io.js"
+import { type RequestContext, responseHeaders } from "./io.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
 export interface FrameRelay {
-  /** Text for the client for one upstream frame ("" for nothing). */
+  /** Text for the client for one upstream frame ("" for nothing). May throw StreamFailure. */
   frame(frame: Frame): string
-  /** Text after the upstream ended normally. */
+  /** Text after the upstream ended normally. May throw StreamFailure. */
   end(): string
   /** Text after the upstream broke off or stalled: the client format's error event. */
   broken(error: CanonicalError): string
 }
 
 export class StreamStalled extends Data.TaggedError("StreamStalled")<{ readonly message: string }> {}
+
+/**
+ * Thrown by a FrameRelay when the upstream's stream reports an error (an error event before any
+ * content, or a stream that ended without its terminal event): the relay ends with that error
+ * instead of a parse failure.
+ */
+export class StreamFailure extends Error {
+  constructor(readonly error: CanonicalError) {
+    super(error.message)
+  }
+}
 
 /** Progress of one upstream stream, as the watchdog sees it (epoch ms; 0 = not yet). */
 export interface StreamProgress {
@@ -48,14 +59,22 @@ export const watchStream = (state: StreamProgress, timeouts: StreamTimeoutsShape
 export interface StreamOutcome {
   readonly ttftMs: number | null
   readonly error: string | null
+  /**
+   * The stream failed before anything was written to the client (no headers either): nothing is
+   * committed, so the caller may answer with an HTTP error or fall back to another target.
+   */
+  readonly failedBeforeOutput?: CanonicalError
 }
 
 /**
  * Relays an upstream stream: chunks are parsed into frames as they arrive (nothing is held
  * back but a partial line), each frame's text is written at once, and writing respects
- * backpressure. A watchdog (a Schedule) ends a stream that sends no content within
- * `firstContentMs` or goes silent for `idleMs`; the client then gets its format's error event.
- * Interruption (the client left) destroys the upstream body, which aborts the upstream request.
+ * backpressure. The response headers go out with the first text, so a stream that fails or
+ * stalls before it has said anything is not committed (`failedBeforeOutput`) and the request
+ * can still go to another target. A watchdog (a Schedule) ends a stream that sends no content
+ * within `firstContentMs` or goes silent for `idleMs`; once output has started the client gets
+ * its format's error event. Interruption (the client left) destroys the upstream body, which
+ * aborts the upstream request.
  */
 export const relayStream = (
   ctx: RequestContext,
@@ -69,30 +88,37 @@ export const relayStream = (
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
   let ttftMs: number | null = null
 
+  const start = () => {
+    if (ctx.res.headersSent) return
+    ctx.res.writeHead(200, {
+      ...responseHeaders(ctx),
+      "content-type": contentType,
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no"
+    })
+  }
+
   const write = (text: string) => {
     if (!text || ctx.res.destroyed) return true
     if (ttftMs === null) ttftMs = Date.now() - ctx.startedAt
     if (!state.firstContentAt) state.firstContentAt = Date.now()
+    start()
     return ctx.res.write(text)
   }
-
-  ctx.res.writeHead(200, {
-    ...gatewayHeaders(ctx.requestId),
-    "content-type": contentType,
-    "cache-control": "no-cache",
-    "x-accel-buffering": "no"
-  })
-  ctx.res.flushHeaders()
 
   const pump = Effect.async<StreamOutcome>((resume) => {
     const body = res.body
     let done = false
     const onDrain = () => body.resume()
-    const finish = (error: CanonicalError | undefined) => {
+    const finish = (error: CanonicalError | undefined, endText?: string) => {
       if (done) return
       done = true
-      const tail = error ? relay.broken(error) : relay.end()
-      if (!ctx.res.destroyed) ctx.res.end(tail)
+      if (error && !ctx.res.headersSent) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
+      const tail = error ? relay.broken(error) : (endText ?? relay.end())
+      if (!ctx.res.destroyed) {
+        start()
+        ctx.res.end(tail)
+      }
       resume(Effect.succeed({ ttftMs, error: error?.message ?? null }))
     }
     body.on("data", (chunk: Buffer) => {
@@ -102,7 +128,7 @@ export const relayStream = (
         for (const frame of parser.push(chunk)) text += relay.frame(frame)
       } catch (e) {
         body.destroy()
-        return finish({ status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
+        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
       }
       if (!write(text)) {
         body.pause()
@@ -112,9 +138,14 @@ export const relayStream = (
     body.once("end", () => {
       if (done) return
       let text = ""
-      for (const frame of parser.end()) text += relay.frame(frame)
+      try {
+        for (const frame of parser.end()) text += relay.frame(frame)
+        text += relay.end()
+      } catch (e) {
+        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
+      }
       write(text)
-      finish(undefined)
+      finish(undefined, "")
     })
     body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}` }))
     return Effect.sync(() => {
@@ -126,8 +157,10 @@ export const relayStream = (
 
   return Effect.raceFirst(pump, watchStream(state, timeouts)).pipe(
     Effect.catchTag("StreamStalled", (e) =>
-      Effect.sync(() => {
-        if (!ctx.res.destroyed) ctx.res.end(relay.broken({ status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }))
+      Effect.sync((): StreamOutcome => {
+        const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
+        if (!ctx.res.headersSent) return { ttftMs, error: e.message, failedBeforeOutput: error }
+        if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
         return { ttftMs, error: e.message }
       })
     )

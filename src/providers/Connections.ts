@@ -8,6 +8,7 @@ import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
 import type { ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
 import type { FormatId } from "../formats/canonical.js"
+import type { AccountTier } from "../routing/types.js"
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { maskSecret } from "../observability/redact.js"
@@ -37,6 +38,8 @@ export interface Connection {
   /** Every format the upstream serves natively (a client in one of them is passed through). */
   readonly formats: ReadonlyArray<FormatId>
   readonly maxConcurrent: number | null
+  /** The account's plan (auto routing's `tierPriority`). */
+  readonly accountTier: AccountTier
   readonly priority: number
   readonly enabled: boolean
   readonly testStatus: string | null
@@ -67,6 +70,12 @@ export interface ConnectionsShape {
   readonly recordTest: (id: string, result: { readonly ok: boolean; readonly error: string | null }) => Effect.Effect<void>
   /** Resolves `<name or provider>/<model>`, or a bare model id that exactly one catalog entry serves. */
   readonly resolve: (model: string) => Effect.Effect<ResolvedTarget, ModelNotFound>
+  /**
+   * Every enabled connection that can serve a model id, best priority first: a connection
+   * name gives that connection; a provider id gives all of the provider's connections (account
+   * failover); a bare id gives every connection serving exactly that id.
+   */
+  readonly targets: (model: string) => Effect.Effect<ReadonlyArray<ResolvedTarget>, ModelNotFound>
   readonly urlPolicy: Effect.Effect<UrlPolicyFlags>
 }
 
@@ -91,6 +100,7 @@ interface Row {
   readonly created_at: number
   readonly updated_at: number
   readonly upstream_format: string | null
+  readonly account_tier: string | null
 }
 
 interface Snapshot {
@@ -98,8 +108,8 @@ interface Snapshot {
   readonly byName: ReadonlyMap<string, Connection>
   /** Enabled connections per provider id, best priority first. */
   readonly byProvider: ReadonlyMap<string, ReadonlyArray<Connection>>
-  /** For each model id an enabled connection serves, the connection with the best priority. */
-  readonly byModel: ReadonlyMap<string, Connection>
+  /** For each model id, the enabled connections that serve it, best priority first. */
+  readonly byModel: ReadonlyMap<string, ReadonlyArray<Connection>>
 }
 
 const UNKNOWN_PROVIDER: ProviderSpec = {
@@ -127,6 +137,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   defaultModel: c.defaultModel,
   models: c.models,
   upstreamFormat: c.format,
+  accountTier: c.accountTier,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,
@@ -212,6 +223,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             format: (row.upstream_format as FormatId | null) ?? provider.format,
             formats: row.upstream_format ? [row.upstream_format as FormatId] : [provider.format, ...(provider.alsoSpeaks ?? [])],
             maxConcurrent: row.max_concurrent,
+            accountTier: (row.account_tier as AccountTier | null) ?? "standard",
             priority: row.priority,
             enabled: row.enabled === 1,
             testStatus: row.test_status,
@@ -233,12 +245,16 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const all = yield* Effect.forEach(rows, fromRow)
           const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
           const byProvider = new Map<string, Array<Connection>>()
-          const byModel = new Map<string, Connection>()
+          const byModel = new Map<string, Array<Connection>>()
           for (const c of all.filter((c) => c.enabled).sort(byPriority)) {
             const list = byProvider.get(c.provider.id) ?? []
             list.push(c)
             byProvider.set(c.provider.id, list)
-            for (const id of connectionModelIds(c)) if (!byModel.has(id)) byModel.set(id, c)
+            for (const id of connectionModelIds(c)) {
+              const serving = byModel.get(id)
+              if (serving) serving.push(c)
+              else byModel.set(id, [c])
+            }
           }
           return { all, byName, byProvider, byModel } satisfies Snapshot
         })
@@ -317,6 +333,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             priority: input.priority ?? 1,
             enabled: input.enabled === false ? 0 : 1,
             upstream_format: input.upstreamFormat ?? null,
+            account_tier: input.accountTier ?? null,
             created_at: t,
             updated_at: t
           })}`.pipe(nameTaken(name))
@@ -374,6 +391,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           if (patch.priority !== undefined) fields["priority"] = patch.priority
           if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
           if (patch.upstreamFormat !== undefined) fields["upstream_format"] = patch.upstreamFormat
+          if (patch.accountTier !== undefined) fields["account_tier"] = patch.accountTier
           yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)
@@ -399,25 +417,25 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           yield* snapshot.invalidate
         })
 
-      const resolve: ConnectionsShape["resolve"] = (model) =>
+      const targets: ConnectionsShape["targets"] = (model) =>
         Effect.flatMap(snapshot.get, (s) => {
           const slash = model.indexOf("/")
           if (slash > 0) {
             const prefix = model.slice(0, slash)
             const rest = model.slice(slash + 1)
             const named = s.byName.get(prefix.toLowerCase())
-            if (named?.enabled && rest) return Effect.succeed({ connection: named, model: rest })
+            if (named?.enabled && rest) return Effect.succeed([{ connection: named, model: rest }])
             // A disabled connection named like its provider does not hide the provider's others.
             const forProvider = s.byProvider.get(prefix.toLowerCase())
-            if (forProvider && forProvider[0] && rest) return Effect.succeed({ connection: forProvider[0], model: rest })
+            if (forProvider && forProvider.length > 0 && rest) return Effect.succeed(forProvider.map((connection) => ({ connection, model: rest })))
             if (named && rest) {
               return Effect.fail(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
             }
           }
-          // A bare id (or one whose slash belongs to the model, as on OpenRouter): the
-          // enabled connection with the best priority that serves exactly this model id.
+          // A bare id (or one whose slash belongs to the model, as on OpenRouter): the enabled
+          // connections that serve exactly this model id, best priority first.
           const serving = s.byModel.get(model)
-          if (serving) return Effect.succeed({ connection: serving, model })
+          if (serving) return Effect.succeed(serving.map((connection) => ({ connection, model })))
           const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
           const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
           return Effect.fail(
@@ -431,6 +449,8 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           )
         })
 
+      const resolve: ConnectionsShape["resolve"] = (model) => Effect.map(targets(model), (all) => all[0]!)
+
       return {
         list: Effect.map(snapshot.get, (s) => s.all),
         get,
@@ -439,6 +459,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         remove,
         recordTest,
         resolve,
+        targets,
         urlPolicy
       }
     })
