@@ -18,7 +18,10 @@ import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
+import { EventBus } from "./events/EventBus.js"
 import { Resilience } from "./resilience/Resilience.js"
+import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
+import { RoutingMemory } from "./routing/RoutingMemory.js"
 import { Router } from "./routing/Router.js"
 import { Usage } from "./usage/Usage.js"
 
@@ -41,7 +44,8 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
   Layer.provide(Router.layer),
-  Layer.provideMerge(Resilience.layer),
+  Layer.provideMerge(Resilience.live),
+  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer)),
   Layer.provideMerge(CoreLayer)
 )
 

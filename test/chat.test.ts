@@ -34,9 +34,10 @@ afterAll(async () => {
   await upstream?.close()
 })
 
-beforeEach(() => {
+beforeEach(async () => {
   upstream.always({})
   upstream.requests.length = 0
+  await gw.resetResilience()
 })
 
 describe("POST /v1/chat/completions through the openai SDK", () => {

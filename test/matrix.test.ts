@@ -201,10 +201,11 @@ afterAll(async () => {
   await up?.close()
 })
 
-beforeEach(() => {
+beforeEach(async () => {
   up.requests.length = 0
   up.violations.length = 0
   up.always({})
+  await gw.resetResilience()
 })
 
 for (const makeClient of CLIENTS) {

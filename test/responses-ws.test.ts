@@ -59,10 +59,11 @@ afterAll(async () => {
   await gw?.close()
   await up?.close()
 })
-beforeEach(() => {
+beforeEach(async () => {
   up.requests.length = 0
   up.violations.length = 0
   up.always({})
+  await gw.resetResilience()
 })
 
 describe("Responses over WebSocket", () => {

@@ -35,10 +35,11 @@ afterAll(async () => {
   await gw?.close()
   await up?.close()
 })
-beforeEach(() => {
+beforeEach(async () => {
   up.requests.length = 0
   up.violations.length = 0
   up.always({})
+  await gw.resetResilience()
 })
 
 /** A raw request in each client format, streamed or not. */

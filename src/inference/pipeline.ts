@@ -27,6 +27,7 @@ import { Resilience } from "../resilience/Resilience.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { RoutePlan } from "../routing/plan.js"
 import { RouteError, Router } from "../routing/Router.js"
+import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { clientError, InferenceError } from "./errors.js"
 import { type RequestContext, responseHeaders } from "./io.js"
@@ -186,6 +187,8 @@ interface AttemptOutcome {
   readonly error: string | null
   /** That error as the resilience layer classifies it. */
   readonly streamFailure?: FailureInfo
+  /** The upstream's response headers, lower-cased (rate-limit headroom). */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 /**
@@ -273,6 +276,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const timeouts = yield* StreamTimeouts
       const router = yield* Router
       const resilience = yield* Resilience
+      const memory = yield* RoutingMemory
 
       const routeError = (format: WireFormat) => (e: RouteError) =>
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
@@ -424,7 +428,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
             const decoded = upstream.decodeResponse(json)
-            const outcome: AttemptOutcome = { status: 200, usage: decoded.usage ?? upstream.usageOfResponse(json), ttftMs: null, error: null }
+            const outcome: AttemptOutcome = { status: 200, usage: decoded.usage ?? upstream.usageOfResponse(json), ttftMs: null, error: null, headers: headerValue(res.headers) }
             if (call.stream) {
               // The client asked for a stream but the upstream answered whole: replay it as events.
               const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
@@ -543,6 +547,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             usage: usageSoFar,
             ttftMs: result.ttftMs,
             error,
+            headers: headerValue(res.headers),
             ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
           }
         })
@@ -585,6 +590,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
               tried = candidate
               attempts++
+              const startedAt = Date.now()
+              const end = memory.begin(candidate)
               const result = yield* Effect.either(
                 attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
                   Effect.onInterrupt(() => resilience.release(candidate)),
@@ -593,13 +600,16 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                     connection: candidate.connection.name,
                     model: candidate.model,
                     translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
-                  })
+                  }),
+                  Effect.ensuring(Effect.sync(end))
                 )
               )
+              const latency = Date.now() - startedAt
               if (result._tag === "Right") {
+                memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
                 outcome = result.right
                 if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure)
-                else yield* resilience.succeeded(candidate)
+                else yield* resilience.succeeded(candidate, result.right.headers)
                 yield* router.served(plan, candidate)
                 return
               }
@@ -611,6 +621,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 return yield* Effect.fail(failed.error)
               }
               const classification = yield* resilience.failed(candidate, failed.failure)
+              // The request's own faults say nothing about the candidate's health.
+              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
               yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
               if (!classification.retryable || ctx.res.headersSent) return yield* Effect.fail(failed.error)
             }

@@ -19,6 +19,8 @@ export interface AcquireResult {
 export interface CircuitBreakersShape {
   /** The state in force at `now` (OPEN reads HALF_OPEN once the reset timeout has elapsed). */
   readonly stateAt: (provider: ProviderRef, now: number) => BreakerState
+  /** While OPEN at `now`: when a probe will be let through (epoch ms); null otherwise. */
+  readonly openUntil: (provider: ProviderRef, now: number) => number | null
   /** Asks to send a request: refused while OPEN, and in HALF_OPEN while the one probe is out. */
   readonly acquire: (provider: ProviderRef) => Effect.Effect<AcquireResult>
   /** A request to the provider succeeded: CLOSED with no failures (except while OPEN, see docs). */
@@ -189,7 +191,12 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           })
       )
 
-      return { stateAt, acquire, onSuccess, onFailure, releaseProbe, reset, list }
+      const openUntil: CircuitBreakersShape["openUntil"] = (provider, now) => {
+        const e = entries.get(provider.id)
+        return e !== undefined && effectiveState(e, now) === "OPEN" ? e.retryAt : null
+      }
+
+      return { stateAt, openUntil, acquire, onSuccess, onFailure, releaseProbe, reset, list }
     })
   )
 }

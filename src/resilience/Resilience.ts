@@ -1,8 +1,14 @@
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { BreakerState, Candidate } from "../routing/types.js"
-import type { Classification, FailureInfo } from "./types.js"
+import { CircuitBreakers } from "./CircuitBreakers.js"
+import { classify, parseDuration } from "./classify.js"
+import { Cooldowns } from "./Cooldowns.js"
+import { Lockouts } from "./Lockouts.js"
+import type { Classification, FailureInfo, ProviderRef } from "./types.js"
 
 /** Whether a candidate may be tried now, and if not why and for how long. */
 export type Admission = { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null }
@@ -17,33 +23,129 @@ export interface ResilienceShape {
   readonly breakerState: (c: Candidate, now: number) => BreakerState
   /** Claims the right to send now (a HALF_OPEN breaker lets one probe through at a time). */
   readonly acquire: (c: Candidate) => Effect.Effect<{ readonly allowed: boolean; readonly probe: boolean }>
-  readonly succeeded: (c: Candidate) => Effect.Effect<void>
+  /** The attempt succeeded; `headers` (lower-cased) carry rate-limit headroom when the upstream reports it. */
+  readonly succeeded: (c: Candidate, headers?: Readonly<Record<string, string>>) => Effect.Effect<void>
   /** Classifies a failure and updates breaker, cooldown and lockout; answers the classification. */
   readonly failed: (c: Candidate, f: FailureInfo) => Effect.Effect<Classification>
   /** An attempt ended without a verdict (the client left): frees a probe slot. */
   readonly release: (c: Candidate) => Effect.Effect<void>
 }
 
-/** Until the resilience services are wired: everything admitted, failures classified by status only. */
-const provisionalClassify = (f: FailureInfo): Classification => {
-  const provider = f.kind !== "http" || [408, 500, 502, 503, 504].includes(f.status)
+const providerRef = (c: Candidate): ProviderRef => ({ id: c.connection.provider.id, authClass: c.connection.provider.authClass })
+
+const num = (v: string | undefined): number | undefined => {
+  if (v === undefined || v.trim() === "") return undefined
+  const n = Number(v)
+  return Number.isFinite(n) ? n : undefined
+}
+
+/** An absolute reset time from a reset header value (duration, RFC 3339, epoch or delta seconds). */
+const resetAt = (v: string | undefined, now: number): number | undefined => {
+  if (!v) return undefined
+  const n = num(v)
+  if (n !== undefined) return n > 1e12 ? n : n > 1e9 ? n * 1000 : now + n * 1000
+  const d = parseDuration(v)
+  if (d !== undefined) return now + d
+  const t = Date.parse(v)
+  return Number.isFinite(t) ? t : undefined
+}
+
+/**
+ * Rate-limit headroom from response headers (OpenAI `x-ratelimit-*`, Anthropic
+ * `anthropic-ratelimit-*`): the tighter of requests and tokens.
+ */
+export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: number) => {
+  const pairs: Array<{ remaining: number; limit: number; reset: number | undefined }> = []
+  for (const kind of ["requests", "tokens"]) {
+    const oRemaining = num(h[`x-ratelimit-remaining-${kind}`])
+    const oLimit = num(h[`x-ratelimit-limit-${kind}`])
+    if (oRemaining !== undefined && oLimit !== undefined && oLimit > 0) pairs.push({ remaining: oRemaining, limit: oLimit, reset: resetAt(h[`x-ratelimit-reset-${kind}`], now) })
+    const aRemaining = num(h[`anthropic-ratelimit-${kind}-remaining`])
+    const aLimit = num(h[`anthropic-ratelimit-${kind}-limit`])
+    if (aRemaining !== undefined && aLimit !== undefined && aLimit > 0) pairs.push({ remaining: aRemaining, limit: aLimit, reset: resetAt(h[`anthropic-ratelimit-${kind}-reset`], now) })
+  }
+  if (pairs.length === 0) return undefined
+  const tightest = pairs.reduce((a, b) => (b.remaining / b.limit < a.remaining / a.limit ? b : a))
+  const remaining = Math.max(0, Math.min(1, tightest.remaining / tightest.limit))
   return {
-    scope: provider ? "provider" : f.status === 429 || f.status === 401 ? "connection" : f.status === 404 || f.status === 403 ? "model" : "client",
-    retryable: provider || [401, 402, 403, 404, 429].includes(f.status) || f.status >= 500,
-    tripsBreaker: provider,
-    cooldown: f.status === 429,
-    quotaExhausted: false,
-    reason: provider ? "server_error" : "client_error"
+    remaining,
+    ...(tightest.reset !== undefined ? { resetAt: tightest.reset, windowMs: Math.max(0, tightest.reset - now) } : {}),
+    ...(remaining <= 0 ? { exhausted: true } : {}),
+    at: now,
+    limit: tightest.limit,
+    remainingCount: tightest.remaining
   }
 }
 
+/**
+ * Breakers per provider, cooldowns per connection and lockouts per (provider, connection,
+ * model), fed by one classification of each failure (docs/resilience.md).
+ */
 export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, ResilienceShape>() {
-  static readonly layer = Layer.succeed(Resilience, {
-    admission: () => ({ ok: true }),
-    breakerState: () => "CLOSED",
-    acquire: () => Effect.succeed({ allowed: true, probe: false }),
-    succeeded: () => Effect.void,
-    failed: (_c, f) => Effect.succeed(provisionalClassify(f)),
-    release: () => Effect.void
-  })
+  static readonly layer = Layer.effect(
+    Resilience,
+    Effect.gen(function* () {
+      const breakers = yield* CircuitBreakers
+      const cooldowns = yield* Cooldowns
+      const lockouts = yield* Lockouts
+      const memory = yield* RoutingMemory
+
+      const lockRef = (c: Candidate) => ({ provider: c.connection.provider.id, connectionId: c.connection.id, connectionName: c.connection.name, model: c.model })
+
+      const admission: ResilienceShape["admission"] = (c, now) => {
+        const p = providerRef(c)
+        if (breakers.stateAt(p, now) === "OPEN") {
+          const until = breakers.openUntil(p, now)
+          return { ok: false, reason: "circuit_open", retryAfterMs: until === null ? null : Math.max(0, until - now) }
+        }
+        const a = cooldowns.availability(c.connection.id, now)
+        if (!a.ok) return { ok: false, reason: a.state, retryAfterMs: a.until === null ? null : Math.max(0, a.until - now) }
+        const lock = lockouts.lockedAt(c.connection.provider.id, c.connection.id, c.model, now)
+        if (lock.locked) return { ok: false, reason: "model_locked", retryAfterMs: lock.until === null ? null : Math.max(0, lock.until - now) }
+        return { ok: true }
+      }
+
+      return {
+        admission,
+        breakerState: (c, now) => breakers.stateAt(providerRef(c), now),
+        acquire: (c) => Effect.map(breakers.acquire(providerRef(c)), (r) => ({ allowed: r.allowed, probe: r.probe })),
+        succeeded: (c, headers) =>
+          Effect.gen(function* () {
+            yield* breakers.onSuccess(providerRef(c))
+            yield* cooldowns.onSuccess(c.connection.id)
+            yield* lockouts.onSuccess(lockRef(c))
+            if (headers) {
+              const now = yield* Clock.currentTimeMillis
+              const q = quotaFromHeaders(headers, now)
+              if (q) memory.setQuota(c.connection.id, undefined, q)
+            }
+          }),
+        failed: (c, f) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const cls = classify(f, now)
+            const p = providerRef(c)
+            if (cls.tripsBreaker) yield* breakers.onFailure(p, f.status)
+            // Not the provider's fault: a probe that ended this way says nothing about its health.
+            else yield* breakers.releaseProbe(p)
+            if (cls.scope !== "client") yield* cooldowns.onFailure({ id: c.connection.id, name: c.connection.name, provider: p }, cls, f)
+            yield* lockouts.onFailure(lockRef(c), f.status, cls.reason)
+            const q = f.headers ? quotaFromHeaders(f.headers, now) : undefined
+            if (cls.quotaExhausted) {
+              memory.setQuota(c.connection.id, undefined, {
+                remaining: 0,
+                exhausted: true,
+                ...(cls.retryAfterMs !== undefined ? { resetAt: now + cls.retryAfterMs, windowMs: cls.retryAfterMs } : {}),
+                at: now
+              })
+            } else if (q) memory.setQuota(c.connection.id, undefined, q)
+            return cls
+          }),
+        release: (c) => breakers.releaseProbe(providerRef(c))
+      }
+    })
+  )
+
+  /** Every service the facade reads, with their own layers (needs ResilienceConfig, EventBus, RoutingMemory, SqlClient). */
+  static readonly live = Resilience.layer.pipe(Layer.provideMerge(Layer.mergeAll(CircuitBreakers.layer, Cooldowns.layer, Lockouts.layer)))
 }

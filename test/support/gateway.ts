@@ -11,6 +11,10 @@ import { AppConfig } from "../../src/config/AppConfig.js"
 import { CoreLayer, ServerLayer } from "../../src/Gateway.js"
 import { GatewayServer } from "../../src/http/Server.js"
 import { StreamTimeouts, type StreamTimeoutsShape } from "../../src/inference/timeouts.js"
+import { CircuitBreakers } from "../../src/resilience/CircuitBreakers.js"
+import { Cooldowns } from "../../src/resilience/Cooldowns.js"
+import { Lockouts } from "../../src/resilience/Lockouts.js"
+import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
@@ -52,6 +56,16 @@ export const startGateway = async (
     logs,
     runtime,
     run: <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>) => runtime.runPromise(effect),
+    /** Forgets breakers, cooldowns, lockouts and routing memory, so tests sharing a gateway do not see each other's failures. */
+    resetResilience: () =>
+      runtime.runPromise(
+        Effect.gen(function* () {
+          yield* (yield* CircuitBreakers).reset()
+          yield* (yield* Cooldowns).reset()
+          yield* (yield* Lockouts).clear({ all: true })
+          ;(yield* RoutingMemory).clear()
+        })
+      ),
     close: () => runtime.dispose()
   }
 }
