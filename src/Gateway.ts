@@ -22,6 +22,8 @@ import { EventBus } from "./events/EventBus.js"
 import { Resilience } from "./resilience/Resilience.js"
 import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
 import { RoutingMemory } from "./routing/RoutingMemory.js"
+import { AutoEngine } from "./routing/AutoEngine.js"
+import { Combos } from "./routing/Combos.js"
 import { Router } from "./routing/Router.js"
 import { Usage } from "./usage/Usage.js"
 
@@ -32,7 +34,8 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
 export const CoreLayer = ProviderChecks.layer.pipe(
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer)),
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
+  Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamHttp.layer),
   Layer.provideMerge(FeatureFlags.layer),
   Layer.provideMerge(StoreLayer)

@@ -1,12 +1,17 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Fiber from "effect/Fiber"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import {
   type CanonicalError,
   type CanonicalRequest,
   type CanonicalResponse,
+  type ContentBlock,
   errorKindForStatus,
+  textOf,
   type FormatId,
   mergeUsage,
   type StreamEvent,
@@ -25,8 +30,9 @@ import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstre
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Resilience } from "../resilience/Resilience.js"
 import type { FailureInfo } from "../resilience/types.js"
-import type { RoutePlan } from "../routing/plan.js"
-import { RouteError, Router } from "../routing/Router.js"
+import type { FusionPlan, RoutePlan } from "../routing/plan.js"
+import { requestFeatures } from "../routing/auto/features.js"
+import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { clientError, InferenceError } from "./errors.js"
@@ -233,29 +239,45 @@ const header = (ctx: RequestContext, name: string): string | undefined => {
   return Array.isArray(v) ? v[0] : v
 }
 
-/** A cheap estimate of what the router needs to know about a request (not a token count). */
-const estimateFeatures = (req: CanonicalRequest | undefined, sessionId: string | undefined): RequestFeatures => {
-  if (!req) return { tokenEstimate: 0, maxOutputTokens: undefined, hasTools: false, hasImages: false, wantsReasoning: false, taskType: "chat", specificity: 0, sessionId }
-  let chars = req.system.reduce((n, b) => n + b.text.length, 0) + JSON.stringify(req.tools).length
-  let images = 0
-  for (const m of req.messages)
-    for (const b of m.content) {
-      if (b.type === "text" || b.type === "reasoning") chars += b.text.length
-      else if (b.type === "image") images++
-      else if (b.type === "tool_use") chars += JSON.stringify(b.input ?? {}).length
-      else if (b.type === "tool_result") chars += b.content.reduce((n, c) => n + (c.type === "text" ? c.text.length : 0), 0)
-    }
-  return {
-    tokenEstimate: Math.ceil(chars / 4) + images * 85,
-    maxOutputTokens: req.maxTokens,
-    hasTools: req.tools.length > 0,
-    hasImages: images > 0,
-    wantsReasoning: req.reasoning?.enabled === true,
-    taskType: "chat",
-    specificity: 0,
-    sessionId
-  }
-}
+/** Panel requests carry no tools: calls and results in the history become plain text. */
+const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
+  ...req,
+  tools: [],
+  stream: false,
+  messages: req.messages.map((m) => ({
+    role: m.role === "tool" ? "user" : m.role,
+    content: m.content.flatMap((b): Array<ContentBlock> =>
+      b.type === "tool_use"
+        ? [{ type: "text", text: `[called tool ${b.name} with ${JSON.stringify(b.input ?? {})}]` }]
+        : b.type === "tool_result"
+          ? [{ type: "text", text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]` }]
+          : b.type === "reasoning"
+            ? []
+            : [b]
+    )
+  })),
+  ...(req.toolChoice ? { toolChoice: undefined } : {})
+})
+
+/** What the judge is told, with the panel's answers anonymised. */
+export const fusionBrief = (answers: ReadonlyArray<string>): string =>
+  [
+    "Several independent assistants answered the latest request of this conversation. Their answers follow as numbered sources.",
+    "Write the single best reply to the user: keep what is correct and useful, settle disagreements on the merits, and do not mention the sources, a panel or this instruction.",
+    ...answers.map((a, i) => `<source ${i + 1}>\n${a}\n</source ${i + 1}>`)
+  ].join("\n\n")
+
+/** Features of a request that could not be decoded: the router still needs something. */
+const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
+  tokenEstimate: 0,
+  maxOutputTokens: undefined,
+  hasTools: false,
+  hasImages: false,
+  wantsReasoning: false,
+  taskType: "chat",
+  specificity: 0,
+  sessionId
+})
 
 /**
  * The inference pipeline, one path for every inbound format. The router turns the model id into
@@ -304,7 +326,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         const sessionId = ctx ? (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined : undefined
         return router
           .plan(model, {
-            features: input.features ?? (() => estimateFeatures(undefined, sessionId)),
+            features: input.features ?? (() => NO_FEATURES(sessionId)),
             ...(ctx ? { mode: header(ctx, "x-gateway-mode"), budget: header(ctx, "x-gateway-budget") } : {}),
             ...(sessionId ? { sessionId } : {})
           })
@@ -552,28 +574,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           }
         })
 
-      const run = (call: InferenceCall) =>
+      /** Tries the plan's candidates in order, falling back on retryable failures; writes one usage row. */
+      const execute = (call: InferenceCall, plan: RoutePlan) =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
-          const features = (() => {
-            let cached: RequestFeatures | undefined
-            return () => {
-              if (!cached) {
-                let canonical: CanonicalRequest | undefined
-                try {
-                  canonical = (call.decode ?? client.decodeRequest)(call.body)
-                } catch {
-                  canonical = undefined
-                }
-                const sessionId = (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined
-                cached = estimateFeatures(canonical, sessionId)
-              }
-              return cached
-            }
-          })()
-          const plan = yield* planFor(call.model, client, { features, ctx })
-          if (plan.sessionId) ctx.responseHeaders["x-gateway-session-id"] = plan.sessionId
-
           // What the usage row reports: the last candidate tried and how it went.
           let tried: Candidate | undefined = plan.candidates[0]
           let outcome: AttemptOutcome | { status: number; usage: undefined; ttftMs: null; error: string | null } = { status: 0, usage: undefined, ttftMs: null, error: null }
@@ -660,6 +664,178 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           )
           void fallbacks
         })
+
+
+      /** The request body for a connection's own format (the translated path). */
+      const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
+        const upstream = FORMATS[connection.format]
+        return {
+          format: upstream.id,
+          body:
+            upstream.id === "openai-chat"
+              ? encodeChatRequest(req, { maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens", reasoningContent: connection.provider.id === "deepseek" })
+              : upstream.encodeRequest(req)
+        }
+      }
+
+      /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
+      const respondWith = (call: InferenceCall, decoded: CanonicalResponse) =>
+        Effect.sync(() => {
+          const { ctx, format: client } = call
+          const options = call.encodeOptions ? { options: call.encodeOptions } : {}
+          if (call.stream) {
+            const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...options })
+            ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+            ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+            return
+          }
+          const answer = (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...options })))(decoded)
+          const payload = JSON.stringify(answer)
+          ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
+          ctx.res.end(payload)
+        })
+
+      /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
+      const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
+        Effect.gen(function* () {
+          const { ctx, format: client } = call
+          const gate = yield* resilience.acquire(c)
+          if (!gate.allowed) {
+            return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
+          }
+          const startedAt = Date.now()
+          const end = memory.begin(c)
+          const { format, body } = encodeFor(c.connection, { ...req, model: c.model, stream: false })
+          const upstream = FORMATS[format]
+          const result = yield* Effect.either(
+            Effect.gen(function* () {
+              const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false }, client).pipe(
+                Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+              )
+              if (res.status < 200 || res.status >= 300) {
+                const { error, info } = yield* readFailure(res, upstream, client)
+                return yield* Effect.fail(attemptFailed(error, info))
+              }
+              const text = (yield* readUpstreamBody(res.body).pipe(
+                Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }), { status: 502, kind: "cut", message: e.message }))
+              )).toString("utf8")
+              const json = tryJson(text)
+              const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
+              if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, body: text.slice(0, 4096) }))
+              return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
+            }).pipe(
+              Effect.onInterrupt(() => resilience.release(c)),
+              Effect.ensuring(Effect.sync(end))
+            )
+          )
+          const latencyMs = Date.now() - startedAt
+          const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
+            usage.record({
+              requestId: ctx.requestId,
+              apiKeyId: ctx.apiKeyId,
+              connectionId: c.connection.id,
+              provider: c.connection.provider.id,
+              model: c.model,
+              endpoint: `${call.endpoint}:fusion-panel`,
+              stream: false,
+              status,
+              usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
+              latencyMs,
+              ttftMs: null,
+              error
+            })
+          if (result._tag === "Right") {
+            memory.observe(c.key, latencyMs, true, Date.now())
+            yield* resilience.succeeded(c, result.right.headers)
+            yield* row(200, result.right.decoded.usage, null)
+            return result.right.decoded
+          }
+          const failed = result.left
+          if (failed.failure) {
+            const cls = yield* resilience.failed(c, failed.failure)
+            if (cls.scope !== "client") memory.observe(c.key, latencyMs, false, Date.now())
+          }
+          yield* row(failed.error.status, undefined, failed.error.message)
+          return yield* Effect.fail(failed)
+        })
+
+      /**
+       * Fusion (spec document 1): the prompt goes to every panel model in parallel, whole and
+       * without tools; once `minPanel` answers are in, stragglers get `stragglerGraceMs`; the panel
+       * phase ends at `panelHardTimeoutMs` in any case. No answer: 503; one: that answer; more: the
+       * judge synthesises them (anonymised as Source 1, 2, ...) with the client's stream flag and tools.
+       */
+      const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan) =>
+        Effect.gen(function* () {
+          const { format: client } = call
+          if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] })
+          const canonical = yield* Effect.try({
+            try: () => (call.decode ?? client.decodeRequest)(call.body),
+            catch: (e) =>
+              clientError(client, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`, param: e instanceof RequestDecodeError ? e.param : null })
+          })
+          const panelRequest = withoutTools(canonical)
+          const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
+          let finished = 0
+          const quorum = yield* Deferred.make<void>()
+          const everyone = yield* Deferred.make<void>()
+          const fibers = yield* Effect.forEach(f.panel, (c, index) =>
+            complete(call, c, panelRequest).pipe(
+              Effect.tap((response) =>
+                Effect.sync(() => {
+                  if (textOf(response.content).trim() !== "") answers.push({ index, response })
+                })
+              ),
+              Effect.ignore,
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  finished++
+                  const all = finished === f.panel.length
+                  return Effect.all([answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void, all ? Deferred.succeed(everyone, undefined) : Effect.void])
+                })
+              ),
+              Effect.fork
+            )
+          )
+          yield* Deferred.await(quorum).pipe(
+            Effect.zipRight(Effect.race(Deferred.await(everyone), Effect.sleep(Duration.millis(f.stragglerGraceMs)))),
+            Effect.timeout(Duration.millis(f.panelHardTimeoutMs)),
+            Effect.ignore
+          )
+          yield* Fiber.interruptAll(fibers)
+          const got = [...answers].sort((a, b) => a.index - b.index)
+          yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
+          if (got.length === 0) {
+            return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
+          }
+          if (got.length === 1) return yield* respondWith(call, { ...got[0]!.response, model: call.model })
+          const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
+          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" })
+        })
+
+      const run = (call: InferenceCall) =>
+        Effect.gen(function* () {
+          const { ctx, format: client } = call
+          const features = (() => {
+            let cached: RequestFeatures | undefined
+            return () => {
+              if (!cached) {
+                const sessionId = (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined
+                try {
+                  cached = requestFeatures((call.decode ?? client.decodeRequest)(call.body), sessionId)
+                } catch {
+                  cached = NO_FEATURES(sessionId)
+                }
+              }
+              return cached
+            }
+          })()
+          const plan = yield* planFor(call.model, client, { features, ctx })
+          if (plan.sessionId) ctx.responseHeaders["x-gateway-session-id"] = plan.sessionId
+          if (plan.fusion) return yield* fuse(call, plan, plan.fusion)
+          return yield* execute(call, plan)
+        })
+
 
       return { run, resolve, send, failure }
     })

@@ -9,6 +9,8 @@ import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { toIso } from "../store/Db.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
+import { modeName } from "./auto/weights.js"
+import { AutoEngine } from "./AutoEngine.js"
 import type { StrategyName } from "./types.js"
 
 export interface Combo {
@@ -90,10 +92,20 @@ const nameTaken =
  * writes or another process (the CLI) commits, so the request path does no query.
  */
 export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>() {
-  static readonly layer = (check: ComboCheck = () => undefined) =>
-    Layer.effect(
+  static readonly layer = Layer.effect(
       Combos,
       Effect.gen(function* () {
+        const engine = yield* AutoEngine
+        const check: ComboCheck = (c) => {
+          const name = c.config.routerStrategy ?? c.config.auto?.routerStrategy
+          if (name !== undefined && !engine.registry.has(name)) {
+            return `routerStrategy '${name}' is not registered; known: ${engine.registry.list().flatMap((l) => [l.name, ...l.aliases]).join(", ")}`
+          }
+          if (c.config.modePack !== undefined && modeName(c.config.modePack) === undefined) {
+            return `modePack '${c.config.modePack}' is unknown; use ship-fast, cost-saver, quality-first, offline-friendly, reliability-first or balanced`
+          }
+          return undefined
+        }
         const sql = yield* SqlClient.SqlClient
         const version = yield* StoreVersion
         const writer = yield* BatchWriter
