@@ -19,6 +19,7 @@ import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { EventBus } from "./events/EventBus.js"
+import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
 import { Resilience } from "./resilience/Resilience.js"
 import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
 import { RoutingMemory } from "./routing/RoutingMemory.js"
@@ -47,7 +48,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
   Layer.provide(Router.layer),
-  Layer.provideMerge(Resilience.live),
+  Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer)),
   Layer.provideMerge(CoreLayer)
 )

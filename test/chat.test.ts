@@ -270,7 +270,7 @@ describe("routes of the specification that are not built yet", () => {
     const inference = await call(`${gw.url}/v1/audio/speech`, { body: { model: "x", input: "hi", voice: "alloy" } })
     expect(inference.status).toBe(501)
     expect(inference.body.error.code).toBe("not_implemented")
-    const management = await call(`${gw.url}/api/combos`)
+    const management = await call(`${gw.url}/api/webhooks`)
     expect(management.status).toBe(501)
     expect(management.body.message).toContain("not built")
     const unknown = await call(`${gw.url}/no/such/route`)

@@ -127,3 +127,110 @@ export const applyResiliencePatch = (s: ResilienceSettings, p: PatchResilience):
   quotaShareConcurrencyLimit: { ...s.quotaShareConcurrencyLimit, ...p.quotaShareConcurrencyLimit },
   comboCooldownWait: { ...s.comboCooldownWait, ...p.comboCooldownWait }
 })
+
+// ---------------------------------------------------------------- views
+
+export const BreakerViewSchema = Schema.Struct({
+  provider: Schema.String,
+  providerClass: Schema.String,
+  state: Schema.Literal("CLOSED", "DEGRADED", "OPEN", "HALF_OPEN"),
+  consecutiveFailures: Schema.Number,
+  degradationThreshold: Schema.Number,
+  failureThreshold: Schema.Number,
+  resetTimeoutMs: Schema.Number,
+  retryAt: Schema.NullOr(Schema.String),
+  lastFailureAt: Schema.NullOr(Schema.String),
+  lastStatus: Schema.NullOr(Schema.Number)
+})
+
+export const ConnectionStateView = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  provider: Schema.String,
+  /** `available`, `cooldown`, `banned`, `expired` or `credits_exhausted`. */
+  state: Schema.String,
+  rateLimitedUntil: Schema.NullOr(Schema.String),
+  testStatus: Schema.NullOr(Schema.String),
+  lastError: Schema.NullOr(Schema.String),
+  lastErrorType: Schema.NullOr(Schema.String),
+  errorCode: Schema.NullOr(Schema.String),
+  backoffLevel: Schema.Number,
+  inFlight: Schema.Number,
+  max_concurrent: Schema.NullOr(Schema.Number)
+})
+
+export const LockoutViewSchema = Schema.Struct({
+  provider: Schema.String,
+  connection: Schema.String,
+  model: Schema.String,
+  reason: Schema.String,
+  status: Schema.Number,
+  failures: Schema.Number,
+  expiresAt: Schema.String,
+  remainingMs: Schema.Number
+})
+
+export const AutoExclusionView = Schema.Struct({
+  key: Schema.String,
+  until: Schema.String,
+  level: Schema.Number
+})
+
+export const ResilienceStatus = Schema.Struct({
+  settings: ResilienceSettings,
+  breakers: Schema.Array(BreakerViewSchema),
+  connections: Schema.Array(ConnectionStateView),
+  modelCooldowns: Schema.Array(LockoutViewSchema),
+  autoExclusions: Schema.Array(AutoExclusionView)
+})
+
+export const ResetResilience = Schema.Struct({
+  /** Only this provider's breaker (default: all). */
+  provider: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "provider must not be empty" }))),
+  /** Also clear connection cooldowns and terminal states (default false: breakers only, as the spec says). */
+  connections: Schema.optional(Schema.Boolean)
+}).annotations(strict)
+
+export const ResetResult = Schema.Struct({
+  breakersReset: Schema.Number,
+  connectionsReset: Schema.Number
+})
+
+export const ClearModelCooldowns = Schema.Union(
+  Schema.Struct({ all: Schema.Literal(true) }).annotations(strict),
+  Schema.Struct({
+    provider: Schema.Trim.pipe(Schema.minLength(1, { message: () => "provider must not be empty" })),
+    model: Schema.Trim.pipe(Schema.minLength(1, { message: () => "model must not be empty" })),
+    connection: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "connection must not be empty" })))
+  }).annotations(strict)
+).annotations({ message: () => "send {\"all\": true} or {\"provider\", \"model\"} (optionally \"connection\")" })
+
+export const RateLimitStatus = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  provider: Schema.String,
+  state: Schema.String,
+  rateLimitedUntil: Schema.NullOr(Schema.String),
+  backoffLevel: Schema.Number,
+  inFlight: Schema.Number,
+  max_concurrent: Schema.NullOr(Schema.Number),
+  /** Headroom reported by the upstream's rate-limit headers (or a quota error), when known. */
+  quota: Schema.NullOr(
+    Schema.Struct({
+      remaining: Schema.Number,
+      limit: Schema.NullOr(Schema.Number),
+      remainingCount: Schema.NullOr(Schema.Number),
+      resetAt: Schema.NullOr(Schema.String),
+      exhausted: Schema.Boolean,
+      reportedAt: Schema.String
+    })
+  )
+})
+
+export const RateLimitConfig = Schema.Struct({
+  connectionCooldown: ResilienceSettings.fields.connectionCooldown,
+  quotaShareConcurrencyLimit: ResilienceSettings.fields.quotaShareConcurrencyLimit,
+  comboCooldownWait: ResilienceSettings.fields.comboCooldownWait,
+  /** Inbound request-rate limits per API key: not part of this build (the spec leaves them open). */
+  perKeyRequestLimit: Schema.Null
+})

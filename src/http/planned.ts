@@ -20,8 +20,6 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
 
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "combos and routing", pattern: /^\/api\/combos(\/|$)/ },
-  { area: "resilience", pattern: /^\/api\/(resilience|rate-limits?)(\/|$)/ },
   { area: "usage, budgets and token limits", pattern: /^\/api\/usage(\/|$)/ },
   { area: "pricing", pattern: /^\/api\/pricing$/ },
   { area: "telemetry and monitoring", pattern: /^\/api\/(telemetry|monitoring|sessions)(\/|$)/ },

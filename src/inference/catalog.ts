@@ -1,6 +1,7 @@
 import * as crypto from "node:crypto"
 import { hasNoThinkingAlias, type ModelSpec } from "../providers/catalog.js"
 import { type Connection, connectionModelIds } from "../providers/Connections.js"
+import type { VirtualModel } from "../routing/Router.js"
 
 export const NO_THINKING_PREFIX = "claude-3-gateway-no-thinking/"
 
@@ -34,8 +35,8 @@ const displayName = (e: CatalogEntry): string => `${e.spec?.name ?? e.modelId}${
  * One list that both the OpenAI and the Anthropic SDK accept (both call `GET /v1/models`):
  * OpenAI's `object`/`owned_by` plus Anthropic's `type`/`display_name`/`created_at`/`has_more`.
  */
-export const openAiModelList = (entries: ReadonlyArray<CatalogEntry>, includeNames: boolean) => {
-  const data = entries.map((e) => modelObject(e, includeNames))
+export const openAiModelList = (entries: ReadonlyArray<CatalogEntry>, includeNames: boolean, virtual: ReadonlyArray<VirtualModel> = []) => {
+  const data = [...entries.map((e) => modelObject(e, includeNames)), ...virtual.map((v) => virtualModelObject(v, includeNames))]
   return { object: "list", data, has_more: false, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null }
 }
 
@@ -68,4 +69,37 @@ export const ollamaModel = (e: CatalogEntry) => ({
   size: 0,
   digest: crypto.createHash("sha256").update(e.id).digest("hex"),
   details: { parent_model: "", format: "remote", family: e.connection.provider.id, families: [e.connection.provider.id], parameter_size: "", quantization_level: "" }
+})
+
+/** A combo or auto id in OpenAI/Anthropic list shape (owned by the gateway). */
+export const virtualModelObject = (v: VirtualModel, includeNames: boolean) => ({
+  id: v.id,
+  object: "model" as const,
+  created: Math.floor(v.createdAt / 1000),
+  owned_by: "gateway",
+  type: "model" as const,
+  created_at: new Date(v.createdAt).toISOString(),
+  ...(includeNames ? { display_name: v.id, name: v.id, description: v.description } : {}),
+  context_length: v.contextWindow,
+  max_output_tokens: v.maxOutput
+})
+
+export const virtualGeminiModel = (v: VirtualModel) => ({
+  name: `models/${v.id}`,
+  baseModelId: v.id,
+  version: "001",
+  displayName: v.id,
+  description: v.description,
+  inputTokenLimit: v.contextWindow,
+  outputTokenLimit: v.maxOutput,
+  supportedGenerationMethods: ["generateContent", "streamGenerateContent", "countTokens"]
+})
+
+export const virtualOllamaModel = (v: VirtualModel) => ({
+  name: v.id,
+  model: v.id,
+  modified_at: new Date(v.createdAt).toISOString(),
+  size: 0,
+  digest: crypto.createHash("sha256").update(v.id).digest("hex"),
+  details: { parent_model: "", format: "remote", family: "gateway", families: ["gateway"], parameter_size: "", quantization_level: "" }
 })

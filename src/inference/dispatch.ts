@@ -11,6 +11,7 @@ import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { openAiChat } from "../formats/openai-chat.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
 import { Connections } from "../providers/Connections.js"
+import { Router } from "../routing/Router.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference } from "./auth.js"
 import { errorBody, InferenceError } from "./errors.js"
@@ -82,13 +83,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
       const connections = yield* Connections
+      const router = yield* Router
       const { allowedOrigins } = yield* AppConfig
       const deps: RouteDeps = {
         inference: yield* Inference,
         usage: yield* Usage,
         responses: new ResponseStore(),
         connections: connections.list,
-        flag: (key) => flags.enabled(key as never)
+        flag: (key) => flags.enabled(key as never),
+        virtualModels: router.virtualModels
       }
       const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps)])
       const listGemini = listGeminiModels(deps)

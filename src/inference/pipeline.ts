@@ -28,7 +28,9 @@ import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
+import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
+import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { FusionPlan, RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
@@ -239,6 +241,13 @@ const header = (ctx: RequestContext, name: string): string | undefined => {
   return Array.isArray(v) ? v[0] : v
 }
 
+/** What one request's usage row will say: the last candidate tried, how it went, how many fallbacks. */
+interface Tracking {
+  tried: Candidate | undefined
+  outcome: AttemptOutcome | { readonly status: number; readonly usage: undefined; readonly ttftMs: null; readonly error: string | null }
+  fallbacks: number
+}
+
 /** Panel requests carry no tools: calls and results in the history become plain text. */
 const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
   ...req,
@@ -299,6 +308,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const router = yield* Router
       const resilience = yield* Resilience
       const memory = yield* RoutingMemory
+      const resilienceConfig = yield* ResilienceConfig
+      const slots = yield* ConnectionSlots
 
       const routeError = (format: WireFormat) => (e: RouteError) =>
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
@@ -575,14 +586,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         })
 
       /** Tries the plan's candidates in order, falling back on retryable failures; writes one usage row. */
-      const execute = (call: InferenceCall, plan: RoutePlan) =>
+      const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking) =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
-          // What the usage row reports: the last candidate tried and how it went.
-          let tried: Candidate | undefined = plan.candidates[0]
-          let outcome: AttemptOutcome | { status: number; usage: undefined; ttftMs: null; error: string | null } = { status: 0, usage: undefined, ttftMs: null, error: null }
-          let fallbacks = 0
-
+          if (track.tried === undefined) track.tried = plan.candidates[0]
           const dispatch = Effect.gen(function* () {
             let attempts = 0
             let lastError: InferenceError | undefined
@@ -590,14 +597,16 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               if (attempts >= MAX_ATTEMPTS) break
               const gate = yield* resilience.acquire(candidate)
               if (!gate.allowed) continue
-              fallbacks = attempts
               if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
-              tried = candidate
+              track.tried = candidate
+              track.fallbacks = attempts
               attempts++
               const startedAt = Date.now()
               const end = memory.begin(candidate)
+              const slot = plan.kind === "quota-share" ? yield* slots.acquire(candidate.connection) : () => {}
               const result = yield* Effect.either(
                 attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
+                  Effect.ensuring(Effect.sync(slot)),
                   Effect.onInterrupt(() => resilience.release(candidate)),
                   Effect.annotateLogs({
                     provider: candidate.connection.provider.id,
@@ -611,7 +620,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               const latency = Date.now() - startedAt
               if (result._tag === "Right") {
                 memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
-                outcome = result.right
+                track.outcome = result.right
                 if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure)
                 else yield* resilience.succeeded(candidate, result.right.headers)
                 yield* router.served(plan, candidate)
@@ -619,7 +628,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               }
               const failed = result.left
               lastError = failed.error
-              outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
+              track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
               if (!failed.failure) {
                 if (failed.skip && !ctx.res.headersSent) continue
                 return yield* Effect.fail(failed.error)
@@ -632,37 +641,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
             if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
             const final = lastError ?? allBlocked(client, plan)
-            if (!lastError) outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+            if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
             return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
           })
 
-          yield* dispatch.pipe(
-            Effect.ensuring(
-              Effect.suspend(() =>
-                usage.record({
-                  requestId: ctx.requestId,
-                  apiKeyId: ctx.apiKeyId,
-                  connectionId: tried?.connection.id ?? null,
-                  provider: tried?.connection.provider.id ?? null,
-                  model: tried?.model ?? call.model,
-                  endpoint: call.endpoint,
-                  stream: call.stream,
-                  status: outcome.status || 499,
-                  usage: {
-                    input: outcome.usage?.inputTokens ?? null,
-                    output: outcome.usage?.outputTokens ?? null,
-                    cached: outcome.usage?.cachedInputTokens ?? null,
-                    reasoning: outcome.usage?.reasoningTokens ?? null
-                  },
-                  latencyMs: Date.now() - ctx.startedAt,
-                  ttftMs: outcome.ttftMs,
-                  error: outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                })
-              )
-            ),
-            Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })
-          )
-          void fallbacks
+          yield* dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy }))
         })
 
 
@@ -765,10 +748,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
        * phase ends at `panelHardTimeoutMs` in any case. No answer: 503; one: that answer; more: the
        * judge synthesises them (anonymised as Source 1, 2, ...) with the client's stream flag and tools.
        */
-      const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan) =>
+      const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan, track: Tracking) =>
         Effect.gen(function* () {
           const { format: client } = call
-          if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] })
+          if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
           const canonical = yield* Effect.try({
             try: () => (call.decode ?? client.decodeRequest)(call.body),
             catch: (e) =>
@@ -806,11 +789,18 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const got = [...answers].sort((a, b) => a.index - b.index)
           yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
           if (got.length === 0) {
+            track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
             return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
           }
-          if (got.length === 1) return yield* respondWith(call, { ...got[0]!.response, model: call.model })
+          if (got.length === 1) {
+            // The panel's row already counts its tokens; this request's row says how it ended.
+            track.tried = f.panel[got[0]!.index]
+            track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
+            return yield* respondWith(call, { ...got[0]!.response, model: call.model })
+          }
           const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
-          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" })
+          track.tried = f.judge
+          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track)
         })
 
       const run = (call: InferenceCall) =>
@@ -830,10 +820,57 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               return cached
             }
           })()
-          const plan = yield* planFor(call.model, client, { features, ctx })
-          if (plan.sessionId) ctx.responseHeaders["x-gateway-session-id"] = plan.sessionId
-          if (plan.fusion) return yield* fuse(call, plan, plan.fusion)
-          return yield* execute(call, plan)
+          const first = yield* planFor(call.model, client, { features, ctx })
+          if (first.sessionId) ctx.responseHeaders["x-gateway-session-id"] = first.sessionId
+          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0 }
+          const serve = Effect.gen(function* () {
+            if (first.fusion) return yield* fuse(call, first, first.fusion, track)
+            if (first.kind !== "quota-share") return yield* execute(call, first, track)
+            // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
+            let plan = first
+            let waited = 0
+            for (let waits = 0; ; waits++) {
+              const result = yield* Effect.either(execute(call, plan, track))
+              if (result._tag === "Right") return
+              const settings = resilienceConfig.current().comboCooldownWait
+              if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
+              plan = yield* planFor(call.model, client, { features, ctx })
+              const now = Date.now()
+              const transient = plan.blocked.filter((b) => b.reason === "cooldown" && b.retryAfterMs !== null && memory.quota(b.candidate.connection.id, b.candidate.model, now)?.exhausted !== true)
+              const wait = plan.candidates.length > 0 ? 0 : transient.length > 0 ? Math.min(...transient.map((b) => b.retryAfterMs!)) : undefined
+              if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
+              yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
+              yield* Effect.sleep(Duration.millis(wait + 5))
+              waited += wait
+              plan = yield* planFor(call.model, client, { features, ctx })
+            }
+          })
+          yield* serve.pipe(
+            Effect.ensuring(
+              Effect.suspend(() => {
+                const { tried, outcome } = track
+                return usage.record({
+                  requestId: ctx.requestId,
+                  apiKeyId: ctx.apiKeyId,
+                  connectionId: tried?.connection.id ?? null,
+                  provider: tried?.connection.provider.id ?? null,
+                  model: tried?.model ?? call.model,
+                  endpoint: call.endpoint,
+                  stream: call.stream,
+                  status: outcome.status || 499,
+                  usage: {
+                    input: outcome.usage?.inputTokens ?? null,
+                    output: outcome.usage?.outputTokens ?? null,
+                    cached: outcome.usage?.cachedInputTokens ?? null,
+                    reasoning: outcome.usage?.reasoningTokens ?? null
+                  },
+                  latencyMs: Date.now() - ctx.startedAt,
+                  ttftMs: outcome.ttftMs,
+                  error: outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
+                })
+              })
+            )
+          )
         })
 
 

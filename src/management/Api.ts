@@ -17,6 +17,18 @@ import {
 import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../domain/errors.js"
 import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../domain/flags.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
+import { AutoCombos, ComboView, CreateCombo, UpdateCombo } from "../domain/combos.js"
+import {
+  ClearModelCooldowns,
+  LockoutViewSchema,
+  PatchResilience,
+  RateLimitConfig,
+  RateLimitStatus,
+  ResetResilience,
+  ResetResult,
+  ResilienceSettings,
+  ResilienceStatus
+} from "../domain/resilience.js"
 
 /** Who is calling a management route: an admin cookie session or an admin-scope API key. */
 export interface PrincipalShape {
@@ -128,6 +140,35 @@ export class FeatureFlagsGroup extends HttpApiGroup.make("featureFlags")
   .add(HttpApiEndpoint.del("clear", "/api/settings/feature-flags").addSuccess(ClearFeatureFlagsResult))
   .middleware(ManagementAuth) {}
 
+export class CombosGroup extends HttpApiGroup.make("combos")
+  .add(HttpApiEndpoint.get("list", "/api/combos").addSuccess(Schema.Struct({ combos: Schema.Array(ComboView) })))
+  .add(HttpApiEndpoint.post("create", "/api/combos").setPayload(CreateCombo).addSuccess(ComboView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(HttpApiEndpoint.get("auto", "/api/combos/auto").addSuccess(AutoCombos))
+  .add(HttpApiEndpoint.get("get", "/api/combos/:id").setPath(IdPath).addSuccess(ComboView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.put("update", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.patch("patch", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict)
+  )
+  .add(HttpApiEndpoint.del("remove", "/api/combos/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: ComboView })).addError(NotFound))
+  .middleware(ManagementAuth) {}
+
+export class ResilienceGroup extends HttpApiGroup.make("resilience")
+  .add(HttpApiEndpoint.get("status", "/api/resilience").addSuccess(ResilienceStatus))
+  .add(HttpApiEndpoint.patch("update", "/api/resilience").setPayload(PatchResilience).addSuccess(Schema.Struct({ settings: ResilienceSettings })).addError(BadRequest))
+  .add(HttpApiEndpoint.post("reset", "/api/resilience/reset").setPayload(ResetResilience).addSuccess(ResetResult).addError(BadRequest))
+  .add(HttpApiEndpoint.get("modelCooldowns", "/api/resilience/model-cooldowns").addSuccess(Schema.Struct({ modelCooldowns: Schema.Array(LockoutViewSchema) })))
+  .add(
+    HttpApiEndpoint.del("clearModelCooldowns", "/api/resilience/model-cooldowns")
+      .setPayload(ClearModelCooldowns)
+      .addSuccess(Schema.Struct({ cleared: Schema.Number }))
+      .addError(BadRequest)
+  )
+  .add(HttpApiEndpoint.get("rateLimits", "/api/rate-limits").addSuccess(Schema.Struct({ accounts: Schema.Array(RateLimitStatus) })))
+  .add(HttpApiEndpoint.get("rateLimit", "/api/rate-limit").addSuccess(RateLimitConfig))
+  .middleware(ManagementAuth) {}
+
 /**
  * The management API contract. The server implements it (management/handlers), the CLI
  * derives its client from it, and both validate with the same schemas (src/domain).
@@ -137,4 +178,6 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(AuthGroup)
   .add(KeysGroup)
   .add(ProvidersGroup)
-  .add(FeatureFlagsGroup) {}
+  .add(FeatureFlagsGroup)
+  .add(CombosGroup)
+  .add(ResilienceGroup) {}

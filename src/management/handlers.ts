@@ -10,11 +10,15 @@ import { AdminAuth, SESSION_COOKIE, SESSION_TTL_MS } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { bearerToken, clientAddress } from "../http/request.js"
-import { Connections, connectionView } from "../providers/Connections.js"
+import { type Connection, Connections, connectionView } from "../providers/Connections.js"
+import { toIso } from "../store/Db.js"
 import { ProviderChecks } from "../providers/ProviderChecks.js"
+import { Cooldowns } from "../resilience/Cooldowns.js"
 import { VERSION } from "../version.js"
 import { ManagementApi, Principal } from "./Api.js"
 import { ManagementAuthLive } from "./Auth.js"
+import { ResilienceLive } from "./resilience.js"
+import { CombosLive } from "./routing.js"
 
 const startedAt = Date.now()
 
@@ -110,15 +114,28 @@ const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (handlers
   Effect.gen(function* () {
     const connections = yield* Connections
     const checks = yield* ProviderChecks
+    const cooldowns = yield* Cooldowns
+    /** The stored connection with its live cooldown state (the request path keeps it in memory). */
+    const live = (c: Connection) => {
+      const view = connectionView(c)
+      const h = cooldowns.healthAt(c.id, Date.now())
+      if (h.testStatus === null && h.lastError === null && h.backoffLevel === 0) return view
+      return { ...view, testStatus: h.testStatus ?? view.testStatus, rateLimitedUntil: toIso(h.rateLimitedUntil), lastError: h.lastError, lastErrorType: h.lastErrorType, errorCode: h.errorCode, backoffLevel: h.backoffLevel }
+    }
     return handlers
-      .handle("list", () => Effect.map(connections.list, (list) => ({ connections: list.map(connectionView) })))
+      .handle("list", () => Effect.map(connections.list, (list) => ({ connections: list.map(live) })))
       .handle("create", ({ payload }) =>
         Effect.flatMap(actor, (a) => Effect.map(connections.create(payload, a), connectionView))
       )
       .handle("validate", ({ payload }) => checks.validate(payload))
-      .handle("get", ({ path }) => Effect.map(connections.get(path.id), connectionView))
+      .handle("get", ({ path }) => Effect.map(connections.get(path.id), live))
       .handle("update", ({ path, payload }) =>
-        Effect.flatMap(actor, (a) => Effect.map(connections.update(path.id, payload, a), connectionView))
+        Effect.gen(function* () {
+          const updated = yield* connections.update(path.id, payload, yield* actor)
+          // New credentials or endpoint: earlier failures (terminal states included) no longer apply.
+          if (payload.apiKey !== undefined || payload.baseUrl !== undefined) yield* cooldowns.forget(updated.id)
+          return live(updated)
+        })
       )
       .handle("remove", ({ path }) =>
         Effect.flatMap(actor, (a) => Effect.map(connections.remove(path.id, a), (c) => ({ removed: connectionView(c) })))
@@ -148,6 +165,6 @@ const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (ha
 
 /** The management API with every group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive]),
   Layer.provide(ManagementAuthLive)
 )

@@ -5,7 +5,7 @@ import { RequestDecodeError } from "../../formats/format.js"
 import { gemini } from "../../formats/gemini.js"
 import { countRequestTokens } from "../../formats/tokens.js"
 import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
-import { catalogEntries, geminiModel, splitNoThinking } from "../catalog.js"
+import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../catalog.js"
 import { embed } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
@@ -94,7 +94,7 @@ const method = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Recor
 
 export const listGeminiModels = (deps: RouteDeps) => (ctx: RequestContext) =>
   Effect.gen(function* () {
-    sendJson(ctx, 200, { models: catalogEntries(yield* deps.connections).map(geminiModel) })
+    sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(geminiModel), ...(yield* deps.virtualModels).map(virtualGeminiModel)] })
   })
 
 export const getGeminiModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>

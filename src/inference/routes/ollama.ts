@@ -3,7 +3,7 @@ import { str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder } from "../../formats/ollama.js"
 import { VERSION } from "../../version.js"
-import { catalogEntries, ollamaModel, splitNoThinking } from "../catalog.js"
+import { catalogEntries, ollamaModel, splitNoThinking, virtualOllamaModel } from "../catalog.js"
 import { embed } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
@@ -79,7 +79,7 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =
 
 const tags = (deps: RouteDeps) => (ctx: RequestContext) =>
   Effect.gen(function* () {
-    sendJson(ctx, 200, { models: catalogEntries(yield* deps.connections).map(ollamaModel) })
+    sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(ollamaModel), ...(yield* deps.virtualModels).map(virtualOllamaModel)] })
   })
 
 const show = (deps: RouteDeps) => (ctx: RequestContext) =>

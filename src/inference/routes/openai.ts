@@ -8,7 +8,8 @@ import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../for
 import { newId } from "../../formats/canonical.js"
 import type { StreamEncoder } from "../../formats/format.js"
 import type { UsageShape } from "../../usage/Usage.js"
-import { catalogEntries, modelObject, openAiModelList, splitNoThinking } from "../catalog.js"
+import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../catalog.js"
+import type { VirtualModel } from "../../routing/Router.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
@@ -24,6 +25,8 @@ export interface RouteDeps {
   readonly responses: ResponseStore
   readonly connections: Effect.Effect<ReadonlyArray<Connection>>
   readonly flag: (key: FlagKey) => Effect.Effect<boolean>
+  /** Combos and advertised auto ids (model lists). */
+  readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
 }
 
 const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) =>
@@ -179,15 +182,18 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
 export const listModels = (deps: RouteDeps) => (ctx: RequestContext) =>
   Effect.gen(function* () {
     const entries = catalogEntries(yield* deps.connections)
-    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")))
+    sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels))
   })
 
 export const retrieveModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
   Effect.gen(function* () {
     const id = decodeURIComponent(params["model"] ?? "")
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
-    if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: "model_not_found", message: `The model '${id}' does not exist`, param: "model" })
-    sendJson(ctx, 200, modelObject(entry, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")))
+    const includeNames = yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")
+    if (entry) return sendJson(ctx, 200, modelObject(entry, includeNames))
+    const virtual = (yield* deps.virtualModels).find((v) => v.id.toLowerCase() === id.toLowerCase())
+    if (virtual) return sendJson(ctx, 200, virtualModelObject(virtual, includeNames))
+    return yield* new InferenceError({ status: 404, kind: "not_found", code: "model_not_found", message: `The model '${id}' does not exist`, param: "model" })
   })
 
 export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {

@@ -1,0 +1,122 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import { Connections } from "../providers/Connections.js"
+import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
+import { Cooldowns } from "../resilience/Cooldowns.js"
+import { Lockouts } from "../resilience/Lockouts.js"
+import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
+import type { LockoutView } from "../resilience/types.js"
+import { AutoEngine } from "../routing/AutoEngine.js"
+import { RoutingMemory } from "../routing/RoutingMemory.js"
+import { toIso } from "../store/Db.js"
+import { ManagementApi } from "./Api.js"
+
+const lockoutView = (l: LockoutView) => ({ ...l, expiresAt: new Date(l.expiresAt).toISOString() })
+
+/** `/api/resilience*`, `/api/rate-limits`, `/api/rate-limit`. */
+export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", (handlers) =>
+  Effect.gen(function* () {
+    const config = yield* ResilienceConfig
+    const breakers = yield* CircuitBreakers
+    const cooldowns = yield* Cooldowns
+    const lockouts = yield* Lockouts
+    const connections = yield* Connections
+    const memory = yield* RoutingMemory
+    const engine = yield* AutoEngine
+
+    const connectionStates = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      return (yield* connections.list).map((c) => {
+        const h = cooldowns.healthAt(c.id, now)
+        const a = cooldowns.availability(c.id, now)
+        return {
+          id: c.id,
+          name: c.name,
+          provider: c.provider.id,
+          state: a.state,
+          rateLimitedUntil: toIso(h.rateLimitedUntil),
+          testStatus: h.testStatus,
+          lastError: h.lastError,
+          lastErrorType: h.lastErrorType,
+          errorCode: h.errorCode,
+          backoffLevel: h.backoffLevel,
+          inFlight: memory.inFlight(c.id),
+          max_concurrent: c.maxConcurrent
+        }
+      })
+    })
+
+    return handlers
+      .handle("status", () =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const list = yield* breakers.list
+          return {
+            settings: config.current(),
+            breakers: list.map((b) => ({ ...b, retryAt: toIso(b.retryAt), lastFailureAt: toIso(b.lastFailureAt) })),
+            connections: yield* connectionStates,
+            modelCooldowns: (yield* lockouts.list).map(lockoutView),
+            autoExclusions: engine.healing.snapshot(now).map((x) => ({ key: x.key, until: new Date(x.until).toISOString(), level: x.level }))
+          }
+        })
+      )
+      .handle("update", ({ payload }) => Effect.map(config.update(payload), (settings) => ({ settings })))
+      .handle("reset", ({ payload }) =>
+        Effect.gen(function* () {
+          const breakersReset = yield* breakers.reset(payload.provider)
+          let connectionsReset = 0
+          if (payload.connections) {
+            if (payload.provider) {
+              for (const c of (yield* connections.list).filter((c) => c.provider.id === payload.provider!.toLowerCase() || c.name.toLowerCase() === payload.provider!.toLowerCase())) {
+                connectionsReset += yield* cooldowns.reset(c.id)
+              }
+            } else connectionsReset = yield* cooldowns.reset()
+          }
+          yield* Effect.logInfo(`resilience reset: ${breakersReset} breakers, ${connectionsReset} connections`)
+          return { breakersReset, connectionsReset }
+        })
+      )
+      .handle("modelCooldowns", () => Effect.map(lockouts.list, (list) => ({ modelCooldowns: list.map(lockoutView) })))
+      .handle("clearModelCooldowns", ({ payload }) => Effect.map(lockouts.clear(payload), (cleared) => ({ cleared })))
+      .handle("rateLimits", () =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const states = yield* connectionStates
+          const quotas = memory.quotas()
+          return {
+            accounts: states.map((s) => {
+              const q = quotas.find((r) => r.connectionId === s.id && r.model === undefined)?.info
+              const live = q && (q.resetAt === undefined || q.resetAt > now) ? q : undefined
+              return {
+                id: s.id,
+                name: s.name,
+                provider: s.provider,
+                state: s.state,
+                rateLimitedUntil: s.rateLimitedUntil,
+                backoffLevel: s.backoffLevel,
+                inFlight: s.inFlight,
+                max_concurrent: s.max_concurrent,
+                quota: live
+                  ? {
+                      remaining: live.remaining,
+                      limit: live.limit ?? null,
+                      remainingCount: live.remainingCount ?? null,
+                      resetAt: toIso(live.resetAt ?? null),
+                      exhausted: live.exhausted === true,
+                      reportedAt: new Date(live.at).toISOString()
+                    }
+                  : null
+              }
+            })
+          }
+        })
+      )
+      .handle("rateLimit", () =>
+        Effect.sync(() => {
+          const s = config.current()
+          return { connectionCooldown: s.connectionCooldown, quotaShareConcurrencyLimit: s.quotaShareConcurrencyLimit, comboCooldownWait: s.comboCooldownWait, perKeyRequestLimit: null }
+        })
+      )
+  })
+)
