@@ -1,5 +1,6 @@
 import * as Schema from "effect/Schema"
 import { FACTORS, STRATEGY_NAMES } from "../routing/types.js"
+import { oneOf } from "./parse.js"
 
 /**
  * Routing combos (spec document 1, "Combo"): a name used as a model id, one of the 17
@@ -19,9 +20,7 @@ export const ComboName = Schema.Trim.pipe(
   Schema.filter((s) => (s.toLowerCase() === "auto" ? "name 'auto' is reserved for the virtual auto model" : true))
 )
 
-export const StrategyName = Schema.Literal(...STRATEGY_NAMES).annotations({
-  message: () => `strategy must be one of: ${STRATEGY_NAMES.join(", ")}`
-})
+export const StrategyName = oneOf(STRATEGY_NAMES, "strategy")
 
 export const ComboTarget = Schema.Struct({
   /** `<provider or connection>/<model>`, or a bare model id a connection serves. */

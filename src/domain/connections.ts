@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { oneOf } from "./parse.js"
 
 /** Connection names double as model prefixes (`<name>/<model>`), so no slashes or spaces. */
 export const ConnectionName = Schema.Trim.pipe(
@@ -45,14 +46,12 @@ const Priority = Schema.Int.pipe(
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
-export const UpstreamFormat = Schema.Literal("openai-chat", "openai-responses", "anthropic", "gemini", "ollama").annotations({
+export const UpstreamFormat = oneOf(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"], "upstreamFormat").annotations({
   description: "The wire format the upstream speaks, when it is not the provider's usual one (for compatible servers)."
 })
 
 /** The plan of the account behind a connection (auto routing's `tierPriority`); standard when not set. */
-export const AccountTier = Schema.Literal("free", "standard", "pro", "ultra").annotations({
-  message: () => "accountTier must be one of: free, standard, pro, ultra"
-})
+export const AccountTier = oneOf(["free", "standard", "pro", "ultra"], "accountTier")
 
 const connectionFields = {
   name: Schema.optional(ConnectionName),

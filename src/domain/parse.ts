@@ -1,4 +1,5 @@
 import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 
 /** One readable line per problem: `messages.0.role: is missing`. */
 export const describeParseError = (error: ParseResult.ParseError): string =>
@@ -9,3 +10,14 @@ export const describeParseError = (error: ParseResult.ParseError): string =>
       return where ? `${where}: ${message}` : message
     })
     .join("; ")
+
+/**
+ * A string that must be one of `values`: one readable message listing them (a Literal union
+ * would report every member separately).
+ */
+export const oneOf = <const T extends string>(values: ReadonlyArray<T>, field: string) =>
+  Schema.String.pipe(
+    Schema.filter((s): s is T => (values as ReadonlyArray<string>).includes(s), {
+      message: (issue) => `${field} must be one of: ${values.join(", ")} (got ${JSON.stringify(issue.actual)})`
+    })
+  )
