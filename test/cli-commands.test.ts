@@ -107,3 +107,33 @@ describe("gateway providers", () => {
     expect(failing.stdout).toContain("FAILED")
   })
 })
+
+describe("gateway combo", () => {
+  it("creates, lists, switches and deletes combos locally; a running server routes a combo the CLI created", async () => {
+    const dataDir = tempDir()
+    expect((await setup(dataDir)).code).toBe(0)
+    const env = { DATA_DIR: dataDir }
+    const bad = await runCli(["combo", "create", "empty", "--strategy", "priority"], env)
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toContain("needs at least one target")
+    expect((await runCli(["combo", "create", "x", "--strategy", "fastest", "--target", "a/b"], env)).code).toBe(2)
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      const created = await runCli(["combo", "create", "team", "--strategy", "priority", "--target", "openai-compatible/nope", "--target", "openai-compatible/m1=2"], env)
+      expect(created.code, created.stderr).toBe(0)
+      const listed = JSON.parse((await runCli(["combo", "list", "--json"], env)).stdout)
+      expect(listed.combos[0]).toMatchObject({ name: "team", strategy: "priority", targets: [{ model: "openai-compatible/nope" }, { model: "openai-compatible/m1", weight: 2 }] })
+      const switched = await runCli(["combo", "switch", "team", "openai-compatible/m1"], env)
+      expect(switched.stdout).toContain("primary target is now openai-compatible/m1")
+      expect(JSON.parse((await runCli(["combo", "list", "--json"], env)).stdout).combos[0].targets[0].model).toBe("openai-compatible/m1")
+      await new Promise((r) => setTimeout(r, 1200))
+      const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", maxRetries: 0 })
+      const res = await client.chat.completions.create({ model: "team", messages: [{ role: "user", content: "hi" }] })
+      expect(res.choices[0]?.message.content).toBeTruthy()
+      expect((await runCli(["combo", "delete", "team"], env)).code).toBe(0)
+      expect((await runCli(["combo", "delete", "team"], env)).stderr).toContain("no combo")
+    } finally {
+      await server.stop()
+    }
+  })
+})
