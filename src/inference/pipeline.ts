@@ -34,6 +34,7 @@ import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { FusionPlan, RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
+import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
@@ -438,8 +439,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 : upstream.encodeRequest(req)
           }
 
-          // Probes after an exclusion get a quarter of the usual wait for headers (at least 2 s).
-          const headersTimeoutMs = options.probe ? Math.max(2000, Math.floor((call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) / 4)) : undefined
+          // Probes after an exclusion (or through a half-open breaker) wait less for headers.
+          const headersTimeoutMs = options.probe ? probeTimeoutMs(call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) : undefined
           const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
             Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
           )
@@ -634,6 +635,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 return yield* Effect.fail(failed.error)
               }
               const classification = yield* resilience.failed(candidate, failed.failure)
+              yield* router.failed(plan, candidate)
               // The request's own faults say nothing about the candidate's health.
               if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
               yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)

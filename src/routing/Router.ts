@@ -54,6 +54,8 @@ export interface RouterShape {
   readonly plan: (model: string, input: PlanInput) => Effect.Effect<RoutePlan, RouteError>
   /** The candidate that answered (lkgp, relay legs, sticky sessions, combo.switched). */
   readonly served: (plan: RoutePlan, c: Candidate) => Effect.Effect<void>
+  /** A candidate's attempt failed (a self-healing probe that failed excludes it again). */
+  readonly failed: (plan: RoutePlan, c: Candidate) => Effect.Effect<void>
   /** An auto id and its pool, as the router would use it now. */
   readonly describeAuto: (id: string) => Effect.Effect<AutoDescription, RouteError>
   /** Combos and advertised auto ids, for model lists. */
@@ -418,7 +420,10 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         return out
       })
 
-      return { plan, served, describeAuto, virtualModels }
+      const failed: RouterShape["failed"] = (p, c) =>
+        p.probes.has(c.key) ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now))) : Effect.void
+
+      return { plan, served, failed, describeAuto, virtualModels }
     })
   )
 }
