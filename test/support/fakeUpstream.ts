@@ -88,6 +88,9 @@ export class FakeUpstream {
   private responder: ((request: Recorded) => Reply) | undefined
   /** Responses whose client went away before the response finished. */
   aborted = 0
+  /** Requests being answered right now, and the most at once since the last reset of `maxInFlight`. */
+  inFlight = 0
+  maxInFlight = 0
   private queue: Array<Reply> = []
   private fallback: Reply = {}
   private seq = 0
@@ -172,7 +175,10 @@ export class FakeUpstream {
       const route = routeOf(method, u.pathname, req.headers, u.searchParams)
       this.requests.push({ family: route.family, method, path: u.pathname, query: u.searchParams, headers: req.headers, body })
       const reply = this.queue.shift() ?? this.responder?.(this.requests[this.requests.length - 1]!) ?? this.fallback
+      this.inFlight++
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight)
       res.on("close", () => {
+        this.inFlight--
         if (!res.writableFinished && !this.endedByUs.has(res) && !this.closing) this.aborted++
       })
       const ctx: Ctx = { route, body, query: u.searchParams, headers: req.headers, reply, badJson }
