@@ -6,10 +6,13 @@ import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 
-/** Tables that only ever receive appended rows. */
-export type AppendTable = "usage" | "audit_log"
+/** Tables written only from the queue: appended rows, or rows replaced by key (`cache_entries`). */
+export type AppendTable = "usage" | "audit_log" | "cache_entries"
 
-export type Row = Readonly<Record<string, string | number | null>>
+/** Tables whose rows replace an existing row with the same primary key. */
+const REPLACING: ReadonlySet<AppendTable> = new Set(["cache_entries"])
+
+export type Row = Readonly<Record<string, string | number | Uint8Array | null>>
 
 interface Pending {
   readonly table: AppendTable
@@ -45,7 +48,10 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       let inFlight = 0
       let closed = false
 
-      const insertOne = (p: Pending) => sql`INSERT INTO ${sql(p.table)} ${sql.insert(p.row as Record<string, string | number | null>)}`
+      const insertOne = (p: Pending) =>
+        REPLACING.has(p.table)
+          ? sql`INSERT OR REPLACE INTO ${sql(p.table)} ${sql.insert(p.row as Record<string, string | number | null>)}`
+          : sql`INSERT INTO ${sql(p.table)} ${sql.insert(p.row as Record<string, string | number | null>)}`
 
       /** Rows of one table with the same columns go into one multi-row INSERT. */
       const insertGrouped = (batch: ReadonlyArray<Pending>) => {
@@ -58,7 +64,7 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
         }
         return Effect.forEach(
           groups.values(),
-          (g) => sql`INSERT INTO ${sql(g.table)} ${sql.insert(g.rows)}`,
+          (g) => (REPLACING.has(g.table) ? sql`INSERT OR REPLACE INTO ${sql(g.table)} ${sql.insert(g.rows)}` : sql`INSERT INTO ${sql(g.table)} ${sql.insert(g.rows)}`),
           { discard: true }
         )
       }
