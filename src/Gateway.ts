@@ -27,6 +27,8 @@ import { AutoEngine } from "./routing/AutoEngine.js"
 import { Combos } from "./routing/Combos.js"
 import { Router } from "./routing/Router.js"
 import { Usage } from "./usage/Usage.js"
+import { UsageQueries, UsageRetention } from "./usage/UsageQueries.js"
+import { AccountingConfig } from "./accounting/AccountingConfig.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -49,7 +51,8 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(Inference.layer),
   Layer.provide(Router.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer)),
-  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer)),
+  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention)),
+  Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)
 )
 

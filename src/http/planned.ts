@@ -22,7 +22,7 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "usage, budgets and token limits", pattern: /^\/api\/usage(\/|$)/ },
   { area: "pricing", pattern: /^\/api\/pricing$/ },
-  { area: "telemetry and monitoring", pattern: /^\/api\/(telemetry|monitoring|sessions)(\/|$)/ },
+  { area: "sessions", pattern: /^\/api\/sessions(\/|$)/ },
   { area: "cache", pattern: /^\/api\/cache(\/|$)/ },
   { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },

@@ -14,6 +14,7 @@ import { Connections } from "../providers/Connections.js"
 import { Router } from "../routing/Router.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference } from "./auth.js"
+import { explicitSession } from "./session.js"
 import { errorBody, InferenceError } from "./errors.js"
 import { type RequestContext, sendJson } from "./io.js"
 import { Inference } from "./pipeline.js"
@@ -97,7 +98,18 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string) => {
-        const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res, path, query: new URLSearchParams(rawQuery), apiKeyId: null, responseHeaders: {} }
+        const requestId = newRequestId()
+        // Every answer names a session: the client's own, else (until the pipeline derives one from the body) this request's.
+        const ctx: RequestContext = {
+          requestId,
+          startedAt: Date.now(),
+          req,
+          res,
+          path,
+          query: new URLSearchParams(rawQuery),
+          apiKeyId: null,
+          responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` }
+        }
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini

@@ -42,6 +42,7 @@ import { clientError, InferenceError } from "./errors.js"
 import { type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
+import { derivedSession, explicitSession } from "./session.js"
 import { type FrameRelay, relayStream, StreamFailure } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
@@ -333,9 +334,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         )
       }
 
-      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext } = {}) => {
+      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; body?: Record<string, unknown> } = {}) => {
         const ctx = input.ctx
-        const sessionId = ctx ? (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined : undefined
+        const sessionId = ctx ? explicitSession(ctx.req, input.body) : undefined
         return router
           .plan(model, {
             features: input.features ?? (() => NO_FEATURES(sessionId)),
@@ -812,7 +813,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             let cached: RequestFeatures | undefined
             return () => {
               if (!cached) {
-                const sessionId = (header(ctx, "x-session-id") ?? header(ctx, "x_session_id"))?.trim() || undefined
+                const sessionId = explicitSession(ctx.req, call.body)
                 try {
                   cached = requestFeatures((call.decode ?? client.decodeRequest)(call.body), sessionId)
                 } catch {
@@ -822,8 +823,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               return cached
             }
           })()
-          const first = yield* planFor(call.model, client, { features, ctx })
-          if (first.sessionId) ctx.responseHeaders["x-gateway-session-id"] = first.sessionId
+          ctx.responseHeaders["x-gateway-session-id"] = explicitSession(ctx.req, call.body) ?? derivedSession(ctx.apiKeyId, call.model, call.body)
+          const first = yield* planFor(call.model, client, { features, ctx, body: call.body })
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0 }
           const serve = Effect.gen(function* () {
             if (first.fusion) return yield* fuse(call, first, first.fusion, track)
@@ -836,7 +837,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               if (result._tag === "Right") return
               const settings = resilienceConfig.current().comboCooldownWait
               if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
-              plan = yield* planFor(call.model, client, { features, ctx })
+              plan = yield* planFor(call.model, client, { features, ctx, body: call.body })
               const now = Date.now()
               const transient = plan.blocked.filter((b) => b.reason === "cooldown" && b.retryAfterMs !== null && memory.quota(b.candidate.connection.id, b.candidate.model, now)?.exhausted !== true)
               const wait = plan.candidates.length > 0 ? 0 : transient.length > 0 ? Math.min(...transient.map((b) => b.retryAfterMs!)) : undefined
@@ -844,7 +845,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
               yield* Effect.sleep(Duration.millis(wait + 5))
               waited += wait
-              plan = yield* planFor(call.model, client, { features, ctx })
+              plan = yield* planFor(call.model, client, { features, ctx, body: call.body })
             }
           })
           yield* serve.pipe(

@@ -19,6 +19,17 @@ import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFla
 import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
 import { AutoCombos, ComboView, CreateCombo, UpdateCombo } from "../domain/combos.js"
 import {
+  ConnectionUsage,
+  HistoryQuery,
+  LogsQuery,
+  MonitoringHealth,
+  RequestLogs,
+  TelemetryQuery,
+  TelemetrySummary,
+  UsageHistory,
+  UsageLogs
+} from "../domain/usage.js"
+import {
   ClearModelCooldowns,
   LockoutViewSchema,
   PatchResilience,
@@ -169,6 +180,15 @@ export class ResilienceGroup extends HttpApiGroup.make("resilience")
   .add(HttpApiEndpoint.get("rateLimit", "/api/rate-limit").addSuccess(RateLimitConfig))
   .middleware(ManagementAuth) {}
 
+export class UsageGroup extends HttpApiGroup.make("usage")
+  .add(HttpApiEndpoint.get("history", "/api/usage/history").setUrlParams(HistoryQuery).addSuccess(UsageHistory).addError(BadRequest))
+  .add(HttpApiEndpoint.get("logs", "/api/usage/logs").setUrlParams(LogsQuery).addSuccess(UsageLogs).addError(BadRequest))
+  .add(HttpApiEndpoint.get("requestLogs", "/api/usage/request-logs").setUrlParams(LogsQuery).addSuccess(RequestLogs).addError(BadRequest))
+  .add(HttpApiEndpoint.get("connection", "/api/usage/:id").setPath(IdPath).addSuccess(ConnectionUsage).addError(NotFound))
+  .add(HttpApiEndpoint.get("telemetry", "/api/telemetry/summary").setUrlParams(TelemetryQuery).addSuccess(TelemetrySummary).addError(BadRequest))
+  .add(HttpApiEndpoint.get("health", "/api/monitoring/health").addSuccess(MonitoringHealth))
+  .middleware(ManagementAuth) {}
+
 /**
  * The management API contract. The server implements it (management/handlers), the CLI
  * derives its client from it, and both validate with the same schemas (src/domain).
@@ -180,4 +200,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ProvidersGroup)
   .add(FeatureFlagsGroup)
   .add(CombosGroup)
-  .add(ResilienceGroup) {}
+  .add(ResilienceGroup)
+  .add(UsageGroup) {}

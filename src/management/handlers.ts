@@ -19,6 +19,7 @@ import { ManagementApi, Principal } from "./Api.js"
 import { ManagementAuthLive } from "./Auth.js"
 import { ResilienceLive } from "./resilience.js"
 import { CombosLive } from "./routing.js"
+import { UsageLive } from "./usage.js"
 
 const startedAt = Date.now()
 
@@ -165,6 +166,6 @@ const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (ha
 
 /** The management API with every group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive]),
   Layer.provide(ManagementAuthLive)
 )

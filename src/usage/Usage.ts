@@ -9,6 +9,8 @@ export interface TokenUsage {
   readonly output: number | null
   readonly cached: number | null
   readonly reasoning: number | null
+  /** Tokens written to the provider's prompt cache (Anthropic cache_creation), when reported. */
+  readonly cacheWrite?: number | null
 }
 
 export const NO_USAGE: TokenUsage = { input: null, output: null, cached: null, reasoning: null }
@@ -26,6 +28,14 @@ export interface UsageRecord {
   readonly latencyMs: number
   readonly ttftMs: number | null
   readonly error: string | null
+  /** USD; null when not computed (unpriced requests record 0). */
+  readonly costUsd?: number | null
+  /** Failed attempts before the one that answered. */
+  readonly fallbackAttempts?: number
+  /** Answered from the response cache (no upstream call). */
+  readonly cacheHit?: boolean
+  /** The model id as the client asked for it (a combo, an auto id...). */
+  readonly requestedModel?: string | null
 }
 
 export interface UsageShape {
@@ -81,7 +91,12 @@ export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
               tokens_reasoning: r.usage.reasoning,
               latency_ms: r.latencyMs,
               ttft_ms: r.ttftMs,
-              error: r.error
+              error: r.error,
+              cost_usd: r.costUsd ?? null,
+              fallback_attempts: r.fallbackAttempts ?? 0,
+              cache_hit: r.cacheHit ? 1 : 0,
+              requested_model: r.requestedModel ?? null,
+              tokens_cache_write: r.usage.cacheWrite ?? null
             })
           })
       }

@@ -1,0 +1,159 @@
+import * as Schema from "effect/Schema"
+import { oneOf } from "./parse.js"
+
+/**
+ * Usage, telemetry and monitoring views (spec document 2, "Usage" and "Monitoring"). Query
+ * parameters arrive as strings; these schemas turn them into numbers with clear messages.
+ */
+
+const NumberFromQuery = (name: string, min: number, max: number) =>
+  Schema.NumberFromString.pipe(
+    Schema.int({ message: () => `${name} must be an integer` }),
+    Schema.between(min, max, { message: () => `${name} must be between ${min} and ${max}` })
+  ).annotations({ message: () => `${name} must be an integer between ${min} and ${max}` })
+
+/** An ISO 8601 date or epoch milliseconds. */
+const Instant = (name: string) =>
+  Schema.String.pipe(
+    Schema.filter((s) => (/^\d+$/.test(s) || Number.isFinite(Date.parse(s)) ? true : `${name} must be an ISO 8601 date or epoch milliseconds`))
+  )
+
+export const instantMs = (s: string): number => (/^\d+$/.test(s) ? Number(s) : Date.parse(s))
+
+export const GROUP_BY = ["hour", "day", "model", "provider", "apiKey", "connection", "endpoint"] as const
+
+export const HistoryQuery = Schema.Struct({
+  from: Schema.optional(Instant("from")),
+  to: Schema.optional(Instant("to")),
+  groupBy: Schema.optional(oneOf(GROUP_BY, "groupBy")),
+  apiKeyId: Schema.optional(Schema.String),
+  provider: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String)
+})
+
+export const UsageAggregate = Schema.Struct({
+  key: Schema.NullOr(Schema.String),
+  requests: Schema.Number,
+  errors: Schema.Number,
+  tokensIn: Schema.Number,
+  tokensOut: Schema.Number,
+  tokensCached: Schema.Number,
+  tokensReasoning: Schema.Number,
+  costUsd: Schema.Number,
+  cacheHits: Schema.Number,
+  avgLatencyMs: Schema.NullOr(Schema.Number)
+})
+
+export const UsageHistory = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  groupBy: Schema.String,
+  rows: Schema.Array(UsageAggregate),
+  totals: UsageAggregate
+})
+
+export const LogsQuery = Schema.Struct({
+  limit: Schema.optional(NumberFromQuery("limit", 1, 1000)),
+  /** Rows with an id below this one (the `nextBefore` of the previous page). */
+  before: Schema.optional(NumberFromQuery("before", 1, Number.MAX_SAFE_INTEGER)),
+  apiKeyId: Schema.optional(Schema.String),
+  provider: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  requestId: Schema.optional(Schema.String),
+  /** `ok` (2xx), `error` (anything else), or one status. */
+  status: Schema.optional(Schema.String.pipe(Schema.filter((s) => (s === "ok" || s === "error" || /^\d{3}$/.test(s) ? true : "status must be ok, error or a 3-digit status"))))
+})
+
+export const UsageLogLine = Schema.Struct({
+  id: Schema.Number,
+  time: Schema.String,
+  requestId: Schema.String,
+  apiKeyId: Schema.NullOr(Schema.String),
+  provider: Schema.NullOr(Schema.String),
+  model: Schema.NullOr(Schema.String),
+  endpoint: Schema.String,
+  status: Schema.Number,
+  tokensIn: Schema.NullOr(Schema.Number),
+  tokensOut: Schema.NullOr(Schema.Number),
+  costUsd: Schema.NullOr(Schema.Number),
+  latencyMs: Schema.NullOr(Schema.Number)
+})
+
+export const UsageLogs = Schema.Struct({ logs: Schema.Array(UsageLogLine), nextBefore: Schema.NullOr(Schema.Number) })
+
+export const RequestLog = Schema.Struct({
+  ...UsageLogLine.fields,
+  connectionId: Schema.NullOr(Schema.String),
+  requestedModel: Schema.NullOr(Schema.String),
+  stream: Schema.Boolean,
+  tokensCached: Schema.NullOr(Schema.Number),
+  tokensReasoning: Schema.NullOr(Schema.Number),
+  tokensCacheWrite: Schema.NullOr(Schema.Number),
+  ttftMs: Schema.NullOr(Schema.Number),
+  fallbackAttempts: Schema.Number,
+  cacheHit: Schema.Boolean,
+  error: Schema.NullOr(Schema.String)
+})
+
+export const RequestLogs = Schema.Struct({ requests: Schema.Array(RequestLog), nextBefore: Schema.NullOr(Schema.Number) })
+
+export const WindowSummary = Schema.Struct({
+  requests: Schema.Number,
+  errors: Schema.Number,
+  errorRate: Schema.Number,
+  tokensIn: Schema.Number,
+  tokensOut: Schema.Number,
+  costUsd: Schema.Number,
+  p50LatencyMs: Schema.NullOr(Schema.Number),
+  p95LatencyMs: Schema.NullOr(Schema.Number)
+})
+
+export const ConnectionUsage = Schema.Struct({
+  connectionId: Schema.String,
+  name: Schema.String,
+  provider: Schema.String,
+  lastRequestAt: Schema.NullOr(Schema.String),
+  last24h: WindowSummary,
+  last7d: WindowSummary,
+  last30d: WindowSummary,
+  models: Schema.Array(Schema.Struct({ model: Schema.NullOr(Schema.String), requests: Schema.Number, tokensIn: Schema.Number, tokensOut: Schema.Number, costUsd: Schema.Number }))
+})
+
+export const TelemetryQuery = Schema.Struct({ hours: Schema.optional(NumberFromQuery("hours", 1, 24 * 90)) })
+
+export const ProviderTelemetry = Schema.Struct({
+  provider: Schema.String,
+  count: Schema.Number,
+  errors: Schema.Number,
+  p50: Schema.NullOr(Schema.Number),
+  p95: Schema.NullOr(Schema.Number),
+  p99: Schema.NullOr(Schema.Number),
+  p50TtftMs: Schema.NullOr(Schema.Number)
+})
+
+export const TelemetrySummary = Schema.Struct({
+  windowHours: Schema.Number,
+  from: Schema.String,
+  to: Schema.String,
+  providers: Schema.Array(ProviderTelemetry)
+})
+
+export const MonitoringHealth = Schema.Struct({
+  /** `ok`: every enabled connection usable; `degraded`: some are not; `down`: none is (or none configured). */
+  status: Schema.Literal("ok", "degraded", "down"),
+  catalogCount: Schema.Number,
+  configuredCount: Schema.Number,
+  activeCount: Schema.Number,
+  monitoredCount: Schema.Number,
+  providers: Schema.Array(
+    Schema.Struct({
+      connection: Schema.String,
+      provider: Schema.String,
+      enabled: Schema.Boolean,
+      state: Schema.String,
+      breaker: Schema.String,
+      requests24h: Schema.Number,
+      errorRate24h: Schema.Number
+    })
+  )
+})

@@ -1,0 +1,42 @@
+import * as crypto from "node:crypto"
+import type * as http from "node:http"
+
+/**
+ * Headers that carry a client's own conversation id: the gateway's `X-Session-Id` (and its
+ * underscore form), Claude Code's, Codex's, and a session-affinity header some agents send.
+ */
+const SESSION_HEADERS = ["x-session-id", "x_session_id", "x-claude-code-session-id", "session-id", "session_id", "x-session-affinity"] as const
+
+/** Longest session id kept (longer ones are hashed). */
+const MAX_LENGTH = 128
+
+const clean = (v: string | Array<string> | undefined): string | undefined => {
+  const s = (Array.isArray(v) ? v[0] : v)?.trim()
+  if (!s) return undefined
+  return s.length <= MAX_LENGTH ? s : `sess_${crypto.createHash("sha256").update(s).digest("hex").slice(0, 32)}`
+}
+
+/** A session id the client chose (header or Codex's `prompt_cache_key`): it makes routing sticky. */
+export const explicitSession = (req: http.IncomingMessage, body?: Readonly<Record<string, unknown>>): string | undefined => {
+  for (const name of SESSION_HEADERS) {
+    const v = clean(req.headers[name])
+    if (v) return v
+  }
+  const key = body?.["prompt_cache_key"]
+  return typeof key === "string" ? clean(key) : undefined
+}
+
+/**
+ * Without one, a session id derived from what stays the same across a conversation's requests:
+ * the key, the model and the first message (echoed in X-Gateway-Session-Id; not sticky).
+ */
+export const derivedSession = (apiKeyId: string | null, model: string, body: Readonly<Record<string, unknown>>): string => {
+  const list = body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"]
+  const first = Array.isArray(list) ? list[0] : list
+  const system = body["system"] ?? body["instructions"] ?? body["systemInstruction"] ?? null
+  return `sess_${crypto
+    .createHash("sha256")
+    .update(JSON.stringify([apiKeyId, model, system, first ?? null]))
+    .digest("hex")
+    .slice(0, 24)}`
+}
