@@ -39,7 +39,10 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   // 403
   ["403 with ban wording is banned (terminal)", http(403, "Your account has been suspended"), { ...TERMINAL, terminal: "banned", quotaExhausted: false, reason: "banned" }],
   ["403 'account has been disabled' is banned", http(403, "forbidden", { body: '{"error":"This account has been disabled"}' }), { ...TERMINAL, terminal: "banned", reason: "banned" }],
-  ["403 'violation' is banned", http(403, "terms of service violation"), { ...TERMINAL, terminal: "banned", reason: "banned" }],
+  ["403 about a policy violation is not a ban (a request's content, not the account)", http(403, "blocked by content safety (policy violation)"), { ...MODEL, reason: "forbidden" }],
+  ["404 echoing a model name with account words is never terminal", http(404, "The model `billing-exceeded-your-current-quota` does not exist"), { ...MODEL, reason: "not_found" }],
+  ["400 echoing a client field named billing is the client's fault", http(400, "Unrecognized request argument supplied: billing_tag"), { scope: "client", retryable: false, tripsBreaker: false, cooldown: false, quotaExhausted: false, reason: "bad_request" }],
+  ["Anthropic's 400 'credit balance is too low' is credits exhausted", http(400, "Your credit balance is too low to access the Anthropic API."), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
   ["401 with ban wording (deactivated) is banned", http(401, "This key is associated with a deactivated account"), { ...TERMINAL, terminal: "banned", reason: "banned" }],
   ["403 without ban wording is model-scoped (no access)", http(403, "You do not have access to this model"), { ...MODEL, reason: "forbidden" }],
   // 404
@@ -95,7 +98,8 @@ describe("classify", () => {
   })
 
   it("exposes the text predicates", () => {
-    expect(banned("account BANNED")).toBe(true)
+    expect(banned("Your account has been BANNED")).toBe(true)
+    expect(banned("request blocked: policy violation")).toBe(false)
     expect(banned("model not available")).toBe(false)
     expect(creditsExhausted("insufficient_quota")).toBe(true)
     expect(creditsExhausted("rate limited")).toBe(false)

@@ -84,7 +84,7 @@ describe("an upstream error before the first byte", () => {
 
 describe("an error after streaming started", () => {
   it("reaches the openai SDK as an APIError (chat client, anthropic upstream)", async () => {
-    up.next({ content: "partial answer", chunks: 4, streamErrorAfterChunks: 3, errorMessage: "Overloaded" })
+    up.next({ content: "partial answer", chunks: 4, streamErrorAfterChunks: 4, errorMessage: "Overloaded" })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     const stream = await client.chat.completions.create({ model: MODEL.anthropic, messages: [{ role: "user", content: "hi" }], stream: true })
     const err = await (async () => {

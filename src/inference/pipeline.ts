@@ -32,7 +32,7 @@ import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
 import type { FailureInfo } from "../resilience/types.js"
-import type { FusionPlan, RoutePlan } from "../routing/plan.js"
+import type { Blocked, FusionPlan, RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
@@ -186,7 +186,7 @@ const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
 export const MAX_ATTEMPTS = 10
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
-const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["block_start", "text_delta", "reasoning_delta", "tool_args_delta", "signature", "finish"])
+const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
 
 /** One attempt that produced an answer (possibly broken off after it started). */
 interface AttemptOutcome {
@@ -595,55 +595,87 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const dispatch = Effect.gen(function* () {
             let attempts = 0
             let lastError: InferenceError | undefined
+            const tried = new Set<string>()
+            // Candidates passed over at attempt time (cooling down since the plan, probe taken).
+            const skipped: Array<Blocked> = []
             for (const candidate of plan.candidates) {
               if (attempts >= MAX_ATTEMPTS) break
-              const gate = yield* resilience.acquire(candidate)
-              if (!gate.allowed) continue
-              if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
-              track.tried = candidate
-              track.fallbacks = attempts
-              attempts++
-              const startedAt = Date.now()
-              const end = memory.begin(candidate)
-              const slot = plan.kind === "quota-share" ? yield* slots.acquire(candidate.connection) : () => {}
-              const result = yield* Effect.either(
-                attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
-                  Effect.ensuring(Effect.sync(slot)),
-                  Effect.onInterrupt(() => resilience.release(candidate)),
-                  Effect.annotateLogs({
-                    provider: candidate.connection.provider.id,
-                    connection: candidate.connection.name,
-                    model: candidate.model,
-                    translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
-                  }),
-                  Effect.ensuring(Effect.sync(end))
-                )
+              // A target listed twice is tried once; one that failed earlier in this request is
+              // re-checked, since its failure may have put it in cooldown or a terminal state.
+              if (tried.has(candidate.key)) continue
+              const admission = resilience.admission(candidate, Date.now())
+              if (!admission.ok) {
+                skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
+                continue
+              }
+              const step = yield* Effect.uninterruptibleMask((restore) =>
+                Effect.gen(function* () {
+                  const gate = yield* resilience.acquire(candidate)
+                  if (!gate.allowed) return { kind: "busy" as const }
+                  const end = memory.begin(candidate)
+                  const releaseProbe = gate.probe ? resilience.release(candidate) : Effect.void
+                  const releaseSlot = yield* (plan.kind === "quota-share" ? restore(slots.acquire(candidate.connection)) : Effect.succeed(() => {})).pipe(
+                    Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe)))
+                  )
+                  tried.add(candidate.key)
+                  if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
+                  track.tried = candidate
+                  track.fallbacks = attempts
+                  track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
+                  attempts++
+                  const startedAt = Date.now()
+                  const result = yield* restore(
+                    attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
+                      Effect.annotateLogs({
+                        provider: candidate.connection.provider.id,
+                        connection: candidate.connection.name,
+                        model: candidate.model,
+                        translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                      })
+                    )
+                  ).pipe(
+                    Effect.either,
+                    Effect.ensuring(
+                      Effect.sync(() => {
+                        releaseSlot()
+                        end()
+                      })
+                    ),
+                    Effect.onInterrupt(() => releaseProbe)
+                  )
+                  const latency = Date.now() - startedAt
+                  if (result._tag === "Right") {
+                    memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
+                    track.outcome = result.right
+                    if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
+                    else yield* resilience.succeeded(candidate, result.right.headers)
+                    yield* router.served(plan, candidate)
+                    return { kind: "served" as const }
+                  }
+                  const failed = result.left
+                  track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
+                  if (!failed.failure) {
+                    yield* releaseProbe
+                    return { kind: failed.skip && !ctx.res.headersSent ? ("skip" as const) : ("final" as const), error: failed.error }
+                  }
+                  const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
+                  yield* router.failed(plan, candidate)
+                  // The request's own faults say nothing about the candidate's health.
+                  if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
+                  yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
+                  return { kind: !classification.retryable || ctx.res.headersSent ? ("final" as const) : ("next" as const), error: failed.error }
+                })
               )
-              const latency = Date.now() - startedAt
-              if (result._tag === "Right") {
-                memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
-                track.outcome = result.right
-                if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure)
-                else yield* resilience.succeeded(candidate, result.right.headers)
-                yield* router.served(plan, candidate)
-                return
+              if (step.kind === "served") return
+              if (step.kind === "busy") {
+                skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
+                continue
               }
-              const failed = result.left
-              lastError = failed.error
-              track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
-              if (!failed.failure) {
-                if (failed.skip && !ctx.res.headersSent) continue
-                return yield* Effect.fail(failed.error)
-              }
-              const classification = yield* resilience.failed(candidate, failed.failure)
-              yield* router.failed(plan, candidate)
-              // The request's own faults say nothing about the candidate's health.
-              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
-              yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
-              if (!classification.retryable || ctx.res.headersSent) return yield* Effect.fail(failed.error)
+              lastError = step.error
+              if (step.kind === "final") return yield* Effect.fail(step.error)
             }
             if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
-            const final = lastError ?? allBlocked(client, plan)
+            const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
             if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
             return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
           })
@@ -683,67 +715,73 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
       const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
-        Effect.gen(function* () {
-          const { ctx, format: client } = call
-          const gate = yield* resilience.acquire(c)
-          if (!gate.allowed) {
-            return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
-          }
-          const startedAt = Date.now()
-          const end = memory.begin(c)
-          const { format, body } = encodeFor(c.connection, { ...req, model: c.model, stream: false })
-          const upstream = FORMATS[format]
-          const result = yield* Effect.either(
-            Effect.gen(function* () {
-              const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false }, client).pipe(
-                Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
-              )
-              if (res.status < 200 || res.status >= 300) {
-                const { error, info } = yield* readFailure(res, upstream, client)
-                return yield* Effect.fail(attemptFailed(error, info))
-              }
-              const text = (yield* readUpstreamBody(res.body).pipe(
-                Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }), { status: 502, kind: "cut", message: e.message }))
-              )).toString("utf8")
-              const json = tryJson(text)
-              const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
-              if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, body: text.slice(0, 4096) }))
-              return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
-            }).pipe(
-              Effect.onInterrupt(() => resilience.release(c)),
-              Effect.ensuring(Effect.sync(end))
+        Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function* () {
+            const { ctx, format: client } = call
+            const gate = yield* resilience.acquire(c)
+            if (!gate.allowed) {
+              return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
+            }
+            const releaseProbe = gate.probe ? resilience.release(c) : Effect.void
+            const startedAt = Date.now()
+            const end = memory.begin(c)
+            const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
+              usage.record({
+                requestId: ctx.requestId,
+                apiKeyId: ctx.apiKeyId,
+                connectionId: c.connection.id,
+                provider: c.connection.provider.id,
+                model: c.model,
+                endpoint: `${call.endpoint}:fusion-panel`,
+                stream: false,
+                status,
+                usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
+                latencyMs: Date.now() - startedAt,
+                ttftMs: null,
+                error,
+                requestedModel: call.model
+              })
+            const { format, body } = encodeFor(c.connection, { ...req, model: c.model, stream: false })
+            const upstream = FORMATS[format]
+            const result = yield* restore(
+              Effect.gen(function* () {
+                const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false }, client).pipe(
+                  Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+                )
+                if (res.status < 200 || res.status >= 300) {
+                  const { error, info } = yield* readFailure(res, upstream, client)
+                  return yield* Effect.fail(attemptFailed(error, info))
+                }
+                const text = (yield* readUpstreamBody(res.body).pipe(
+                  Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }), { status: 502, kind: "cut", message: e.message }))
+                )).toString("utf8")
+                const json = tryJson(text)
+                const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
+                if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, body: text.slice(0, 4096) }))
+                return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
+              })
+            ).pipe(
+              Effect.either,
+              Effect.ensuring(Effect.sync(end)),
+              // Cut off when the panel closed (grace or hard timeout): the call still cost something upstream.
+              Effect.onInterrupt(() => releaseProbe.pipe(Effect.zipRight(row(499, undefined, "panel closed before this member answered"))))
             )
-          )
-          const latencyMs = Date.now() - startedAt
-          const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
-            usage.record({
-              requestId: ctx.requestId,
-              apiKeyId: ctx.apiKeyId,
-              connectionId: c.connection.id,
-              provider: c.connection.provider.id,
-              model: c.model,
-              endpoint: `${call.endpoint}:fusion-panel`,
-              stream: false,
-              status,
-              usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
-              latencyMs,
-              ttftMs: null,
-              error
-            })
-          if (result._tag === "Right") {
-            memory.observe(c.key, latencyMs, true, Date.now())
-            yield* resilience.succeeded(c, result.right.headers)
-            yield* row(200, result.right.decoded.usage, null)
-            return result.right.decoded
-          }
-          const failed = result.left
-          if (failed.failure) {
-            const cls = yield* resilience.failed(c, failed.failure)
-            if (cls.scope !== "client") memory.observe(c.key, latencyMs, false, Date.now())
-          }
-          yield* row(failed.error.status, undefined, failed.error.message)
-          return yield* Effect.fail(failed)
-        })
+            const latencyMs = Date.now() - startedAt
+            if (result._tag === "Right") {
+              memory.observe(c.key, latencyMs, true, Date.now())
+              yield* resilience.succeeded(c, result.right.headers)
+              yield* row(200, result.right.decoded.usage, null)
+              return result.right.decoded
+            }
+            const failed = result.left
+            if (failed.failure) {
+              const cls = yield* resilience.failed(c, failed.failure, gate.probe)
+              if (cls.scope !== "client") memory.observe(c.key, latencyMs, false, Date.now())
+            } else yield* releaseProbe
+            yield* row(failed.error.status, undefined, failed.error.message)
+            return yield* Effect.fail(failed)
+          })
+        )
 
       /**
        * Fusion (spec document 1): the prompt goes to every panel model in parallel, whole and
@@ -753,7 +791,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
        */
       const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan, track: Tracking) =>
         Effect.gen(function* () {
-          const { format: client } = call
+          const { ctx, format: client } = call
           if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
           const canonical = yield* Effect.try({
             try: () => (call.decode ?? client.decodeRequest)(call.body),
@@ -803,7 +841,20 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           }
           const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
           track.tried = f.judge
-          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track)
+          // A judge that fails before answering leaves the panel's first answer as the reply.
+          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
+            Effect.catchAll((e) =>
+              ctx.res.headersSent
+                ? Effect.fail(e)
+                : Effect.gen(function* () {
+                    yield* Effect.logWarning(`fusion judge of ${plan.scope} failed (${e.message}); answering with the panel's first answer`)
+                    const best = got[0]!
+                    track.tried = f.panel[best.index]
+                    track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
+                    yield* respondWith(call, { ...best.response, model: call.model })
+                  })
+            )
+          )
         })
 
       const run = (call: InferenceCall) =>
@@ -837,10 +888,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               if (result._tag === "Right") return
               const settings = resilienceConfig.current().comboCooldownWait
               if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
-              plan = yield* planFor(call.model, client, { features, ctx, body: call.body })
+              // How long until a candidate is admissible again, read from the resilience state
+              // (planning again here would charge the quota-share deficits twice).
               const now = Date.now()
-              const transient = plan.blocked.filter((b) => b.reason === "cooldown" && b.retryAfterMs !== null && memory.quota(b.candidate.connection.id, b.candidate.model, now)?.exhausted !== true)
-              const wait = plan.candidates.length > 0 ? 0 : transient.length > 0 ? Math.min(...transient.map((b) => b.retryAfterMs!)) : undefined
+              let wait: number | undefined
+              for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
+                const a = resilience.admission(c, now)
+                if (a.ok) wait = 0
+                else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, now)?.exhausted !== true) {
+                  wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
+                }
+              }
               if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
               yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
               yield* Effect.sleep(Duration.millis(wait + 5))

@@ -35,6 +35,8 @@ export interface StreamProgress {
   readonly headersAt: number
   lastChunkAt: number
   firstContentAt: number
+  /** The upstream is paused because the client is not reading: silence then is not the upstream's. */
+  paused?: boolean
 }
 
 /**
@@ -47,7 +49,7 @@ export const watchStream = (state: StreamProgress, timeouts: StreamTimeoutsShape
     if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
       return Effect.fail(new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` }))
     }
-    if (now - state.lastChunkAt > timeouts.idleMs) {
+    if (!state.paused && now - state.lastChunkAt > timeouts.idleMs) {
       return Effect.fail(new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` }))
     }
     return Effect.void
@@ -109,7 +111,11 @@ export const relayStream = (
   const pump = Effect.async<StreamOutcome>((resume) => {
     const body = res.body
     let done = false
-    const onDrain = () => body.resume()
+    const onDrain = () => {
+      state.paused = false
+      state.lastChunkAt = Date.now()
+      body.resume()
+    }
     const finish = (error: CanonicalError | undefined, endText?: string) => {
       if (done) return
       done = true
@@ -131,6 +137,8 @@ export const relayStream = (
         return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
       }
       if (!write(text)) {
+        // Backpressure: wait for the client; the idle watchdog does not count this time.
+        state.paused = true
         body.pause()
         ctx.res.once("drain", onDrain)
       }

@@ -41,6 +41,9 @@ interface Entry {
   status: number
 }
 
+/** Most lockout entries kept in memory. */
+export const MAX_ENTRIES = 10_000
+
 const keyOf = (provider: string, connectionId: string, model: string) => `${provider}\u0000${connectionId}\u0000${model}`
 
 const view = (e: Entry, now: number): LockoutView => ({
@@ -67,6 +70,19 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
       const config = yield* ResilienceConfig
       const entries = new Map<string, Entry>()
       const settings = () => config.current().modelLockout
+
+      /**
+       * Bounded memory (keys include model ids a client chooses): entries past their escalation
+       * window are dropped when the map grows, then the oldest beyond MAX_ENTRIES.
+       */
+      const prune = (now: number, windowMs: number) => {
+        if (entries.size <= MAX_ENTRIES) return
+        for (const [key, e] of entries) if (now >= e.until && now - e.lastFailureAt > windowMs) entries.delete(key)
+        for (const key of entries.keys()) {
+          if (entries.size <= MAX_ENTRIES) break
+          entries.delete(key)
+        }
+      }
 
       const lockedAt: LockoutsShape["lockedAt"] = (provider, connectionId, model, now) => {
         const e = entries.get(keyOf(provider, connectionId, model))
@@ -98,7 +114,9 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
               reason,
               status
             }
+            entries.delete(key)
             entries.set(key, e)
+            prune(now, s.maxCooldownMs)
             return view(e, now)
           })
         )

@@ -25,9 +25,12 @@ export interface ResilienceShape {
   readonly acquire: (c: Candidate) => Effect.Effect<{ readonly allowed: boolean; readonly probe: boolean }>
   /** The attempt succeeded; `headers` (lower-cased) carry rate-limit headroom when the upstream reports it. */
   readonly succeeded: (c: Candidate, headers?: Readonly<Record<string, string>>) => Effect.Effect<void>
-  /** Classifies a failure and updates breaker, cooldown and lockout; answers the classification. */
-  readonly failed: (c: Candidate, f: FailureInfo) => Effect.Effect<Classification>
-  /** An attempt ended without a verdict (the client left): frees a probe slot. */
+  /**
+   * Classifies a failure and updates breaker, cooldown and lockout; answers the classification.
+   * `probe`: this attempt held the breaker's probe slot (a failure that is not the provider's frees it).
+   */
+  readonly failed: (c: Candidate, f: FailureInfo, probe?: boolean) => Effect.Effect<Classification>
+  /** An attempt that held the probe slot ended without a verdict (the client left): frees it. */
   readonly release: (c: Candidate) => Effect.Effect<void>
 }
 
@@ -120,14 +123,14 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
               if (q) memory.setQuota(c.connection.id, undefined, q)
             }
           }),
-        failed: (c, f) =>
+        failed: (c, f, probe = false) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
             const cls = classify(f, now)
             const p = providerRef(c)
             if (cls.tripsBreaker) yield* breakers.onFailure(p, f.status)
             // Not the provider's fault: a probe that ended this way says nothing about its health.
-            else yield* breakers.releaseProbe(p)
+            else if (probe) yield* breakers.releaseProbe(p)
             if (cls.scope !== "client") yield* cooldowns.onFailure({ id: c.connection.id, name: c.connection.name, provider: p }, cls, f)
             yield* lockouts.onFailure(lockRef(c), f.status, cls.reason)
             const q = f.headers ? quotaFromHeaders(f.headers, now) : undefined

@@ -11,11 +11,15 @@ import type { Classification, FailureInfo } from "./types.js"
 const CONTEXT_TOO_LONG =
   /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|too many tokens|input is too long|context window|exceeds? the (?:model'?s? )?context/i
 
+/**
+ * Account wording only: phrases an upstream writes about the account, never words a client's
+ * own input could put into an error message that echoes it (a model name, a parameter).
+ */
 const CREDITS_EXHAUSTED =
-  /insufficient[_ ]quota|credit balance is too low|billing|payment[_ ]required|exceeded your current quota|out of credits|insufficient[_ ](?:credits|balance|funds)/i
+  /"(?:code|type)"\s*:\s*"insufficient_quota"|\binsufficient_quota\b|credit balance is too low|exceeded your current quota|billing[_ ]hard[_ ]limit[_ ]reached|you (?:have run|are) out of credits|insufficient (?:credits|account balance)/i
 
 const BANNED =
-  /banned|suspended|deactivated|disabled account|account (?:has been |was |is )?disabled|violation|terminated|blocked/i
+  /\baccount[_ ]deactivated\b|associated with a deactivated account|(?:account|organization|api key) (?:has been|was|is) (?:banned|suspended|deactivated|disabled|terminated)|your account is not active/i
 
 /** Wording that names a long reset (a day's quota): exhausted whatever wait is given. */
 const LONG_QUOTA = /daily limit|daily quota|per[ _-]?day|resets? at midnight|until midnight|monthly (?:limit|quota)/i
@@ -212,7 +216,9 @@ const TRANSPORT_REASONS = { timeout: "timeout", stalled: "stalled", unreachable:
 const verdict = (f: FailureInfo, text: string, retryAfterMs: number | undefined): Verdict => {
   if (f.kind !== "http") return provider(TRANSPORT_REASONS[f.kind], true)
   const s = f.status
-  if (s >= 400 && s < 500 && (s === 402 || creditsExhausted(text))) return terminal("credits_exhausted", "credits_exhausted")
+  // Credits: 402, or account wording on the statuses upstreams use for it (Anthropic 400,
+  // OpenAI 429, some 403). Never from a 404: its message repeats the model name the client sent.
+  if (s === 402 || ((s === 400 || s === 403 || s === 429) && creditsExhausted(text))) return terminal("credits_exhausted", "credits_exhausted")
   if ((s === 401 || s === 403) && banned(text)) return terminal("banned", "banned")
   switch (s) {
     case 401:

@@ -154,9 +154,12 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
             const combo = { strategy: input.strategy, targets: input.targets ?? [], config: input.config ?? {} }
             yield* validate(combo)
             const s = yield* snapshot.get
-            const clash = s.byName.get(input.name.toLowerCase())
-            if (clash) return yield* new Conflict({ message: `a combo named '${clash.name}' already exists (${clash.id})` })
+            const clash = s.byName.get(input.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === input.name.toLowerCase())
+            if (clash) return yield* new Conflict({ message: `'${input.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
             const id = input.id ?? "combo_" + crypto.randomBytes(6).toString("hex")
+            // Lookups take an id or a name: an id may not be another combo's name (or id).
+            const idClash = s.all.find((c) => c.id.toLowerCase() === id.toLowerCase() || c.name.toLowerCase() === id.toLowerCase())
+            if (idClash) return yield* new Conflict({ message: `id '${id}' is already the name or id of combo ${idClash.name} (${idClash.id})` })
             const t = Date.now()
             yield* sql`INSERT INTO combos ${sql.insert({
               id,
@@ -185,8 +188,8 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
             yield* validate(next)
             if (patch.name !== undefined) {
               const s = yield* snapshot.get
-              const clash = s.byName.get(patch.name.toLowerCase())
-              if (clash && clash.id !== current.id) return yield* new Conflict({ message: `a combo named '${clash.name}' already exists (${clash.id})` })
+              const clash = s.byName.get(patch.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === patch.name!.toLowerCase())
+              if (clash && clash.id !== current.id) return yield* new Conflict({ message: `'${patch.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
             }
             const fields: Record<string, string | number | null> = {
               updated_at: Date.now(),

@@ -212,7 +212,9 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           const admitted = admit(all, resilience.admission, now)
           const pool = [...admitted.ok, ...admitted.blocked.filter((b) => b.reason === "circuit_open").map((b) => b.candidate)]
           const blocked = admitted.blocked
-          if (pool.length === 0) return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>() } satisfies RoutePlan
+          if (pool.length === 0) {
+            return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) } satisfies RoutePlan
+          }
           const features = input.features()
           const entries = filterPool(
             pool.map((c) => poolEntry(c, pool, now)),

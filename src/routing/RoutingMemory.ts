@@ -172,7 +172,8 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
       deficits: (group) => {
         let d = deficits.get(group)
         if (!d) {
-          d = new Map()
+          // Bounded: a group's keys come from model ids a client may vary at will.
+          d = new BoundedMap<number>(1_000)
           deficits.set(group, d)
         }
         return d

@@ -5,7 +5,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { CreateCombo } from "../../domain/combos.js"
+import { CreateCombo, UpdateCombo } from "../../domain/combos.js"
 import { BadRequest } from "../../domain/errors.js"
 import { describeParseError } from "../../domain/parse.js"
 import { comboView, Combos } from "../../routing/Combos.js"
@@ -98,8 +98,8 @@ const switchPrimary = Command.make("switch", { id: Args.text({ name: "id-or-name
       const target = parseTarget(opts.model)
       const existing = combo.targets.find((t) => t.model === target.model)
       const first = existing ? { ...existing, ...(target.weight !== undefined ? { weight: target.weight } : {}) } : target
-      const targets = [first, ...combo.targets.filter((t) => t.model !== target.model)]
-      const updated = yield* combos.update(combo.id, { targets }, "cli")
+      const patch = yield* decode(UpdateCombo, { targets: [first, ...combo.targets.filter((t) => t.model !== target.model)] })
+      const updated = yield* combos.update(combo.id, patch, "cli")
       if (opts.json) return yield* printJson(comboView(updated))
       yield* Console.log(`combo ${updated.name}: primary target is now ${first.model}${existing ? "" : " (added)"}`)
     })
