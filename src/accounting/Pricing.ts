@@ -1,0 +1,188 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { decodeSetPrice, PRICE_FIELDS, type PriceField, type PriceRow, type PriceSource } from "../domain/accounting.js"
+import type { BadRequest } from "../domain/errors.js"
+import { findProvider, type ModelPricing, PROVIDERS } from "../providers/catalog.js"
+import { toIso } from "../store/Db.js"
+import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
+import type { ModelPrice } from "./cost.js"
+
+/** A stored override: only the fields that were set. */
+export interface PriceOverride {
+  readonly provider: string
+  readonly model: string
+  readonly fields: Partial<Record<PriceField, number>>
+  readonly updatedAt: number
+}
+
+export interface PricingShape {
+  /**
+   * The effective price of `model` at `provider` (a provider id), from the last loaded snapshot:
+   * synchronous, no query. An override wins field by field over the catalog; unknown: undefined.
+   */
+  readonly priceOf: (provider: string, model: string) => ModelPrice | undefined
+  /**
+   * Brings the snapshot up to date. Cheap: it queries only when another process committed to the
+   * database (`StoreVersion`, at most one `PRAGMA data_version` per second). The request path runs
+   * it before `priceOf`; this process's own writes refresh it at once.
+   */
+  readonly refresh: Effect.Effect<void>
+  /** `GET /api/pricing`: every catalog chat and embedding model, then overrides of unknown models. */
+  readonly list: Effect.Effect<ReadonlyArray<PriceRow>>
+  /** `PUT /api/pricing`: decodes `SetPrice` and replaces the override of (provider, model). */
+  readonly setOverride: (input: unknown) => Effect.Effect<PriceRow, BadRequest>
+  /** `DELETE /api/pricing`: whether an override was removed. */
+  readonly removeOverride: (provider: string, model: string) => Effect.Effect<boolean>
+}
+
+interface Row {
+  readonly provider: string
+  readonly model: string
+  readonly input: number | null
+  readonly output: number | null
+  readonly cached_input: number | null
+  readonly cache_write: number | null
+  readonly per_image: number | null
+  readonly per_second: number | null
+  readonly per_character: number | null
+  readonly per_search: number | null
+  readonly updated_at: number
+}
+
+const COLUMN: Record<PriceField, keyof Row> = {
+  input: "input",
+  output: "output",
+  cachedInput: "cached_input",
+  cacheWrite: "cache_write",
+  perImage: "per_image",
+  perSecond: "per_second",
+  perCharacter: "per_character",
+  perSearch: "per_search"
+}
+
+const keyOf = (provider: string, model: string) => `${provider.toLowerCase()}\u0000${model}`
+
+/** The catalog's price of a provider's model (exact model id), if the catalog lists it. */
+export const catalogPrice = (provider: string, model: string): ModelPricing | undefined =>
+  findProvider(provider)?.models.find((m) => m.id === model)?.pricing
+
+/**
+ * An override on top of the catalog, field by field. A model only an override knows starts
+ * from input 0 and output 0.
+ */
+export const effectivePrice = (
+  catalog: ModelPricing | undefined,
+  override: Partial<Record<PriceField, number>> | undefined
+): ModelPrice | undefined => {
+  if (!catalog && !override) return undefined
+  const base: Record<string, number> = { input: catalog?.input ?? 0, output: catalog?.output ?? 0 }
+  if (catalog?.cachedInput !== undefined) base["cachedInput"] = catalog.cachedInput
+  for (const f of PRICE_FIELDS) {
+    const v = override?.[f]
+    if (v !== undefined) base[f] = v
+  }
+  return base as unknown as ModelPrice
+}
+
+const fromRow = (row: Row): PriceOverride => {
+  const fields: Partial<Record<PriceField, number>> = {}
+  for (const f of PRICE_FIELDS) {
+    const v = row[COLUMN[f]]
+    if (typeof v === "number") fields[f] = v
+  }
+  return { provider: row.provider, model: row.model, fields, updatedAt: row.updated_at }
+}
+
+const toPriceRow = (provider: string, model: string, kind: string | null, price: ModelPrice, source: PriceSource, override: PriceOverride | undefined): PriceRow => ({
+  provider,
+  model,
+  kind,
+  input: price.input,
+  output: price.output,
+  cachedInput: price.cachedInput ?? null,
+  cacheWrite: price.cacheWrite ?? null,
+  perImage: price.perImage ?? null,
+  perSecond: price.perSecond ?? null,
+  perCharacter: price.perCharacter ?? null,
+  perSearch: price.perSearch ?? null,
+  source,
+  overrideUpdatedAt: toIso(override?.updatedAt)
+})
+
+/** Model prices: the catalog plus operator overrides (`pricing_overrides`), kept in memory. */
+export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShape>() {
+  static readonly layer = Layer.effect(
+    Pricing,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const version = yield* StoreVersion
+
+      const loaded = makeCachedLoad(
+        version,
+        Effect.map(sql<Row>`SELECT * FROM pricing_overrides ORDER BY provider, model`.pipe(Effect.orDie), (rows) => {
+          const all = rows.map(fromRow)
+          return { all, byKey: new Map(all.map((o) => [keyOf(o.provider, o.model), o])) }
+        })
+      )
+      let snapshot = yield* loaded.get
+      const refresh = Effect.map(loaded.get, (s) => {
+        snapshot = s
+      })
+
+      const priceOf = (provider: string, model: string) => effectivePrice(catalogPrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
+
+      const rowFor = (provider: string, model: string): PriceRow | undefined => {
+        const spec = findProvider(provider)?.models.find((m) => m.id === model)
+        const override = snapshot.byKey.get(keyOf(provider, model))
+        const price = effectivePrice(spec?.pricing, override?.fields)
+        if (!price) return undefined
+        const source: PriceSource = spec ? (override ? "catalog+override" : "catalog") : "override"
+        return toPriceRow(findProvider(provider)?.id ?? provider, model, spec?.kind ?? null, price, source, override)
+      }
+
+      const list = Effect.map(refresh, () => {
+        const out: Array<PriceRow> = []
+        for (const p of PROVIDERS) {
+          for (const m of p.models) {
+            if (m.kind !== "chat" && m.kind !== "embedding") continue
+            const row = rowFor(p.id, m.id)
+            if (row) out.push(row)
+          }
+        }
+        for (const o of snapshot.all) {
+          if (!catalogPrice(o.provider, o.model)) out.push(rowFor(o.provider, o.model)!)
+        }
+        return out
+      })
+
+      const setOverride = (input: unknown) =>
+        Effect.gen(function* () {
+          const p = yield* decodeSetPrice(input)
+          const provider = findProvider(p.provider)?.id ?? p.provider.toLowerCase()
+          const t = yield* Clock.currentTimeMillis
+          const values: Record<string, number | null | string> = { provider, model: p.model, updated_at: t }
+          for (const f of PRICE_FIELDS) values[COLUMN[f]] = p[f] ?? null
+          yield* sql`INSERT OR REPLACE INTO pricing_overrides ${sql.insert(values)}`.pipe(Effect.orDie)
+          yield* loaded.invalidate
+          yield* refresh
+          return rowFor(provider, p.model)!
+        })
+
+      const removeOverride = (provider: string, model: string) =>
+        Effect.gen(function* () {
+          const id = findProvider(provider)?.id ?? provider.toLowerCase()
+          const before = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM pricing_overrides WHERE provider = ${id} AND model = ${model}`.pipe(Effect.orDie)
+          if ((before[0]?.n ?? 0) === 0) return false
+          yield* sql`DELETE FROM pricing_overrides WHERE provider = ${id} AND model = ${model}`.pipe(Effect.orDie)
+          yield* loaded.invalidate
+          yield* refresh
+          return true
+        })
+
+      return { priceOf, refresh, list, setOverride, removeOverride }
+    })
+  )
+}
