@@ -28,7 +28,13 @@ import { Combos } from "./routing/Combos.js"
 import { Router } from "./routing/Router.js"
 import { Usage } from "./usage/Usage.js"
 import { UsageQueries, UsageRetention } from "./usage/UsageQueries.js"
+import { Accounting } from "./accounting/Accounting.js"
 import { AccountingConfig } from "./accounting/AccountingConfig.js"
+import { Budgets } from "./accounting/Budgets.js"
+import { Idempotency } from "./accounting/Idempotency.js"
+import { Pricing } from "./accounting/Pricing.js"
+import { ResponseCache } from "./accounting/ResponseCache.js"
+import { TokenLimits } from "./accounting/TokenLimits.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -50,7 +56,8 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
   Layer.provide(Router.layer),
-  Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer)),
+  Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
+  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { live } from "../Gateway.js"
 import { VERSION } from "../version.js"
+import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { comboCommand } from "./commands/combos.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
@@ -27,7 +28,7 @@ const command = gateway.pipe(
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand])
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })

@@ -20,10 +20,7 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
 
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "usage, budgets and token limits", pattern: /^\/api\/usage(\/|$)/ },
-  { area: "pricing", pattern: /^\/api\/pricing$/ },
   { area: "sessions", pattern: /^\/api\/sessions(\/|$)/ },
-  { area: "cache", pattern: /^\/api\/cache(\/|$)/ },
   { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },

@@ -12,6 +12,8 @@ import { openAiChat } from "../formats/openai-chat.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
 import { Connections } from "../providers/Connections.js"
 import { Router } from "../routing/Router.js"
+import { Accounting } from "../accounting/Accounting.js"
+import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference } from "./auth.js"
 import { explicitSession } from "./session.js"
@@ -85,6 +87,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const flags = yield* FeatureFlags
       const connections = yield* Connections
       const router = yield* Router
+      const idempotency = yield* Idempotency
       const { allowedOrigins } = yield* AppConfig
       const deps: RouteDeps = {
         inference: yield* Inference,
@@ -92,7 +95,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         responses: new ResponseStore(),
         connections: connections.list,
         flag: (key) => flags.enabled(key as never),
-        virtualModels: router.virtualModels
+        virtualModels: router.virtualModels,
+        accounting: yield* Accounting
       }
       const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps)])
       const listGemini = listGeminiModels(deps)
@@ -113,9 +117,24 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
+        const serve = Effect.suspend(() => handler(ctx, params)).pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
         return Effect.gen(function* () {
           if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
-          yield* handler(ctx, params)
+          const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
+          if (!clientKey || !(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
+          // The first request with a key runs; duplicates within 5 s (or while it runs) get its answer.
+          const key = idempotencyKey({ apiKeyId: ctx.apiKeyId, method: route.method, path, clientKey })
+          const { response, duplicate } = yield* idempotency.run(
+            key,
+            Effect.suspend(() => {
+              const recorder = record(res)
+              return Effect.map(serve, () => recorder.result())
+            })
+          )
+          if (duplicate) {
+            res.writeHead(response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" })
+            res.end(response.body)
+          }
         }).pipe(
           Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))),
           Effect.catchAllCause((cause) =>
@@ -175,6 +194,44 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       }
     })
   )
+}
+
+const header = (req: http.IncomingMessage, name: string): string | undefined => {
+  const v = req.headers[name]
+  const s = (Array.isArray(v) ? v[0] : v)?.trim()
+  return s ? s : undefined
+}
+
+/**
+ * Records what a handler writes to a response (status, headers, body) while it goes to the
+ * client as usual, so a duplicate request can be answered with the same bytes.
+ */
+const record = (res: http.ServerResponse) => {
+  let status = 200
+  let headers: Record<string, string> = {}
+  const chunks: Array<Buffer> = []
+  const writeHead = res.writeHead.bind(res)
+  const write = res.write.bind(res)
+  const end = res.end.bind(res)
+  const keep = (chunk: unknown) => {
+    if (typeof chunk === "string") chunks.push(Buffer.from(chunk))
+    else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk))
+  }
+  res.writeHead = ((code: number, ...rest: Array<unknown>) => {
+    status = code
+    const h = rest.find((r) => typeof r === "object" && r !== null) as Record<string, unknown> | undefined
+    if (h) headers = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined).map(([k, v]) => [k.toLowerCase(), String(v)]))
+    return writeHead(code, ...(rest as []))
+  }) as typeof res.writeHead
+  res.write = ((chunk: unknown, ...rest: Array<unknown>) => {
+    keep(chunk)
+    return write(chunk as never, ...(rest as []))
+  }) as typeof res.write
+  res.end = ((chunk?: unknown, ...rest: Array<unknown>) => {
+    if (typeof chunk !== "function") keep(chunk)
+    return end(chunk as never, ...(rest as []))
+  }) as typeof res.end
+  return { result: () => ({ status, headers, body: Buffer.concat(chunks) }) }
 }
 
 const respondError = (ctx: RequestContext, e: InferenceError, route: RouteDef): void => {

@@ -8,9 +8,11 @@ import type { RequestContext } from "./io.js"
 import type { InferenceShape } from "./pipeline.js"
 import { FORMATS } from "../formats/registry.js"
 import { countTextTokens } from "../formats/tokens.js"
-import type { UsageShape } from "../usage/Usage.js"
+import type { UsageRecord } from "../usage/Usage.js"
+import { formatCost } from "../accounting/cost.js"
 
 export interface EmbeddingResult {
+  readonly costUsd?: number
   readonly vectors: ReadonlyArray<ReadonlyArray<number>>
   readonly inputTokens: number
   readonly model: string
@@ -57,7 +59,8 @@ const vectorsOf = (format: FormatId, body: unknown): { vectors: Array<Array<numb
  */
 export const embed = (
   inference: InferenceShape,
-  usage: UsageShape,
+  /** Writes the request's usage row (priced and settled by the accounting layer); answers its cost. */
+  record: (r: UsageRecord) => Effect.Effect<number>,
   ctx: RequestContext,
   client: WireFormat,
   model: string,
@@ -79,7 +82,7 @@ export const embed = (
     }
     // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
     const tokens = reported ?? (yield* Effect.promise(() => countTextTokens(inputs)))
-    yield* usage.record({
+    const costUsd = yield* record({
       requestId: ctx.requestId,
       apiKeyId: ctx.apiKeyId,
       connectionId: target.connection.id,
@@ -91,9 +94,17 @@ export const embed = (
       usage: { input: tokens, output: 0, cached: null, reasoning: null },
       latencyMs: Date.now() - ctx.startedAt,
       ttftMs: null,
-      error: null
+      error: null,
+      requestedModel: model
     })
-    return { vectors, inputTokens: tokens, model }
+    ctx.responseHeaders["x-gateway-response-cost"] = formatCost(costUsd)
+    ctx.responseHeaders["x-gateway-tokens-in"] = String(tokens)
+    ctx.responseHeaders["x-gateway-tokens-out"] = "0"
+    ctx.responseHeaders["x-gateway-model"] = target.model
+    ctx.responseHeaders["x-gateway-provider"] = target.connection.provider.id
+    ctx.responseHeaders["x-gateway-latency-ms"] = String(Date.now() - ctx.startedAt)
+    ctx.responseHeaders["x-gateway-cache-hit"] = "false"
+    return { vectors, inputTokens: tokens, model, costUsd }
   })
 
 /** OpenAI's embeddings answer; base64 (little-endian float32) when the client asked for it. */

@@ -28,6 +28,12 @@ import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
+import { Accounting } from "../accounting/Accounting.js"
+import { AccountingConfig } from "../accounting/AccountingConfig.js"
+import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
+import { formatCost } from "../accounting/cost.js"
+import { ResponseCache } from "../accounting/ResponseCache.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
@@ -42,6 +48,7 @@ import { clientError, InferenceError } from "./errors.js"
 import { type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
+import { embed } from "./embeddings.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { type FrameRelay, relayStream, StreamFailure } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
@@ -70,6 +77,8 @@ export interface InferenceCall {
   /** Whether the route may pass the body through unchanged when the upstream speaks its format. */
   readonly passthrough?: boolean
   /** Called with the response id and output once the answer is complete (Responses state). */
+  /** The whole answer as sent to the client (the response cache keeps it). */
+  readonly capture?: (body: string) => void
   /** A Responses answer completed; `origin` is set when the upstream produced it itself (pass-through). */
   readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown>; readonly origin?: Origin }) => void
 }
@@ -246,9 +255,25 @@ const header = (ctx: RequestContext, name: string): string | undefined => {
 /** What one request's usage row will say: the last candidate tried, how it went, how many fallbacks. */
 interface Tracking {
   tried: Candidate | undefined
-  outcome: AttemptOutcome | { readonly status: number; readonly usage: undefined; readonly ttftMs: null; readonly error: string | null }
+  outcome: AttemptOutcome | { readonly status: number; readonly usage: Partial<Usage> | undefined; readonly ttftMs: null; readonly error: string | null }
   fallbacks: number
+  /** Answered from the response cache. */
+  cacheHit: boolean
+  cachedProvider?: string | null
+  /** The model the request was routed as (the emergency model when the budget was spent). */
+  model: string
 }
+
+/** Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). */
+const costHeaders = (ctx: RequestContext, provider: string, model: string, u: Partial<Usage> | undefined, costUsd: number, cacheHit: boolean): Record<string, string> => ({
+  "x-gateway-response-cost": formatCost(costUsd),
+  "x-gateway-tokens-in": String(u?.inputTokens ?? 0),
+  "x-gateway-tokens-out": String(u?.outputTokens ?? 0),
+  "x-gateway-model": model,
+  "x-gateway-provider": provider,
+  "x-gateway-latency-ms": String(Date.now() - ctx.startedAt),
+  "x-gateway-cache-hit": cacheHit ? "true" : "false"
+})
 
 /** Panel requests carry no tools: calls and results in the history become plain text. */
 const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
@@ -310,6 +335,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const router = yield* Router
       const resilience = yield* Resilience
       const memory = yield* RoutingMemory
+      const accounting = yield* Accounting
+      const accountingConfig = yield* AccountingConfig
+      const cache = yield* ResponseCache
+      const flags = yield* FeatureFlags
       const resilienceConfig = yield* ResilienceConfig
       const slots = yield* ConnectionSlots
 
@@ -324,7 +353,14 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         const waits = plan.blocked.map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
         const retryAfter = waits.length > 0 ? Math.max(1, Math.ceil(Math.min(...waits) / 1000)) : undefined
         const onlyCooldown = plan.blocked.every((b) => b.reason === "cooldown")
-        const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}`).join("; ")
+        const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}${b.detail ? ` (${b.detail})` : ""}`).join("; ")
+        if (plan.blocked.every((b) => b.reason === "token_limit" || b.reason === "cooldown") && plan.blocked.some((b) => b.reason === "token_limit")) {
+          return clientError(
+            format,
+            { status: 429, kind: "rate_limit", message: `token limit reached for this API key: ${why}`, code: "token_limit_exceeded" },
+            retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
+          )
+        }
         return clientError(
           format,
           onlyCooldown
@@ -473,8 +509,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
             const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(decoded)
             const payload = JSON.stringify(answer)
+            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage), false))
             ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
             ctx.res.end(payload)
+            call.capture?.(payload)
             const id = obj(answer)?.["id"]
             if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
             return outcome
@@ -608,6 +646,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
                 continue
               }
+              const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model }, Date.now())
+              if (!limit.ok) {
+                skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
+                continue
+              }
               const step = yield* Effect.uninterruptibleMask((restore) =>
                 Effect.gen(function* () {
                   const gate = yield* resilience.acquire(candidate)
@@ -711,6 +754,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const payload = JSON.stringify(answer)
           ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
           ctx.res.end(payload)
+          call.capture?.(payload)
         })
 
       /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
@@ -857,6 +901,35 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           )
         })
 
+      /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
+      const lookup = (call: InferenceCall) =>
+        Effect.gen(function* () {
+          const { ctx, format: client } = call
+          if (call.stream || !(yield* flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"))) return undefined
+          if (String(header(ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return { key: undefined, hit: undefined }
+          let canonical: CanonicalRequest
+          try {
+            canonical = (call.decode ?? client.decodeRequest)(call.body)
+          } catch {
+            return { key: undefined, hit: undefined }
+          }
+          if (!cacheable(canonical)) return { key: undefined, hit: undefined }
+          const input = { format: client.id, model: call.model, req: canonical }
+          const key = cacheKey(input)
+          const exact = yield* cache.get(key)
+          if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
+          // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
+          const vector = yield* embed(self, accounting.finish, ctx, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
+            Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
+            Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
+            Effect.option
+          )
+          if (vector._tag === "None" || vector.value.length === 0) return { key, hit: undefined }
+          const params = cacheParams(input)
+          const similar = yield* cache.get(key, { format: client.id, model: call.model, params, embedding: vector.value })
+          return { key, hit: similar, params, embedding: vector.value }
+        })
+
       const run = (call: InferenceCall) =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
@@ -875,67 +948,145 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
           })()
           ctx.responseHeaders["x-gateway-session-id"] = explicitSession(ctx.req, call.body) ?? derivedSession(ctx.apiKeyId, call.model, call.body)
-          const first = yield* planFor(call.model, client, { features, ctx, body: call.body })
-          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0 }
+          if (String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") ctx.responseHeaders["x-gateway-progress"] = "enabled"
+          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model }
+          yield* accounting.prepare
+
           const serve = Effect.gen(function* () {
-            if (first.fusion) return yield* fuse(call, first, first.fusion, track)
-            if (first.kind !== "quota-share") return yield* execute(call, first, track)
-            // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
-            let plan = first
-            let waited = 0
-            for (let waits = 0; ; waits++) {
-              const result = yield* Effect.either(execute(call, plan, track))
-              if (result._tag === "Right") return
-              const settings = resilienceConfig.current().comboCooldownWait
-              if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
-              // How long until a candidate is admissible again, read from the resilience state
-              // (planning again here would charge the quota-share deficits twice).
-              const now = Date.now()
-              let wait: number | undefined
-              for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
-                const a = resilience.admission(c, now)
-                if (a.ok) wait = 0
-                else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, now)?.exhausted !== true) {
-                  wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
-                }
+            // Budget: a spent window sends the request to the free fallback model, or refuses it.
+            const budget = yield* accounting.budget(ctx.apiKeyId)
+            let routed = call
+            if (!budget.ok) {
+              const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+              const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
+              const spent = `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+              if (!emergency) {
+                track.outcome = { status: 429, usage: undefined, ttftMs: null, error: spent }
+                return yield* Effect.fail(
+                  clientError(client, { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}` }, { "retry-after": retryAfter })
+                )
               }
-              if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
-              yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
-              yield* Effect.sleep(Duration.millis(wait + 5))
-              waited += wait
-              plan = yield* planFor(call.model, client, { features, ctx, body: call.body })
+              yield* Effect.logInfo(`${spent}: emergency fallback to ${emergency}`)
+              ctx.responseHeaders["x-gateway-emergency-fallback"] = emergency
+              routed = { ...call, model: emergency }
+              track.model = emergency
+            }
+
+            // Response cache (non-streamed, deterministic requests only).
+            const cached = yield* lookup(routed)
+            if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
+            if (cached?.hit) {
+              const hit = cached.hit
+              track.cacheHit = true
+              track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
+              track.cachedProvider = hit.provider
+              Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
+              ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(hit.body) })
+              ctx.res.end(hit.body)
+              return
+            }
+            let captured: string | undefined
+            const served: InferenceCall = cached?.key ? { ...routed, capture: (body) => (captured = body) } : routed
+
+            const first = yield* planFor(served.model, client, { features, ctx, body: served.body })
+            if (first.fusion) yield* fuse(served, first, first.fusion, track)
+            else if (first.kind !== "quota-share") yield* execute(served, first, track)
+            else {
+              // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
+              let plan = first
+              let waited = 0
+              for (let waits = 0; ; waits++) {
+                const result = yield* Effect.either(execute(served, plan, track))
+                if (result._tag === "Right") break
+                const settings = resilienceConfig.current().comboCooldownWait
+                if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
+                // How long until a candidate is admissible again, read from the resilience state
+                // (planning again here would charge the quota-share deficits twice).
+                const now = Date.now()
+                let wait: number | undefined
+                for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
+                  const a = resilience.admission(c, now)
+                  if (a.ok) wait = 0
+                  else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, now)?.exhausted !== true) {
+                    wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
+                  }
+                }
+                if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
+                yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
+                yield* Effect.sleep(Duration.millis(wait + 5))
+                waited += wait
+                plan = yield* planFor(served.model, client, { features, ctx, body: served.body })
+              }
+            }
+            const { tried, outcome } = track
+            if (cached?.key && captured !== undefined && tried && outcome.status === 200) {
+              yield* cache.put({
+                key: cached.key,
+                model: routed.model,
+                format: client.id,
+                body: captured,
+                usage: outcome.usage ?? null,
+                costUsd: accounting.cost(tried.connection.provider.id, tried.model, outcome.usage),
+                provider: tried.connection.provider.id,
+                ...(cached.params ? { params: cached.params } : {}),
+                ...(cached.embedding ? { embedding: cached.embedding } : {})
+              })
             }
           })
+
           yield* serve.pipe(
             Effect.ensuring(
               Effect.suspend(() => {
                 const { tried, outcome } = track
-                return usage.record({
-                  requestId: ctx.requestId,
-                  apiKeyId: ctx.apiKeyId,
-                  connectionId: tried?.connection.id ?? null,
-                  provider: tried?.connection.provider.id ?? null,
-                  model: tried?.model ?? call.model,
-                  endpoint: call.endpoint,
-                  stream: call.stream,
-                  status: outcome.status || 499,
-                  usage: {
-                    input: outcome.usage?.inputTokens ?? null,
-                    output: outcome.usage?.outputTokens ?? null,
-                    cached: outcome.usage?.cachedInputTokens ?? null,
-                    reasoning: outcome.usage?.reasoningTokens ?? null
-                  },
-                  latencyMs: Date.now() - ctx.startedAt,
-                  ttftMs: outcome.ttftMs,
-                  error: outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                })
+                const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
+                const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
+                const status = outcome.status || 499
+                const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
+                return Effect.zipRight(
+                  usage.record({
+                    requestId: ctx.requestId,
+                    apiKeyId: ctx.apiKeyId,
+                    connectionId: tried?.connection.id ?? null,
+                    provider,
+                    model: tried?.model ?? track.model,
+                    endpoint: call.endpoint,
+                    stream: call.stream,
+                    status,
+                    usage: {
+                      input: outcome.usage?.inputTokens ?? null,
+                      output: outcome.usage?.outputTokens ?? null,
+                      cached: outcome.usage?.cachedInputTokens ?? null,
+                      reasoning: outcome.usage?.reasoningTokens ?? null,
+                      cacheWrite: outcome.usage?.cacheCreationTokens ?? null
+                    },
+                    latencyMs: Date.now() - ctx.startedAt,
+                    ttftMs: outcome.ttftMs,
+                    error,
+                    costUsd,
+                    fallbackAttempts: track.fallbacks,
+                    cacheHit: track.cacheHit,
+                    requestedModel: call.model
+                  }),
+                  accounting.settle({
+                    requestId: ctx.requestId,
+                    apiKeyId: ctx.apiKeyId,
+                    provider,
+                    model: tried?.model ?? null,
+                    requestedModel: call.model,
+                    status,
+                    usage: track.cacheHit ? undefined : outcome.usage,
+                    costUsd,
+                    error
+                  })
+                )
               })
             )
           )
         })
 
+      const self: InferenceShape = { run, resolve, send, failure }
 
-      return { run, resolve, send, failure }
+      return self
     })
   )
 }

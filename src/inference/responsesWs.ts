@@ -163,7 +163,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               ),
               Effect.ensuring(
                 Effect.suspend(() =>
-                  deps.usage.record({
+                  deps.accounting.finish({
                     requestId: ctx.requestId,
                     apiKeyId,
                     connectionId: target.connection.id,
@@ -175,7 +175,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                     usage: { input: usage?.inputTokens ?? null, output: usage?.outputTokens ?? null, cached: usage?.cachedInputTokens ?? null, reasoning: usage?.reasoningTokens ?? null },
                     latencyMs: Date.now() - ctx.startedAt,
                     ttftMs: progress.firstContentAt ? progress.firstContentAt - ctx.startedAt : null,
-                    error: null
+                    error: null,
+                    requestedModel: model
                   })
                 )
               )

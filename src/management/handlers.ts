@@ -20,6 +20,7 @@ import { ManagementAuthLive } from "./Auth.js"
 import { ResilienceLive } from "./resilience.js"
 import { CombosLive } from "./routing.js"
 import { UsageLive } from "./usage.js"
+import { AccountingLive } from "./accounting.js"
 
 const startedAt = Date.now()
 
@@ -166,6 +167,6 @@ const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (ha
 
 /** The management API with every group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive]),
   Layer.provide(ManagementAuthLive)
 )

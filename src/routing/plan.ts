@@ -17,6 +17,8 @@ export interface Blocked {
   readonly reason: string
   /** When it may be tried again (ms from now), when known. */
   readonly retryAfterMs: number | null
+  /** More about the reason (which token limit), for the client's error message. */
+  readonly detail?: string
 }
 
 /** What the router decided for one request: where to try, in which order. */

@@ -10,6 +10,7 @@ import type { StreamEncoder } from "../../formats/format.js"
 import type { UsageShape } from "../../usage/Usage.js"
 import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../catalog.js"
 import type { VirtualModel } from "../../routing/Router.js"
+import type { AccountingShape } from "../../accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
@@ -25,6 +26,8 @@ export interface RouteDeps {
   readonly responses: ResponseStore
   readonly connections: Effect.Effect<ReadonlyArray<Connection>>
   readonly flag: (key: FlagKey) => Effect.Effect<boolean>
+  /** Prices and settles requests served outside the pipeline (embeddings, WebSocket). */
+  readonly accounting: AccountingShape
   /** Combos and advertised auto ids (model lists). */
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
 }
@@ -175,7 +178,7 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
-    const result = yield* embed(deps.inference, deps.usage, ctx, openAiChat, model, inputs, dimensions)
+    const result = yield* embed(deps.inference, deps.accounting.finish, ctx, openAiChat, model, inputs, dimensions)
     sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))
   })
 

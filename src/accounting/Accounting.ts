@@ -1,0 +1,123 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { Usage } from "../formats/canonical.js"
+import { EventBus } from "../events/EventBus.js"
+import { Connections } from "../providers/Connections.js"
+import { dispatchModel } from "../routing/Router.js"
+import { AccountingConfig } from "./AccountingConfig.js"
+import { type BudgetCheck, Budgets } from "./Budgets.js"
+import { tokenCost } from "./cost.js"
+import { Pricing } from "./Pricing.js"
+import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
+import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
+
+/** What one finished request settles: spend for budgets, tokens for limits, the request event. */
+export interface Settlement {
+  readonly requestId: string
+  readonly apiKeyId: string | null
+  readonly provider: string | null
+  readonly model: string | null
+  readonly requestedModel: string
+  readonly status: number
+  readonly usage: Partial<Usage> | undefined
+  readonly costUsd: number
+  readonly error: string | null
+}
+
+export interface AccountingShape {
+  /**
+   * Brings prices, budgets and limits up to date with what other processes (the CLI) committed:
+   * no query unless the database changed, checked at most once a second. Run once per request.
+   */
+  readonly prepare: Effect.Effect<void>
+  /** The key's budget before a request (a spent window refuses it). */
+  readonly budget: (apiKeyId: string | null) => Effect.Effect<BudgetCheck>
+  /** A token limit that stops the key from using a target now (sync). */
+  readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, now: number) => TokenLimitCheck
+  /** USD of one answer at the prices in force (0 when unpriced). */
+  readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
+  /** The free model a budget-exhausted request goes to, if there is one. */
+  readonly emergencyModel: Effect.Effect<string | undefined>
+  /** After a request: spend, tokens, and `request.completed` / `request.failed`. */
+  readonly settle: (s: Settlement) => Effect.Effect<void>
+  /**
+   * For routes outside the pipeline (embeddings, the WebSocket transport): prices the request,
+   * writes its usage row and settles it. Answers the cost.
+   */
+  readonly finish: (r: UsageRecord) => Effect.Effect<number>
+}
+
+/**
+ * Accounting on the request path: reads of in-memory budgets, limits and prices before and
+ * after each request; nothing here writes to the database synchronously (usage rows go through
+ * the batched writer, budgets and limits keep their counters in memory).
+ */
+export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, AccountingShape>() {
+  static readonly layer = Layer.effect(
+    Accounting,
+    Effect.gen(function* () {
+      const pricing = yield* Pricing
+      const budgets = yield* Budgets
+      const limits = yield* TokenLimits
+      const bus = yield* EventBus
+      const connections = yield* Connections
+      const config = yield* AccountingConfig
+      const usage = yield* UsageService
+
+      const emergencyModel: AccountingShape["emergencyModel"] = Effect.gen(function* () {
+        if (config.emergencyFallbackModel) return config.emergencyFallbackModel
+        const enabled = (yield* connections.list).filter((c) => c.enabled)
+        // A local provider costs nothing; otherwise a catalog model priced at zero.
+        const local = enabled.find((c) => c.provider.category === "local" && dispatchModel(c))
+        if (local) return `${local.name}/${dispatchModel(local)}`
+        for (const c of enabled) {
+          const free = c.provider.models.find((m) => m.kind === "chat" && m.pricing.input === 0 && m.pricing.output === 0)
+          if (free) return `${c.name}/${free.id}`
+        }
+        return undefined
+      })
+
+      const cost: AccountingShape["cost"] = (provider, model, u) => tokenCost(pricing.priceOf(provider, model), u)
+
+      const settle: AccountingShape["settle"] = (s) =>
+        Effect.gen(function* () {
+          const ok = s.status >= 200 && s.status < 300
+          if (s.apiKeyId !== null && s.costUsd > 0) yield* budgets.record(s.apiKeyId, s.costUsd)
+          const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
+          if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
+            yield* limits.record(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel }, tokens)
+          }
+          bus.publish(ok ? "request.completed" : "request.failed", {
+            trace_id: s.requestId,
+            api_key_id: s.apiKeyId,
+            provider: s.provider,
+            model: s.model,
+            requested_model: s.requestedModel,
+            status: s.status,
+            tokens_in: s.usage?.inputTokens ?? 0,
+            tokens_out: s.usage?.outputTokens ?? 0,
+            cost_usd: s.costUsd,
+            ...(ok ? {} : { error: s.error })
+          })
+        })
+
+      return {
+        cost,
+        settle,
+        finish: (r) =>
+          Effect.gen(function* () {
+            const u = { inputTokens: r.usage.input ?? undefined, outputTokens: r.usage.output ?? undefined, cachedInputTokens: r.usage.cached ?? undefined } as Partial<Usage>
+            const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? cost(r.provider, r.model, u) : 0
+            yield* usage.record({ ...r, costUsd })
+            yield* settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
+            return costUsd
+          }),
+        prepare: Effect.all([pricing.refresh, budgets.refresh, limits.refresh], { discard: true }),
+        budget: (apiKeyId) => Effect.sync(() => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, Date.now()))),
+        tokenLimit: (apiKeyId, target, now) => (apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, now)),
+        emergencyModel
+      } satisfies AccountingShape
+    })
+  )
+}
