@@ -1,0 +1,340 @@
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import OpenAI from "openai"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
+import { BatchWriter } from "../src/store/BatchWriter.js"
+import { queryDb } from "./support/db.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+/**
+ * Accounting and caching through HTTP: cost telemetry, usage rows, budgets with the emergency
+ * fallback, token limits, the response cache, idempotency, and the usage, telemetry, monitoring
+ * and pricing endpoints. Prices are the catalog's: gpt-4o is $2.50 in / $10 out per 1M tokens,
+ * and the fake upstream reports 11 input and 7 output tokens unless told otherwise.
+ */
+const ADMIN = "gwk_acct_admin_key_0123456789abcdefgh"
+const admin = { authorization: `Bearer ${ADMIN}` }
+/** 11 × 2.5 / 1e6 + 7 × 10 / 1e6 */
+const GPT4O_COST = 0.0000975
+
+let gw: TestGateway
+let up: FakeUpstream
+let local: FakeUpstream
+let userKey: { id: string; secret: string }
+const events: Array<GatewayEvent> = []
+
+const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { messages: [{ role: "user", content: "hi" }], ...body }, headers })
+const asUser = { authorization: "" }
+const flush = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+/** A streamed request's row is queued as its stream ends, just after the client saw the end. */
+const waitForRow = async (requestId: string) => {
+  for (let i = 0; i < 50; i++) {
+    await flush()
+    if (queryDb(gw.dataDir, "SELECT 1 FROM usage WHERE request_id = ?", requestId).length > 0) return
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  local = await FakeUpstream.start()
+  gw = await startGateway()
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  const created = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: "gwk_acct_user_key_0123456789abcdefghij" })))
+  userKey = { id: created.id, secret: "gwk_acct_user_key_0123456789abcdefghij" }
+  asUser.authorization = `Bearer ${userKey.secret}`
+  const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
+  expect((await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
+  expect((await add({ provider: "ollama", name: "local", baseUrl: local.baseUrl("ollama"), defaultModel: "llama3.2" })).status).toBe(201)
+  gw.runtime.runFork(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const q = yield* (yield* EventBus).subscribe
+        for (;;) events.push(yield* Queue.take(q))
+      })
+    )
+  )
+})
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+  await local?.close()
+})
+beforeEach(async () => {
+  await gw.resetResilience()
+  up.always({ content: "paid answer" })
+  local.always({ content: "free answer" })
+  up.requests.length = 0
+  local.requests.length = 0
+  events.length = 0
+  await call(`${gw.url}/api/cache/stats`, { method: "DELETE", headers: admin })
+})
+
+describe("cost telemetry", () => {
+  it("a non-streamed success carries the cost headers, computed from the catalog price", async () => {
+    const res = await chat({ model: "oai/gpt-4o" })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-gateway-response-cost")).toBe("0.0000975000")
+    expect(res.headers.get("x-gateway-tokens-in")).toBe("11")
+    expect(res.headers.get("x-gateway-tokens-out")).toBe("7")
+    expect(res.headers.get("x-gateway-model")).toBe("gpt-4o")
+    expect(res.headers.get("x-gateway-provider")).toBe("openai")
+    expect(Number(res.headers.get("x-gateway-latency-ms"))).toBeGreaterThanOrEqual(0)
+    expect(res.headers.get("x-gateway-cache-hit")).toBe("false")
+    expect(res.headers.get("x-gateway-fallback-attempts")).toBeNull()
+    expect(res.headers.get("x-gateway-request-id")).toMatch(/^req_/)
+    expect(res.headers.get("x-gateway-version")).toBeTruthy()
+    expect(res.headers.get("x-gateway-session-id")).toMatch(/^sess_/)
+  })
+
+  it("an unpriced model costs 0.0000000000, and a price override changes the cost", async () => {
+    const free = await chat({ model: "local/llama3.2" })
+    expect(free.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
+    const set = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "gpt-4o", input: 1, output: 2 }, headers: admin })
+    expect(set.status).toBe(200)
+    try {
+      // 11 × 1 / 1e6 + 7 × 2 / 1e6
+      expect((await chat({ model: "oai/gpt-4o" })).headers.get("x-gateway-response-cost")).toBe("0.0000250000")
+      const prices = (await call(`${gw.url}/api/pricing`, { headers: admin })).body.prices
+      expect(prices.find((p: any) => p.provider === "openai" && p.model === "gpt-4o")).toMatchObject({ input: 1, output: 2, source: expect.stringContaining("override") })
+    } finally {
+      await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "openai", model: "gpt-4o" }, headers: admin })
+    }
+    expect((await chat({ model: "oai/gpt-4o" })).headers.get("x-gateway-response-cost")).toBe("0.0000975000")
+  })
+
+  it("streamed answers report the same figures in the usage row", async () => {
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: userKey.secret, maxRetries: 0 })
+    const { response, data } = await client.chat.completions.create({ model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }], stream: true }).withResponse()
+    for await (const _ of data) {
+      // read
+    }
+    expect(response.headers.get("x-gateway-response-cost")).toBeNull()
+    await waitForRow(response.headers.get("x-gateway-request-id")!)
+    const [row] = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, cost_usd, api_key_id, requested_model, fallback_attempts, cache_hit FROM usage WHERE request_id = ?", response.headers.get("x-gateway-request-id"))
+    expect(row).toMatchObject({ tokens_in: 11, tokens_out: 7, api_key_id: userKey.id, requested_model: "oai/gpt-4o", fallback_attempts: 0, cache_hit: 0 })
+    expect(row!["cost_usd"]).toBeCloseTo(GPT4O_COST, 12)
+  })
+})
+
+describe("budgets", () => {
+  afterAll(async () => {
+    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK" }, headers: admin })
+  })
+
+  it("POST refuses the legacy shape and a budget without a positive limit", async () => {
+    const legacy = await call(`${gw.url}/api/usage/budget`, { body: { keyId: userKey.id, limit: 5, period: "daily" }, headers: admin })
+    expect(legacy.status).toBe(400)
+    expect(legacy.body.message).toMatch(/legacy/i)
+    const none = await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: userKey.id, dailyLimitUsd: 0 }, headers: admin })
+    expect(none.status).toBe(400)
+    expect(none.body.message).toMatch(/at least one limit greater than 0/i)
+    const unknown = await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: "key_nope", dailyLimitUsd: 1 }, headers: admin })
+    expect(unknown.status).toBe(404)
+  })
+
+  it("a spent budget sends the key's requests to the free fallback model, or answers 429 when the fallback is off", async () => {
+    // A key of its own: a budget counts what its key already spent in the window.
+    const secret = "gwk_acct_budget_key_0123456789abcdefghi"
+    const budgetKey = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budgeted", scopes: ["inference"] }, { secret })))
+    const asUser = { authorization: `Bearer ${secret}` }
+    const userKey = { id: budgetKey.id }
+    const set = await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: userKey.id, dailyLimitUsd: 0.00015, warningThreshold: 0.5 }, headers: admin })
+    expect(set.status).toBe(200)
+    expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
+    const warning = events.find((e) => e.event === "quota.exceeded")
+    expect(warning?.data, JSON.stringify(warning)).toMatchObject({ api_key_id: userKey.id, window: "daily", kind: "warning" })
+    expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
+    expect(events.some((e) => e.event === "quota.exceeded" && e.data["kind"] === "exceeded")).toBe(true)
+    const status = (await call(`${gw.url}/api/usage/budget?apiKeyId=${userKey.id}`, { headers: admin })).body.budgets[0]
+    expect(status.exceeded).toBe(true)
+    expect(status.windows.daily.spentUsd).toBeCloseTo(2 * GPT4O_COST, 10)
+    // Spent: the emergency fallback (on by default) answers from the free local model.
+    const fallback = await chat({ model: "oai/gpt-4o" }, asUser)
+    expect(fallback.status).toBe(200)
+    expect(fallback.body.choices[0].message.content).toBe("free answer")
+    expect(fallback.headers.get("x-gateway-emergency-fallback")).toBe("local/llama3.2")
+    expect(up.requests).toHaveLength(2)
+    // Other keys are not affected.
+    expect((await chat({ model: "oai/gpt-4o" })).body.choices[0].message.content).toBe("paid answer")
+    // With the fallback off: 429 with Retry-After until the window resets.
+    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    const refused = await chat({ model: "oai/gpt-4o" }, asUser)
+    expect(refused.status).toBe(429)
+    expect(refused.body.error.code).toBe("budget_exhausted")
+    expect(refused.body.error.message).toContain("daily budget")
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+  })
+})
+
+describe("token limits", () => {
+  afterAll(async () => {
+    const list = (await call(`${gw.url}/api/usage/token-limits`, { headers: admin })).body.limits
+    for (const l of list) await call(`${gw.url}/api/usage/token-limits`, { method: "DELETE", body: { id: l.id }, headers: admin })
+  })
+
+  it("a model-scoped limit answers 429 with Retry-After once reached, and leaves other models alone", async () => {
+    // A key of its own: a limit counts the tokens its key already used in the current window.
+    const secret = "gwk_acct_limited_key_0123456789abcdefgh"
+    const limitedKey = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "limited", scopes: ["inference"] }, { secret })))
+    const asUser = { authorization: `Bearer ${secret}` }
+    const userKey = { id: limitedKey.id }
+    const bad = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: userKey.id, scope: "model", maxTokens: 10 }, headers: admin })
+    expect(bad.status).toBe(400)
+    const created = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: userKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 20, window: "hour" }, headers: admin })
+    expect(created.status).toBe(201)
+    expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
+    expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
+    const limited = await chat({ model: "oai/gpt-4o" }, asUser)
+    expect(limited.status).toBe(429)
+    expect(limited.body.error.code).toBe("token_limit_exceeded")
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect(up.requests).toHaveLength(2)
+    expect((await chat({ model: "local/llama3.2" }, asUser)).status).toBe(200)
+    const listed = (await call(`${gw.url}/api/usage/token-limits?apiKeyId=${userKey.id}`, { headers: admin })).body.limits
+    expect(listed[0]).toMatchObject({ scope: "model", model: "oai/gpt-4o", maxTokens: 20, usedTokens: 36 })
+    const removed = await call(`${gw.url}/api/usage/token-limits`, { method: "DELETE", body: { id: created.body.id }, headers: admin })
+    expect(removed.status).toBe(200)
+    expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
+  })
+})
+
+describe("response cache", () => {
+  it("serves a repeated deterministic request from the cache: no upstream call, cost 0, cost saved", async () => {
+    const body = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "what is 2+2" }] }
+    const first = await chat(body)
+    expect(first.headers.get("x-gateway-cache")).toBe("MISS")
+    await flush()
+    const second = await chat(body)
+    expect(second.headers.get("x-gateway-cache")).toBe("HIT")
+    expect(second.body).toEqual(first.body)
+    expect(up.requests).toHaveLength(1)
+    expect(second.headers.get("x-gateway-response-cost")).toBe("0.0000000000")
+    expect(second.headers.get("x-gateway-cost-saved")).toBe("0.0000975000")
+    expect(second.headers.get("x-gateway-cache-hit")).toBe("true")
+    await flush()
+    const [row] = queryDb(gw.dataDir, "SELECT cache_hit, cost_usd, status FROM usage WHERE request_id = ?", second.headers.get("x-gateway-request-id"))
+    expect(row).toMatchObject({ cache_hit: 1, cost_usd: 0, status: 200 })
+    // A seed makes a request deterministic too; key order does not matter.
+    const seeded = { messages: [{ content: "pick a number", role: "user" }], seed: 7, model: "oai/gpt-4o" }
+    await chat(seeded)
+    expect((await chat({ model: "oai/gpt-4o", seed: 7, messages: [{ role: "user", content: "pick a number" }] })).headers.get("x-gateway-cache")).toBe("HIT")
+    const stats = (await call(`${gw.url}/api/cache/stats`, { headers: admin })).body
+    expect(stats.semanticCache).toMatchObject({ memorySize: 2, memoryMaxSize: 1000, hits: 2 })
+    expect(stats.semanticCache.hitRate).toBeGreaterThan(0)
+    expect(stats.idempotency).toEqual({ activeKeys: expect.any(Number), windowMs: 5000 })
+  })
+
+  it("never caches sampling requests, and X-Gateway-No-Cache bypasses it", async () => {
+    const sampled = { model: "oai/gpt-4o", temperature: 0.7, messages: [{ role: "user", content: "a poem" }] }
+    await chat(sampled)
+    expect((await chat(sampled)).headers.get("x-gateway-cache")).toBe("MISS")
+    expect(up.requests).toHaveLength(2)
+    const exact = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "bypass" }] }
+    await chat(exact)
+    const bypass = await chat(exact, { "x-gateway-no-cache": "true" })
+    expect(bypass.headers.get("x-gateway-cache")).toBe("MISS")
+    expect(up.requests).toHaveLength(4)
+  })
+
+  it("DELETE /api/cache/stats empties it", async () => {
+    const body = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "clear me" }] }
+    await chat(body)
+    await flush()
+    const cleared = await call(`${gw.url}/api/cache/stats`, { method: "DELETE", headers: admin })
+    expect(cleared.body.cleared.memory).toBeGreaterThanOrEqual(1)
+    expect((await chat(body)).headers.get("x-gateway-cache")).toBe("MISS")
+  })
+})
+
+describe("idempotency", () => {
+  it("a burst of 50 identical requests with one Idempotency-Key makes exactly one upstream call", async () => {
+    up.always({ content: "once", delayMs: 100 })
+    const results = await Promise.all(Array.from({ length: 50 }, () => chat({ model: "oai/gpt-4o", temperature: 0.9 }, { "idempotency-key": "burst-1" })))
+    expect(up.requests).toHaveLength(1)
+    expect(results.every((r) => r.status === 200 && r.body.choices[0].message.content === "once")).toBe(true)
+    expect(results.filter((r) => r.headers.get("x-gateway-idempotent") === "true")).toHaveLength(49)
+    expect(new Set(results.map((r) => r.body.id)).size).toBe(1)
+    // X-Request-Id works the same way; a different key is a different request.
+    await chat({ model: "oai/gpt-4o" }, { "x-request-id": "r-1" })
+    const again = await chat({ model: "oai/gpt-4o" }, { "x-request-id": "r-1" })
+    expect(again.headers.get("x-gateway-idempotent")).toBe("true")
+    await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "other" })
+    expect(up.requests).toHaveLength(3)
+  })
+
+  it("a streamed answer is shared whole with a duplicate, and the window ends after 5 seconds", async () => {
+    const body = { model: "oai/gpt-4o", stream: true }
+    const first = await chat(body, { "idempotency-key": "stream-1" })
+    const dup = await chat(body, { "idempotency-key": "stream-1" })
+    expect(dup.headers.get("x-gateway-idempotent")).toBe("true")
+    expect(dup.text).toBe(first.text)
+    expect(up.requests).toHaveLength(1)
+  })
+})
+
+describe("usage, telemetry, monitoring", () => {
+  it("history, logs, request logs, per-connection usage, telemetry percentiles and monitoring health", async () => {
+    up.next({ status: 503 })
+    await chat({ model: "oai/gpt-4o" }, asUser)
+    for (let i = 0; i < 3; i++) await chat({ model: "oai/gpt-4o" }, asUser)
+    await chat({ model: "local/llama3.2" })
+    const history = await call(`${gw.url}/api/usage/history?groupBy=provider`, { headers: admin })
+    expect(history.status).toBe(200)
+    const openai = history.body.rows.find((r: any) => r.key === "openai")
+    expect(openai.requests).toBeGreaterThanOrEqual(4)
+    expect(openai.errors).toBeGreaterThanOrEqual(1)
+    expect(openai.costUsd).toBeGreaterThan(0)
+    expect(history.body.totals.requests).toBeGreaterThanOrEqual(openai.requests)
+    const byKey = await call(`${gw.url}/api/usage/history?groupBy=apiKey&apiKeyId=${userKey.id}`, { headers: admin })
+    expect(byKey.body.rows.every((r: any) => r.key === userKey.id)).toBe(true)
+
+    const logs = await call(`${gw.url}/api/usage/logs?limit=2`, { headers: admin })
+    expect(logs.body.logs).toHaveLength(2)
+    expect(logs.body.nextBefore).toBeTypeOf("number")
+    const page2 = await call(`${gw.url}/api/usage/logs?limit=2&before=${logs.body.nextBefore}`, { headers: admin })
+    expect(page2.body.logs[0].id).toBeLessThan(logs.body.logs[1].id)
+    const errors = await call(`${gw.url}/api/usage/request-logs?status=error&provider=openai`, { headers: admin })
+    expect(errors.body.requests.length).toBeGreaterThanOrEqual(1)
+    expect(errors.body.requests[0]).toMatchObject({ status: 503, cacheHit: false, fallbackAttempts: 0 })
+    expect((await call(`${gw.url}/api/usage/logs?limit=0`, { headers: admin })).status).toBe(400)
+    expect((await call(`${gw.url}/api/usage/history?groupBy=color`, { headers: admin })).status).toBe(400)
+
+    const conn = await call(`${gw.url}/api/usage/oai`, { headers: admin })
+    expect(conn.status).toBe(200)
+    expect(conn.body).toMatchObject({ name: "oai", provider: "openai" })
+    expect(conn.body.last24h.requests).toBeGreaterThanOrEqual(4)
+    expect(conn.body.last24h.p50LatencyMs).toBeTypeOf("number")
+    expect((await call(`${gw.url}/api/usage/nope`, { headers: admin })).status).toBe(404)
+
+    const telemetry = await call(`${gw.url}/api/telemetry/summary`, { headers: admin })
+    const t = telemetry.body.providers.find((p: any) => p.provider === "openai")
+    expect(t.count).toBeGreaterThanOrEqual(4)
+    expect(t.p50).toBeLessThanOrEqual(t.p95)
+    expect(t.p95).toBeLessThanOrEqual(t.p99)
+
+    const health = await call(`${gw.url}/api/monitoring/health`, { headers: admin })
+    expect(health.body).toMatchObject({ status: "ok", configuredCount: 2, activeCount: 2 })
+    expect(health.body.catalogCount).toBeGreaterThanOrEqual(12)
+    expect(health.body.monitoredCount).toBeGreaterThanOrEqual(1)
+    expect((await call(`${gw.url}/api/monitoring/health`)).status).toBe(401)
+  })
+
+  it("every inference answer names a session, and X-Gateway-Progress is echoed", async () => {
+    const plain = await chat({ model: "oai/gpt-4o" })
+    expect(plain.headers.get("x-gateway-session-id")).toMatch(/^sess_/)
+    // The same conversation gets the same derived session id.
+    expect((await chat({ model: "oai/gpt-4o" })).headers.get("x-gateway-session-id")).toBe(plain.headers.get("x-gateway-session-id"))
+    const unknown = await chat({ model: "nope/x" })
+    expect(unknown.status).toBe(404)
+    expect(unknown.headers.get("x-gateway-session-id")).toMatch(/^sess_/)
+    const codex = await call(`${gw.url}/v1/responses`, { body: { model: "oai/gpt-4o", input: "hi" }, headers: { session_id: "codex-thread-1" } })
+    expect(codex.headers.get("x-gateway-session-id")).toBe("codex-thread-1")
+    const progress = await chat({ model: "oai/gpt-4o" }, { "x-gateway-progress": "true" })
+    expect(progress.headers.get("x-gateway-progress")).toBe("enabled")
+  })
+})

@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
+import { queryDb } from "./support/db.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, tempDir } from "./support/gateway.js"
+
+/** The gateway as its own process: usage rows across a SIGTERM, and the accounting CLI commands. */
+let up: FakeUpstream
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+})
+afterAll(() => up?.close())
+
+const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+
+describe("usage rows survive a SIGTERM during a burst", () => {
+  it("every request the server answered has exactly one row, counted again after a restart", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    up.always({ content: "slow answer", delayMs: 400 })
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    const burst = Array.from({ length: 40 }, (_, i) =>
+      fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "openai-compatible/m1", stream: i % 2 === 0, messages: [{ role: "user", content: `request ${i}` }] })
+      })
+        .then(async (r) => ({ status: r.status, id: r.headers.get("x-gateway-request-id"), text: await r.text() }))
+        .catch(() => undefined)
+    )
+    await new Promise((r) => setTimeout(r, 150))
+    const code = await server.stop("SIGTERM")
+    expect(code).toBe(0)
+    const answered = (await Promise.all(burst)).filter((r): r is { status: number; id: string; text: string } => r !== undefined && r.id !== null)
+    // The requests in flight when SIGTERM came were drained, not cut.
+    expect(answered.length).toBe(40)
+    expect(answered.every((r) => r.status === 200 && !r.text.includes('"error"'))).toBe(true)
+    const ids = answered.map((r) => r.id)
+    const rows = queryDb(dataDir, `SELECT request_id, status FROM usage WHERE request_id IN (${ids.map(() => "?").join(",")})`, ...ids)
+    expect(rows).toHaveLength(40)
+    expect(new Set(rows.map((r: any) => r.request_id)).size).toBe(40)
+
+    // After a restart the API sees the same rows.
+    up.always({ content: "ok" })
+    const again = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      const logs = await call(`${again.url}/api/usage/request-logs?limit=1000`, { headers: admin })
+      const seen = new Set(logs.body.requests.map((r: any) => r.requestId))
+      expect(ids.every((id) => seen.has(id))).toBe(true)
+    } finally {
+      await again.stop()
+    }
+  })
+})
+
+describe("gateway quota and gateway cache", () => {
+  it("show and clear the running server's budgets, limits and cache", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    up.always({ content: "cached answer" })
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      const env = { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
+      const port = new URL(server.url).port
+      const keys = (await call(`${server.url}/api/keys`, { headers: admin })).body.keys
+      const keyId = keys[0].id
+      expect((await call(`${server.url}/api/usage/budget`, { body: { apiKeyId: keyId, dailyLimitUsd: 5, monthlyLimitUsd: 50 }, headers: admin })).status).toBe(200)
+      expect((await call(`${server.url}/api/usage/token-limits`, { body: { apiKeyId: keyId, scope: "global", maxTokens: 100000 }, headers: admin })).status).toBe(201)
+      const quota = await runCli(["--port", port, "quota"], env)
+      expect(quota.code, quota.stderr).toBe(0)
+      expect(quota.stdout).toContain("daily")
+      expect(quota.stdout).toContain("$5.0000")
+      expect(quota.stdout).toContain("100000")
+      const quotaJson = JSON.parse((await runCli(["--port", port, "quota", "--json"], env)).stdout)
+      expect(quotaJson.budgets[0]).toMatchObject({ apiKeyId: keyId })
+      expect(quotaJson.tokenLimits[0]).toMatchObject({ scope: "global", maxTokens: 100000 })
+
+      const body = { model: "openai-compatible/m1", temperature: 0, messages: [{ role: "user", content: "same question" }] }
+      await call(`${server.url}/v1/chat/completions`, { body })
+      await new Promise((r) => setTimeout(r, 100))
+      expect((await call(`${server.url}/v1/chat/completions`, { body })).headers.get("x-gateway-cache")).toBe("HIT")
+      const cache = await runCli(["--port", port, "cache"], env)
+      expect(cache.code, cache.stderr).toBe(0)
+      expect(cache.stdout).toMatch(/response cache: 1 of 1000 in memory/)
+      expect(cache.stdout).toContain("hits 1")
+      const cleared = await runCli(["--port", port, "cache", "clear"], env)
+      expect(cleared.stdout).toContain("cleared 1 cached answers in memory")
+      expect((await call(`${server.url}/v1/chat/completions`, { body })).headers.get("x-gateway-cache")).toBe("MISS")
+
+      const noKey = await runCli(["--port", port, "cache"], { DATA_DIR: dataDir })
+      expect(noKey.code).toBe(1)
+      expect(noKey.stderr).toContain("admin API key")
+      const down = await runCli(["--port", "1", "quota"], env)
+      expect(down.code).toBe(1)
+      expect(down.stderr).toContain("no gateway answers")
+    } finally {
+      await server.stop()
+    }
+  })
+})
