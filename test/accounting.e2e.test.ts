@@ -338,3 +338,36 @@ describe("usage, telemetry, monitoring", () => {
     expect(progress.headers.get("x-gateway-progress")).toBe("enabled")
   })
 })
+
+describe("progress events", () => {
+  it("a streamed request with X-Gateway-Progress: true gets routing and attempt events as SSE comments the SDK ignores", async () => {
+    await call(`${gw.url}/api/combos`, { body: { name: "prog", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "local/llama3.2" }] }, headers: admin })
+    try {
+      up.always({ status: 503 })
+      const raw = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prog", stream: true, messages: [{ role: "user", content: "hi" }] }, headers: { "x-gateway-progress": "true" } })
+      expect(raw.status).toBe(200)
+      expect(raw.headers.get("x-gateway-progress")).toBe("enabled")
+      const stages = raw.text
+        .split("\n")
+        .filter((l) => l.startsWith(": progress "))
+        .map((l) => JSON.parse(l.slice(": progress ".length)).stage)
+      expect(stages).toEqual(["accepted", "routed", "attempt", "failed", "attempt"])
+      const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0, defaultHeaders: { "x-gateway-progress": "true" } })
+      const stream = await client.chat.completions.create({ model: "prog", messages: [{ role: "user", content: "hi" }], stream: true })
+      let text = ""
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
+      expect(text).toBe("free answer")
+      // When every target fails after the stream opened, the error is the format's stream error event.
+      local.always({ status: 500 })
+      const failing = await client.chat.completions.create({ model: "prog", messages: [{ role: "user", content: "hi" }], stream: true })
+      const err = await (async () => {
+        for await (const _ of failing) {
+          // read
+        }
+      })().catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(OpenAI.APIError)
+    } finally {
+      await call(`${gw.url}/api/combos/prog`, { method: "DELETE", headers: admin })
+    }
+  })
+})

@@ -17,7 +17,7 @@ import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference } from "./auth.js"
 import { explicitSession } from "./session.js"
-import { errorBody, InferenceError } from "./errors.js"
+import { errorBody, InferenceError, toCanonical } from "./errors.js"
 import { type RequestContext, sendJson } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
@@ -235,6 +235,12 @@ const record = (res: http.ServerResponse) => {
 }
 
 const respondError = (ctx: RequestContext, e: InferenceError, route: RouteDef): void => {
+  if (ctx.progress && !ctx.progress.contentStarted && !ctx.res.writableEnded) {
+    // Progress events opened the stream: the error goes as the format's stream error event.
+    ctx.progress.emit("error", { status: e.status })
+    ctx.res.end(route.format.streamEncoder({ model: "", requestId: ctx.requestId }).push({ type: "error", error: toCanonical(e) }))
+    return
+  }
   if (!ctx.res.headersSent) {
     sendJson(ctx, e.status, errorBody(e, route.format), e.headers)
   } else if (!ctx.res.writableEnded) {

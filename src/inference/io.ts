@@ -18,6 +18,39 @@ export interface RequestContext {
   apiKeyId: string | null
   /** Headers the pipeline adds to the answer (session, fallback attempts, cost telemetry). */
   readonly responseHeaders: Record<string, string>
+  /** X-Gateway-Progress on a streamed request: headers went out early, events go as SSE comments. */
+  progress?: Progress
+}
+
+/** Progress events of one streamed request (`X-Gateway-Progress: true`). */
+export interface Progress {
+  /** Set once the answer itself began (after that, failures are in-stream errors). */
+  contentStarted: boolean
+  readonly emit: (stage: string, data?: Readonly<Record<string, unknown>>) => void
+}
+
+/**
+ * Whether the answer is committed: something of it reached the client, so the request can no
+ * longer go to another target or be answered with an HTTP error status. Progress events alone
+ * (headers and comments) do not commit it.
+ */
+export const committed = (ctx: RequestContext): boolean => ctx.res.headersSent && (ctx.progress === undefined || ctx.progress.contentStarted)
+
+/**
+ * Opens an SSE answer early so progress events can flow while the gateway routes and waits;
+ * each event is an SSE comment (`: progress {...}`) that SDKs ignore.
+ */
+export const openProgress = (ctx: RequestContext, contentType: string): Progress => {
+  ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" })
+  const progress: Progress = {
+    contentStarted: false,
+    emit: (stage, data = {}) => {
+      if (!ctx.res.destroyed && !ctx.res.writableEnded) ctx.res.write(`: progress ${JSON.stringify({ stage, ...data })}\n\n`)
+    }
+  }
+  ctx.progress = progress
+  progress.emit("accepted", { requestId: ctx.requestId })
+  return progress
 }
 
 export const gatewayHeaders = (requestId: string): Record<string, string> => ({

@@ -45,7 +45,7 @@ import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { clientError, InferenceError } from "./errors.js"
-import { type RequestContext, responseHeaders } from "./io.js"
+import { committed, openProgress, type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { embed } from "./embeddings.js"
@@ -503,7 +503,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             if (call.stream) {
               // The client asked for a stream but the upstream answered whole: replay it as events.
               const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-              ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+              if (ctx.progress) ctx.progress.contentStarted = true
+              if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
               ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
               return outcome
             }
@@ -662,6 +663,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   )
                   tried.add(candidate.key)
                   if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
+                  ctx.progress?.emit("attempt", { attempt: attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
                   track.tried = candidate
                   track.fallbacks = attempts
                   track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
@@ -699,14 +701,15 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
                   if (!failed.failure) {
                     yield* releaseProbe
-                    return { kind: failed.skip && !ctx.res.headersSent ? ("skip" as const) : ("final" as const), error: failed.error }
+                    return { kind: failed.skip && !committed(ctx) ? ("skip" as const) : ("final" as const), error: failed.error }
                   }
                   const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
                   yield* router.failed(plan, candidate)
                   // The request's own faults say nothing about the candidate's health.
                   if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
                   yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
-                  return { kind: !classification.retryable || ctx.res.headersSent ? ("final" as const) : ("next" as const), error: failed.error }
+                  ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
+                  return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }
                 })
               )
               if (step.kind === "served") return
@@ -746,7 +749,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const options = call.encodeOptions ? { options: call.encodeOptions } : {}
           if (call.stream) {
             const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...options })
-            ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+            if (ctx.progress) ctx.progress.contentStarted = true
+            if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
             ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
             return
           }
@@ -873,6 +877,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           yield* Fiber.interruptAll(fibers)
           const got = [...answers].sort((a, b) => a.index - b.index)
           yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
+          ctx.progress?.emit("panel", { answered: got.length, of: f.panel.length })
           if (got.length === 0) {
             track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
             return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
@@ -888,7 +893,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // A judge that fails before answering leaves the panel's first answer as the reply.
           return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
             Effect.catchAll((e) =>
-              ctx.res.headersSent
+              committed(ctx)
                 ? Effect.fail(e)
                 : Effect.gen(function* () {
                     yield* Effect.logWarning(`fusion judge of ${plan.scope} failed (${e.message}); answering with the panel's first answer`)
@@ -948,7 +953,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
           })()
           ctx.responseHeaders["x-gateway-session-id"] = explicitSession(ctx.req, call.body) ?? derivedSession(ctx.apiKeyId, call.model, call.body)
-          if (String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") ctx.responseHeaders["x-gateway-progress"] = "enabled"
+          const wantsProgress = String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
+          if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model }
           yield* accounting.prepare
 
@@ -972,6 +978,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               track.model = emergency
             }
 
+            // Progress events need the answer open early: SSE streams only (NDJSON has no comments).
+            if (wantsProgress && routed.stream && client.framing === "sse" && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
+
             // Response cache (non-streamed, deterministic requests only).
             const cached = yield* lookup(routed)
             if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
@@ -989,6 +998,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const served: InferenceCall = cached?.key ? { ...routed, capture: (body) => (captured = body) } : routed
 
             const first = yield* planFor(served.model, client, { features, ctx, body: served.body })
+            ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
             if (first.fusion) yield* fuse(served, first, first.fusion, track)
             else if (first.kind !== "quota-share") yield* execute(served, first, track)
             else {
@@ -999,7 +1009,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 const result = yield* Effect.either(execute(served, plan, track))
                 if (result._tag === "Right") break
                 const settings = resilienceConfig.current().comboCooldownWait
-                if (!settings.enabled || waits >= settings.maxAttempts || ctx.res.headersSent || result.left.status !== 429) return yield* Effect.fail(result.left)
+                if (!settings.enabled || waits >= settings.maxAttempts || committed(ctx) || result.left.status !== 429) return yield* Effect.fail(result.left)
                 // How long until a candidate is admissible again, read from the resilience state
                 // (planning again here would charge the quota-share deficits twice).
                 const now = Date.now()
@@ -1013,6 +1023,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 }
                 if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
                 yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
+                ctx.progress?.emit("waiting", { ms: wait, reason: "cooldown" })
                 yield* Effect.sleep(Duration.millis(wait + 5))
                 waited += wait
                 plan = yield* planFor(served.model, client, { features, ctx, body: served.body })

@@ -4,7 +4,7 @@ import * as Schedule from "effect/Schedule"
 import type { CanonicalError } from "../formats/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { type RequestContext, responseHeaders } from "./io.js"
+import { committed, type RequestContext, responseHeaders } from "./io.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
@@ -91,6 +91,7 @@ export const relayStream = (
   let ttftMs: number | null = null
 
   const start = () => {
+    if (ctx.progress) ctx.progress.contentStarted = true
     if (ctx.res.headersSent) return
     ctx.res.writeHead(200, {
       ...responseHeaders(ctx),
@@ -119,7 +120,7 @@ export const relayStream = (
     const finish = (error: CanonicalError | undefined, endText?: string) => {
       if (done) return
       done = true
-      if (error && !ctx.res.headersSent) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
+      if (error && !committed(ctx)) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
       if (!ctx.res.destroyed) {
         start()
@@ -167,7 +168,7 @@ export const relayStream = (
     Effect.catchTag("StreamStalled", (e) =>
       Effect.sync((): StreamOutcome => {
         const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
-        if (!ctx.res.headersSent) return { ttftMs, error: e.message, failedBeforeOutput: error }
+        if (!committed(ctx)) return { ttftMs, error: e.message, failedBeforeOutput: error }
         if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
         return { ttftMs, error: e.message }
       })
