@@ -1,4 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -264,7 +265,7 @@ export const UsageRetention = Layer.scopedDiscard(
     const sql = yield* SqlClient.SqlClient
     const config = yield* AccountingConfig
     const prune = Effect.gen(function* () {
-      const cutoff = Date.now() - config.usageRetentionDays * DAY
+      const cutoff = (yield* Clock.currentTimeMillis) - config.usageRetentionDays * DAY
       const old = yield* sql<{ n: number }>`DELETE FROM usage WHERE ts < ${cutoff} RETURNING 1 AS n`
       const [edge] = yield* sql<{ id: number }>`SELECT id FROM usage ORDER BY id DESC LIMIT 1 OFFSET ${config.usageMaxRows}`
       const excess = edge ? yield* sql<{ n: number }>`DELETE FROM usage WHERE id <= ${edge.id} RETURNING 1 AS n` : []
