@@ -267,7 +267,7 @@ describe("idempotency", () => {
     expect(up.requests).toHaveLength(3)
   })
 
-  it("a streamed answer is shared whole with a duplicate, and the window ends after 5 seconds", async () => {
+  it("a streamed answer is shared whole with a duplicate", async () => {
     const body = { model: "oai/gpt-4o", stream: true }
     const first = await chat(body, { "idempotency-key": "stream-1" })
     const dup = await chat(body, { "idempotency-key": "stream-1" })
@@ -369,5 +369,107 @@ describe("progress events", () => {
     } finally {
       await call(`${gw.url}/api/combos/prog`, { method: "DELETE", headers: admin })
     }
+  })
+})
+
+describe("review fixes", () => {
+  it("the cache key separates endpoints, extra body fields and the no-thinking alias", async () => {
+    const chatBody = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "2+2?" }] }
+    await chat(chatBody)
+    const legacy = await call(`${gw.url}/v1/completions`, { body: { model: "oai/gpt-4o", temperature: 0, prompt: "2+2?" } })
+    expect(legacy.headers.get("x-gateway-cache")).toBe("MISS")
+    expect(legacy.body.object).toBe("text_completion")
+    const n3 = await chat({ ...chatBody, n: 3, logprobs: true })
+    expect(n3.headers.get("x-gateway-cache")).toBe("MISS")
+    expect((await chat(chatBody)).headers.get("x-gateway-cache")).toBe("HIT")
+  })
+
+  it("budgets and token limits hold for embeddings too", async () => {
+    const secret = "gwk_acct_embed_key_0123456789abcdefghij"
+    const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "embedder", scopes: ["inference"] }, { secret })))
+    await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: k.id, dailyLimitUsd: 0.00001 }, headers: admin })
+    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    try {
+      const auth = { authorization: `Bearer ${secret}` }
+      // 11 + 7 tokens of gpt-4o: $0.0000975, past the $0.00001 budget.
+      expect((await chat({ model: "oai/gpt-4o" }, auth)).status).toBe(200)
+      const embedding = await call(`${gw.url}/v1/embeddings`, { body: { model: "oai/text-embedding-3-small", input: "hello" }, headers: auth })
+      expect(embedding.status).toBe(429)
+      expect(embedding.body.error.code).toBe("budget_exhausted")
+    } finally {
+      await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK" }, headers: admin })
+    }
+  })
+
+  it("parallel requests of one key cannot spend far past its budget once its cost is known", async () => {
+    const secret = "gwk_acct_burst_key_0123456789abcdefghij"
+    const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "burst", scopes: ["inference"] }, { secret })))
+    await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK", value: "false" }, headers: admin })
+    try {
+      await call(`${gw.url}/api/usage/budget`, { body: { apiKeyId: k.id, dailyLimitUsd: GPT4O_COST * 5.5 }, headers: admin })
+      const auth = { authorization: `Bearer ${secret}` }
+      expect((await chat({ model: "oai/gpt-4o" }, auth)).status).toBe(200)
+      up.always({ content: "slow", delayMs: 200 })
+      const burst = await Promise.all(Array.from({ length: 20 }, () => chat({ model: "oai/gpt-4o" }, auth)))
+      const ok = burst.filter((r) => r.status === 200).length
+      expect(ok).toBeGreaterThanOrEqual(4)
+      expect(ok).toBeLessThanOrEqual(5)
+      expect(burst.filter((r) => r.status === 429).every((r) => r.body.error.code === "budget_exhausted")).toBe(true)
+    } finally {
+      await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_EMERGENCY_FALLBACK" }, headers: admin })
+    }
+  })
+
+  it("a token limit written as <connection>/<model> holds through a combo", async () => {
+    const secret = "gwk_acct_combo_key_0123456789abcdefghij"
+    const k = await gw.run(Effect.flatMap(ApiKeys, (x) => x.create({ name: "combo-user", scopes: ["inference"] }, { secret })))
+    await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: k.id, scope: "model", model: "oai/gpt-4o", maxTokens: 10 }, headers: admin })
+    await call(`${gw.url}/api/combos`, { body: { name: "only-oai", strategy: "priority", targets: [{ model: "oai/gpt-4o" }] }, headers: admin })
+    try {
+      const auth = { authorization: `Bearer ${secret}` }
+      expect((await chat({ model: "only-oai" }, auth)).status).toBe(200)
+      const limited = await chat({ model: "only-oai" }, auth)
+      expect(limited.status).toBe(429)
+      expect(limited.body.error.code).toBe("token_limit_exceeded")
+    } finally {
+      await call(`${gw.url}/api/combos/only-oai`, { method: "DELETE", headers: admin })
+    }
+  })
+
+  it("idempotency keeps different bodies and different callers apart, and does not keep a transient failure", async () => {
+    await chat({ model: "oai/gpt-4o", messages: [{ role: "user", content: "translate cat" }] }, { "x-request-id": "trace-123" })
+    const other = await chat({ model: "oai/gpt-4o", messages: [{ role: "user", content: "summarise" }] }, { "x-request-id": "trace-123" })
+    expect(other.headers.get("x-gateway-idempotent")).toBeNull()
+    await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "k1", authorization: "Bearer token-of-alice" })
+    const bob = await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "k1", authorization: "Bearer token-of-bob" })
+    expect(bob.headers.get("x-gateway-idempotent")).toBeNull()
+    expect(up.requests).toHaveLength(4)
+    up.next({ status: 503 })
+    expect((await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "retry-me" })).status).toBe(503)
+    const retry = await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "retry-me" })
+    expect(retry.status).toBe(200)
+    expect(retry.headers.get("x-gateway-idempotent")).toBeNull()
+  })
+
+  it("fusion panel calls are priced and counted, and the answer's cost header includes them", async () => {
+    await call(`${gw.url}/api/providers`, { body: { provider: "openai", name: "oai2", apiKey: "sk-2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" }, headers: admin })
+    await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } }, headers: admin })
+    try {
+      const res = await chat({ model: "panel" })
+      expect(res.status).toBe(200)
+      // Two panel calls and the judge, each 11 + 7 tokens of gpt-4o.
+      expect(res.headers.get("x-gateway-response-cost")).toBe("0.0002925000")
+      await flush()
+      const rows = queryDb(gw.dataDir, "SELECT endpoint, cost_usd FROM usage WHERE request_id = ?", res.headers.get("x-gateway-request-id"))
+      expect(rows.filter((r: any) => r.endpoint.endsWith("fusion-panel")).map((r: any) => r.cost_usd)).toEqual([GPT4O_COST, GPT4O_COST])
+    } finally {
+      await call(`${gw.url}/api/combos/panel`, { method: "DELETE", headers: admin })
+      await call(`${gw.url}/api/providers/oai2`, { method: "DELETE", headers: admin })
+    }
+  })
+
+  it("a date beyond what JavaScript can represent is a 400, not a 500", async () => {
+    expect((await call(`${gw.url}/api/usage/history?from=99999999999999999999`, { headers: admin })).status).toBe(400)
+    expect((await call(`${gw.url}/api/usage/history?to=9000000000000000`, { headers: admin })).status).toBe(400)
   })
 })

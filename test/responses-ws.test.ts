@@ -2,6 +2,8 @@ import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { BatchWriter } from "../src/store/BatchWriter.js"
+import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -164,5 +166,21 @@ describe("Responses over WebSocket", () => {
     } finally {
       await other.close()
     }
+  })
+})
+
+describe("usage rows on the WebSocket transport", () => {
+  it("a response that fails upstream still writes its row, with the upstream's status", async () => {
+    up.always({ status: 500, errorMessage: "boom" })
+    const c = await connect(wsUrl())
+    c.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
+    await c.until("error")
+    c.ws.close()
+    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await new Promise((r) => setTimeout(r, 50))
+    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    const rows = queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 1")
+    expect(rows[0]).toMatchObject({ status: 500 })
+    expect(String(rows[0]!["error"])).toContain("boom")
   })
 })

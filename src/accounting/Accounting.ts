@@ -12,6 +12,18 @@ import { Pricing } from "./Pricing.js"
 import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
 import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
 
+/** A request's hold on its key's budget and token limits while it runs. */
+export interface Reservation {
+  readonly costUsd: number
+  readonly tokens: number
+  readonly release: () => void
+}
+
+const NO_RESERVATION: Reservation = { costUsd: 0, tokens: 0, release: () => {} }
+
+/** Weight of the latest request in a key's running average. */
+const EWMA_WEIGHT = 0.3
+
 /** What one finished request settles: spend for budgets, tokens for limits, the request event. */
 export interface Settlement {
   readonly requestId: string
@@ -19,6 +31,8 @@ export interface Settlement {
   readonly provider: string | null
   readonly model: string | null
   readonly requestedModel: string
+  /** The connection's name (token limits written as `<connection>/<model>`). */
+  readonly connection?: string | null
   readonly status: number
   readonly usage: Partial<Usage> | undefined
   readonly costUsd: number
@@ -31,10 +45,19 @@ export interface AccountingShape {
    * no query unless the database changed, checked at most once a second. Run once per request.
    */
   readonly prepare: Effect.Effect<void>
-  /** The key's budget before a request (a spent window refuses it). */
+  /**
+   * The key's budget before a request: a spent window refuses it. Requests of the key still in
+   * flight count with their expected cost (the key's recent average), so a parallel burst cannot
+   * spend far past the limit before the first answers are counted.
+   */
   readonly budget: (apiKeyId: string | null) => Effect.Effect<BudgetCheck>
-  /** A token limit that stops the key from using a target now (sync). */
-  readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, now: number) => TokenLimitCheck
+  /**
+   * Holds the key's expected cost and tokens for a request until it settles; answers the hold
+   * (pass it to `tokenLimit`, release it once settled).
+   */
+  readonly reserve: (apiKeyId: string | null) => Reservation
+  /** A token limit that stops the key from using a target now (sync); other in-flight requests count. */
+  readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, now: number, own?: Reservation) => TokenLimitCheck
   /** USD of one answer at the prices in force (0 when unpriced). */
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
   /** The free model a budget-exhausted request goes to, if there is one. */
@@ -72,7 +95,10 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         const local = enabled.find((c) => c.provider.category === "local" && dispatchModel(c))
         if (local) return `${local.name}/${dispatchModel(local)}`
         for (const c of enabled) {
-          const free = c.provider.models.find((m) => m.kind === "chat" && m.pricing.input === 0 && m.pricing.output === 0)
+          const free = c.provider.models.find((m) => {
+            const p = m.kind === "chat" ? pricing.priceOf(c.provider.id, m.id) : undefined
+            return p !== undefined && p.input === 0 && p.output === 0
+          })
           if (free) return `${c.name}/${free.id}`
         }
         return undefined
@@ -80,13 +106,44 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
 
       const cost: AccountingShape["cost"] = (provider, model, u) => tokenCost(pricing.priceOf(provider, model), u)
 
+      // Per key: the running average of a request's cost and tokens, and what is held in flight.
+      const averages = new Map<string, { costUsd: number; tokens: number }>()
+      const held = new Map<string, { costUsd: number; tokens: number; count: number }>()
+      const learn = (apiKeyId: string, costUsd: number, tokens: number) => {
+        const a = averages.get(apiKeyId)
+        averages.set(apiKeyId, a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens })
+        while (averages.size > 10_000) averages.delete(averages.keys().next().value!)
+      }
+      const reserve: AccountingShape["reserve"] = (apiKeyId) => {
+        if (apiKeyId === null) return NO_RESERVATION
+        const a = averages.get(apiKeyId) ?? { costUsd: 0, tokens: 0 }
+        const h = held.get(apiKeyId) ?? { costUsd: 0, tokens: 0, count: 0 }
+        h.costUsd += a.costUsd
+        h.tokens += a.tokens
+        h.count++
+        held.set(apiKeyId, h)
+        let released = false
+        return {
+          costUsd: a.costUsd,
+          tokens: a.tokens,
+          release: () => {
+            if (released) return
+            released = true
+            h.costUsd -= a.costUsd
+            h.tokens -= a.tokens
+            if (--h.count <= 0) held.delete(apiKeyId)
+          }
+        }
+      }
+
       const settle: AccountingShape["settle"] = (s) =>
         Effect.gen(function* () {
           const ok = s.status >= 200 && s.status < 300
           if (s.apiKeyId !== null && s.costUsd > 0) yield* budgets.record(s.apiKeyId, s.costUsd)
           const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
+          if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
           if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
-            yield* limits.record(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel }, tokens)
+            yield* limits.record(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) }, tokens)
           }
           bus.publish(ok ? "request.completed" : "request.failed", {
             trace_id: s.requestId,
@@ -114,8 +171,10 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             return costUsd
           }),
         prepare: Effect.all([pricing.refresh, budgets.refresh, limits.refresh], { discard: true }),
-        budget: (apiKeyId) => Effect.sync(() => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, Date.now()))),
-        tokenLimit: (apiKeyId, target, now) => (apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, now)),
+        budget: (apiKeyId) => Effect.sync(() => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, Date.now(), held.get(apiKeyId)?.costUsd ?? 0))),
+        reserve,
+        tokenLimit: (apiKeyId, target, now, own) =>
+          apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, now, Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),
         emergencyModel
       } satisfies AccountingShape
     })

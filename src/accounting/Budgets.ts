@@ -39,7 +39,8 @@ export interface BudgetsShape {
   /** `GET /api/usage/budget`: every budget, or the one of `apiKeyId` (empty when it has none). */
   readonly status: (apiKeyId?: string) => Effect.Effect<ReadonlyArray<BudgetStatus>>
   /** Request path, synchronous: refused while any window's spend is at or above its limit. */
-  readonly check: (apiKeyId: string | null, now: number) => BudgetCheck
+  /** `reservedUsd`: the estimated cost of this key's requests still in flight, counted as spent. */
+  readonly check: (apiKeyId: string | null, now: number, reservedUsd?: number) => BudgetCheck
   /** Request path: adds a response's cost to the key's windows (memory only) and publishes `quota.exceeded`. */
   readonly record: (apiKeyId: string | null, costUsd: number) => Effect.Effect<void>
   /**
@@ -286,7 +287,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
           return [...states.values()].sort((a, b) => (a.config.apiKeyId < b.config.apiKeyId ? -1 : 1)).map((s) => view(s, now))
         })
 
-      const check = (apiKeyId: string | null, now: number): BudgetCheck => {
+      const check = (apiKeyId: string | null, now: number, reservedUsd = 0): BudgetCheck => {
         if (apiKeyId === null) return { ok: true }
         const state = states.get(apiKeyId)
         if (!state) return { ok: true }
@@ -296,7 +297,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
           if (limit === null) continue
           const w = state.windows[kind]
           roll(kind, state.config.resetTime, w, now)
-          if (!reached(w.spent, limit)) continue
+          if (!reached(w.spent + reservedUsd, limit)) continue
           const retryAfterMs = Math.max(0, w.end - now)
           if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs }
         }

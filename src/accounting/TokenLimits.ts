@@ -25,6 +25,8 @@ export interface LimitTarget {
   readonly provider: string
   readonly model: string
   readonly requestedModel: string
+  /** The connection's name: a limit on `<connection>/<model>` (the catalog's form) applies too. */
+  readonly connection?: string
 }
 
 export type TokenLimitCheck = { readonly ok: true } | { readonly ok: false; readonly limit: TokenLimitView; readonly retryAfterMs: number }
@@ -37,7 +39,8 @@ export interface TokenLimitsShape {
   /** `DELETE /api/usage/token-limits`: the removed limit. */
   readonly remove: (id: string) => Effect.Effect<TokenLimitView, NotFound>
   /** Request path, synchronous: refused while an applicable limit's used tokens are at or above maxTokens. */
-  readonly check: (apiKeyId: string | null, target: LimitTarget, now: number) => TokenLimitCheck
+  /** `reserved`: tokens of this key's requests still in flight, counted as if already used. */
+  readonly check: (apiKeyId: string | null, target: LimitTarget, now: number, reserved?: number) => TokenLimitCheck
   /** Request path: adds input + output tokens to every applicable limit's current window (memory only). */
   readonly record: (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.Effect<void>
   /** Picks up limits another process wrote (only with `StoreVersion` provided; otherwise a no-op). */
@@ -82,7 +85,13 @@ export const limitApplies = (limit: { readonly scope: TokenLimitScope; readonly 
     case "provider":
       return limit.provider !== null && limit.provider.toLowerCase() === target.provider.toLowerCase()
     case "model":
-      return limit.model !== null && (limit.model === target.requestedModel || limit.model === `${target.provider}/${target.model}` || limit.model === target.model)
+      return (
+        limit.model !== null &&
+        (limit.model === target.requestedModel ||
+          limit.model === `${target.provider}/${target.model}` ||
+          limit.model === target.model ||
+          (target.connection !== undefined && limit.model === `${target.connection}/${target.model}`))
+      )
   }
 }
 
@@ -151,13 +160,15 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
 
       const usedSince = (l: Omit<LimitState, "start" | "end" | "used" | "notified">, since: number) => {
         const tokens = sql`COALESCE(SUM(COALESCE(tokens_in, 0) + COALESCE(tokens_out, 0)), 0)`
+        // Cache hits cost no upstream tokens: they are not counted at run time either.
         const query =
           l.scope === "provider"
-            ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND lower(provider) = ${(l.provider ?? "").toLowerCase()}`
+            ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0 AND lower(provider) = ${(l.provider ?? "").toLowerCase()}`
             : l.scope === "model"
-              ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since}
-                  AND (requested_model = ${l.model} OR model = ${l.model} OR (provider || '/' || model) = ${l.model})`
-              : sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since}`
+              ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0
+                  AND (requested_model = ${l.model} OR model = ${l.model} OR (provider || '/' || model) = ${l.model}
+                    OR ((SELECT name FROM connections WHERE connections.id = usage.connection_id) || '/' || model) = ${l.model})`
+              : sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0`
         return query.pipe(
           Effect.map((rows) => Number(rows[0]?.used ?? 0)),
           Effect.orDie
@@ -255,7 +266,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
           return view(removed)
         })
 
-      const check = (apiKeyId: string | null, target: LimitTarget, now: number): TokenLimitCheck => {
+      const check = (apiKeyId: string | null, target: LimitTarget, now: number, reserved = 0): TokenLimitCheck => {
         if (apiKeyId === null) return { ok: true }
         const limits = byKey.get(apiKeyId)
         if (!limits) return { ok: true }
@@ -263,7 +274,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         for (const l of limits) {
           if (!limitApplies(l, target)) continue
           roll(l, now)
-          if (l.used < l.maxTokens) continue
+          if (l.used + reserved < l.maxTokens) continue
           const retryAfterMs = Math.max(0, l.end - now)
           if (!worst || retryAfterMs > worst.retryAfterMs) worst = { limit: l, retryAfterMs }
         }

@@ -20,6 +20,14 @@ export interface CacheKeyInput {
   /** The model id as the client requested it (combo names included), before routing. */
   readonly model: string
   readonly req: CanonicalRequest
+  /**
+   * What else decides the answer and the shape it is stored in: the endpoint (chat and legacy
+   * completions share a format), the no-thinking alias, and the body's fields outside the
+   * canonical form (`n`, `logprobs`, `previous_response_id`, ...). Part of the key and the params.
+   */
+  readonly extra?: unknown
+  /** Scopes similarity matches (never exact ones) to one API key: a near prompt must not borrow another tenant's answer. */
+  readonly similarityScope?: string | null
 }
 
 /**
@@ -87,14 +95,15 @@ const normParams = ({ format, model, req }: CacheKeyInput) => ({
  * parameter. The stream flag and the end-user id do not change the answer and are left out.
  */
 export const cacheKey = (input: CacheKeyInput): string =>
-  sha256Hex(canonicalJson({ v: 1, ...normParams(input), messages: normMessages(input.req.messages) }))
+  sha256Hex(canonicalJson({ v: 2, ...normParams(input), extra: input.extra ?? null, messages: normMessages(input.req.messages) }))
 
 /**
  * SHA-256 hex of everything in the key except the messages. Similarity matching only compares
  * entries with equal params, so a similar prompt never borrows an answer produced with other
  * tools, system text, temperature or token limit.
  */
-export const cacheParams = (input: CacheKeyInput): string => sha256Hex(canonicalJson({ v: 1, ...normParams(input) }))
+export const cacheParams = (input: CacheKeyInput): string =>
+  sha256Hex(canonicalJson({ v: 2, ...normParams(input), extra: input.extra ?? null, scope: input.similarityScope ?? null }))
 
 const blockText = (b: ContentBlock): string => {
   switch (b.type) {

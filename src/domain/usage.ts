@@ -13,12 +13,18 @@ const NumberFromQuery = (name: string, min: number, max: number) =>
   ).annotations({ message: () => `${name} must be an integer between ${min} and ${max}` })
 
 /** An ISO 8601 date or epoch milliseconds. */
-const Instant = (name: string) =>
-  Schema.String.pipe(
-    Schema.filter((s) => (/^\d+$/.test(s) || Number.isFinite(Date.parse(s)) ? true : `${name} must be an ISO 8601 date or epoch milliseconds`))
-  )
+/** The largest instant a JavaScript Date holds (±8.64e15 ms). */
+const MAX_INSTANT = 8.64e15
 
 export const instantMs = (s: string): number => (/^\d+$/.test(s) ? Number(s) : Date.parse(s))
+
+const Instant = (name: string) =>
+  Schema.String.pipe(
+    Schema.filter((s) => {
+      const ms = instantMs(s)
+      return Number.isFinite(ms) && Math.abs(ms) <= MAX_INSTANT ? true : `${name} must be an ISO 8601 date or epoch milliseconds (at most 8.64e15)`
+    })
+  )
 
 export const GROUP_BY = ["hour", "day", "model", "provider", "apiKey", "connection", "endpoint"] as const
 

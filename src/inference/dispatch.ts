@@ -15,10 +15,11 @@ import { Router } from "../routing/Router.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { Usage } from "../usage/Usage.js"
-import { authenticateInference } from "./auth.js"
+import { authenticateInference, presentedKey } from "./auth.js"
+import { clientAddress } from "../http/request.js"
 import { explicitSession } from "./session.js"
 import { errorBody, InferenceError, toCanonical } from "./errors.js"
-import { type RequestContext, sendJson } from "./io.js"
+import { readBody, type RequestContext, sendJson } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
 import { anthropicRoutes } from "./routes/anthropic.js"
@@ -122,15 +123,27 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
           const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
           if (!clientKey || !(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
+          // The same key with another body is another request (X-Request-Id is often a correlation id
+          // passed along); callers without a recognised key are told apart by what they presented.
+          ctx.body = yield* readBody(req)
+          const caller = ctx.apiKeyId ?? `anon:${digest(presentedKey(req, ctx.query, token) ?? clientAddress(req, false))}`
+          const key = idempotencyKey({ apiKeyId: caller, method: route.method, path, clientKey: `${clientKey}\u0000${digest(ctx.body)}` })
           // The first request with a key runs; duplicates within 5 s (or while it runs) get its answer.
-          const key = idempotencyKey({ apiKeyId: ctx.apiKeyId, method: route.method, path, clientKey })
-          const { response, duplicate } = yield* idempotency.run(
-            key,
-            Effect.suspend(() => {
-              const recorder = record(res)
-              return Effect.map(serve, () => recorder.result())
-            })
+          // A 5xx or 429 answer is not kept: a retry after it should try again.
+          const outcome = yield* Effect.either(
+            idempotency.run(
+              key,
+              Effect.suspend(() => {
+                const recorder = record(res)
+                return Effect.flatMap(serve, () => {
+                  const r = recorder.result()
+                  return r.status >= 500 || r.status === 429 ? Effect.fail(new TransientAnswer()) : Effect.succeed(r)
+                })
+              })
+            )
           )
+          if (outcome._tag === "Left") return
+          const { response, duplicate } = outcome.right
           if (duplicate) {
             res.writeHead(response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" })
             res.end(response.body)
@@ -195,6 +208,13 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
     })
   )
 }
+
+/** The first answer was transient (5xx, 429): already sent, not kept for duplicates. */
+class TransientAnswer {
+  readonly _tag = "TransientAnswer"
+}
+
+const digest = (data: string | Buffer): string => crypto.createHash("sha256").update(data).digest("hex").slice(0, 32)
 
 const header = (req: http.IncomingMessage, name: string): string | undefined => {
   const v = req.headers[name]

@@ -8,7 +8,8 @@ import type { RequestContext } from "./io.js"
 import type { InferenceShape } from "./pipeline.js"
 import { FORMATS } from "../formats/registry.js"
 import { countTextTokens } from "../formats/tokens.js"
-import type { UsageRecord } from "../usage/Usage.js"
+import type { AccountingShape } from "../accounting/Accounting.js"
+import type { ResolvedTarget } from "../providers/Connections.js"
 import { formatCost } from "../accounting/cost.js"
 
 export interface EmbeddingResult {
@@ -59,21 +60,56 @@ const vectorsOf = (format: FormatId, body: unknown): { vectors: Array<Array<numb
  */
 export const embed = (
   inference: InferenceShape,
-  /** Writes the request's usage row (priced and settled by the accounting layer); answers its cost. */
-  record: (r: UsageRecord) => Effect.Effect<number>,
+  /** Budgets, token limits, pricing and the usage row of the request. */
+  accounting: AccountingShape,
   ctx: RequestContext,
   client: WireFormat,
   model: string,
   inputs: ReadonlyArray<string>,
   dimensions?: number
-): Effect.Effect<EmbeddingResult, InferenceError> =>
-  Effect.gen(function* () {
-    const target = yield* inference.resolve(model, client)
-    const format = target.connection.format
-    if (format === "anthropic") {
-      return yield* clientError(client, { status: 400, kind: "invalid_request", message: `${target.connection.name} (${target.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
+): Effect.Effect<EmbeddingResult, InferenceError> => {
+  // Which connection was asked, for the usage row of a failure.
+  let target: ResolvedTarget | undefined
+  const row = (status: number, tokens: number | null, error: string | null) =>
+    accounting.finish({
+      requestId: ctx.requestId,
+      apiKeyId: ctx.apiKeyId,
+      connectionId: target?.connection.id ?? null,
+      provider: target?.connection.provider.id ?? null,
+      model: target?.model ?? model,
+      endpoint: "embeddings",
+      stream: false,
+      status,
+      usage: { input: tokens, output: tokens === null ? null : 0, cached: null, reasoning: null },
+      latencyMs: Date.now() - ctx.startedAt,
+      ttftMs: null,
+      error,
+      requestedModel: model
+    })
+  return Effect.gen(function* () {
+    const budget = yield* accounting.budget(ctx.apiKeyId)
+    if (!budget.ok) {
+      return yield* clientError(
+        client,
+        { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})` },
+        { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
+      )
     }
-    const res = yield* inference.send(target, format, requestBody(format, target.model, inputs, dimensions), { stream: false, op: "embed" }, client)
+    const resolved = yield* inference.resolve(model, client)
+    target = resolved
+    const format = resolved.connection.format
+    if (format === "anthropic") {
+      return yield* clientError(client, { status: 400, kind: "invalid_request", message: `${resolved.connection.name} (${resolved.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
+    }
+    const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: resolved.connection.provider.id, model: resolved.model, requestedModel: model, connection: resolved.connection.name }, Date.now())
+    if (!limit.ok) {
+      return yield* clientError(
+        client,
+        { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `token limit reached for this API key: ${limit.limit.maxTokens} tokens per ${limit.limit.window}` },
+        { "retry-after": String(Math.max(1, Math.ceil(limit.retryAfterMs / 1000))) }
+      )
+    }
+    const res = yield* inference.send(resolved, format, requestBody(format, resolved.model, inputs, dimensions), { stream: false, op: "embed" }, client)
     if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client), Effect.fail)
     const text = (yield* readUpstreamBody(res.body).pipe(Effect.orElseSucceed(() => Buffer.alloc(0)))).toString("utf8")
     const { vectors, tokens: reported } = vectorsOf(format, tryJson(text))
@@ -82,30 +118,21 @@ export const embed = (
     }
     // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
     const tokens = reported ?? (yield* Effect.promise(() => countTextTokens(inputs)))
-    const costUsd = yield* record({
-      requestId: ctx.requestId,
-      apiKeyId: ctx.apiKeyId,
-      connectionId: target.connection.id,
-      provider: target.connection.provider.id,
-      model: target.model,
-      endpoint: "embeddings",
-      stream: false,
-      status: 200,
-      usage: { input: tokens, output: 0, cached: null, reasoning: null },
-      latencyMs: Date.now() - ctx.startedAt,
-      ttftMs: null,
-      error: null,
-      requestedModel: model
-    })
+    const costUsd = yield* row(200, tokens, null)
     ctx.responseHeaders["x-gateway-response-cost"] = formatCost(costUsd)
     ctx.responseHeaders["x-gateway-tokens-in"] = String(tokens)
     ctx.responseHeaders["x-gateway-tokens-out"] = "0"
-    ctx.responseHeaders["x-gateway-model"] = target.model
-    ctx.responseHeaders["x-gateway-provider"] = target.connection.provider.id
+    ctx.responseHeaders["x-gateway-model"] = resolved.model
+    ctx.responseHeaders["x-gateway-provider"] = resolved.connection.provider.id
     ctx.responseHeaders["x-gateway-latency-ms"] = String(Date.now() - ctx.startedAt)
     ctx.responseHeaders["x-gateway-cache-hit"] = "false"
     return { vectors, inputTokens: tokens, model, costUsd }
-  })
+  }).pipe(
+    // A failed request still leaves its row (and its request.failed event).
+    Effect.tapError((e) => row(e.status, null, e.message)),
+    Effect.onInterrupt(() => row(499, null, "client closed the request"))
+  )
+}
 
 /** OpenAI's embeddings answer; base64 (little-endian float32) when the client asked for it. */
 export const openAiEmbeddings = (r: EmbeddingResult, base64: boolean) => ({

@@ -20,6 +20,8 @@ export interface RequestContext {
   readonly responseHeaders: Record<string, string>
   /** X-Gateway-Progress on a streamed request: headers went out early, events go as SSE comments. */
   progress?: Progress
+  /** The request body, when it was read before the route ran (idempotency fingerprints it). */
+  body?: Buffer
 }
 
 /** Progress events of one streamed request (`X-Gateway-Progress: true`). */
@@ -117,7 +119,7 @@ const tooLarge = (limit: number) =>
 
 /** Parses a JSON object body; anything else is a 400 that says what was wrong. */
 export const readJsonObject = (ctx: RequestContext) =>
-  Effect.flatMap(readBody(ctx.req), (buf) => {
+  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf) => {
     if (buf.length === 0) return Effect.fail(badRequest("request body is empty; expected a JSON object"))
     let value: unknown
     try {

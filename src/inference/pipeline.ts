@@ -28,7 +28,7 @@ import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
-import { Accounting } from "../accounting/Accounting.js"
+import { Accounting, type Reservation } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
 import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
 import { formatCost } from "../accounting/cost.js"
@@ -79,6 +79,8 @@ export interface InferenceCall {
   /** Called with the response id and output once the answer is complete (Responses state). */
   /** The whole answer as sent to the client (the response cache keeps it). */
   readonly capture?: (body: string) => void
+  /** Cost already spent on this answer elsewhere (a fusion panel), added to its cost header. */
+  readonly extraCostUsd?: number
   /** A Responses answer completed; `origin` is set when the upstream produced it itself (pass-through). */
   readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown>; readonly origin?: Origin }) => void
 }
@@ -262,6 +264,10 @@ interface Tracking {
   cachedProvider?: string | null
   /** The model the request was routed as (the emergency model when the budget was spent). */
   model: string
+  /** The request's hold on its key's budget and token limits. */
+  hold?: Reservation
+  /** Cost of fusion panel calls (already settled on their own rows), added to the answer's cost header. */
+  panelCostUsd: number
 }
 
 /** Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). */
@@ -510,7 +516,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
             const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(decoded)
             const payload = JSON.stringify(answer)
-            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage), false))
+            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage) + (call.extraCostUsd ?? 0), false))
             ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
             ctx.res.end(payload)
             call.capture?.(payload)
@@ -647,7 +653,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
                 continue
               }
-              const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model }, Date.now())
+              const limit = accounting.tokenLimit(
+                ctx.apiKeyId,
+                { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
+                Date.now(),
+                track.hold
+              )
               if (!limit.ok) {
                 skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
                 continue
@@ -743,9 +754,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       }
 
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
-      const respondWith = (call: InferenceCall, decoded: CanonicalResponse) =>
+      const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) =>
         Effect.sync(() => {
           const { ctx, format: client } = call
+          if (!call.stream) Object.assign(ctx.responseHeaders, costHeaders(ctx, served.candidate.connection.provider.id, served.candidate.model, decoded.usage, served.costUsd, false))
           const options = call.encodeOptions ? { options: call.encodeOptions } : {}
           if (call.stream) {
             const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...options })
@@ -766,6 +778,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         Effect.uninterruptibleMask((restore) =>
           Effect.gen(function* () {
             const { ctx, format: client } = call
+            const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: c.connection.provider.id, model: c.model, requestedModel: call.model, connection: c.connection.name }, Date.now())
+            if (!limit.ok) {
+              return yield* Effect.fail(attemptFailed(clientError(client, { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `${c.key}: token limit reached` }), undefined, true))
+            }
             const gate = yield* resilience.acquire(c)
             if (!gate.allowed) {
               return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
@@ -774,7 +790,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const startedAt = Date.now()
             const end = memory.begin(c)
             const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
-              usage.record({
+              accounting.finish({
                 requestId: ctx.requestId,
                 apiKeyId: ctx.apiKeyId,
                 connectionId: c.connection.id,
@@ -818,8 +834,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             if (result._tag === "Right") {
               memory.observe(c.key, latencyMs, true, Date.now())
               yield* resilience.succeeded(c, result.right.headers)
-              yield* row(200, result.right.decoded.usage, null)
-              return result.right.decoded
+              const costUsd = yield* row(200, result.right.decoded.usage, null)
+              return { response: result.right.decoded, costUsd }
             }
             const failed = result.left
             if (failed.failure) {
@@ -848,13 +864,15 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           })
           const panelRequest = withoutTools(canonical)
           const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
+          let panelCost = 0
           let finished = 0
           const quorum = yield* Deferred.make<void>()
           const everyone = yield* Deferred.make<void>()
           const fibers = yield* Effect.forEach(f.panel, (c, index) =>
             complete(call, c, panelRequest).pipe(
-              Effect.tap((response) =>
+              Effect.tap(({ response, costUsd }) =>
                 Effect.sync(() => {
+                  panelCost += costUsd
                   if (textOf(response.content).trim() !== "") answers.push({ index, response })
                 })
               ),
@@ -882,16 +900,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
             return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
           }
+          track.panelCostUsd = panelCost
           if (got.length === 1) {
             // The panel's row already counts its tokens; this request's row says how it ended.
             track.tried = f.panel[got[0]!.index]
             track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-            return yield* respondWith(call, { ...got[0]!.response, model: call.model })
+            return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost })
           }
           const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
           track.tried = f.judge
           // A judge that fails before answering leaves the panel's first answer as the reply.
-          return yield* execute({ ...call, decode: () => judged, passthrough: false }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
+          return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
             Effect.catchAll((e) =>
               committed(ctx)
                 ? Effect.fail(e)
@@ -900,7 +919,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                     const best = got[0]!
                     track.tried = f.panel[best.index]
                     track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-                    yield* respondWith(call, { ...best.response, model: call.model })
+                    yield* respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost })
                   })
             )
           )
@@ -919,12 +938,22 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return { key: undefined, hit: undefined }
           }
           if (!cacheable(canonical)) return { key: undefined, hit: undefined }
-          const input = { format: client.id, model: call.model, req: canonical }
+          // Body fields outside the canonical form shape the answer too; the conversation itself
+          // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
+          const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
+          const input = {
+            format: client.id,
+            model: call.model,
+            req: canonical,
+            extra: { endpoint: call.endpoint, noThinking: call.noThinking === true, body: rest },
+            similarityScope: ctx.apiKeyId ?? "anonymous"
+          }
           const key = cacheKey(input)
           const exact = yield* cache.get(key)
           if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
           // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
-          const vector = yield* embed(self, accounting.finish, ctx, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
+          // A copy of the context: the embedding's own cost headers must not land on this answer.
+          const vector = yield* embed(self, accounting, { ...ctx, responseHeaders: {} }, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
             Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
             Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
             Effect.option
@@ -955,7 +984,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           ctx.responseHeaders["x-gateway-session-id"] = explicitSession(ctx.req, call.body) ?? derivedSession(ctx.apiKeyId, call.model, call.body)
           const wantsProgress = String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
-          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model }
+          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
           yield* accounting.prepare
 
           const serve = Effect.gen(function* () {
@@ -977,6 +1006,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               routed = { ...call, model: emergency }
               track.model = emergency
             }
+
+            track.hold = accounting.reserve(ctx.apiKeyId)
 
             // Progress events need the answer open early: SSE streams only (NDJSON has no comments).
             if (wantsProgress && routed.stream && client.framing === "sse" && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
@@ -1084,12 +1115,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                     provider,
                     model: tried?.model ?? null,
                     requestedModel: call.model,
+                    connection: tried?.connection.name ?? null,
                     status,
                     usage: track.cacheHit ? undefined : outcome.usage,
                     costUsd,
                     error
                   })
-                )
+                ).pipe(Effect.ensuring(Effect.sync(() => track.hold?.release())))
               })
             )
           )

@@ -122,14 +122,52 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 })
               )
             }
+            // Budgets and token limits hold here as on HTTP.
+            const budget = yield* deps.accounting.budget(apiKeyId)
+            if (!budget.ok) {
+              return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent` } }))
+            }
+            const limit = deps.accounting.tokenLimit(apiKeyId, { provider: target.connection.provider.id, model: target.model, requestedModel: model, connection: target.connection.name }, Date.now())
+            if (!limit.ok) {
+              return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "token_limit_exceeded", message: `token limit reached: ${limit.limit.maxTokens} tokens per ${limit.limit.window}` } }))
+            }
+            // What the usage row says: set once the answer is known.
+            let status = 0
+            let failure: string | null = null
+            let usage: Partial<Usage> | undefined
+            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+            const row = Effect.suspend(() =>
+              deps.accounting.finish({
+                requestId: ctx.requestId,
+                apiKeyId,
+                connectionId: target.connection.id,
+                provider: target.connection.provider.id,
+                model: target.model,
+                endpoint: "responses.ws",
+                stream: true,
+                status: status || 499,
+                usage: { input: usage?.inputTokens ?? null, output: usage?.outputTokens ?? null, cached: usage?.cachedInputTokens ?? null, reasoning: usage?.reasoningTokens ?? null },
+                latencyMs: Date.now() - ctx.startedAt,
+                ttftMs: progress.firstContentAt ? progress.firstContentAt - ctx.startedAt : null,
+                error: status ? failure : (failure ?? "client closed the request"),
+                requestedModel: model
+              })
+            )
             // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
             const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
             const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)
-            const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses)
-            if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(deps.inference.failure(res, openAiResponses, openAiResponses), Effect.fail)
+            const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses).pipe(
+              Effect.tapError((e) => Effect.suspend(() => ((status = e.status), (failure = e.message), row)))
+            )
+            if (res.status < 200 || res.status >= 300) {
+              const error = yield* deps.inference.failure(res, openAiResponses, openAiResponses)
+              status = error.status
+              failure = error.message
+              yield* row
+              return yield* Effect.fail(error)
+            }
+            status = 200
 
-            let usage: Partial<Usage> | undefined
-            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
             const parser = new SseParser()
             const pump = Effect.async<void>((resume) => {
               const onFrame = (data: string) => {
@@ -137,6 +175,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 progress.firstContentAt ||= Date.now()
                 const u = openAiResponses.usageOf({ data })
                 if (u) usage = mergeUsage(usage, u)
+                if (data.includes("\"response.failed\"")) failure = "the upstream reported response.failed"
                 if (data.includes("\"response.completed\"")) {
                   const r = obj(obj(tryJson(data))?.["response"])
                   if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [], { connectionId: target.connection.id, stored: body["store"] !== false })
@@ -152,34 +191,20 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 resume(Effect.void)
               })
               res.body.once("error", (err: Error) => {
-                send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: `upstream stream ended unexpectedly: ${err.message}` } }))
+                failure = `upstream stream ended unexpectedly: ${err.message}`
+                send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: failure } }))
                 resume(Effect.void)
               })
               return Effect.sync(() => res.body.destroy())
             })
             yield* Effect.raceFirst(pump, watchStream(progress, timeouts)).pipe(
               Effect.catchTag("StreamStalled", (e) =>
-                Effect.sync(() => send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } })))
+                Effect.sync(() => {
+                  failure = e.message
+                  send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } }))
+                })
               ),
-              Effect.ensuring(
-                Effect.suspend(() =>
-                  deps.accounting.finish({
-                    requestId: ctx.requestId,
-                    apiKeyId,
-                    connectionId: target.connection.id,
-                    provider: target.connection.provider.id,
-                    model: target.model,
-                    endpoint: "responses.ws",
-                    stream: true,
-                    status: 200,
-                    usage: { input: usage?.inputTokens ?? null, output: usage?.outputTokens ?? null, cached: usage?.cachedInputTokens ?? null, reasoning: usage?.reasoningTokens ?? null },
-                    latencyMs: Date.now() - ctx.startedAt,
-                    ttftMs: progress.firstContentAt ? progress.firstContentAt - ctx.startedAt : null,
-                    error: null,
-                    requestedModel: model
-                  })
-                )
-              )
+              Effect.ensuring(row)
             )
           }).pipe(
             Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))),

@@ -10,6 +10,8 @@ import type { ConnectionUsage, HistoryQuery, LogsQuery, RequestLogs, TelemetrySu
 import { BatchWriter } from "../store/BatchWriter.js"
 
 const DAY = 86_400_000
+/** Rows deleted per statement by retention. */
+const CHUNK = 5000
 
 interface Row {
   readonly id: number
@@ -264,12 +266,22 @@ export const UsageRetention = Layer.scopedDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AccountingConfig
+    /**
+     * Deletes in chunks of 5000 with a pause between them: SQLite runs on the event loop, and one
+     * large DELETE (a million rows after downtime) would stall every request for seconds.
+     */
+    const chunked = (deleteChunk: Effect.Effect<number, unknown>) =>
+      Effect.iterate({ total: 0, last: CHUNK }, {
+        while: (s) => s.last >= CHUNK,
+        body: (s) => Effect.map(Effect.zipLeft(deleteChunk, Effect.sleep("5 millis")), (n) => ({ total: s.total + n, last: n }))
+      }).pipe(Effect.map((s) => s.total))
+    const count = (rows: ReadonlyArray<unknown>) => rows.length
     const prune = Effect.gen(function* () {
       const cutoff = (yield* Clock.currentTimeMillis) - config.usageRetentionDays * DAY
-      const old = yield* sql<{ n: number }>`DELETE FROM usage WHERE ts < ${cutoff} RETURNING 1 AS n`
+      const old = yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE ts < ${cutoff} LIMIT ${CHUNK}) RETURNING 1 AS n`, count))
       const [edge] = yield* sql<{ id: number }>`SELECT id FROM usage ORDER BY id DESC LIMIT 1 OFFSET ${config.usageMaxRows}`
-      const excess = edge ? yield* sql<{ n: number }>`DELETE FROM usage WHERE id <= ${edge.id} RETURNING 1 AS n` : []
-      if (old.length + excess.length > 0) yield* Effect.logInfo(`usage retention: deleted ${old.length} rows older than ${config.usageRetentionDays} days and ${excess.length} beyond ${config.usageMaxRows} rows`)
+      const excess = edge ? yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE id <= ${edge.id} LIMIT ${CHUNK}) RETURNING 1 AS n`, count)) : 0
+      if (old + excess > 0) yield* Effect.logInfo(`usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`)
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("usage retention failed; will retry", cause)))
     yield* Effect.forkScoped(Effect.sleep("1 minute").pipe(Effect.zipRight(Effect.repeat(prune, Schedule.spaced("1 hour")))))
   })

@@ -67,7 +67,7 @@ const embedContent = (deps: RouteDeps, ctx: RequestContext, rawModel: string, ba
     if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
     const inputs = requests.map((r) => textOfContent(r["content"]))
     const dimensions = num(requests[0]?.["outputDimensionality"])
-    const result = yield* embed(deps.inference, deps.accounting.finish, ctx, gemini, modelFromPath(rawModel), inputs, dimensions)
+    const result = yield* embed(deps.inference, deps.accounting, ctx, gemini, modelFromPath(rawModel), inputs, dimensions)
     const values = result.vectors.map((v) => ({ values: v }))
     sendJson(ctx, 200, batch ? { embeddings: values } : { embedding: values[0] })
   })

@@ -67,7 +67,7 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =
     const input = legacy ? body["prompt"] : body["input"]
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest(legacy ? "prompt must be a string" : "input must be a string or an array of strings", legacy ? "prompt" : "input")
-    const result = yield* embed(deps.inference, deps.accounting.finish, ctx, ollama, yield* untagged(deps, model), inputs)
+    const result = yield* embed(deps.inference, deps.accounting, ctx, ollama, yield* untagged(deps, model), inputs)
     sendJson(
       ctx,
       200,

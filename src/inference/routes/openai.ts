@@ -178,7 +178,7 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
-    const result = yield* embed(deps.inference, deps.accounting.finish, ctx, openAiChat, model, inputs, dimensions)
+    const result = yield* embed(deps.inference, deps.accounting, ctx, openAiChat, model, inputs, dimensions)
     sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))
   })
 
