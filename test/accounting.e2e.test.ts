@@ -473,3 +473,26 @@ describe("review fixes", () => {
     expect((await call(`${gw.url}/api/usage/history?to=9000000000000000`, { headers: admin })).status).toBe(400)
   })
 })
+
+describe("similarity matching in the response cache", () => {
+  it("with an embedding model configured, a near-identical prompt is a HIT without a chat call", async () => {
+    const similarGw = await startGateway({ env: { GATEWAY_CACHE_EMBEDDING_MODEL: "emb/similar-embed", GATEWAY_CACHE_SIMILARITY: "0.99" } })
+    try {
+      await similarGw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      await call(`${similarGw.url}/api/providers`, { body: { provider: "openai-compatible", name: "emb", baseUrl: up.baseUrl("openai-chat"), models: ["similar-embed", "m1"], defaultModel: "m1" }, headers: admin })
+      const ask = (content: string) => call(`${similarGw.url}/v1/chat/completions`, { body: { model: "emb/m1", temperature: 0, messages: [{ role: "user", content }] } })
+      expect((await ask("What is the capital of France?")).headers.get("x-gateway-cache")).toBe("MISS")
+      await similarGw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+      const near = await ask("what is the capital of france ?")
+      expect(near.headers.get("x-gateway-cache")).toBe("HIT")
+      const far = await ask("Tell me a long story about dragons and castles")
+      expect(far.headers.get("x-gateway-cache")).toBe("MISS")
+      const chats = up.requests.filter((r) => r.path.endsWith("/chat/completions"))
+      expect(chats).toHaveLength(2)
+      const stats = (await call(`${similarGw.url}/api/cache/stats`, { headers: admin })).body.semanticCache
+      expect(stats).toMatchObject({ similarHits: 1, embeddingModel: "emb/similar-embed" })
+    } finally {
+      await similarGw.close()
+    }
+  })
+})

@@ -487,7 +487,24 @@ const vector = (text: string): Array<number> => {
   return Array.from({ length: 8 }, (_, j) => Math.round(((h * (j + 3)) % 997) - 498) / 1000)
 }
 
+/**
+ * For models named `*similar*`: letter frequencies (26 dimensions), so texts that differ only in
+ * case, spacing or a small edit get nearly the same vector (similarity tests need that).
+ */
+const letterVector = (text: string): Array<number> => {
+  const v = new Array<number>(26).fill(0)
+  for (const ch of text.toLowerCase()) {
+    const i = ch.charCodeAt(0) - 97
+    if (i >= 0 && i < 26) v[i]!++
+  }
+  return v
+}
+
 const embeddings = (family: Family, body: any, model: string | undefined): unknown => {
+  if (String(body?.model ?? model ?? "").includes("similar")) {
+    const texts: Array<string> = Array.isArray(body?.input) ? body.input.map(String) : [String(body?.input ?? "")]
+    return { object: "list", data: texts.map((t, index) => ({ object: "embedding", index, embedding: letterVector(t) })), model: body?.model, usage: { prompt_tokens: 4, total_tokens: 4 } }
+  }
   const inputs = (x: unknown): Array<string> => (Array.isArray(x) ? x.map((v) => (typeof v === "string" ? v : JSON.stringify(v))) : [String(x ?? "")])
   if (family === "gemini") {
     const requests: Array<any> = Array.isArray(body?.requests) ? body.requests : []
