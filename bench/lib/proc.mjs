@@ -1,0 +1,246 @@
+// Child processes of the benchmark: spawn (pinned to a core when taskset is available, with the
+// file-descriptor limit raised to the hard limit), read RSS, stop, and a registry that kills
+// every child and removes every temporary directory on exit, on errors and on Ctrl-C.
+import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { readFileSync, rmSync } from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+
+const children = new Set()
+const tempDirs = new Set()
+
+/** Whether `taskset` works here and there are at least two cores to split the work over. */
+export const tasksetAvailable = () => {
+  if (os.cpus().length < 2) return false
+  try {
+    return spawnSync("taskset", ["-c", "0", "true"], { stdio: "ignore" }).status === 0
+  } catch {
+    return false
+  }
+}
+
+/** Pins this process (all its threads) to one core. Returns true when it worked. */
+export const pinSelf = (core) => {
+  try {
+    execFileSync("taskset", ["-a", "-cp", String(core), String(process.pid)], { stdio: "ignore" })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The soft limit on open files of a process, from /proc (null when unknown). */
+export const openFilesLimit = (pid = "self") => {
+  try {
+    const line = readFileSync(`/proc/${pid}/limits`, "utf8").split("\n").find((l) => l.startsWith("Max open files"))
+    const v = line?.split(/\s{2,}/)[1]
+    return v === "unlimited" ? Infinity : Number(v)
+  } catch {
+    return null
+  }
+}
+
+/** VmRSS of a process in bytes, from /proc/<pid>/status (null when the process is gone). */
+export const rssBytes = (pid) => {
+  try {
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+    return m ? Number(m[1]) * 1024 : null
+  } catch {
+    return null
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (listen on 0, read it back, close). */
+export const freePort = () =>
+  new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.unref()
+    srv.on("error", reject)
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+
+/**
+ * Spawns `cmd args` as its own process. Through `sh -c 'ulimit -n <hard>; exec ...'` and
+ * `taskset -c <core>` (both exec, so the pid is the program's own). Output is kept (last 64 KB)
+ * for error messages; `onLine` sees each line of stdout and stderr.
+ */
+export const spawnChild = ({ name, cmd, args, env, cwd, core, pin, onLine }) => {
+  const argv = [...(pin && core != null ? ["taskset", "-c", String(core)] : []), cmd, ...args]
+  const t0 = performance.now()
+  const child = spawn("/bin/sh", ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", ...argv], {
+    cwd,
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let out = ""
+  let stdout = ""
+  let partial = ""
+  child.stdout.on("data", (c) => {
+    if (stdout.length < 1 << 20) stdout += c.toString()
+  })
+  const onData = (c) => {
+    const s = c.toString()
+    out = (out + s).slice(-65536)
+    if (onLine) {
+      const lines = (partial + s).split("\n")
+      partial = lines.pop()
+      for (const l of lines) onLine(l)
+    }
+  }
+  child.stdout.on("data", onData)
+  child.stderr.on("data", onData)
+  let exitInfo = null
+  const exited = new Promise((resolve) =>
+    child.on("exit", (code, signal) => {
+      exitInfo = { code, signal }
+      children.delete(handle)
+      resolve(exitInfo)
+    })
+  )
+  child.on("error", () => {})
+  const handle = {
+    name,
+    child,
+    pid: child.pid,
+    spawnedAt: t0,
+    argv,
+    output: () => out,
+    stdout: () => stdout,
+    exited,
+    exitInfo: () => exitInfo,
+    alive: () => exitInfo === null,
+    /** SIGTERM (or `signal`), then SIGKILL after `graceMs`. Resolves with the exit info. */
+    stop: async (signal = "SIGTERM", graceMs = 15_000) => {
+      if (exitInfo) return exitInfo
+      try {
+        child.kill(signal)
+      } catch {}
+      const timer = setTimeout(() => {
+        try {
+          child.kill("SIGKILL")
+        } catch {}
+      }, graceMs)
+      const info = await exited
+      clearTimeout(timer)
+      return info
+    }
+  }
+  children.add(handle)
+  return handle
+}
+
+/** Resolves with the first line matching `re` (its match), or rejects on exit or timeout. */
+export const waitForLine = (handle, re, timeoutMs = 15_000) =>
+  new Promise((resolve, reject) => {
+    let done = false
+    const check = () => {
+      const m = re.exec(handle.output())
+      if (m && !done) {
+        done = true
+        clearInterval(poll)
+        clearTimeout(timer)
+        resolve(m)
+      }
+    }
+    const poll = setInterval(check, 2)
+    const timer = setTimeout(() => {
+      if (done) return
+      done = true
+      clearInterval(poll)
+      reject(new Error(`${handle.name} printed no line matching ${re} within ${timeoutMs} ms:\n${handle.output().slice(-2000)}`))
+    }, timeoutMs)
+    handle.exited.then((info) => {
+      check()
+      if (done) return
+      done = true
+      clearInterval(poll)
+      clearTimeout(timer)
+      reject(new Error(`${handle.name} exited (${info.code ?? info.signal}) before it was ready:\n${handle.output().slice(-2000)}`))
+    })
+  })
+
+export const registerTempDir = (dir) => tempDirs.add(dir)
+
+/** Stops every child still running (SIGTERM, SIGKILL after `graceMs`) and removes temp dirs. */
+export const cleanup = async (graceMs = 5_000) => {
+  await Promise.all([...children].map((c) => c.stop("SIGTERM", graceMs)))
+  for (const d of tempDirs) {
+    try {
+      rmSync(d, { recursive: true, force: true })
+    } catch {}
+    tempDirs.delete(d)
+  }
+}
+
+/** Last resort on a synchronous exit: SIGKILL whatever is left, remove temp dirs. */
+export const cleanupSync = () => {
+  for (const c of children) {
+    try {
+      c.child.kill("SIGKILL")
+    } catch {}
+  }
+  for (const d of tempDirs) {
+    try {
+      rmSync(d, { recursive: true, force: true })
+    } catch {}
+  }
+}
+
+export const liveChildren = () => [...children]
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** CPU seconds (user + system, all threads) a process has used so far; null when it is gone. */
+const cpuSeconds = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK
+  } catch {
+    return null
+  }
+}
+
+/** Machine-wide busy and total CPU seconds since boot, from /proc/stat. */
+const machineCpu = () => {
+  try {
+    const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number)
+    const [user, nice, system, idle, iowait, irq, softirq, steal] = f
+    const busy = user + nice + system + irq + softirq + (steal ?? 0)
+    return { busy: busy / CLK_TCK, total: (busy + idle + iowait) / CLK_TCK }
+  } catch {
+    return null
+  }
+}
+
+/**
+ * A snapshot of CPU use: the machine's, and ours (this process and every child still running).
+ * `foreignSince(prev)` is the share of the machine's CPU capacity used by other processes
+ * between two snapshots (0..1): a high value means the numbers of that interval are noisy.
+ */
+export const cpuSnapshot = () => {
+  const m = machineCpu()
+  const per = new Map([[process.pid, cpuSeconds(process.pid)]])
+  for (const c of children) per.set(c.pid, cpuSeconds(c.pid))
+  return { at: performance.now(), machine: m, per }
+}
+export const foreignSince = (prev, now = cpuSnapshot()) => {
+  if (!prev?.machine || !now.machine) return null
+  const total = now.machine.total - prev.machine.total
+  if (total <= 0) return null
+  let ours = 0
+  for (const [pid, v] of now.per) {
+    const before = prev.per.get(pid)
+    if (v != null && before != null) ours += v - before
+  }
+  return Math.max(0, Math.min(1, (now.machine.busy - prev.machine.busy - ours) / total))
+}

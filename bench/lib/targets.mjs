@@ -1,0 +1,249 @@
+// Starting the processes under test: the mock upstream (which is also the "direct" target), the
+// floor proxy, the gateway (production build, fresh DATA_DIR, configured by its CLI before it
+// starts) and the peer (Portkey's open-source gateway). Each is its own process on 127.0.0.1.
+import { mkdtempSync, readFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { freePort, registerTempDir, spawnChild, waitForLine } from "./proc.mjs"
+import { request, waitFor200 } from "./load.mjs"
+
+export const ADMIN_KEY = "sk-bench-admin-0123456789abcdef"
+export const UPSTREAM_KEY = "sk-bench"
+
+const MESSAGES = [
+  { role: "system", content: "You are a concise assistant. Answer in plain prose." },
+  { role: "user", content: "Summarise in one paragraph why a gateway should add as little latency as possible." }
+]
+
+/** The chat completion request body every target gets (model id in that target's naming). */
+export const chatBody = (model, extra = {}) => JSON.stringify({ model, messages: MESSAGES, max_tokens: 512, ...extra })
+export const streamBody = (model) => chatBody(model, { stream: true, stream_options: { include_usage: true } })
+
+const baseEnv = (extra) => ({
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: process.env.HOME ?? os.tmpdir(),
+  NO_COLOR: "1",
+  ...extra
+})
+
+const onlyLoopback = (url) => {
+  const h = new URL(url).hostname
+  if (h !== "127.0.0.1" && h !== "[::1]" && h !== "::1") throw new Error(`refusing a non-loopback address: ${url}`)
+  return url
+}
+
+/** Shape of a target: how to reach it and what to send. */
+const target = (name, fields) => ({
+  name,
+  ok: false,
+  error: null,
+  pid: null,
+  proc: null,
+  baseUrl: null,
+  chatUrl: null,
+  startupMs: null,
+  model: (m) => m,
+  headers: { "content-type": "application/json", authorization: `Bearer ${UPSTREAM_KEY}` },
+  notes: [],
+  ...fields
+})
+
+/** An error message plus the last lines the process printed (the reason, usually). */
+const withOutput = (msg, proc) => {
+  if (!proc) return msg
+  const info = proc.exitInfo()
+  const lines = proc.output().split("\n").map((l) => l.trim()).filter(Boolean).slice(-20)
+  const err = lines.find((l) => /error/i.test(l))
+  const tail = [...(err ? [err] : []), ...lines.slice(-2).filter((l) => l !== err)].join(" | ")
+  return `${msg}${info ? ` (exit ${info.code ?? info.signal})` : ""}${tail ? `: ${tail.slice(-600)}` : ""}`
+}
+
+const startupProbe = (t) => ({ headers: t.headers, body: chatBody(t.model("json-1k")) })
+
+/** The mock upstream on core `core`; also the "direct" target (its process is the mock). */
+export const startMock = async ({ benchDir, core, pin }) => {
+  const t = target("direct")
+  const proc = spawnChild({ name: "mock", cmd: process.execPath, args: [path.join(benchDir, "mock-upstream.mjs")], env: baseEnv({}), core, pin })
+  t.proc = proc
+  t.pid = proc.pid
+  const m = await waitForLine(proc, /listening (\d+)/)
+  t.baseUrl = onlyLoopback(`http://127.0.0.1:${m[1]}`)
+  t.chatUrl = `${t.baseUrl}/v1/chat/completions`
+  t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+  t.ok = true
+  return t
+}
+
+export const startFloor = async ({ benchDir, core, pin, mock }) => {
+  const t = target("floor")
+  try {
+    const proc = spawnChild({
+      name: "floor",
+      cmd: process.execPath,
+      args: [path.join(benchDir, "floor-proxy.mjs"), "--upstream", mock.baseUrl],
+      env: baseEnv({}),
+      core,
+      pin
+    })
+    t.proc = proc
+    t.pid = proc.pid
+    const m = await waitForLine(proc, /listening (\d+)/)
+    t.baseUrl = onlyLoopback(`http://127.0.0.1:${m[1]}`)
+    t.chatUrl = `${t.baseUrl}/v1/chat/completions`
+    t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+    t.ok = true
+  } catch (e) {
+    t.error = withOutput(e.message, t.proc)
+  }
+  return t
+}
+
+/**
+ * Prepares a gateway: a fresh DATA_DIR configured with `gateway setup --non-interactive`
+ * (openai-compatible connection to the mock, default model json-1k, admin key from
+ * GATEWAY_API_KEY) and an inference key from `gateway keys add` that the load generator sends.
+ * The CLI runs on `core` (the load core: the targets' core stays quiet).
+ */
+export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
+  // BENCH_TMP_DIR: set by run.mjs, which removes it even if this process is killed.
+  const dataDir = mkdtempSync(path.join(process.env.BENCH_TMP_DIR || os.tmpdir(), "gateway-bench-"))
+  registerTempDir(dataDir)
+  const env = baseEnv({ DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY, LOG_LEVEL: "warning" })
+  const cli = async (args) => {
+    const proc = spawnChild({ name: `gateway ${args[0]}`, cmd: process.execPath, args: [path.join(rootDir, "bin/gateway"), ...args], env, core, pin })
+    const info = await proc.exited
+    if (info.code !== 0) throw new Error(`gateway ${args.slice(0, 2).join(" ")} failed (${info.code ?? info.signal}):\n${proc.output().slice(-2000)}`)
+    return proc.stdout()
+  }
+  await cli([
+    "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
+    "--provider-base-url", `${mock.baseUrl}/v1`, "--api-key", UPSTREAM_KEY, "--default-model", "json-1k"
+  ])
+  const secret = JSON.parse(await cli(["keys", "add", "--name", "bench", "--scope", "inference", "--json"])).secret
+  if (!secret) throw new Error("gateway keys add printed no secret")
+  return { dataDir, env, secret }
+}
+
+/**
+ * Starts `node [extraNodeArgs] bin/gateway` on a prepared DATA_DIR with LOG_LEVEL=warning on a
+ * free port of 127.0.0.1, and waits for its first 200.
+ */
+export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = [], name = "gateway" }) => {
+  const t = target(name)
+  try {
+    if (prep instanceof Error) throw prep
+    t.dataDir = prep.dataDir
+    const port = await freePort()
+    t.baseUrl = onlyLoopback(`http://127.0.0.1:${port}`)
+    t.chatUrl = `${t.baseUrl}/v1/chat/completions`
+    t.model = (m) => `openai-compatible/${m}`
+    t.headers = { "content-type": "application/json", authorization: `Bearer ${prep.secret}` }
+    t.adminHeaders = { "content-type": "application/json", authorization: `Bearer ${ADMIN_KEY}` }
+    const proc = spawnChild({
+      name,
+      cmd: process.execPath,
+      args: [...extraNodeArgs, path.join(rootDir, "bin/gateway")],
+      env: { ...prep.env, PORT: String(port), HOST: "127.0.0.1" },
+      cwd: rootDir,
+      core,
+      pin
+    })
+    t.proc = proc
+    t.pid = proc.pid
+    t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+    t.ok = true
+  } catch (e) {
+    t.error = withOutput(e.message, t.proc)
+  }
+  return t
+}
+
+/** prepareGateway then launchGateway. */
+export const startGateway = async ({ rootDir, core, prepCore, pin, mock, extraNodeArgs, name }) => {
+  const prep = await prepareGateway({ rootDir, mock, core: prepCore ?? core, pin }).catch((e) => e)
+  return launchGateway(prep, { rootDir, core, pin, extraNodeArgs, name })
+}
+
+/** Portkey's entry point: the `bin` of @portkey-ai/gateway's package.json. */
+export const peerEntry = (benchDir) => {
+  const dir = path.join(benchDir, "node_modules/@portkey-ai/gateway")
+  const pkg = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8"))
+  const bin = typeof pkg.bin === "string" ? pkg.bin : Object.values(pkg.bin ?? {})[0]
+  if (!bin) throw new Error("@portkey-ai/gateway declares no bin")
+  return { file: path.join(dir, bin), version: pkg.version }
+}
+
+/**
+ * The peer: Portkey's gateway (`build/start-server.js --port=<p> --headless`), forced onto
+ * 127.0.0.1 by the loopback-only preload. It routes by headers: provider openai, custom host =
+ * the mock's /v1, the upstream key as Bearer.
+ */
+export const startPeer = async ({ benchDir, core, pin, mock }) => {
+  const t = target("peer")
+  try {
+    const entry = peerEntry(benchDir)
+    t.version = entry.version
+    t.entry = path.relative(benchDir, entry.file)
+    const port = await freePort()
+    t.baseUrl = onlyLoopback(`http://127.0.0.1:${port}`)
+    t.chatUrl = `${t.baseUrl}/v1/chat/completions`
+    t.headers = {
+      "content-type": "application/json",
+      authorization: `Bearer ${UPSTREAM_KEY}`,
+      "x-portkey-provider": "openai",
+      "x-portkey-custom-host": `${mock.baseUrl}/v1`
+    }
+    const proc = spawnChild({
+      name: "peer",
+      cmd: process.execPath,
+      args: ["--import", path.join(benchDir, "loopback-only.mjs"), entry.file, `--port=${port}`, "--headless"],
+      env: baseEnv({ BENCH_LISTEN_HOST: "127.0.0.1" }),
+      cwd: benchDir,
+      core,
+      pin
+    })
+    t.proc = proc
+    t.pid = proc.pid
+    t.startupMs = await waitFor200(t.chatUrl, startupProbe(t), { since: proc.spawnedAt, alive: proc.alive })
+    t.ok = true
+  } catch (e) {
+    t.error = withOutput(e.message, t.proc)
+  }
+  return t
+}
+
+/**
+ * Checks that a target returns the mock's answers: JSON 1 KB and 10 KB bodies (the mock's id,
+ * content and usage), and paced and burst streams with all 64 content chunks and [DONE].
+ */
+export const verifyTarget = async (t, { sseOnce, streamComplete, chunks }) => {
+  const out = {}
+  // The paced stream (1.3 s of mostly waiting) runs while the other checks do.
+  const pacedCheck = sseOnce(t.chatUrl, { headers: t.headers, body: streamBody(t.model("sse-paced")) })
+  const j1 = await request(t.chatUrl, { headers: t.headers, body: chatBody(t.model("json-1k")) })
+  const j10 = await request(t.chatUrl, { headers: t.headers, body: chatBody(t.model("json-10k")) })
+  const parse = (r) => {
+    try {
+      return JSON.parse(r.body)
+    } catch {
+      return null
+    }
+  }
+  const p1 = parse(j1)
+  const p10 = parse(j10)
+  out.json1k = { status: j1.status, bytes: j1.body?.length ?? 0, id: p1?.id ?? null, usage: p1?.usage ?? null }
+  out.json10k = { status: j10.status, bytes: j10.body?.length ?? 0 }
+  const burst = await sseOnce(t.chatUrl, { headers: t.headers, body: streamBody(t.model("sse-burst")) })
+  const paced = await pacedCheck
+  out.ssePaced = { status: paced.status, chunks: paced.chunks, done: paced.done, usage: paced.usage, ms: Math.round(paced.ms), maxGapMs: paced.maxGap }
+  out.sseBurst = { status: burst.status, chunks: burst.chunks, done: burst.done, usage: burst.usage }
+  const problems = []
+  if (j1.status !== 200 || p1?.id !== "chatcmpl-bench0000000000000000000000" || !p1?.usage?.total_tokens) problems.push(`JSON 1 KB: ${j1.status} ${String(j1.body ?? j1.error?.message).slice(0, 200)}`)
+  if (j10.status !== 200 || (j10.body?.length ?? 0) < 9000) problems.push(`JSON 10 KB: ${j10.status}, ${j10.body?.length ?? 0} bytes`)
+  if (!streamComplete(paced, chunks)) problems.push(`paced SSE: status ${paced.status}, ${paced.chunks} chunks, done ${paced.done} ${paced.error ?? ""}`)
+  if (!streamComplete(burst, chunks)) problems.push(`burst SSE: status ${burst.status}, ${burst.chunks} chunks, done ${burst.done} ${burst.error ?? ""}`)
+  // A paced stream must arrive paced (not buffered to the end): 64 chunks 20 ms apart take ~1.26 s.
+  if (paced.ttft !== null && paced.ttft > 500) problems.push(`paced SSE: first content after ${Math.round(paced.ttft)} ms (buffered?)`)
+  out.problems = problems
+  return out
+}
