@@ -170,7 +170,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             yield* settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
             return costUsd
           }),
-        prepare: Effect.all([pricing.refresh, budgets.refresh, limits.refresh], { discard: true }),
+        prepare: Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh)),
         budget: (apiKeyId) => Effect.sync(() => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, Date.now(), held.get(apiKeyId)?.costUsd ?? 0))),
         reserve,
         tokenLimit: (apiKeyId, target, now, own) =>

@@ -30,7 +30,7 @@ export const verifyPassword = async (password: string, stored: string): Promise<
   return actual.length === expected.length && crypto.timingSafeEqual(actual, expected)
 }
 
-export const sha256 = (text: string): string => crypto.createHash("sha256").update(text).digest("hex")
+export const sha256 = (text: string): string => crypto.hash("sha256", text, "hex")
 
 export const randomToken = (bytes = 32): string => crypto.randomBytes(bytes).toString("base64url")
 

@@ -504,9 +504,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const json = tryJson(text)
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
-            const decoded = upstream.decodeResponse(json)
-            const outcome: AttemptOutcome = { status: 200, usage: decoded.usage ?? upstream.usageOfResponse(json), ttftMs: null, error: null, headers: headerValue(res.headers) }
+            const outcome: AttemptOutcome = { status: 200, usage: upstream.usageOfResponse(json), ttftMs: null, error: null, headers: headerValue(res.headers) }
             if (call.stream) {
+              const decoded = upstream.decodeResponse(json)
               // The client asked for a stream but the upstream answered whole: replay it as events.
               const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
               if (ctx.progress) ctx.progress.contentStarted = true
@@ -514,8 +514,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
               return outcome
             }
-            const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(decoded)
-            const payload = JSON.stringify(answer)
+            // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors.
+            const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(upstream.decodeResponse(json))
+            const payload = passthrough ? text : JSON.stringify(answer)
             Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage) + (call.extraCostUsd ?? 0), false))
             ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
             ctx.res.end(payload)

@@ -34,9 +34,5 @@ export const derivedSession = (apiKeyId: string | null, model: string, body: Rea
   const list = body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"]
   const first = Array.isArray(list) ? list[0] : list
   const system = body["system"] ?? body["instructions"] ?? body["systemInstruction"] ?? null
-  return `sess_${crypto
-    .createHash("sha256")
-    .update(JSON.stringify([apiKeyId, model, system, first ?? null]))
-    .digest("hex")
-    .slice(0, 24)}`
+  return `sess_${crypto.hash("sha256", JSON.stringify([apiKeyId, model, system, first ?? null]), "hex").slice(0, 24)}`
 }

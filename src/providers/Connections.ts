@@ -260,11 +260,13 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         })
       )
 
-      const urlPolicy = Effect.all({
-        guard: flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"),
-        allowLocal: flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"),
-        allowPrivate: flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
-      })
+      const urlPolicy = Effect.flatMap(flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), (guard) =>
+        Effect.zipWith(flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"), (allowLocal, allowPrivate) => ({
+          guard,
+          allowLocal,
+          allowPrivate
+        }))
+      )
 
       const find = (s: Snapshot, idOrName: string) =>
         s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())

@@ -93,11 +93,24 @@ export const classifyHost = (host: string): HostClass => {
   return "public"
 }
 
+type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: string }
+
+/** Verdicts by policy and URL: every upstream request asks, about a handful of base URLs. */
+const verdicts = new Map<string, Verdict>()
+
 /** Whether the gateway may send provider traffic to this URL. */
-export const checkProviderUrl = (
-  raw: string,
-  flags: UrlPolicyFlags
-): { readonly ok: true } | { readonly ok: false; readonly reason: string } => {
+export const checkProviderUrl = (raw: string, flags: UrlPolicyFlags): Verdict => {
+  const key = `${flags.guard ? 1 : 0}${flags.allowLocal ? 1 : 0}${flags.allowPrivate ? 1 : 0}${raw}`
+  let v = verdicts.get(key)
+  if (v === undefined) {
+    v = judge(raw, flags)
+    if (verdicts.size >= 1000) verdicts.clear()
+    verdicts.set(key, v)
+  }
+  return v
+}
+
+const judge = (raw: string, flags: UrlPolicyFlags): Verdict => {
   let url: URL
   try {
     url = new URL(raw)

@@ -10,6 +10,8 @@ export interface StoreVersionShape {
    * caches stay cheap on the request path yet see `gateway keys add` within a second.
    */
   readonly current: Effect.Effect<number>
+  /** The version when no check is due (so `current` would answer it without reading), else undefined. */
+  readonly peek: () => number | undefined
 }
 
 export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
@@ -26,6 +28,7 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
           Effect.orDie
         )
         return {
+          peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
           current: Effect.suspend(() => {
             const t = Date.now()
             if (t - lastCheck < intervalMs) return Effect.succeed(version)
@@ -48,13 +51,18 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
 export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effect<A>) => {
   let cached: { readonly value: A; readonly version: number; readonly generation: number } | undefined
   let generation = 0
-  const get = Effect.flatMap(version.current, (v) => {
-    if (cached && cached.version === v && cached.generation === generation) return Effect.succeed(cached.value)
+  const load_ = (v: number) => {
     const gen = generation
     return Effect.map(load, (value) => {
       cached = { value, version: v, generation: gen }
       return value
     })
+  }
+  // The request path reads these on every call: a fresh cache answers in one step.
+  const get = Effect.suspend(() => {
+    const known = version.peek()
+    if (known !== undefined && cached && cached.version === known && cached.generation === generation) return Effect.succeed(cached.value)
+    return Effect.flatMap(version.current, (v) => (cached && cached.version === v && cached.generation === generation ? Effect.succeed(cached.value) : load_(v)))
   })
   return {
     get,

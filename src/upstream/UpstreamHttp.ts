@@ -3,7 +3,8 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Agent, errors as undiciErrors, request } from "undici"
+import { EventEmitter } from "node:events"
+import { Agent, errors as undiciErrors, type request } from "undici"
 import { VERSION } from "../version.js"
 
 export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
@@ -64,7 +65,10 @@ const classify = (cause: unknown): UpstreamTransportError => {
   const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
   const code = err.code ?? err.cause?.code ?? ""
   const message = err.cause?.message ?? err.message ?? String(cause)
-  if (cause instanceof undiciErrors.HeadersTimeoutError || cause instanceof undiciErrors.BodyTimeoutError) {
+  if (cause instanceof undiciErrors.HeadersTimeoutError) {
+    return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
+  }
+  if (cause instanceof undiciErrors.BodyTimeoutError) {
     return new UpstreamTransportError({ kind: "timeout", message })
   }
   if (cause instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") {
@@ -74,6 +78,23 @@ const classify = (cause: unknown): UpstreamTransportError => {
     return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
   }
   return new UpstreamTransportError({ kind: "network", message: code ? `${code}: ${message}` : message })
+}
+
+/** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
+const parsed = new Map<string, { readonly origin: string; readonly path: string } | string>()
+const splitUrl = (url: string): { readonly origin: string; readonly path: string } | string => {
+  let hit = parsed.get(url)
+  if (hit === undefined) {
+    try {
+      const u = new URL(url)
+      hit = u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search } : `unsupported upstream URL scheme ${u.protocol}`
+    } catch {
+      hit = `invalid upstream URL: ${url}`
+    }
+    if (parsed.size >= 1000) parsed.clear()
+    parsed.set(url, hit)
+  }
+  return hit
 }
 
 /**
@@ -96,24 +117,31 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       return {
         userAgent,
         request: (req) =>
-          Effect.tryPromise({
-            try: (signal) =>
-              request(req.url, {
+          Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
+            const target = splitUrl(req.url)
+            if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
+            // Undici watches the headers timeout itself, and takes an EventEmitter as abort signal:
+            // no timer fiber and no AbortController per request.
+            const abort = new EventEmitter()
+            agent.request(
+              {
+                origin: target.origin,
+                path: target.path,
                 method: req.method,
                 headers: req.headers,
                 body: req.body ?? null,
-                dispatcher: agent,
-                signal
-              }),
-            catch: classify
-          }).pipe(
-            Effect.timeoutFail({
-              duration: req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT,
-              onTimeout: () =>
-                new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
-            }),
-            Effect.map((r) => ({ status: r.statusCode, headers: r.headers, body: r.body }))
-          )
+                signal: abort,
+                headersTimeout: Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+              },
+              (err, data) => {
+                if (err) resume(Effect.fail(classify(err)))
+                else resume(Effect.succeed({ status: data.statusCode, headers: data.headers, body: data.body }))
+              }
+            )
+            return Effect.sync(() => {
+              abort.emit("abort")
+            })
+          })
       }
     })
   )
