@@ -50,7 +50,7 @@ import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { embed } from "./embeddings.js"
 import { derivedSession, explicitSession } from "./session.js"
-import { type FrameRelay, relayStream, StreamFailure } from "./stream.js"
+import { type FrameRelay, makeStreamWatchdog, relayStream, StreamFailure } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
 /** One inference request as a route hands it over. */
@@ -331,13 +331,14 @@ const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
  * per request.
  */
 export class Inference extends Context.Tag("gateway/Inference")<Inference, InferenceShape>() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     Inference,
     Effect.gen(function* () {
       const connections = yield* Connections
       const http = yield* UpstreamHttp
       const usage = yield* UsageService
       const timeouts = yield* StreamTimeouts
+      const watchdog = yield* makeStreamWatchdog(timeouts)
       const router = yield* Router
       const resilience = yield* Resilience
       const memory = yield* RoutingMemory
@@ -616,7 +617,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               }
             }
           }
-          const result = yield* relayStream(ctx, res, upstream.framing, relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, timeouts)
+          const result = yield* relayStream(ctx, res, upstream.framing, relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, watchdog)
           if (result.failedBeforeOutput) {
             const e = result.failedBeforeOutput
             return yield* Effect.fail(attemptFailed(clientError(client, e), failureOfStream(e)))

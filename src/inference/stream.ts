@@ -1,6 +1,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import type { CanonicalError } from "../formats/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
@@ -39,24 +40,71 @@ export interface StreamProgress {
   paused?: boolean
 }
 
+/** Why a stream counts as stalled at `now`, if it does. */
+const stallOf = (state: StreamProgress, timeouts: StreamTimeoutsShape, now: number): StreamStalled | undefined => {
+  if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
+    return new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` })
+  }
+  if (!state.paused && now - state.lastChunkAt > timeouts.idleMs) {
+    return new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` })
+  }
+  return undefined
+}
+
+const checkInterval = (timeouts: StreamTimeoutsShape) => Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
+
 /**
  * Fails with StreamStalled when the stream sends no content within `firstContentMs` of its
  * headers, or nothing at all for `idleMs`. A Schedule drives the checks; race it with the relay.
  */
 export const watchStream = (state: StreamProgress, timeouts: StreamTimeoutsShape): Effect.Effect<never, StreamStalled> => {
   const check = Effect.suspend(() => {
-    const now = Date.now()
-    if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
-      return Effect.fail(new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` }))
-    }
-    if (!state.paused && now - state.lastChunkAt > timeouts.idleMs) {
-      return Effect.fail(new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` }))
-    }
-    return Effect.void
+    const stalled = stallOf(state, timeouts, Date.now())
+    return stalled ? Effect.fail(stalled) : Effect.void
   })
-  const interval = Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
-  return Effect.repeat(check, Schedule.spaced(interval)).pipe(Effect.zipRight(Effect.never))
+  return Effect.repeat(check, Schedule.spaced(checkInterval(timeouts))).pipe(Effect.zipRight(Effect.never))
 }
+
+/** One open stream under the watchdog: its progress, and what to do when it stalls. */
+export interface Watched {
+  readonly state: StreamProgress
+  readonly stalled: (e: StreamStalled) => void
+}
+
+/** Watches every open stream of the process; `watch` answers the function that stops watching one. */
+export interface StreamWatchdog {
+  readonly watch: (w: Watched) => () => void
+}
+
+/**
+ * The streams' watchdog: one sweep over every open stream, driven by a Schedule on a fiber of
+ * the enclosing scope, instead of a timer fiber raced against each stream (which cost two
+ * fibers and a schedule per request).
+ */
+export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect<StreamWatchdog, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const open = new Set<Watched>()
+    const sweep = Effect.sync(() => {
+      if (open.size === 0) return
+      const now = Date.now()
+      for (const w of open) {
+        const stalled = stallOf(w.state, timeouts, now)
+        if (stalled) {
+          open.delete(w)
+          w.stalled(stalled)
+        }
+      }
+    })
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(checkInterval(timeouts))))
+    return {
+      watch: (w) => {
+        open.add(w)
+        return () => {
+          open.delete(w)
+        }
+      }
+    }
+  })
 
 export interface StreamOutcome {
   readonly ttftMs: number | null
@@ -84,7 +132,7 @@ export const relayStream = (
   framing: "sse" | "ndjson",
   relay: FrameRelay,
   contentType: string,
-  timeouts: StreamTimeoutsShape
+  watchdog: StreamWatchdog
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
@@ -109,9 +157,24 @@ export const relayStream = (
     return ctx.res.write(text)
   }
 
-  const pump = Effect.async<StreamOutcome>((resume) => {
+  return Effect.async<StreamOutcome>((resume) => {
     const body = res.body
     let done = false
+    // A stall before anything was written leaves the request free to go elsewhere; after, the
+    // client gets its format's error event.
+    const unwatch = watchdog.watch({
+      state,
+      stalled: (e) => {
+        if (done) return
+        done = true
+        ctx.res.off("drain", onDrain)
+        body.destroy()
+        const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
+        if (!committed(ctx)) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
+        if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
+        resume(Effect.succeed({ ttftMs, error: e.message }))
+      }
+    })
     const onDrain = () => {
       state.paused = false
       state.lastChunkAt = Date.now()
@@ -120,6 +183,7 @@ export const relayStream = (
     const finish = (error: CanonicalError | undefined, endText?: string) => {
       if (done) return
       done = true
+      unwatch()
       if (error && !committed(ctx)) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
       if (!ctx.res.destroyed) {
@@ -159,19 +223,10 @@ export const relayStream = (
     body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}` }))
     return Effect.sync(() => {
       done = true
+      unwatch()
       ctx.res.off("drain", onDrain)
       body.destroy()
     })
   })
-
-  return Effect.raceFirst(pump, watchStream(state, timeouts)).pipe(
-    Effect.catchTag("StreamStalled", (e) =>
-      Effect.sync((): StreamOutcome => {
-        const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
-        if (!committed(ctx)) return { ttftMs, error: e.message, failedBeforeOutput: error }
-        if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
-        return { ttftMs, error: e.message }
-      })
-    )
-  )
 }
+
