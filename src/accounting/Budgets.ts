@@ -17,7 +17,7 @@ import {
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
 import { toIso } from "../store/Db.js"
-import { StoreVersion } from "../store/StoreVersion.js"
+import { StoreVersion, type StoreVersionShape } from "../store/StoreVersion.js"
 import { windowEnd, windowStart } from "./windows.js"
 
 export type BudgetCheck =
@@ -186,13 +186,15 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
       const refresh: Effect.Effect<void> = Option.match(version, {
         onNone: () => Effect.void,
         onSome: (v) =>
-          Effect.flatMap(v.current, (n) => {
-            if (n === seenVersion) return Effect.void
-            return Effect.tap(loadAll, () => {
-              seenVersion = n
-            })
-          })
+          Effect.suspend(() => (v.peek() === seenVersion ? Effect.void : slowRefresh(v)))
       })
+      const slowRefresh = (v: StoreVersionShape) =>
+        Effect.flatMap(v.current, (n) => {
+          if (n === seenVersion) return Effect.void
+          return Effect.tap(loadAll, () => {
+            seenVersion = n
+          })
+        })
 
       const windowView = (state: BudgetState, kind: BudgetInterval): BudgetWindowStatus | undefined => {
         const limit = budgetLimit(state.config, kind)

@@ -128,8 +128,15 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         })
       )
       let snapshot = yield* loaded.get
-      const refresh = Effect.map(loaded.get, (s) => {
-        snapshot = s
+      const refresh = Effect.suspend(() => {
+        const fresh = loaded.peek()
+        if (fresh !== undefined) {
+          snapshot = fresh
+          return Effect.void
+        }
+        return Effect.map(loaded.get, (s) => {
+          snapshot = s
+        })
       })
 
       const priceOf = (provider: string, model: string) => effectivePrice(catalogPrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)

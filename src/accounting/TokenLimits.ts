@@ -201,12 +201,16 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
       const refresh: Effect.Effect<void> = Option.match(version, {
         onNone: () => Effect.void,
         onSome: (v) =>
-          Effect.flatMap(v.current, (n) =>
-            n === seenVersion
+          Effect.suspend(() =>
+            v.peek() === seenVersion
               ? Effect.void
-              : Effect.tap(loadAll, () => {
-                  seenVersion = n
-                })
+              : Effect.flatMap(v.current, (n) =>
+                  n === seenVersion
+                    ? Effect.void
+                    : Effect.tap(loadAll, () => {
+                        seenVersion = n
+                      })
+                )
           )
       })
 

@@ -26,6 +26,8 @@ export interface FeatureFlagsShape {
   /** Value the running process uses. Restart flags keep the value they had at start. */
   readonly value: (key: FlagKey) => Effect.Effect<string>
   readonly enabled: (key: BooleanFlagKey) => Effect.Effect<boolean>
+  /** The flag now when that needs no database read (the usual case), else undefined: use `enabled`. */
+  readonly peekEnabled: (key: BooleanFlagKey) => boolean | undefined
   readonly list: Effect.Effect<FeatureFlagList>
   /** Sets a database override; `undefined` removes it. */
   readonly set: (key: string, value: string | undefined) => Effect.Effect<SetFeatureFlagResult, BadRequest>
@@ -86,12 +88,21 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
         if (def.requiresRestart) atStart.set(def.key, resolveFlag(def, startOverrides, env).value)
       }
 
+      const resolveNow = (key: FlagKey, o: ReadonlyMap<string, string>) => {
+        const frozen = atStart.get(key)
+        if (frozen !== undefined) return frozen
+        return resolveFlag(FLAGS_BY_KEY.get(key)!, o, env).value
+      }
+      // Every request reads flags: a fresh cache answers without a chain of effects.
       const value = (key: FlagKey) =>
-        Effect.map(overrides.get, (o) => {
-          const frozen = atStart.get(key)
-          if (frozen !== undefined) return frozen
-          return resolveFlag(FLAGS_BY_KEY.get(key)!, o, env).value
+        Effect.suspend(() => {
+          const o = overrides.peek()
+          return o !== undefined ? Effect.succeed(resolveNow(key, o)) : Effect.map(overrides.get, (fresh) => resolveNow(key, fresh))
         })
+      const peekEnabled = (key: BooleanFlagKey): boolean | undefined => {
+        const o = overrides.peek()
+        return o === undefined ? undefined : isTruthy(resolveNow(key, o))
+      }
 
       const view = (def: FlagDefinition, o: ReadonlyMap<string, string>): FeatureFlagView => {
         const r = resolveFlag(def, o, env)
@@ -163,7 +174,12 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
 
       return {
         value,
-        enabled: (key) => Effect.map(value(key), isTruthy),
+        enabled: (key) =>
+          Effect.suspend(() => {
+            const v = peekEnabled(key)
+            return v !== undefined ? Effect.succeed(v) : Effect.map(value(key), isTruthy)
+          }),
+        peekEnabled,
         list,
         set,
         clear

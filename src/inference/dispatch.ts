@@ -2,6 +2,8 @@ import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
@@ -90,6 +92,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const router = yield* Router
       const idempotency = yield* Idempotency
       const { allowedOrigins } = yield* AppConfig
+      // Per-request info lines cost effects on every request: only when info is logged at all.
+      const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
       const deps: RouteDeps = {
         inference: yield* Inference,
         usage: yield* Usage,
@@ -119,7 +123,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
         const serve = Effect.suspend(() => handler(ctx, params)).pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
-        return Effect.gen(function* () {
+        const body = Effect.gen(function* () {
           if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
           const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
           if (!clientKey || !(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
@@ -148,24 +152,19 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             res.writeHead(response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" })
             res.end(response.body)
           }
-        }).pipe(
-          Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))),
-          Effect.catchAllCause((cause) =>
-            Effect.logError("request failed unexpectedly", Cause.pretty(cause)).pipe(
-              Effect.zipRight(
-                Effect.sync(() =>
-                  respondError(ctx, new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` }), route)
-                )
-              )
-            )
-          ),
-          Effect.onExit((exit) =>
-            Exit.isInterrupted(exit)
-              ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`)
-              : Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`)
-          ),
-          Effect.annotateLogs("requestId", ctx.requestId)
-        )
+        })
+        // One exit handler instead of a stack of catch/onExit layers: this runs for every request.
+        return Effect.flatMap(Effect.exit(body), (exit) => {
+          if (Exit.isSuccess(exit)) return infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void
+          if (Cause.isInterruptedOnly(exit.cause)) return infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void
+          const failure = Cause.failureOption(exit.cause)
+          if (failure._tag === "Some") {
+            respondError(ctx, failure.value, route)
+            return infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void
+          }
+          respondError(ctx, new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` }), route)
+          return Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+        }).pipe(Effect.annotateLogs("requestId", ctx.requestId))
       }
 
       const editorInfo: RouteDef = {

@@ -1,4 +1,9 @@
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -348,6 +353,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const flags = yield* FeatureFlags
       const resilienceConfig = yield* ResilienceConfig
       const slots = yield* ConnectionSlots
+      // Log annotations cost effects on every attempt: only when info lines are written at all.
+      const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
 
       const routeError = (format: WireFormat) => (e: RouteError) =>
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
@@ -416,33 +423,35 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const failure: InferenceShape["failure"] = (res, upstream, client) => Effect.map(readFailure(res, upstream, client), (r) => r.error)
 
       const send: InferenceShape["send"] = (target, format, body, options, clientFormat) =>
-        Effect.gen(function* () {
+        Effect.suspend(() => {
           const { connection } = target
           if (connection.keyError) {
-            return yield* clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })
+            return Effect.fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
           }
-          const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", yield* connections.urlPolicy)
-          if (!verdict.ok) {
-            return yield* clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })
-          }
-          const request = upstreamRequest(connection, format, body, {
-            model: target.model,
-            stream: options.stream,
-            userAgent: http.userAgent,
-            ...(options.op ? { op: options.op } : {}),
-            ...(options.forward ? { forward: options.forward } : {})
-          })
-          const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-          return yield* http.request({ ...request, headersTimeout }).pipe(
-            Effect.mapError((e) =>
-              clientError(clientFormat, {
-                status: e.kind === "timeout" ? 504 : 502,
-                kind: e.kind === "timeout" ? "timeout" : "upstream",
-                message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
-                code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
-              })
+          return Effect.flatMap(connections.urlPolicy, (policy) => {
+            const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
+            if (!verdict.ok) {
+              return Effect.fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" }))
+            }
+            const request = upstreamRequest(connection, format, body, {
+              model: target.model,
+              stream: options.stream,
+              userAgent: http.userAgent,
+              ...(options.op ? { op: options.op } : {}),
+              ...(options.forward ? { forward: options.forward } : {})
+            })
+            const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+            return http.request({ ...request, headersTimeout }).pipe(
+              Effect.mapError((e) =>
+                clientError(clientFormat, {
+                  status: e.kind === "timeout" ? 504 : 502,
+                  kind: e.kind === "timeout" ? "timeout" : "upstream",
+                  message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
+                  code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
+                })
+              )
             )
-          )
+          })
         })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
@@ -671,9 +680,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   if (!gate.allowed) return { kind: "busy" as const }
                   const end = memory.begin(candidate)
                   const releaseProbe = gate.probe ? resilience.release(candidate) : Effect.void
-                  const releaseSlot = yield* (plan.kind === "quota-share" ? restore(slots.acquire(candidate.connection)) : Effect.succeed(() => {})).pipe(
-                    Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe)))
-                  )
+                  const releaseSlot =
+                    plan.kind === "quota-share"
+                      ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
+                      : undefined
                   tried.add(candidate.key)
                   if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
                   ctx.progress?.emit("attempt", { attempt: attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
@@ -682,25 +692,36 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
                   attempts++
                   const startedAt = Date.now()
-                  const result = yield* restore(
-                    attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) }).pipe(
-                      Effect.annotateLogs({
-                        provider: candidate.connection.provider.id,
-                        connection: candidate.connection.name,
-                        model: candidate.model,
-                        translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
-                      })
+                  const tryIt = attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) })
+                  // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
+                  // count are released whatever happened; a probe only when interrupted.
+                  const exit = yield* Effect.exit(
+                    restore(
+                      infoOn
+                        ? tryIt.pipe(
+                            Effect.annotateLogs({
+                              provider: candidate.connection.provider.id,
+                              connection: candidate.connection.name,
+                              model: candidate.model,
+                              translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                            })
+                          )
+                        : tryIt
                     )
-                  ).pipe(
-                    Effect.either,
-                    Effect.ensuring(
-                      Effect.sync(() => {
-                        releaseSlot()
-                        end()
-                      })
-                    ),
-                    Effect.onInterrupt(() => releaseProbe)
                   )
+                  releaseSlot?.()
+                  end()
+                  let result: Either.Either<AttemptOutcome, AttemptFailed>
+                  if (Exit.isSuccess(exit)) result = Either.right(exit.value)
+                  else {
+                    const failure = Cause.failureOption(exit.cause)
+                    if (failure._tag === "None") {
+                      if (Cause.isInterrupted(exit.cause)) yield* releaseProbe
+                      // Interrupted or a defect: no typed failure is in this cause.
+                      return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+                    }
+                    result = Either.left(failure.value)
+                  }
                   const latency = Date.now() - startedAt
                   if (result._tag === "Right") {
                     memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
@@ -739,7 +760,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
           })
 
-          yield* dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy }))
+          yield* infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
         })
 
 
@@ -929,6 +950,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
       const lookup = (call: InferenceCall) =>
+        Effect.suspend(() =>
+          // The usual case (streamed, or the cache off) answers without entering the lookup.
+          call.stream || flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED") === false ? Effect.succeed(undefined) : lookupCached(call)
+        )
+
+      const lookupCached = (call: InferenceCall) =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
           if (call.stream || !(yield* flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"))) return undefined

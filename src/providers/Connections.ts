@@ -260,7 +260,13 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         })
       )
 
-      const urlPolicy = Effect.flatMap(flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), (guard) =>
+      const urlPolicy = Effect.suspend(() => {
+        const guard = flags.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
+        const allowLocal = flags.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
+        const allowPrivate = flags.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? Effect.succeed({ guard, allowLocal, allowPrivate }) : urlPolicyRead
+      })
+      const urlPolicyRead = Effect.flatMap(flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), (guard) =>
         Effect.zipWith(flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"), (allowLocal, allowPrivate) => ({
           guard,
           allowLocal,

@@ -364,19 +364,21 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         })
 
       const served: RouterShape["served"] = (p, c) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          if (p.kind === "direct") return
-          const previous = memory.setLastGood(p.scope, c.key)
-          if (p.sessionId) {
-            memory.setSticky(p.scope, p.sessionId, c.key, now)
-            if (p.strategy === "context-relay") memory.setRelayLeg(p.scope, p.sessionId, c.key)
-          }
-          if (p.probes.has(c.key)) engine.healing.probeDone(c.key, true, now)
-          if (previous !== undefined && previous !== c.key && (p.kind === "combo" || p.kind === "auto")) {
-            bus.publish("combo.switched", { combo: p.scope, strategy: p.strategy, from: previous, to: c.key })
-          }
-        })
+        // A direct route keeps no routing memory: nothing to do on every plain request.
+        p.kind === "direct"
+          ? Effect.void
+          : Effect.gen(function* () {
+              const now = yield* Clock.currentTimeMillis
+              const previous = memory.setLastGood(p.scope, c.key)
+              if (p.sessionId) {
+                memory.setSticky(p.scope, p.sessionId, c.key, now)
+                if (p.strategy === "context-relay") memory.setRelayLeg(p.scope, p.sessionId, c.key)
+              }
+              if (p.probes.has(c.key)) engine.healing.probeDone(c.key, true, now)
+              if (previous !== undefined && previous !== c.key && (p.kind === "combo" || p.kind === "auto")) {
+                bus.publish("combo.switched", { combo: p.scope, strategy: p.strategy, from: previous, to: c.key })
+              }
+            })
 
       const describeAuto: RouterShape["describeAuto"] = (id) =>
         Effect.gen(function* () {

@@ -66,6 +66,11 @@ export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effec
   })
   return {
     get,
+    /** The value when it is known fresh without reading anything, else undefined (use `get`). */
+    peek: (): A | undefined => {
+      const known = version.peek()
+      return known !== undefined && cached && cached.version === known && cached.generation === generation ? cached.value : undefined
+    },
     invalidate: Effect.sync(() => {
       generation++
     })
