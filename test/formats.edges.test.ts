@@ -241,3 +241,35 @@ describe("request shape errors name the field", () => {
     expect(() => anthropic.decodeRequest({ model: "m", messages: [], system: 5 })).toThrow(/system must be a string or an array/)
   })
 })
+
+describe("SSE framing: line ends and chunk boundaries", () => {
+  const frames = (chunks: ReadonlyArray<string>) => {
+    const parser = new SseParser()
+    const out = chunks.flatMap((c) => parser.push(Buffer.from(c)))
+    return [...out, ...parser.end()]
+  }
+  const stream = (eol: string) => Array.from({ length: 50 }, (_, i) => `event: e${i}${eol}data: {"n":${i}}${eol}${eol}`).join("")
+
+  it("reads LF, CRLF and CR streams alike, many events in one chunk", () => {
+    const expected = Array.from({ length: 50 }, (_, i) => ({ event: `e${i}`, data: `{"n":${i}}` }))
+    expect(frames([stream("\n")])).toEqual(expected)
+    expect(frames([stream("\r\n")])).toEqual(expected)
+    expect(frames([stream("\r")])).toEqual(expected)
+  })
+
+  it("gives the same frames whatever the chunk boundaries, a CRLF split in two included", () => {
+    for (const eol of ["\n", "\r\n", "\r"]) {
+      const whole = frames([stream(eol)])
+      const text = stream(eol)
+      for (const size of [1, 2, 3, 7, 64]) {
+        const parts: Array<string> = []
+        for (let i = 0; i < text.length; i += size) parts.push(text.slice(i, i + size))
+        expect(frames(parts)).toEqual(whole)
+      }
+    }
+  })
+
+  it("a CR stream after LF lines, and a comment between events", () => {
+    expect(frames(["data: a\n\n: keep-alive\r\ndata: b\r\rdata: c\n", "\n"])).toEqual([{ data: "a" }, { data: "b" }, { data: "c" }])
+  })
+})

@@ -18,6 +18,7 @@ export class SseParser {
 
   push(chunk: Buffer | string): Array<Frame> {
     this.buffer += typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    this.cr = -2
     const frames: Array<Frame> = []
     let start = 0
     for (;;) {
@@ -28,6 +29,7 @@ export class SseParser {
       this.line(line, frames)
     }
     this.buffer = this.buffer.slice(start)
+    this.cr = -2
     if (this.buffer.length > 16 * 1024 * 1024) throw new Error("SSE line longer than 16 MiB")
     return frames
   }
@@ -42,9 +44,15 @@ export class SseParser {
     return frames
   }
 
+  /** Where the next \r is (-1: none), or -2 when the buffer changed since the last search. */
+  private cr = -2
+
   private findLineEnd(from: number): number {
     const n = this.buffer.indexOf("\n", from)
-    const r = this.buffer.indexOf("\r", from)
+    // Searched once per buffer, not once per line: most streams have no \r at all, and scanning
+    // to the end for every line made a burst of many events quadratic.
+    if (this.cr === -2 || (this.cr !== -1 && this.cr < from)) this.cr = this.buffer.indexOf("\r", from)
+    const r = this.cr
     if (r === -1) return n
     if (n === -1) return r === this.buffer.length - 1 ? -1 : r // a lone trailing \r may be half of \r\n
     return Math.min(n, r)
