@@ -47,11 +47,14 @@ export const authenticateInference = (
   query: URLSearchParams,
   /** A key carried in the path (tokenized editor routes). */
   preset?: string
-): Effect.Effect<string | null, InferenceError> =>
+): Effect.Effect<string | null, InferenceError> => {
+  const presented = presentedKey(req, query, preset)
+  // Every request passes here: a recognised key answers without a generator.
+  return presented ? Effect.flatMap(keys.verify(presented), (record) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented))) : unrecognised(flags, allowedOrigins, req, presented)
+}
+
+const unrecognised = (flags: FeatureFlagsShape, allowedOrigins: ReadonlyArray<string>, req: http.IncomingMessage, presented: string | undefined) =>
   Effect.gen(function* () {
-    const presented = presentedKey(req, query, preset)
-    const record = presented ? yield* keys.verify(presented) : Option.none()
-    if (Option.isSome(record)) return record.value.id
     const origin = header(req, "origin")
     if (!originAllowed(origin, allowedOrigins)) {
       return yield* new InferenceError({

@@ -123,10 +123,17 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
         const serve = Effect.suspend(() => handler(ctx, params)).pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
-        const body = Effect.gen(function* () {
+        const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
+        // Without an idempotency key (the usual request): authenticate, then serve.
+        const body = Effect.suspend(() => {
+          if (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false) {
+            return route.public ? serve : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => ((ctx.apiKeyId = id), serve))
+          }
+          return idempotent(clientKey)
+        })
+        const idempotent = (clientKey: string) => Effect.gen(function* () {
           if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
-          const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
-          if (!clientKey || !(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
+          if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
           // The same key with another body is another request (X-Request-Id is often a correlation id
           // passed along); callers without a recognised key are told apart by what they presented.
           ctx.body = yield* readBody(req)

@@ -645,7 +645,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       /** Tries the plan's candidates in order, falling back on retryable failures; writes one usage row. */
       const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking) =>
-        Effect.gen(function* () {
+        Effect.suspend(() => {
           const { ctx, format: client } = call
           if (track.tried === undefined) track.tried = plan.candidates[0]
           const dispatch = Effect.gen(function* () {
@@ -760,7 +760,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
           })
 
-          yield* infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
+          return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
         })
 
 
@@ -994,7 +994,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         })
 
       const run = (call: InferenceCall) =>
-        Effect.gen(function* () {
+        Effect.suspend(() => {
           const { ctx, format: client } = call
           const features = (() => {
             let cached: RequestFeatures | undefined
@@ -1014,8 +1014,6 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const wantsProgress = String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
-          yield* accounting.prepare
-
           const serve = Effect.gen(function* () {
             // Budget: a spent window sends the request to the free fallback model, or refuses it.
             const budget = yield* accounting.budget(ctx.apiKeyId)
@@ -1105,53 +1103,56 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
           })
 
-          yield* serve.pipe(
-            Effect.ensuring(
-              Effect.suspend(() => {
-                const { tried, outcome } = track
-                const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
-                const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
-                const status = outcome.status || 499
-                const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                return Effect.zipRight(
-                  usage.record({
-                    requestId: ctx.requestId,
-                    apiKeyId: ctx.apiKeyId,
-                    connectionId: tried?.connection.id ?? null,
-                    provider,
-                    model: tried?.model ?? track.model,
-                    endpoint: call.endpoint,
-                    stream: call.stream,
-                    status,
-                    usage: {
-                      input: outcome.usage?.inputTokens ?? null,
-                      output: outcome.usage?.outputTokens ?? null,
-                      cached: outcome.usage?.cachedInputTokens ?? null,
-                      reasoning: outcome.usage?.reasoningTokens ?? null,
-                      cacheWrite: outcome.usage?.cacheCreationTokens ?? null
-                    },
-                    latencyMs: Date.now() - ctx.startedAt,
-                    ttftMs: outcome.ttftMs,
-                    error,
-                    costUsd,
-                    fallbackAttempts: track.fallbacks,
-                    cacheHit: track.cacheHit,
-                    requestedModel: call.model
-                  }),
-                  accounting.settle({
-                    requestId: ctx.requestId,
-                    apiKeyId: ctx.apiKeyId,
-                    provider,
-                    model: tried?.model ?? null,
-                    requestedModel: call.model,
-                    connection: tried?.connection.name ?? null,
-                    status,
-                    usage: track.cacheHit ? undefined : outcome.usage,
-                    costUsd,
-                    error
-                  })
-                ).pipe(Effect.ensuring(Effect.sync(() => track.hold?.release())))
-              })
+          return Effect.zipRight(
+            accounting.prepare,
+            serve.pipe(
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  const { tried, outcome } = track
+                  const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
+                  const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
+                  const status = outcome.status || 499
+                  const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
+                  return Effect.zipRight(
+                    usage.record({
+                      requestId: ctx.requestId,
+                      apiKeyId: ctx.apiKeyId,
+                      connectionId: tried?.connection.id ?? null,
+                      provider,
+                      model: tried?.model ?? track.model,
+                      endpoint: call.endpoint,
+                      stream: call.stream,
+                      status,
+                      usage: {
+                        input: outcome.usage?.inputTokens ?? null,
+                        output: outcome.usage?.outputTokens ?? null,
+                        cached: outcome.usage?.cachedInputTokens ?? null,
+                        reasoning: outcome.usage?.reasoningTokens ?? null,
+                        cacheWrite: outcome.usage?.cacheCreationTokens ?? null
+                      },
+                      latencyMs: Date.now() - ctx.startedAt,
+                      ttftMs: outcome.ttftMs,
+                      error,
+                      costUsd,
+                      fallbackAttempts: track.fallbacks,
+                      cacheHit: track.cacheHit,
+                      requestedModel: call.model
+                    }),
+                    accounting.settle({
+                      requestId: ctx.requestId,
+                      apiKeyId: ctx.apiKeyId,
+                      provider,
+                      model: tried?.model ?? null,
+                      requestedModel: call.model,
+                      connection: tried?.connection.name ?? null,
+                      status,
+                      usage: track.cacheHit ? undefined : outcome.usage,
+                      costUsd,
+                      error
+                    })
+                  ).pipe(Effect.ensuring(Effect.sync(() => track.hold?.release())))
+                })
+              )
             )
           )
         })

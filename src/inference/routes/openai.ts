@@ -50,10 +50,9 @@ const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) =>
 
 /** `POST /v1/chat/completions`. */
 export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
-    const canonical = yield* decodeOrFail(() => openAiChat.decodeRequest(body), openAiChat)
+  Effect.flatMap(decodeOrFail(() => openAiChat.decodeRequest(body), openAiChat), (canonical) => {
     const { model, noThinking } = splitNoThinking(canonical.model)
-    yield* deps.inference.run({
+    return deps.inference.run({
       ctx,
       format: openAiChat,
       body,
