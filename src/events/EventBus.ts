@@ -32,6 +32,18 @@ export interface EventBusShape {
   readonly subscribe: Effect.Effect<Queue.Dequeue<GatewayEvent>, never, Scope.Scope>
 }
 
+/** The current time as ISO 8601, formatted at most once per millisecond (every request publishes). */
+let lastMs = 0
+let lastIso = ""
+const isoNow = (): string => {
+  const ms = Date.now()
+  if (ms !== lastMs) {
+    lastMs = ms
+    lastIso = new Date(ms).toISOString()
+  }
+  return lastIso
+}
+
 /** The internal event bus: one PubSub, fire-and-forget for publishers. */
 export class EventBus extends Context.Tag("gateway/EventBus")<EventBus, EventBusShape>() {
   static readonly layer = Layer.scoped(
@@ -40,7 +52,7 @@ export class EventBus extends Context.Tag("gateway/EventBus")<EventBus, EventBus
       const hub = yield* Effect.acquireRelease(PubSub.sliding<GatewayEvent>(4096), PubSub.shutdown)
       return {
         publish: (event, data) => {
-          hub.unsafeOffer({ event, timestamp: new Date().toISOString(), data })
+          hub.unsafeOffer({ event, timestamp: isoNow(), data })
         },
         subscribe: PubSub.subscribe(hub)
       }

@@ -60,8 +60,13 @@ export const gatewayHeaders = (requestId: string): Record<string, string> => ({
   "x-gateway-request-id": requestId
 })
 
-/** Every header an answer carries: version, request id, and what the pipeline added. */
-export const responseHeaders = (ctx: RequestContext): Record<string, string> => ({ ...gatewayHeaders(ctx.requestId), ...ctx.responseHeaders })
+/** Every header an answer carries: version, request id, what the pipeline added, then `extra`. One object, built once. */
+export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<string, string | number>>): Record<string, string | number> => {
+  const h: Record<string, string | number> = { "x-gateway-version": VERSION, "x-gateway-request-id": ctx.requestId }
+  for (const k in ctx.responseHeaders) h[k] = ctx.responseHeaders[k]!
+  if (extra) for (const k in extra) h[k] = extra[k]!
+  return h
+}
 
 /** Reads the whole request body, refusing bodies over `limit` with 413. */
 export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES) =>
@@ -140,11 +145,6 @@ export const sendJson = (
   headers: Readonly<Record<string, string>> = {}
 ): void => {
   const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
-  ctx.res.writeHead(status, {
-    ...responseHeaders(ctx),
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(payload),
-    ...headers
-  })
+  ctx.res.writeHead(status, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }))
   ctx.res.end(payload)
 }

@@ -528,7 +528,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(upstream.decodeResponse(json))
             const payload = passthrough ? text : JSON.stringify(answer)
             Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage) + (call.extraCostUsd ?? 0), false))
-            ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
+            ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }))
             ctx.res.end(payload)
             call.capture?.(payload)
             const id = obj(answer)?.["id"]

@@ -141,12 +141,7 @@ export const relayStream = (
   const start = () => {
     if (ctx.progress) ctx.progress.contentStarted = true
     if (ctx.res.headersSent) return
-    ctx.res.writeHead(200, {
-      ...responseHeaders(ctx),
-      "content-type": contentType,
-      "cache-control": "no-cache",
-      "x-accel-buffering": "no"
-    })
+    ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
   }
 
   const write = (text: string) => {
