@@ -160,18 +160,27 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             res.end(response.body)
           }
         })
-        // One exit handler instead of a stack of catch/onExit layers: this runs for every request.
-        return Effect.flatMap(Effect.exit(body), (exit) => {
-          if (Exit.isSuccess(exit)) return infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void
-          if (Cause.isInterruptedOnly(exit.cause)) return infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void
-          const failure = Cause.failureOption(exit.cause)
-          if (failure._tag === "Some") {
-            respondError(ctx, failure.value, route)
-            return infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void
-          }
-          respondError(ctx, new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` }), route)
-          return Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
-        }).pipe(Effect.annotateLogs("requestId", ctx.requestId))
+        // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
+        // in an uninterruptible region so a client that went away (the fiber interrupted) still
+        // gets its log line.
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(Effect.exit(restore(body)), (exit) => {
+            const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
+            if (Exit.isSuccess(exit)) return done()
+            if (Cause.isInterruptedOnly(exit.cause)) return infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void
+            const failure = Cause.failureOption(exit.cause)
+            const error =
+              failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+            try {
+              respondError(ctx, error, route)
+            } catch (e) {
+              // The error answer itself could not be written: close the connection rather than leave it open.
+              res.destroy()
+              return Effect.logError("the error answer could not be written", Cause.pretty(Cause.sequential(exit.cause, Cause.die(e))))
+            }
+            return failure._tag === "Some" ? done() : Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+          })
+        ).pipe(Effect.annotateLogs("requestId", ctx.requestId))
       }
 
       const editorInfo: RouteDef = {

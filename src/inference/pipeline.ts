@@ -514,7 +514,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const json = tryJson(text)
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
-            const outcome: AttemptOutcome = { status: 200, usage: upstream.usageOfResponse(json), ttftMs: null, error: null, headers: headerValue(res.headers) }
+            const reported = upstream.usageOfResponse(json)
+            // As the decoded response counts it: a side the upstream left out is 0.
+            const usage = reported ? { inputTokens: 0, outputTokens: 0, ...reported } : undefined
+            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers) }
             if (call.stream) {
               const decoded = upstream.decodeResponse(json)
               // The client asked for a stream but the upstream answered whole: replay it as events.

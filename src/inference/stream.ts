@@ -91,7 +91,11 @@ export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect
         const stalled = stallOf(w.state, timeouts, now)
         if (stalled) {
           open.delete(w)
-          w.stalled(stalled)
+          try {
+            w.stalled(stalled)
+          } catch {
+            // A stream's own handler reports its errors (see relayStream); the sweep goes on for the others.
+          }
         }
       }
     })
@@ -166,8 +170,12 @@ export const relayStream = (
         body.destroy()
         const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
         if (!committed(ctx)) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
-        if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
-        resume(Effect.succeed({ ttftMs, error: e.message }))
+        try {
+          if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
+          resume(Effect.succeed({ ttftMs, error: e.message }))
+        } catch (thrown) {
+          resume(Effect.die(thrown))
+        }
       }
     })
     const onDrain = () => {
@@ -179,6 +187,7 @@ export const relayStream = (
       if (done) return
       done = true
       unwatch()
+      ctx.res.off("drain", onDrain)
       if (error && !committed(ctx)) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
       if (!ctx.res.destroyed) {

@@ -120,25 +120,37 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
           Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
             const target = splitUrl(req.url)
             if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
-            // Undici watches the headers timeout itself, and takes an EventEmitter as abort signal:
-            // no timer fiber and no AbortController per request.
+            // One plain timer covers connecting, sending and waiting for the headers, and undici
+            // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
             const abort = new EventEmitter()
+            const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+            // The timeout answers at once: undici only acts on an abort once it has a connection,
+            // so a connect or TLS handshake that hangs would otherwise hold the caller until the
+            // agent's connect timeout.
+            let settled = false
+            const timer = Number.isFinite(ms)
+              ? setTimeout(() => {
+                  settled = true
+                  abort.emit("abort")
+                  resume(Effect.fail(new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })))
+                }, Math.max(0, ms))
+              : undefined
             agent.request(
-              {
-                origin: target.origin,
-                path: target.path,
-                method: req.method,
-                headers: req.headers,
-                body: req.body ?? null,
-                signal: abort,
-                headersTimeout: Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
-              },
+              { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort },
               (err, data) => {
+                clearTimeout(timer)
+                if (settled) {
+                  if (!err) data?.body?.destroy()
+                  return
+                }
+                settled = true
                 if (err) resume(Effect.fail(classify(err)))
                 else resume(Effect.succeed({ status: data.statusCode, headers: data.headers, body: data.body }))
               }
             )
             return Effect.sync(() => {
+              settled = true
+              clearTimeout(timer)
               abort.emit("abort")
             })
           })

@@ -1,0 +1,125 @@
+import * as Effect from "effect/Effect"
+import * as net from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { makeStreamWatchdog, StreamStalled, type StreamProgress } from "../src/inference/stream.js"
+import { DEFAULT_STREAM_TIMEOUTS } from "../src/inference/timeouts.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+/**
+ * Regressions of the lean request path (docs/performance.md): what the faster code must still do.
+ */
+const ADMIN = "gwk_hotpath_admin_key_0123456789abcdef"
+const admin = { authorization: `Bearer ${ADMIN}` }
+
+let gw: TestGateway
+let up: FakeUpstream
+let silent: net.Server
+const held: Array<net.Socket> = []
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  // Accepts TCP connections and never says a word: a TLS handshake to it never completes.
+  silent = net.createServer((s) => held.push(s))
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r))
+  gw = await startGateway({ timeouts: { headersMs: 400, streamHeadersMs: 400, firstContentMs: 2000, idleMs: 2000 } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
+  expect((await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
+  const port = (silent.address() as net.AddressInfo).port
+  expect((await add({ provider: "openai-compatible", name: "tls", baseUrl: `https://127.0.0.1:${port}/v1`, defaultModel: "m1" })).status).toBe(201)
+})
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+  for (const s of held) s.destroy()
+  await new Promise((r) => silent?.close(r))
+})
+
+const chat = (model: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) =>
+  fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], ...extra }),
+    ...(signal ? { signal } : {})
+  })
+
+describe("the upstream headers timeout", () => {
+  it("covers connecting: an upstream whose TLS handshake never completes times out at the headers timeout, not the 10 s connect timeout", async () => {
+    const started = Date.now()
+    const res = await chat("tls/m1")
+    const elapsed = Date.now() - started
+    expect(res.status).toBe(504)
+    expect((await res.json()).error.code).toBe("upstream_timeout")
+    expect(elapsed).toBeLessThan(5000)
+  })
+})
+
+describe("a client that leaves", () => {
+  it("still gets its request's log line when the fiber is interrupted mid-stream", async () => {
+    up.always({ content: "a b c d e f g h", chunks: 8, chunkDelayMs: 150 })
+    const ctl = new AbortController()
+    const res = await chat("up/m1", { stream: true }, ctl.signal)
+    expect(res.status).toBe(200)
+    const reader = res.body!.getReader()
+    await reader.read()
+    ctl.abort()
+    await reader.cancel().catch(() => undefined)
+    const deadline = Date.now() + 3000
+    const closed = () => gw.logs.find((l) => /POST \/v1\/chat\/completions client closed after \d+ms/.test(l.message))
+    while (!closed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    expect(closed()).toBeDefined()
+    expect(closed()!.annotations["requestId"]).toMatch(/^req_/)
+  })
+
+  it("a non-streamed answer with one side of usage missing counts that side as 0, as a translated answer would", async () => {
+    up.always({ body: { id: "x", object: "chat.completion", created: 1, model: "m1", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 5 } } })
+    const res = await chat("up/m1")
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-gateway-tokens-in")).toBe("5")
+    expect(res.headers.get("x-gateway-tokens-out")).toBe("0")
+    // The upstream's own bytes, unchanged.
+    expect((await res.json()).usage).toEqual({ prompt_tokens: 5 })
+  })
+})
+
+describe("the shared stream watchdog", () => {
+  it("one stream whose stall handler throws does not stop the watchdog for the others", async () => {
+    const timeouts = { ...DEFAULT_STREAM_TIMEOUTS, firstContentMs: 40, idleMs: 40 }
+    const stalledSecond: Array<StreamStalled> = []
+    const state = (): StreamProgress => ({ headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 })
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const watchdog = yield* makeStreamWatchdog(timeouts)
+          watchdog.watch({ state: state(), stalled: () => {
+            throw new Error("boom")
+          } })
+          yield* Effect.sleep("120 millis")
+          // Registered after the first one threw: the sweep must still be running.
+          watchdog.watch({ state: state(), stalled: (e) => stalledSecond.push(e) })
+          yield* Effect.sleep("200 millis")
+        })
+      )
+    )
+    expect(stalledSecond).toHaveLength(1)
+    expect(stalledSecond[0]!.message).toMatch(/no content within 40 ms/)
+  })
+
+  it("a stream that stops being watched is never reported", async () => {
+    const timeouts = { ...DEFAULT_STREAM_TIMEOUTS, firstContentMs: 40, idleMs: 40 }
+    let reported = 0
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const watchdog = yield* makeStreamWatchdog(timeouts)
+          const unwatch = watchdog.watch({ state: { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }, stalled: () => reported++ })
+          unwatch()
+          yield* Effect.sleep("150 millis")
+        })
+      )
+    )
+    expect(reported).toBe(0)
+  })
+})
