@@ -3,6 +3,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
+import * as HashMap from "effect/HashMap"
 import * as LogLevel from "effect/LogLevel"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
@@ -122,12 +123,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
-        const serve = Effect.suspend(() => handler(ctx, params)).pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
+        const handle = Effect.suspend(() => handler(ctx, params))
+        // With an idempotency key the error answer must be written inside the recorded run.
+        const serve = handle.pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
         // Without an idempotency key (the usual request): authenticate, then serve.
         const body = Effect.suspend(() => {
           if (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false) {
-            return route.public ? serve : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => ((ctx.apiKeyId = id), serve))
+            // A failure is answered by the exit handler below.
+            return route.public ? handle : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => ((ctx.apiKeyId = id), handle))
           }
           return idempotent(clientKey)
         })
@@ -180,7 +184,10 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             }
             return failure._tag === "Some" ? done() : Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
           })
-        ).pipe(Effect.annotateLogs("requestId", ctx.requestId))
+        ).pipe(
+          // The fiber is this request's own: set the annotation on it rather than in a scoped region.
+          (program) => Effect.zipRight(FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set("requestId", ctx.requestId as unknown)), program)
+        )
       }
 
       const editorInfo: RouteDef = {
