@@ -7,6 +7,7 @@ import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { Inference } from "./inference/pipeline.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
+import { StreamWatchdog } from "./inference/stream.js"
 import { StreamTimeouts } from "./inference/timeouts.js"
 import { ManagementHandler } from "./management/App.js"
 import * as Logging from "./observability/Logging.js"
@@ -55,6 +56,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(Inference.layer),
+  Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
   Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer)),

@@ -55,7 +55,7 @@ import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { embed } from "./embeddings.js"
 import { derivedSession, explicitSession } from "./session.js"
-import { type FrameRelay, makeStreamWatchdog, relayStream, StreamFailure } from "./stream.js"
+import { type FrameRelay, relayStream, StreamFailure, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
 /** One inference request as a route hands it over. */
@@ -336,14 +336,14 @@ const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
  * per request.
  */
 export class Inference extends Context.Tag("gateway/Inference")<Inference, InferenceShape>() {
-  static readonly layer = Layer.scoped(
+  static readonly layer = Layer.effect(
     Inference,
     Effect.gen(function* () {
       const connections = yield* Connections
       const http = yield* UpstreamHttp
       const usage = yield* UsageService
       const timeouts = yield* StreamTimeouts
-      const watchdog = yield* makeStreamWatchdog(timeouts)
+      const watchdog = yield* StreamWatchdog
       const router = yield* Router
       const resilience = yield* Resilience
       const memory = yield* RoutingMemory

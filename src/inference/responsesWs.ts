@@ -20,8 +20,7 @@ import { errorBody, type InferenceError } from "./errors.js"
 import type { RequestContext } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
 import { ResponseStore } from "./responseStore.js"
-import { type StreamProgress, watchStream } from "./stream.js"
-import { StreamTimeouts } from "./timeouts.js"
+import { type StreamProgress, StreamWatchdog } from "./stream.js"
 import { splitNoThinking } from "./catalog.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
@@ -63,7 +62,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
       const connections = yield* Connections
-      const timeouts = yield* StreamTimeouts
+      const watchdog = yield* StreamWatchdog
       const { allowedOrigins } = yield* AppConfig
       const { deps } = yield* InferenceRoutes
       const fibers = yield* FiberSet.make()
@@ -170,6 +169,23 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
 
             const parser = new SseParser()
             const pump = Effect.async<void>((resume) => {
+              let done = false
+              const finish = () => {
+                if (done) return false
+                done = true
+                unwatch()
+                return true
+              }
+              const unwatch = watchdog.watch({
+                state: progress,
+                stalled: (e) => {
+                  if (!finish()) return
+                  res.body.destroy()
+                  failure = e.message
+                  send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } }))
+                  resume(Effect.void)
+                }
+              })
               const onFrame = (data: string) => {
                 if (data === "[DONE]") return
                 progress.firstContentAt ||= Date.now()
@@ -187,25 +203,22 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 for (const f of parser.push(chunk)) onFrame(f.data)
               })
               res.body.once("end", () => {
+                if (!finish()) return
                 for (const f of parser.end()) onFrame(f.data)
                 resume(Effect.void)
               })
               res.body.once("error", (err: Error) => {
+                if (!finish()) return
                 failure = `upstream stream ended unexpectedly: ${err.message}`
                 send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: failure } }))
                 resume(Effect.void)
               })
-              return Effect.sync(() => res.body.destroy())
+              return Effect.sync(() => {
+                finish()
+                res.body.destroy()
+              })
             })
-            yield* Effect.raceFirst(pump, watchStream(progress, timeouts)).pipe(
-              Effect.catchTag("StreamStalled", (e) =>
-                Effect.sync(() => {
-                  failure = e.message
-                  send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } }))
-                })
-              ),
-              Effect.ensuring(row)
-            )
+            yield* pump.pipe(Effect.ensuring(row))
           }).pipe(
             Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))),
             Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),

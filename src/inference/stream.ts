@@ -1,12 +1,14 @@
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type { CanonicalError } from "../formats/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { committed, type RequestContext, responseHeaders } from "./io.js"
-import type { StreamTimeoutsShape } from "./timeouts.js"
+import { StreamTimeouts, type StreamTimeoutsShape } from "./timeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
 export interface FrameRelay {
@@ -53,18 +55,6 @@ const stallOf = (state: StreamProgress, timeouts: StreamTimeoutsShape, now: numb
 
 const checkInterval = (timeouts: StreamTimeoutsShape) => Math.max(5, Math.floor(Math.min(timeouts.firstContentMs, timeouts.idleMs) / 5))
 
-/**
- * Fails with StreamStalled when the stream sends no content within `firstContentMs` of its
- * headers, or nothing at all for `idleMs`. A Schedule drives the checks; race it with the relay.
- */
-export const watchStream = (state: StreamProgress, timeouts: StreamTimeoutsShape): Effect.Effect<never, StreamStalled> => {
-  const check = Effect.suspend(() => {
-    const stalled = stallOf(state, timeouts, Date.now())
-    return stalled ? Effect.fail(stalled) : Effect.void
-  })
-  return Effect.repeat(check, Schedule.spaced(checkInterval(timeouts))).pipe(Effect.zipRight(Effect.never))
-}
-
 /** One open stream under the watchdog: its progress, and what to do when it stalls. */
 export interface Watched {
   readonly state: StreamProgress
@@ -72,16 +62,18 @@ export interface Watched {
 }
 
 /** Watches every open stream of the process; `watch` answers the function that stops watching one. */
-export interface StreamWatchdog {
+export interface StreamWatchdogShape {
   readonly watch: (w: Watched) => () => void
 }
 
 /**
  * The streams' watchdog: one sweep over every open stream, driven by a Schedule on a fiber of
  * the enclosing scope, instead of a timer fiber raced against each stream (which cost two
- * fibers and a schedule per request).
+ * fibers and a schedule per request). A stream is stalled when it sends no content within
+ * `firstContentMs` of its headers, or nothing at all for `idleMs` (time the client spends not
+ * reading does not count).
  */
-export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect<StreamWatchdog, never, Scope.Scope> =>
+export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =>
   Effect.gen(function* () {
     const open = new Set<Watched>()
     const sweep = Effect.sync(() => {
@@ -110,6 +102,11 @@ export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect
     }
   })
 
+/** The process's one stream watchdog, shared by the HTTP pipeline and the WebSocket transport. */
+export class StreamWatchdog extends Context.Tag("gateway/StreamWatchdog")<StreamWatchdog, StreamWatchdogShape>() {
+  static readonly layer = Layer.scoped(StreamWatchdog, Effect.flatMap(StreamTimeouts, makeStreamWatchdog))
+}
+
 export interface StreamOutcome {
   readonly ttftMs: number | null
   readonly error: string | null
@@ -136,7 +133,7 @@ export const relayStream = (
   framing: "sse" | "ndjson",
   relay: FrameRelay,
   contentType: string,
-  watchdog: StreamWatchdog
+  watchdog: StreamWatchdogShape
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
