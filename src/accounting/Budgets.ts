@@ -3,7 +3,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import {
   BUDGET_INTERVALS,
   type BudgetConfig,
@@ -17,7 +16,7 @@ import {
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
 import { toIso } from "../store/Db.js"
-import { StoreVersion, type StoreVersionShape } from "../store/StoreVersion.js"
+import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { windowEnd, windowStart } from "./windows.js"
 
 export type BudgetCheck =
@@ -181,20 +180,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
         for (const id of [...states.keys()]) if (!seen.has(id)) states.delete(id)
       })
 
-      yield* loadAll
-      let seenVersion = Option.isSome(version) ? yield* version.value.current : 0
-      const refresh: Effect.Effect<void> = Option.match(version, {
-        onNone: () => Effect.void,
-        onSome: (v) =>
-          Effect.suspend(() => (v.peek() === seenVersion ? Effect.void : slowRefresh(v)))
-      })
-      const slowRefresh = (v: StoreVersionShape) =>
-        Effect.flatMap(v.current, (n) => {
-          if (n === seenVersion) return Effect.void
-          return Effect.tap(loadAll, () => {
-            seenVersion = n
-          })
-        })
+      const refresh = yield* makeVersionedReload(version, loadAll)
 
       const windowView = (state: BudgetState, kind: BudgetInterval): BudgetWindowStatus | undefined => {
         const limit = budgetLimit(state.config, kind)

@@ -17,7 +17,7 @@ import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
 import { findProvider } from "../providers/catalog.js"
 import { toIso } from "../store/Db.js"
-import { StoreVersion } from "../store/StoreVersion.js"
+import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { fixedWindow } from "./windows.js"
 
 /** What a request is sent to: the provider id, the upstream model id, and the model as the client wrote it. */
@@ -196,23 +196,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         index()
       })
 
-      yield* loadAll
-      let seenVersion = Option.isSome(version) ? yield* version.value.current : 0
-      const refresh: Effect.Effect<void> = Option.match(version, {
-        onNone: () => Effect.void,
-        onSome: (v) =>
-          Effect.suspend(() =>
-            v.peek() === seenVersion
-              ? Effect.void
-              : Effect.flatMap(v.current, (n) =>
-                  n === seenVersion
-                    ? Effect.void
-                    : Effect.tap(loadAll, () => {
-                        seenVersion = n
-                      })
-                )
-          )
-      })
+      const refresh = yield* makeVersionedReload(version, loadAll)
 
       const list = (apiKeyId?: string) =>
         Effect.map(Clock.currentTimeMillis, (now) => {

@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 
 export interface StoreVersionShape {
   /**
@@ -76,3 +77,25 @@ export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effec
     })
   }
 }
+
+/**
+ * For state kept in memory and loaded whole (budgets, token limits): runs `load` now and answers
+ * the `refresh` to call before reading, which loads again only when another process committed.
+ * Without a StoreVersion (tests of a service alone) `refresh` does nothing. A fresh check costs
+ * one step: it is on the request path.
+ */
+export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, load: Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    yield* load
+    if (Option.isNone(version)) return Effect.void
+    const v = version.value
+    let seen = yield* v.current
+    const reload = Effect.flatMap(v.current, (n) =>
+      n === seen
+        ? Effect.void
+        : Effect.tap(load, () => {
+            seen = n
+          })
+    )
+    return Effect.suspend(() => (v.peek() === seen ? Effect.void : reload))
+  })
