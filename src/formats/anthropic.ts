@@ -13,7 +13,8 @@ import {
   type TextBlock,
   type ToolChoice,
   type ToolDefinition,
-  type Usage
+  type Usage,
+  wholeUsage
 } from "./canonical.js"
 import { arr, idWithSignature, num, obj, repairToolHistory, splitSignedId, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
@@ -335,7 +336,7 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     content,
     stopReason: STOP_FROM[str(body["stop_reason"]) ?? ""] ?? "end_turn",
     ...(stopSequence ? { stopSequence } : {}),
-    ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
+    ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
 

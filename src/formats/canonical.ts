@@ -239,6 +239,9 @@ export const mergeUsage = (a: Partial<Usage> | undefined, b: Partial<Usage>): Pa
   return out as Partial<Usage>
 }
 
+/** Usage as a whole answer counts it: a side the upstream left out is 0. */
+export const wholeUsage = (u: Partial<Usage>): Usage => ({ ...u, inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0 })
+
 /** Text of the text blocks, joined. */
 export const textOf = (blocks: ReadonlyArray<ContentBlock>): string =>
   blocks

@@ -16,7 +16,8 @@ import {
   type ToolDefinition,
   type ToolUseBlock,
   type Usage,
-  stopWithCalls
+  stopWithCalls,
+  wholeUsage
 } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
@@ -369,7 +370,7 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     created: Math.floor(Date.now() / 1000),
     content,
     stopReason: stopWithCalls(blockingFinish(body) ? "content_filter" : STOP_FROM[finish ?? ""], content.some((b) => b.type === "tool_use")),
-    ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
+    ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
 

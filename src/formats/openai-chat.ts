@@ -17,7 +17,8 @@ import {
   type ToolDefinition,
   type ToolResultBlock,
   type Usage,
-  stopWithCalls
+  stopWithCalls,
+  wholeUsage
 } from "./canonical.js"
 import {
   arr,
@@ -384,7 +385,7 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     created: num(body["created"]) ?? nowSeconds(),
     content,
     stopReason: stopWithCalls(STOP_FROM[finish ?? ""], hasCalls),
-    ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
+    ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
 
@@ -679,7 +680,7 @@ class ChatStreamEncoder implements StreamEncoder {
             created: this.created,
             model: this.model,
             choices: [],
-            usage: usageToOpenAi({ inputTokens: this.usage.inputTokens ?? 0, outputTokens: this.usage.outputTokens ?? 0, ...this.usage })
+            usage: usageToOpenAi(wholeUsage(this.usage))
           })
         }
         return out

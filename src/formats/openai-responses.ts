@@ -15,7 +15,8 @@ import {
   type ToolChoice,
   type ToolDefinition,
   type Usage,
-  stopWithCalls
+  stopWithCalls,
+  wholeUsage
 } from "./canonical.js"
 import { arr, CUSTOM_TOOL_PARAMETERS, customToolInput, idWithSignature, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
@@ -322,7 +323,7 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     created: num(body["created_at"]) ?? Math.floor(Date.now() / 1000),
     content,
     stopReason: stopOf(body, content.some((b) => b.type === "tool_use")),
-    ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
+    ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
 

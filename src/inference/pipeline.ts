@@ -20,7 +20,8 @@ import {
   type FormatId,
   mergeUsage,
   type StreamEvent,
-  type Usage
+  type Usage,
+  wholeUsage
 } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
@@ -176,7 +177,7 @@ export const collectEvents = (events: ReadonlyArray<StreamEvent>): CanonicalResp
           : { type: "text" as const, text: b.text }
     ),
     stopReason: stop,
-    ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0, ...usage } } : {})
+    ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
 
@@ -515,9 +516,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
             const reported = upstream.usageOfResponse(json)
-            // As the decoded response counts it: a side the upstream left out is 0.
-            const usage = reported ? { inputTokens: 0, outputTokens: 0, ...reported } : undefined
-            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers) }
+            const outcome: AttemptOutcome = { status: 200, usage: reported ? wholeUsage(reported) : undefined, ttftMs: null, error: null, headers: headerValue(res.headers) }
             if (call.stream) {
               const decoded = upstream.decodeResponse(json)
               // The client asked for a stream but the upstream answered whole: replay it as events.
