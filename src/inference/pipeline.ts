@@ -4,29 +4,18 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
-import * as Data from "effect/Data"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
-import * as Fiber from "effect/Fiber"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import {
-  type CanonicalError,
   type CanonicalRequest,
   type CanonicalResponse,
-  type ContentBlock,
   errorKindForStatus,
-  textOf,
   type FormatId,
-  mergeUsage,
-  type StreamEvent,
-  type Usage,
   wholeUsage
 } from "../formats/canonical.js"
-import { obj, str, tryJson } from "../formats/common.js"
+import { obj, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
-import type { Frame } from "../formats/frames.js"
-import { failureOf, ResponsesStreamEncoder } from "../formats/openai-responses.js"
 import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
@@ -34,7 +23,7 @@ import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
-import { Accounting, type Reservation } from "../accounting/Accounting.js"
+import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
 import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
 import { formatCost } from "../accounting/cost.js"
@@ -44,19 +33,23 @@ import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
 import type { FailureInfo } from "../resilience/types.js"
-import type { Blocked, FusionPlan, RoutePlan } from "../routing/plan.js"
+import type { Blocked, RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
+import { costHeaders, errorIn200, hintHeaders, isErrorShape, responseEvents } from "./answers.js"
+import { type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue } from "./attempts.js"
 import { clientError, InferenceError } from "./errors.js"
+import { makeFusion } from "./fusion.js"
+import { makeRelay } from "./relays.js"
 import { committed, openProgress, type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { embed } from "./embeddings.js"
 import { derivedSession, explicitSession } from "./session.js"
-import { type FrameRelay, relayStream, StreamFailure, StreamWatchdog } from "./stream.js"
+import { relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 
 /** One inference request as a route hands it over. */
@@ -114,206 +107,14 @@ export interface InferenceShape {
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<InferenceError>
 }
 
-/** Whether a parsed body is an error object in `format`'s own shape. */
-const isErrorShape = (format: FormatId, body: unknown): boolean => {
-  const b = obj(body)
-  if (!b) return false
-  return format === "ollama" ? typeof b["error"] === "string" : format === "anthropic" ? b["type"] === "error" || obj(b["error"]) !== undefined : obj(b["error"]) !== undefined
-}
-
-/** Rate-limit hints worth passing to the client with an error. */
-const hintHeaders = (headers: UpstreamResponse["headers"]): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && (name === "retry-after" || name.startsWith("x-ratelimit-") || name.startsWith("anthropic-ratelimit-"))) {
-      out[name] = Array.isArray(value) ? value.join(", ") : String(value)
-    }
-  }
-  return out
-}
-
-/** A 200 whose body is an error (some upstreams do this) is an error, never an empty success. */
-const errorIn200 = (format: FormatId, body: unknown): CanonicalError | undefined => {
-  const b = obj(body)
-  if (!b) return undefined
-  const message = (e: unknown): string =>
-    typeof e === "string" ? e : (obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body"
-  switch (format) {
-    case "openai-chat":
-      return b["error"] && !Array.isArray(b["choices"]) ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "openai-responses":
-      return failureOf(b)
-    case "anthropic":
-      return b["type"] === "error" ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "gemini":
-      return b["error"] ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "ollama":
-      return typeof b["error"] === "string" ? { status: 502, kind: "upstream", message: b["error"] } : undefined
-  }
-}
-
-/** Collects canonical events into a response (for clients that did not stream). */
-export const collectEvents = (events: ReadonlyArray<StreamEvent>): CanonicalResponse => {
-  const blocks = new Map<number, { type: string; text: string; id?: string; name?: string; signature?: string; redacted?: string; itemId?: string; encrypted?: boolean }>()
-  let start = { id: "", model: "", created: Math.floor(Date.now() / 1000) }
-  let usage: Partial<Usage> | undefined
-  let stop: CanonicalResponse["stopReason"] = "end_turn"
-  for (const ev of events) {
-    if (ev.type === "start") start = ev
-    else if (ev.type === "block_start") blocks.set(ev.index, { text: "", ...ev.block })
-    else if (ev.type === "text_delta" || ev.type === "reasoning_delta") blocks.get(ev.index)!.text += ev.text
-    else if (ev.type === "tool_args_delta") blocks.get(ev.index)!.text += ev.partialJson
-    else if (ev.type === "signature") Object.assign(blocks.get(ev.index)!, { signature: ev.signature, encrypted: ev.encrypted })
-    else if (ev.type === "usage") usage = mergeUsage(usage, ev.usage)
-    else if (ev.type === "finish") stop = ev.stopReason
-  }
-  return {
-    ...start,
-    content: [...blocks.values()].map((b) =>
-      b.type === "tool_use"
-        ? { type: "tool_use" as const, id: b.id!, name: b.name!, input: tryJson(b.text || "{}") ?? {}, ...(b.signature ? { signature: b.signature } : {}) }
-        : b.type === "reasoning"
-          ? { type: "reasoning" as const, text: b.text, ...(b.signature ? (b.encrypted ? { encrypted: b.signature } : { signature: b.signature }) : {}), ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) }
-          : { type: "text" as const, text: b.text }
-    ),
-    stopReason: stop,
-    ...(usage ? { usage: wholeUsage(usage) } : {})
-  }
-}
-
-const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
-  const events: Array<StreamEvent> = [{ type: "start", id: res.id, model: res.model, created: res.created }]
-  res.content.forEach((b, index) => {
-    if (b.type === "text") events.push({ type: "block_start", index, block: { type: "text" } }, { type: "text_delta", index, text: b.text })
-    else if (b.type === "reasoning") {
-      events.push({ type: "block_start", index, block: { type: "reasoning", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) } })
-      if (b.text) events.push({ type: "reasoning_delta", index, text: b.text })
-      if (b.signature || b.encrypted) events.push({ type: "signature", index, signature: (b.encrypted ?? b.signature)!, ...(b.encrypted ? { encrypted: true } : {}) })
-    } else if (b.type === "tool_use") {
-      events.push({ type: "block_start", index, block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) } }, { type: "tool_args_delta", index, partialJson: JSON.stringify(b.input ?? {}) })
-    } else return
-    events.push({ type: "block_stop", index })
-  })
-  if (res.usage) events.push({ type: "usage", usage: res.usage })
-  events.push({ type: "finish", stopReason: res.stopReason, ...(res.stopSequence ? { stopSequence: res.stopSequence } : {}) })
-  return events
-}
-
 /** At most this many upstream attempts per request, fallbacks included. */
 export const MAX_ATTEMPTS = 10
-
-/** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
-const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
-
-/** One attempt that produced an answer (possibly broken off after it started). */
-interface AttemptOutcome {
-  readonly status: number
-  readonly usage: Partial<Usage> | undefined
-  readonly ttftMs: number | null
-  /** An error after the answer started (the client got it in-stream). */
-  readonly error: string | null
-  /** That error as the resilience layer classifies it. */
-  readonly streamFailure?: FailureInfo
-  /** The upstream's response headers, lower-cased (rate-limit headroom). */
-  readonly headers?: Readonly<Record<string, string>>
-}
-
-/**
- * One attempt that failed before anything reached the client. `failure` describes the upstream's
- * failure for the resilience layer; without it the error is the request's own (not retried)
- * unless `skip` says the target could not be used at all (misconfigured, URL blocked).
- */
-class AttemptFailed extends Data.Error<{ readonly error: InferenceError; readonly failure: FailureInfo | undefined; readonly skip: boolean }> {
-  readonly _tag = "AttemptFailed"
-}
-const attemptFailed = (error: InferenceError, failure: FailureInfo | undefined, skip = false) => new AttemptFailed({ error, failure, skip })
-
-const headerValue = (headers: UpstreamResponse["headers"]): Record<string, string> => {
-  const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(headers)) if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : String(value)
-  return out
-}
-
-/** The failure description of an error the pipeline produced itself (transport, stream). */
-const failureOfError = (e: InferenceError): FailureInfo | undefined => {
-  switch (e.code) {
-    case "upstream_timeout":
-      return { status: 504, kind: "timeout", message: e.message, code: e.code }
-    case "upstream_unreachable":
-      return { status: 502, kind: "unreachable", message: e.message, code: e.code }
-    case "upstream_stalled":
-      return { status: 504, kind: "stalled", message: e.message, code: e.code }
-    default:
-      return undefined
-  }
-}
-
-const failureOfStream = (e: CanonicalError): FailureInfo =>
-  e.code === "upstream_stalled"
-    ? { status: 504, kind: "stalled", message: e.message, code: e.code }
-    : e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message)
-      ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
-      : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
 
 const header = (ctx: RequestContext, name: string): string | undefined => {
   const v = ctx.req.headers[name]
   return Array.isArray(v) ? v[0] : v
 }
 
-/** What one request's usage row will say: the last candidate tried, how it went, how many fallbacks. */
-interface Tracking {
-  tried: Candidate | undefined
-  outcome: AttemptOutcome | { readonly status: number; readonly usage: Partial<Usage> | undefined; readonly ttftMs: null; readonly error: string | null }
-  fallbacks: number
-  /** Answered from the response cache. */
-  cacheHit: boolean
-  cachedProvider?: string | null
-  /** The model the request was routed as (the emergency model when the budget was spent). */
-  model: string
-  /** The request's hold on its key's budget and token limits. */
-  hold?: Reservation
-  /** Cost of fusion panel calls (already settled on their own rows), added to the answer's cost header. */
-  panelCostUsd: number
-}
-
-/** Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). */
-const costHeaders = (ctx: RequestContext, provider: string, model: string, u: Partial<Usage> | undefined, costUsd: number, cacheHit: boolean): Record<string, string> => ({
-  "x-gateway-response-cost": formatCost(costUsd),
-  "x-gateway-tokens-in": String(u?.inputTokens ?? 0),
-  "x-gateway-tokens-out": String(u?.outputTokens ?? 0),
-  "x-gateway-model": model,
-  "x-gateway-provider": provider,
-  "x-gateway-latency-ms": String(Date.now() - ctx.startedAt),
-  "x-gateway-cache-hit": cacheHit ? "true" : "false"
-})
-
-/** Panel requests carry no tools: calls and results in the history become plain text. */
-const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
-  ...req,
-  tools: [],
-  stream: false,
-  messages: req.messages.map((m) => ({
-    role: m.role === "tool" ? "user" : m.role,
-    content: m.content.flatMap((b): Array<ContentBlock> =>
-      b.type === "tool_use"
-        ? [{ type: "text", text: `[called tool ${b.name} with ${JSON.stringify(b.input ?? {})}]` }]
-        : b.type === "tool_result"
-          ? [{ type: "text", text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]` }]
-          : b.type === "reasoning"
-            ? []
-            : [b]
-    )
-  })),
-  ...(req.toolChoice ? { toolChoice: undefined } : {})
-})
-
-/** What the judge is told, with the panel's answers anonymised. */
-export const fusionBrief = (answers: ReadonlyArray<string>): string =>
-  [
-    "Several independent assistants answered the latest request of this conversation. Their answers follow as numbered sources.",
-    "Write the single best reply to the user: keep what is correct and useful, settle disagreements on the merits, and do not mention the sources, a panel or this instruction.",
-    ...answers.map((a, i) => `<source ${i + 1}>\n${a}\n</source ${i + 1}>`)
-  ].join("\n\n")
 
 /** Features of a request that could not be decoded: the router still needs something. */
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
@@ -538,106 +339,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return outcome
           }
 
-          let usageSoFar: Partial<Usage> | undefined
-          // Nothing goes to the client until the upstream has begun its answer: an error event or a
-          // stall before that is not committed, so the request can still go to another target.
-          let open = false
-          let held = ""
-          const gate = (events: ReadonlyArray<StreamEvent>): void => {
-            if (open) return
-            for (const ev of events) {
-              if (ev.type === "error") throw new StreamFailure(ev.error)
-              if (CONTENT_EVENTS.has(ev.type)) {
-                open = true
-                return
-              }
-            }
-          }
-          const release = (text: string): string => {
-            if (!open) {
-              held += text
-              return ""
-            }
-            const out = held + text
-            held = ""
-            return out
-          }
-
-          let relay: FrameRelay
-          let failed: string | null = null
-          let encoder: StreamEncoder | undefined
-          if (passthrough) {
-            const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
-            const completed = upstream.id === "openai-responses" && call.onCompleted
-            // Decodes only the stream's first frames, to see whether it begins with an answer or an error.
-            const preview = upstream.streamDecoder()
-            // A Responses stream that breaks is reported as response.failed of the same response.
-            const relayed = { id: undefined as string | undefined, seq: -1 }
-            relay = {
-              frame: (frame: Frame) => {
-                if (!open) gate(preview.push(frame))
-                const u = upstream.usageOf(frame)
-                if (u) usageSoFar = mergeUsage(usageSoFar, u)
-                if (dropUsageChunk && u && /"choices"\s*:\s*\[\s*\]/.test(frame.data)) return ""
-                if (upstream.id === "openai-responses") {
-                  const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
-                  if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
-                  if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
-                }
-                if (completed && frame.data.includes("\"response.completed\"")) {
-                  const r = obj(obj(tryJson(frame.data))?.["response"])
-                  if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
-                }
-                return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`)
-              },
-              end: () => {
-                if (!open) gate(preview.end())
-                open = true
-                return release("")
-              },
-              broken: (e) =>
-                (upstream.id === "openai-responses" && relayed.id !== undefined
-                  ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
-                  : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
-                ).push({ type: "error", error: e })
-            }
-          } else {
-            const decoder = upstream.streamDecoder()
-            const enc = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-            encoder = enc
-            const handle = (events: ReadonlyArray<StreamEvent>): string => {
-              gate(events)
-              let out = ""
-              for (const ev of events) {
-                if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
-                if (ev.type === "error") failed = ev.error.message
-                out += enc.push(ev)
-              }
-              return release(out)
-            }
-            relay = {
-              frame: (frame) => handle(decoder.push(frame)),
-              end: () => {
-                const text = handle(decoder.end())
-                open = true
-                return release(text) + (failed ? "" : enc.end())
-              },
-              broken: (e) => {
-                failed = e.message
-                return enc.push({ type: "error", error: e })
-              }
-            }
-          }
-          const result = yield* relayStream(ctx, res, upstream.framing, relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, watchdog)
+          const relayed = makeRelay(call, upstream, client, passthrough, origin)
+          const result = yield* relayStream(ctx, res, upstream.framing, relayed.relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, watchdog)
           if (result.failedBeforeOutput) {
             const e = result.failedBeforeOutput
             return yield* Effect.fail(attemptFailed(clientError(client, e), failureOfStream(e)))
           }
-          if (!passthrough && call.onCompleted && !failed && encoder?.result) call.onCompleted(encoder.result())
-          const error = result.error ?? failed
+          relayed.completed()
+          const error = result.error ?? relayed.failed()
           return {
             status: 200,
-            usage: usageSoFar,
+            usage: relayed.usage(),
             ttftMs: result.ttftMs,
             error,
             headers: headerValue(res.headers),
@@ -798,157 +510,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           call.capture?.(payload)
         })
 
-      /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
-      const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
-        Effect.uninterruptibleMask((restore) =>
-          Effect.gen(function* () {
-            const { ctx, format: client } = call
-            const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: c.connection.provider.id, model: c.model, requestedModel: call.model, connection: c.connection.name }, Date.now())
-            if (!limit.ok) {
-              return yield* Effect.fail(attemptFailed(clientError(client, { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `${c.key}: token limit reached` }), undefined, true))
-            }
-            const gate = yield* resilience.acquire(c)
-            if (!gate.allowed) {
-              return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
-            }
-            const releaseProbe = gate.probe ? resilience.release(c) : Effect.void
-            const startedAt = Date.now()
-            const end = memory.begin(c)
-            const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
-              accounting.finish({
-                requestId: ctx.requestId,
-                apiKeyId: ctx.apiKeyId,
-                connectionId: c.connection.id,
-                provider: c.connection.provider.id,
-                model: c.model,
-                endpoint: `${call.endpoint}:fusion-panel`,
-                stream: false,
-                status,
-                usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
-                latencyMs: Date.now() - startedAt,
-                ttftMs: null,
-                error,
-                requestedModel: call.model
-              })
-            const { format, body } = encodeFor(c.connection, { ...req, model: c.model, stream: false })
-            const upstream = FORMATS[format]
-            const result = yield* restore(
-              Effect.gen(function* () {
-                const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false }, client).pipe(
-                  Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
-                )
-                if (res.status < 200 || res.status >= 300) {
-                  const { error, info } = yield* readFailure(res, upstream, client)
-                  return yield* Effect.fail(attemptFailed(error, info))
-                }
-                const text = (yield* readUpstreamBody(res.body).pipe(
-                  Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }), { status: 502, kind: "cut", message: e.message }))
-                )).toString("utf8")
-                const json = tryJson(text)
-                const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
-                if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, body: text.slice(0, 4096) }))
-                return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
-              })
-            ).pipe(
-              Effect.either,
-              Effect.ensuring(Effect.sync(end)),
-              // Cut off when the panel closed (grace or hard timeout): the call still cost something upstream.
-              Effect.onInterrupt(() => releaseProbe.pipe(Effect.zipRight(row(499, undefined, "panel closed before this member answered"))))
-            )
-            const latencyMs = Date.now() - startedAt
-            if (result._tag === "Right") {
-              memory.observe(c.key, latencyMs, true, Date.now())
-              yield* resilience.succeeded(c, result.right.headers)
-              const costUsd = yield* row(200, result.right.decoded.usage, null)
-              return { response: result.right.decoded, costUsd }
-            }
-            const failed = result.left
-            if (failed.failure) {
-              const cls = yield* resilience.failed(c, failed.failure, gate.probe)
-              if (cls.scope !== "client") memory.observe(c.key, latencyMs, false, Date.now())
-            } else yield* releaseProbe
-            yield* row(failed.error.status, undefined, failed.error.message)
-            return yield* Effect.fail(failed)
-          })
-        )
-
-      /**
-       * Fusion (spec document 1): the prompt goes to every panel model in parallel, whole and
-       * without tools; once `minPanel` answers are in, stragglers get `stragglerGraceMs`; the panel
-       * phase ends at `panelHardTimeoutMs` in any case. No answer: 503; one: that answer; more: the
-       * judge synthesises them (anonymised as Source 1, 2, ...) with the client's stream flag and tools.
-       */
-      const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan, track: Tracking) =>
-        Effect.gen(function* () {
-          const { ctx, format: client } = call
-          if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
-          const canonical = yield* Effect.try({
-            try: () => (call.decode ?? client.decodeRequest)(call.body),
-            catch: (e) =>
-              clientError(client, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`, param: e instanceof RequestDecodeError ? e.param : null })
-          })
-          const panelRequest = withoutTools(canonical)
-          const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
-          let panelCost = 0
-          let finished = 0
-          const quorum = yield* Deferred.make<void>()
-          const everyone = yield* Deferred.make<void>()
-          const fibers = yield* Effect.forEach(f.panel, (c, index) =>
-            complete(call, c, panelRequest).pipe(
-              Effect.tap(({ response, costUsd }) =>
-                Effect.sync(() => {
-                  panelCost += costUsd
-                  if (textOf(response.content).trim() !== "") answers.push({ index, response })
-                })
-              ),
-              Effect.ignore,
-              Effect.ensuring(
-                Effect.suspend(() => {
-                  finished++
-                  const all = finished === f.panel.length
-                  return Effect.all([answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void, all ? Deferred.succeed(everyone, undefined) : Effect.void])
-                })
-              ),
-              Effect.fork
-            )
-          )
-          yield* Deferred.await(quorum).pipe(
-            Effect.zipRight(Effect.race(Deferred.await(everyone), Effect.sleep(Duration.millis(f.stragglerGraceMs)))),
-            Effect.timeout(Duration.millis(f.panelHardTimeoutMs)),
-            Effect.ignore
-          )
-          yield* Fiber.interruptAll(fibers)
-          const got = [...answers].sort((a, b) => a.index - b.index)
-          yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
-          ctx.progress?.emit("panel", { answered: got.length, of: f.panel.length })
-          if (got.length === 0) {
-            track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
-            return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
-          }
-          track.panelCostUsd = panelCost
-          if (got.length === 1) {
-            // The panel's row already counts its tokens; this request's row says how it ended.
-            track.tried = f.panel[got[0]!.index]
-            track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-            return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost })
-          }
-          const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
-          track.tried = f.judge
-          // A judge that fails before answering leaves the panel's first answer as the reply.
-          return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
-            Effect.catchAll((e) =>
-              committed(ctx)
-                ? Effect.fail(e)
-                : Effect.gen(function* () {
-                    yield* Effect.logWarning(`fusion judge of ${plan.scope} failed (${e.message}); answering with the panel's first answer`)
-                    const best = got[0]!
-                    track.tried = f.panel[best.index]
-                    track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-                    yield* respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost })
-                  })
-            )
-          )
-        })
+      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute })
 
       /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
       const lookup = (call: InferenceCall) =>

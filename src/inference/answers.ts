@@ -1,0 +1,78 @@
+/**
+ * Reading an upstream's answer and shaping the gateway's own: error shapes, errors inside a 200,
+ * rate-limit hints, whole answers as events and back, and the cost telemetry headers.
+ */
+import type { CanonicalError, CanonicalResponse, FormatId, StreamEvent, Usage } from "../formats/canonical.js"
+import { obj } from "../formats/common.js"
+import { failureOf } from "../formats/openai-responses.js"
+import { formatCost } from "../accounting/cost.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import type { RequestContext } from "./io.js"
+
+/** Whether a parsed body is an error object in `format`'s own shape. */
+export const isErrorShape = (format: FormatId, body: unknown): boolean => {
+  const b = obj(body)
+  if (!b) return false
+  return format === "ollama" ? typeof b["error"] === "string" : format === "anthropic" ? b["type"] === "error" || obj(b["error"]) !== undefined : obj(b["error"]) !== undefined
+}
+
+/** Rate-limit hints worth passing to the client with an error. */
+export const hintHeaders = (headers: UpstreamResponse["headers"]): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && (name === "retry-after" || name.startsWith("x-ratelimit-") || name.startsWith("anthropic-ratelimit-"))) {
+      out[name] = Array.isArray(value) ? value.join(", ") : String(value)
+    }
+  }
+  return out
+}
+
+/** A 200 whose body is an error (some upstreams do this) is an error, never an empty success. */
+export const errorIn200 = (format: FormatId, body: unknown): CanonicalError | undefined => {
+  const b = obj(body)
+  if (!b) return undefined
+  const message = (e: unknown): string =>
+    typeof e === "string" ? e : (obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body"
+  switch (format) {
+    case "openai-chat":
+      return b["error"] && !Array.isArray(b["choices"]) ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
+    case "openai-responses":
+      return failureOf(b)
+    case "anthropic":
+      return b["type"] === "error" ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
+    case "gemini":
+      return b["error"] ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: message(b["error"]) } : undefined
+    case "ollama":
+      return typeof b["error"] === "string" ? { status: 502, kind: "upstream", message: b["error"] } : undefined
+  }
+}
+
+/** A whole answer as the stream events that would have produced it (a client asked to stream, the upstream answered whole). */
+export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
+  const events: Array<StreamEvent> = [{ type: "start", id: res.id, model: res.model, created: res.created }]
+  res.content.forEach((b, index) => {
+    if (b.type === "text") events.push({ type: "block_start", index, block: { type: "text" } }, { type: "text_delta", index, text: b.text })
+    else if (b.type === "reasoning") {
+      events.push({ type: "block_start", index, block: { type: "reasoning", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) } })
+      if (b.text) events.push({ type: "reasoning_delta", index, text: b.text })
+      if (b.signature || b.encrypted) events.push({ type: "signature", index, signature: (b.encrypted ?? b.signature)!, ...(b.encrypted ? { encrypted: true } : {}) })
+    } else if (b.type === "tool_use") {
+      events.push({ type: "block_start", index, block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) } }, { type: "tool_args_delta", index, partialJson: JSON.stringify(b.input ?? {}) })
+    } else return
+    events.push({ type: "block_stop", index })
+  })
+  if (res.usage) events.push({ type: "usage", usage: res.usage })
+  events.push({ type: "finish", stopReason: res.stopReason, ...(res.stopSequence ? { stopSequence: res.stopSequence } : {}) })
+  return events
+}
+
+/** Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). */
+export const costHeaders = (ctx: RequestContext, provider: string, model: string, u: Partial<Usage> | undefined, costUsd: number, cacheHit: boolean): Record<string, string> => ({
+  "x-gateway-response-cost": formatCost(costUsd),
+  "x-gateway-tokens-in": String(u?.inputTokens ?? 0),
+  "x-gateway-tokens-out": String(u?.outputTokens ?? 0),
+  "x-gateway-model": model,
+  "x-gateway-provider": provider,
+  "x-gateway-latency-ms": String(Date.now() - ctx.startedAt),
+  "x-gateway-cache-hit": cacheHit ? "true" : "false"
+})

@@ -1,0 +1,129 @@
+/**
+ * How one upstream stream becomes what the client receives, frame by frame: passed through (the
+ * upstream speaks the client's format) or decoded into canonical events and encoded again.
+ * Nothing goes to the client until the upstream has begun its answer, so an error or a stall
+ * before that is not committed and the request can still go to another target.
+ */
+import { mergeUsage, type StreamEvent, type Usage } from "../formats/canonical.js"
+import { obj, str, tryJson } from "../formats/common.js"
+import type { StreamEncoder, WireFormat } from "../formats/format.js"
+import type { Frame } from "../formats/frames.js"
+import { ResponsesStreamEncoder } from "../formats/openai-responses.js"
+import type { InferenceCall } from "./pipeline.js"
+import type { Origin } from "./responseStore.js"
+import { type FrameRelay, StreamFailure } from "./stream.js"
+
+/** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
+const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
+
+export interface StreamRelay {
+  readonly relay: FrameRelay
+  /** Usage the stream reported so far. */
+  readonly usage: () => Partial<Usage> | undefined
+  /** The error the upstream reported in-stream, if any. */
+  readonly failed: () => string | null
+  /** The stream ended: a translated Responses answer is remembered (pass-through ones as they pass). */
+  readonly completed: () => void
+}
+
+export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: WireFormat, passthrough: boolean, origin: Origin): StreamRelay => {
+  const { ctx } = call
+  let usageSoFar: Partial<Usage> | undefined
+  // Nothing goes to the client until the upstream has begun its answer: an error event or a
+  // stall before that is not committed, so the request can still go to another target.
+  let open = false
+  let held = ""
+  const gate = (events: ReadonlyArray<StreamEvent>): void => {
+    if (open) return
+    for (const ev of events) {
+      if (ev.type === "error") throw new StreamFailure(ev.error)
+      if (CONTENT_EVENTS.has(ev.type)) {
+        open = true
+        return
+      }
+    }
+  }
+  const release = (text: string): string => {
+    if (!open) {
+      held += text
+      return ""
+    }
+    const out = held + text
+    held = ""
+    return out
+  }
+
+  let relay: FrameRelay
+  let failed: string | null = null
+  let encoder: StreamEncoder | undefined
+  if (passthrough) {
+    const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
+    const completed = upstream.id === "openai-responses" && call.onCompleted
+    // Decodes only the stream's first frames, to see whether it begins with an answer or an error.
+    const preview = upstream.streamDecoder()
+    // A Responses stream that breaks is reported as response.failed of the same response.
+    const relayed = { id: undefined as string | undefined, seq: -1 }
+    relay = {
+      frame: (frame: Frame) => {
+        if (!open) gate(preview.push(frame))
+        const u = upstream.usageOf(frame)
+        if (u) usageSoFar = mergeUsage(usageSoFar, u)
+        if (dropUsageChunk && u && /"choices"\s*:\s*\[\s*\]/.test(frame.data)) return ""
+        if (upstream.id === "openai-responses") {
+          const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
+          if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
+          if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
+        }
+        if (completed && frame.data.includes("\"response.completed\"")) {
+          const r = obj(obj(tryJson(frame.data))?.["response"])
+          if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
+        }
+        return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`)
+      },
+      end: () => {
+        if (!open) gate(preview.end())
+        open = true
+        return release("")
+      },
+      broken: (e) =>
+        (upstream.id === "openai-responses" && relayed.id !== undefined
+          ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
+          : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
+        ).push({ type: "error", error: e })
+    }
+  } else {
+    const decoder = upstream.streamDecoder()
+    const enc = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+    encoder = enc
+    const handle = (events: ReadonlyArray<StreamEvent>): string => {
+      gate(events)
+      let out = ""
+      for (const ev of events) {
+        if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
+        if (ev.type === "error") failed = ev.error.message
+        out += enc.push(ev)
+      }
+      return release(out)
+    }
+    relay = {
+      frame: (frame) => handle(decoder.push(frame)),
+      end: () => {
+        const text = handle(decoder.end())
+        open = true
+        return release(text) + (failed ? "" : enc.end())
+      },
+      broken: (e) => {
+        failed = e.message
+        return enc.push({ type: "error", error: e })
+      }
+    }
+  }
+  return {
+    relay,
+    usage: () => usageSoFar,
+    failed: () => failed,
+    completed: () => {
+      if (!passthrough && call.onCompleted && !failed && encoder?.result) call.onCompleted(encoder.result())
+    }
+  }
+}
