@@ -50,7 +50,8 @@ export const authenticateInference = (
 ): Effect.Effect<string | null, InferenceError> => {
   const presented = presentedKey(req, query, preset)
   // Every request passes here: a recognised key answers without a generator.
-  return presented ? Effect.flatMap(keys.verify(presented), (record) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented))) : unrecognised(flags, allowedOrigins, req, presented)
+  if (!presented) return unrecognised(flags, allowedOrigins, req, presented)
+  return Effect.flatMap(keys.verify(presented), (record) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented)))
 }
 
 const unrecognised = (flags: FeatureFlagsShape, allowedOrigins: ReadonlyArray<string>, req: http.IncomingMessage, presented: string | undefined) =>

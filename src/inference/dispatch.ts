@@ -127,16 +127,17 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // With an idempotency key the error answer must be written inside the recorded run.
         const serve = handle.pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
-        // Without an idempotency key (the usual request): authenticate, then serve.
-        const body = Effect.suspend(() => {
-          if (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false) {
-            // A failure is answered by the exit handler below.
-            return route.public ? handle : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => ((ctx.apiKeyId = id), handle))
-          }
-          return idempotent(clientKey)
-        })
+        const authenticated = route.public
+          ? Effect.void
+          : Effect.map(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => {
+              ctx.apiKeyId = id
+            })
+        // Without an idempotency key (the usual request) a failure is answered by the exit handler below.
+        const body = Effect.zipRight(
+          authenticated,
+          Effect.suspend(() => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handle : idempotent(clientKey)))
+        )
         const idempotent = (clientKey: string) => Effect.gen(function* () {
-          if (!route.public) ctx.apiKeyId = yield* authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token)
           if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
           // The same key with another body is another request (X-Request-Id is often a correlation id
           // passed along); callers without a recognised key are told apart by what they presented.

@@ -522,7 +522,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const lookupCached = (call: InferenceCall) =>
         Effect.gen(function* () {
           const { ctx, format: client } = call
-          if (call.stream || !(yield* flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"))) return undefined
+          if (!(yield* flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"))) return undefined
           if (String(header(ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return { key: undefined, hit: undefined }
           let canonical: CanonicalRequest
           try {
