@@ -2,8 +2,8 @@
 // Effect instructions per request: a deterministic figure (unlike timings) for how much Effect
 // runtime work the hot path does. Starts the mock upstream and the gateway (production build,
 // this preload counting the runtime's ops), warms up, then sends N sequential requests of each
-// kind and divides. Background fibers of the gateway (the usage writer, periodic checks) are
-// counted too: their share per request is small and shrinks as N grows.
+// kind and divides. The usage writer's work is counted too; it batches rows by time, so the
+// figure moves by a few percent between runs (a change of 10+ is real).
 //
 //   npm run build && node bench/effect-ops.mjs [--n 1000]
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
