@@ -50,7 +50,7 @@ export interface AccountingShape {
    * flight count with their expected cost (the key's recent average), so a parallel burst cannot
    * spend far past the limit before the first answers are counted.
    */
-  readonly budget: (apiKeyId: string | null) => Effect.Effect<BudgetCheck>
+  readonly budget: (apiKeyId: string | null) => BudgetCheck
   /**
    * Holds the key's expected cost and tokens for a request until it settles; answers the hold
    * (pass it to `tokenLimit`, release it once settled).
@@ -62,8 +62,8 @@ export interface AccountingShape {
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
   /** The free model a budget-exhausted request goes to, if there is one. */
   readonly emergencyModel: Effect.Effect<string | undefined>
-  /** After a request: spend, tokens, and `request.completed` / `request.failed`. */
-  readonly settle: (s: Settlement) => Effect.Effect<void>
+  /** After a request: spend, tokens, and `request.completed` / `request.failed` (synchronous: every request settles). */
+  readonly settle: (s: Settlement) => void
   /**
    * For routes outside the pipeline (embeddings, the WebSocket transport): prices the request,
    * writes its usage row and settles it. Answers the cost.
@@ -87,6 +87,8 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const connections = yield* Connections
       const config = yield* AccountingConfig
       const usage = yield* UsageService
+      // Budget and limit windows keep the Clock's time (a TestClock in tests); read synchronously.
+      const clock = yield* Effect.clock
 
       const emergencyModel: AccountingShape["emergencyModel"] = Effect.gen(function* () {
         if (config.emergencyFallbackModel) return config.emergencyFallbackModel
@@ -136,14 +138,14 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         }
       }
 
-      const settle: AccountingShape["settle"] = (s) =>
-        Effect.gen(function* () {
+      const settle: AccountingShape["settle"] = (s) => {
           const ok = s.status >= 200 && s.status < 300
-          if (s.apiKeyId !== null && s.costUsd > 0) yield* budgets.record(s.apiKeyId, s.costUsd)
+          const now = clock.unsafeCurrentTimeMillis()
+          if (s.apiKeyId !== null && s.costUsd > 0) budgets.unsafeRecord(s.apiKeyId, s.costUsd, now)
           const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
           if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
           if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
-            yield* limits.record(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) }, tokens)
+            limits.unsafeRecord(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) }, tokens, now)
           }
           bus.publish(ok ? "request.completed" : "request.failed", {
             trace_id: s.requestId,
@@ -157,7 +159,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             cost_usd: s.costUsd,
             ...(ok ? {} : { error: s.error })
           })
-        })
+      }
 
       return {
         cost,
@@ -167,11 +169,11 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             const u = { inputTokens: r.usage.input ?? undefined, outputTokens: r.usage.output ?? undefined, cachedInputTokens: r.usage.cached ?? undefined } as Partial<Usage>
             const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? cost(r.provider, r.model, u) : 0
             yield* usage.record({ ...r, costUsd })
-            yield* settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
+            settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
             return costUsd
           }),
         prepare: Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh)),
-        budget: (apiKeyId) => Effect.sync(() => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, Date.now(), held.get(apiKeyId)?.costUsd ?? 0))),
+        budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
         tokenLimit: (apiKeyId, target, now, own) =>
           apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, now, Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),

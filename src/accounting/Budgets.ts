@@ -42,6 +42,8 @@ export interface BudgetsShape {
   readonly check: (apiKeyId: string | null, now: number, reservedUsd?: number) => BudgetCheck
   /** Request path: adds a response's cost to the key's windows (memory only) and publishes `quota.exceeded`. */
   readonly record: (apiKeyId: string | null, costUsd: number) => Effect.Effect<void>
+  /** `record` at `now`, synchronously (the request path). */
+  readonly unsafeRecord: (apiKeyId: string | null, costUsd: number, now: number) => void
   /**
    * Picks up budgets another process (the CLI) wrote. Queries only when `StoreVersion` is
    * provided and reports a commit from another connection; otherwise a no-op.
@@ -292,10 +294,8 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
         return worst
       }
 
-      const record = (apiKeyId: string | null, costUsd: number) =>
-        apiKeyId === null || !(costUsd > 0) || !Number.isFinite(costUsd)
-          ? Effect.void
-          : Effect.map(Clock.currentTimeMillis, (now) => {
+      const unsafeRecord = (apiKeyId: string | null, costUsd: number, now: number): void => {
+              if (apiKeyId === null || !(costUsd > 0) || !Number.isFinite(costUsd)) return
               const state = states.get(apiKeyId)
               if (!state) return
               const c = state.config
@@ -326,9 +326,11 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
                   publish("exceeded", 1)
                 }
               }
-            })
+      }
 
-      return { set, remove, status, check, record, refresh }
+      const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
+
+      return { set, remove, status, check, record, unsafeRecord, refresh }
     })
   )
 }

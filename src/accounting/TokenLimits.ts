@@ -43,6 +43,8 @@ export interface TokenLimitsShape {
   readonly check: (apiKeyId: string | null, target: LimitTarget, now: number, reserved?: number) => TokenLimitCheck
   /** Request path: adds input + output tokens to every applicable limit's current window (memory only). */
   readonly record: (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.Effect<void>
+  /** `record` at `now`, synchronously (the request path). */
+  readonly unsafeRecord: (apiKeyId: string | null, target: LimitTarget, tokens: number, now: number) => void
   /** Picks up limits another process wrote (only with `StoreVersion` provided; otherwise a no-op). */
   readonly refresh: Effect.Effect<void>
 }
@@ -269,10 +271,8 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         return worst ? { ok: false, limit: view(worst.limit), retryAfterMs: worst.retryAfterMs } : { ok: true }
       }
 
-      const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) =>
-        apiKeyId === null || !(tokens > 0) || !Number.isFinite(tokens)
-          ? Effect.void
-          : Effect.map(Clock.currentTimeMillis, (now) => {
+      const unsafeRecord = (apiKeyId: string | null, target: LimitTarget, tokens: number, now: number): void => {
+              if (apiKeyId === null || !(tokens > 0) || !Number.isFinite(tokens)) return
               const limits = byKey.get(apiKeyId)
               if (!limits) return
               for (const l of limits) {
@@ -299,9 +299,11 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
                   }
                 }
               }
-            })
+      }
 
-      return { list, create, remove, check, record, refresh }
+      const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
+
+      return { list, create, remove, check, record, unsafeRecord, refresh }
     })
   )
 }

@@ -87,7 +87,7 @@ export const embed = (
       requestedModel: model
     })
   return Effect.gen(function* () {
-    const budget = yield* accounting.budget(ctx.apiKeyId)
+    const budget = accounting.budget(ctx.apiKeyId)
     if (!budget.ok) {
       return yield* clientError(
         client,

@@ -62,9 +62,11 @@ export interface FusionDeps {
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) => Effect.Effect<void>
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<void, InferenceError>
+  /** The time the resilience state is kept in (the Clock's). */
+  readonly now: () => number
 }
 
-export const makeFusion = ({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute }: FusionDeps) => {
+export const makeFusion = ({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now }: FusionDeps) => {
   /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
   const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
     Effect.uninterruptibleMask((restore) =>
@@ -74,11 +76,11 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
         if (!limit.ok) {
           return yield* Effect.fail(attemptFailed(clientError(client, { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `${c.key}: token limit reached` }), undefined, true))
         }
-        const gate = yield* resilience.acquire(c)
+        const gate = resilience.acquire(c, now())
         if (!gate.allowed) {
           return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
         }
-        const releaseProbe = gate.probe ? resilience.release(c) : Effect.void
+        const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(c)) : Effect.void
         const startedAt = Date.now()
         const end = memory.begin(c)
         const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
@@ -125,7 +127,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
         const latencyMs = Date.now() - startedAt
         if (result._tag === "Right") {
           memory.observe(c.key, latencyMs, true, Date.now())
-          yield* resilience.succeeded(c, result.right.headers)
+          resilience.succeeded(c, result.right.headers, now())
           const costUsd = yield* row(200, result.right.decoded.usage, null)
           return { response: result.right.decoded, costUsd }
         }

@@ -155,6 +155,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const flags = yield* FeatureFlags
       const resilienceConfig = yield* ResilienceConfig
       const slots = yield* ConnectionSlots
+      // The resilience state keeps the Clock's time (a TestClock in tests); read synchronously.
+      const clock = yield* Effect.clock
+      const now = () => clock.unsafeCurrentTimeMillis()
       // Log annotations cost effects on every attempt: only when info lines are written at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
 
@@ -373,7 +376,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               // A target listed twice is tried once; one that failed earlier in this request is
               // re-checked, since its failure may have put it in cooldown or a terminal state.
               if (tried.has(candidate.key)) continue
-              const admission = resilience.admission(candidate, Date.now())
+              const admission = resilience.admission(candidate, now())
               if (!admission.ok) {
                 skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
                 continue
@@ -390,10 +393,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               }
               const step = yield* Effect.uninterruptibleMask((restore) =>
                 Effect.gen(function* () {
-                  const gate = yield* resilience.acquire(candidate)
+                  const gate = resilience.acquire(candidate, now())
                   if (!gate.allowed) return { kind: "busy" as const }
                   const end = memory.begin(candidate)
-                  const releaseProbe = gate.probe ? resilience.release(candidate) : Effect.void
+                  const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
                   const releaseSlot =
                     plan.kind === "quota-share"
                       ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
@@ -441,7 +444,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                     memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
                     track.outcome = result.right
                     if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
-                    else yield* resilience.succeeded(candidate, result.right.headers)
+                    else resilience.succeeded(candidate, result.right.headers, now())
                     yield* router.served(plan, candidate)
                     return { kind: "served" as const }
                   }
@@ -510,7 +513,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           call.capture?.(payload)
         })
 
-      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute })
+      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now })
 
       /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
       const lookup = (call: InferenceCall) =>
@@ -580,7 +583,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
           const serve = Effect.gen(function* () {
             // Budget: a spent window sends the request to the free fallback model, or refuses it.
-            const budget = yield* accounting.budget(ctx.apiKeyId)
+            const budget = accounting.budget(ctx.apiKeyId)
             let routed = call
             if (!budget.ok) {
               const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
@@ -634,12 +637,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 if (!settings.enabled || waits >= settings.maxAttempts || committed(ctx) || result.left.status !== 429) return yield* Effect.fail(result.left)
                 // How long until a candidate is admissible again, read from the resilience state
                 // (planning again here would charge the quota-share deficits twice).
-                const now = Date.now()
+                const at = now()
                 let wait: number | undefined
                 for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
-                  const a = resilience.admission(c, now)
+                  const a = resilience.admission(c, at)
                   if (a.ok) wait = 0
-                  else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, now)?.exhausted !== true) {
+                  else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
                     wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
                   }
                 }
@@ -677,8 +680,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
                   const status = outcome.status || 499
                   const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                  return Effect.zipRight(
-                    usage.record({
+                  const row = usage.record({
                       requestId: ctx.requestId,
                       apiKeyId: ctx.apiKeyId,
                       connectionId: tried?.connection.id ?? null,
@@ -701,7 +703,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                       fallbackAttempts: track.fallbacks,
                       cacheHit: track.cacheHit,
                       requestedModel: call.model
-                    }),
+                    })
+                  // Settling is synchronous; the hold is released whatever happens, and the row still goes.
+                  try {
                     accounting.settle({
                       requestId: ctx.requestId,
                       apiKeyId: ctx.apiKeyId,
@@ -714,7 +718,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                       costUsd,
                       error
                     })
-                  ).pipe(Effect.ensuring(Effect.sync(() => track.hold?.release())))
+                  } catch (e) {
+                    return Effect.zipRight(row, Effect.die(e))
+                  } finally {
+                    track.hold?.release()
+                  }
+                  return row
                 })
               )
             )

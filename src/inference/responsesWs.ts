@@ -122,7 +122,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               )
             }
             // Budgets and token limits hold here as on HTTP.
-            const budget = yield* deps.accounting.budget(apiKeyId)
+            const budget = deps.accounting.budget(apiKeyId)
             if (!budget.ok) {
               return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent` } }))
             }

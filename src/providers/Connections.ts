@@ -3,6 +3,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
@@ -76,6 +77,8 @@ export interface ConnectionsShape {
    * failover); a bare id gives every connection serving exactly that id.
    */
   readonly targets: (model: string) => Effect.Effect<ReadonlyArray<ResolvedTarget>, ModelNotFound>
+  /** `targets` answered from memory when the cached connections are known fresh, else undefined (use `targets`). */
+  readonly peekTargets: (model: string) => Either.Either<ReadonlyArray<ResolvedTarget>, ModelNotFound> | undefined
   readonly urlPolicy: Effect.Effect<UrlPolicyFlags>
 }
 
@@ -425,37 +428,43 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           yield* snapshot.invalidate
         })
 
-      const targets: ConnectionsShape["targets"] = (model) =>
-        Effect.flatMap(snapshot.get, (s) => {
-          const slash = model.indexOf("/")
-          if (slash > 0) {
-            const prefix = model.slice(0, slash)
-            const rest = model.slice(slash + 1)
-            const named = s.byName.get(prefix.toLowerCase())
-            if (named?.enabled && rest) return Effect.succeed([{ connection: named, model: rest }])
-            // A disabled connection named like its provider does not hide the provider's others.
-            const forProvider = s.byProvider.get(prefix.toLowerCase())
-            if (forProvider && forProvider.length > 0 && rest) return Effect.succeed(forProvider.map((connection) => ({ connection, model: rest })))
-            if (named && rest) {
-              return Effect.fail(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
-            }
+      const targetsIn = (s: Snapshot, model: string): Either.Either<ReadonlyArray<ResolvedTarget>, ModelNotFound> => {
+        const slash = model.indexOf("/")
+        if (slash > 0) {
+          const prefix = model.slice(0, slash)
+          const rest = model.slice(slash + 1)
+          const named = s.byName.get(prefix.toLowerCase())
+          if (named?.enabled && rest) return Either.right([{ connection: named, model: rest }])
+          // A disabled connection named like its provider does not hide the provider's others.
+          const forProvider = s.byProvider.get(prefix.toLowerCase())
+          if (forProvider && forProvider.length > 0 && rest) return Either.right(forProvider.map((connection) => ({ connection, model: rest })))
+          if (named && rest) {
+            return Either.left(new ModelNotFound({ message: `provider connection '${named.name}' is disabled` }))
           }
-          // A bare id (or one whose slash belongs to the model, as on OpenRouter): the enabled
-          // connections that serve exactly this model id, best priority first.
-          const serving = s.byModel.get(model)
-          if (serving) return Effect.succeed(serving.map((connection) => ({ connection, model })))
-          const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
-          const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
-          return Effect.fail(
-            new ModelNotFound({
-              message: known
-                ? `model '${model}' is not available: provider ${known.id} has no enabled connection (add one with POST /api/providers or \`gateway setup\`)`
-                : prefixes.length === 0
-                  ? `model '${model}' is not available: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`
-                  : `model '${model}' is not available: use <provider>/<model> with one of: ${prefixes.join(", ")}`
-            })
-          )
-        })
+        }
+        // A bare id (or one whose slash belongs to the model, as on OpenRouter): the enabled
+        // connections that serve exactly this model id, best priority first.
+        const serving = s.byModel.get(model)
+        if (serving) return Either.right(serving.map((connection) => ({ connection, model })))
+        const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
+        const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
+        return Either.left(
+          new ModelNotFound({
+            message: known
+              ? `model '${model}' is not available: provider ${known.id} has no enabled connection (add one with POST /api/providers or \`gateway setup\`)`
+              : prefixes.length === 0
+                ? `model '${model}' is not available: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`
+                : `model '${model}' is not available: use <provider>/<model> with one of: ${prefixes.join(", ")}`
+          })
+        )
+      }
+
+      const targets: ConnectionsShape["targets"] = (model) => Effect.flatMap(snapshot.get, (s) => targetsIn(s, model))
+
+      const peekTargets: ConnectionsShape["peekTargets"] = (model) => {
+        const s = snapshot.peek()
+        return s === undefined ? undefined : targetsIn(s, model)
+      }
 
       const resolve: ConnectionsShape["resolve"] = (model) => Effect.map(targets(model), (all) => all[0]!)
 
@@ -468,6 +477,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         recordTest,
         resolve,
         targets,
+        peekTargets,
         urlPolicy
       }
     })

@@ -23,12 +23,18 @@ export interface CircuitBreakersShape {
   readonly openUntil: (provider: ProviderRef, now: number) => number | null
   /** Asks to send a request: refused while OPEN, and in HALF_OPEN while the one probe is out. */
   readonly acquire: (provider: ProviderRef) => Effect.Effect<AcquireResult>
+  /** `acquire` at `now`, synchronously (the request path). */
+  readonly unsafeAcquire: (provider: ProviderRef, now: number) => AcquireResult
   /** A request to the provider succeeded: CLOSED with no failures (except while OPEN, see docs). */
   readonly onSuccess: (provider: ProviderRef) => Effect.Effect<void>
+  /** `onSuccess` at `now`, synchronously (the request path). */
+  readonly unsafeOnSuccess: (provider: ProviderRef, now: number) => void
   /** A provider-level failure (a classification with `tripsBreaker`) with the upstream status. */
   readonly onFailure: (provider: ProviderRef, status: number) => Effect.Effect<void>
   /** Frees the HALF_OPEN probe slot without a verdict (the client went away). */
   readonly releaseProbe: (provider: ProviderRef) => Effect.Effect<void>
+  /** `releaseProbe`, synchronously. */
+  readonly unsafeReleaseProbe: (provider: ProviderRef) => void
   /** POST /api/resilience/reset: back to CLOSED (all providers when omitted); how many were reset. */
   readonly reset: (providerId?: string) => Effect.Effect<number>
   /** Every provider with recorded state, sorted by id. */
@@ -78,8 +84,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
         return e === undefined ? "CLOSED" : effectiveState(e, now)
       }
 
-      const acquire: CircuitBreakersShape["acquire"] = (provider) =>
-        withNow((now): AcquireResult => {
+      const unsafeAcquire: CircuitBreakersShape["unsafeAcquire"] = (provider, now) => {
           const e = entries.get(provider.id)
           if (e === undefined) return { allowed: true, probe: false, retryAfterMs: null }
           e.providerClass = provider.authClass
@@ -92,10 +97,9 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           }
           e.probeSince = now
           return { allowed: true, probe: true, retryAfterMs: null }
-        })
+      }
 
-      const onSuccess: CircuitBreakersShape["onSuccess"] = (provider) =>
-        withNow((now) => {
+      const unsafeOnSuccess: CircuitBreakersShape["unsafeOnSuccess"] = (provider, now) => {
           const e = entries.get(provider.id)
           if (e === undefined) return
           e.providerClass = provider.authClass
@@ -108,7 +112,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           e.retryAt = null
           e.probeSince = null
           if (previous !== "CLOSED") recovered(provider.id, previous, now)
-        })
+      }
 
       const onFailure: CircuitBreakersShape["onFailure"] = (provider, status) =>
         withNow((now) => {
@@ -154,11 +158,10 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           })
         })
 
-      const releaseProbe: CircuitBreakersShape["releaseProbe"] = (provider) =>
-        Effect.sync(() => {
-          const e = entries.get(provider.id)
-          if (e !== undefined) e.probeSince = null
-        })
+      const unsafeReleaseProbe: CircuitBreakersShape["unsafeReleaseProbe"] = (provider) => {
+        const e = entries.get(provider.id)
+        if (e !== undefined) e.probeSince = null
+      }
 
       const reset: CircuitBreakersShape["reset"] = (providerId) =>
         Effect.sync(() => {
@@ -196,7 +199,19 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
         return e !== undefined && effectiveState(e, now) === "OPEN" ? e.retryAt : null
       }
 
-      return { stateAt, openUntil, acquire, onSuccess, onFailure, releaseProbe, reset, list }
+      return {
+        stateAt,
+        openUntil,
+        acquire: (provider) => withNow((now) => unsafeAcquire(provider, now)),
+        unsafeAcquire,
+        onSuccess: (provider) => withNow((now) => unsafeOnSuccess(provider, now)),
+        unsafeOnSuccess,
+        onFailure,
+        releaseProbe: (provider) => Effect.sync(() => unsafeReleaseProbe(provider)),
+        unsafeReleaseProbe,
+        reset,
+        list
+      }
     })
   )
 }

@@ -24,6 +24,8 @@ export interface CooldownsShape {
   readonly onFailure: (conn: ConnectionRef, c: Classification, f: FailureInfo) => Effect.Effect<ConnectionHealth>
   /** A request succeeded: every error field, the backoff level and any terminal state cleared. */
   readonly onSuccess: (connectionId: string) => Effect.Effect<void>
+  /** `onSuccess`, synchronously (the request path). */
+  readonly unsafeOnSuccess: (connectionId: string) => void
   /** Operator reset (one connection or all; also clears terminal states); how many were reset. */
   readonly reset: (connectionId?: string) => Effect.Effect<number>
   /** Credentials changed or the connection was removed: drop its state (the row is reset by its owner). */
@@ -199,10 +201,9 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
           })
         )
 
-      const onSuccess: CooldownsShape["onSuccess"] = (id) =>
-        Effect.sync(() => {
-          if (entries.delete(id)) markDirty(id)
-        })
+      const unsafeOnSuccess: CooldownsShape["unsafeOnSuccess"] = (id) => {
+        if (entries.delete(id)) markDirty(id)
+      }
 
       const reset: CooldownsShape["reset"] = (id) =>
         Effect.sync(() => {
@@ -227,7 +228,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
         [...entries.keys()].sort().map((connectionId) => ({ connectionId, ...healthAt(connectionId, now) }))
       )
 
-      return { healthAt, availability, onFailure, onSuccess, reset, forget, list, flush: writeDirty }
+      return { healthAt, availability, onFailure, onSuccess: (id) => Effect.sync(() => unsafeOnSuccess(id)), unsafeOnSuccess, reset, forget, list, flush: writeDirty }
     })
   )
 }

@@ -23,6 +23,8 @@ export interface LockoutsShape {
   readonly onFailure: (ref: LockoutRef, status: number, reason: string) => Effect.Effect<LockoutView | undefined>
   /** A success: the failure count halves; at 0 the entry is gone. */
   readonly onSuccess: (ref: LockoutRef) => Effect.Effect<void>
+  /** `onSuccess`, synchronously (the request path). */
+  readonly unsafeOnSuccess: (ref: LockoutRef) => void
   /** Clears matching entries; answers how many active lockouts were lifted. */
   readonly clear: (target: LockoutTarget) => Effect.Effect<number>
   /** Active lockouts, soonest to expire first. */
@@ -121,14 +123,13 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
           })
         )
 
-      const onSuccess: LockoutsShape["onSuccess"] = (ref) =>
-        Effect.sync(() => {
-          const key = keyOf(ref.provider, ref.connectionId, ref.model)
-          const e = entries.get(key)
-          if (e === undefined) return
-          e.failures = Math.floor(e.failures / 2)
-          if (e.failures === 0) entries.delete(key)
-        })
+      const unsafeOnSuccess: LockoutsShape["unsafeOnSuccess"] = (ref) => {
+        const key = keyOf(ref.provider, ref.connectionId, ref.model)
+        const e = entries.get(key)
+        if (e === undefined) return
+        e.failures = Math.floor(e.failures / 2)
+        if (e.failures === 0) entries.delete(key)
+      }
 
       const clear: LockoutsShape["clear"] = (target) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -162,7 +163,7 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
           )
       })
 
-      return { lockedAt, onFailure, onSuccess, clear, list }
+      return { lockedAt, onFailure, onSuccess: (ref) => Effect.sync(() => unsafeOnSuccess(ref)), unsafeOnSuccess, clear, list }
     })
   )
 }

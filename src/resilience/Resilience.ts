@@ -21,17 +21,20 @@ export interface ResilienceShape {
   /** Synchronous admission at `now`: breaker OPEN, connection cooling down or terminal, model locked. */
   readonly admission: (c: Candidate, now: number) => Admission
   readonly breakerState: (c: Candidate, now: number) => BreakerState
-  /** Claims the right to send now (a HALF_OPEN breaker lets one probe through at a time). */
-  readonly acquire: (c: Candidate) => Effect.Effect<{ readonly allowed: boolean; readonly probe: boolean }>
-  /** The attempt succeeded; `headers` (lower-cased) carry rate-limit headroom when the upstream reports it. */
-  readonly succeeded: (c: Candidate, headers?: Readonly<Record<string, string>>) => Effect.Effect<void>
+  /**
+   * Claims the right to send at `now` (a HALF_OPEN breaker lets one probe through at a time).
+   * Synchronous, as are `succeeded` and `release`: they run on every request.
+   */
+  readonly acquire: (c: Candidate, now: number) => { readonly allowed: boolean; readonly probe: boolean }
+  /** The attempt succeeded at `now`; `headers` (lower-cased) carry rate-limit headroom when the upstream reports it. */
+  readonly succeeded: (c: Candidate, headers: Readonly<Record<string, string>> | undefined, now: number) => void
   /**
    * Classifies a failure and updates breaker, cooldown and lockout; answers the classification.
    * `probe`: this attempt held the breaker's probe slot (a failure that is not the provider's frees it).
    */
   readonly failed: (c: Candidate, f: FailureInfo, probe?: boolean) => Effect.Effect<Classification>
   /** An attempt that held the probe slot ended without a verdict (the client left): frees it. */
-  readonly release: (c: Candidate) => Effect.Effect<void>
+  readonly release: (c: Candidate) => void
 }
 
 const providerRef = (c: Candidate): ProviderRef => ({ id: c.connection.provider.id, authClass: c.connection.provider.authClass })
@@ -111,18 +114,19 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
       return {
         admission,
         breakerState: (c, now) => breakers.stateAt(providerRef(c), now),
-        acquire: (c) => Effect.map(breakers.acquire(providerRef(c)), (r) => ({ allowed: r.allowed, probe: r.probe })),
-        succeeded: (c, headers) =>
-          Effect.gen(function* () {
-            yield* breakers.onSuccess(providerRef(c))
-            yield* cooldowns.onSuccess(c.connection.id)
-            yield* lockouts.onSuccess(lockRef(c))
-            if (headers) {
-              const now = yield* Clock.currentTimeMillis
-              const q = quotaFromHeaders(headers, now)
-              if (q) memory.setQuota(c.connection.id, undefined, q)
-            }
-          }),
+        acquire: (c, now) => {
+          const r = breakers.unsafeAcquire(providerRef(c), now)
+          return { allowed: r.allowed, probe: r.probe }
+        },
+        succeeded: (c, headers, now) => {
+          breakers.unsafeOnSuccess(providerRef(c), now)
+          cooldowns.unsafeOnSuccess(c.connection.id)
+          lockouts.unsafeOnSuccess(lockRef(c))
+          if (headers) {
+            const q = quotaFromHeaders(headers, now)
+            if (q) memory.setQuota(c.connection.id, undefined, q)
+          }
+        },
         failed: (c, f, probe = false) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
@@ -144,7 +148,7 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
             } else if (q) memory.setQuota(c.connection.id, undefined, q)
             return cls
           }),
-        release: (c) => breakers.releaseProbe(providerRef(c))
+        release: (c) => breakers.unsafeReleaseProbe(providerRef(c))
       }
     })
   )

@@ -33,6 +33,8 @@ export interface CombosShape {
   readonly get: (idOrName: string) => Effect.Effect<Combo, NotFound>
   /** An enabled combo by name (case-insensitive), from memory: the hot path's lookup. */
   readonly byName: (name: string) => Effect.Effect<Combo | undefined>
+  /** `byName` from memory when the cached combos are known fresh: the combo or null; undefined when not known (use `byName`). */
+  readonly peekByName: (name: string) => Combo | null | undefined
   readonly create: (input: CreateCombo, actor?: string) => Effect.Effect<Combo, BadRequest | Conflict>
   readonly update: (idOrName: string, patch: UpdateCombo, actor?: string) => Effect.Effect<Combo, BadRequest | NotFound | Conflict>
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<Combo, NotFound>
@@ -133,6 +135,11 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
         const find = (s: { all: ReadonlyArray<Combo>; byName: ReadonlyMap<string, Combo> }, idOrName: string) =>
           s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
 
+        const enabledNamed = (s: { byName: ReadonlyMap<string, Combo> }, name: string) => {
+          const c = s.byName.get(name.toLowerCase())
+          return c?.enabled ? c : undefined
+        }
+
         const get = (idOrName: string) =>
           Effect.flatMap(snapshot.get, (s) => {
             const c = find(s, idOrName)
@@ -218,11 +225,11 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
         return {
           list: Effect.map(snapshot.get, (s) => s.all),
           get,
-          byName: (name) =>
-            Effect.map(snapshot.get, (s) => {
-              const c = s.byName.get(name.toLowerCase())
-              return c?.enabled ? c : undefined
-            }),
+          byName: (name) => Effect.map(snapshot.get, (s) => enabledNamed(s, name)),
+          peekByName: (name) => {
+            const s = snapshot.peek()
+            return s === undefined ? undefined : (enabledNamed(s, name) ?? null)
+          },
           create,
           update,
           remove

@@ -2,6 +2,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import type { ComboConfig } from "../domain/combos.js"
 import { EventBus } from "../events/EventBus.js"
@@ -124,6 +125,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const memory = yield* RoutingMemory
       const engine = yield* AutoEngine
       const bus = yield* EventBus
+      // Read synchronously where a plan is built from memory alone (a TestClock in tests).
+      const clock = yield* Effect.clock
 
       const notFound = (message: string) => routeError(404, message, "model_not_found")
 
@@ -329,19 +332,35 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           return { kind: "quota-share", scope, strategy: "quota-share", candidates: ordered, blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) } satisfies RoutePlan
         })
 
-      const directPlan = (model: string, input: PlanInput) =>
-        Effect.gen(function* () {
-          const targets = yield* connections.targets(model).pipe(Effect.mapError((e) => notFound(e.message)))
-          const now = yield* Clock.currentTimeMillis
-          const { ok, blocked } = admit(
-            targets.map((t) => candidateOf(t)),
-            resilience.admission,
-            now
-          )
-          return { kind: "direct", scope: model, strategy: "direct", candidates: ok, blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) } satisfies RoutePlan
-        })
+      const directOf = (model: string, targets: ReadonlyArray<ResolvedTarget>, input: PlanInput, now: number): RoutePlan => {
+        const { ok, blocked } = admit(
+          targets.map((t) => candidateOf(t)),
+          resilience.admission,
+          now
+        )
+        return { kind: "direct", scope: model, strategy: "direct", candidates: ok, blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) }
+      }
 
-      const plan: RouterShape["plan"] = (model, input) =>
+      const directPlan = (model: string, input: PlanInput) =>
+        Effect.flatMap(connections.targets(model).pipe(Effect.mapError((e) => notFound(e.message))), (targets) =>
+          Effect.sync(() => directOf(model, targets, input, clock.unsafeCurrentTimeMillis()))
+        )
+
+      /**
+       * The usual request names `<provider>/<model>` (or a bare id that is no combo) and the
+       * connections and combos in memory are fresh: its plan is built in one step.
+       */
+      const peekDirect = (model: string, input: PlanInput): Effect.Effect<RoutePlan, RouteError> | undefined => {
+        if (isAutoId(model) || QUOTA_SHARE.test(model)) return undefined
+        if (!model.includes("/") && combos.peekByName(model) !== null) return undefined
+        const targets = connections.peekTargets(model)
+        if (targets === undefined) return undefined
+        return Either.isLeft(targets) ? Effect.fail(notFound(targets.left.message)) : Effect.succeed(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
+      }
+
+      const plan: RouterShape["plan"] = (model, input) => peekDirect(model, input) ?? planned(model, input)
+
+      const planned = (model: string, input: PlanInput) =>
         Effect.gen(function* () {
           const qs = QUOTA_SHARE.exec(model)
           if (qs) return yield* quotaSharePlan(qs[1]!, qs[2]!, input)

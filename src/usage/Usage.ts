@@ -72,8 +72,8 @@ export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
       const writer = yield* BatchWriter
       const flags = yield* FeatureFlags
       return {
-        record: (r) =>
-          Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), (on) => {
+        record: (r) => {
+          const write = (on: boolean) => {
             if (!on) return
             writer.append("usage", {
               ts: Date.now(),
@@ -98,7 +98,11 @@ export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
               requested_model: r.requestedModel ?? null,
               tokens_cache_write: r.usage.cacheWrite ?? null
             })
-          })
+          }
+          // Every request writes a row: a fresh flag answers without a chain of effects.
+          const on = flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED")
+          return on === undefined ? Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), write) : Effect.sync(() => write(on))
+        }
       }
     })
   )
