@@ -17,24 +17,45 @@ let gw: TestGateway
 let up: FakeUpstream
 let silent: net.Server
 const held: Array<net.Socket> = []
+// A raw upstream whose non-streamed answers go wrong after the headers: `cut` ends the connection
+// mid-body, `hang` sends part of the body and then waits (recording when the gateway closes it).
+let raw: net.Server
+const rawClosed: Array<string> = []
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
   // Accepts TCP connections and never says a word: a TLS handshake to it never completes.
   silent = net.createServer((s) => held.push(s))
   await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r))
+  raw = net.createServer((s) => {
+    held.push(s)
+    let head = ""
+    s.on("data", (d) => {
+      head += d.toString("latin1")
+      const mode = /"model":"(cut|hang)"/.exec(head)?.[1]
+      if (!mode || !head.includes("\r\n\r\n")) return
+      head = ""
+      s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{"id":"chatcmpl-1","object":"chat.')
+      if (mode === "cut") setTimeout(() => s.destroy(), 20)
+      else s.once("close", () => rawClosed.push(mode))
+    })
+  })
+  await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r))
   gw = await startGateway({ timeouts: { headersMs: 400, streamHeadersMs: 400, firstContentMs: 2000, idleMs: 2000 } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
   const port = (silent.address() as net.AddressInfo).port
   expect((await add({ provider: "openai-compatible", name: "tls", baseUrl: `https://127.0.0.1:${port}/v1`, defaultModel: "m1" })).status).toBe(201)
+  const rawPort = (raw.address() as net.AddressInfo).port
+  expect((await add({ provider: "openai-compatible", name: "raw", baseUrl: `http://127.0.0.1:${rawPort}/v1`, defaultModel: "cut" })).status).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
   await up?.close()
   for (const s of held) s.destroy()
   await new Promise((r) => silent?.close(r))
+  await new Promise((r) => raw?.close(r))
 })
 
 const chat = (model: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) =>
@@ -53,6 +74,27 @@ describe("the upstream headers timeout", () => {
     expect(res.status).toBe(504)
     expect(((await res.json()) as any).error.code).toBe("upstream_timeout")
     expect(elapsed).toBeLessThan(5000)
+  })
+})
+
+describe("a non-streamed answer read in the same wait as its headers", () => {
+  it("a body cut after the headers is a 502 naming the unreadable body, not a hang or a 500", async () => {
+    const res = await chat("raw/cut")
+    expect(res.status).toBe(502)
+    const body = (await res.json()) as any
+    expect(body.error.message).toMatch(/upstream response body could not be read/)
+  })
+
+  it("a client that leaves while the body is still coming closes the upstream connection", async () => {
+    const ctl = new AbortController()
+    const pending = chat("raw/hang", {}, ctl.signal).catch(() => undefined)
+    const deadline = Date.now() + 3000
+    // The raw upstream has sent its headers and part of the body: now the client goes away.
+    await new Promise((r) => setTimeout(r, 200))
+    ctl.abort()
+    await pending
+    while (!rawClosed.includes("hang") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
+    expect(rawClosed).toContain("hang")
   })
 })
 

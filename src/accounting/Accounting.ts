@@ -1,6 +1,8 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { StoreVersion } from "../store/StoreVersion.js"
 import type { Usage } from "../formats/canonical.js"
 import { EventBus } from "../events/EventBus.js"
 import { Connections } from "../providers/Connections.js"
@@ -89,6 +91,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const usage = yield* UsageService
       // Budget and limit windows keep the Clock's time (a TestClock in tests); read synchronously.
       const clock = yield* Effect.clock
+      const version = yield* Effect.serviceOption(StoreVersion)
 
       const emergencyModel: AccountingShape["emergencyModel"] = Effect.gen(function* () {
         if (config.emergencyFallbackModel) return config.emergencyFallbackModel
@@ -161,6 +164,19 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
           })
       }
 
+      // Prices, budgets and limits change under this process only when another one commits: with
+      // the database version unchanged since the last full refresh, a request's check is one step.
+      let prepared: number | undefined
+      const refreshAll = Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh))
+      const prepare = Effect.suspend(() => {
+        if (Option.isNone(version)) return refreshAll
+        const known = version.value.peek()
+        if (known !== undefined && known === prepared) return Effect.void
+        return Effect.tap(refreshAll, () => {
+          prepared = version.value.peek()
+        })
+      })
+
       return {
         cost,
         settle,
@@ -172,7 +188,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
             return costUsd
           }),
-        prepare: Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh)),
+        prepare,
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
         tokenLimit: (apiKeyId, target, now, own) =>

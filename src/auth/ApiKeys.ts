@@ -34,6 +34,8 @@ export interface ApiKeysShape {
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
   /** The active key for a presented secret, if any. Expired and disabled keys do not verify. */
   readonly verify: (secret: string) => Effect.Effect<Option.Option<ApiKeyRecord>>
+  /** `verify` from memory when the cached keys are known fresh, else undefined (use `verify`). */
+  readonly peekVerify: (secret: string) => Option.Option<ApiKeyRecord> | undefined
   /** Whether any key with the admin scope exists. */
   readonly hasAdminKey: Effect.Effect<boolean>
 }
@@ -177,21 +179,26 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
           return toView(target)
         })
 
-      const verify = (secret: string) =>
-        Effect.map(byHash.get, (m) => {
-          const record = m.get(sha256(secret))
-          if (!record || !record.enabled) return Option.none()
-          const t = Date.now()
-          if (record.expiresAt !== null && record.expiresAt <= t) return Option.none()
-          touched.set(record.id, t)
-          return Option.some(record)
-        })
+      const verifyIn = (m: ReadonlyMap<string, ApiKeyRecord>, secret: string): Option.Option<ApiKeyRecord> => {
+        const record = m.get(sha256(secret))
+        if (!record || !record.enabled) return Option.none()
+        const t = Date.now()
+        if (record.expiresAt !== null && record.expiresAt <= t) return Option.none()
+        touched.set(record.id, t)
+        return Option.some(record)
+      }
+      const verify = (secret: string) => Effect.map(byHash.get, (m) => verifyIn(m, secret))
+      const peekVerify = (secret: string) => {
+        const m = byHash.peek()
+        return m === undefined ? undefined : verifyIn(m, secret)
+      }
 
       return {
         create,
         list,
         remove,
         verify,
+        peekVerify,
         hasAdminKey: Effect.map(byHash.get, (m) => Array.from(m.values()).some((r) => r.scopes.includes("admin")))
       }
     })

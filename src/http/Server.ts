@@ -2,6 +2,9 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
+import * as HashMap from "effect/HashMap"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
@@ -75,13 +78,21 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
-        const program = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
-        if (program === undefined) {
+        const taken = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
+        if (taken === undefined) {
           managementInFlight++
           res.once("close", () => managementInFlight--)
           return management(req, res)
         }
-        const fiber = run(program)
+        // The fiber is the request's own: its log annotation is set when it is forked, at no cost of effects.
+        const fiber = run(taken.program, {
+          updateRefs: (refs, id) =>
+            FiberRefs.updateAs(refs, {
+              fiberId: id,
+              fiberRef: FiberRef.currentLogAnnotations,
+              value: HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", taken.requestId as unknown)
+            })
+        })
         res.once("close", () => {
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
         })

@@ -51,6 +51,8 @@ export const authenticateInference = (
   const presented = presentedKey(req, query, preset)
   // Every request passes here: a recognised key answers without a generator.
   if (!presented) return unrecognised(flags, allowedOrigins, req, presented)
+  const known = keys.peekVerify(presented)
+  if (known !== undefined && Option.isSome(known)) return Effect.succeed(known.value.id)
   return Effect.flatMap(keys.verify(presented), (record) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented)))
 }
 

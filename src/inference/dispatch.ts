@@ -3,7 +3,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
-import * as HashMap from "effect/HashMap"
 import * as LogLevel from "effect/LogLevel"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
@@ -35,9 +34,15 @@ import type { Handler, RouteDef } from "./routes/types.js"
 /** A request the inference plane takes; runs to completion and never fails. */
 export type InferenceProgram = Effect.Effect<void>
 
+/** A request taken by the inference plane: its program and its id (the server annotates the fiber's logs with it). */
+export interface InferenceRequest {
+  readonly program: InferenceProgram
+  readonly requestId: string
+}
+
 export interface InferenceRoutesShape {
   /** The program for a request, or undefined when the path belongs to the management plane. */
-  readonly route: (req: http.IncomingMessage, res: http.ServerResponse, path: string, query: string) => InferenceProgram | undefined
+  readonly route: (req: http.IncomingMessage, res: http.ServerResponse, path: string, query: string) => InferenceRequest | undefined
   /** Shared with the WebSocket transport. */
   readonly deps: RouteDeps
 }
@@ -107,7 +112,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps)])
       const listGemini = listGeminiModels(deps)
 
-      const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string) => {
+      const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
         const requestId = newRequestId()
         // Every answer names a session: the client's own, else (until the pipeline derives one from the body) this request's.
         const ctx: RequestContext = {
@@ -127,16 +132,14 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // With an idempotency key the error answer must be written inside the recorded run.
         const serve = handle.pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
-        const authenticated = route.public
-          ? Effect.void
-          : Effect.map(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => {
-              ctx.apiKeyId = id
-            })
         // Without an idempotency key (the usual request) a failure is answered by the exit handler below.
-        const body = Effect.zipRight(
-          authenticated,
-          Effect.suspend(() => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handle : idempotent(clientKey)))
-        )
+        const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handle : idempotent(clientKey))
+        const body = route.public
+          ? Effect.suspend(serveIt)
+          : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => {
+              ctx.apiKeyId = id
+              return serveIt()
+            })
         const idempotent = (clientKey: string) => Effect.gen(function* () {
           if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
           // The same key with another body is another request (X-Request-Id is often a correlation id
@@ -168,7 +171,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
         // in an uninterruptible region so a client that went away (the fiber interrupted) still
         // gets its log line.
-        return Effect.uninterruptibleMask((restore) =>
+        const program = Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(Effect.exit(restore(body)), (exit) => {
             const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
             if (Exit.isSuccess(exit)) return done()
@@ -185,10 +188,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             }
             return failure._tag === "Some" ? done() : Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
           })
-        ).pipe(
-          // The fiber is this request's own: set the annotation on it rather than in a scoped region.
-          (program) => Effect.zipRight(FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set("requestId", ctx.requestId as unknown)), program)
         )
+        return { program, requestId }
       }
 
       const editorInfo: RouteDef = {

@@ -19,15 +19,15 @@ import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../form
 import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { checkProviderUrl } from "../providers/urlPolicy.js"
+import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
 import { upstreamRequest } from "../upstream/executors.js"
-import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamHttp, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
 import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
 import { formatCost } from "../accounting/cost.js"
-import { ResponseCache } from "../accounting/ResponseCache.js"
+import { type CacheHit, ResponseCache } from "../accounting/ResponseCache.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
@@ -100,11 +100,21 @@ export interface InferenceShape {
       readonly forward?: Readonly<Record<string, string>>
       /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
       readonly headersTimeoutMs?: number
+      /** Read the answer whole before answering (a non-streamed call): see UpstreamRequest.readWhole. */
+      readonly readWhole?: boolean
     },
     clientFormat: WireFormat
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client. */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<InferenceError>
+}
+
+/** A response cache lookup: the request's key when it is cacheable, and a hit if there is one. */
+interface Lookup {
+  readonly key: string | undefined
+  readonly hit: CacheHit | undefined
+  readonly params?: string
+  readonly embedding?: Float32Array
 }
 
 /** At most this many upstream attempts per request, fallbacks included. */
@@ -209,9 +219,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       /** An upstream error answer, read: the client's rendering and the resilience layer's description. */
       const readFailure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) =>
-        readUpstreamBody(res.body, 1024 * 1024).pipe(
-          Effect.map((b) => b.toString("utf8")),
-          Effect.orElseSucceed(() => ""),
+        (res.bytes !== undefined || res.bodyError !== undefined
+          ? Effect.succeed(res.bytes?.toString("utf8") ?? "")
+          : readUpstreamBody(res.body, ERROR_BODY_MAX_BYTES).pipe(
+              Effect.map((b) => b.toString("utf8")),
+              Effect.orElseSucceed(() => "")
+            )
+        ).pipe(
           Effect.map((text) => {
             const parsed = tryJson(text)
             const decoded = upstream.decodeError(res.status, parsed, text)
@@ -227,18 +241,26 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const failure: InferenceShape["failure"] = (res, upstream, client) => Effect.map(readFailure(res, upstream, client), (r) => r.error)
 
+      const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
+        clientError(clientFormat, {
+          status: e.kind === "timeout" ? 504 : 502,
+          kind: e.kind === "timeout" ? "timeout" : "upstream",
+          message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
+          code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
+        })
+
       const send: InferenceShape["send"] = (target, format, body, options, clientFormat) =>
         Effect.suspend(() => {
           const { connection } = target
           if (connection.keyError) {
             return Effect.fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
           }
-          return Effect.flatMap(connections.urlPolicy, (policy) => {
+          const request = (policy: UrlPolicyFlags) => {
             const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
             if (!verdict.ok) {
               return Effect.fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" }))
             }
-            const request = upstreamRequest(connection, format, body, {
+            const prepared = upstreamRequest(connection, format, body, {
               model: target.model,
               stream: options.stream,
               userAgent: http.userAgent,
@@ -246,17 +268,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               ...(options.forward ? { forward: options.forward } : {})
             })
             const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-            return http.request({ ...request, headersTimeout }).pipe(
-              Effect.mapError((e) =>
-                clientError(clientFormat, {
-                  status: e.kind === "timeout" ? 504 : 502,
-                  kind: e.kind === "timeout" ? "timeout" : "upstream",
-                  message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
-                  code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
-                })
-              )
-            )
-          })
+            return Effect.mapError(http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}) }), transportError(clientFormat, connection))
+          }
+          // The flags are almost always fresh: no effect to read them.
+          const known = connections.peekUrlPolicy()
+          return known ? request(known) : Effect.flatMap(connections.urlPolicy, request)
         })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
@@ -299,7 +315,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
           // Probes after an exclusion (or through a half-open breaker) wait less for headers.
           const headersTimeoutMs = options.probe ? probeTimeoutMs(call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) : undefined
-          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
+          // A non-streamed call reads the answer in the same wait as its headers.
+          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, readWhole: !call.stream, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
             Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
           )
           if (res.status < 200 || res.status >= 300) {
@@ -310,12 +327,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const streamed = call.stream && !contentType.includes("application/json")
 
           if (!streamed) {
-            const text = (yield* readUpstreamBody(res.body).pipe(
-              Effect.mapError((e) => {
-                const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` })
-                return attemptFailed(error, { status: 502, kind: "cut", message: error.message })
-              })
-            )).toString("utf8")
+            const unreadable = (e: Error) => {
+              const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` })
+              return attemptFailed(error, { status: 502, kind: "cut", message: error.message })
+            }
+            if (res.bodyError) return yield* Effect.fail(unreadable(res.bodyError))
+            const text = (res.bytes ?? (yield* readUpstreamBody(res.body).pipe(Effect.mapError(unreadable)))).toString("utf8")
             const json = tryJson(text)
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
@@ -516,24 +533,27 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now })
 
       /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
-      const lookup = (call: InferenceCall) =>
-        Effect.suspend(() =>
-          // The usual case (streamed, or the cache off) answers without entering the lookup.
-          call.stream || flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED") === false ? Effect.succeed(undefined) : lookupCached(call)
-        )
+      const lookupCached = (call: InferenceCall): Effect.Effect<Lookup | undefined> => {
+        const on = flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED")
+        if (on === false) return Effect.succeed(undefined)
+        if (on === undefined) return Effect.flatMap(flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"), (on) => (on ? lookupKnown(call) : Effect.succeed(undefined)))
+        return lookupKnown(call)
+      }
 
-      const lookupCached = (call: InferenceCall) =>
-        Effect.gen(function* () {
-          const { ctx, format: client } = call
-          if (!(yield* flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"))) return undefined
-          if (String(header(ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return { key: undefined, hit: undefined }
-          let canonical: CanonicalRequest
-          try {
-            canonical = (call.decode ?? client.decodeRequest)(call.body)
-          } catch {
-            return { key: undefined, hit: undefined }
-          }
-          if (!cacheable(canonical)) return { key: undefined, hit: undefined }
+      const NOT_CACHEABLE: Effect.Effect<Lookup> = Effect.succeed({ key: undefined, hit: undefined })
+
+      /** The lookup with the cache on: most requests are not cacheable, and say so in one step. */
+      const lookupKnown = (call: InferenceCall): Effect.Effect<Lookup> => {
+        const { ctx, format: client } = call
+        if (String(header(ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return NOT_CACHEABLE
+        let canonical: CanonicalRequest
+        try {
+          canonical = (call.decode ?? client.decodeRequest)(call.body)
+        } catch {
+          return NOT_CACHEABLE
+        }
+        if (!cacheable(canonical)) return NOT_CACHEABLE
+        return Effect.gen(function* () {
           // Body fields outside the canonical form shape the answer too; the conversation itself
           // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
           const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
@@ -559,6 +579,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const similar = yield* cache.get(key, { format: client.id, model: call.model, params, embedding: vector.value })
           return { key, hit: similar, params, embedding: vector.value }
         })
+      }
 
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {
@@ -607,7 +628,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             if (wantsProgress && routed.stream && client.framing === "sse" && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
 
             // Response cache (non-streamed, deterministic requests only).
-            const cached = yield* lookup(routed)
+            // The usual case (streamed, or the cache off) does not enter the lookup.
+            const cached = routed.stream ? undefined : yield* lookupCached(routed)
             if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
             if (cached?.hit) {
               const hit = cached.hit

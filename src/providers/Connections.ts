@@ -80,6 +80,8 @@ export interface ConnectionsShape {
   /** `targets` answered from memory when the cached connections are known fresh, else undefined (use `targets`). */
   readonly peekTargets: (model: string) => Either.Either<ReadonlyArray<ResolvedTarget>, ModelNotFound> | undefined
   readonly urlPolicy: Effect.Effect<UrlPolicyFlags>
+  /** `urlPolicy` when the flags are known fresh, else undefined (use `urlPolicy`). */
+  readonly peekUrlPolicy: () => UrlPolicyFlags | undefined
 }
 
 interface Row {
@@ -263,11 +265,15 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         })
       )
 
-      const urlPolicy = Effect.suspend(() => {
+      const peekUrlPolicy = (): UrlPolicyFlags | undefined => {
         const guard = flags.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
         const allowLocal = flags.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
         const allowPrivate = flags.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
-        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? Effect.succeed({ guard, allowLocal, allowPrivate }) : urlPolicyRead
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? { guard, allowLocal, allowPrivate } : undefined
+      }
+      const urlPolicy = Effect.suspend(() => {
+        const known = peekUrlPolicy()
+        return known ? Effect.succeed(known) : urlPolicyRead
       })
       const urlPolicyRead = Effect.flatMap(flags.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), (guard) =>
         Effect.zipWith(flags.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), flags.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS"), (allowLocal, allowPrivate) => ({
@@ -478,7 +484,8 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         resolve,
         targets,
         peekTargets,
-        urlPolicy
+        urlPolicy,
+        peekUrlPolicy
       }
     })
   )

@@ -13,7 +13,14 @@ export interface UpstreamResponse {
   readonly status: number
   readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
   readonly body: UpstreamBody
+  /** With `readWhole`: the body, read (an error answer's cut at ERROR_BODY_MAX_BYTES). */
+  readonly bytes?: Buffer
+  /** With `readWhole`: reading the body failed after the headers came (`bytes` is then unset). */
+  readonly bodyError?: Error
 }
+
+/** How much of an error answer's body is kept. */
+export const ERROR_BODY_MAX_BYTES = 1024 * 1024
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
@@ -28,6 +35,11 @@ export interface UpstreamRequest {
   readonly body?: string | Buffer
   /** Time allowed until response headers arrive. */
   readonly headersTimeout?: Duration.DurationInput
+  /**
+   * Read the whole body before answering (a non-streamed call): one wait instead of two. The
+   * answer carries `bytes` (or `bodyError`); its `body` is consumed.
+   */
+  readonly readWhole?: boolean
 }
 
 export interface UpstreamHttpShape {
@@ -45,17 +57,22 @@ export interface UpstreamHttpShape {
  */
 export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY) =>
   Effect.async<Buffer, Error>((resume) => {
-    const chunks: Array<Buffer> = []
-    let size = 0
-    body.on("data", (chunk: Buffer) => {
-      if (size >= maxBytes) return
-      chunks.push(chunk)
-      size += chunk.length
-    })
-    body.once("end", () => resume(Effect.succeed(Buffer.concat(chunks, size).subarray(0, Math.min(size, maxBytes)))))
-    body.once("error", (e: Error) => resume(Effect.fail(e)))
+    collect(body, maxBytes, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)))
     return Effect.sync(() => body.destroy())
   })
+
+/** Collects a body whole (cut at `maxBytes`), then calls `done` once. */
+const collect = (body: UpstreamBody, maxBytes: number, done: (error: Error | undefined, bytes?: Buffer) => void) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  body.on("data", (chunk: Buffer) => {
+    if (size >= maxBytes) return
+    chunks.push(chunk)
+    size += chunk.length
+  })
+  body.once("end", () => done(undefined, Buffer.concat(chunks, size).subarray(0, Math.min(size, maxBytes))))
+  body.once("error", (e: Error) => done(e))
+}
 
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
 /** Longest silence allowed between two body chunks. */
@@ -128,6 +145,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
             // so a connect or TLS handshake that hangs would otherwise hold the caller until the
             // agent's connect timeout.
             let settled = false
+            let body: UpstreamBody | undefined
             const timer = Number.isFinite(ms)
               ? setTimeout(() => {
                   settled = true
@@ -143,15 +161,29 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
                   if (!err) data?.body?.destroy()
                   return
                 }
-                settled = true
-                if (err) resume(Effect.fail(classify(err)))
-                else resume(Effect.succeed({ status: data.statusCode, headers: data.headers, body: data.body }))
+                if (err) {
+                  settled = true
+                  return resume(Effect.fail(classify(err)))
+                }
+                const head = { status: data.statusCode, headers: data.headers, body: data.body }
+                if (!req.readWhole) {
+                  settled = true
+                  return resume(Effect.succeed(head))
+                }
+                body = data.body
+                const max = data.statusCode >= 200 && data.statusCode < 300 ? Number.POSITIVE_INFINITY : ERROR_BODY_MAX_BYTES
+                collect(data.body, max, (error, bytes) => {
+                  if (settled) return
+                  settled = true
+                  resume(Effect.succeed(error ? { ...head, bodyError: error } : { ...head, bytes: bytes! }))
+                })
               }
             )
             return Effect.sync(() => {
               settled = true
               clearTimeout(timer)
               abort.emit("abort")
+              body?.destroy()
             })
           })
       }
