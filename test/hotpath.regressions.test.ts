@@ -101,6 +101,7 @@ describe("a non-streamed answer read in the same wait as its headers", () => {
 describe("a client that leaves", () => {
   it("still gets its request's log line when the fiber is interrupted mid-stream", async () => {
     up.always({ content: "a b c d e f g h", chunks: 8, chunkDelayMs: 150 })
+    const abortedBefore = up.aborted
     const ctl = new AbortController()
     const res = await chat("up/m1", { stream: true }, ctl.signal)
     expect(res.status).toBe(200)
@@ -113,6 +114,9 @@ describe("a client that leaves", () => {
     while (!closed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
     expect(closed()).toBeDefined()
     expect(closed()!.annotations["requestId"]).toMatch(/^req_/)
+    // And the upstream stream was cut when the client left, not read to its end.
+    while (up.aborted === abortedBefore && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
+    expect(up.aborted).toBeGreaterThan(abortedBefore)
   })
 
   it("a non-streamed answer with one side of usage missing counts that side as 0, as a translated answer would", async () => {

@@ -7,6 +7,8 @@ import * as FiberRefs from "effect/FiberRefs"
 import * as HashMap from "effect/HashMap"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as RuntimeFlags from "effect/RuntimeFlags"
+import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as Schedule from "effect/Schedule"
 import * as http from "node:http"
 import type * as net from "node:net"
@@ -72,7 +74,9 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const fibers = yield* FiberSet.make<void, never>()
       // Management requests run on the platform's own fibers: counted, so shutdown waits for them too.
       let managementInFlight = 0
-      const run = yield* FiberSet.runtime(fibers)<never>()
+      // Request fibers run without Effect's built-in fiber metrics (a counter and a histogram
+      // updated per fiber, which nothing reads): one fiber per request.
+      const run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
 
       // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
       const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {

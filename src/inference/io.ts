@@ -68,6 +68,22 @@ export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<str
   return h
 }
 
+/**
+ * When the client goes away (its response closes), calls `abort`; answers a function that stops
+ * watching. The request path ties its waits on the upstream to this instead of to interruption.
+ */
+export const clientGone =
+  (ctx: RequestContext) =>
+  (abort: () => void): (() => void) => {
+    // Already gone (it left while this request was between two waits): at once.
+    if (ctx.res.closed) {
+      abort()
+      return () => {}
+    }
+    ctx.res.once("close", abort)
+    return () => ctx.res.off("close", abort)
+  }
+
 /** Reads the whole request body, refusing bodies over `limit` with 413. */
 export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES) =>
   Effect.async<Buffer, InferenceError>((resume) => {
@@ -111,7 +127,9 @@ export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES)
     req.on("data", onData)
     req.on("end", onEnd)
     req.on("error", onError)
-    return Effect.sync(cleanup)
+    // No canceler: the fiber is interrupted when the client goes away, and then the request
+    // (and these listeners with it) is gone too; a late event cannot resume an interrupted wait.
+    // Without one, the wait costs no interruptible region (it runs on every request).
   })
 
 const tooLarge = (limit: number) =>

@@ -44,7 +44,7 @@ import { type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failu
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
-import { committed, openProgress, type RequestContext, responseHeaders } from "./io.js"
+import { clientGone, committed, openProgress, type RequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { embed } from "./embeddings.js"
@@ -102,6 +102,8 @@ export interface InferenceShape {
       readonly headersTimeoutMs?: number
       /** Read the answer whole before answering (a non-streamed call): see UpstreamRequest.readWhole. */
       readonly readWhole?: boolean
+      /** Abort when the client goes away rather than on interruption: see UpstreamRequest.abortWhen. */
+      readonly abortWhen?: (abort: () => void) => () => void
     },
     clientFormat: WireFormat
   ) => Effect.Effect<UpstreamResponse, InferenceError>
@@ -268,7 +270,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               ...(options.forward ? { forward: options.forward } : {})
             })
             const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-            return Effect.mapError(http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}) }), transportError(clientFormat, connection))
+            return Effect.mapError(
+              http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}), ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}) }),
+              transportError(clientFormat, connection)
+            )
           }
           // The flags are almost always fresh: no effect to read them.
           const known = connections.peekUrlPolicy()
@@ -316,7 +321,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // Probes after an exclusion (or through a half-open breaker) wait less for headers.
           const headersTimeoutMs = options.probe ? probeTimeoutMs(call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) : undefined
           // A non-streamed call reads the answer in the same wait as its headers.
-          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, readWhole: !call.stream, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
+          // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
+          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, readWhole: !call.stream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
             Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
           )
           if (res.status < 200 || res.status >= 300) {

@@ -124,8 +124,8 @@ export interface StreamOutcome {
  * stalls before it has said anything is not committed (`failedBeforeOutput`) and the request
  * can still go to another target. A watchdog (a Schedule) ends a stream that sends no content
  * within `firstContentMs` or goes silent for `idleMs`; once output has started the client gets
- * its format's error event. Interruption (the client left) destroys the upstream body, which
- * aborts the upstream request.
+ * its format's error event. The client leaving (its response closing) destroys the upstream
+ * body, which aborts the upstream request.
  */
 export const relayStream = (
   ctx: RequestContext,
@@ -164,6 +164,7 @@ export const relayStream = (
         if (done) return
         done = true
         ctx.res.off("drain", onDrain)
+        ctx.res.off("close", onGone)
         body.destroy()
         const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
         if (!committed(ctx)) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
@@ -185,6 +186,7 @@ export const relayStream = (
       done = true
       unwatch()
       ctx.res.off("drain", onDrain)
+      ctx.res.off("close", onGone)
       if (error && !committed(ctx)) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
       if (!ctx.res.destroyed) {
@@ -222,12 +224,20 @@ export const relayStream = (
       finish(undefined, "")
     })
     body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}` }))
-    return Effect.sync(() => {
+    // The client went away (the request's fiber is being interrupted): the upstream body is
+    // destroyed, which aborts the upstream request. Tied to the response's close rather than
+    // returned as a canceler: no interruptible region per stream.
+    function onGone() {
+      if (done) return
       done = true
       unwatch()
       ctx.res.off("drain", onDrain)
       body.destroy()
-    })
+      resume(Effect.interrupt)
+    }
+    // It may have left already, between the upstream's headers and this relay.
+    if (ctx.res.closed) onGone()
+    else ctx.res.once("close", onGone)
   })
 }
 

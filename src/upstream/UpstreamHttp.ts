@@ -40,6 +40,13 @@ export interface UpstreamRequest {
    * answer carries `bytes` (or `bodyError`); its `body` is consumed.
    */
   readonly readWhole?: boolean
+  /**
+   * Ties the call to its caller some other way than interruption: `abortWhen(abort)` registers
+   * `abort` (called when the caller goes away) and answers an unregister function. The call then
+   * aborts through it, not through interruption, and costs no interruptible region. Only for a
+   * fiber that is interrupted exactly when that happens (a request's own fiber, by its client).
+   */
+  readonly abortWhen?: (abort: () => void) => () => void
 }
 
 export interface UpstreamHttpShape {
@@ -146,13 +153,34 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
             // agent's connect timeout.
             let settled = false
             let body: UpstreamBody | undefined
+            const cancel = () => {
+              settled = true
+              clearTimeout(timer)
+              abort.emit("abort")
+              body?.destroy()
+            }
+            // Settled (answered, failed, timed out): stop watching the caller.
+            let unwatch: (() => void) | undefined
+            const settle = () => {
+              settled = true
+              unwatch?.()
+            }
             const timer = Number.isFinite(ms)
               ? setTimeout(() => {
-                  settled = true
+                  settle()
                   abort.emit("abort")
                   resume(Effect.fail(new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })))
                 }, Math.max(0, ms))
               : undefined
+            if (req.abortWhen) {
+              unwatch = req.abortWhen(() => {
+                if (settled) return
+                cancel()
+                // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
+                resume(Effect.interrupt)
+              })
+              if (settled) return
+            }
             agent.request(
               { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort },
               (err, data) => {
@@ -162,29 +190,24 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
                   return
                 }
                 if (err) {
-                  settled = true
+                  settle()
                   return resume(Effect.fail(classify(err)))
                 }
                 const head = { status: data.statusCode, headers: data.headers, body: data.body }
                 if (!req.readWhole) {
-                  settled = true
+                  settle()
                   return resume(Effect.succeed(head))
                 }
                 body = data.body
                 const max = data.statusCode >= 200 && data.statusCode < 300 ? Number.POSITIVE_INFINITY : ERROR_BODY_MAX_BYTES
                 collect(data.body, max, (error, bytes) => {
                   if (settled) return
-                  settled = true
+                  settle()
                   resume(Effect.succeed(error ? { ...head, bodyError: error } : { ...head, bytes: bytes! }))
                 })
               }
             )
-            return Effect.sync(() => {
-              settled = true
-              clearTimeout(timer)
-              abort.emit("abort")
-              body?.destroy()
-            })
+            return req.abortWhen ? undefined : Effect.sync(cancel)
           })
       }
     })
