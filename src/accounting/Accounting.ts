@@ -47,6 +47,8 @@ export interface AccountingShape {
    * no query unless the database changed, checked at most once a second. Run once per request.
    */
   readonly prepare: Effect.Effect<void>
+  /** Whether `prepare` would do nothing now (the database is the one last refreshed): the request path skips it. */
+  readonly prepared: () => boolean
   /**
    * The key's budget before a request: a spent window refuses it. Requests of the key still in
    * flight count with their expected cost (the key's recent average), so a parallel burst cannot
@@ -166,14 +168,18 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
 
       // Prices, budgets and limits change under this process only when another one commits: with
       // the database version unchanged since the last full refresh, a request's check is one step.
-      let prepared: number | undefined
+      let refreshedAt: number | undefined
       const refreshAll = Effect.zipRight(pricing.refresh, Effect.zipRight(budgets.refresh, limits.refresh))
-      const prepare = Effect.suspend(() => {
-        if (Option.isNone(version)) return refreshAll
+      const prepared = () => {
+        if (Option.isNone(version)) return false
         const known = version.value.peek()
-        if (known !== undefined && known === prepared) return Effect.void
+        return known !== undefined && known === refreshedAt
+      }
+      const prepare = Effect.suspend(() => {
+        if (prepared()) return Effect.void
+        if (Option.isNone(version)) return refreshAll
         return Effect.tap(refreshAll, () => {
-          prepared = version.value.peek()
+          refreshedAt = version.value.peek()
         })
       })
 
@@ -189,6 +195,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             return costUsd
           }),
         prepare,
+        prepared,
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
         tokenLimit: (apiKeyId, target, now, own) =>

@@ -133,9 +133,9 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         const serve = handle.pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
         // Without an idempotency key (the usual request) a failure is answered by the exit handler below.
-        const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handle : idempotent(clientKey))
+        const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey))
         const body = route.public
-          ? Effect.suspend(serveIt)
+          ? handle
           : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => {
               ctx.apiKeyId = id
               return serveIt()

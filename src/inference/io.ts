@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as http from "node:http"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
@@ -140,20 +141,30 @@ const tooLarge = (limit: number) =>
     message: `request body exceeds ${Math.round(limit / 1024 / 1024)} MiB`
   })
 
+/** A JSON object body, or a 400 that says what was wrong. */
+const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, InferenceError> => {
+  if (buf.length === 0) return Either.left(badRequest("request body is empty; expected a JSON object"))
+  let value: unknown
+  try {
+    value = JSON.parse(buf.toString("utf8"))
+  } catch (e) {
+    return Either.left(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return Either.left(badRequest("request body must be a JSON object"))
+  }
+  return Either.right(value as Record<string, unknown>)
+}
+
 /** Parses a JSON object body; anything else is a 400 that says what was wrong. */
-export const readJsonObject = (ctx: RequestContext) =>
-  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf) => {
-    if (buf.length === 0) return Effect.fail(badRequest("request body is empty; expected a JSON object"))
-    let value: unknown
-    try {
-      value = JSON.parse(buf.toString("utf8"))
-    } catch (e) {
-      return Effect.fail(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
-    }
-    if (typeof value !== "object" || value === null || Array.isArray(value)) {
-      return Effect.fail(badRequest("request body must be a JSON object"))
-    }
-    return Effect.succeed(value as Record<string, unknown>)
+export const readJsonObject = (ctx: RequestContext): Effect.Effect<Record<string, unknown>, InferenceError> =>
+  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), parseJsonObject)
+
+/** `readJsonObject`, then `handle` with the body, in one step after the read (the request path). */
+export const withJsonObject = <E>(ctx: RequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<void, E>): Effect.Effect<void, E | InferenceError> =>
+  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf): Effect.Effect<void, E | InferenceError> => {
+    const body = parseJsonObject(buf)
+    return Either.isLeft(body) ? Effect.fail(body.left) : handle(body.right)
   })
 
 export const sendJson = (

@@ -201,16 +201,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         )
       }
 
-      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; body?: Record<string, unknown> } = {}) => {
+      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; body?: Record<string, unknown> } = {}): Effect.Effect<RoutePlan, InferenceError> => {
         const ctx = input.ctx
         const sessionId = ctx ? explicitSession(ctx.req, input.body) : undefined
-        return router
-          .plan(model, {
-            features: input.features ?? (() => NO_FEATURES(sessionId)),
-            ...(ctx ? { mode: header(ctx, "x-gateway-mode"), budget: header(ctx, "x-gateway-budget") } : {}),
-            ...(sessionId ? { sessionId } : {})
-          })
-          .pipe(Effect.mapError(routeError(format)))
+        const planInput = {
+          features: input.features ?? (() => NO_FEATURES(sessionId)),
+          ...(ctx ? { mode: header(ctx, "x-gateway-mode"), budget: header(ctx, "x-gateway-budget") } : {}),
+          ...(sessionId ? { sessionId } : {})
+        }
+        const known = router.peekPlan(model, planInput)
+        if (known !== undefined) return Either.mapLeft(known, routeError(format))
+        return Effect.mapError(router.plan(model, planInput), routeError(format))
       }
 
       const resolve: InferenceShape["resolve"] = (model, format) =>
@@ -251,34 +252,44 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
         })
 
-      const send: InferenceShape["send"] = (target, format, body, options, clientFormat) =>
-        Effect.suspend(() => {
-          const { connection } = target
-          if (connection.keyError) {
-            return Effect.fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
+      /** `send`, with its failures mapped by `fail` in the same step (the attempt's own error type). */
+      const sendAs = <E>(
+        target: ResolvedTarget,
+        format: FormatId,
+        body: Record<string, unknown>,
+        options: Parameters<InferenceShape["send"]>[3],
+        clientFormat: WireFormat,
+        fail: (e: InferenceError) => E
+      ): Effect.Effect<UpstreamResponse, E> => {
+        const { connection } = target
+        if (connection.keyError) {
+          return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
+        }
+        const request = (policy: UrlPolicyFlags) => {
+          const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
+          if (!verdict.ok) {
+            return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
           }
-          const request = (policy: UrlPolicyFlags) => {
-            const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
-            if (!verdict.ok) {
-              return Effect.fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" }))
-            }
-            const prepared = upstreamRequest(connection, format, body, {
-              model: target.model,
-              stream: options.stream,
-              userAgent: http.userAgent,
-              ...(options.op ? { op: options.op } : {}),
-              ...(options.forward ? { forward: options.forward } : {})
-            })
-            const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-            return Effect.mapError(
-              http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}), ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}) }),
-              transportError(clientFormat, connection)
-            )
-          }
-          // The flags are almost always fresh: no effect to read them.
-          const known = connections.peekUrlPolicy()
-          return known ? request(known) : Effect.flatMap(connections.urlPolicy, request)
-        })
+          const prepared = upstreamRequest(connection, format, body, {
+            model: target.model,
+            stream: options.stream,
+            userAgent: http.userAgent,
+            ...(options.op ? { op: options.op } : {}),
+            ...(options.forward ? { forward: options.forward } : {})
+          })
+          const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+          const toClient = transportError(clientFormat, connection)
+          return Effect.mapError(
+            http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}), ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}) }),
+            (e) => fail(toClient(e))
+          )
+        }
+        // The flags are almost always fresh: no effect to read them.
+        const known = connections.peekUrlPolicy()
+        return known ? request(known) : Effect.flatMap(connections.urlPolicy, request)
+      }
+
+      const send: InferenceShape["send"] = (target, format, body, options, clientFormat) => Effect.suspend(() => sendAs(target, format, body, options, clientFormat, (e) => e))
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
@@ -322,8 +333,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const headersTimeoutMs = options.probe ? probeTimeoutMs(call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) : undefined
           // A non-streamed call reads the answer in the same wait as its headers.
           // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
-          const res = yield* send(target, upstream.id, body, { stream: call.stream, forward, readWhole: !call.stream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client).pipe(
-            Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+          const res = yield* sendAs(
+            target,
+            upstream.id,
+            body,
+            { stream: call.stream, forward, readWhole: !call.stream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
+            client,
+            (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")
           )
           if (res.status < 200 || res.status >= 300) {
             const { error, info } = yield* readFailure(res, upstream, client)
@@ -698,64 +714,63 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
           })
 
-          return Effect.zipRight(
-            accounting.prepare,
-            serve.pipe(
-              Effect.ensuring(
-                Effect.suspend(() => {
-                  const { tried, outcome } = track
-                  const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
-                  const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
-                  const status = outcome.status || 499
-                  const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                  const row = usage.record({
-                      requestId: ctx.requestId,
-                      apiKeyId: ctx.apiKeyId,
-                      connectionId: tried?.connection.id ?? null,
-                      provider,
-                      model: tried?.model ?? track.model,
-                      endpoint: call.endpoint,
-                      stream: call.stream,
-                      status,
-                      usage: {
-                        input: outcome.usage?.inputTokens ?? null,
-                        output: outcome.usage?.outputTokens ?? null,
-                        cached: outcome.usage?.cachedInputTokens ?? null,
-                        reasoning: outcome.usage?.reasoningTokens ?? null,
-                        cacheWrite: outcome.usage?.cacheCreationTokens ?? null
-                      },
-                      latencyMs: Date.now() - ctx.startedAt,
-                      ttftMs: outcome.ttftMs,
-                      error,
-                      costUsd,
-                      fallbackAttempts: track.fallbacks,
-                      cacheHit: track.cacheHit,
-                      requestedModel: call.model
-                    })
-                  // Settling is synchronous; the hold is released whatever happens, and the row still goes.
-                  try {
-                    accounting.settle({
-                      requestId: ctx.requestId,
-                      apiKeyId: ctx.apiKeyId,
-                      provider,
-                      model: tried?.model ?? null,
-                      requestedModel: call.model,
-                      connection: tried?.connection.name ?? null,
-                      status,
-                      usage: track.cacheHit ? undefined : outcome.usage,
-                      costUsd,
-                      error
-                    })
-                  } catch (e) {
-                    return Effect.zipRight(row, Effect.die(e))
-                  } finally {
-                    track.hold?.release()
-                  }
-                  return row
+          // One usage row per request, whatever happened (a client that left included).
+          const recorded = serve.pipe(
+            Effect.ensuring(
+              Effect.suspend(() => {
+                const { tried, outcome } = track
+                const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
+                const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
+                const status = outcome.status || 499
+                const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
+                const row = usage.record({
+                  requestId: ctx.requestId,
+                  apiKeyId: ctx.apiKeyId,
+                  connectionId: tried?.connection.id ?? null,
+                  provider,
+                  model: tried?.model ?? track.model,
+                  endpoint: call.endpoint,
+                  stream: call.stream,
+                  status,
+                  usage: {
+                    input: outcome.usage?.inputTokens ?? null,
+                    output: outcome.usage?.outputTokens ?? null,
+                    cached: outcome.usage?.cachedInputTokens ?? null,
+                    reasoning: outcome.usage?.reasoningTokens ?? null,
+                    cacheWrite: outcome.usage?.cacheCreationTokens ?? null
+                  },
+                  latencyMs: Date.now() - ctx.startedAt,
+                  ttftMs: outcome.ttftMs,
+                  error,
+                  costUsd,
+                  fallbackAttempts: track.fallbacks,
+                  cacheHit: track.cacheHit,
+                  requestedModel: call.model
                 })
-              )
+                // Settling is synchronous; the hold is released whatever happens, and the row still goes.
+                try {
+                  accounting.settle({
+                    requestId: ctx.requestId,
+                    apiKeyId: ctx.apiKeyId,
+                    provider,
+                    model: tried?.model ?? null,
+                    requestedModel: call.model,
+                    connection: tried?.connection.name ?? null,
+                    status,
+                    usage: track.cacheHit ? undefined : outcome.usage,
+                    costUsd,
+                    error
+                  })
+                } catch (e) {
+                  return Effect.zipRight(row, Effect.die(e))
+                } finally {
+                  track.hold?.release()
+                }
+                return row
+              })
             )
           )
+          return accounting.prepared() ? recorded : Effect.zipRight(accounting.prepare, recorded)
         })
 
       const self: InferenceShape = { run, resolve, send, failure }

@@ -53,6 +53,11 @@ export interface AutoDescription {
 
 export interface RouterShape {
   readonly plan: (model: string, input: PlanInput) => Effect.Effect<RoutePlan, RouteError>
+  /**
+   * The plan when it is built from memory alone (a direct route with fresh caches, the usual
+   * request), else undefined (use `plan`).
+   */
+  readonly peekPlan: (model: string, input: PlanInput) => Either.Either<RoutePlan, RouteError> | undefined
   /** The candidate that answered (lkgp, relay legs, sticky sessions, combo.switched). */
   readonly served: (plan: RoutePlan, c: Candidate) => Effect.Effect<void>
   /** A candidate's attempt failed (a self-healing probe that failed excludes it again). */
@@ -348,17 +353,17 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
 
       /**
        * The usual request names `<provider>/<model>` (or a bare id that is no combo) and the
-       * connections and combos in memory are fresh: its plan is built in one step.
+       * connections and combos in memory are fresh: its plan is built without an effect.
        */
-      const peekDirect = (model: string, input: PlanInput): Effect.Effect<RoutePlan, RouteError> | undefined => {
+      const peekPlan: RouterShape["peekPlan"] = (model, input) => {
         if (isAutoId(model) || QUOTA_SHARE.test(model)) return undefined
         if (!model.includes("/") && combos.peekByName(model) !== null) return undefined
         const targets = connections.peekTargets(model)
         if (targets === undefined) return undefined
-        return Either.isLeft(targets) ? Effect.fail(notFound(targets.left.message)) : Effect.succeed(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
+        return Either.isLeft(targets) ? Either.left(notFound(targets.left.message)) : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
       }
 
-      const plan: RouterShape["plan"] = (model, input) => peekDirect(model, input) ?? planned(model, input)
+      const plan: RouterShape["plan"] = (model, input) => peekPlan(model, input) ?? planned(model, input)
 
       const planned = (model: string, input: PlanInput) =>
         Effect.gen(function* () {
@@ -446,7 +451,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const failed: RouterShape["failed"] = (p, c) =>
         p.probes.has(c.key) ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now))) : Effect.void
 
-      return { plan, served, failed, describeAuto, virtualModels }
+      return { plan, peekPlan, served, failed, describeAuto, virtualModels }
     })
   )
 }

@@ -13,7 +13,7 @@ import type { VirtualModel } from "../../routing/Router.js"
 import type { AccountingShape } from "../../accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
-import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { type RequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceShape } from "../pipeline.js"
 import type { ResponseStore } from "../responseStore.js"
 import type { RouteDef } from "./types.js"
@@ -32,38 +32,42 @@ export interface RouteDeps {
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
 }
 
-const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) =>
-  Effect.try({
-    try: f,
-    catch: (e) =>
-      clientError(format, {
-        status: 400,
-        kind: "invalid_request",
-        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
-        param: e instanceof RequestDecodeError ? e.param : null
-      })
+const decodeFailure = (e: unknown, format: typeof openAiChat) =>
+  clientError(format, {
+    status: 400,
+    kind: "invalid_request",
+    message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
+    param: e instanceof RequestDecodeError ? e.param : null
   })
+
+const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) => Effect.try({ try: f, catch: (e) => decodeFailure(e, format) })
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
 const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
   new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
 
 /** `POST /v1/chat/completions`. */
-export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.flatMap(decodeOrFail(() => openAiChat.decodeRequest(body), openAiChat), (canonical) => {
-    const { model, noThinking } = splitNoThinking(canonical.model)
-    return deps.inference.run({
-      ctx,
-      format: openAiChat,
-      body,
-      model,
-      stream: canonical.stream,
-      endpoint: "chat.completions",
-      decode: () => canonical,
-      noThinking,
-      encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
-    })
+export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) => {
+  // Called once the body is read (inside that step): decoding needs no step of its own.
+  let canonical: CanonicalRequest
+  try {
+    canonical = openAiChat.decodeRequest(body)
+  } catch (e) {
+    return Effect.fail(decodeFailure(e, openAiChat))
+  }
+  const { model, noThinking } = splitNoThinking(canonical.model)
+  return deps.inference.run({
+    ctx,
+    format: openAiChat,
+    body,
+    model,
+    stream: canonical.stream,
+    endpoint: "chat.completions",
+    decode: () => canonical,
+    noThinking,
+    encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
   })
+}
 
 // ---------------------------------------------------------------- legacy completions
 
@@ -200,7 +204,7 @@ export const retrieveModel = (deps: RouteDeps) => (ctx: RequestContext, params: 
 
 export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
   const withBody = (h: (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: RequestContext) =>
-    Effect.flatMap(readJsonObject(ctx), (body) => h(ctx, body))
+    withJsonObject(ctx, (body) => h(ctx, body))
   return [
     { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)) },
     { method: "POST", path: "/v1/completions", format: openAiChat, handle: withBody(completions(deps)) },
