@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { makeStreamWatchdog, StreamStalled, type StreamProgress } from "../src/inference/stream.js"
 import { DEFAULT_STREAM_TIMEOUTS } from "../src/inference/timeouts.js"
+import { UpstreamHttp } from "../src/upstream/UpstreamHttp.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -32,9 +33,17 @@ beforeAll(async () => {
     let head = ""
     s.on("data", (d) => {
       head += d.toString("latin1")
-      const mode = /"model":"(cut|hang)"/.exec(head)?.[1]
+      const mode = /"model":"(cut|hang|stream)"/.exec(head)?.[1]
       if (!mode || !head.includes("\r\n\r\n")) return
       head = ""
+      if (mode === "stream") {
+        // Headers and one event of a stream, then nothing: only the gateway can end it.
+        s.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n')
+        const event = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+        s.write(`${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`)
+        s.once("close", () => rawClosed.push(mode))
+        return
+      }
       s.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{"id":"chatcmpl-1","object":"chat.')
       if (mode === "cut") setTimeout(() => s.destroy(), 20)
       else s.once("close", () => rawClosed.push(mode))
@@ -95,6 +104,42 @@ describe("a non-streamed answer read in the same wait as its headers", () => {
     await pending
     while (!rawClosed.includes("hang") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25))
     expect(rawClosed).toContain("hang")
+  })
+})
+
+describe("an upstream call tied to its caller (abortWhen)", () => {
+  it("a streamed answer handed over but not yet read is destroyed when the caller goes away", async () => {
+    const port = (raw.address() as net.AddressInfo).port
+    let goAway: (() => void) | undefined
+    let unwatched = false
+    const status = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const http = yield* UpstreamHttp
+          const res = yield* http.request({
+            url: `http://127.0.0.1:${port}/v1/chat/completions`,
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "stream", stream: true }),
+            abortWhen: (abort) => {
+              goAway = abort
+              return () => {
+                unwatched = true
+              }
+            }
+          })
+          // The headers are here; nobody has started reading the body when the caller leaves.
+          goAway!()
+          const deadline = Date.now() + 3000
+          while (!rawClosed.includes("stream") && Date.now() < deadline) yield* Effect.sleep("25 millis")
+          return res.status
+        }).pipe(Effect.provide(UpstreamHttp.layer))
+      )
+    )
+    expect(status).toBe(200)
+    expect(rawClosed).toContain("stream")
+    // Once the body is gone the caller is no longer watched.
+    expect(unwatched).toBe(true)
   })
 })
 

@@ -178,8 +178,10 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const prepare = Effect.suspend(() => {
         if (prepared()) return Effect.void
         if (Option.isNone(version)) return refreshAll
+        // The version known before the refresh: a commit seen while it ran is picked up next time.
+        const before = version.value.peek()
         return Effect.tap(refreshAll, () => {
-          refreshedAt = version.value.peek()
+          refreshedAt = before
         })
       })
 

@@ -747,26 +747,26 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                   cacheHit: track.cacheHit,
                   requestedModel: call.model
                 })
-                // Settling is synchronous; the hold is released whatever happens, and the row still goes.
-                try {
-                  accounting.settle({
-                    requestId: ctx.requestId,
-                    apiKeyId: ctx.apiKeyId,
-                    provider,
-                    model: tried?.model ?? null,
-                    requestedModel: call.model,
-                    connection: tried?.connection.name ?? null,
-                    status,
-                    usage: track.cacheHit ? undefined : outcome.usage,
-                    costUsd,
-                    error
-                  })
-                } catch (e) {
-                  return Effect.zipRight(row, Effect.die(e))
-                } finally {
-                  track.hold?.release()
-                }
-                return row
+                // The row first, then the (synchronous) settlement and its events; the hold is released whatever happened.
+                return Effect.flatMap(Effect.exit(row), (written) => {
+                  try {
+                    accounting.settle({
+                      requestId: ctx.requestId,
+                      apiKeyId: ctx.apiKeyId,
+                      provider,
+                      model: tried?.model ?? null,
+                      requestedModel: call.model,
+                      connection: tried?.connection.name ?? null,
+                      status,
+                      usage: track.cacheHit ? undefined : outcome.usage,
+                      costUsd,
+                      error
+                    })
+                  } finally {
+                    track.hold?.release()
+                  }
+                  return written
+                })
               })
             )
           )

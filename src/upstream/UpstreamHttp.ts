@@ -45,6 +45,7 @@ export interface UpstreamRequest {
    * `abort` (called when the caller goes away) and answers an unregister function. The call then
    * aborts through it, not through interruption, and costs no interruptible region. Only for a
    * fiber that is interrupted exactly when that happens (a request's own fiber, by its client).
+   * A streamed answer's body stays covered until it is read to its end or destroyed.
    */
   readonly abortWhen?: (abort: () => void) => () => void
 }
@@ -174,10 +175,14 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
               : undefined
             if (req.abortWhen) {
               unwatch = req.abortWhen(() => {
-                if (settled) return
-                cancel()
-                // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
-                resume(Effect.interrupt)
+                if (!settled) {
+                  cancel()
+                  // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
+                  return resume(Effect.interrupt)
+                }
+                // A streamed answer handed over but perhaps not yet taken up by its reader (the
+                // fiber may be interrupted before it starts reading): destroying it aborts the call.
+                if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
               })
               if (settled) return
             }
@@ -194,11 +199,13 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
                   return resume(Effect.fail(classify(err)))
                 }
                 const head = { status: data.statusCode, headers: data.headers, body: data.body }
+                body = data.body
                 if (!req.readWhole) {
-                  settle()
+                  // Watching the caller goes on until the body is done with (read or destroyed).
+                  settled = true
+                  if (unwatch) data.body.once("close", unwatch)
                   return resume(Effect.succeed(head))
                 }
-                body = data.body
                 const max = data.statusCode >= 200 && data.statusCode < 300 ? Number.POSITIVE_INFINITY : ERROR_BODY_MAX_BYTES
                 collect(data.body, max, (error, bytes) => {
                   if (settled) return
