@@ -323,7 +323,14 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       round[name] ??= {}
       const before = cpuSnapshot()
       const res = await safe(`round ${r} ${label} ${name}`, () => fn(t(name), name))
-      res.foreignCpu = r2(foreignSince(before))
+      const after = cpuSnapshot()
+      res.foreignCpu = r2(foreignSince(before, after))
+      // The target's own CPU time over the run: per request, it does not drift with the
+      // machine's speed the way req/s does (this is a process's CPU seconds, from /proc).
+      const pid = t(name).pid
+      const cpuBefore = before.per.get(pid)
+      const cpuAfter = after.per.get(pid)
+      if (cpuBefore != null && cpuAfter != null) res.cpuS = cpuAfter - cpuBefore
       noteForeign(res.foreignCpu)
       round[name][label] = res
       await sleep(100)
@@ -572,6 +579,8 @@ const single = (byTarget, f = (v) => v) => {
   for (const [k, v] of Object.entries(byTarget)) if (flags.targets.includes(k) && v != null && f(v) != null) out[k] = acrossRounds([f(v)])
   return out
 }
+/** The target's CPU µs per answered request of a throughput run, when its CPU time was read. */
+const cpuPer = (run) => (run?.ok > 0 && typeof run.cpuS === "number" ? (1e6 * run.cpuS) / run.ok : null)
 const val = (o, k) => (o && typeof o[k] === "number" && Number.isFinite(o[k]) ? o[k] : null)
 
 const M = {
@@ -585,6 +594,8 @@ const M = {
   "sse.gap.p99": metric((x) => val(x.sse, "gapP99")),
   "sse.gap.p99.added": added((x) => val(x.sse, "gapP99")),
   "sse.burst.c32": metric((x) => (x.burst?.ok ? x.burst.rps : null)),
+  "throughput.c32_1k.cpuUs": metric((x) => cpuPer(x.c32_1k)),
+  "sse.burst.c32.cpuUs": metric((x) => cpuPer(x.burst)),
   "streams.rssPer1000MB": single(streams, (s) => mb(s.rssPer1000StreamsBytes)),
   "streams.maxGapMs": single(streams, (s) => s.maxGapMs),
   "rss.idleMB": single(rssIdle, mb),
@@ -661,12 +672,14 @@ const rows = [
     target: "≥ 0.5× floor, ≥ 5× peer",
     pass: check[`throughput.${label}`]
   })),
+  { label: "CPU µs per request, c=32, JSON 1 KB (the target process's own; lower is better)", values: M["throughput.c32_1k.cpuUs"], ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"]) },
   { section: "Streaming (SSE)" },
   { label: "TTFT p50, paced (ms)", values: M["sse.ttft.p50"], ratios: gatewayRatios(M["sse.ttft.p50"]) },
   { label: "added TTFT p50 (ms)", values: M["sse.ttft.p50.added"], ratios: gatewayRatios(M["sse.ttft.p50.added"], M["sse.ttft.p50.added"], { added: true }), target: "≤ 1 ms", pass: check.addedTtft },
   { label: "p99 inter-chunk gap, paced 20 ms (ms)", values: M["sse.gap.p99"], ratios: gatewayRatios(M["sse.gap.p99"]) },
   { label: "added p99 gap (ms)", values: M["sse.gap.p99.added"], ratios: gatewayRatios(M["sse.gap.p99.added"], M["sse.gap.p99.added"], { added: true }) },
   { label: "streams/s, c=32, burst", values: M["sse.burst.c32"], ratios: gatewayRatios(M["sse.burst.c32"]), target: "≥ 0.7× floor", pass: check.sseThroughput },
+  { label: "CPU µs per burst stream, c=32 (the target process's own; lower is better)", values: M["sse.burst.c32.cpuUs"], ratios: gatewayRatios(M["sse.burst.c32.cpuUs"]) },
   { section: `${MODE.streams} concurrent paced streams` },
   {
     label: `complete / stalled (gap > ${GAP_LIMIT_MS} ms) / max gap`,
