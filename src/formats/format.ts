@@ -20,6 +20,29 @@ export const listField = (body: Readonly<Record<string, unknown>>, key: string):
 }
 
 /** Turns upstream stream frames into canonical events, incrementally. */
+/**
+ * For decoders of formats that stream flat deltas (chat completions, Gemini, Ollama): the
+ * canonical blocks are made sequential, one open at a time, numbered in order.
+ */
+export abstract class SequentialBlocks {
+  protected open: { kind: "text" | "reasoning" | "tool"; index: number; toolIndex?: number } | undefined
+  protected next = 0
+
+  /** Opens a text or reasoning block unless one of that kind is open (closing another first). */
+  protected ensure(kind: "text" | "reasoning", out: Array<StreamEvent>) {
+    if (this.open?.kind === kind) return
+    this.close(out)
+    const index = this.next++
+    this.open = { kind, index }
+    out.push({ type: "block_start", index, block: { type: kind } })
+  }
+
+  protected close(out: Array<StreamEvent>) {
+    if (this.open) out.push({ type: "block_stop", index: this.open.index })
+    this.open = undefined
+  }
+}
+
 export interface StreamDecoder {
   push(frame: Frame): ReadonlyArray<StreamEvent>
   /** The upstream ended the stream: close what is open and finish. */

@@ -16,7 +16,7 @@ import {
 } from "./canonical.js"
 import { arr, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { type StreamDecoder, type StreamEncoder } from "./format.js"
+import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 
 /**
@@ -221,10 +221,8 @@ export const decodeError = (status: number, body: unknown, text: string): Canoni
 // ---------------------------------------------------------------- streams
 
 /** Gemini stream chunks (whole GenerateContentResponse objects) → canonical events. */
-export class GeminiStreamDecoder implements StreamDecoder {
+export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
-  private open: { kind: "text" | "reasoning"; index: number } | undefined
-  private next = 0
   private finish: string | undefined
   private blocked = false
   private sawTools = false
@@ -292,18 +290,6 @@ export class GeminiStreamDecoder implements StreamDecoder {
     return out
   }
 
-  private ensure(kind: "text" | "reasoning", out: Array<StreamEvent>) {
-    if (this.open?.kind === kind) return
-    this.close(out)
-    const index = this.next++
-    this.open = { kind, index }
-    out.push({ type: "block_start", index, block: { type: kind } })
-  }
-
-  private close(out: Array<StreamEvent>) {
-    if (this.open) out.push({ type: "block_stop", index: this.open.index })
-    this.open = undefined
-  }
 }
 
 /** Canonical events → Gemini stream chunks (`data:` lines, alt=sse). Tool calls go out whole. */

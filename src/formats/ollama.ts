@@ -19,7 +19,7 @@ import {
 } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { listField, RequestDecodeError, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { listField, RequestDecodeError, SequentialBlocks, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { ndjsonLine } from "./frames.js"
 
 // ---------------------------------------------------------------- requests
@@ -283,10 +283,8 @@ const decodeError = (status: number, body: unknown, text: string): CanonicalErro
 // ---------------------------------------------------------------- streams
 
 /** NDJSON chunks → canonical events. Tool calls arrive whole. */
-class OllamaStreamDecoder implements StreamDecoder {
+class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
-  private open: { kind: "text" | "reasoning"; index: number } | undefined
-  private next = 0
   private sawTools = false
   private done = false
 
@@ -340,18 +338,6 @@ class OllamaStreamDecoder implements StreamDecoder {
     return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line" } }]
   }
 
-  private ensure(kind: "text" | "reasoning", out: Array<StreamEvent>) {
-    if (this.open?.kind === kind) return
-    this.close(out)
-    const index = this.next++
-    this.open = { kind, index }
-    out.push({ type: "block_start", index, block: { type: kind } })
-  }
-
-  private close(out: Array<StreamEvent>) {
-    if (this.open) out.push({ type: "block_stop", index: this.open.index })
-    this.open = undefined
-  }
 }
 
 /** Canonical events → NDJSON lines; `generate` mode writes `response` instead of `message`. */

@@ -16,7 +16,7 @@ import {
 } from "./canonical.js"
 import { arr, customToolInput, idWithSignature, nowSeconds, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
-import { type StreamDecoder, type StreamEncoder } from "./format.js"
+import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 
 // ---------------------------------------------------------------- responses
@@ -38,14 +38,15 @@ export const STOP_TO: Record<StopReason, string> = {
   refusal: "content_filter"
 }
 
-export const usageFromOpenAi = (u: unknown): Partial<Usage> | undefined => {
+/** An OpenAI usage object, read with one API's field names (chat completions' or Responses'). */
+export const openAiUsage = (u: unknown, fields: { readonly input: string; readonly output: string }): Partial<Usage> | undefined => {
   const usage = obj(u)
   if (!usage) return undefined
-  const input = num(usage["prompt_tokens"])
-  const output = num(usage["completion_tokens"])
+  const input = num(usage[fields.input])
+  const output = num(usage[fields.output])
   if (input === undefined && output === undefined) return undefined
-  const cached = num(obj(usage["prompt_tokens_details"])?.["cached_tokens"])
-  const reasoning = num(obj(usage["completion_tokens_details"])?.["reasoning_tokens"])
+  const cached = num(obj(usage[`${fields.input}_details`])?.["cached_tokens"])
+  const reasoning = num(obj(usage[`${fields.output}_details`])?.["reasoning_tokens"])
   return {
     ...(input !== undefined ? { inputTokens: input } : {}),
     ...(output !== undefined ? { outputTokens: output } : {}),
@@ -53,6 +54,9 @@ export const usageFromOpenAi = (u: unknown): Partial<Usage> | undefined => {
     ...(reasoning ? { reasoningTokens: reasoning } : {})
   }
 }
+
+const CHAT_USAGE = { input: "prompt_tokens", output: "completion_tokens" } as const
+export const usageFromOpenAi = (u: unknown): Partial<Usage> | undefined => openAiUsage(u, CHAT_USAGE)
 
 export const usageToOpenAi = (u: Usage | undefined) =>
   u === undefined
@@ -180,10 +184,8 @@ export const decodeOpenAiError = (status: number, body: unknown, text: string): 
 // ---------------------------------------------------------------- streams
 
 /** OpenAI chat chunks → canonical events. Blocks are made sequential (one open at a time). */
-export class ChatStreamDecoder implements StreamDecoder {
+export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
-  private open: { kind: "text" | "reasoning" | "tool"; index: number; toolIndex?: number } | undefined
-  private next = 0
   /** Upstream tool index → canonical block; block → call id; call id → upstream index. */
   private readonly toolBlocks = new Map<number, number>()
   private readonly idOfBlock = new Map<number, string>()
@@ -279,18 +281,10 @@ export class ChatStreamDecoder implements StreamDecoder {
     return out
   }
 
-  private ensure(kind: "text" | "reasoning", out: Array<StreamEvent>) {
-    if (this.open?.kind === kind) return
-    this.close(out)
-    const index = this.next++
-    this.open = { kind, index }
-    out.push({ type: "block_start", index, block: { type: kind } })
-  }
-
-  private close(out: Array<StreamEvent>) {
+  protected override close(out: Array<StreamEvent>) {
+    // A custom tool call's text input closes its {"input": "..."} arguments first.
     if (this.open && this.customBlocks.delete(this.open.index)) out.push({ type: "tool_args_delta", index: this.open.index, partialJson: '"}' })
-    if (this.open) out.push({ type: "block_stop", index: this.open.index })
-    this.open = undefined
+    super.close(out)
   }
 }
 

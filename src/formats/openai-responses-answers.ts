@@ -17,6 +17,7 @@ import {
 import { arr, customToolInput, idWithSignature, imageSourceFromUrl, num, obj, str, tryJson } from "./common.js"
 import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
+import { openAiUsage } from "./openai-chat-answers.js"
 
 // ---------------------------------------------------------------- content (requests and responses)
 
@@ -48,21 +49,8 @@ export const reasoningText = (item: Record<string, unknown>): string =>
 
 // ---------------------------------------------------------------- responses
 
-export const usageFromResponses = (u: unknown): Partial<Usage> | undefined => {
-  const usage = obj(u)
-  if (!usage) return undefined
-  const input = num(usage["input_tokens"])
-  const output = num(usage["output_tokens"])
-  if (input === undefined && output === undefined) return undefined
-  const cached = num(obj(usage["input_tokens_details"])?.["cached_tokens"])
-  const reasoning = num(obj(usage["output_tokens_details"])?.["reasoning_tokens"])
-  return {
-    ...(input !== undefined ? { inputTokens: input } : {}),
-    ...(output !== undefined ? { outputTokens: output } : {}),
-    ...(cached ? { cachedInputTokens: cached } : {}),
-    ...(reasoning ? { reasoningTokens: reasoning } : {})
-  }
-}
+const RESPONSES_USAGE = { input: "input_tokens", output: "output_tokens" } as const
+export const usageFromResponses = (u: unknown): Partial<Usage> | undefined => openAiUsage(u, RESPONSES_USAGE)
 
 export const usageToResponses = (u: Partial<Usage> | undefined) =>
   u === undefined

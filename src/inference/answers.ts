@@ -7,7 +7,8 @@ import { obj } from "../formats/common.js"
 import { failureOf } from "../formats/openai-responses.js"
 import { formatCost } from "../accounting/cost.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import type { RequestContext } from "./io.js"
+import { type RequestContext, responseHeaders } from "./io.js"
+import type { InferenceCall } from "./pipeline.js"
 
 /** Whether a parsed body is an error object in `format`'s own shape. */
 export const isErrorShape = (format: FormatId, body: unknown): boolean => {
@@ -76,3 +77,12 @@ export const costHeaders = (ctx: RequestContext, provider: string, model: string
   "x-gateway-latency-ms": String(Date.now() - ctx.startedAt),
   "x-gateway-cache-hit": cacheHit ? "true" : "false"
 })
+
+/** A whole answer to a client that asked for a stream: its events, replayed in the client's stream format. */
+export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): void => {
+  const { ctx, format: client } = call
+  const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+  if (ctx.progress) ctx.progress.contentStarted = true
+  if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+  ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+}

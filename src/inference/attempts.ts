@@ -3,12 +3,18 @@
  * attempt that failed before the client saw anything is described to the resilience layer.
  */
 import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import type { AccountingShape } from "../accounting/Accounting.js"
+import type { WireFormat } from "../formats/format.js"
+import type { RoutePlan } from "../routing/plan.js"
+import type { UsageShape } from "../usage/Usage.js"
 import type { CanonicalError, Usage } from "../formats/canonical.js"
 import type { Reservation } from "../accounting/Accounting.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { Candidate } from "../routing/types.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import type { InferenceError } from "./errors.js"
+import { clientError, type InferenceError } from "./errors.js"
+import type { InferenceCall } from "./pipeline.js"
 
 /** One attempt that produced an answer (possibly broken off after it started). */
 export interface AttemptOutcome {
@@ -74,4 +80,86 @@ export interface Tracking {
   hold?: Reservation
   /** Cost of fusion panel calls (already settled on their own rows), added to the answer's cost header. */
   panelCostUsd: number
+}
+
+/** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
+export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
+  if (plan.blocked.length === 0) {
+    return clientError(format, { status: 503, kind: "overloaded", message: `no target of '${plan.scope}' is available`, code: "no_available_target" })
+  }
+  const waits = plan.blocked.map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
+  const retryAfter = waits.length > 0 ? Math.max(1, Math.ceil(Math.min(...waits) / 1000)) : undefined
+  const onlyCooldown = plan.blocked.every((b) => b.reason === "cooldown")
+  const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}${b.detail ? ` (${b.detail})` : ""}`).join("; ")
+  if (plan.blocked.every((b) => b.reason === "token_limit" || b.reason === "cooldown") && plan.blocked.some((b) => b.reason === "token_limit")) {
+    return clientError(
+      format,
+      { status: 429, kind: "rate_limit", message: `token limit reached for this API key: ${why}`, code: "token_limit_exceeded" },
+      retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
+    )
+  }
+  return clientError(
+    format,
+    onlyCooldown
+      ? { status: 429, kind: "rate_limit", message: `every target of '${plan.scope}' is cooling down after rate limits (${why})`, code: "all_targets_cooling_down" }
+      : { status: 503, kind: "overloaded", message: `every target of '${plan.scope}' is unavailable (${why})`, code: "no_available_target" },
+    retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
+  )
+}
+
+/**
+ * The end of every request: its usage row, then its settlement (spend, tokens, the request
+ * event), synchronously; the budget hold is released whatever happened. A request that ended
+ * without an outcome (the client left) is recorded as 499.
+ */
+export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: InferenceCall, track: Tracking): Effect.Effect<void> => {
+  const { ctx } = call
+  const { tried, outcome } = track
+  const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
+  const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
+  const status = outcome.status || 499
+  const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
+  const row = usage.record({
+    requestId: ctx.requestId,
+    apiKeyId: ctx.apiKeyId,
+    connectionId: tried?.connection.id ?? null,
+    provider,
+    model: tried?.model ?? track.model,
+    endpoint: call.endpoint,
+    stream: call.stream,
+    status,
+    usage: {
+      input: outcome.usage?.inputTokens ?? null,
+      output: outcome.usage?.outputTokens ?? null,
+      cached: outcome.usage?.cachedInputTokens ?? null,
+      reasoning: outcome.usage?.reasoningTokens ?? null,
+      cacheWrite: outcome.usage?.cacheCreationTokens ?? null
+    },
+    latencyMs: Date.now() - ctx.startedAt,
+    ttftMs: outcome.ttftMs,
+    error,
+    costUsd,
+    fallbackAttempts: track.fallbacks,
+    cacheHit: track.cacheHit,
+    requestedModel: call.model
+  })
+  return Effect.flatMap(Effect.exit(row), (written) => {
+    try {
+      accounting.settle({
+        requestId: ctx.requestId,
+        apiKeyId: ctx.apiKeyId,
+        provider,
+        model: tried?.model ?? null,
+        requestedModel: call.model,
+        connection: tried?.connection.name ?? null,
+        status,
+        usage: track.cacheHit ? undefined : outcome.usage,
+        costUsd,
+        error
+      })
+    } finally {
+      track.hold?.release()
+    }
+    return written
+  })
 }

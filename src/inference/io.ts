@@ -69,6 +69,12 @@ export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<str
   return h
 }
 
+/** A request header's value (the first, when it was sent more than once). */
+export const requestHeader = (ctx: RequestContext, name: string): string | undefined => {
+  const v = ctx.req.headers[name]
+  return Array.isArray(v) ? v[0] : v
+}
+
 /**
  * When the client goes away (its response closes), calls `abort`; answers a function that stops
  * watching. The request path ties its waits on the upstream to this instead of to interruption.

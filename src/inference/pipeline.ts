@@ -16,38 +16,34 @@ import {
 } from "../formats/canonical.js"
 import { obj, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
-import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
-import { upstreamRequest } from "../upstream/executors.js"
-import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamHttp, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
+import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
-import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
 import { formatCost } from "../accounting/cost.js"
-import { type CacheHit, ResponseCache } from "../accounting/ResponseCache.js"
+import { ResponseCache } from "../accounting/ResponseCache.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
-import type { FailureInfo } from "../resilience/types.js"
 import type { Blocked, RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, errorIn200, hintHeaders, isErrorShape, responseEvents } from "./answers.js"
-import { type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue } from "./attempts.js"
+import { costHeaders, errorIn200, replayWhole } from "./answers.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, recordRequest } from "./attempts.js"
+import { makeCacheLookup } from "./cacheLookup.js"
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
-import { clientGone, committed, openProgress, type RequestContext, responseHeaders } from "./io.js"
+import { clientGone, committed, openProgress, type RequestContext, requestHeader, responseHeaders } from "./io.js"
+import { encodeFor, makeSending, type SendOptions } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
-import { embed } from "./embeddings.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
@@ -94,39 +90,15 @@ export interface InferenceShape {
     target: ResolvedTarget,
     format: FormatId,
     body: Record<string, unknown>,
-    options: {
-      readonly stream: boolean
-      readonly op?: "generate" | "count_tokens" | "embed"
-      readonly forward?: Readonly<Record<string, string>>
-      /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
-      readonly headersTimeoutMs?: number
-      /** Read the answer whole before answering (a non-streamed call): see UpstreamRequest.readWhole. */
-      readonly readWhole?: boolean
-      /** Abort when the client goes away rather than on interruption: see UpstreamRequest.abortWhen. */
-      readonly abortWhen?: (abort: () => void) => () => void
-    },
+    options: SendOptions,
     clientFormat: WireFormat
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client. */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<InferenceError>
 }
 
-/** A response cache lookup: the request's key when it is cacheable, and a hit if there is one. */
-interface Lookup {
-  readonly key: string | undefined
-  readonly hit: CacheHit | undefined
-  readonly params?: string
-  readonly embedding?: Float32Array
-}
-
 /** At most this many upstream attempts per request, fallbacks included. */
 export const MAX_ATTEMPTS = 10
-
-const header = (ctx: RequestContext, name: string): string | undefined => {
-  const v = ctx.req.headers[name]
-  return Array.isArray(v) ? v[0] : v
-}
-
 
 /** Features of a request that could not be decoded: the router still needs something. */
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
@@ -176,37 +148,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const routeError = (format: WireFormat) => (e: RouteError) =>
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
 
-      /** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
-      const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
-        if (plan.blocked.length === 0) {
-          return clientError(format, { status: 503, kind: "overloaded", message: `no target of '${plan.scope}' is available`, code: "no_available_target" })
-        }
-        const waits = plan.blocked.map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
-        const retryAfter = waits.length > 0 ? Math.max(1, Math.ceil(Math.min(...waits) / 1000)) : undefined
-        const onlyCooldown = plan.blocked.every((b) => b.reason === "cooldown")
-        const why = plan.blocked.map((b) => `${b.candidate.key}: ${b.reason.replace(/_/g, " ")}${b.detail ? ` (${b.detail})` : ""}`).join("; ")
-        if (plan.blocked.every((b) => b.reason === "token_limit" || b.reason === "cooldown") && plan.blocked.some((b) => b.reason === "token_limit")) {
-          return clientError(
-            format,
-            { status: 429, kind: "rate_limit", message: `token limit reached for this API key: ${why}`, code: "token_limit_exceeded" },
-            retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
-          )
-        }
-        return clientError(
-          format,
-          onlyCooldown
-            ? { status: 429, kind: "rate_limit", message: `every target of '${plan.scope}' is cooling down after rate limits (${why})`, code: "all_targets_cooling_down" }
-            : { status: 503, kind: "overloaded", message: `every target of '${plan.scope}' is unavailable (${why})`, code: "no_available_target" },
-          retryAfter !== undefined ? { "retry-after": String(retryAfter) } : undefined
-        )
-      }
-
-      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; body?: Record<string, unknown> } = {}): Effect.Effect<RoutePlan, InferenceError> => {
-        const ctx = input.ctx
-        const sessionId = ctx ? explicitSession(ctx.req, input.body) : undefined
+      /** `sessionId`: the client's own session id (X-Session-Id or the body's), read once per request. */
+      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; sessionId?: string | undefined } = {}): Effect.Effect<RoutePlan, InferenceError> => {
+        const { ctx, sessionId } = input
         const planInput = {
           features: input.features ?? (() => NO_FEATURES(sessionId)),
-          ...(ctx ? { mode: header(ctx, "x-gateway-mode"), budget: header(ctx, "x-gateway-budget") } : {}),
+          ...(ctx ? { mode: requestHeader(ctx, "x-gateway-mode"), budget: requestHeader(ctx, "x-gateway-budget") } : {}),
           ...(sessionId ? { sessionId } : {})
         }
         const known = router.peekPlan(model, planInput)
@@ -220,76 +167,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return first ? Effect.succeed({ connection: first.connection, model: first.model }) : Effect.fail(allBlocked(format, plan))
         })
 
-      /** An upstream error answer, read: the client's rendering and the resilience layer's description. */
-      const readFailure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) =>
-        (res.bytes !== undefined || res.bodyError !== undefined
-          ? Effect.succeed(res.bytes?.toString("utf8") ?? "")
-          : readUpstreamBody(res.body, ERROR_BODY_MAX_BYTES).pipe(
-              Effect.map((b) => b.toString("utf8")),
-              Effect.orElseSucceed(() => "")
-            )
-        ).pipe(
-          Effect.map((text) => {
-            const parsed = tryJson(text)
-            const decoded = upstream.decodeError(res.status, parsed, text)
-            const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
-            // Same format: the upstream's own error object is already what the client expects.
-            const error =
-              upstream.id === client.id && isErrorShape(upstream.id, parsed)
-                ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
-                : clientError(client, decoded, hintHeaders(res.headers))
-            return { error, info }
-          })
-        )
-
-      const failure: InferenceShape["failure"] = (res, upstream, client) => Effect.map(readFailure(res, upstream, client), (r) => r.error)
-
-      const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
-        clientError(clientFormat, {
-          status: e.kind === "timeout" ? 504 : 502,
-          kind: e.kind === "timeout" ? "timeout" : "upstream",
-          message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
-          code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
-        })
-
-      /** `send`, with its failures mapped by `fail` in the same step (the attempt's own error type). */
-      const sendAs = <E>(
-        target: ResolvedTarget,
-        format: FormatId,
-        body: Record<string, unknown>,
-        options: Parameters<InferenceShape["send"]>[3],
-        clientFormat: WireFormat,
-        fail: (e: InferenceError) => E
-      ): Effect.Effect<UpstreamResponse, E> => {
-        const { connection } = target
-        if (connection.keyError) {
-          return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
-        }
-        const request = (policy: UrlPolicyFlags) => {
-          const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
-          if (!verdict.ok) {
-            return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
-          }
-          const prepared = upstreamRequest(connection, format, body, {
-            model: target.model,
-            stream: options.stream,
-            userAgent: http.userAgent,
-            ...(options.op ? { op: options.op } : {}),
-            ...(options.forward ? { forward: options.forward } : {})
-          })
-          const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-          const toClient = transportError(clientFormat, connection)
-          return Effect.mapError(
-            http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}), ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}) }),
-            (e) => fail(toClient(e))
-          )
-        }
-        // The flags are almost always fresh: no effect to read them.
-        const known = connections.peekUrlPolicy()
-        return known ? request(known) : Effect.flatMap(connections.urlPolicy, request)
-      }
-
-      const send: InferenceShape["send"] = (target, format, body, options, clientFormat) => Effect.suspend(() => sendAs(target, format, body, options, clientFormat, (e) => e))
+      const { sendAs, send, readFailure, failure } = makeSending({ connections, http, timeouts })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
@@ -320,13 +198,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 )
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
-            body =
-              upstream.id === "openai-chat"
-                ? encodeChatRequest(req, {
-                    maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens",
-                    reasoningContent: connection.provider.id === "deepseek"
-                  })
-                : upstream.encodeRequest(req)
+            body = encodeFor(connection, req).body
           }
 
           // Probes after an exclusion (or through a half-open breaker) wait less for headers.
@@ -361,12 +233,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const reported = upstream.usageOfResponse(json)
             const outcome: AttemptOutcome = { status: 200, usage: reported ? wholeUsage(reported) : undefined, ttftMs: null, error: null, headers: headerValue(res.headers) }
             if (call.stream) {
-              const decoded = upstream.decodeResponse(json)
               // The client asked for a stream but the upstream answered whole: replay it as events.
-              const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-              if (ctx.progress) ctx.progress.contentStarted = true
-              if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
-              ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+              replayWhole(call, upstream.decodeResponse(json))
               return outcome
             }
             // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors.
@@ -520,31 +388,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         })
 
 
-      /** The request body for a connection's own format (the translated path). */
-      const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
-        const upstream = FORMATS[connection.format]
-        return {
-          format: upstream.id,
-          body:
-            upstream.id === "openai-chat"
-              ? encodeChatRequest(req, { maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens", reasoningContent: connection.provider.id === "deepseek" })
-              : upstream.encodeRequest(req)
-        }
-      }
-
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
       const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) =>
         Effect.sync(() => {
           const { ctx, format: client } = call
           if (!call.stream) Object.assign(ctx.responseHeaders, costHeaders(ctx, served.candidate.connection.provider.id, served.candidate.model, decoded.usage, served.costUsd, false))
+          if (call.stream) return replayWhole(call, decoded)
           const options = call.encodeOptions ? { options: call.encodeOptions } : {}
-          if (call.stream) {
-            const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...options })
-            if (ctx.progress) ctx.progress.contentStarted = true
-            if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
-            ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
-            return
-          }
           const answer = (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...options })))(decoded)
           const payload = JSON.stringify(answer)
           ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
@@ -554,63 +404,16 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now })
 
-      /** The response cache's lookup for a request: its key when cacheable, and a hit if there is one. */
-      const lookupCached = (call: InferenceCall): Effect.Effect<Lookup | undefined> => {
-        const on = flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED")
-        if (on === false) return Effect.succeed(undefined)
-        if (on === undefined) return Effect.flatMap(flags.enabled("GATEWAY_SEMANTIC_CACHE_ENABLED"), (on) => (on ? lookupKnown(call) : Effect.succeed(undefined)))
-        return lookupKnown(call)
-      }
-
-      const NOT_CACHEABLE: Effect.Effect<Lookup> = Effect.succeed({ key: undefined, hit: undefined })
-
-      /** The lookup with the cache on: most requests are not cacheable, and say so in one step. */
-      const lookupKnown = (call: InferenceCall): Effect.Effect<Lookup> => {
-        const { ctx, format: client } = call
-        if (String(header(ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return NOT_CACHEABLE
-        let canonical: CanonicalRequest
-        try {
-          canonical = (call.decode ?? client.decodeRequest)(call.body)
-        } catch {
-          return NOT_CACHEABLE
-        }
-        if (!cacheable(canonical)) return NOT_CACHEABLE
-        return Effect.gen(function* () {
-          // Body fields outside the canonical form shape the answer too; the conversation itself
-          // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
-          const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
-          const input = {
-            format: client.id,
-            model: call.model,
-            req: canonical,
-            extra: { endpoint: call.endpoint, noThinking: call.noThinking === true, body: rest },
-            similarityScope: ctx.apiKeyId ?? "anonymous"
-          }
-          const key = cacheKey(input)
-          const exact = yield* cache.get(key)
-          if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
-          // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
-          // A copy of the context: the embedding's own cost headers must not land on this answer.
-          const vector = yield* embed(self, accounting, { ...ctx, responseHeaders: {} }, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
-            Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
-            Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
-            Effect.option
-          )
-          if (vector._tag === "None" || vector.value.length === 0) return { key, hit: undefined }
-          const params = cacheParams(input)
-          const similar = yield* cache.get(key, { format: client.id, model: call.model, params, embedding: vector.value })
-          return { key, hit: similar, params, embedding: vector.value }
-        })
-      }
+      const { lookup } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {
           const { ctx, format: client } = call
+          const sessionId = explicitSession(ctx.req, call.body)
           const features = (() => {
             let cached: RequestFeatures | undefined
             return () => {
               if (!cached) {
-                const sessionId = explicitSession(ctx.req, call.body)
                 try {
                   cached = requestFeatures((call.decode ?? client.decodeRequest)(call.body), sessionId)
                 } catch {
@@ -620,8 +423,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               return cached
             }
           })()
-          ctx.responseHeaders["x-gateway-session-id"] = explicitSession(ctx.req, call.body) ?? derivedSession(ctx.apiKeyId, call.model, call.body)
-          const wantsProgress = String(header(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
+          ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
+          const wantsProgress = String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
           const serve = Effect.gen(function* () {
@@ -651,7 +454,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
             // Response cache (non-streamed, deterministic requests only).
             // The usual case (streamed, or the cache off) does not enter the lookup.
-            const cached = routed.stream ? undefined : yield* lookupCached(routed)
+            const cached = routed.stream ? undefined : yield* lookup(routed)
             if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
             if (cached?.hit) {
               const hit = cached.hit
@@ -666,7 +469,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             let captured: string | undefined
             const served: InferenceCall = cached?.key ? { ...routed, capture: (body) => (captured = body) } : routed
 
-            const first = yield* planFor(served.model, client, { features, ctx, body: served.body })
+            const first = yield* planFor(served.model, client, { features, ctx, sessionId })
             ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
             if (first.fusion) yield* fuse(served, first, first.fusion, track)
             else if (first.kind !== "quota-share") yield* execute(served, first, track)
@@ -695,7 +498,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 ctx.progress?.emit("waiting", { ms: wait, reason: "cooldown" })
                 yield* Effect.sleep(Duration.millis(wait + 5))
                 waited += wait
-                plan = yield* planFor(served.model, client, { features, ctx, body: served.body })
+                plan = yield* planFor(served.model, client, { features, ctx, sessionId })
               }
             }
             const { tried, outcome } = track
@@ -715,61 +518,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           })
 
           // One usage row per request, whatever happened (a client that left included).
-          const recorded = serve.pipe(
-            Effect.ensuring(
-              Effect.suspend(() => {
-                const { tried, outcome } = track
-                const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
-                const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
-                const status = outcome.status || 499
-                const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-                const row = usage.record({
-                  requestId: ctx.requestId,
-                  apiKeyId: ctx.apiKeyId,
-                  connectionId: tried?.connection.id ?? null,
-                  provider,
-                  model: tried?.model ?? track.model,
-                  endpoint: call.endpoint,
-                  stream: call.stream,
-                  status,
-                  usage: {
-                    input: outcome.usage?.inputTokens ?? null,
-                    output: outcome.usage?.outputTokens ?? null,
-                    cached: outcome.usage?.cachedInputTokens ?? null,
-                    reasoning: outcome.usage?.reasoningTokens ?? null,
-                    cacheWrite: outcome.usage?.cacheCreationTokens ?? null
-                  },
-                  latencyMs: Date.now() - ctx.startedAt,
-                  ttftMs: outcome.ttftMs,
-                  error,
-                  costUsd,
-                  fallbackAttempts: track.fallbacks,
-                  cacheHit: track.cacheHit,
-                  requestedModel: call.model
-                })
-                // The row first, then the (synchronous) settlement and its events; the hold is released whatever happened.
-                return Effect.flatMap(Effect.exit(row), (written) => {
-                  try {
-                    accounting.settle({
-                      requestId: ctx.requestId,
-                      apiKeyId: ctx.apiKeyId,
-                      provider,
-                      model: tried?.model ?? null,
-                      requestedModel: call.model,
-                      connection: tried?.connection.name ?? null,
-                      status,
-                      usage: track.cacheHit ? undefined : outcome.usage,
-                      costUsd,
-                      error
-                    })
-                  } finally {
-                    track.hold?.release()
-                  }
-                  return written
-                })
-              })
-            )
-          )
+          const recorded = Effect.ensuring(serve, Effect.suspend(() => recordRequest(usage, accounting, call, track)))
           return accounting.prepared() ? recorded : Effect.zipRight(accounting.prepare, recorded)
         })
 
