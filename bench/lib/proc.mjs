@@ -200,7 +200,7 @@ const CLK_TCK = (() => {
 })()
 
 /** CPU seconds (user + system, all threads) a process has used so far; null when it is gone. */
-const cpuSeconds = (pid) => {
+export const cpuSeconds = (pid) => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
