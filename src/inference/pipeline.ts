@@ -1,7 +1,5 @@
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Duration from "effect/Duration"
@@ -28,7 +26,7 @@ import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
-import type { Blocked, RoutePlan } from "../routing/plan.js"
+import type { RoutePlan } from "../routing/plan.js"
 import { requestFeatures } from "../routing/auto/features.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
@@ -37,6 +35,7 @@ import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { costHeaders, errorIn200, replayWhole } from "./answers.js"
 import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
+import { makeFallback } from "./fallback.js"
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
@@ -96,9 +95,6 @@ export interface InferenceShape {
   /** An upstream error answer, read and rendered for the client. */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<InferenceError>
 }
-
-/** At most this many upstream attempts per request, fallbacks included. */
-export const MAX_ATTEMPTS = 10
 
 /** Features of a request that could not be decoded: the router still needs something. */
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
@@ -267,126 +263,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           }
         })
 
-      /** Tries the plan's candidates in order, falling back on retryable failures; writes one usage row. */
-      const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking) =>
-        Effect.suspend(() => {
-          const { ctx, format: client } = call
-          if (track.tried === undefined) track.tried = plan.candidates[0]
-          const dispatch = Effect.gen(function* () {
-            let attempts = 0
-            let lastError: InferenceError | undefined
-            const tried = new Set<string>()
-            // Candidates passed over at attempt time (cooling down since the plan, probe taken).
-            const skipped: Array<Blocked> = []
-            for (const candidate of plan.candidates) {
-              if (attempts >= MAX_ATTEMPTS) break
-              // A target listed twice is tried once; one that failed earlier in this request is
-              // re-checked, since its failure may have put it in cooldown or a terminal state.
-              if (tried.has(candidate.key)) continue
-              const admission = resilience.admission(candidate, now())
-              if (!admission.ok) {
-                skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
-                continue
-              }
-              const limit = accounting.tokenLimit(
-                ctx.apiKeyId,
-                { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
-                Date.now(),
-                track.hold
-              )
-              if (!limit.ok) {
-                skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
-                continue
-              }
-              const step = yield* Effect.uninterruptibleMask((restore) =>
-                Effect.gen(function* () {
-                  const gate = resilience.acquire(candidate, now())
-                  if (!gate.allowed) return { kind: "busy" as const }
-                  const end = memory.begin(candidate)
-                  const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
-                  const releaseSlot =
-                    plan.kind === "quota-share"
-                      ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
-                      : undefined
-                  tried.add(candidate.key)
-                  if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
-                  ctx.progress?.emit("attempt", { attempt: attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
-                  track.tried = candidate
-                  track.fallbacks = attempts
-                  track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
-                  attempts++
-                  const startedAt = Date.now()
-                  const tryIt = attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) })
-                  // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
-                  // count are released whatever happened; a probe only when interrupted.
-                  const exit = yield* Effect.exit(
-                    restore(
-                      infoOn
-                        ? tryIt.pipe(
-                            Effect.annotateLogs({
-                              provider: candidate.connection.provider.id,
-                              connection: candidate.connection.name,
-                              model: candidate.model,
-                              translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
-                            })
-                          )
-                        : tryIt
-                    )
-                  )
-                  releaseSlot?.()
-                  end()
-                  let result: Either.Either<AttemptOutcome, AttemptFailed>
-                  if (Exit.isSuccess(exit)) result = Either.right(exit.value)
-                  else {
-                    const failure = Cause.failureOption(exit.cause)
-                    if (failure._tag === "None") {
-                      if (Cause.isInterrupted(exit.cause)) yield* releaseProbe
-                      // Interrupted or a defect: no typed failure is in this cause.
-                      return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-                    }
-                    result = Either.left(failure.value)
-                  }
-                  const latency = Date.now() - startedAt
-                  if (result._tag === "Right") {
-                    memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
-                    track.outcome = result.right
-                    if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
-                    else resilience.succeeded(candidate, result.right.headers, now())
-                    yield* router.served(plan, candidate)
-                    return { kind: "served" as const }
-                  }
-                  const failed = result.left
-                  track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
-                  if (!failed.failure) {
-                    yield* releaseProbe
-                    return { kind: failed.skip && !committed(ctx) ? ("skip" as const) : ("final" as const), error: failed.error }
-                  }
-                  const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
-                  yield* router.failed(plan, candidate)
-                  // The request's own faults say nothing about the candidate's health.
-                  if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
-                  yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
-                  ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
-                  return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }
-                })
-              )
-              if (step.kind === "served") return
-              if (step.kind === "busy") {
-                skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
-                continue
-              }
-              lastError = step.error
-              if (step.kind === "final") return yield* Effect.fail(step.error)
-            }
-            if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
-            const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
-            if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
-            return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
-          })
-
-          return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
-        })
-
+      const { execute } = makeFallback({ resilience, accounting, memory, router, slots, attempt, now, infoOn })
 
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
       const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) =>

@@ -1,0 +1,162 @@
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import type { AccountingShape } from "../accounting/Accounting.js"
+import type { ConnectionSlotsShape } from "../resilience/ConnectionSlots.js"
+import type { ResilienceShape } from "../resilience/Resilience.js"
+import type { Blocked, RoutePlan } from "../routing/plan.js"
+import type { RouterShape } from "../routing/Router.js"
+import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
+import type { Candidate } from "../routing/types.js"
+import { allBlocked, type AttemptFailed, type AttemptOutcome, type Tracking } from "./attempts.js"
+import { InferenceError } from "./errors.js"
+import { committed } from "./io.js"
+import type { InferenceCall } from "./pipeline.js"
+
+/** At most this many upstream attempts per request, fallbacks included. */
+export const MAX_ATTEMPTS = 10
+
+export interface FallbackDeps {
+  readonly resilience: ResilienceShape
+  readonly accounting: AccountingShape
+  readonly memory: RoutingMemoryShape
+  readonly router: RouterShape
+  readonly slots: ConnectionSlotsShape
+  /** One attempt against one candidate: answers the client, or fails with nothing written. */
+  readonly attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed>
+  /** The time the resilience state is kept in (the Clock's). */
+  readonly now: () => number
+  /** Whether info lines are written (log annotations cost effects on every attempt). */
+  readonly infoOn: boolean
+}
+
+/**
+ * Fallback over a plan's candidates: admission (cooldowns, lockouts, breakers, token limits)
+ * before each attempt, the in-flight and probe bookkeeping around it, and what its outcome
+ * tells the resilience layer and the router. A retryable failure before anything reached the
+ * client goes on to the next candidate.
+ */
+export const makeFallback = ({ resilience, accounting, memory, router, slots, attempt, now, infoOn }: FallbackDeps) => {
+  /** Tries the plan's candidates in order, falling back on retryable failures. */
+  const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<void, InferenceError> =>
+    Effect.suspend(() => {
+      const { ctx, format: client } = call
+      if (track.tried === undefined) track.tried = plan.candidates[0]
+      const dispatch = Effect.gen(function* () {
+        let attempts = 0
+        let lastError: InferenceError | undefined
+        const tried = new Set<string>()
+        // Candidates passed over at attempt time (cooling down since the plan, probe taken).
+        const skipped: Array<Blocked> = []
+        for (const candidate of plan.candidates) {
+          if (attempts >= MAX_ATTEMPTS) break
+          // A target listed twice is tried once; one that failed earlier in this request is
+          // re-checked, since its failure may have put it in cooldown or a terminal state.
+          if (tried.has(candidate.key)) continue
+          const admission = resilience.admission(candidate, now())
+          if (!admission.ok) {
+            skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
+            continue
+          }
+          const limit = accounting.tokenLimit(
+            ctx.apiKeyId,
+            { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
+            Date.now(),
+            track.hold
+          )
+          if (!limit.ok) {
+            skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
+            continue
+          }
+          const step = yield* Effect.uninterruptibleMask((restore) =>
+            Effect.gen(function* () {
+              const gate = resilience.acquire(candidate, now())
+              if (!gate.allowed) return { kind: "busy" as const }
+              const end = memory.begin(candidate)
+              const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
+              const releaseSlot =
+                plan.kind === "quota-share"
+                  ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
+                  : undefined
+              tried.add(candidate.key)
+              if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
+              ctx.progress?.emit("attempt", { attempt: attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
+              track.tried = candidate
+              track.fallbacks = attempts
+              track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
+              attempts++
+              const startedAt = Date.now()
+              const tryIt = attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) })
+              // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
+              // count are released whatever happened; a probe only when interrupted.
+              const exit = yield* Effect.exit(
+                restore(
+                  infoOn
+                    ? tryIt.pipe(
+                        Effect.annotateLogs({
+                          provider: candidate.connection.provider.id,
+                          connection: candidate.connection.name,
+                          model: candidate.model,
+                          translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                        })
+                      )
+                    : tryIt
+                )
+              )
+              releaseSlot?.()
+              end()
+              let result: Either.Either<AttemptOutcome, AttemptFailed>
+              if (Exit.isSuccess(exit)) result = Either.right(exit.value)
+              else {
+                const failure = Cause.failureOption(exit.cause)
+                if (failure._tag === "None") {
+                  if (Cause.isInterrupted(exit.cause)) yield* releaseProbe
+                  // Interrupted or a defect: no typed failure is in this cause.
+                  return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+                }
+                result = Either.left(failure.value)
+              }
+              const latency = Date.now() - startedAt
+              if (result._tag === "Right") {
+                memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
+                track.outcome = result.right
+                if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
+                else resilience.succeeded(candidate, result.right.headers, now())
+                yield* router.served(plan, candidate)
+                return { kind: "served" as const }
+              }
+              const failed = result.left
+              track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
+              if (!failed.failure) {
+                yield* releaseProbe
+                return { kind: failed.skip && !committed(ctx) ? ("skip" as const) : ("final" as const), error: failed.error }
+              }
+              const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
+              yield* router.failed(plan, candidate)
+              // The request's own faults say nothing about the candidate's health.
+              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
+              yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
+              ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
+              return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }
+            })
+          )
+          if (step.kind === "served") return
+          if (step.kind === "busy") {
+            skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
+            continue
+          }
+          lastError = step.error
+          if (step.kind === "final") return yield* Effect.fail(step.error)
+        }
+        if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
+        const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
+        if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+        return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
+      })
+
+      return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
+    })
+
+  return { execute }
+}
