@@ -1,5 +1,11 @@
 import type * as http from "node:http"
 
+/** A request header's first value, trimmed; undefined when absent or blank. */
+export const trimmedHeader = (req: http.IncomingMessage, name: string): string | undefined => {
+  const v = req.headers[name]
+  return (Array.isArray(v) ? v[0] : v)?.trim() || undefined
+}
+
 /** The token of an `Authorization: Bearer <token>` header value. */
 export const bearerToken = (authorization: string | undefined): string | undefined => {
   const m = authorization ? /^Bearer\s+(.+)$/i.exec(authorization.trim()) : null

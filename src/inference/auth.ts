@@ -4,15 +4,10 @@ import type * as http from "node:http"
 import type { ApiKeysShape } from "../auth/ApiKeys.js"
 import { originAllowed } from "../config/AppConfig.js"
 import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
-import { bearerToken } from "../http/request.js"
+import { bearerToken, trimmedHeader as header } from "../http/request.js"
 import { InferenceError } from "./errors.js"
 
 const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
-
-const header = (req: http.IncomingMessage, name: string): string | undefined => {
-  const v = req.headers[name]
-  return (Array.isArray(v) ? v[0] : v)?.trim() || undefined
-}
 
 /**
  * The key a client presented, wherever its SDK puts it: `Authorization: Bearer` (OpenAI and
@@ -49,11 +44,12 @@ export const authenticateInference = (
   preset?: string
 ): Effect.Effect<string | null, InferenceError> => {
   const presented = presentedKey(req, query, preset)
-  // Every request passes here: a recognised key answers without a generator.
+  // Every request passes here: with the keys cached and fresh, the key is hashed and looked up once.
   if (!presented) return unrecognised(flags, allowedOrigins, req, presented)
+  const recognised = (record: Option.Option<{ readonly id: string }>) =>
+    Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented)
   const known = keys.peekVerify(presented)
-  if (known !== undefined && Option.isSome(known)) return Effect.succeed(known.value.id)
-  return Effect.flatMap(keys.verify(presented), (record) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented)))
+  return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }
 
 const unrecognised = (flags: FeatureFlagsShape, allowedOrigins: ReadonlyArray<string>, req: http.IncomingMessage, presented: string | undefined) =>

@@ -18,7 +18,7 @@ import { Accounting } from "../accounting/Accounting.js"
 import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
-import { clientAddress } from "../http/request.js"
+import { clientAddress, trimmedHeader as header } from "../http/request.js"
 import { explicitSession } from "./session.js"
 import { errorBody, InferenceError, toCanonical } from "./errors.js"
 import { readBody, type RequestContext, sendJson } from "./io.js"
@@ -240,11 +240,6 @@ class TransientAnswer {
 
 const digest = (data: string | Buffer): string => crypto.createHash("sha256").update(data).digest("hex").slice(0, 32)
 
-const header = (req: http.IncomingMessage, name: string): string | undefined => {
-  const v = req.headers[name]
-  const s = (Array.isArray(v) ? v[0] : v)?.trim()
-  return s ? s : undefined
-}
 
 /**
  * Records what a handler writes to a response (status, headers, body) while it goes to the
