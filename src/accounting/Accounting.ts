@@ -60,8 +60,8 @@ export interface AccountingShape {
    * (pass it to `tokenLimit`, release it once settled).
    */
   readonly reserve: (apiKeyId: string | null) => Reservation
-  /** A token limit that stops the key from using a target now (sync); other in-flight requests count. */
-  readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, now: number, own?: Reservation) => TokenLimitCheck
+  /** A token limit that stops the key from using a target now (sync, at the Clock's time, as `settle` records); other in-flight requests count. */
+  readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, own?: Reservation) => TokenLimitCheck
   /** USD of one answer at the prices in force (0 when unpriced). */
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
   /** The free model a budget-exhausted request goes to, if there is one. */
@@ -200,8 +200,8 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         prepared,
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
-        tokenLimit: (apiKeyId, target, now, own) =>
-          apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, now, Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),
+        tokenLimit: (apiKeyId, target, own) =>
+          apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, clock.unsafeCurrentTimeMillis(), Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),
         emergencyModel
       } satisfies AccountingShape
     })

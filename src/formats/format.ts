@@ -19,7 +19,6 @@ export const listField = (body: Readonly<Record<string, unknown>>, key: string):
   return v
 }
 
-/** Turns upstream stream frames into canonical events, incrementally. */
 /**
  * For decoders of formats that stream flat deltas (chat completions, Gemini, Ollama): the
  * canonical blocks are made sequential, one open at a time, numbered in order.
@@ -43,6 +42,7 @@ export abstract class SequentialBlocks {
   }
 }
 
+/** Turns upstream stream frames into canonical events, incrementally. */
 export interface StreamDecoder {
   push(frame: Frame): ReadonlyArray<StreamEvent>
   /** The upstream ended the stream: close what is open and finish. */

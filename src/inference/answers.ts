@@ -86,3 +86,17 @@ export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): vo
   if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
   ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
 }
+
+/** A whole answer in the client's shape (the route's own shape when it has one). */
+export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): unknown =>
+  call.encodeResponse
+    ? call.encodeResponse(decoded)
+    : call.format.encodeResponse(decoded, { model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+
+/** Sends a whole JSON answer (its cost headers already on the context); the response cache may keep it. */
+export const sendWhole = (call: InferenceCall, payload: string): void => {
+  const { ctx } = call
+  ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }))
+  ctx.res.end(payload)
+  call.capture?.(payload)
+}

@@ -27,7 +27,13 @@ export interface AttemptOutcome {
   readonly streamFailure?: FailureInfo
   /** The upstream's response headers, lower-cased (rate-limit headroom). */
   readonly headers?: Readonly<Record<string, string>>
+  /** The answer's cost, when the attempt already priced it (for its cost header). */
+  readonly costUsd?: number
 }
+
+/** The cost of the answer a candidate gave: priced once per request. */
+export const outcomeCost = (accounting: AccountingShape, tried: Candidate, outcome: AttemptOutcome): number =>
+  outcome.costUsd ?? accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
 
 /**
  * One attempt that failed before anything reached the client. `failure` describes the upstream's
@@ -116,7 +122,7 @@ export const recordRequest = (usage: UsageShape, accounting: AccountingShape, ca
   const { ctx } = call
   const { tried, outcome } = track
   const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
-  const costUsd = track.cacheHit || !tried ? 0 : accounting.cost(tried.connection.provider.id, tried.model, outcome.usage)
+  const costUsd = track.cacheHit || !tried ? 0 : outcomeCost(accounting, tried, outcome)
   const status = outcome.status || 499
   const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
   const row = usage.record({

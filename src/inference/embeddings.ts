@@ -101,7 +101,7 @@ export const embed = (
     if (format === "anthropic") {
       return yield* clientError(client, { status: 400, kind: "invalid_request", message: `${resolved.connection.name} (${resolved.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
     }
-    const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: resolved.connection.provider.id, model: resolved.model, requestedModel: model, connection: resolved.connection.name }, Date.now())
+    const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: resolved.connection.provider.id, model: resolved.model, requestedModel: model, connection: resolved.connection.name })
     if (!limit.ok) {
       return yield* clientError(
         client,

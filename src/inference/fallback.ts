@@ -54,7 +54,9 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
           // A target listed twice is tried once; one that failed earlier in this request is
           // re-checked, since its failure may have put it in cooldown or a terminal state.
           if (tried.has(candidate.key)) continue
-          const admission = resilience.admission(candidate, now())
+          // One reading of the Clock for the candidate's admission and its gate.
+          const at = now()
+          const admission = resilience.admission(candidate, at)
           if (!admission.ok) {
             skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
             continue
@@ -62,7 +64,6 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
           const limit = accounting.tokenLimit(
             ctx.apiKeyId,
             { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
-            Date.now(),
             track.hold
           )
           if (!limit.ok) {
@@ -71,7 +72,7 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
           }
           const step = yield* Effect.uninterruptibleMask((restore) =>
             Effect.gen(function* () {
-              const gate = resilience.acquire(candidate, now())
+              const gate = resilience.acquire(candidate, at)
               if (!gate.allowed) return { kind: "busy" as const }
               const end = memory.begin(candidate)
               const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
@@ -117,9 +118,10 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
                 }
                 result = Either.left(failure.value)
               }
-              const latency = Date.now() - startedAt
+              const endedAt = Date.now()
+              const latency = endedAt - startedAt
               if (result._tag === "Right") {
-                memory.observe(candidate.key, latency, !result.right.streamFailure, Date.now())
+                memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
                 track.outcome = result.right
                 if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
                 else resilience.succeeded(candidate, result.right.headers, now())
@@ -135,7 +137,7 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
               yield* router.failed(plan, candidate)
               // The request's own faults say nothing about the candidate's health.
-              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, Date.now())
+              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, endedAt)
               yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
               ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
               return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }

@@ -72,7 +72,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
     Effect.uninterruptibleMask((restore) =>
       Effect.gen(function* () {
         const { ctx, format: client } = call
-        const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: c.connection.provider.id, model: c.model, requestedModel: call.model, connection: c.connection.name }, Date.now())
+        const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: c.connection.provider.id, model: c.model, requestedModel: call.model, connection: c.connection.name })
         if (!limit.ok) {
           return yield* Effect.fail(attemptFailed(clientError(client, { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `${c.key}: token limit reached` }), undefined, true))
         }

@@ -163,12 +163,11 @@ const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, In
 }
 
 /** Parses a JSON object body; anything else is a 400 that says what was wrong. */
-export const readJsonObject = (ctx: RequestContext): Effect.Effect<Record<string, unknown>, InferenceError> =>
-  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), parseJsonObject)
+export const readJsonObject = (ctx: RequestContext): Effect.Effect<Record<string, unknown>, InferenceError> => withJsonObject(ctx, Effect.succeed)
 
-/** `readJsonObject`, then `handle` with the body, in one step after the read (the request path). */
-export const withJsonObject = <E>(ctx: RequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<void, E>): Effect.Effect<void, E | InferenceError> =>
-  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf): Effect.Effect<void, E | InferenceError> => {
+/** The body as a JSON object, then `handle` with it, in one step after the read (the request path). */
+export const withJsonObject = <A, E>(ctx: RequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<A, E>): Effect.Effect<A, E | InferenceError> =>
+  Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf): Effect.Effect<A, E | InferenceError> => {
     const body = parseJsonObject(buf)
     return Either.isLeft(body) ? Effect.fail(body.left) : handle(body.right)
   })

@@ -32,14 +32,14 @@ import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, errorIn200, replayWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, recordRequest } from "./attempts.js"
+import { costHeaders, encodeWhole, errorIn200, replayWhole, sendWhole } from "./answers.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
-import { clientGone, committed, openProgress, type RequestContext, requestHeader, responseHeaders } from "./io.js"
+import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
 import { encodeFor, makeSending, type SendOptions } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
@@ -227,19 +227,18 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
             if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
             const reported = upstream.usageOfResponse(json)
-            const outcome: AttemptOutcome = { status: 200, usage: reported ? wholeUsage(reported) : undefined, ttftMs: null, error: null, headers: headerValue(res.headers) }
+            const usage = reported ? wholeUsage(reported) : undefined
+            const costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
+            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
             if (call.stream) {
               // The client asked for a stream but the upstream answered whole: replay it as events.
               replayWhole(call, upstream.decodeResponse(json))
               return outcome
             }
             // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors.
-            const answer = passthrough ? json : (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })))(upstream.decodeResponse(json))
-            const payload = passthrough ? text : JSON.stringify(answer)
-            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, outcome.usage, accounting.cost(connection.provider.id, candidate.model, outcome.usage) + (call.extraCostUsd ?? 0), false))
-            ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }))
-            ctx.res.end(payload)
-            call.capture?.(payload)
+            const answer = passthrough ? json : encodeWhole(call, upstream.decodeResponse(json))
+            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false))
+            sendWhole(call, passthrough ? text : JSON.stringify(answer))
             const id = obj(answer)?.["id"]
             if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
             return outcome
@@ -268,15 +267,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
       const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) =>
         Effect.sync(() => {
-          const { ctx, format: client } = call
-          if (!call.stream) Object.assign(ctx.responseHeaders, costHeaders(ctx, served.candidate.connection.provider.id, served.candidate.model, decoded.usage, served.costUsd, false))
           if (call.stream) return replayWhole(call, decoded)
-          const options = call.encodeOptions ? { options: call.encodeOptions } : {}
-          const answer = (call.encodeResponse ?? ((r: CanonicalResponse) => client.encodeResponse(r, { model: call.model, requestId: ctx.requestId, ...options })))(decoded)
-          const payload = JSON.stringify(answer)
-          ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
-          ctx.res.end(payload)
-          call.capture?.(payload)
+          Object.assign(call.ctx.responseHeaders, costHeaders(call.ctx, served.candidate.connection.provider.id, served.candidate.model, decoded.usage, served.costUsd, false))
+          sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
         })
 
       const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now })
@@ -339,8 +332,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
               track.cachedProvider = hit.provider
               Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
-              ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": "application/json", "content-length": Buffer.byteLength(hit.body) })
-              ctx.res.end(hit.body)
+              // `routed` captures nothing: a hit is not stored again.
+              sendWhole(routed, hit.body)
               return
             }
             let captured: string | undefined
@@ -386,7 +379,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 format: client.id,
                 body: captured,
                 usage: outcome.usage ?? null,
-                costUsd: accounting.cost(tried.connection.provider.id, tried.model, outcome.usage),
+                costUsd: outcomeCost(accounting, tried, outcome),
                 provider: tried.connection.provider.id,
                 ...(cached.params ? { params: cached.params } : {}),
                 ...(cached.embedding ? { embedding: cached.embedding } : {})

@@ -126,7 +126,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             if (!budget.ok) {
               return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent` } }))
             }
-            const limit = deps.accounting.tokenLimit(apiKeyId, { provider: target.connection.provider.id, model: target.model, requestedModel: model, connection: target.connection.name }, Date.now())
+            const limit = deps.accounting.tokenLimit(apiKeyId, { provider: target.connection.provider.id, model: target.model, requestedModel: model, connection: target.connection.name })
             if (!limit.ok) {
               return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "token_limit_exceeded", message: `token limit reached: ${limit.limit.maxTokens} tokens per ${limit.limit.window}` } }))
             }

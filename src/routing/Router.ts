@@ -55,7 +55,7 @@ export interface RouterShape {
   readonly plan: (model: string, input: PlanInput) => Effect.Effect<RoutePlan, RouteError>
   /**
    * The plan when it is built from memory alone (a direct route with fresh caches, the usual
-   * request), else undefined (use `plan`).
+   * request), else undefined (use `plan`, which always builds it through the stores).
    */
   readonly peekPlan: (model: string, input: PlanInput) => Either.Either<RoutePlan, RouteError> | undefined
   /** The candidate that answered (lkgp, relay legs, sticky sessions, combo.switched). */
@@ -363,9 +363,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         return Either.isLeft(targets) ? Either.left(notFound(targets.left.message)) : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
       }
 
-      const plan: RouterShape["plan"] = (model, input) => peekPlan(model, input) ?? planned(model, input)
-
-      const planned = (model: string, input: PlanInput) =>
+      // The slow path only: callers on the request path try `peekPlan` first.
+      const plan: RouterShape["plan"] = (model, input) =>
         Effect.gen(function* () {
           const qs = QUOTA_SHARE.exec(model)
           if (qs) return yield* quotaSharePlan(qs[1]!, qs[2]!, input)
