@@ -6,6 +6,7 @@ import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { clientAddress } from "../src/http/request.js"
+import { isLoopbackHost } from "../src/config/AppConfig.js"
 import type * as http from "node:http"
 
 const ADMIN = "gwk_auth_admin_key_0123456789abcdef"
@@ -159,6 +160,44 @@ describe("browser requests from other origins", () => {
     expect(sdk.status).toBe(200)
   })
 
+  it("compare the whole origin host: names that merely start like loopback are foreign", async () => {
+    const before = upstream.requests.length
+    for (const origin of [
+      "http://127.0.0.1.evil.example",
+      "http://127.evil.example",
+      "https://127.0.0.1.nip.io:8443",
+      "http://localhost.evil.example",
+      "http://localhost-evil.example",
+      "http://[::2]",
+      "http://[::ffff:10.0.0.1]"
+    ]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chatBody),
+        headers: { "content-type": "text/plain", origin }
+      })
+      expect(res.status, origin).toBe(403)
+      expect(res.body.error.code, origin).toBe("origin_not_allowed")
+    }
+    // Refused before any provider was called.
+    expect(upstream.requests.length).toBe(before)
+  })
+
+  it("allow every real loopback origin", async () => {
+    for (const origin of [
+      "http://localhost:5173",
+      "http://LOCALHOST",
+      "http://127.0.0.1:3000",
+      "http://127.1.2.3",
+      "http://[::1]:8080",
+      "http://[0:0:0:0:0:0:0:1]",
+      "http://[::ffff:127.0.0.1]:5173"
+    ]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin } })
+      expect(res.status, origin).toBe(200)
+    }
+  })
+
   it("are allowed from origins listed in GATEWAY_ALLOWED_ORIGINS", async () => {
     const other = await startGateway({ env: { GATEWAY_ALLOWED_ORIGINS: "https://app.example, https://tools.example/" } })
     try {
@@ -168,6 +207,17 @@ describe("browser requests from other origins", () => {
       expect(unlisted.status).toBe(403)
     } finally {
       await other.close()
+    }
+  })
+})
+
+describe("isLoopbackHost", () => {
+  it("is exact: loopback literals and localhost only", () => {
+    for (const h of ["127.0.0.1", "127.255.0.9", "localhost", "LocalHost", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "[::ffff:7f00:1]"]) {
+      expect(isLoopbackHost(h), h).toBe(true)
+    }
+    for (const h of ["0.0.0.0", "::", "[::]", "192.168.1.2", "127.0.0.1.evil.example", "127.example", "localhost.evil.example", "::ffff:10.0.0.1", "::2", "128.0.0.1", ""]) {
+      expect(isLoopbackHost(h), h).toBe(false)
     }
   })
 })

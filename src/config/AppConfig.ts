@@ -3,6 +3,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { isIPv4, isIPv6 } from "node:net"
 import * as path from "node:path"
 
 export const DEFAULT_PORT = 20128
@@ -75,8 +76,24 @@ export const originAllowed = (origin: string | undefined, allowed: ReadonlyArray
   }
 }
 
-/** True for addresses that only this machine can reach. */
+/**
+ * True for addresses that only this machine can reach: `localhost`, IPv4 literals in
+ * 127.0.0.0/8, `::1`, and IPv4-mapped 127.x.y.z (`::ffff:127.0.0.1`, `::ffff:7f00:1`). The whole
+ * host is compared: `127.0.0.1.evil.example` is a name anyone can register, not a loopback address.
+ */
 export const isLoopbackHost = (host: string): boolean => {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, "")
-  return h === "localhost" || h === "::1" || h.startsWith("127.") || h === "::ffff:127.0.0.1"
+  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1")
+  if (h === "localhost") return true
+  if (isIPv4(h)) return Number(h.split(".")[0]) === 127
+  if (!isIPv6(h)) return false
+  let canonical: string
+  try {
+    // The URL parser writes every IPv6 form canonically (`0:0:0:0:0:0:0:1` is `::1`, a mapped IPv4 in hex).
+    canonical = new URL(`http://[${h}]/`).hostname.slice(1, -1)
+  } catch {
+    return false
+  }
+  if (canonical === "::1") return true
+  const mapped = /^::ffff:([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(canonical)
+  return mapped !== null && parseInt(mapped[1]!, 16) >> 8 === 127
 }
