@@ -211,6 +211,68 @@ describe("browser requests from other origins", () => {
   })
 })
 
+describe("a gateway bound to a non-loopback address", () => {
+  // The tests bind 0.0.0.0 (as a container would) and connect over 127.0.0.1.
+  const startBound = async (env: Record<string, string> = {}) => {
+    const bound = await startGateway({ host: "0.0.0.0", env })
+    const url = bound.url.replace("0.0.0.0", "127.0.0.1")
+    await bound.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+    const res = await call(`${url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl, defaultModel: "m1" },
+      headers: admin
+    })
+    expect(res.status).toBe(201)
+    return { bound, url }
+  }
+
+  it("requires a valid key while REQUIRE_API_KEY is off, from loopback callers too: the bind decides", async () => {
+    const { bound, url } = await startBound()
+    try {
+      const missing = await call(`${url}/v1/chat/completions`, { body: chatBody })
+      expect(missing.status).toBe(401)
+      expect(missing.body.error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" })
+      expect(missing.body.error.message).toContain("0.0.0.0")
+      expect(missing.body.error.message).toContain("gateway keys add")
+      expect(missing.body.error.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true")
+      const wrong = await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer gwk_wrong" } })
+      expect(wrong.status).toBe(401)
+      expect(wrong.body.error.message).toContain("Invalid API key")
+      expect((await call(`${url}/v1/models`)).status).toBe(401)
+      expect((await call(`${url}/v1/messages`, { body: { model: "up/m1", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } })).status).toBe(401)
+
+      const { secret } = await bound.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" })))
+      expect((await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+      expect((await call(`${url}/api/health/ping`)).status).toBe(200)
+      expect(bound.logs.some((l) => l.level === "WARN" && l.message.includes("requires a gateway API key"))).toBe(true)
+    } finally {
+      await bound.close()
+    }
+  })
+
+  it("serves without a key only when the operator sets GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true, with a SECURITY warning", async () => {
+    const { bound, url } = await startBound({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "true" })
+    try {
+      expect((await call(`${url}/v1/chat/completions`, { body: chatBody })).status).toBe(200)
+      const warning = bound.logs.find((l) => l.message.startsWith("SECURITY"))
+      expect(warning?.level).toBe("WARN")
+      expect(warning?.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true")
+    } finally {
+      await bound.close()
+    }
+  })
+
+  it("keeps REQUIRE_API_KEY=true in force over the opt-out", async () => {
+    const { bound, url } = await startBound({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "true", REQUIRE_API_KEY: "true" })
+    try {
+      const missing = await call(`${url}/v1/chat/completions`, { body: chatBody })
+      expect(missing.status).toBe(401)
+      expect(missing.body.error.message).toContain("Missing API key")
+    } finally {
+      await bound.close()
+    }
+  })
+})
+
 describe("isLoopbackHost", () => {
   it("is exact: loopback literals and localhost only", () => {
     for (const h of ["127.0.0.1", "127.255.0.9", "localhost", "LocalHost", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "[::ffff:7f00:1]"]) {
