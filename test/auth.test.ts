@@ -6,6 +6,9 @@ import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { clientAddress } from "../src/http/request.js"
+import { isLoopbackHost } from "../src/config/AppConfig.js"
+import { FORGET_AFTER_MS, FREE_FAILURES, makeLoginThrottle, MAX_DELAY_SECONDS } from "../src/auth/loginThrottle.js"
+import * as nodeHttp from "node:http"
 import type * as http from "node:http"
 
 const ADMIN = "gwk_auth_admin_key_0123456789abcdef"
@@ -31,6 +34,24 @@ afterAll(async () => {
   await gw?.close()
   await upstream?.close()
 })
+
+/** POST /api/auth/login from a chosen loopback source address (127.0.0.0/8 is all local). */
+const loginFrom = (base: string, localAddress: string, password: string) =>
+  new Promise<{ status: number; headers: nodeHttp.IncomingHttpHeaders; body: any }>((resolve, reject) => {
+    const u = new URL("/api/auth/login", base)
+    const body = JSON.stringify({ password })
+    const req = nodeHttp.request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: "POST", localAddress, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
+      (res) => {
+        let text = ""
+        res.setEncoding("utf8")
+        res.on("data", (c) => (text += c))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text ? JSON.parse(text) : undefined }))
+      }
+    )
+    req.on("error", reject)
+    req.end(body)
+  })
 
 const setRequireKey = async (value: string | undefined) => {
   const res = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value }, headers: admin })
@@ -159,6 +180,44 @@ describe("browser requests from other origins", () => {
     expect(sdk.status).toBe(200)
   })
 
+  it("compare the whole origin host: names that merely start like loopback are foreign", async () => {
+    const before = upstream.requests.length
+    for (const origin of [
+      "http://127.0.0.1.evil.example",
+      "http://127.evil.example",
+      "https://127.0.0.1.nip.io:8443",
+      "http://localhost.evil.example",
+      "http://localhost-evil.example",
+      "http://[::2]",
+      "http://[::ffff:10.0.0.1]"
+    ]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chatBody),
+        headers: { "content-type": "text/plain", origin }
+      })
+      expect(res.status, origin).toBe(403)
+      expect(res.body.error.code, origin).toBe("origin_not_allowed")
+    }
+    // Refused before any provider was called.
+    expect(upstream.requests.length).toBe(before)
+  })
+
+  it("allow every real loopback origin", async () => {
+    for (const origin of [
+      "http://localhost:5173",
+      "http://LOCALHOST",
+      "http://127.0.0.1:3000",
+      "http://127.1.2.3",
+      "http://[::1]:8080",
+      "http://[0:0:0:0:0:0:0:1]",
+      "http://[::ffff:127.0.0.1]:5173"
+    ]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { origin } })
+      expect(res.status, origin).toBe(200)
+    }
+  })
+
   it("are allowed from origins listed in GATEWAY_ALLOWED_ORIGINS", async () => {
     const other = await startGateway({ env: { GATEWAY_ALLOWED_ORIGINS: "https://app.example, https://tools.example/" } })
     try {
@@ -168,6 +227,79 @@ describe("browser requests from other origins", () => {
       expect(unlisted.status).toBe(403)
     } finally {
       await other.close()
+    }
+  })
+})
+
+describe("a gateway bound to a non-loopback address", () => {
+  // The tests bind 0.0.0.0 (as a container would) and connect over 127.0.0.1.
+  const startBound = async (env: Record<string, string> = {}) => {
+    const bound = await startGateway({ host: "0.0.0.0", env })
+    const url = bound.url.replace("0.0.0.0", "127.0.0.1")
+    await bound.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+    const res = await call(`${url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl, defaultModel: "m1" },
+      headers: admin
+    })
+    expect(res.status).toBe(201)
+    return { bound, url }
+  }
+
+  it("requires a valid key while REQUIRE_API_KEY is off, from loopback callers too: the bind decides", async () => {
+    const { bound, url } = await startBound()
+    try {
+      const missing = await call(`${url}/v1/chat/completions`, { body: chatBody })
+      expect(missing.status).toBe(401)
+      expect(missing.body.error).toMatchObject({ type: "authentication_error", code: "invalid_api_key" })
+      expect(missing.body.error.message).toContain("0.0.0.0")
+      expect(missing.body.error.message).toContain("gateway keys add")
+      expect(missing.body.error.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true")
+      const wrong = await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: "Bearer gwk_wrong" } })
+      expect(wrong.status).toBe(401)
+      expect(wrong.body.error.message).toContain("Invalid API key")
+      expect((await call(`${url}/v1/models`)).status).toBe(401)
+      expect((await call(`${url}/v1/messages`, { body: { model: "up/m1", max_tokens: 8, messages: [{ role: "user", content: "hi" }] } })).status).toBe(401)
+
+      const { secret } = await bound.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" })))
+      expect((await call(`${url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${secret}` } })).status).toBe(200)
+      expect((await call(`${url}/api/health/ping`)).status).toBe(200)
+      expect(bound.logs.some((l) => l.level === "WARN" && l.message.includes("requires a gateway API key"))).toBe(true)
+    } finally {
+      await bound.close()
+    }
+  })
+
+  it("serves without a key only when the operator sets GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true, with a SECURITY warning", async () => {
+    const { bound, url } = await startBound({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "true" })
+    try {
+      expect((await call(`${url}/v1/chat/completions`, { body: chatBody })).status).toBe(200)
+      const warning = bound.logs.find((l) => l.message.startsWith("SECURITY"))
+      expect(warning?.level).toBe("WARN")
+      expect(warning?.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true")
+    } finally {
+      await bound.close()
+    }
+  })
+
+  it("keeps REQUIRE_API_KEY=true in force over the opt-out", async () => {
+    const { bound, url } = await startBound({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "true", REQUIRE_API_KEY: "true" })
+    try {
+      const missing = await call(`${url}/v1/chat/completions`, { body: chatBody })
+      expect(missing.status).toBe(401)
+      expect(missing.body.error.message).toContain("Missing API key")
+    } finally {
+      await bound.close()
+    }
+  })
+})
+
+describe("isLoopbackHost", () => {
+  it("is exact: loopback literals and localhost only", () => {
+    for (const h of ["127.0.0.1", "127.255.0.9", "localhost", "LocalHost", "::1", "[::1]", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "[::ffff:7f00:1]"]) {
+      expect(isLoopbackHost(h), h).toBe(true)
+    }
+    for (const h of ["0.0.0.0", "::", "[::]", "192.168.1.2", "127.0.0.1.evil.example", "127.example", "localhost.evil.example", "::ffff:10.0.0.1", "::2", "128.0.0.1", ""]) {
+      expect(isLoopbackHost(h), h).toBe(false)
     }
   })
 })
@@ -240,28 +372,57 @@ describe("management authentication", () => {
     expect((await call(`${gw.url}/api/keys`, { headers: { cookie } })).status).toBe(401)
   })
 
-  it("counts parallel wrong guesses against the limit (no race past it)", async () => {
+  it("counts parallel wrong guesses against the throttle (no race past it)", async () => {
     const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     try {
       const statuses = await Promise.all(
         Array.from({ length: 40 }, (_, i) => call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status))
       )
-      expect(statuses.filter((s) => s === 401).length).toBe(10)
-      expect(statuses.filter((s) => s === 429).length).toBe(30)
+      expect(statuses.filter((s) => s === 401).length).toBe(FREE_FAILURES)
+      expect(statuses.filter((s) => s === 429).length).toBe(40 - FREE_FAILURES)
     } finally {
       await other.close()
     }
   })
 
-  it("refuses further logins from an address after repeated failures", async () => {
+  it("slows an address down after repeated failures with 429 and Retry-After, without locking out other addresses or the admin key", async () => {
+    const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
+    await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+    try {
+      const attacker = "127.0.0.2"
+      for (let i = 0; i < FREE_FAILURES; i++) {
+        expect((await loginFrom(other.url, attacker, `wrong-${i}`)).status).toBe(401)
+      }
+      // Even the right password waits: the pair is throttled, not the guess.
+      const blocked = await loginFrom(other.url, attacker, PASSWORD)
+      expect(blocked.status).toBe(429)
+      expect(blocked.body._tag).toBe("TooManyRequests")
+      expect(blocked.body.retryAfterSeconds).toBeGreaterThan(0)
+      expect(blocked.body.retryAfterSeconds).toBeLessThanOrEqual(2)
+      expect(blocked.headers["retry-after"]).toBe(String(blocked.body.retryAfterSeconds))
+      for (let i = 0; i < 20; i++) expect((await loginFrom(other.url, attacker, `more-${i}`)).status).toBe(429)
+
+      // Another address (the admin's, behind another NAT) is not affected at all.
+      const admin = await loginFrom(other.url, "127.0.0.3", PASSWORD)
+      expect(admin.status).toBe(200)
+      expect(admin.headers["set-cookie"]).toBeDefined()
+      // An admin API key works whatever the throttle says.
+      expect((await call(`${other.url}/api/keys`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(200)
+      const session = await call(`${other.url}/api/auth/session`, { headers: { authorization: `Bearer ${ADMIN}` } })
+      expect(session.body).toMatchObject({ authenticated: true, via: "api-key" })
+    } finally {
+      await other.close()
+    }
+  })
+
+  it("forgets an address's failures once it logs in", async () => {
     const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     try {
-      for (let i = 0; i < 10; i++) {
-        expect((await call(`${other.url}/api/auth/login`, { body: { password: `wrong-${i}` } })).status).toBe(401)
-      }
-      const blocked = await call(`${other.url}/api/auth/login`, { body: { password: PASSWORD } })
-      expect(blocked.status).toBe(429)
-      expect(blocked.body.retryAfterSeconds).toBeGreaterThan(0)
+      const address = "127.0.0.4"
+      for (let i = 0; i < FREE_FAILURES - 1; i++) expect((await loginFrom(other.url, address, `wrong-${i}`)).status).toBe(401)
+      expect((await loginFrom(other.url, address, PASSWORD)).status).toBe(200)
+      for (let i = 0; i < FREE_FAILURES; i++) expect((await loginFrom(other.url, address, `again-${i}`)).status).toBe(401)
+      expect((await loginFrom(other.url, address, "one too many")).status).toBe(429)
     } finally {
       await other.close()
     }
@@ -274,6 +435,40 @@ describe("management authentication", () => {
     const [row] = queryDb<{ value: string }>(gw.dataDir, "SELECT value FROM kv WHERE namespace = 'auth' AND key = 'admin_password'")
     expect(row!.value).toMatch(/^scrypt\$32768\$8\$1\$/)
     expect(row!.value).not.toContain("another long password")
+  })
+})
+
+describe("the failed-login throttle", () => {
+  it("lets the first failures through, then makes each further attempt wait twice as long, up to a cap", () => {
+    const throttle = makeLoginThrottle()
+    let now = 1_000_000
+    for (let i = 0; i < FREE_FAILURES; i++) expect(throttle.admit("10.0.0.1", "admin", now)).toBeUndefined()
+    const waits: Array<number> = []
+    for (let i = 0; i < 14; i++) {
+      const wait = throttle.admit("10.0.0.1", "admin", now)!
+      expect(wait).toBeGreaterThan(0)
+      // Still waiting one second before the end; admitted (and counted) at the end.
+      expect(throttle.admit("10.0.0.1", "admin", now + (wait - 1) * 1000)).toBe(1)
+      now += wait * 1000
+      expect(throttle.admit("10.0.0.1", "admin", now)).toBeUndefined()
+      waits.push(wait)
+    }
+    expect(waits.slice(0, 5)).toEqual([2, 4, 8, 16, 32])
+    expect(Math.max(...waits)).toBe(MAX_DELAY_SECONDS)
+    expect(waits.at(-1)).toBe(MAX_DELAY_SECONDS)
+    // Other pairs are independent, and a success resets the pair.
+    expect(throttle.admit("10.0.0.2", "admin", now)).toBeUndefined()
+    expect(throttle.admit("10.0.0.1", "someone-else", now)).toBeUndefined()
+    throttle.succeeded("10.0.0.1", "admin")
+    expect(throttle.admit("10.0.0.1", "admin", now)).toBeUndefined()
+  })
+
+  it("forgets a pair a day after its last failure, not sooner", () => {
+    const throttle = makeLoginThrottle()
+    for (let i = 0; i < FREE_FAILURES + 1; i++) throttle.admit("10.0.0.1", "admin", i * 60_000)
+    const last = FREE_FAILURES * 60_000
+    expect(throttle.admit("10.0.0.1", "admin", last + 1000)).toBeGreaterThan(0)
+    expect(throttle.admit("10.0.0.1", "admin", last + FORGET_AFTER_MS)).toBeUndefined()
   })
 })
 

@@ -42,7 +42,7 @@ describe("exposure on a non-loopback address", () => {
     const server = await startServerProcess({ DATA_DIR: tempDir() }, ["--host", "0.0.0.0"], { prefix: ["unshare", "-n"] })
     await new Promise((r) => setTimeout(r, 200))
     await server.stop()
-    const warning = server.output().split("\n").find((l) => l.includes("REQUIRE_API_KEY is off"))
+    const warning = server.output().split("\n").find((l) => l.includes("REQUIRE_API_KEY is off") && l.includes("requires a gateway API key"))
     expect(warning).toBeDefined()
     expect(JSON.parse(warning!).logLevel).toBe("WARN")
   })
@@ -54,5 +54,21 @@ describe("exposure on a non-loopback address", () => {
     expect(off.checks.find((c: any) => c.name === "security").message).toContain("REQUIRE_API_KEY is off")
     const on = JSON.parse((await runCli(["doctor", "--json", "--no-liveness", "--host", "0.0.0.0"], { DATA_DIR: tempDir(), REQUIRE_API_KEY: "true" }, { prefix })).stdout)
     expect(on.checks.find((c: any) => c.name === "security").message).not.toContain("REQUIRE_API_KEY is off")
+  })
+
+  it("doctor warns loudest when GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE opts a non-loopback bind out of keys", async () => {
+    const prefix = canUnshare ? ["unshare", "-n"] : []
+    const run = async (env: Record<string, string>) =>
+      JSON.parse((await runCli(["doctor", "--json", "--no-liveness", "--host", "0.0.0.0"], { DATA_DIR: tempDir(), ...env }, { prefix })).stdout)
+    const keysRequired = (await run({})).checks.find((c: any) => c.name === "security")
+    expect(keysRequired.status).toBe("warn")
+    expect(keysRequired.message).toContain("requires a gateway key")
+    const optedOut = (await run({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "true" })).checks.find((c: any) => c.name === "security")
+    expect(optedOut.status).toBe("warn")
+    expect(optedOut.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true")
+    expect(optedOut.message).toContain("anyone who reaches the port can use your providers")
+    const config = (await run({ GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE: "perhaps" })).checks.find((c: any) => c.name === "config")
+    expect(config.status).toBe("fail")
+    expect(config.message).toContain("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=perhaps")
   })
 })

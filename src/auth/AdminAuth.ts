@@ -11,6 +11,7 @@ import { BadRequest, TooManyRequests, Unauthorized } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { KeyValue } from "../store/KeyValue.js"
+import { makeLoginThrottle } from "./loginThrottle.js"
 import { hashPassword, randomToken, sha256, verifyPassword } from "./password.js"
 
 export const AUTH_NAMESPACE = "auth"
@@ -18,9 +19,8 @@ export const PASSWORD_KEY = "admin_password"
 export const SESSION_COOKIE = "gw_session"
 export const SESSION_TTL_MS = 7 * 24 * 60 * 60 * 1000
 
-/** Failed logins per client address before further attempts are refused for a while. */
-const MAX_FAILURES = 10
-const FAILURE_WINDOW_MS = 15 * 60 * 1000
+/** The one admin account: with the client address, the key of the failed-login throttle. */
+export const ADMIN_ACCOUNT = "admin"
 
 export interface AdminSession {
   readonly csrfToken: string
@@ -30,7 +30,10 @@ export interface AdminSession {
 export interface AdminAuthShape {
   readonly hasPassword: Effect.Effect<boolean>
   readonly setPassword: (password: string, actor?: string) => Effect.Effect<void, BadRequest>
-  /** Creates a session. Fails with 401 on a wrong password and 429 after repeated failures. */
+  /**
+   * Creates a session. Fails with 401 on a wrong password, and with 429 while this address must
+   * wait after repeated failures for the account (see loginThrottle.ts).
+   */
   readonly login: (
     password: string,
     client: { readonly ip: string; readonly userAgent: string | undefined }
@@ -53,7 +56,7 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
       const sql = yield* SqlClient.SqlClient
       const kv = yield* KeyValue
       const writer = yield* BatchWriter
-      const failures = new Map<string, { count: number; first: number }>()
+      const throttle = makeLoginThrottle()
 
       const storedHash = kv.get(AUTH_NAMESPACE, PASSWORD_KEY)
 
@@ -78,29 +81,14 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
         )
       }
 
-      /**
-       * Attempts are counted before the (slow) password check, so parallel guesses cannot all
-       * slip in under the limit; a success clears the address's count.
-       */
-      const admitAttempt = (ip: string, t: number): number | undefined => {
-        if (failures.size > 10_000) {
-          for (const [key, e] of failures) if (t - e.first >= FAILURE_WINDOW_MS) failures.delete(key)
-        }
-        const current = failures.get(ip)
-        const entry = current && t - current.first < FAILURE_WINDOW_MS ? current : { count: 0, first: t }
-        if (entry.count >= MAX_FAILURES) return Math.ceil((entry.first + FAILURE_WINDOW_MS - t) / 1000)
-        entry.count++
-        failures.set(ip, entry)
-        return undefined
-      }
-
       const login: AdminAuthShape["login"] = (password, client) =>
         Effect.gen(function* () {
           const t = Date.now()
-          const retryAfter = admitAttempt(client.ip, t)
+          // Counted as a failure before the (slow) password check, so parallel guesses cannot slip past.
+          const retryAfter = throttle.admit(client.ip, ADMIN_ACCOUNT, t)
           if (retryAfter !== undefined) {
             return yield* new TooManyRequests({
-              message: "too many failed logins from this address; try again later",
+              message: `too many failed logins for this account from this address; try again in ${retryAfter} s (an admin API key still works meanwhile)`,
               retryAfterSeconds: retryAfter
             })
           }
@@ -115,7 +103,7 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
             writer.append("audit_log", { ts: t, actor: client.ip, action: "admin.login_failed", target: null, detail: null })
             return yield* new Unauthorized({ message: "wrong password" })
           }
-          failures.delete(client.ip)
+          throttle.succeeded(client.ip, ADMIN_ACCOUNT)
           const token = randomToken(32)
           const session: AdminSession = { csrfToken: randomToken(24), expiresAt: t + SESSION_TTL_MS }
           yield* sql`DELETE FROM admin_sessions WHERE expires_at <= ${t}`.pipe(Effect.orDie)

@@ -3,6 +3,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { isIPv4, isIPv6 } from "node:net"
 import * as path from "node:path"
 
 export const DEFAULT_PORT = 20128
@@ -22,6 +23,12 @@ export interface AppConfigShape {
    * key, besides loopback origins; `*` allows every origin. From `GATEWAY_ALLOWED_ORIGINS`.
    */
   readonly allowedOrigins: ReadonlyArray<string>
+  /**
+   * On a non-loopback bind, serve inference without a gateway key while `REQUIRE_API_KEY` is off.
+   * Off (the default), such a bind requires a valid key whatever `REQUIRE_API_KEY` says. From
+   * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`.
+   */
+  readonly allowUnauthenticatedRemote: boolean
 }
 
 /** Process-level settings: where to listen and where state lives. Feature flags are separate. */
@@ -36,6 +43,7 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
         const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"))
         const logFormat = yield* Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.option)
         const origins = yield* Config.string("GATEWAY_ALLOWED_ORIGINS").pipe(Config.withDefault(""))
+        const allowUnauthenticatedRemote = yield* Config.boolean("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE").pipe(Config.withDefault(false))
         return {
           port: overrides.port ?? port,
           host: overrides.host ?? host,
@@ -46,7 +54,8 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
             origins
               .split(",")
               .map((o) => o.trim().replace(/\/+$/, ""))
-              .filter((o) => o.length > 0)
+              .filter((o) => o.length > 0),
+          allowUnauthenticatedRemote: overrides.allowUnauthenticatedRemote ?? allowUnauthenticatedRemote
         }
       })
     )
@@ -57,9 +66,30 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
       host: "127.0.0.1",
       logFormat: "json",
       allowedOrigins: [],
+      allowUnauthenticatedRemote: false,
       ...config
     })
 }
+
+/** What inference authentication needs from the process configuration. */
+export interface InferenceAccess {
+  readonly allowedOrigins: ReadonlyArray<string>
+  /** The bound interface, named in the 401 that a non-loopback bind answers without a key. */
+  readonly host: string
+  /**
+   * A non-loopback bind without `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`: a valid key is required
+   * even while `REQUIRE_API_KEY` is off. The bind decides, not the caller's address: on
+   * 0.0.0.0 or :: a request from 127.0.0.1 needs a key too (behind a local reverse proxy every
+   * request comes from loopback).
+   */
+  readonly keyRequiredByBind: boolean
+}
+
+export const inferenceAccess = (config: AppConfigShape): InferenceAccess => ({
+  allowedOrigins: config.allowedOrigins,
+  host: config.host,
+  keyRequiredByBind: !isLoopbackHost(config.host) && !config.allowUnauthenticatedRemote
+})
 
 /**
  * Whether a browser page from `origin` may use the inference routes without a gateway key.
@@ -75,8 +105,24 @@ export const originAllowed = (origin: string | undefined, allowed: ReadonlyArray
   }
 }
 
-/** True for addresses that only this machine can reach. */
+/**
+ * True for addresses that only this machine can reach: `localhost`, IPv4 literals in
+ * 127.0.0.0/8, `::1`, and IPv4-mapped 127.x.y.z (`::ffff:127.0.0.1`, `::ffff:7f00:1`). The whole
+ * host is compared: `127.0.0.1.evil.example` is a name anyone can register, not a loopback address.
+ */
 export const isLoopbackHost = (host: string): boolean => {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, "")
-  return h === "localhost" || h === "::1" || h.startsWith("127.") || h === "::ffff:127.0.0.1"
+  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1")
+  if (h === "localhost") return true
+  if (isIPv4(h)) return Number(h.split(".")[0]) === 127
+  if (!isIPv6(h)) return false
+  let canonical: string
+  try {
+    // The URL parser writes every IPv6 form canonically (`0:0:0:0:0:0:0:1` is `::1`, a mapped IPv4 in hex).
+    canonical = new URL(`http://[${h}]/`).hostname.slice(1, -1)
+  } catch {
+    return false
+  }
+  if (canonical === "::1") return true
+  const mapped = /^::ffff:([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(canonical)
+  return mapped !== null && parseInt(mapped[1]!, 16) >> 8 === 127
 }

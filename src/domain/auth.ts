@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 export const PASSWORD_MIN_LENGTH = 8
 
@@ -11,7 +12,7 @@ export const AdminPassword = Schema.String.pipe(
 
 export const LoginRequest = Schema.Struct({
   password: Schema.String.pipe(Schema.maxLength(1024, { message: () => "password must be at most 1024 characters" }))
-})
+}).annotations(strict)
 
 export const LoginResult = Schema.Struct({
   ok: Schema.Boolean,

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 export const FlagSource = Schema.Literal("db", "env", "default")
 
@@ -38,7 +39,7 @@ export const SetFeatureFlag = Schema.Struct({
   value: Schema.optional(
     Schema.String.annotations({ description: "New value; omit to remove the database override." })
   )
-})
+}).annotations(strict)
 export type SetFeatureFlag = typeof SetFeatureFlag.Type
 
 export const SetFeatureFlagResult = Schema.Struct({

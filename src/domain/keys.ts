@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 /** `inference` keys call the model routes; `admin` keys also manage the gateway. */
 export const ApiKeyScope = Schema.Literal("inference", "admin")
@@ -17,7 +18,7 @@ export const CreateApiKey = Schema.Struct({
   expiresAt: Schema.optional(
     Schema.NullOr(Schema.DateFromString.pipe(Schema.validDate({ message: () => "expiresAt must be an ISO 8601 date" })))
   )
-})
+}).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
 export const ApiKeyView = Schema.Struct({

@@ -1,6 +1,9 @@
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 
+/** Annotation for request payloads: an unknown field is a 400 that names it, not silently dropped. */
+export const strict = { parseOptions: { onExcessProperty: "error" as const } }
+
 /** One readable line per problem: `messages.0.role: is missing`. */
 export const describeParseError = (error: ParseResult.ParseError): string =>
   ParseResult.ArrayFormatter.formatErrorSync(error)

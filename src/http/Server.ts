@@ -134,7 +134,9 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       yield* Effect.logInfo(`gateway ${VERSION} listening on ${url} (data in ${config.dataDir})`)
       if (!isLoopbackHost(config.host) && !(yield* flags.enabled("REQUIRE_API_KEY"))) {
         yield* Effect.logWarning(
-          `SECURITY: listening on ${config.host}, reachable from other machines, while REQUIRE_API_KEY is off: anyone who can reach this port can use your providers. Set REQUIRE_API_KEY=true (or PUT /api/settings/feature-flags) and create keys with \`gateway keys add\`.`
+          config.allowUnauthenticatedRemote
+            ? `SECURITY: listening on ${config.host}, reachable from other machines, while REQUIRE_API_KEY is off and GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true: anyone who can reach this port can use your providers. Set REQUIRE_API_KEY=true (or PUT /api/settings/feature-flags) and create keys with \`gateway keys add\`.`
+            : `listening on ${config.host}, reachable from other machines, while REQUIRE_API_KEY is off: inference requires a gateway API key on this address anyway (create one with \`gateway keys add\`); GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true would serve without keys.`
         )
       }
       const keys = yield* ApiKeys

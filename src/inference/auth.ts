@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
 import type { ApiKeysShape } from "../auth/ApiKeys.js"
-import { originAllowed } from "../config/AppConfig.js"
+import { type InferenceAccess, originAllowed } from "../config/AppConfig.js"
 import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
 import { bearerToken, trimmedHeader as header } from "../http/request.js"
 import { InferenceError } from "./errors.js"
@@ -30,6 +30,8 @@ export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, 
 /**
  * `REQUIRE_API_KEY` off (the default): any key value, or none, is accepted; a valid key is
  * still recognised so usage is attributed to it. On: a valid, unexpired, enabled key is required.
+ * A non-loopback bind requires a valid key as if it were on, unless the operator opted out with
+ * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`.
  * Either way, a browser page from a foreign origin (a drive-by site, or DNS rebinding onto
  * 127.0.0.1) needs a valid key: it cannot spend the operator's providers just because the
  * gateway listens on localhost. Returns the id of the key that authenticated the request.
@@ -37,7 +39,7 @@ export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, 
 export const authenticateInference = (
   keys: ApiKeysShape,
   flags: FeatureFlagsShape,
-  allowedOrigins: ReadonlyArray<string>,
+  access: InferenceAccess,
   req: http.IncomingMessage,
   query: URLSearchParams,
   /** A key carried in the path (tokenized editor routes). */
@@ -45,17 +47,17 @@ export const authenticateInference = (
 ): Effect.Effect<string | null, InferenceError> => {
   const presented = presentedKey(req, query, preset)
   // Every request passes here: with the keys cached and fresh, the key is hashed and looked up once.
-  if (!presented) return unrecognised(flags, allowedOrigins, req, presented)
+  if (!presented) return unrecognised(flags, access, req, presented)
   const recognised = (record: Option.Option<{ readonly id: string }>) =>
-    Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, allowedOrigins, req, presented)
+    Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, access, req, presented)
   const known = keys.peekVerify(presented)
   return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }
 
-const unrecognised = (flags: FeatureFlagsShape, allowedOrigins: ReadonlyArray<string>, req: http.IncomingMessage, presented: string | undefined) =>
+const unrecognised = (flags: FeatureFlagsShape, access: InferenceAccess, req: http.IncomingMessage, presented: string | undefined) =>
   Effect.gen(function* () {
     const origin = header(req, "origin")
-    if (!originAllowed(origin, allowedOrigins)) {
+    if (!originAllowed(origin, access.allowedOrigins)) {
       return yield* new InferenceError({
         status: 403,
         kind: "permission",
@@ -63,7 +65,15 @@ const unrecognised = (flags: FeatureFlagsShape, allowedOrigins: ReadonlyArray<st
         message: `browser requests from ${origin} need a gateway API key (or add the origin to GATEWAY_ALLOWED_ORIGINS)`
       })
     }
-    if (!(yield* flags.enabled("REQUIRE_API_KEY"))) return null
+    if (!(yield* flags.enabled("REQUIRE_API_KEY"))) {
+      if (!access.keyRequiredByBind) return null
+      return yield* new InferenceError({
+        status: 401,
+        kind: "authentication",
+        code: "invalid_api_key",
+        message: `${presented ? "Invalid API key: the key is unknown, disabled or expired." : "Missing API key."} This gateway listens on ${access.host}, reachable from other machines, so inference needs a gateway API key even though REQUIRE_API_KEY is off: create one with \`gateway keys add\` and send it as 'Authorization: Bearer <key>'. To serve without keys on this address anyway, the operator sets GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true.`
+      })
+    }
     return yield* new InferenceError({
       status: 401,
       kind: "authentication",

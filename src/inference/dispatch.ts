@@ -8,7 +8,7 @@ import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
 import { ApiKeys } from "../auth/ApiKeys.js"
-import { AppConfig } from "../config/AppConfig.js"
+import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { openAiChat } from "../formats/openai-chat.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
@@ -97,7 +97,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const connections = yield* Connections
       const router = yield* Router
       const idempotency = yield* Idempotency
-      const { allowedOrigins } = yield* AppConfig
+      const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
       const deps: RouteDeps = {
@@ -136,7 +136,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey))
         const body = route.public
           ? handle
-          : Effect.flatMap(authenticateInference(keys, flags, allowedOrigins, req, ctx.query, token), (id) => {
+          : Effect.flatMap(authenticateInference(keys, flags, access, req, ctx.query, token), (id) => {
               ctx.apiKeyId = id
               return serveIt()
             })

@@ -7,7 +7,7 @@ import type * as http from "node:http"
 import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
 import { ApiKeys } from "../auth/ApiKeys.js"
-import { AppConfig } from "../config/AppConfig.js"
+import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { mergeUsage, newId, type Usage } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
@@ -63,7 +63,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const flags = yield* FeatureFlags
       const connections = yield* Connections
       const watchdog = yield* StreamWatchdog
-      const { allowedOrigins } = yield* AppConfig
+      const access = inferenceAccess(yield* AppConfig)
       const { deps } = yield* InferenceRoutes
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
@@ -264,7 +264,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
                 return refuse(socket, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
               }
-              const auth = yield* authenticateInference(keys, flags, allowedOrigins, req, query).pipe(Effect.either)
+              const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
               if (auth._tag === "Left") return refuse(socket, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
               const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
               if (!capable) {

@@ -80,6 +80,23 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
 /** Management bodies are small JSON documents; anything larger is refused before it is read. */
 export const MAX_MANAGEMENT_BODY_BYTES = 1024 * 1024
 
+/**
+ * The media type a management body is read as. The platform would otherwise parse forms and
+ * multipart bodies into the same schemas (and die on a malformed multipart body); no
+ * management route takes anything but JSON. A body without a content type is read as JSON.
+ */
+const unsupportedBody = (req: HttpServerRequest.HttpServerRequest): string | undefined => {
+  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return undefined
+  const length = req.headers["content-length"]
+  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
+  const contentType = req.headers["content-type"]
+  if (!hasBody || contentType === undefined) return undefined
+  const mediaType = (contentType.split(";")[0] ?? "").trim().toLowerCase()
+  if (mediaType === "application/json") return undefined
+  const shown = contentType.length > 80 ? `${contentType.slice(0, 80)}…` : contentType
+  return `management request bodies must be JSON: send 'content-type: application/json' (got ${JSON.stringify(shown)})`
+}
+
 /** Request id, version headers, body limit, access log and JSON fallbacks for every management response. */
 const managementMiddleware = HttpMiddleware.make((app) =>
   Effect.gen(function* () {
@@ -87,10 +104,13 @@ const managementMiddleware = HttpMiddleware.make((app) =>
     const requestId = newRequestId()
     const started = Date.now()
     const declared = Number(req.headers["content-length"] ?? 0)
+    const unsupported = unsupportedBody(req)
     const guarded =
-      declared > MAX_MANAGEMENT_BODY_BYTES
-        ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
-        : HttpIncomingMessage.withMaxBodySize(app, Option.some(MAX_MANAGEMENT_BODY_BYTES))
+      unsupported !== undefined
+        ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
+        : declared > MAX_MANAGEMENT_BODY_BYTES
+          ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
+          : HttpIncomingMessage.withMaxBodySize(app, Option.some(MAX_MANAGEMENT_BODY_BYTES))
     return yield* guarded.pipe(
       Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
       Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),

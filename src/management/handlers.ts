@@ -51,7 +51,13 @@ const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
           const { token, session } = yield* admin.login(payload.password, {
             ip: clientAddress(source, trustProxy),
             userAgent: req.headers["user-agent"]
-          })
+          }).pipe(
+            Effect.tapError((e) =>
+              e._tag === "TooManyRequests"
+                ? HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds))))
+                : Effect.void
+            )
+          )
           const secure =
             (source.socket as { encrypted?: boolean }).encrypted === true ||
             (trustProxy && req.headers["x-forwarded-proto"] === "https")

@@ -33,11 +33,16 @@ const openDb = (file: string): Sqlite => {
   return new Database(file, { readonly: true, fileMustExist: true })
 }
 
+/** What effect's Config.boolean reads. */
+const CONFIG_BOOLEANS = new Set(["true", "false", "yes", "no", "on", "off", "1", "0", "y", "n"])
+
 const checkConfig = (dataDir: string, port: number, host: string): Check => {
   const problems: Array<string> = []
   const rawPort = process.env.PORT
   if (rawPort !== undefined && rawPort !== "" && !/^\d+$/.test(rawPort)) problems.push(`PORT=${rawPort} is not a number`)
   if (process.env.LOG_FORMAT && !["json", "pretty"].includes(process.env.LOG_FORMAT)) problems.push(`LOG_FORMAT=${process.env.LOG_FORMAT} (expected json or pretty)`)
+  const optOut = process.env.GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE
+  if (optOut && !CONFIG_BOOLEANS.has(optOut.trim().toLowerCase())) problems.push(`GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=${optOut} (expected true or false)`)
   try {
     fs.mkdirSync(dataDir, { recursive: true })
     fs.accessSync(dataDir, fs.constants.W_OK)
@@ -180,7 +185,9 @@ export const doctorCommand = Command.make(
     Effect.gen(function* () {
       const overrides = yield* cliConfig
       const config = yield* Effect.provide(AppConfig, AppConfig.layer(overrides)).pipe(
-        Effect.catchAll(() => Effect.succeed({ port: DEFAULT_PORT, host: DEFAULT_HOST, dataDir: path.resolve(process.env.DATA_DIR ?? "./data"), logFormat: "pretty" as const }))
+        Effect.catchAll(() =>
+          Effect.succeed({ port: DEFAULT_PORT, host: DEFAULT_HOST, dataDir: path.resolve(process.env.DATA_DIR ?? "./data"), logFormat: "pretty" as const, allowUnauthenticatedRemote: false })
+        )
       )
       const host = Option.getOrElse(opts.host, () => config.host)
       const checks: Array<Check> = []
@@ -195,7 +202,11 @@ export const doctorCommand = Command.make(
       const requireKey = resolveFlag(FLAGS_BY_KEY.get("REQUIRE_API_KEY")!, db.overrides, new Map(process.env.REQUIRE_API_KEY ? [["REQUIRE_API_KEY", process.env.REQUIRE_API_KEY]] : []))
       const security: Array<string> = []
       if (!isLoopbackHost(host) && !isTruthy(requireKey.value)) {
-        security.push(`host ${host} is reachable from the network while REQUIRE_API_KEY is off (${requireKey.source}): anyone who reaches the port can use your providers; set REQUIRE_API_KEY=true`)
+        security.push(
+          config.allowUnauthenticatedRemote
+            ? `host ${host} is reachable from the network while REQUIRE_API_KEY is off (${requireKey.source}) and GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true: anyone who reaches the port can use your providers; set REQUIRE_API_KEY=true and remove GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`
+            : `host ${host} is reachable from the network while REQUIRE_API_KEY is off (${requireKey.source}): inference requires a gateway key on this bind anyway (create one with \`gateway keys add\`); set REQUIRE_API_KEY=true to say so explicitly`
+        )
       }
       if (!db.adminAuth) security.push("no admin password or admin API key: the management API is unusable until `gateway setup`")
       checks.push(
