@@ -308,7 +308,7 @@ export class AnthropicStreamDecoder implements StreamDecoder {
     if (this.done) return []
     this.done = true
     // The upstream closed without message_stop: that is a broken stream, not a finished one.
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop" } }]
+    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop", code: "stream_interrupted" } }]
   }
 }
 

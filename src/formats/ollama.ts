@@ -335,7 +335,7 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line" } }]
+    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line", code: "stream_interrupted" } }]
   }
 
 }

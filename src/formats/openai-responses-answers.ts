@@ -313,7 +313,7 @@ export class ResponsesStreamDecoder implements StreamDecoder {
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
-    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed" } }]
+    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed", code: "stream_interrupted" } }]
   }
 }
 

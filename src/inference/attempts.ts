@@ -68,9 +68,18 @@ export const failureOfError = (e: InferenceError): FailureInfo | undefined => {
 export const failureOfStream = (e: CanonicalError): FailureInfo =>
   e.code === "upstream_stalled"
     ? { status: 504, kind: "stalled", message: e.message, code: e.code }
-    : e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message)
+    : e.code === "stream_interrupted" || (e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message))
       ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
       : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
+
+/**
+ * A stream that failed before anything reached the client, as the client is answered: a stall
+ * (504 `upstream_stalled`) or a cut (502 `stream_interrupted`) as is; an error the upstream
+ * reported in its 200 stream is a 502 `upstream_error`, like an error inside a whole 200 answer
+ * (the resilience layer still hears the status the upstream reported).
+ */
+export const clientFacing = (e: CanonicalError): CanonicalError =>
+  e.code === "upstream_stalled" || e.code === "stream_interrupted" ? e : { ...e, status: 502, kind: "upstream", code: e.code ?? "upstream_error" }
 
 /** What one request's usage row will say: the last candidate tried, how it went, how many fallbacks. */
 export interface Tracking {

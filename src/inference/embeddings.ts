@@ -110,7 +110,7 @@ export const embed = (
       )
     }
     const res = yield* inference.send(resolved, format, requestBody(format, resolved.model, inputs, dimensions), { stream: false, op: "embed" }, client)
-    if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client), Effect.fail)
+    if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client, resolved.connection), Effect.fail)
     const text = (yield* readUpstreamBody(res.body).pipe(Effect.orElseSucceed(() => Buffer.alloc(0)))).toString("utf8")
     const { vectors, tokens: reported } = vectorsOf(format, tryJson(text))
     if (vectors.length !== inputs.length) {

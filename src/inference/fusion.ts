@@ -7,7 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { AccountingShape } from "../accounting/Accounting.js"
-import { type CanonicalRequest, type CanonicalResponse, type ContentBlock, errorKindForStatus, type FormatId, textOf, type Usage } from "../formats/canonical.js"
+import { type CanonicalRequest, type CanonicalResponse, type ContentBlock, type FormatId, textOf, type Usage } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
 import { RequestDecodeError, type WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
@@ -18,10 +18,10 @@ import type { FusionPlan, RoutePlan } from "../routing/plan.js"
 import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
 import { readUpstreamBody, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { errorIn200 } from "./answers.js"
 import { attemptFailed, failureOfError, headerValue, type Tracking } from "./attempts.js"
 import { clientError, type InferenceError } from "./errors.js"
 import { committed } from "./io.js"
+import { errorInAnswer } from "./sending.js"
 import type { InferenceCall, InferenceShape } from "./pipeline.js"
 
 /** Panel requests carry no tools: calls and results in the history become plain text. */
@@ -58,7 +58,7 @@ export interface FusionDeps {
   readonly resilience: ResilienceShape
   readonly memory: RoutingMemoryShape
   readonly send: InferenceShape["send"]
-  readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
+  readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) => Effect.Effect<void>
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<void, InferenceError>
@@ -107,15 +107,15 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
               Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
             )
             if (res.status < 200 || res.status >= 300) {
-              const { error, info } = yield* readFailure(res, upstream, client)
+              const { error, info } = yield* readFailure(res, upstream, client, c.connection)
               return yield* Effect.fail(attemptFailed(error, info))
             }
             const text = (yield* readUpstreamBody(res.body).pipe(
-              Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` }), { status: 502, kind: "cut", message: e.message }))
+              Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}`, code: "upstream_error" }), { status: 502, kind: "cut", message: e.message }))
             )).toString("utf8")
             const json = tryJson(text)
-            const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
-            if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, body: text.slice(0, 4096) }))
+            const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
+            if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
             return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
           })
         ).pipe(

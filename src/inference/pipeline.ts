@@ -8,7 +8,6 @@ import * as Layer from "effect/Layer"
 import {
   type CanonicalRequest,
   type CanonicalResponse,
-  errorKindForStatus,
   type FormatId,
   wholeUsage
 } from "../formats/canonical.js"
@@ -32,15 +31,15 @@ import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, encodeWhole, errorIn200, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
+import { costHeaders, encodeWhole, replayWhole, sendWhole } from "./answers.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
-import { encodeFor, makeSending, type SendOptions } from "./sending.js"
+import { encodeFor, errorInAnswer, makeSending, type SendOptions } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
@@ -92,8 +91,8 @@ export interface InferenceShape {
     options: SendOptions,
     clientFormat: WireFormat
   ) => Effect.Effect<UpstreamResponse, InferenceError>
-  /** An upstream error answer, read and rendered for the client. */
-  readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.Effect<InferenceError>
+  /** An upstream error answer, read and rendered for the client (scrubbed of the connection's secrets). */
+  readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<InferenceError>
 }
 
 /** Features of a request that could not be decoded: the router still needs something. */
@@ -210,7 +209,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")
           )
           if (res.status < 200 || res.status >= 300) {
-            const { error, info } = yield* readFailure(res, upstream, client)
+            const { error, info } = yield* readFailure(res, upstream, client, connection)
             return yield* Effect.fail(attemptFailed(error, info))
           }
           const contentType = String(res.headers["content-type"] ?? "")
@@ -218,14 +217,14 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
           if (!streamed) {
             const unreadable = (e: Error) => {
-              const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}` })
+              const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}`, code: "upstream_error" })
               return attemptFailed(error, { status: 502, kind: "cut", message: error.message })
             }
             if (res.bodyError) return yield* Effect.fail(unreadable(res.bodyError))
             const text = (res.bytes ?? (yield* readUpstreamBody(res.body).pipe(Effect.mapError(unreadable)))).toString("utf8")
             const json = tryJson(text)
-            const bad = errorIn200(upstream.id, json) ?? (json === undefined ? { status: 502, kind: errorKindForStatus(502), message: `upstream answered 200 with a body that is not JSON: ${text.slice(0, 200)}` } : undefined)
-            if (bad) return yield* Effect.fail(attemptFailed(clientError(client, bad), { status: bad.status, kind: "http", message: bad.message, code: bad.code ?? null, body: text.slice(0, 4096) }))
+            const bad = errorInAnswer(upstream.id, json, text, client, connection)
+            if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
             const reported = upstream.usageOfResponse(json)
             const usage = reported ? wholeUsage(reported) : undefined
             const costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
@@ -244,11 +243,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return outcome
           }
 
-          const relayed = makeRelay(call, upstream, client, passthrough, origin)
+          const relayed = makeRelay(call, upstream, client, passthrough, origin, connection)
           const result = yield* relayStream(ctx, res, upstream.framing, relayed.relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, watchdog)
           if (result.failedBeforeOutput) {
             const e = result.failedBeforeOutput
-            return yield* Effect.fail(attemptFailed(clientError(client, e), failureOfStream(e)))
+            return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))
           }
           relayed.completed()
           const error = result.error ?? relayed.failed()

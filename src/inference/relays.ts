@@ -4,13 +4,16 @@
  * Nothing goes to the client until the upstream has begun its answer, so an error or a stall
  * before that is not committed and the request can still go to another target.
  */
-import { mergeUsage, type StreamEvent, type Usage } from "../formats/canonical.js"
+import { type CanonicalError, mergeUsage, type StreamEvent, type Usage } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
 import type { StreamEncoder, WireFormat } from "../formats/format.js"
 import type { Frame } from "../formats/frames.js"
+import { scrubSecrets } from "../observability/redact.js"
+import type { Connection } from "../providers/Connections.js"
 import { ResponsesStreamEncoder } from "../formats/openai-responses.js"
 import type { InferenceCall } from "./pipeline.js"
 import type { Origin } from "./responseStore.js"
+import { secretsOf } from "./sending.js"
 import { type FrameRelay, StreamFailure } from "./stream.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
@@ -26,8 +29,22 @@ export interface StreamRelay {
   readonly completed: () => void
 }
 
-export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: WireFormat, passthrough: boolean, origin: Origin): StreamRelay => {
+/**
+ * Whether a frame may carry an error (cheap, looked at for every frame of a passed-through
+ * stream): an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`).
+ */
+export const mayBeError = (frame: Frame): boolean =>
+  frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
+
+/**
+ * `connection`: whose credentials an error the upstream reports in its stream is
+ * scrubbed of them (and of anything key-shaped) before it goes on; other frames are not looked at.
+ */
+export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: WireFormat, passthrough: boolean, origin: Origin, connection: Connection): StreamRelay => {
   const { ctx } = call
+  // Read only when an error is seen.
+  const scrub = (text: string) => scrubSecrets(text, secretsOf(connection))
+  const scrubError = (e: CanonicalError): CanonicalError => ({ ...e, message: scrub(e.message) })
   let usageSoFar: Partial<Usage> | undefined
   // Nothing goes to the client until the upstream has begun its answer: an error event or a
   // stall before that is not committed, so the request can still go to another target.
@@ -36,7 +53,7 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
   const gate = (events: ReadonlyArray<StreamEvent>): void => {
     if (open) return
     for (const ev of events) {
-      if (ev.type === "error") throw new StreamFailure(ev.error)
+      if (ev.type === "error") throw new StreamFailure(scrubError(ev.error))
       if (CONTENT_EVENTS.has(ev.type)) {
         open = true
         return
@@ -65,6 +82,7 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     const relayed = { id: undefined as string | undefined, seq: -1 }
     relay = {
       frame: (frame: Frame) => {
+        const began = open
         if (!open) gate(preview.push(frame))
         const u = upstream.usageOf(frame)
         if (u) usageSoFar = mergeUsage(usageSoFar, u)
@@ -78,7 +96,13 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
           const r = obj(obj(tryJson(frame.data))?.["response"])
           if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
         }
-        return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${frame.data}\n\n` : `${frame.data}\n`)
+        let data = frame.data
+        if (began && mayBeError(frame)) {
+          // An error after the answer began: passed on scrubbed, and kept for the usage row.
+          data = scrub(frame.data)
+          for (const ev of preview.push(frame)) if (ev.type === "error") failed ??= scrub(ev.error.message)
+        }
+        return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
       },
       end: () => {
         if (!open) gate(preview.end())
@@ -100,8 +124,11 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
       let out = ""
       for (const ev of events) {
         if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
-        if (ev.type === "error") failed = ev.error.message
-        out += enc.push(ev)
+        if (ev.type === "error") {
+          const error = scrubError(ev.error)
+          failed = error.message
+          out += enc.push({ type: "error", error })
+        } else out += enc.push(ev)
       }
       return release(out)
     }

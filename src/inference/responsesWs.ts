@@ -13,12 +13,15 @@ import { mergeUsage, newId, type Usage } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
 import { SseParser } from "../formats/frames.js"
 import { openAiResponses } from "../formats/openai-responses.js"
+import { scrubSecrets } from "../observability/redact.js"
 import { Connections } from "../providers/Connections.js"
 import { authenticateInference } from "./auth.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
 import { errorBody, type InferenceError } from "./errors.js"
 import type { RequestContext } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
+import { mayBeError } from "./relays.js"
+import { secretsOf } from "./sending.js"
 import { ResponseStore } from "./responseStore.js"
 import { type StreamProgress, StreamWatchdog } from "./stream.js"
 import { splitNoThinking } from "./catalog.js"
@@ -159,7 +162,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               Effect.tapError((e) => Effect.suspend(() => ((status = e.status), (failure = e.message), row)))
             )
             if (res.status < 200 || res.status >= 300) {
-              const error = yield* deps.inference.failure(res, openAiResponses, openAiResponses)
+              const error = yield* deps.inference.failure(res, openAiResponses, openAiResponses, target.connection)
               status = error.status
               failure = error.message
               yield* row
@@ -196,7 +199,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                   const r = obj(obj(tryJson(data))?.["response"])
                   if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [], { connectionId: target.connection.id, stored: body["store"] !== false })
                 }
-                send(data)
+                // An error the upstream reports goes on without the connection's key.
+                send(mayBeError({ data }) ? scrubSecrets(data, secretsOf(target.connection)) : data)
               }
               res.body.on("data", (chunk: Buffer) => {
                 progress.lastChunkAt = Date.now()

@@ -5,6 +5,7 @@
  * resilience layer.
  */
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import type { CanonicalRequest, FormatId } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
@@ -12,10 +13,11 @@ import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
+import { scrubJson, scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
-import { hintHeaders, isErrorShape } from "./answers.js"
+import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
 import { headerValue } from "./attempts.js"
 import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
@@ -51,6 +53,56 @@ const transportError = (clientFormat: WireFormat, connection: Connection) => (e:
     message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
     code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
   })
+
+/** The credentials a connection sends upstream: what its error answers must never repeat. */
+export const secretsOf = (connection: Connection): ReadonlyArray<string> => (connection.apiKey ? [Redacted.value(connection.apiKey)] : [])
+
+/** An error body without secrets, as text and parsed (a JSON body whose scrubbed text no longer parses is scrubbed value by value). */
+const scrubbedBody = (raw: string, secrets: ReadonlyArray<string>): { readonly text: string; readonly parsed: unknown } => {
+  const text = scrubSecrets(raw, secrets)
+  const parsed = tryJson(text)
+  if (parsed !== undefined || text === raw) return { text, parsed }
+  const original = tryJson(raw)
+  if (original === undefined) return { text, parsed }
+  const clean = scrubJson(original, secrets)
+  return { text: JSON.stringify(clean), parsed: clean }
+}
+
+/** An upstream that answered a redirect: a bad gateway, naming where it pointed (without secrets). */
+const redirected = (res: UpstreamResponse, client: WireFormat, connection: Connection, secrets: ReadonlyArray<string>): { readonly error: InferenceError; readonly info: FailureInfo } => {
+  const location = res.headers["location"]
+  const where = typeof location === "string" && location !== "" ? ` to ${scrubSecrets(location, secrets).slice(0, 500)}` : ""
+  const message = `${connection.name}: the upstream redirected (HTTP ${res.status})${where}; redirects are not followed, check the connection's base URL`
+  return {
+    error: clientError(client, { status: 502, kind: "upstream", message, code: "upstream_redirect" }),
+    // Its own status for the resilience layer: a misbehaving upstream, tried elsewhere, no breaker.
+    info: { status: res.status, kind: "http", message, code: "upstream_redirect" }
+  }
+}
+
+/**
+ * A 2xx answer whose body is an error (or not JSON at all): the gateway's 502, whatever status
+ * the upstream put inside, scrubbed like any error answer. The resilience layer still hears the
+ * status the upstream reported (a rate limit inside a 200 is still a rate limit).
+ */
+export const errorInAnswer = (
+  upstream: FormatId,
+  json: unknown,
+  raw: string,
+  client: WireFormat,
+  connection: Connection
+): { readonly error: InferenceError; readonly info: FailureInfo } | undefined => {
+  const bad = errorIn200(upstream, json) ?? (json === undefined ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" } : undefined)
+  if (!bad) return undefined
+  const secrets = secretsOf(connection)
+  // Scrubbed before it is cut: a key cut in half would no longer be recognised.
+  const body = scrubSecrets(raw.slice(0, 8192), secrets).slice(0, 4096)
+  const message = json === undefined ? `${bad.message}: ${body.slice(0, 200)}` : scrubSecrets(bad.message, secrets)
+  return {
+    error: clientError(client, { status: 502, kind: "upstream", message, code: bad.code ?? "upstream_error" }),
+    info: { status: bad.status, kind: "http", message, code: bad.code ?? null, body }
+  }
+}
 
 export const makeSending = (deps: { readonly connections: ConnectionsShape; readonly http: UpstreamHttpShape; readonly timeouts: StreamTimeoutsShape }) => {
   const { connections, http, timeouts } = deps
@@ -95,8 +147,18 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
   const send = (target: ResolvedTarget, format: FormatId, body: Record<string, unknown>, options: SendOptions, clientFormat: WireFormat) =>
     Effect.suspend(() => sendAs(target, format, body, options, clientFormat, (e) => e))
 
-  /** An upstream error answer, read: the client's rendering and the resilience layer's description. */
-  const readFailure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat): Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }> =>
+  /**
+   * An upstream error answer, read: the client's rendering and the resilience layer's
+   * description. The body is scrubbed of the connection's secrets first (an upstream may echo
+   * the key it refused), so what the client, the usage row, lastError and the log see is clean.
+   * A redirect is the gateway's own 502: it is not followed, and its status never reaches the client.
+   */
+  const readFailure = (
+    res: UpstreamResponse,
+    upstream: WireFormat,
+    client: WireFormat,
+    connection: Connection
+  ): Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }> =>
     (res.bytes !== undefined || res.bodyError !== undefined
       ? Effect.succeed(res.bytes?.toString("utf8") ?? "")
       : readUpstreamBody(res.body, ERROR_BODY_MAX_BYTES).pipe(
@@ -104,20 +166,22 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
           Effect.orElseSucceed(() => "")
         )
     ).pipe(
-      Effect.map((text) => {
-        const parsed = tryJson(text)
+      Effect.map((raw) => {
+        const secrets = secretsOf(connection)
+        if (res.status >= 300 && res.status < 400) return redirected(res, client, connection, secrets)
+        const { text, parsed } = scrubbedBody(raw, secrets)
         const decoded = upstream.decodeError(res.status, parsed, text)
         const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
         // Same format: the upstream's own error object is already what the client expects.
         const error =
           upstream.id === client.id && isErrorShape(upstream.id, parsed)
             ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
-            : clientError(client, decoded, hintHeaders(res.headers))
+            : clientError(client, { ...decoded, code: decoded.code ?? "upstream_error" }, hintHeaders(res.headers))
         return { error, info }
       })
     )
 
-  const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat) => Effect.map(readFailure(res, upstream, client), (r) => r.error)
+  const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.map(readFailure(res, upstream, client, connection), (r) => r.error)
 
   return { sendAs, send, readFailure, failure }
 }

@@ -202,7 +202,7 @@ export const relayStream = (
         for (const frame of parser.push(chunk)) text += relay.frame(frame)
       } catch (e) {
         body.destroy()
-        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
+        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" })
       }
       if (!write(text)) {
         // Backpressure: wait for the client; the idle watchdog does not count this time.
@@ -218,12 +218,12 @@ export const relayStream = (
         for (const frame of parser.end()) text += relay.frame(frame)
         text += relay.end()
       } catch (e) {
-        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}` })
+        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" })
       }
       write(text)
       finish(undefined, "")
     })
-    body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}` }))
+    body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" }))
     // The client went away (the request's fiber is being interrupted): the upstream body is
     // destroyed, which aborts the upstream request. Tied to the response's close rather than
     // returned as a canceler: no interruptible region per stream.

@@ -4,6 +4,7 @@ import type { ProbeResult } from "../domain/connections.js"
 import { joinUrl, upstreamAuthHeaders } from "../upstream/auth.js"
 import { readUpstreamBody, type UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
 import type { FormatId } from "../formats/canonical.js"
+import { scrubSecrets } from "../observability/redact.js"
 import type { ProviderSpec } from "./catalog.js"
 
 export interface ProbedModel {
@@ -41,7 +42,9 @@ const parseModels = (format: FormatId, body: unknown): ReadonlyArray<ProbedModel
   })
 }
 
-const errorText = (status: number, text: string): string => {
+/** What an error answer said, scrubbed of the key that was sent (an upstream may echo it) and anything key-shaped. */
+const errorText = (status: number, raw: string, apiKey: string | undefined): string => {
+  const text = scrubSecrets(raw, apiKey ? [apiKey] : [])
   try {
     const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string }
     const message = typeof parsed.error === "string" ? parsed.error : parsed.error?.message ?? parsed.message
@@ -84,7 +87,7 @@ export const probeProvider = (
           Effect.orElseSucceed(() => ""),
           Effect.map((text) => {
             if (res.status < 200 || res.status >= 300) {
-              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: errorText(res.status, text), models: [] }
+              return { ok: false, status: res.status, latencyMs: elapsed(), modelCount: null, error: errorText(res.status, text, apiKey), models: [] }
             }
             let models: ReadonlyArray<ProbedModel> = []
             try {
