@@ -46,6 +46,22 @@ const Priority = Schema.Int.pipe(
 
 const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
+const TimeoutMs = Schema.Int.pipe(
+  Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" })
+)
+
+/**
+ * A connection's own upstream timeouts, replacing the gateway's for it (docs/resilience.md):
+ * `headersMs` until the response headers (streamed or not), `idleMs` the longest silence of the
+ * answer once its headers came (a non-streamed body's idle gap; a stream's wait for its first
+ * content and its idle gap).
+ */
+export const ConnectionTimeouts = Schema.Struct({
+  headersMs: Schema.optional(TimeoutMs),
+  idleMs: Schema.optional(TimeoutMs)
+}).annotations({ ...strict, identifier: "ConnectionTimeouts" })
+export type ConnectionTimeouts = typeof ConnectionTimeouts.Type
+
 export const UpstreamFormat = oneOf(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"], "upstreamFormat").annotations({
   description: "The wire format the upstream speaks, when it is not the provider's usual one (for compatible servers)."
 })
@@ -66,7 +82,9 @@ const connectionFields = {
   priority: Schema.optional(Priority),
   enabled: Schema.optional(Schema.Boolean),
   upstreamFormat: Schema.optional(Schema.NullOr(UpstreamFormat)),
-  accountTier: Schema.optional(Schema.NullOr(AccountTier))
+  accountTier: Schema.optional(Schema.NullOr(AccountTier)),
+  /** Upstream timeouts for this connection; null (or {}) uses the gateway's. */
+  timeouts: Schema.optional(Schema.NullOr(ConnectionTimeouts))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -95,6 +113,8 @@ export const ConnectionView = Schema.Struct({
   /** The format the gateway speaks to this connection's upstream. */
   upstreamFormat: UpstreamFormat,
   accountTier: AccountTier,
+  /** The connection's own upstream timeouts (ms); null: the gateway's. */
+  timeouts: Schema.NullOr(Schema.Struct({ headersMs: Schema.optional(Schema.Number), idleMs: Schema.optional(Schema.Number) })),
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

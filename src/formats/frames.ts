@@ -7,6 +7,12 @@ export interface Frame {
 }
 
 /**
+ * Longest SSE event or NDJSON line held (UTF-16 units): one upstream frame may not grow the
+ * gateway's memory without bound. Beyond it `push` throws (the stream counts as unparseable).
+ */
+export const MAX_FRAME_CHARS = 16 * 1024 * 1024
+
+/**
  * Incremental SSE parser (WHATWG rules: `event:`/`data:` fields, blank line ends an event,
  * `:` comments ignored, CR/LF/CRLF line ends). Holds only the current partial event.
  */
@@ -15,9 +21,25 @@ export class SseParser {
   private buffer = ""
   private event: string | undefined
   private data: Array<string> = []
+  /** Length of `data`, joined. */
+  private dataSize = 0
+  /** Further pieces of the partial line in `buffer`, set aside (see `push`). */
+  private pending: Array<string> = []
+  private pendingSize = 0
 
   push(chunk: Buffer | string): Array<Frame> {
-    this.buffer += typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    const text = typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    // The middle of a long line: set aside rather than joined to the buffer and searched again
+    // with every chunk (which made a long line quadratic).
+    if (this.buffer.length > 0 && this.buffer[this.buffer.length - 1] !== "\r" && text.indexOf("\n") === -1 && text.indexOf("\r") === -1) {
+      this.pendingSize += text.length
+      if (this.buffer.length + this.pendingSize > MAX_FRAME_CHARS) throw new Error("SSE line longer than 16 MiB")
+      this.pending.push(text)
+      return []
+    }
+    this.buffer += this.pending.length > 0 ? this.pending.join("") + text : text
+    this.pending = []
+    this.pendingSize = 0
     this.cr = -2
     const frames: Array<Frame> = []
     let start = 0
@@ -30,14 +52,15 @@ export class SseParser {
     }
     this.buffer = this.buffer.slice(start)
     this.cr = -2
-    if (this.buffer.length > 16 * 1024 * 1024) throw new Error("SSE line longer than 16 MiB")
+    if (this.buffer.length > MAX_FRAME_CHARS) throw new Error("SSE line longer than 16 MiB")
     return frames
   }
 
   /** The stream ended: an event without its final blank line still counts. */
   end(): Array<Frame> {
     const frames: Array<Frame> = []
-    this.buffer += this.decoder.end()
+    this.buffer += this.pending.join("") + this.decoder.end()
+    this.pending = []
     if (this.buffer.length > 0) this.line(this.buffer, frames)
     this.buffer = ""
     this.line("", frames)
@@ -63,6 +86,7 @@ export class SseParser {
       if (this.data.length > 0) frames.push(this.event ? { event: this.event, data: this.data.join("\n") } : { data: this.data.join("\n") })
       this.event = undefined
       this.data = []
+      this.dataSize = 0
       return
     }
     if (line.startsWith(":")) return
@@ -70,7 +94,11 @@ export class SseParser {
     const field = colon === -1 ? line : line.slice(0, colon)
     let value = colon === -1 ? "" : line.slice(colon + 1)
     if (value.startsWith(" ")) value = value.slice(1)
-    if (field === "data") this.data.push(value)
+    if (field === "data") {
+      this.dataSize += value.length + 1
+      if (this.dataSize > MAX_FRAME_CHARS) throw new Error("SSE event longer than 16 MiB")
+      this.data.push(value)
+    }
     else if (field === "event") this.event = value
   }
 }
@@ -79,9 +107,21 @@ export class SseParser {
 export class NdjsonParser {
   private readonly decoder = new StringDecoder("utf8")
   private buffer = ""
+  /** Further pieces of the partial line in `buffer`, set aside (see SseParser.push). */
+  private pending: Array<string> = []
+  private pendingSize = 0
 
   push(chunk: Buffer | string): Array<Frame> {
-    this.buffer += typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    const text = typeof chunk === "string" ? chunk : this.decoder.write(chunk)
+    if (this.buffer.length > 0 && text.indexOf("\n") === -1) {
+      this.pendingSize += text.length
+      if (this.buffer.length + this.pendingSize > MAX_FRAME_CHARS) throw new Error("NDJSON line longer than 16 MiB")
+      this.pending.push(text)
+      return []
+    }
+    this.buffer += this.pending.length > 0 ? this.pending.join("") + text : text
+    this.pending = []
+    this.pendingSize = 0
     const frames: Array<Frame> = []
     let start = 0
     for (let nl = this.buffer.indexOf("\n"); nl !== -1; nl = this.buffer.indexOf("\n", start)) {
@@ -90,12 +130,14 @@ export class NdjsonParser {
       start = nl + 1
     }
     this.buffer = this.buffer.slice(start)
+    if (this.buffer.length > MAX_FRAME_CHARS) throw new Error("NDJSON line longer than 16 MiB")
     return frames
   }
 
   end(): Array<Frame> {
-    const line = (this.buffer + this.decoder.end()).trim()
+    const line = (this.buffer + this.pending.join("") + this.decoder.end()).trim()
     this.buffer = ""
+    this.pending = []
     return line ? [{ data: line }] : []
   }
 }

@@ -103,14 +103,15 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
         const upstream = FORMATS[format]
         const result = yield* restore(
           Effect.gen(function* () {
-            const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false }, client).pipe(
+            // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
+            const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false, readWhole: true }, client).pipe(
               Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
             )
             if (res.status < 200 || res.status >= 300) {
               const { error, info } = yield* readFailure(res, upstream, client, c.connection)
               return yield* Effect.fail(attemptFailed(error, info))
             }
-            const text = (yield* readUpstreamBody(res.body).pipe(
+            const text = (yield* (res.bodyError ? Effect.fail(res.bodyError) : res.bytes ? Effect.succeed(res.bytes) : readUpstreamBody(res.body)).pipe(
               Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}`, code: "upstream_error" }), { status: 502, kind: "cut", message: e.message }))
             )).toString("utf8")
             const json = tryJson(text)

@@ -15,7 +15,7 @@ import { obj, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { readUpstreamBody, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { readUpstreamBody, UpstreamBodyError, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
@@ -93,6 +93,20 @@ export interface InferenceShape {
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client (scrubbed of the connection's secrets). */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<InferenceError>
+}
+
+/**
+ * An answer whose body could not be read whole (too large, stalled, broken off): a failure of
+ * that target, which the request may fall back from.
+ */
+const unreadable = (client: WireFormat, connection: Connection, e: Error) => {
+  const reason = e instanceof UpstreamBodyError ? e.reason : "broken"
+  const stalled = reason === "stalled"
+  const status = stalled ? 504 : 502
+  const code = reason === "too_large" ? "upstream_response_too_large" : stalled ? "upstream_timeout" : "upstream_error"
+  const message = `${connection.name}: ${reason === "broken" ? `upstream response body could not be read: ${e.message}` : e.message}`
+  const error = clientError(client, { status, kind: stalled ? "timeout" : "upstream", message, code })
+  return attemptFailed(error, { status, kind: stalled ? "timeout" : "cut", message, code })
 }
 
 /** Features of a request that could not be decoded: the router still needs something. */
@@ -197,7 +211,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           }
 
           // Probes after an exclusion (or through a half-open breaker) wait less for headers.
-          const headersTimeoutMs = options.probe ? probeTimeoutMs(call.stream ? timeouts.streamHeadersMs : timeouts.headersMs) : undefined
+          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (call.stream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
           // A non-streamed call reads the answer in the same wait as its headers.
           // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
           const res = yield* sendAs(
@@ -216,12 +230,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const streamed = call.stream && !contentType.includes("application/json")
 
           if (!streamed) {
-            const unreadable = (e: Error) => {
-              const error = clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}`, code: "upstream_error" })
-              return attemptFailed(error, { status: 502, kind: "cut", message: error.message })
-            }
-            if (res.bodyError) return yield* Effect.fail(unreadable(res.bodyError))
-            const text = (res.bytes ?? (yield* readUpstreamBody(res.body).pipe(Effect.mapError(unreadable)))).toString("utf8")
+            if (res.bodyError) return yield* Effect.fail(unreadable(client, connection, res.bodyError))
+            // A stream was asked for but the upstream answered whole: read it under the same size limit.
+            const text = (
+              res.bytes ?? (yield* readUpstreamBody(res.body, http.maxResponseBytes, "fail").pipe(Effect.mapError((e) => unreadable(client, connection, e))))
+            ).toString("utf8")
             const json = tryJson(text)
             const bad = errorInAnswer(upstream.id, json, text, client, connection)
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
@@ -244,7 +257,15 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           }
 
           const relayed = makeRelay(call, upstream, client, passthrough, origin, connection)
-          const result = yield* relayStream(ctx, res, upstream.framing, relayed.relay, passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType, watchdog)
+          const result = yield* relayStream(
+            ctx,
+            res,
+            upstream.framing,
+            relayed.relay,
+            passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType,
+            watchdog,
+            connection.timeouts?.idleMs
+          )
           if (result.failedBeforeOutput) {
             const e = result.failedBeforeOutput
             return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))

@@ -204,7 +204,18 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               }
               res.body.on("data", (chunk: Buffer) => {
                 progress.lastChunkAt = Date.now()
-                for (const f of parser.push(chunk)) onFrame(f.data)
+                let frames
+                try {
+                  frames = parser.push(chunk)
+                } catch (e) {
+                  // An event past the parser's size limit: the stream is given up, not held.
+                  if (!finish()) return
+                  res.body.destroy()
+                  failure = `upstream stream could not be parsed: ${(e as Error).message}`
+                  send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: failure } }))
+                  return resume(Effect.void)
+                }
+                for (const f of frames) onFrame(f.data)
               })
               res.body.once("end", () => {
                 if (!finish()) return

@@ -132,10 +132,19 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
         ...(options.op ? { op: options.op } : {}),
         ...(options.forward ? { forward: options.forward } : {})
       })
-      const headersTimeout = options.headersTimeoutMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+      // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
+      const own = connection.timeouts
+      const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+      const bodyIdleTimeout = options.stream ? undefined : (own?.idleMs ?? timeouts.bodyIdleMs)
       const toClient = transportError(clientFormat, connection)
       return Effect.mapError(
-        http.request({ ...prepared, headersTimeout, ...(options.readWhole ? { readWhole: true } : {}), ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}) }),
+        http.request({
+          ...prepared,
+          headersTimeout,
+          ...(bodyIdleTimeout !== undefined ? { bodyIdleTimeout } : {}),
+          ...(options.readWhole ? { readWhole: true } : {}),
+          ...(options.abortWhen ? { abortWhen: options.abortWhen } : {})
+        }),
         (e) => fail(toClient(e))
       )
     }

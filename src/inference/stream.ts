@@ -40,15 +40,19 @@ export interface StreamProgress {
   firstContentAt: number
   /** The upstream is paused because the client is not reading: silence then is not the upstream's. */
   paused?: boolean
+  /** The connection's own silence limit (ms), for both the first content and the idle gap. */
+  readonly silenceMs?: number
 }
 
 /** Why a stream counts as stalled at `now`, if it does. */
 const stallOf = (state: StreamProgress, timeouts: StreamTimeoutsShape, now: number): StreamStalled | undefined => {
-  if (!state.firstContentAt && now - state.headersAt > timeouts.firstContentMs) {
-    return new StreamStalled({ message: `upstream sent no content within ${timeouts.firstContentMs} ms` })
+  const firstContentMs = state.silenceMs ?? timeouts.firstContentMs
+  if (!state.firstContentAt && now - state.headersAt > firstContentMs) {
+    return new StreamStalled({ message: `upstream sent no content within ${firstContentMs} ms` })
   }
-  if (!state.paused && now - state.lastChunkAt > timeouts.idleMs) {
-    return new StreamStalled({ message: `upstream stream stalled: nothing for ${timeouts.idleMs} ms` })
+  const idleMs = state.silenceMs ?? timeouts.idleMs
+  if (!state.paused && now - state.lastChunkAt > idleMs) {
+    return new StreamStalled({ message: `upstream stream stalled: nothing for ${idleMs} ms` })
   }
   return undefined
 }
@@ -71,7 +75,8 @@ export interface StreamWatchdogShape {
  * the enclosing scope, instead of a timer fiber raced against each stream (which cost two
  * fibers and a schedule per request). A stream is stalled when it sends no content within
  * `firstContentMs` of its headers, or nothing at all for `idleMs` (time the client spends not
- * reading does not count).
+ * reading does not count); a connection's own `silenceMs` replaces both, checked at the same
+ * sweep interval.
  */
 export const makeStreamWatchdog = (timeouts: StreamTimeoutsShape): Effect.Effect<StreamWatchdogShape, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -133,10 +138,11 @@ export const relayStream = (
   framing: "sse" | "ndjson",
   relay: FrameRelay,
   contentType: string,
-  watchdog: StreamWatchdogShape
+  watchdog: StreamWatchdogShape,
+  silenceMs?: number
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
-  const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+  const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
   let ttftMs: number | null = null
 
   const start = () => {

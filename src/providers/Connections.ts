@@ -7,7 +7,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
-import type { ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
+import type { ConnectionTimeouts, ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
 import type { FormatId } from "../formats/canonical.js"
 import type { AccountTier } from "../routing/types.js"
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
@@ -41,6 +41,8 @@ export interface Connection {
   readonly maxConcurrent: number | null
   /** The account's plan (auto routing's `tierPriority`). */
   readonly accountTier: AccountTier
+  /** The connection's own upstream timeouts (ms), replacing the gateway's; unset: the gateway's. */
+  readonly timeouts?: ConnectionTimeouts | null
   readonly priority: number
   readonly enabled: boolean
   readonly testStatus: string | null
@@ -106,6 +108,8 @@ interface Row {
   readonly updated_at: number
   readonly upstream_format: string | null
   readonly account_tier: string | null
+  /** JSON of ConnectionTimeouts, or null. */
+  readonly timeouts: string | null
 }
 
 interface Snapshot {
@@ -143,6 +147,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   models: c.models,
   upstreamFormat: c.format,
   accountTier: c.accountTier,
+  timeouts: c.timeouts ?? null,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,
@@ -184,6 +189,20 @@ const originOf = (url: string | null): string | null => {
     return new URL(url).origin
   } catch {
     return url
+  }
+}
+
+/** Stored timeouts: null when none is set (an empty object is stored as null). */
+const storedTimeouts = (t: ConnectionTimeouts | null | undefined): string | null =>
+  t && (t.headersMs !== undefined || t.idleMs !== undefined) ? JSON.stringify(t) : null
+
+const timeoutsOf = (json: string | null): ConnectionTimeouts | null => {
+  if (!json) return null
+  try {
+    const t = JSON.parse(json) as ConnectionTimeouts
+    return { ...(typeof t.headersMs === "number" ? { headersMs: t.headersMs } : {}), ...(typeof t.idleMs === "number" ? { idleMs: t.idleMs } : {}) }
+  } catch {
+    return null
   }
 }
 
@@ -229,6 +248,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             formats: row.upstream_format ? [row.upstream_format as FormatId] : [provider.format, ...(provider.alsoSpeaks ?? [])],
             maxConcurrent: row.max_concurrent,
             accountTier: (row.account_tier as AccountTier | null) ?? "standard",
+            timeouts: timeoutsOf(row.timeouts),
             priority: row.priority,
             enabled: row.enabled === 1,
             testStatus: row.test_status,
@@ -351,6 +371,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             enabled: input.enabled === false ? 0 : 1,
             upstream_format: input.upstreamFormat ?? null,
             account_tier: input.accountTier ?? null,
+            timeouts: storedTimeouts(input.timeouts),
             created_at: t,
             updated_at: t
           })}`.pipe(nameTaken(name))
@@ -409,6 +430,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
           if (patch.upstreamFormat !== undefined) fields["upstream_format"] = patch.upstreamFormat
           if (patch.accountTier !== undefined) fields["account_tier"] = patch.accountTier
+          if (patch.timeouts !== undefined) fields["timeouts"] = storedTimeouts(patch.timeouts)
           yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)

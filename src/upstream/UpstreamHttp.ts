@@ -1,3 +1,4 @@
+import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -19,8 +20,27 @@ export interface UpstreamResponse {
   readonly bodyError?: Error
 }
 
-/** How much of an error answer's body is kept. */
+/** How much of an error answer's body is kept (the rest is not read: the connection is dropped). */
 export const ERROR_BODY_MAX_BYTES = 1024 * 1024
+
+/** Largest whole (non-streamed) answer read by default: generous for base64 images, far from node's string limit. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+export const MAX_RESPONSE_BYTES_ENV = "GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES"
+
+/**
+ * Reading a whole answer's body failed after its headers: it grew past the size limit, went
+ * silent for longer than the body idle timeout, or the connection broke.
+ */
+export class UpstreamBodyError extends Error {
+  constructor(
+    readonly reason: "too_large" | "stalled" | "broken",
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+const tooLarge = (limit: number) => new UpstreamBodyError("too_large", `upstream answer larger than ${limit} bytes (${MAX_RESPONSE_BYTES_ENV})`)
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
@@ -36,8 +56,17 @@ export interface UpstreamRequest {
   /** Time allowed until response headers arrive. */
   readonly headersTimeout?: Duration.DurationInput
   /**
+   * Longest silence between two chunks of the body (undici's per-request body timeout; time the
+   * reader spends paused does not count). Without it, the agent's BODY_IDLE_TIMEOUT_MS.
+   */
+  readonly bodyIdleTimeout?: Duration.DurationInput
+  /** With `readWhole`: the largest successful answer read (default: the service's `maxResponseBytes`). */
+  readonly maxBodyBytes?: number
+  /**
    * Read the whole body before answering (a non-streamed call): one wait instead of two. The
-   * answer carries `bytes` (or `bodyError`); its `body` is consumed.
+   * answer carries `bytes` (or `bodyError`); its `body` is consumed. A successful answer larger
+   * than `maxBodyBytes` is not read further: the connection is dropped and `bodyError` is an
+   * UpstreamBodyError (`too_large`); a body silent for `bodyIdleTimeout` one (`stalled`).
    */
   readonly readWhole?: boolean
   /**
@@ -57,34 +86,69 @@ export interface UpstreamHttpShape {
    */
   readonly request: (req: UpstreamRequest) => Effect.Effect<UpstreamResponse, UpstreamTransportError>
   readonly userAgent: string
+  /** Largest whole answer read (GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES): for callers of `readUpstreamBody`. */
+  readonly maxResponseBytes: number
 }
 
 /**
- * Reads an upstream body whole (up to `maxBytes`, beyond which it is cut). Interruption (the
- * client went away) destroys the body, which aborts the upstream request.
+ * Reads an upstream body whole, up to `maxBytes`: beyond it the body is destroyed (which drops
+ * the upstream connection) and what was read is answered (`cut`) or the read fails with an
+ * UpstreamBodyError (`fail`). Interruption (the client went away) destroys the body, which
+ * aborts the upstream request.
  */
-export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY) =>
+export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY, overflow: "cut" | "fail" = "cut") =>
   Effect.async<Buffer, Error>((resume) => {
-    collect(body, maxBytes, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)))
+    collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)))
     return Effect.sync(() => body.destroy())
   })
 
-/** Collects a body whole (cut at `maxBytes`), then calls `done` once. */
-const collect = (body: UpstreamBody, maxBytes: number, done: (error: Error | undefined, bytes?: Buffer) => void) => {
+/**
+ * Collects a body whole, then calls `done` once. Past `maxBytes` nothing more is read: the body
+ * is destroyed at once (so an oversized answer costs at most the limit plus one chunk) and
+ * `done` gets the first `maxBytes` (`cut`) or an UpstreamBodyError (`fail`).
+ */
+const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void) => {
   const chunks: Array<Buffer> = []
   let size = 0
-  body.on("data", (chunk: Buffer) => {
-    if (size >= maxBytes) return
-    chunks.push(chunk)
-    size += chunk.length
+  let over = false
+  const onData = (chunk: Buffer) => {
+    const room = maxBytes - size
+    if (chunk.length <= room) {
+      chunks.push(chunk)
+      size += chunk.length
+      return
+    }
+    over = true
+    body.off("data", onData)
+    body.destroy()
+    if (overflow === "fail") return done(tooLarge(maxBytes))
+    chunks.push(chunk.subarray(0, room))
+    done(undefined, Buffer.concat(chunks, maxBytes))
+  }
+  body.on("data", onData)
+  body.once("end", () => {
+    if (!over) done(undefined, Buffer.concat(chunks, size))
   })
-  body.once("end", () => done(undefined, Buffer.concat(chunks, size).subarray(0, Math.min(size, maxBytes))))
-  body.once("error", (e: Error) => done(e))
+  // Also the abort error of the destroy above, which is not reported.
+  body.once("error", (e: Error) => {
+    if (!over) done(e)
+  })
 }
 
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
-/** Longest silence allowed between two body chunks. */
+/**
+ * Longest silence allowed between two body chunks when a call sets no `bodyIdleTimeout`: a
+ * backstop for streams, which the stream watchdog ends much earlier.
+ */
 export const BODY_IDLE_TIMEOUT_MS = 5 * 60 * 1000
+
+/** A body that went silent for `ms`, as the caller reports it. */
+const bodyFailure = (e: Error, ms: number | undefined): Error =>
+  e instanceof undiciErrors.BodyTimeoutError || (e as { code?: string }).code === "UND_ERR_BODY_TIMEOUT"
+    ? new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${ms ?? BODY_IDLE_TIMEOUT_MS} ms`)
+    : e instanceof UpstreamBodyError
+      ? e
+      : new UpstreamBodyError("broken", e.message)
 
 const classify = (cause: unknown): UpstreamTransportError => {
   const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
@@ -139,8 +203,13 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       })
       yield* Effect.addFinalizer(() => Effect.promise(() => agent.destroy().catch(() => undefined)))
       const userAgent = `gateway/${VERSION}`
+      const maxResponseBytes = yield* Config.integer(MAX_RESPONSE_BYTES_ENV).pipe(
+        Config.validate({ message: `${MAX_RESPONSE_BYTES_ENV} must be a positive number of bytes`, validation: (n) => n > 0 }),
+        Config.withDefault(DEFAULT_MAX_RESPONSE_BYTES)
+      )
       return {
         userAgent,
+        maxResponseBytes,
         request: (req) =>
           Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
             const target = splitUrl(req.url)
@@ -149,6 +218,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
             // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
             const abort = new EventEmitter()
             const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+            const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
             // The timeout answers at once: undici only acts on an abort once it has a connection,
             // so a connect or TLS handshake that hangs would otherwise hold the caller until the
             // agent's connect timeout.
@@ -187,7 +257,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
               if (settled) return
             }
             agent.request(
-              { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort },
+              { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout },
               (err, data) => {
                 clearTimeout(timer)
                 if (settled) {
@@ -206,11 +276,11 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
                   if (unwatch) data.body.once("close", unwatch)
                   return resume(Effect.succeed(head))
                 }
-                const max = data.statusCode >= 200 && data.statusCode < 300 ? Number.POSITIVE_INFINITY : ERROR_BODY_MAX_BYTES
-                collect(data.body, max, (error, bytes) => {
+                const ok = data.statusCode >= 200 && data.statusCode < 300
+                collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
                   if (settled) return
                   settle()
-                  resume(Effect.succeed(error ? { ...head, bodyError: error } : { ...head, bytes: bytes! }))
+                  resume(Effect.succeed(error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! }))
                 })
               }
             )

@@ -3,11 +3,13 @@ import m0001 from "./0001_init.js"
 import m0002 from "./0002_upstream_format.js"
 import m0003 from "./0003_combos.js"
 import m0004 from "./0004_accounting.js"
+import m0005 from "./0005_connection_timeouts.js"
 
 /** Numbered migrations, bundled as modules (no file-system loader needed at run time). */
 export const loader = Migrator.fromRecord({
   "0001_init": m0001,
   "0002_upstream_format": m0002,
   "0003_combos": m0003,
-  "0004_accounting": m0004
+  "0004_accounting": m0004,
+  "0005_connection_timeouts": m0005
 })
