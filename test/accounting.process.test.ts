@@ -53,6 +53,51 @@ describe("usage rows survive a SIGTERM during a burst", () => {
   })
 })
 
+describe("usage rows across a kill -9 under load", () => {
+  // docs/accounting.md: a crash loses the requests in flight and those answered in about the last
+  // 20 ms (the writer's linger plus its write), never one answered 100 ms before. The kill comes
+  // 250 ms after the cut-off to leave room for a loaded machine; no other timing is asserted.
+  it("every request answered well before the SIGKILL has its row", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    up.always({ content: "steady" })
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    const answered: Array<{ id: string; at: number }> = []
+    let running = true
+    const client = async (c: number) => {
+      for (let i = 0; running; i++) {
+        try {
+          const r = await fetch(`${server.url}/v1/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "openai-compatible/m1", stream: i % 2 === 0, messages: [{ role: "user", content: `client ${c} request ${i}` }] })
+          })
+          const text = await r.text()
+          const id = r.headers.get("x-gateway-request-id")
+          if (r.status === 200 && id !== null && text.includes("steady")) answered.push({ id, at: performance.now() })
+        } catch {
+          return // the process is gone
+        }
+      }
+    }
+    const clients = Array.from({ length: 8 }, (_, c) => client(c))
+    // Steady load first (however slow this machine is today), then the cut-off.
+    for (let waited = 0; answered.length < 40 && waited < 20_000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+    const cutoff = performance.now()
+    const before = answered.filter((a) => a.at <= cutoff).map((a) => a.id)
+    // The load goes on until the kill: requests in flight, rows queued and a batch being written.
+    await new Promise((r) => setTimeout(r, 250))
+    server.child.kill("SIGKILL")
+    running = false
+    await Promise.all(clients)
+    expect(before.length).toBeGreaterThanOrEqual(40)
+    const rows = new Set(queryDb<{ request_id: string }>(dataDir, "SELECT request_id FROM usage").map((r) => r.request_id))
+    expect(before.filter((id) => !rows.has(id))).toEqual([])
+    // Committed transactions are in the WAL, which outlives the process.
+    expect(queryDb<{ journal_mode: string }>(dataDir, "PRAGMA journal_mode")[0]!.journal_mode).toBe("wal")
+  })
+})
+
 describe("gateway quota and gateway cache", () => {
   it("show and clear the running server's budgets, limits and cache", async () => {
     const dataDir = tempDir()

@@ -8,12 +8,13 @@ import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { StoreLayer } from "../src/Gateway.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
+import { BatchWriter, MAX_BATCH } from "../src/store/BatchWriter.js"
 import { Secrets } from "../src/store/Secrets.js"
 import { queryDb } from "./support/db.js"
 import { localCore, tempDir } from "./support/gateway.js"
@@ -67,6 +68,24 @@ describe("BatchWriter", () => {
       yield* writer.flush
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM usage`)[0]!.n).toBe(1200)
       expect(yield* writer.pending).toBe(0)
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+
+  // The test clock stands still at first, so a linger cannot end: only a full batch can be written.
+  // A backlog must go out back to back, or a kill -9 after a burst loses a linger per 500 rows.
+  it.effect("writes full batches at once, without lingering for more rows", () =>
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const sql = yield* SqlClient.SqlClient
+      const count = Effect.map(sql<{ n: number }>`SELECT count(*) AS n FROM usage`, (r) => r[0]!.n)
+      for (let i = 0; i < 3 * MAX_BATCH; i++) writer.append("usage", usageRow(i))
+      for (let i = 0; i < 100 && (yield* count) < 3 * MAX_BATCH; i++) yield* Effect.yieldNow()
+      const burst = yield* count
+      // A partial batch still lingers for company, and is written when the linger ends.
+      writer.append("usage", usageRow(-1))
+      for (let i = 0; i < 100 && (yield* count) < 3 * MAX_BATCH + 1; i++) yield* TestClock.adjust("10 millis")
+      expect(burst).toBe(3 * MAX_BATCH)
+      expect(yield* count).toBe(3 * MAX_BATCH + 1)
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 

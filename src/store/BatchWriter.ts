@@ -27,17 +27,23 @@ export interface BatchWriterShape {
   readonly pending: Effect.Effect<number>
 }
 
-/** 500 rows of ~17 columns stay well under SQLite's 32766 bound parameters per statement. */
-const MAX_BATCH = 500
+/** 500 rows of ~21 columns stay well under SQLite's 32766 bound parameters per statement. */
+export const MAX_BATCH = 500
 
-/** How long the worker waits for more rows once one has arrived. */
+/**
+ * How long the worker waits for more rows once one has arrived, unless a full batch is already
+ * waiting. This is the durability bound of a kill -9 (docs/accounting.md): a row is committed
+ * about LINGER plus the time to write it (and what is ahead of it) after it was queued.
+ */
 const LINGER = "20 millis"
 
 /**
  * Append-only rows (usage, audit) leave the request path through an in-memory queue. A
  * background fiber writes whatever has accumulated in one transaction, one multi-row INSERT per
  * table (one insert per row cost ~30 µs inside a transaction, ~100 µs or more alone). The layer's finalizer stops the worker
- * between batches and writes what is left, so a SIGTERM loses nothing that was queued.
+ * between batches and writes what is left, so a SIGTERM loses nothing that was queued. A kill -9
+ * loses only what was queued in the last LINGER and the batch being written: each commit is in the
+ * WAL (synchronous = NORMAL, see Db.ts), which survives the process, only not a power loss.
  */
 export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter, BatchWriterShape>() {
   static readonly layer = Layer.scoped(
@@ -99,12 +105,15 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       // Only the wait for the first row is interruptible: rows once taken are always written.
       // After the first row the worker lingers briefly so rows arriving together share one
       // transaction (at 1-2k requests a second a commit per row cost more than the rest of a request).
+      // A full batch does not linger: a backlog is written back to back, not LINGER per 500 rows,
+      // so the time a row waits for its commit stays bounded after a burst.
       const step = Effect.uninterruptibleMask((restore) =>
         restore(Queue.takeBetween(queue, 1, MAX_BATCH)).pipe(
           Effect.tap((first) => Effect.sync(() => (inFlight = first.length))),
           Effect.flatMap((first) =>
-            Effect.sleep(LINGER).pipe(
-              Effect.zipRight(Queue.takeUpTo(queue, MAX_BATCH)),
+            Queue.size(queue).pipe(
+              Effect.flatMap((waiting) => (first.length + waiting >= MAX_BATCH ? Effect.void : Effect.sleep(LINGER))),
+              Effect.zipRight(Queue.takeUpTo(queue, MAX_BATCH - first.length)),
               Effect.map((more) => Chunk.appendAll(first, more))
             )
           ),
