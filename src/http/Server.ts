@@ -1,3 +1,4 @@
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,7 +18,8 @@ import { AdminAuth } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, isLoopbackHost } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { InferenceRoutes } from "../inference/dispatch.js"
+import { InferenceRoutes, newRequestId } from "../inference/dispatch.js"
+import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
 import { VERSION } from "../version.js"
@@ -78,8 +80,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       // updated per fiber, which nothing reads): one fiber per request.
       const run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
 
-      // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
-      const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+      const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const taken = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
@@ -100,12 +101,41 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         res.once("close", () => {
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
         })
+      }
+
+      /** Last resort for a handler that threw (a bug): a 500 if nothing was sent yet, a log line, and the server goes on. */
+      const failed = (req: http.IncomingMessage, res: http.ServerResponse, error: unknown) => {
+        const requestId = newRequestId()
+        run(Effect.logError(`${req.method} ${(req.url ?? "/").split("?")[0]} failed unexpectedly; answered 500`, Cause.pretty(Cause.die(error))).pipe(Effect.annotateLogs("requestId", requestId)))
+        try {
+          if (res.headersSent) return void res.destroy()
+          const body = JSON.stringify({ error: { message: `internal error (request ${requestId})`, type: "server_error", code: "internal_error", param: null } })
+          res.writeHead(500, { ...gatewayHeaders(requestId), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+          res.end(body)
+        } catch {
+          res.destroy()
+        }
+      }
+
+      // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
+      const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+        try {
+          serve(req, res)
+        } catch (e) {
+          failed(req, res, e)
+        }
       })
 
       // WebSocket upgrades: the Responses transport; any other path is not upgradable.
       server.on("upgrade", (req, socket, head) => {
-        if (!websocket.upgrade(req, socket as net.Socket, head)) {
-          socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        try {
+          if (!websocket.upgrade(req, socket as net.Socket, head)) {
+            socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+          }
+        } catch (e) {
+          run(Effect.logError(`upgrade of ${(req.url ?? "/").split("?")[0]} failed unexpectedly`, Cause.pretty(Cause.die(e))))
+          if (socket.writable) socket.end("HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+          else socket.destroy()
         }
       })
 

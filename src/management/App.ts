@@ -16,6 +16,7 @@ import type * as http from "node:http"
 import { newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../http/planned.js"
+import { decodePathSegment, quotedPath } from "../http/untrusted.js"
 import { ManagementApiLive } from "./handlers.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../domain/errors.js"
@@ -28,6 +29,10 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure) && (failure.value as { _tag?: string })._tag === "RouteNotFound") {
     const path = req.url.split("?")[0] ?? req.url
+    // The router finds no route for a path it cannot percent-decode: say what is wrong with it.
+    if (decodePathSegment(path) === undefined) {
+      return Effect.succeed(badRequest(`request path is not valid percent-encoding: ${quotedPath(path)}`))
+    }
     const planned = findPlanned(PLANNED_MANAGEMENT, path)
     return Effect.succeed(
       planned

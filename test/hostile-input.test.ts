@@ -1,0 +1,183 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as http from "node:http"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import WebSocket from "ws"
+import { AdminAuth } from "../src/auth/AdminAuth.js"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { AppConfig } from "../src/config/AppConfig.js"
+import { FeatureFlags } from "../src/flags/FeatureFlags.js"
+import { GatewayServer } from "../src/http/Server.js"
+import { InferenceRoutes } from "../src/inference/dispatch.js"
+import { ResponsesWebSocket } from "../src/inference/responsesWs.js"
+import { ManagementHandler } from "../src/management/App.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+
+/**
+ * Input from outside that node or the JavaScript runtime throws on: malformed percent-escapes in
+ * a path, JSON nested thousands deep, header values with CR/LF or characters above U+00FF. Each
+ * is a clear 4xx (or, for header values, an encoded header) and never a 500, a dropped answer or
+ * a dead process. Shutdown with kept-alive sockets is here too (docs/errors.md, docs/ARCHITECTURE.md).
+ */
+const ADMIN = "gwk_hostile_admin_key_0123456789abcdef"
+const KEY = "gwk_hostile_client_key_0123456789abcd"
+const admin = { authorization: `Bearer ${ADMIN}` }
+const client = { authorization: `Bearer ${KEY}` }
+
+let gw: TestGateway
+let up: FakeUpstream
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
+  const add = async (body: Record<string, unknown>) => {
+    const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
+    expect(res.status, res.text).toBe(201)
+  }
+  await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
+  await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] })
+  await add({ provider: "gemini", name: "gem", apiKey: "gkey", baseUrl: up.baseUrl("gemini") })
+})
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+})
+beforeEach(async () => {
+  up.requests.length = 0
+  up.violations.length = 0
+  up.always({})
+  await gw.resetResilience()
+})
+
+/** A request with the path exactly as given (fetch would normalise some paths). */
+const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+  new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any; text: string }>((resolve, reject) => {
+    const url = new URL(gw.url)
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) }, agent: false }, (res) => {
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (c: string) => (text += c))
+      res.on("end", () => {
+        let parsed: any
+        try {
+          parsed = JSON.parse(text)
+        } catch {
+          parsed = undefined
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: parsed, text })
+      })
+    })
+    req.on("error", reject)
+    req.end(body)
+  })
+
+const chatBody = (extra: Record<string, unknown> = {}) => ({ model: "up/m1", messages: [{ role: "user", content: "hi" }], ...extra })
+
+describe("malformed percent-escapes in a path", () => {
+  it("the editor route answers 400 naming the problem, before authentication", async () => {
+    for (const path of ["/api/v1/editor/%ZZ", "/api/v1/editor/%ZZ/models", "/api/v1/editor/%E0%A4%A/chat/completions"]) {
+      const res = await raw(path.endsWith("completions") ? "POST" : "GET", path, {}, path.endsWith("completions") ? JSON.stringify(chatBody()) : undefined)
+      expect(res.status, `${path}: ${res.text}`).toBe(400)
+      expect(res.body.error.message).toContain("path parameter 'token' is not valid percent-encoding")
+      expect(res.body.error.code).toBe("invalid_path_encoding")
+    }
+    // A well-formed token still authenticates as before.
+    expect((await raw("GET", `/api/v1/editor/${KEY}/models`)).status).toBe(200)
+  })
+
+  it("the OpenAI model route, the Gemini routes and the provider routes answer 400 in their client's format", async () => {
+    const model = await raw("GET", "/v1/models/%E0%A4%A", client)
+    expect(model.status, model.text).toBe(400)
+    expect(model.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_path_encoding", param: "model" })
+    expect(model.body.error.message).toContain("'/v1/models/%E0%A4%A'")
+
+    for (const [method, path] of [["GET", "/v1beta/models/%ZZ"], ["POST", "/v1beta/models/%ZZ:generateContent"], ["POST", "/v1/models/m%E0:countTokens"]] as const) {
+      const res = await raw(method, path, { "x-goog-api-key": KEY }, method === "POST" ? JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }) : undefined)
+      expect(res.status, `${path}: ${res.text}`).toBe(400)
+      // Gemini's error shape: { error: { code, message, status } }.
+      expect(res.body.error).toMatchObject({ code: 400, status: "INVALID_ARGUMENT" })
+      expect(res.body.error.message).toContain("not valid percent-encoding")
+    }
+
+    const provider = await raw("POST", "/v1/providers/%ZZ/chat/completions", client, JSON.stringify(chatBody({ model: "m1" })))
+    expect(provider.status, provider.text).toBe(400)
+    expect(provider.body.error).toMatchObject({ code: "invalid_path_encoding", param: "provider" })
+    expect(up.requests).toHaveLength(0)
+  })
+
+  it("well-formed escapes are decoded once, as before", async () => {
+    const res = await raw("GET", "/v1/models/up%2Fm1", client)
+    expect(res.status, res.text).toBe(200)
+    expect(res.body.id).toBe("up/m1")
+    const routed = await raw("POST", "/v1/providers/openai%2Dcompatible/chat/completions", client, JSON.stringify(chatBody({ model: "m1" })))
+    expect(routed.status, routed.text).toBe(200)
+  })
+
+  it("the management plane answers 400 BadRequest instead of 'no route'", async () => {
+    for (const path of ["/api/providers/%ZZ", "/api/combos/%E0%A4%A", "/api/keys/%ZZ"]) {
+      const res = await raw(path.startsWith("/api/keys") ? "DELETE" : "GET", path, admin)
+      expect(res.status, `${path}: ${res.text}`).toBe(400)
+      expect(res.body).toMatchObject({ _tag: "BadRequest" })
+      expect(res.body.message).toContain("not valid percent-encoding")
+    }
+  })
+
+  it("a malformed $ref escape in a tool schema sent to Gemini is taken literally, not a 500", async () => {
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { x: { $ref: "#/$defs/%ZZ" } }, $defs: { "%ZZ": { type: "string" } } } } }]
+    const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-flash", messages: [{ role: "user", content: "hi" }], tools }, headers: client })
+    expect(res.status, res.text).toBe(200)
+    expect(up.requests[0]!.body.tools[0].functionDeclarations[0].parameters.properties.x).toMatchObject({ type: "string" })
+  })
+})
+
+describe("the server's last resort", () => {
+  it("a handler that throws (a bug) gets a 500 in OpenAI's error shape and a log line; the server keeps serving, upgrades too", async () => {
+    const logs: Array<string> = []
+    let calls = 0
+    const routes = {
+      deps: {} as never,
+      route: (_req: http.IncomingMessage, res: http.ServerResponse, path: string) => {
+        calls++
+        if (path === "/boom") throw new URIError("URI malformed")
+        return { requestId: "req_ok", program: Effect.sync(() => void res.end("fine")) }
+      }
+    }
+    const layer = GatewayServer.layer.pipe(
+      Layer.provide(Layer.succeed(InferenceRoutes, routes)),
+      Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
+      Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),
+      Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
+      Layer.provide(Layer.succeed(ApiKeys, { hasAdminKey: Effect.succeed(true) } as never)),
+      Layer.provide(Layer.succeed(AdminAuth, { hasPassword: Effect.succeed(true) } as never)),
+      Layer.provide(AppConfig.layerTest({ dataDir: tempDir(), host: "127.0.0.1", port: 0 })),
+      Layer.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message)))))
+    )
+    const runtime = ManagedRuntime.make(layer)
+    try {
+      const { url } = await runtime.runPromise(GatewayServer)
+      const boom = await call(`${url}/boom`)
+      expect(boom.status).toBe(500)
+      expect(boom.body.error).toMatchObject({ type: "server_error", code: "internal_error" })
+      expect(boom.body.error.message).toMatch(/^internal error \(request req_/)
+      expect(boom.text).not.toContain("URIError")
+      expect(logs.some((l) => l.includes("GET /boom failed unexpectedly") && l.includes("URI malformed"))).toBe(true)
+      const after = await fetch(`${url}/fine`)
+      expect(await after.text()).toBe("fine")
+      const refused = await new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(url.replace(/^http/, "ws") + "/v1/responses")
+        ws.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0))
+        ws.once("error", reject)
+      })
+      expect(refused).toBe(500)
+      expect((await fetch(`${url}/fine`)).status).toBe(200)
+      expect(calls).toBe(3)
+    } finally {
+      await runtime.dispose()
+    }
+  })
+})
