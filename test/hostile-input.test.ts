@@ -77,6 +77,10 @@ const raw = (method: string, path: string, headers: Record<string, string> = {},
   })
 
 const chatBody = (extra: Record<string, unknown> = {}) => ({ model: "up/m1", messages: [{ role: "user", content: "hi" }], ...extra })
+const deepArray = (n: number) => "[".repeat(n) + "]".repeat(n)
+const deepObject = (n: number) => '{"a":'.repeat(n) + "1" + "}".repeat(n)
+/** JSON text of `body` with `"$DEEP"` replaced by `deep`. */
+const withDeep = (body: unknown, deep: string) => JSON.stringify(body).replace('"$DEEP"', deep)
 
 describe("malformed percent-escapes in a path", () => {
   it("the editor route answers 400 naming the problem, before authentication", async () => {
@@ -132,6 +136,84 @@ describe("malformed percent-escapes in a path", () => {
     const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-flash", messages: [{ role: "user", content: "hi" }], tools }, headers: client })
     expect(res.status, res.text).toBe(200)
     expect(up.requests[0]!.body.tools[0].functionDeclarations[0].parameters.properties.x).toMatchObject({ type: "string" })
+  })
+})
+
+describe("JSON nested deeper than 128 levels", () => {
+  it("is a 400 naming the limit, in metadata or in a tool's parameters, before anything is sent upstream", async () => {
+    const bodies = [
+      withDeep(chatBody({ metadata: { a: "$DEEP" } }), deepArray(5000)),
+      withDeep(chatBody({ metadata: { a: "$DEEP" } }), deepObject(5000)),
+      withDeep(chatBody({ tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }] }), deepObject(5000)),
+      // Just over the limit.
+      withDeep(chatBody({ metadata: "$DEEP" }), deepObject(128))
+    ]
+    for (const body of bodies) {
+      const res = await raw("POST", "/v1/chat/completions", client, body)
+      expect(res.status, res.text.slice(0, 300)).toBe(400)
+      expect(res.body.error.message).toContain("JSON nested deeper than 128 levels")
+      expect(res.body.error.code).toBe("json_too_deep")
+    }
+    const anthropic = await raw("POST", "/v1/messages", client, withDeep({ model: "up/m1", max_tokens: 5, messages: [{ role: "user", content: "hi" }], tools: [{ name: "f", input_schema: "$DEEP" }] }, deepObject(5000)))
+    expect(anthropic.status).toBe(400)
+    expect(anthropic.body).toMatchObject({ type: "error", error: { type: "invalid_request_error" } })
+    expect(anthropic.body.error.message).toContain("JSON nested deeper than 128 levels")
+    const responses = await raw("POST", "/v1/responses", client, withDeep({ model: "up/m1", input: "hi", metadata: { a: "$DEEP" } }, deepArray(5000)))
+    expect(responses.status).toBe(400)
+    expect(up.requests).toHaveLength(0)
+  })
+
+  it("deep but within the limit (a real tool schema nests far less) is served; brackets inside strings do not count", async () => {
+    const schema = withDeep({ type: "object", properties: { x: "$DEEP" } }, '{"type":"object","properties":{"y":'.repeat(40) + '{"type":"string"}' + "}}".repeat(40))
+    const body = withDeep(chatBody({ tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }], metadata: { note: "[[[[{{{{".repeat(100) + '\\"' + "[".repeat(300) } }), schema)
+    const res = await raw("POST", "/v1/chat/completions", client, body)
+    expect(res.status, res.text.slice(0, 300)).toBe(200)
+    expect(res.body.choices[0].message.content).toBe("Hello from upstream")
+  })
+
+  it("is an error frame, not a 500, over the WebSocket Responses transport; the socket keeps working", async () => {
+    const ws = new WebSocket(gw.url.replace(/^http/, "ws") + "/v1/responses", { headers: client })
+    const frames: Array<any> = []
+    const next = () => new Promise<any>((resolve, reject) => {
+      const have = frames.length
+      const check = () => (frames.length > have ? resolve(frames[have]) : setTimeout(check, 10))
+      setTimeout(() => reject(new Error(`no frame; got ${JSON.stringify(frames)}`)), 5000).unref()
+      check()
+    })
+    ws.on("message", (d) => frames.push(JSON.parse(String(d))))
+    await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject))
+    try {
+      const wait = next()
+      ws.send(withDeep({ type: "response.create", model: "gpt-5", input: "hi", stream: true, metadata: { a: "$DEEP" } }, deepArray(5000)))
+      const error = await wait
+      expect(error).toMatchObject({ type: "error", status: 400, error: { code: "json_too_deep" } })
+      expect(error.error.message).toContain("JSON nested deeper than 128 levels")
+      const wait2 = next()
+      ws.send(JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "f", parameters: "$DEEP" }] }).replace('"$DEEP"', deepObject(5000)))
+      expect(await wait2).toMatchObject({ type: "error", status: 400, error: { code: "json_too_deep" } })
+      const created = next()
+      ws.send(JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true }))
+      expect((await created).type).toBe("response.created")
+    } finally {
+      ws.close()
+    }
+  })
+
+  it("management JSON bodies too: 400 instead of a 500, even unauthenticated", async () => {
+    const cases: Array<[string, string, string, Record<string, string>]> = [
+      ["POST", "/api/combos", withDeep({ name: "c", strategy: "priority", targets: [{ model: "up/m1" }], config: { a: "$DEEP" } }, deepArray(5000)), admin],
+      ["POST", "/api/providers", withDeep({ provider: "openai-compatible", name: "$DEEP", baseUrl: "http://127.0.0.1:1/v1" }, deepArray(5000)), admin],
+      ["POST", "/api/auth/login", withDeep({ password: "$DEEP" }, deepObject(5000)), {}]
+    ]
+    for (const [method, path, body, headers] of cases) {
+      const res = await raw(method, path, headers, body)
+      expect(res.status, `${path}: ${res.text.slice(0, 300)}`).toBe(400)
+      expect(res.body).toMatchObject({ _tag: "BadRequest" })
+      expect(res.body.message).toContain("JSON nested deeper than 128 levels")
+    }
+    // Ordinary bodies still reach their handlers.
+    const ok = await call(`${gw.url}/api/combos`, { body: { name: "fine", strategy: "priority", targets: [{ model: "up/m1" }] }, headers: admin })
+    expect(ok.status, ok.text).toBe(201)
   })
 })
 

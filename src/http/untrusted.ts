@@ -16,3 +16,41 @@ export const decodePathSegment = (raw: string): string | undefined => {
 
 /** A path as it may appear in an error message: at most 100 characters. */
 export const quotedPath = (raw: string): string => `'${raw.length > 100 ? `${raw.slice(0, 100)}…` : raw}'`
+
+/** Deepest nesting of arrays and objects accepted in a JSON body or WebSocket frame. */
+export const MAX_JSON_DEPTH = 128
+
+/** The 400 message for JSON nested deeper than MAX_JSON_DEPTH. */
+export const TOO_DEEP_MESSAGE = `JSON nested deeper than ${MAX_JSON_DEPTH} levels (arrays and objects); flatten the request`
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `limit`. A pre-scan before JSON.parse:
+ * strings are skipped with indexOf (native), so the cost follows the number of tokens, not the
+ * bytes of text. Malformed text is not judged here; JSON.parse says what is wrong with it.
+ */
+export const jsonTooDeep = (text: string, limit = MAX_JSON_DEPTH): boolean => {
+  const n = text.length
+  // Each level takes at least one byte.
+  if (n <= limit) return false
+  let depth = 0
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // A string: to its closing quote (one not escaped by an odd run of backslashes).
+      let j = i
+      for (;;) {
+        j = text.indexOf('"', j + 1)
+        if (j === -1) return false
+        let slashes = 0
+        for (let k = j - 1; text.charCodeAt(k) === 0x5c; k--) slashes++
+        if ((slashes & 1) === 0) break
+      }
+      i = j
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--
+    }
+  }
+  return false
+}

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as http from "node:http"
+import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
 
@@ -150,9 +151,11 @@ const tooLarge = (limit: number) =>
 /** A JSON object body, or a 400 that says what was wrong. */
 const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, InferenceError> => {
   if (buf.length === 0) return Either.left(badRequest("request body is empty; expected a JSON object"))
+  const text = buf.toString("utf8")
+  if (jsonTooDeep(text)) return Either.left(badRequest(`request body is ${TOO_DEEP_MESSAGE}`, null, "json_too_deep"))
   let value: unknown
   try {
-    value = JSON.parse(buf.toString("utf8"))
+    value = JSON.parse(text)
   } catch (e) {
     return Either.left(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
   }
