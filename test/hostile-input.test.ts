@@ -217,6 +217,44 @@ describe("JSON nested deeper than 128 levels", () => {
   })
 })
 
+describe("response header values from outside", () => {
+  it("a model name with CR/LF or Cyrillic and a prompt_cache_key with CR/LF and é€: the client gets its 200 answer, the headers percent-encoded", async () => {
+    for (const model of ["m\r\nx", "модель"]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ model: `up/${model}` }), headers: client })
+      expect(res.status, res.text).toBe(200)
+      // The upstream answered with that model name; it reaches the client in the body as it is.
+      expect(res.body.model).toBe(model)
+      expect(res.body.choices[0].message.content).toBe("Hello from upstream")
+      expect(decodeURIComponent(res.headers.get("x-gateway-model")!)).toBe(model)
+    }
+    const key = "conv\r\n1 é€"
+    const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ prompt_cache_key: key }), headers: client })
+    expect(res.status, res.text).toBe(200)
+    expect(res.headers.get("x-gateway-session-id")).toBe("conv%0D%0A1%20%C3%A9%E2%82%AC")
+    expect(decodeURIComponent(res.headers.get("x-gateway-session-id")!)).toBe(key)
+    // Plain values are sent as they are.
+    const plain = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ prompt_cache_key: "conv-1" }), headers: client })
+    expect(plain.headers.get("x-gateway-session-id")).toBe("conv-1")
+    expect(plain.headers.get("x-gateway-model")).toBe("m1")
+  })
+
+  it("streamed answers, a lone surrogate and an over-long model name: answered, never thrown", async () => {
+    const stream = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...client },
+      body: JSON.stringify(chatBody({ model: "up/модель", stream: true, prompt_cache_key: "a\ud800b" }))
+    })
+    expect(stream.status).toBe(200)
+    expect(await stream.text()).toContain("data: [DONE]")
+    expect(stream.headers.get("x-gateway-session-id")).toBe("a%EF%BF%BDb")
+    const long = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ model: `up/${"é".repeat(2000)}` }), headers: client })
+    expect(long.status, long.text).toBe(200)
+    // Too long for a header: left out rather than sent.
+    expect(long.headers.get("x-gateway-model")).toBeNull()
+    expect(long.headers.get("x-gateway-provider")).toBe("openai-compatible")
+  })
+})
+
 describe("the server's last resort", () => {
   it("a handler that throws (a bug) gets a 500 in OpenAI's error shape and a log line; the server keeps serving, upgrades too", async () => {
     const logs: Array<string> = []

@@ -54,3 +54,29 @@ export const jsonTooDeep = (text: string, limit = MAX_JSON_DEPTH): boolean => {
   }
   return false
 }
+
+/** Longest header value the gateway sends with text from outside; longer ones are left out. */
+export const MAX_HEADER_VALUE = 1024
+
+// What node writes without complaint and every client reads the same way: tab and printable ASCII.
+const CLEAN = /^[\t\x20-\x7e]*$/
+
+/**
+ * A response header value from text that came from outside (a client's session id or
+ * prompt_cache_key, a model name, an upstream's header): as it is when it is printable ASCII,
+ * else percent-encoded as UTF-8 (printable ASCII other than `%` kept, so `decodeURIComponent`
+ * gives the text back); undefined (leave the header out) when it would be longer than
+ * MAX_HEADER_VALUE. Never throws: node refuses CR, LF and characters above U+00FF with an
+ * exception, after the upstream was already called.
+ */
+export const safeHeaderValue = (value: string): string | undefined => {
+  if (CLEAN.test(value)) return value.length <= MAX_HEADER_VALUE ? value : undefined
+  // Buffer.from replaces lone surrogates (which encodeURIComponent throws on) with U+FFFD.
+  const bytes = Buffer.from(value, "utf8")
+  let out = ""
+  for (const b of bytes) {
+    out += b > 0x20 && b < 0x7f && b !== 0x25 ? String.fromCharCode(b) : `%${b < 16 ? "0" : ""}${b.toString(16).toUpperCase()}`
+    if (out.length > MAX_HEADER_VALUE) return undefined
+  }
+  return out
+}

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as http from "node:http"
-import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
+import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
 
@@ -62,12 +62,26 @@ export const gatewayHeaders = (requestId: string): Record<string, string> => ({
   "x-gateway-request-id": requestId
 })
 
-/** Every header an answer carries: version, request id, what the pipeline added, then `extra`. One object, built once. */
+/**
+ * Every header an answer carries: version, request id, what the pipeline added, then `extra`. One
+ * object, built once. Values pass through safeHeaderValue: several come from outside (the
+ * client's session id or prompt_cache_key, model names, an upstream's rate-limit headers), and
+ * node throws on a bad one after the upstream was already called and billed.
+ */
 export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<string, string | number>>): Record<string, string | number> => {
   const h: Record<string, string | number> = { "x-gateway-version": VERSION, "x-gateway-request-id": ctx.requestId }
-  for (const k in ctx.responseHeaders) h[k] = ctx.responseHeaders[k]!
-  if (extra) for (const k in extra) h[k] = extra[k]!
+  for (const k in ctx.responseHeaders) put(h, k, ctx.responseHeaders[k]!)
+  if (extra) for (const k in extra) put(h, k, extra[k]!)
   return h
+}
+
+const put = (h: Record<string, string | number>, k: string, v: string | number): void => {
+  if (typeof v === "number") h[k] = v
+  else {
+    const safe = safeHeaderValue(v)
+    if (safe === undefined) delete h[k]
+    else h[k] = safe
+  }
 }
 
 /** A request header's value (the first, when it was sent more than once). */
