@@ -3,6 +3,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as http from "node:http"
+import * as net from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { AdminAuth } from "../src/auth/AdminAuth.js"
@@ -252,6 +253,48 @@ describe("response header values from outside", () => {
     // Too long for a header: left out rather than sent.
     expect(long.headers.get("x-gateway-model")).toBeNull()
     expect(long.headers.get("x-gateway-provider")).toBe("openai-compatible")
+  })
+})
+
+describe("shutdown with kept-alive sockets", () => {
+  it("an answer in flight says Connection: close and its socket ends cleanly; an idle kept-alive socket ends cleanly too", async () => {
+    const own = await startGateway()
+    try {
+      await own.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      expect((await call(`${own.url}/api/providers`, { body: { provider: "openai-compatible", name: "slow", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })).status).toBe(201)
+      const port = Number(new URL(own.url).port)
+      const open = (): Promise<{ socket: net.Socket; data: () => string; ended: Promise<Array<string>> }> =>
+        new Promise((resolve) => {
+          const socket = net.connect(port, "127.0.0.1", () => resolve({ socket, data: () => got, ended }))
+          let got = ""
+          const events: Array<string> = []
+          socket.setEncoding("latin1")
+          socket.on("data", (d: string) => (got += d))
+          socket.on("end", () => events.push("end"))
+          socket.on("error", (e: NodeJS.ErrnoException) => events.push(`error ${e.code}`))
+          const ended = new Promise<Array<string>>((r) => socket.on("close", () => r(events)))
+        })
+      // An idle kept-alive socket: one answered request, then nothing.
+      const idle = await open()
+      idle.socket.write("GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+      await expect.poll(() => idle.data()).toContain('{"ok":true}')
+      expect(idle.data()).toMatch(/connection: keep-alive/i)
+      // A request in flight: the upstream answers after shutdown began.
+      up.always({ delayMs: 400 })
+      const busy = await open()
+      const body = JSON.stringify(chatBody({ model: "slow/m1" }))
+      busy.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      await expect.poll(() => up.requests.length).toBe(1)
+      const closed = own.close()
+      expect(await idle.ended).toEqual(["end"])
+      expect(await busy.ended).toEqual(["end"])
+      await closed
+      expect(busy.data()).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+      expect(busy.data()).toMatch(/\r\nconnection: close\r\n/i)
+      expect(busy.data()).toContain("Hello from upstream")
+    } finally {
+      await own.close()
+    }
   })
 })
 

@@ -1,6 +1,6 @@
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startServerProcess } from "./support/cli.js"
+import { ADMIN_KEY, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { tempDir } from "./support/gateway.js"
 
@@ -62,5 +62,32 @@ describe("the server process", () => {
       expect(await server.stop("SIGTERM")).toBe(0)
     }
     expect(server.output()).not.toContain("URIError")
+  })
+
+  it("on SIGTERM, an answer in flight says Connection: close and every kept-alive socket ends with a FIN, not a reset", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      // Idle: one answered request, then nothing.
+      const idle = await connect(server.url)
+      expect(await request(idle, "GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n", '{"ok":true}')).toMatch(/connection: keep-alive/i)
+      // Busy: the upstream answers only after SIGTERM.
+      up.always({ delayMs: 500 })
+      const busy = await connect(server.url)
+      const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
+      busy.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      await expect.poll(() => up.requests.length, { timeout: 10_000 }).toBe(1)
+      const exit = server.stop("SIGTERM")
+      expect(await idle.ended).toEqual(["end"])
+      expect(await busy.ended).toEqual(["end"])
+      expect(await exit).toBe(0)
+      expect(busy.data()).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+      expect(busy.data()).toMatch(/\r\nconnection: close\r\n/i)
+      expect(busy.data()).toContain("Hello from upstream")
+    } finally {
+      up.always({})
+      if (server.child.exitCode === null) await server.stop("SIGKILL")
+    }
   })
 })

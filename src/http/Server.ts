@@ -80,13 +80,21 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       // updated per fiber, which nothing reads): one fiber per request.
       const run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
 
+      // Set when shutdown begins: from then on every answer says `Connection: close`.
+      let closing = false
+      // Answers being written, so shutdown can still mark those whose headers have not gone out.
+      const open = new Set<http.ServerResponse>()
+
       const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const taken = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
         if (taken === undefined) {
           managementInFlight++
-          res.once("close", () => managementInFlight--)
+          res.once("close", () => {
+            managementInFlight--
+            open.delete(res)
+          })
           return management(req, res)
         }
         // The fiber is the request's own: its log annotation is set when it is forked, at no cost of effects.
@@ -99,12 +107,14 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
             })
         })
         res.once("close", () => {
+          open.delete(res)
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
         })
       }
 
       /** Last resort for a handler that threw (a bug): a 500 if nothing was sent yet, a log line, and the server goes on. */
       const failed = (req: http.IncomingMessage, res: http.ServerResponse, error: unknown) => {
+        open.delete(res)
         const requestId = newRequestId()
         run(Effect.logError(`${req.method} ${(req.url ?? "/").split("?")[0]} failed unexpectedly; answered 500`, Cause.pretty(Cause.die(error))).pipe(Effect.annotateLogs("requestId", requestId)))
         try {
@@ -119,6 +129,9 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
 
       // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
       const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+        // During shutdown the answer says `Connection: close` and node closes the socket after it.
+        if (closing) res.shouldKeepAlive = false
+        else open.add(res)
         try {
           serve(req, res)
         } catch (e) {
@@ -142,6 +155,11 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const address = yield* listen(server, config.port, config.host)
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
+          // Answers still to be written say `Connection: close` (their sockets then close after
+          // them, with a FIN, and clients do not send another request on them); idle keep-alive
+          // sockets are closed now, with a FIN too.
+          closing = true
+          for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false
           server.close()
           server.closeIdleConnections()
           const managementDone = Effect.repeat(
@@ -154,6 +172,8 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
             Effect.option
           )
           if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
+          // Sockets whose answers went out before shutdown (as keep-alive) are idle now: closed cleanly first.
+          server.closeIdleConnections()
           server.closeAllConnections()
           yield* Effect.logInfo("server stopped")
         })
