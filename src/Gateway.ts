@@ -11,6 +11,7 @@ import { StreamWatchdog } from "./inference/stream.js"
 import { StreamTimeouts } from "./inference/timeouts.js"
 import { ManagementHandler } from "./management/App.js"
 import * as Logging from "./observability/Logging.js"
+import { ProcessGuard } from "./observability/ProcessGuard.js"
 import { Connections } from "./providers/Connections.js"
 import { ProviderChecks } from "./providers/ProviderChecks.js"
 import { BatchWriter } from "./store/BatchWriter.js"
@@ -68,7 +69,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
 /** The server with configuration from the environment (plus overrides) and the process logger. */
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
-  return ServerLayer.pipe(
+  return Layer.merge(ServerLayer, ProcessGuard).pipe(
     Layer.provide(StreamTimeouts.layer),
     Layer.provide(Logging.layerFromConfig),
     Layer.provide(config),

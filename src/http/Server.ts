@@ -1,3 +1,4 @@
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -17,7 +18,8 @@ import { AdminAuth } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, isLoopbackHost } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { InferenceRoutes } from "../inference/dispatch.js"
+import { InferenceRoutes, newRequestId } from "../inference/dispatch.js"
+import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
 import { VERSION } from "../version.js"
@@ -78,14 +80,21 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       // updated per fiber, which nothing reads): one fiber per request.
       const run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
 
-      // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
-      const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+      // Set when shutdown begins: from then on every answer says `Connection: close`.
+      let closing = false
+      // Answers being written, so shutdown can still mark those whose headers have not gone out.
+      const open = new Set<http.ServerResponse>()
+
+      const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const taken = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
         if (taken === undefined) {
           managementInFlight++
-          res.once("close", () => managementInFlight--)
+          res.once("close", () => {
+            managementInFlight--
+            open.delete(res)
+          })
           return management(req, res)
         }
         // The fiber is the request's own: its log annotation is set when it is forked, at no cost of effects.
@@ -98,20 +107,59 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
             })
         })
         res.once("close", () => {
+          open.delete(res)
           if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
         })
+      }
+
+      /** Last resort for a handler that threw (a bug): a 500 if nothing was sent yet, a log line, and the server goes on. */
+      const failed = (req: http.IncomingMessage, res: http.ServerResponse, error: unknown) => {
+        open.delete(res)
+        const requestId = newRequestId()
+        run(Effect.logError(`${req.method} ${(req.url ?? "/").split("?")[0]} failed unexpectedly; answered 500`, Cause.pretty(Cause.die(error))).pipe(Effect.annotateLogs("requestId", requestId)))
+        try {
+          if (res.headersSent) return void res.destroy()
+          const body = JSON.stringify({ error: { message: `internal error (request ${requestId})`, type: "server_error", code: "internal_error", param: null } })
+          res.writeHead(500, { ...gatewayHeaders(requestId), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+          res.end(body)
+        } catch {
+          res.destroy()
+        }
+      }
+
+      // requestTimeout (node's default, 5 min) bounds receiving a request, not streaming the answer.
+      const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+        // During shutdown the answer says `Connection: close` and node closes the socket after it.
+        if (closing) res.shouldKeepAlive = false
+        else open.add(res)
+        try {
+          serve(req, res)
+        } catch (e) {
+          failed(req, res, e)
+        }
       })
 
       // WebSocket upgrades: the Responses transport; any other path is not upgradable.
       server.on("upgrade", (req, socket, head) => {
-        if (!websocket.upgrade(req, socket as net.Socket, head)) {
-          socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        try {
+          if (!websocket.upgrade(req, socket as net.Socket, head)) {
+            socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+          }
+        } catch (e) {
+          run(Effect.logError(`upgrade of ${(req.url ?? "/").split("?")[0]} failed unexpectedly`, Cause.pretty(Cause.die(e))))
+          if (socket.writable) socket.end("HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+          else socket.destroy()
         }
       })
 
       const address = yield* listen(server, config.port, config.host)
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
+          // Answers still to be written say `Connection: close` (their sockets then close after
+          // them, with a FIN, and clients do not send another request on them); idle keep-alive
+          // sockets are closed now, with a FIN too.
+          closing = true
+          for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false
           server.close()
           server.closeIdleConnections()
           const managementDone = Effect.repeat(
@@ -124,6 +172,8 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
             Effect.option
           )
           if (drained._tag === "None") yield* Effect.logWarning("shutdown grace elapsed; closing remaining connections")
+          // Sockets whose answers went out before shutdown (as keep-alive) are idle now: closed cleanly first.
+          server.closeIdleConnections()
           server.closeAllConnections()
           yield* Effect.logInfo("server stopped")
         })

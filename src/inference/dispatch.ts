@@ -12,6 +12,7 @@ import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { openAiChat } from "../formats/openai-chat.js"
 import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
+import { decodePathSegment, quotedPath } from "../http/untrusted.js"
 import { Connections } from "../providers/Connections.js"
 import { Router } from "../routing/Router.js"
 import { Accounting } from "../accounting/Accounting.js"
@@ -20,7 +21,7 @@ import { Usage } from "../usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
 import { clientAddress, trimmedHeader as header } from "../http/request.js"
 import { explicitSession } from "./session.js"
-import { errorBody, InferenceError, toCanonical } from "./errors.js"
+import { badRequest, errorBody, InferenceError, toCanonical } from "./errors.js"
 import { readBody, type RequestContext, sendJson } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
@@ -61,16 +62,34 @@ const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
   patterns: routes.filter((r): r is RouteDef & { path: RegExp } => r.path instanceof RegExp)
 })
 
-const match = (table: Table, method: string, path: string): { route: RouteDef; params: Record<string, string> } | undefined => {
+/**
+ * The route for a request and its path parameters, percent-decoded here once (handlers get
+ * text); `malformed` names the first parameter whose escapes cannot be decoded (`%ZZ`).
+ */
+const match = (table: Table, method: string, path: string): { route: RouteDef; params: Record<string, string>; malformed?: string } | undefined => {
   const exact = table.exact.get(`${method} ${path}`)
   if (exact) return { route: exact, params: {} }
   for (const r of table.patterns) {
     if (r.method !== method) continue
     const m = r.path.exec(path)
-    if (m) return { route: r, params: { ...m.groups } }
+    if (!m) continue
+    const params: Record<string, string> = {}
+    for (const name in m.groups) {
+      const value = decodePathSegment(m.groups[name] ?? "")
+      if (value === undefined) return { route: r, params, malformed: name }
+      params[name] = value
+    }
+    return { route: r, params }
   }
   return undefined
 }
+
+/** The route, answering only a 400 in its format (before authentication): a path parameter is not valid percent-encoding. */
+const malformedParam = (route: RouteDef, name: string, path: string): RouteDef => ({
+  ...route,
+  public: true,
+  handle: () => Effect.fail(badRequest(`path parameter '${name}' is not valid percent-encoding: ${quotedPath(path)}`, name, "invalid_path_encoding"))
+})
 
 /** `/api/v1/editor/{token}/...` → the route behind it, authenticated by the token. */
 const EDITOR = /^\/api\/v1\/editor\/(?<token>[^/]+)(?<rest>\/.*)?$/
@@ -209,13 +228,21 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           const method = req.method ?? "GET"
           const editor = EDITOR.exec(path)
           if (editor) {
-            const token = decodeURIComponent(editor.groups!["token"]!)
             const rest = editor.groups!["rest"] ?? "/"
             const inner = rest === "/" && method === "GET" ? { route: editorInfo, params: {} } : EDITOR_PATHS[rest] ? match(table, method, EDITOR_PATHS[rest]!) : undefined
-            if (inner) return program(req, res, path, query, inner.route, inner.params, token)
+            if (inner) {
+              const token = decodePathSegment(editor.groups!["token"]!)
+              return token === undefined
+                ? program(req, res, path, query, malformedParam(inner.route, "token", path), {})
+                : program(req, res, path, query, inner.route, inner.params, token)
+            }
           }
           const found = match(table, method, path)
-          if (found) return program(req, res, path, query, found.route, found.params)
+          if (found) {
+            return found.malformed === undefined
+              ? program(req, res, path, query, found.route, found.params)
+              : program(req, res, path, query, malformedParam(found.route, found.malformed, path), {})
+          }
           const planned = findPlanned(PLANNED_INFERENCE, path)
           if (planned) {
             const notBuilt: RouteDef = {

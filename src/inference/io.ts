@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as http from "node:http"
+import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
 
@@ -61,12 +62,26 @@ export const gatewayHeaders = (requestId: string): Record<string, string> => ({
   "x-gateway-request-id": requestId
 })
 
-/** Every header an answer carries: version, request id, what the pipeline added, then `extra`. One object, built once. */
+/**
+ * Every header an answer carries: version, request id, what the pipeline added, then `extra`. One
+ * object, built once. Values pass through safeHeaderValue: several come from outside (the
+ * client's session id or prompt_cache_key, model names, an upstream's rate-limit headers), and
+ * node throws on a bad one after the upstream was already called and billed.
+ */
 export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<string, string | number>>): Record<string, string | number> => {
   const h: Record<string, string | number> = { "x-gateway-version": VERSION, "x-gateway-request-id": ctx.requestId }
-  for (const k in ctx.responseHeaders) h[k] = ctx.responseHeaders[k]!
-  if (extra) for (const k in extra) h[k] = extra[k]!
+  for (const k in ctx.responseHeaders) put(h, k, ctx.responseHeaders[k]!)
+  if (extra) for (const k in extra) put(h, k, extra[k]!)
   return h
+}
+
+const put = (h: Record<string, string | number>, k: string, v: string | number): void => {
+  if (typeof v === "number") h[k] = v
+  else {
+    const safe = safeHeaderValue(v)
+    if (safe === undefined) delete h[k]
+    else h[k] = safe
+  }
 }
 
 /** A request header's value (the first, when it was sent more than once). */
@@ -150,9 +165,11 @@ const tooLarge = (limit: number) =>
 /** A JSON object body, or a 400 that says what was wrong. */
 const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, InferenceError> => {
   if (buf.length === 0) return Either.left(badRequest("request body is empty; expected a JSON object"))
+  const text = buf.toString("utf8")
+  if (jsonTooDeep(text)) return Either.left(badRequest(`request body is ${TOO_DEEP_MESSAGE}`, null, "json_too_deep"))
   let value: unknown
   try {
-    value = JSON.parse(buf.toString("utf8"))
+    value = JSON.parse(text)
   } catch (e) {
     return Either.left(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
   }

@@ -14,6 +14,7 @@ import { obj, str, tryJson } from "../formats/common.js"
 import { SseParser } from "../formats/frames.js"
 import { openAiResponses } from "../formats/openai-responses.js"
 import { scrubSecrets } from "../observability/redact.js"
+import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { Connections } from "../providers/Connections.js"
 import { authenticateInference } from "./auth.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
@@ -89,6 +90,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
 
         const handle = (raw: string): Effect.Effect<void> =>
           Effect.gen(function* () {
+            if (jsonTooDeep(raw)) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "json_too_deep", message: `frame is ${TOO_DEEP_MESSAGE}` } }))
             const frame = obj(tryJson(raw))
             if (!frame) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "invalid_json", message: "frames must be JSON objects" } }))
             if (frame["type"] !== "response.create") {

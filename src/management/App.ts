@@ -16,6 +16,7 @@ import type * as http from "node:http"
 import { newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../http/planned.js"
+import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { ManagementApiLive } from "./handlers.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../domain/errors.js"
@@ -28,6 +29,10 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure) && (failure.value as { _tag?: string })._tag === "RouteNotFound") {
     const path = req.url.split("?")[0] ?? req.url
+    // The router finds no route for a path it cannot percent-decode: say what is wrong with it.
+    if (decodePathSegment(path) === undefined) {
+      return Effect.succeed(badRequest(`request path is not valid percent-encoding: ${quotedPath(path)}`))
+    }
     const planned = findPlanned(PLANNED_MANAGEMENT, path)
     return Effect.succeed(
       planned
@@ -77,6 +82,18 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
   })
 )
 
+/**
+ * A JSON body nested deeper than MAX_JSON_DEPTH is refused before any handler sees it: schema
+ * decoding and error rendering walk it recursively and would overflow the stack (a 500). The
+ * body text is cached by the request, so the handler reads the same text again at no cost; a
+ * body that cannot be read is left to the handler, which reports it as usual.
+ */
+const notTooDeep = <E, R>(req: HttpServerRequest.HttpServerRequest, app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  // The platform reads a body without a content type as JSON too.
+  req.method === "GET" || req.method === "HEAD" || (req.headers["content-type"] !== undefined && !req.headers["content-type"].includes("json"))
+    ? app
+    : Effect.flatMap(Effect.either(req.text), (text) => (text._tag === "Right" && jsonTooDeep(text.right) ? Effect.succeed(badRequest(`request body is ${TOO_DEEP_MESSAGE}`)) : app))
+
 /** Management bodies are small JSON documents; anything larger is refused before it is read. */
 export const MAX_MANAGEMENT_BODY_BYTES = 1024 * 1024
 
@@ -110,7 +127,7 @@ const managementMiddleware = HttpMiddleware.make((app) =>
         ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
         : declared > MAX_MANAGEMENT_BODY_BYTES
           ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
-          : HttpIncomingMessage.withMaxBodySize(app, Option.some(MAX_MANAGEMENT_BODY_BYTES))
+          : HttpIncomingMessage.withMaxBodySize(notTooDeep(req, app), Option.some(MAX_MANAGEMENT_BODY_BYTES))
     return yield* guarded.pipe(
       Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
       Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),

@@ -39,7 +39,7 @@ const providerRoute =
       const body = yield* readJsonObject(ctx)
       const model = str(body["model"])
       if (!model) return yield* badRequest("model must be a non-empty string", "model")
-      yield* inner(deps)(ctx, { ...body, model: yield* providerModel(deps, decodeURIComponent(params["provider"] ?? ""), model) })
+      yield* inner(deps)(ctx, { ...body, model: yield* providerModel(deps, params["provider"] ?? "", model) })
     })
 
 /** What sidecar routers may know of the provider registry: no secrets, no accounts, no code. */

@@ -16,10 +16,8 @@ import type { RouteDef } from "./types.js"
 export const isGoogleClient = (ctx: RequestContext): boolean =>
   ctx.req.headers["x-goog-api-key"] !== undefined || ctx.req.headers["x-goog-api-client"] !== undefined || ctx.query.has("key")
 
-const modelFromPath = (raw: string): string => {
-  const m = decodeURIComponent(raw)
-  return m.startsWith("models/") ? m.slice("models/".length) : m
-}
+/** The model of a path parameter (already percent-decoded by the dispatcher), without a `models/` prefix. */
+const modelFromPath = (m: string): string => (m.startsWith("models/") ? m.slice("models/".length) : m)
 
 const decode = (body: Record<string, unknown>) =>
   Effect.try({

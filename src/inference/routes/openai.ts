@@ -193,7 +193,7 @@ export const listModels = (deps: RouteDeps) => (ctx: RequestContext) =>
 
 export const retrieveModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
   Effect.gen(function* () {
-    const id = decodeURIComponent(params["model"] ?? "")
+    const id = params["model"] ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     const includeNames = yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")
     if (entry) return sendJson(ctx, 200, modelObject(entry, includeNames))

@@ -1,0 +1,82 @@
+/**
+ * Text that comes from outside (paths, bodies, upstream answers) on its way into places that
+ * throw on bad input: decodeURIComponent, JSON walks, response headers. Each helper answers
+ * instead of throwing; all are cheap when the input is ordinary.
+ */
+
+/** A percent-encoded path segment decoded, or undefined when its escapes are malformed (`%ZZ`, a cut UTF-8 sequence). */
+export const decodePathSegment = (raw: string): string | undefined => {
+  if (raw.indexOf("%") === -1) return raw
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return undefined
+  }
+}
+
+/** A path as it may appear in an error message: at most 100 characters. */
+export const quotedPath = (raw: string): string => `'${raw.length > 100 ? `${raw.slice(0, 100)}…` : raw}'`
+
+/** Deepest nesting of arrays and objects accepted in a JSON body or WebSocket frame. */
+export const MAX_JSON_DEPTH = 128
+
+/** The 400 message for JSON nested deeper than MAX_JSON_DEPTH. */
+export const TOO_DEEP_MESSAGE = `JSON nested deeper than ${MAX_JSON_DEPTH} levels (arrays and objects); flatten the request`
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `limit`. A pre-scan before JSON.parse:
+ * strings are skipped with indexOf (native), so the cost follows the number of tokens, not the
+ * bytes of text. Malformed text is not judged here; JSON.parse says what is wrong with it.
+ */
+export const jsonTooDeep = (text: string, limit = MAX_JSON_DEPTH): boolean => {
+  const n = text.length
+  // Each level takes at least one byte.
+  if (n <= limit) return false
+  let depth = 0
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // A string: to its closing quote (one not escaped by an odd run of backslashes).
+      let j = i
+      for (;;) {
+        j = text.indexOf('"', j + 1)
+        if (j === -1) return false
+        let slashes = 0
+        for (let k = j - 1; text.charCodeAt(k) === 0x5c; k--) slashes++
+        if ((slashes & 1) === 0) break
+      }
+      i = j
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--
+    }
+  }
+  return false
+}
+
+/** Longest header value the gateway sends with text from outside; longer ones are left out. */
+export const MAX_HEADER_VALUE = 1024
+
+// What node writes without complaint and every client reads the same way: tab and printable ASCII.
+const CLEAN = /^[\t\x20-\x7e]*$/
+
+/**
+ * A response header value from text that came from outside (a client's session id or
+ * prompt_cache_key, a model name, an upstream's header): as it is when it is printable ASCII,
+ * else percent-encoded as UTF-8 (printable ASCII other than `%` kept, so `decodeURIComponent`
+ * gives the text back); undefined (leave the header out) when it would be longer than
+ * MAX_HEADER_VALUE. Never throws: node refuses CR, LF and characters above U+00FF with an
+ * exception, after the upstream was already called.
+ */
+export const safeHeaderValue = (value: string): string | undefined => {
+  if (CLEAN.test(value)) return value.length <= MAX_HEADER_VALUE ? value : undefined
+  // Buffer.from replaces lone surrogates (which encodeURIComponent throws on) with U+FFFD.
+  const bytes = Buffer.from(value, "utf8")
+  let out = ""
+  for (const b of bytes) {
+    out += b > 0x20 && b < 0x7f && b !== 0x25 ? String.fromCharCode(b) : `%${b < 16 ? "0" : ""}${b.toString(16).toUpperCase()}`
+    if (out.length > MAX_HEADER_VALUE) return undefined
+  }
+  return out
+}
