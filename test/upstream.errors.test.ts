@@ -218,6 +218,22 @@ describe("error statuses and codes", () => {
     }
   })
 
+  it("an answer nested too deep to walk is a 502 of that target, and a combo falls back", async () => {
+    const deep = "[".repeat(5000) + "]".repeat(5000)
+    const body = `{"id":"x","object":"chat.completion","model":"m1","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"deep"}}],"extra":${deep}}`
+    leaky.always({ body, headers: { "content-type": "application/json" } })
+    for (const stream of [false, true]) {
+      const direct = await chat("leaky/m1", stream)
+      expect(direct.status, direct.text.slice(0, 300)).toBe(502)
+      expect(direct.body.error.message).toContain("nested deeper than 128 levels")
+      await gw.resetResilience()
+      const viaCombo = await chat("redirect-pair", stream)
+      expect(viaCombo.status, viaCombo.text.slice(0, 300)).toBe(200)
+      expect(viaCombo.headers.get("x-gateway-fallback-attempts")).toBe("1")
+      await gw.resetResilience()
+    }
+  })
+
   it("an upstream that breaks off mid-stream ends the stream with a stream_interrupted error event", async () => {
     for (const model of ["leaky/m1", "opaque/m1"]) {
       const up = model === "leaky/m1" ? leaky : opaque

@@ -19,6 +19,7 @@ import { upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
 import { headerValue } from "./attempts.js"
+import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
 import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
@@ -92,7 +93,14 @@ export const errorInAnswer = (
   client: WireFormat,
   connection: Connection
 ): { readonly error: InferenceError; readonly info: FailureInfo } | undefined => {
-  const bad = errorIn200(upstream, json) ?? (json === undefined ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" } : undefined)
+  const bad =
+    errorIn200(upstream, json) ??
+    (json === undefined
+      ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" }
+      : // Walking or re-encoding an answer this deep would overflow the stack: a failure of this target.
+        jsonTooDeep(raw)
+        ? { status: 502, kind: "upstream" as const, message: `upstream answered JSON nested deeper than ${MAX_JSON_DEPTH} levels` }
+        : undefined)
   if (!bad) return undefined
   const secrets = secretsOf(connection)
   // Scrubbed before it is cut: a key cut in half would no longer be recognised.
