@@ -14,6 +14,7 @@ import { GatewayServer } from "../src/http/Server.js"
 import { InferenceRoutes } from "../src/inference/dispatch.js"
 import { ResponsesWebSocket } from "../src/inference/responsesWs.js"
 import { ManagementHandler } from "../src/management/App.js"
+import { scrubSecrets } from "../src/observability/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
@@ -43,6 +44,7 @@ beforeAll(async () => {
   await add({ provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
   await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] })
   await add({ provider: "gemini", name: "gem", apiKey: "gkey", baseUrl: up.baseUrl("gemini") })
+  await add({ provider: "anthropic", name: "ant", apiKey: "akey", baseUrl: up.baseUrl("anthropic") })
 })
 afterAll(async () => {
   await gw?.close()
@@ -253,6 +255,23 @@ describe("response header values from outside", () => {
     // Too long for a header: left out rather than sent.
     expect(long.headers.get("x-gateway-model")).toBeNull()
     expect(long.headers.get("x-gateway-provider")).toBe("openai-compatible")
+  })
+})
+
+describe("lone surrogates from a JSON body", () => {
+  // "\ud800" is valid JSON and decodes to a lone surrogate, which encodeURIComponent throws on.
+  it("a model name with one reaches the upstream path (which puts the model in its URL) without a 500", async () => {
+    const chat = await raw("POST", "/v1/chat/completions", client, `{"model":"gem/x\\ud800","messages":[{"role":"user","content":"hi"}]}`)
+    expect(chat.status, chat.text).toBe(200)
+    expect(up.requests.some((r) => r.path.includes("x%EF%BF%BD")), JSON.stringify(up.requests.map((r) => r.path))).toBe(true)
+    // The upstream URL is built for every family, also where it does not name the model.
+    const count = await raw("POST", "/v1/messages/count_tokens", client, `{"model":"ant/x\\udc00y","messages":[{"role":"user","content":"hi"}]}`)
+    expect(count.status, count.text).toBe(200)
+    expect(up.requests.some((r) => r.path === "/v1/messages/count_tokens")).toBe(true)
+  })
+
+  it("a provider key with one is still scrubbed from upstream errors without a 500", async () => {
+    expect(scrubSecrets("the key was ab\ud800cdefghijklmnop", ["ab\ud800cdefghijklmnop"])).not.toContain("cdefghijklmnop")
   })
 })
 

@@ -14,6 +14,18 @@ export const decodePathSegment = (raw: string): string | undefined => {
   }
 }
 
+/**
+ * `encodeURIComponent` that never throws: a lone surrogate (which a JSON body can carry as
+ * `"\ud800"`) becomes U+FFFD instead of a URIError.
+ */
+export const encodeComponent = (text: string): string => {
+  try {
+    return encodeURIComponent(text)
+  } catch {
+    return encodeURIComponent(Buffer.from(text, "utf8").toString("utf8"))
+  }
+}
+
 /** A path as it may appear in an error message: at most 100 characters. */
 export const quotedPath = (raw: string): string => `'${raw.length > 100 ? `${raw.slice(0, 100)}…` : raw}'`
 

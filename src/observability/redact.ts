@@ -1,3 +1,4 @@
+import { encodeComponent } from "../http/untrusted.js"
 /**
  * Masks anything that looks like a credential in free text before it reaches a log line.
  * Used by the logger for every message, so a careless `Effect.log(error)` cannot leak a key.
@@ -49,7 +50,7 @@ const KEY_RUN = /[A-Za-z0-9_-]{12,}/g
 
 /** How a secret may appear in an answer: as is, URL-encoded, JSON-escaped, base64 (a Basic header echoed). */
 const formsOf = (secret: string): ReadonlyArray<string> => {
-  const forms = new Set([secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")])
+  const forms = new Set([secret, encodeComponent(secret), JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")])
   return [...forms].sort((a, b) => b.length - a.length)
 }
 

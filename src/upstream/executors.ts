@@ -3,6 +3,7 @@ import type { FormatId } from "../formats/canonical.js"
 import type { Connection } from "../providers/Connections.js"
 import { joinUrl, upstreamAuthHeaders } from "./auth.js"
 import type { UpstreamRequest } from "./UpstreamHttp.js"
+import { encodeComponent } from "../http/untrusted.js"
 
 export type UpstreamOperation = "generate" | "count_tokens" | "embed"
 
@@ -15,7 +16,7 @@ const STREAM_ACCEPT: Record<FormatId, string> = {
 }
 
 const path = (format: FormatId, op: UpstreamOperation, model: string, stream: boolean): string => {
-  const m = encodeURIComponent(model)
+  const m = encodeComponent(model)
   switch (format) {
     case "openai-chat":
       return op === "embed" ? "/embeddings" : "/chat/completions"
