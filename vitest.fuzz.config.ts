@@ -21,6 +21,9 @@ class FuzzSummary implements Reporter {
   }
 }
 
+// CI asks for a machine-readable report as well (see .ci/run).
+const jsonReport = process.env["GATEWAY_FUZZ_REPORT"]
+
 export default defineConfig({
   test: {
     include: ["test/fuzz.test.ts"],
@@ -28,6 +31,7 @@ export default defineConfig({
     testTimeout: 900_000,
     hookTimeout: 120_000,
     pool: "forks",
-    reporters: ["default", new FuzzSummary()]
+    reporters: jsonReport ? ["default", new FuzzSummary(), "json"] : ["default", new FuzzSummary()],
+    ...(jsonReport ? { outputFile: { json: jsonReport } } : {})
   }
 })
