@@ -94,6 +94,16 @@ describe("management request bodies that are not JSON", () => {
     }
   })
 
+  it("with an empty body are read as bodiless: a 400 where a body is needed (the multipart parser waited or died on it)", async () => {
+    for (const type of ["multipart/form-data", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded", "garbage"]) {
+      const res = await raw("POST", "/api/auth/login", type, "")
+      expect(res.status, `${type}: ${res.text}`).toBe(400)
+      expect(res.body._tag).toBe("BadRequest")
+      const keys = await raw("POST", "/api/keys", type, "", admin)
+      expect(keys.status, `${type}: ${keys.text}`).toBe(400)
+    }
+  })
+
   it("still accepts JSON, with or without a charset, and a body without a content type", async () => {
     expect((await raw("POST", "/api/keys", "application/json", '{"name":"a"}', admin)).status).toBe(201)
     expect((await raw("POST", "/api/keys", "Application/JSON; charset=utf-8", '{"name":"b"}', admin)).status).toBe(201)

@@ -86,13 +86,16 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
  * A JSON body nested deeper than MAX_JSON_DEPTH is refused before any handler sees it: schema
  * decoding and error rendering walk it recursively and would overflow the stack (a 500). The
  * body text is cached by the request, so the handler reads the same text again at no cost; a
- * body that cannot be read is left to the handler, which reports it as usual.
+ * body that cannot be read is left to the handler, which reports it as usual. Runs after
+ * `unsupportedBody`, so whatever body is here is read as JSON.
  */
 const notTooDeep = <E, R>(req: HttpServerRequest.HttpServerRequest, app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-  // The platform reads a body without a content type as JSON too.
-  req.method === "GET" || req.method === "HEAD" || (req.headers["content-type"] !== undefined && !req.headers["content-type"].includes("json"))
+  BODILESS.has(req.method) || emptyBody(req)
     ? app
     : Effect.flatMap(Effect.either(req.text), (text) => (text._tag === "Right" && jsonTooDeep(text.right) ? Effect.succeed(badRequest(`request body is ${TOO_DEEP_MESSAGE}`)) : app))
+
+/** Methods whose body, if any, no management route reads. */
+const BODILESS = new Set(["GET", "HEAD", "OPTIONS"])
 
 /** Management bodies are small JSON documents; anything larger is refused before it is read. */
 export const MAX_MANAGEMENT_BODY_BYTES = 1024 * 1024
@@ -103,15 +106,27 @@ export const MAX_MANAGEMENT_BODY_BYTES = 1024 * 1024
  * management route takes anything but JSON. A body without a content type is read as JSON.
  */
 const unsupportedBody = (req: HttpServerRequest.HttpServerRequest): string | undefined => {
-  if (req.method === "GET" || req.method === "HEAD" || req.method === "OPTIONS") return undefined
-  const length = req.headers["content-length"]
-  const hasBody = req.headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
+  if (BODILESS.has(req.method) || emptyBody(req)) return undefined
   const contentType = req.headers["content-type"]
-  if (!hasBody || contentType === undefined) return undefined
+  if (contentType === undefined) return undefined
   const mediaType = (contentType.split(";")[0] ?? "").trim().toLowerCase()
   if (mediaType === "application/json") return undefined
   const shown = contentType.length > 80 ? `${contentType.slice(0, 80)}…` : contentType
   return `management request bodies must be JSON: send 'content-type: application/json' (got ${JSON.stringify(shown)})`
+}
+
+const emptyBody = (req: HttpServerRequest.HttpServerRequest): boolean =>
+  req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] ?? "0").trim() === "0"
+
+/**
+ * A request that declares a content type but sends no body is read as having none: its type
+ * says nothing, and the platform's multipart parser would wait for (or die on) a body that is
+ * not there. A route that needs a body then says so with a 400.
+ */
+const withoutBody = (req: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  if (BODILESS.has(req.method) || req.headers["content-type"] === undefined || !emptyBody(req)) return req
+  const { "content-type": _, ...headers } = req.headers
+  return req.modify({ headers: headers as typeof req.headers })
 }
 
 /** Request id, version headers, body limit, access log and JSON fallbacks for every management response. */
@@ -127,7 +142,10 @@ const managementMiddleware = HttpMiddleware.make((app) =>
         ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
         : declared > MAX_MANAGEMENT_BODY_BYTES
           ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
-          : HttpIncomingMessage.withMaxBodySize(notTooDeep(req, app), Option.some(MAX_MANAGEMENT_BODY_BYTES))
+          : HttpIncomingMessage.withMaxBodySize(
+              Effect.provideService(notTooDeep(req, app), HttpServerRequest.HttpServerRequest, withoutBody(req)),
+              Option.some(MAX_MANAGEMENT_BODY_BYTES)
+            )
     return yield* guarded.pipe(
       Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
       Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
