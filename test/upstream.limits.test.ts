@@ -281,6 +281,19 @@ describe("a whole answer larger than GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES", () =>
     expect(textOf(again)).toBe("from raw")
   })
 
+  it("embeddings answer the same codes as chat: 502 upstream_response_too_large, 504 upstream_timeout", async () => {
+    const embed = () => call(`${gw.url}/v1/embeddings`, { body: { model: "raw/m1", input: "hi" } })
+    raw.set({ kind: "huge", bytes: 16 * 1024 * 1024 })
+    const large = await embed()
+    expect(large.status, large.text.slice(0, 300)).toBe(502)
+    expect(large.body.error.code).toBe("upstream_response_too_large")
+    await gw.resetResilience()
+    raw.set({ kind: "stall-body" })
+    const stalled = await embed()
+    expect(stalled.status, stalled.text.slice(0, 300)).toBe(504)
+    expect(stalled.body.error.code).toBe("upstream_timeout")
+  })
+
   it("a stream line without an end is not held past the frame limit", async () => {
     // One NDJSON line of 64 MB: the relay gives up at 16 MiB instead of buffering it whole (the
     // connection's own silence limit keeps the watchdog out of this: a line is not content yet).

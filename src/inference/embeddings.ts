@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import type { FormatId } from "../formats/canonical.js"
 import { arr, num, obj, tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
-import { readUpstreamBody, UpstreamBodyError } from "../upstream/UpstreamHttp.js"
 import { clientError, type InferenceError } from "./errors.js"
 import type { RequestContext } from "./io.js"
 import type { InferenceShape } from "./pipeline.js"
@@ -112,11 +111,7 @@ export const embed = (
     // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
     const res = yield* inference.send(resolved, format, requestBody(format, resolved.model, inputs, dimensions), { stream: false, op: "embed", readWhole: true }, client)
     if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client, resolved.connection), Effect.fail)
-    if (res.bodyError) {
-      const tooLarge = res.bodyError instanceof UpstreamBodyError && res.bodyError.reason === "too_large"
-      return yield* clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${res.bodyError.message}`, code: tooLarge ? "upstream_response_too_large" : "upstream_error" })
-    }
-    const text = (res.bytes ?? (yield* readUpstreamBody(res.body).pipe(Effect.orElseSucceed(() => Buffer.alloc(0))))).toString("utf8")
+    const text = yield* Effect.mapError(inference.wholeText(res, client, resolved.connection), (f) => f.error)
     const { vectors, tokens: reported } = vectorsOf(format, tryJson(text))
     if (vectors.length !== inputs.length) {
       return yield* clientError(client, { status: 502, kind: "upstream", message: `upstream returned ${vectors.length} embeddings for ${inputs.length} inputs` })

@@ -17,7 +17,7 @@ import type { FailureInfo } from "../resilience/types.js"
 import type { FusionPlan, RoutePlan } from "../routing/plan.js"
 import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
-import { readUpstreamBody, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { attemptFailed, failureOfError, headerValue, type Tracking } from "./attempts.js"
 import { clientError, type InferenceError } from "./errors.js"
 import { committed } from "./io.js"
@@ -59,6 +59,7 @@ export interface FusionDeps {
   readonly memory: RoutingMemoryShape
   readonly send: InferenceShape["send"]
   readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
+  readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) => Effect.Effect<void>
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<void, InferenceError>
@@ -66,7 +67,7 @@ export interface FusionDeps {
   readonly now: () => number
 }
 
-export const makeFusion = ({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now }: FusionDeps) => {
+export const makeFusion = ({ accounting, resilience, memory, send, readFailure, wholeText, encodeFor, respondWith, execute, now }: FusionDeps) => {
   /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
   const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
     Effect.uninterruptibleMask((restore) =>
@@ -111,9 +112,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
               const { error, info } = yield* readFailure(res, upstream, client, c.connection)
               return yield* Effect.fail(attemptFailed(error, info))
             }
-            const text = (yield* (res.bodyError ? Effect.fail(res.bodyError) : res.bytes ? Effect.succeed(res.bytes) : readUpstreamBody(res.body)).pipe(
-              Effect.mapError((e) => attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `upstream response body could not be read: ${e.message}`, code: "upstream_error" }), { status: 502, kind: "cut", message: e.message }))
-            )).toString("utf8")
+            const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
             const json = tryJson(text)
             const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))

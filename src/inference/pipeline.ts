@@ -15,7 +15,8 @@ import { obj, tryJson } from "../formats/common.js"
 import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { readUpstreamBody, UpstreamBodyError, UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import type { FailureInfo } from "../resilience/types.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
@@ -93,20 +94,8 @@ export interface InferenceShape {
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client (scrubbed of the connection's secrets). */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<InferenceError>
-}
-
-/**
- * An answer whose body could not be read whole (too large, stalled, broken off): a failure of
- * that target, which the request may fall back from.
- */
-const unreadable = (client: WireFormat, connection: Connection, e: Error) => {
-  const reason = e instanceof UpstreamBodyError ? e.reason : "broken"
-  const stalled = reason === "stalled"
-  const status = stalled ? 504 : 502
-  const code = reason === "too_large" ? "upstream_response_too_large" : stalled ? "upstream_timeout" : "upstream_error"
-  const message = `${connection.name}: ${reason === "broken" ? `upstream response body could not be read: ${e.message}` : e.message}`
-  const error = clientError(client, { status, kind: stalled ? "timeout" : "upstream", message, code })
-  return attemptFailed(error, { status, kind: stalled ? "timeout" : "cut", message, code })
+  /** A successful answer's body, read whole under the size limit; one that could not be is the target's failure. */
+  readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
 }
 
 /** Features of a request that could not be decoded: the router still needs something. */
@@ -176,7 +165,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return first ? Effect.succeed({ connection: first.connection, model: first.model }) : Effect.fail(allBlocked(format, plan))
         })
 
-      const { sendAs, send, readFailure, failure } = makeSending({ connections, http, timeouts })
+      const { sendAs, send, readFailure, failure, wholeText } = makeSending({ connections, http, timeouts })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
@@ -230,11 +219,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const streamed = call.stream && !contentType.includes("application/json")
 
           if (!streamed) {
-            if (res.bodyError) return yield* Effect.fail(unreadable(client, connection, res.bodyError))
-            // A stream was asked for but the upstream answered whole: read it under the same size limit.
-            const text = (
-              res.bytes ?? (yield* readUpstreamBody(res.body, http.maxResponseBytes, "fail").pipe(Effect.mapError((e) => unreadable(client, connection, e))))
-            ).toString("utf8")
+            const text = yield* Effect.mapError(wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
             const json = tryJson(text)
             const bad = errorInAnswer(upstream.id, json, text, client, connection)
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
@@ -292,7 +277,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
         })
 
-      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, encodeFor, respondWith, execute, now })
+      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, wholeText, encodeFor, respondWith, execute, now })
 
       const { lookup } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
@@ -412,7 +397,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return accounting.prepared() ? recorded : Effect.zipRight(accounting.prepare, recorded)
         })
 
-      const self: InferenceShape = { run, resolve, send, failure }
+      const self: InferenceShape = { run, resolve, send, failure, wholeText }
 
       return self
     })

@@ -16,7 +16,7 @@ import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js
 import { scrubJson, scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { upstreamRequest } from "../upstream/executors.js"
-import { ERROR_BODY_MAX_BYTES, readUpstreamBody, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
+import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
 import { headerValue } from "./attempts.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
@@ -61,12 +61,31 @@ export const secretsOf = (connection: Connection): ReadonlyArray<string> => (con
 /** An error body without secrets, as text and parsed (a JSON body whose scrubbed text no longer parses is scrubbed value by value). */
 const scrubbedBody = (raw: string, secrets: ReadonlyArray<string>): { readonly text: string; readonly parsed: unknown } => {
   const text = scrubSecrets(raw, secrets)
+  // Too deep to walk or to encode again: the error is read as text.
+  if (jsonTooDeep(raw)) return { text, parsed: undefined }
   const parsed = tryJson(text)
   if (parsed !== undefined || text === raw) return { text, parsed }
   const original = tryJson(raw)
   if (original === undefined) return { text, parsed }
   const clean = scrubJson(original, secrets)
   return { text: JSON.stringify(clean), parsed: clean }
+}
+
+/**
+ * An answer whose body could not be read whole (too large, stalled, broken off): a failure of
+ * that target, which the request may fall back from. One mapping for every whole answer (chat,
+ * embeddings, fusion panels).
+ */
+export const unreadableAnswer = (client: WireFormat, connection: Connection, e: Error): { readonly error: InferenceError; readonly info: FailureInfo } => {
+  const reason = e instanceof UpstreamBodyError ? e.reason : "broken"
+  const stalled = reason === "stalled"
+  const status = stalled ? 504 : 502
+  const code = reason === "too_large" ? "upstream_response_too_large" : stalled ? "upstream_timeout" : "upstream_error"
+  const message = `${connection.name}: ${reason === "broken" ? `upstream response body could not be read: ${e.message}` : e.message}`
+  return {
+    error: clientError(client, { status, kind: stalled ? "timeout" : "upstream", message, code }),
+    info: { status, kind: stalled ? "timeout" : "cut", message, code }
+  }
 }
 
 /** An upstream that answered a redirect: a bad gateway, naming where it pointed (without secrets). */
@@ -200,5 +219,24 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
 
   const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.map(readFailure(res, upstream, client, connection), (r) => r.error)
 
-  return { sendAs, send, readFailure, failure }
+  /**
+   * A successful answer's body as text: read in the same wait as its headers (`readWhole`), or
+   * now, under the same size limit (a stream asked for, answered whole). A body that could not
+   * be read whole is the target's failure.
+   */
+  const wholeText = (
+    res: UpstreamResponse,
+    client: WireFormat,
+    connection: Connection
+  ): Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }> =>
+    res.bodyError
+      ? Effect.fail(unreadableAnswer(client, connection, res.bodyError))
+      : res.bytes
+        ? Effect.succeed(res.bytes.toString("utf8"))
+        : readUpstreamBody(res.body, http.maxResponseBytes, "fail").pipe(
+            Effect.map((b) => b.toString("utf8")),
+            Effect.mapError((e) => unreadableAnswer(client, connection, e))
+          )
+
+  return { sendAs, send, readFailure, failure, wholeText }
 }
