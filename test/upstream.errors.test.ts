@@ -234,6 +234,14 @@ describe("error statuses and codes", () => {
     }
   })
 
+  it("an error answer nested too deep is read as text: the client gets the upstream's status, not a reset or a 500", async () => {
+    const deep = "[".repeat(5000) + "]".repeat(5000)
+    leaky.always({ status: 400, body: `{"error":{"message":"bad","type":"invalid_request_error","detail":${deep}}}`, headers: { "content-type": "application/json" } })
+    const res = await chat("leaky/m1")
+    expect(res.status, res.text.slice(0, 300)).toBe(400)
+    expect(res.body.error.type).toBe("invalid_request_error")
+  })
+
   it("an upstream that breaks off mid-stream ends the stream with a stream_interrupted error event", async () => {
     for (const model of ["leaky/m1", "opaque/m1"]) {
       const up = model === "leaky/m1" ? leaky : opaque
