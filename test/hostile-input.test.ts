@@ -239,6 +239,10 @@ describe("response header values from outside", () => {
     const plain = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ prompt_cache_key: "conv-1" }), headers: client })
     expect(plain.headers.get("x-gateway-session-id")).toBe("conv-1")
     expect(plain.headers.get("x-gateway-model")).toBe("m1")
+    // A `%` is encoded too, so every value decodes back to what it was.
+    const percent = await call(`${gw.url}/v1/chat/completions`, { body: chatBody({ prompt_cache_key: "50%41" }), headers: client })
+    expect(percent.headers.get("x-gateway-session-id")).toBe("50%2541")
+    expect(decodeURIComponent(percent.headers.get("x-gateway-session-id")!)).toBe("50%41")
   })
 
   it("streamed answers, a lone surrogate and an over-long model name: answered, never thrown", async () => {

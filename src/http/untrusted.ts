@@ -71,18 +71,21 @@ export const jsonTooDeep = (text: string, limit = MAX_JSON_DEPTH): boolean => {
 export const MAX_HEADER_VALUE = 1024
 
 // What node writes without complaint and every client reads the same way: tab and printable ASCII.
-const CLEAN = /^[\t\x20-\x7e]*$/
+// (`%` excepted, so that an encoded value always decodes back to the original.)
+const CLEAN = /^[\t\x20-\x24\x26-\x7e]*$/
 
 /**
  * A response header value from text that came from outside (a client's session id or
- * prompt_cache_key, a model name, an upstream's header): as it is when it is printable ASCII,
- * else percent-encoded as UTF-8 (printable ASCII other than `%` kept, so `decodeURIComponent`
- * gives the text back); undefined (leave the header out) when it would be longer than
+ * prompt_cache_key, a model name, an upstream's header): as it is when it is printable ASCII
+ * without `%`, else percent-encoded as UTF-8 (printable ASCII other than `%` kept, so
+ * `decodeURIComponent` always gives the text back); undefined (leave the header out) when it would be longer than
  * MAX_HEADER_VALUE. Never throws: node refuses CR, LF and characters above U+00FF with an
  * exception, after the upstream was already called.
  */
 export const safeHeaderValue = (value: string): string | undefined => {
-  if (CLEAN.test(value)) return value.length <= MAX_HEADER_VALUE ? value : undefined
+  // Encoding never makes a value shorter: a long one is left out before it is scanned.
+  if (value.length > MAX_HEADER_VALUE) return undefined
+  if (CLEAN.test(value)) return value
   // Buffer.from replaces lone surrogates (which encodeURIComponent throws on) with U+FFFD.
   const bytes = Buffer.from(value, "utf8")
   let out = ""

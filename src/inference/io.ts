@@ -75,12 +75,12 @@ export const responseHeaders = (ctx: RequestContext, extra?: Readonly<Record<str
   return h
 }
 
+/** A header value from outside, made safe; one that cannot be (too long) is left out. */
 const put = (h: Record<string, string | number>, k: string, v: string | number): void => {
   if (typeof v === "number") h[k] = v
   else {
     const safe = safeHeaderValue(v)
-    if (safe === undefined) delete h[k]
-    else h[k] = safe
+    if (safe !== undefined) h[k] = safe
   }
 }
 
