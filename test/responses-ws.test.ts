@@ -184,3 +184,33 @@ describe("usage rows on the WebSocket transport", () => {
     expect(String(rows[0]!["error"])).toContain("boom")
   })
 })
+
+describe("a connection's own silence limit on the WebSocket transport", () => {
+  it("replaces the gateway's, as it does over HTTP", async () => {
+    // The gateway leaves a silent stream after 300 ms; this connection allows 5 s.
+    const own = await startGateway({ timeouts: { firstContentMs: 300, idleMs: 300 } })
+    try {
+      await own.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const body = { provider: "openai-compatible", name: "patient", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"], timeouts: { idleMs: 5000 } }
+      expect((await call(`${own.url}/api/providers`, { body, headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(201)
+      up.next({ content: "slow but steady", chunks: 2, chunkDelayMs: 450 })
+      const c = await connect(own.url.replace(/^http/, "ws") + "/v1/responses", { authorization: `Bearer ${ADMIN}` })
+      c.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
+      const done = await new Promise<any>((resolve, reject) => {
+        const t = setInterval(() => {
+          const end = c.frames.find((f) => f.type === "response.completed" || f.type === "response.failed" || f.type === "error")
+          if (end) {
+            clearInterval(t)
+            resolve(end)
+          }
+        }, 50)
+        setTimeout(() => (clearInterval(t), reject(new Error(`no end; got ${c.frames.map((f) => f.type).join(", ")}`))), 10_000).unref()
+      })
+      expect(done.type, JSON.stringify(done).slice(0, 300)).toBe("response.completed")
+      expect(done.response.output[0].content[0].text).toBe("slow but steady")
+      c.ws.close()
+    } finally {
+      await own.close()
+    }
+  })
+})

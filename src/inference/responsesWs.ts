@@ -139,7 +139,9 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             let status = 0
             let failure: string | null = null
             let usage: Partial<Usage> | undefined
-            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0 }
+            // The connection's own silence limit, as over HTTP.
+            const silenceMs = target.connection.timeouts?.idleMs
+            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
             const row = Effect.suspend(() =>
               deps.accounting.finish({
                 requestId: ctx.requestId,
