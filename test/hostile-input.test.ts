@@ -16,7 +16,7 @@ import { ResponsesWebSocket } from "../src/inference/responsesWs.js"
 import { ManagementHandler } from "../src/management/App.js"
 import { scrubSecrets } from "../src/observability/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
-import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**
  * Input from outside that node or the JavaScript runtime throws on: malformed percent-escapes in
@@ -59,25 +59,7 @@ beforeEach(async () => {
 
 /** A request with the path exactly as given (fetch would normalise some paths). */
 const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
-  new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any; text: string }>((resolve, reject) => {
-    const url = new URL(gw.url)
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) }, agent: false }, (res) => {
-      let text = ""
-      res.setEncoding("utf8")
-      res.on("data", (c: string) => (text += c))
-      res.on("end", () => {
-        let parsed: any
-        try {
-          parsed = JSON.parse(text)
-        } catch {
-          parsed = undefined
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: parsed, text })
-      })
-    })
-    req.on("error", reject)
-    req.end(body)
-  })
+  rawCall(gw.url, method, path, { ...headers, ...(body ? { "content-type": "application/json" } : {}) }, body)
 
 const chatBody = (extra: Record<string, unknown> = {}) => ({ model: "up/m1", messages: [{ role: "user", content: "hi" }], ...extra })
 const deepArray = (n: number) => "[".repeat(n) + "]".repeat(n)

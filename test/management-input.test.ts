@@ -2,11 +2,10 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as AST from "effect/SchemaAST"
-import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { ManagementApi } from "../src/management/Api.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
 const ADMIN = "gwk_input_admin_key_0123456789abcdef"
 const admin = { authorization: `Bearer ${ADMIN}` }
@@ -24,34 +23,7 @@ afterAll(async () => {
 
 /** A raw request: the body and content type exactly as given. */
 const raw = (method: string, path: string, contentType: string | undefined, body: string, headers: Record<string, string> = {}) =>
-  new Promise<{ status: number; body: any; text: string }>((resolve, reject) => {
-    const u = new URL(path, gw.url)
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method,
-        headers: { ...(contentType === undefined ? {} : { "content-type": contentType }), "content-length": Buffer.byteLength(body), ...headers }
-      },
-      (res) => {
-        let text = ""
-        res.setEncoding("utf8")
-        res.on("data", (c) => (text += c))
-        res.on("end", () => {
-          let parsed: any
-          try {
-            parsed = JSON.parse(text)
-          } catch {
-            parsed = undefined
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed, text })
-        })
-      }
-    )
-    req.on("error", reject)
-    req.end(body)
-  })
+  rawCall(gw.url, method, path, { ...(contentType === undefined ? {} : { "content-type": contentType }), "content-length": String(Buffer.byteLength(body)), ...headers }, body)
 
 describe("management request bodies that are not JSON", () => {
   const wrongTypes: Array<[string, string]> = [

@@ -126,3 +126,10 @@ export const isLoopbackHost = (host: string): boolean => {
   const mapped = /^::ffff:([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(canonical)
   return mapped !== null && parseInt(mapped[1]!, 16) >> 8 === 127
 }
+
+/** A positive whole-number setting from the environment (`unit` names it in the error), or `fallback`. */
+export const positiveInteger = (name: string, unit: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )

@@ -2,15 +2,13 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { findProvider, PROVIDERS } from "../providers/catalog.js"
 import { BadRequest } from "./errors.js"
-import { describeParseError, oneOf } from "./parse.js"
+import { describeParseError, oneOf, strict } from "./parse.js"
 
 /**
  * Money and quotas (spec document 2, "Budget (per API key, USD)"; document 1, "Custom headers"
  * and "Limits"): price overrides (/api/pricing), per-key budgets (/api/usage/budget) and per-key
  * token limits (/api/usage/token-limits). The HTTP API and the CLI decode with these.
  */
-
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 /** An optional field that, when present, must be of its type (no `undefined` alternative in the messages). */
 const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })

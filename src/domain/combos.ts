@@ -1,14 +1,12 @@
 import * as Schema from "effect/Schema"
 import { FACTORS, STRATEGY_NAMES } from "../routing/types.js"
-import { oneOf } from "./parse.js"
+import { oneOf, strict } from "./parse.js"
 
 /**
  * Routing combos (spec document 1, "Combo"): a name used as a model id, one of the 17
  * strategies, ordered targets and a strategy configuration. The HTTP API (/api/combos*) and the
  * CLI (`gateway combo ...`) validate with these schemas.
  */
-
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 /** Combo names are model ids: no slash (that is `<provider>/<model>`), no spaces, not `auto`. */
 export const ComboName = Schema.Trim.pipe(

@@ -1,5 +1,5 @@
 import * as Schema from "effect/Schema"
-import { oneOf } from "./parse.js"
+import { oneOf, strict } from "./parse.js"
 
 /** Connection names double as model prefixes (`<name>/<model>`), so no slashes or spaces. */
 export const ConnectionName = Schema.Trim.pipe(
@@ -43,8 +43,6 @@ export const MaxConcurrent = Schema.NullOr(
 const Priority = Schema.Int.pipe(
   Schema.between(0, 1_000_000, { message: () => "priority must be an integer between 0 and 1000000" })
 )
-
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 const TimeoutMs = Schema.Int.pipe(
   Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" })
@@ -114,7 +112,7 @@ export const ConnectionView = Schema.Struct({
   upstreamFormat: UpstreamFormat,
   accountTier: AccountTier,
   /** The connection's own upstream timeouts (ms); null: the gateway's. */
-  timeouts: Schema.NullOr(Schema.Struct({ headersMs: Schema.optional(Schema.Number), idleMs: Schema.optional(Schema.Number) })),
+  timeouts: Schema.NullOr(ConnectionTimeouts),
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

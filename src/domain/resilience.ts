@@ -1,12 +1,11 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 /**
  * Resilience settings (GET/PATCH /api/resilience), persisted in the kv table. Every field has
  * a default, so a stored document only holds what an operator changed. Spec document 1:
  * "Circuit breaker settings", "Model lockout settings", and the quota-share / wait settings.
  */
-
-const strict = { parseOptions: { onExcessProperty: "error" as const } }
 
 const PositiveInt = (name: string) => Schema.Int.pipe(Schema.positive({ message: () => `${name} must be a positive integer` }))
 const Millis = (name: string) =>

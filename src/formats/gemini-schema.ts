@@ -1,3 +1,5 @@
+import { decodePathSegment } from "../http/untrusted.js"
+
 /**
  * Gemini's function `parameters` (and `responseSchema`) take an OpenAPI 3.0 subset, not JSON
  * Schema: tools written for other providers are rewritten to fit instead of failing with 400.
@@ -57,20 +59,13 @@ interface Walk {
 
 const isObj = (v: unknown): v is Schema => v !== null && typeof v === "object" && !Array.isArray(v)
 
-/** A `$ref` name's percent-escapes decoded; a malformed escape (`%ZZ`) is taken literally rather than thrown. */
-const decodeRefSegment = (raw: string): string => {
-  try {
-    return decodeURIComponent(raw)
-  } catch {
-    return raw
-  }
-}
-
 const resolveRef = (ref: string, root: Schema): Schema | undefined => {
   const m = /^#\/(\$defs|definitions)\/(.+)$/.exec(ref)
   if (!m) return undefined
   const defs = root[m[1]!]
-  const name = decodeRefSegment(m[2]!.replace(/~1/g, "/").replace(/~0/g, "~"))
+  // A malformed escape (`%ZZ`) is taken literally rather than thrown.
+  const escaped = m[2]!.replace(/~1/g, "/").replace(/~0/g, "~")
+  const name = decodePathSegment(escaped) ?? escaped
   return isObj(defs) && isObj(defs[name]) ? (defs[name] as Schema) : undefined
 }
 

@@ -1,7 +1,7 @@
-import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { positiveInteger } from "../config/AppConfig.js"
 
 /**
  * How long a silent upstream is waited for, in ms. Every wait that comes before the answer has
@@ -45,11 +45,7 @@ export const TIMEOUT_ENV: { readonly [K in keyof StreamTimeoutsShape]: string } 
   bodyIdleMs: "GATEWAY_UPSTREAM_BODY_IDLE_TIMEOUT_MS"
 }
 
-const positiveMs = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a positive number of milliseconds`, validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
+const positiveMs = (name: string, fallback: number) => positiveInteger(name, "milliseconds", fallback)
 
 /** The stream watchdogs (headers, first content, idle gap) and the non-streamed waits, apart so tests can shorten them. */
 export class StreamTimeouts extends Context.Tag("gateway/StreamTimeouts")<StreamTimeouts, StreamTimeoutsShape>() {

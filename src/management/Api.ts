@@ -17,6 +17,7 @@ import {
 import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../domain/errors.js"
 import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../domain/flags.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
+import { strict } from "../domain/parse.js"
 import { AutoCombos, ComboView, CreateCombo, UpdateCombo } from "../domain/combos.js"
 import { BudgetStatus, PriceRow, TokenLimitView } from "../domain/accounting.js"
 import {
@@ -215,7 +216,7 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
   .add(HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits").setPayload(Schema.Unknown).addSuccess(TokenLimitView, { status: 201 }).addError(BadRequest).addError(NotFound))
   .add(
     HttpApiEndpoint.del("removeTokenLimit", "/api/usage/token-limits")
-      .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1, { message: () => "id is required" })) }).annotations({ parseOptions: { onExcessProperty: "error" as const } }))
+      .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1, { message: () => "id is required" })) }).annotations(strict))
       .addSuccess(Schema.Struct({ removed: TokenLimitView }))
       .addError(BadRequest)
       .addError(NotFound)
@@ -224,7 +225,7 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
   .add(HttpApiEndpoint.put("setPrice", "/api/pricing").setPayload(Schema.Unknown).addSuccess(PriceRow).addError(BadRequest))
   .add(
     HttpApiEndpoint.del("removePrice", "/api/pricing")
-      .setPayload(Schema.Struct({ provider: Schema.String, model: Schema.String }).annotations({ parseOptions: { onExcessProperty: "error" as const } }))
+      .setPayload(Schema.Struct({ provider: Schema.String, model: Schema.String }).annotations(strict))
       .addSuccess(Schema.Struct({ removed: Schema.Boolean }))
       .addError(BadRequest)
   )

@@ -1,4 +1,3 @@
-import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -6,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import { Agent, errors as undiciErrors, type request } from "undici"
+import { positiveInteger } from "../config/AppConfig.js"
 import { VERSION } from "../version.js"
 
 export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
@@ -203,10 +203,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       })
       yield* Effect.addFinalizer(() => Effect.promise(() => agent.destroy().catch(() => undefined)))
       const userAgent = `gateway/${VERSION}`
-      const maxResponseBytes = yield* Config.integer(MAX_RESPONSE_BYTES_ENV).pipe(
-        Config.validate({ message: `${MAX_RESPONSE_BYTES_ENV} must be a positive number of bytes`, validation: (n) => n > 0 }),
-        Config.withDefault(DEFAULT_MAX_RESPONSE_BYTES)
-      )
+      const maxResponseBytes = yield* positiveInteger(MAX_RESPONSE_BYTES_ENV, "bytes", DEFAULT_MAX_RESPONSE_BYTES)
       return {
         userAgent,
         maxResponseBytes,

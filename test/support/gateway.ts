@@ -5,6 +5,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { AppConfig } from "../../src/config/AppConfig.js"
@@ -89,6 +90,31 @@ export const call = async (
   }
   return { status: res.status, headers: res.headers, body, text }
 }
+
+/**
+ * A request with the path, headers and body exactly as given (fetch would normalise some paths
+ * and set its own content type); no connection reuse.
+ */
+export const rawCall = (base: string, method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+  new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: any; text: string }>((resolve, reject) => {
+    const url = new URL(base)
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent: false }, (res) => {
+      let text = ""
+      res.setEncoding("utf8")
+      res.on("data", (c: string) => (text += c))
+      res.on("end", () => {
+        let parsed: any
+        try {
+          parsed = JSON.parse(text)
+        } catch {
+          parsed = undefined
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: parsed, text })
+      })
+    })
+    req.on("error", reject)
+    req.end(body)
+  })
 
 /**
  * The gateway's services without the server, on `dataDir`: a second process's view of the same
