@@ -37,6 +37,7 @@ import { Idempotency } from "./accounting/Idempotency.js"
 import { Pricing } from "./accounting/Pricing.js"
 import { ResponseCache } from "./accounting/ResponseCache.js"
 import { TokenLimits } from "./accounting/TokenLimits.js"
+import { InFlight } from "./usage/InFlight.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -61,7 +62,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(Router.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
   Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer)),
-  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention)),
+  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)
 )

@@ -53,6 +53,53 @@ describe("usage rows survive a SIGTERM during a burst", () => {
   })
 })
 
+describe("requests in flight at a kill -9", () => {
+  // docs/accounting.md: a request that has run for ~100 ms is written ahead; the next start turns
+  // what a dead process left into usage rows (status 0), so a crash loses no long request.
+  it("are usage rows after the restart, marked interrupted; a clean stop leaves nothing to recover", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    up.always({ content: "too late", delayMs: 5000 })
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    const send = (stream: boolean) =>
+      fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "openai-compatible/m1", stream, messages: [{ role: "user", content: "hi" }] })
+      }).then(
+        (r) => r.text(),
+        () => "gone"
+      )
+    const pending = [send(false), send(true), send(false), send(true), fetch(`${server.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "openai-compatible/e1", input: "hi" }) }).catch(() => "gone")]
+    // Well past the write-ahead's ~100 ms, on a loaded machine too.
+    await new Promise((r) => setTimeout(r, 800))
+    server.child.kill("SIGKILL")
+    await Promise.all(pending)
+    expect(queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n).toBe(0)
+
+    up.always({ content: "ok" })
+    const again = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      const rows = queryDb<{ endpoint: string; status: number; error: string }>(dataDir, "SELECT endpoint, status, error FROM usage ORDER BY endpoint")
+      expect(rows.map((r) => r.endpoint)).toEqual(["chat.completions", "chat.completions", "chat.completions", "chat.completions", "embeddings"])
+      for (const r of rows) {
+        expect(r.status).toBe(0)
+        expect(r.error).toContain("interrupted")
+      }
+      // A request of the new process is written as usual; the recovered ones are not recovered twice.
+      const ok = await call(`${again.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] } })
+      expect(ok.status).toBe(200)
+    } finally {
+      await again.stop()
+    }
+    expect(queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage_inflight")[0]!.n).toBe(0)
+    const third = await startServerProcess({ DATA_DIR: dataDir })
+    await third.stop()
+    expect(queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage WHERE status = 0")[0]!.n).toBe(5)
+    expect(queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n).toBe(6)
+  })
+})
+
 describe("usage rows across a kill -9 under load", () => {
   // docs/accounting.md: a crash loses the requests in flight and those answered in about the last
   // 20 ms (the writer's linger plus its write), never one answered 100 ms before. The kill comes

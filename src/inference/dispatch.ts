@@ -17,6 +17,7 @@ import { Connections } from "../providers/Connections.js"
 import { Router } from "../routing/Router.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
+import { InFlight } from "../usage/InFlight.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
 import { clientAddress, trimmedHeader as header } from "../http/request.js"
@@ -116,6 +117,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const connections = yield* Connections
       const router = yield* Router
       const idempotency = yield* Idempotency
+      const inflight = yield* InFlight
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -192,6 +194,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // gets its log line.
         const program = Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(Effect.exit(restore(body)), (exit) => {
+            // Its usage row (if it writes one) is queued by now: no longer written ahead.
+            inflight.end(ctx.requestId)
             const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
             if (Exit.isSuccess(exit)) return done()
             if (Cause.isInterruptedOnly(exit.cause)) return infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void

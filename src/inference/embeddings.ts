@@ -67,6 +67,7 @@ export const embed = (
   inputs: ReadonlyArray<string>,
   dimensions?: number
 ): Effect.Effect<EmbeddingResult, InferenceError> => {
+  inference.track(ctx, "embeddings")
   // Which connection was asked, for the usage row of a failure.
   let target: ResolvedTarget | undefined
   const row = (status: number, tokens: number | null, error: string | null) =>

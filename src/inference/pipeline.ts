@@ -16,6 +16,7 @@ import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../form
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
 import { UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { InFlight } from "../usage/InFlight.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
@@ -94,6 +95,12 @@ export interface InferenceShape {
   ) => Effect.Effect<UpstreamResponse, InferenceError>
   /** An upstream error answer, read and rendered for the client (scrubbed of the connection's secrets). */
   readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<InferenceError>
+  /**
+   * The request will write a usage row for `endpoint`: written ahead while it runs, so a crash
+   * does not lose it (src/usage/InFlight.ts). Answers the function that ends it (for an HTTP
+   * request the server's exit handler does).
+   */
+  readonly track: (ctx: RequestContext, endpoint: string) => () => void
   /** A successful answer's body, read whole under the size limit; one that could not be is the target's failure. */
   readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
 }
@@ -127,6 +134,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const http = yield* UpstreamHttp
       const usage = yield* UsageService
       const timeouts = yield* StreamTimeouts
+      const inflight = yield* InFlight
+      const writeAhead = (ctx: RequestContext, endpoint: string) => {
+        inflight.begin({ requestId: ctx.requestId, startedAt: ctx.startedAt, endpoint, apiKeyId: ctx.apiKeyId })
+        return () => inflight.end(ctx.requestId)
+      }
       const watchdog = yield* StreamWatchdog
       const router = yield* Router
       const resilience = yield* Resilience
@@ -284,6 +296,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {
           const { ctx, format: client } = call
+          writeAhead(ctx, call.endpoint)
           const sessionId = explicitSession(ctx.req, call.body)
           const features = (() => {
             let cached: RequestFeatures | undefined
@@ -397,7 +410,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return accounting.prepared() ? recorded : Effect.zipRight(accounting.prepare, recorded)
         })
 
-      const self: InferenceShape = { run, resolve, send, failure, wholeText }
+      const self: InferenceShape = { run, resolve, send, failure, wholeText, track: writeAhead }
 
       return self
     })

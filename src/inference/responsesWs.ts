@@ -142,8 +142,10 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             // The connection's own silence limit, as over HTTP.
             const silenceMs = target.connection.timeouts?.idleMs
             const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
-            const row = Effect.suspend(() =>
-              deps.accounting.finish({
+            const untrack = deps.inference.track(ctx, "responses.ws")
+            const row = Effect.suspend(() => {
+              untrack()
+              return deps.accounting.finish({
                 requestId: ctx.requestId,
                 apiKeyId,
                 connectionId: target.connection.id,
@@ -158,7 +160,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 error: status ? failure : (failure ?? "client closed the request"),
                 requestedModel: model
               })
-            )
+            })
             // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
             const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
             const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)

@@ -4,6 +4,7 @@ import m0002 from "./0002_upstream_format.js"
 import m0003 from "./0003_combos.js"
 import m0004 from "./0004_accounting.js"
 import m0005 from "./0005_connection_timeouts.js"
+import m0006 from "./0006_usage_inflight.js"
 
 /** Numbered migrations, bundled as modules (no file-system loader needed at run time). */
 export const loader = Migrator.fromRecord({
@@ -11,5 +12,6 @@ export const loader = Migrator.fromRecord({
   "0002_upstream_format": m0002,
   "0003_combos": m0003,
   "0004_accounting": m0004,
-  "0005_connection_timeouts": m0005
+  "0005_connection_timeouts": m0005,
+  "0006_usage_inflight": m0006
 })
