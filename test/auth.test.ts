@@ -7,7 +7,7 @@ import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { clientAddress } from "../src/http/request.js"
 import { isLoopbackHost } from "../src/config/AppConfig.js"
-import { FORGET_AFTER_MS, FREE_FAILURES, makeLoginThrottle, MAX_DELAY_SECONDS } from "../src/auth/loginThrottle.js"
+import { FORGET_AFTER_MS, FREE_FAILURES, makeLoginThrottle, MAX_DELAY_SECONDS, throttledAddress } from "../src/auth/loginThrottle.js"
 import * as nodeHttp from "node:http"
 import type * as http from "node:http"
 
@@ -469,6 +469,69 @@ describe("the failed-login throttle", () => {
     const last = FREE_FAILURES * 60_000
     expect(throttle.admit("10.0.0.1", "admin", last + 1000)).toBeGreaterThan(0)
     expect(throttle.admit("10.0.0.1", "admin", last + FORGET_AFTER_MS)).toBeUndefined()
+  })
+})
+
+describe("the failed-login throttle's addresses and capacity", () => {
+  const exhaust = (throttle: ReturnType<typeof makeLoginThrottle>, address: string, now: number) => {
+    for (let i = 0; i <= FREE_FAILURES; i++) throttle.admit(address, "admin", now)
+  }
+
+  it("reduces an IPv6 address to its /64, and an IPv4-mapped address to the IPv4 one", () => {
+    expect(throttledAddress("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64")
+    expect(throttledAddress("2001:0db8:0001:0002:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64")
+    expect(throttledAddress("2001:db8::1%eth0")).toBe("2001:db8:0:0::/64")
+    expect(throttledAddress("::ffff:203.0.113.7")).toBe("203.0.113.7")
+    expect(throttledAddress("::FFFF:cb00:7107")).toBe("203.0.113.7")
+    expect(throttledAddress("203.0.113.7")).toBe("203.0.113.7")
+    expect(throttledAddress("unknown")).toBe("unknown")
+  })
+
+  it("does not reset the count of a client that rotates through its /64 or switches address family", () => {
+    const throttle = makeLoginThrottle()
+    const now = 1_000_000
+    // Rotating through a /64 does not reset the count.
+    for (let i = 0; i < FREE_FAILURES - 1; i++) expect(throttle.admit(`2001:db8:1:2::${i + 1}`, "admin", now)).toBeUndefined()
+    expect(throttle.admit("2001:db8:1:2:dead:beef:0:1", "admin", now)).toBeUndefined()
+    expect(throttle.admit("2001:db8:1:2::99", "admin", now)).toBeGreaterThan(0)
+    // The next /64 is another address.
+    expect(throttle.admit("2001:db8:1:3::1", "admin", now)).toBeUndefined()
+    // An IPv4 client seen through a dual-stack socket is the same client.
+    exhaust(throttle, "198.51.100.4", now)
+    expect(throttle.admit("::ffff:198.51.100.4", "admin", now)).toBeGreaterThan(0)
+  })
+
+  it("never forgets a waiting pair to make room; refuses a new pair while every tracked one waits", () => {
+    const throttle = makeLoginThrottle({ maxEntries: 4 })
+    let now = 1_000_000
+    for (let i = 1; i <= 4; i++) exhaust(throttle, `10.0.0.${i}`, now)
+    const waiting = throttle.admit("10.0.0.1", "admin", now)!
+    expect(waiting).toBeGreaterThan(0)
+    // Full of waiting pairs: a new address is refused, not counted, and told when there is room.
+    const refused = throttle.admit("10.0.0.9", "admin", now + 500)!
+    expect(refused).toBe(2)
+    expect(throttle.tracks("10.0.0.9", "admin")).toBe(false)
+    expect(throttle.tracks("10.0.0.1", "admin")).toBe(true)
+    // The waiting pairs are all still there, still waiting.
+    for (let i = 1; i <= 4; i++) expect(throttle.admit(`10.0.0.${i}`, "admin", now + 500), `10.0.0.${i}`).toBe(2)
+    // Once their delays end they may be forgotten to make room.
+    now += 2000
+    expect(throttle.admit("10.0.0.9", "admin", now)).toBeUndefined()
+    expect(throttle.tracks("10.0.0.9", "admin")).toBe(true)
+  })
+
+  it("makes room by forgetting pairs that are not waiting, least recently failed first", () => {
+    const throttle = makeLoginThrottle({ maxEntries: 4 })
+    const now = 1_000_000
+    exhaust(throttle, "10.0.0.1", now)
+    throttle.admit("10.0.0.2", "admin", now)
+    throttle.admit("10.0.0.3", "admin", now + 1)
+    exhaust(throttle, "10.0.0.4", now + 2)
+    expect(throttle.admit("10.0.0.5", "admin", now + 3)).toBeUndefined()
+    // Down to half the map, so that a spray does not sweep on every attempt.
+    expect(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"].map((a) => throttle.tracks(a, "admin"))).toEqual([true, false, false, true, true])
+    expect(throttle.admit("10.0.0.1", "admin", now + 3)).toBeGreaterThan(0)
+    expect(throttle.admit("10.0.0.4", "admin", now + 3)).toBeGreaterThan(0)
   })
 })
 

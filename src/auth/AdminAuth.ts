@@ -57,6 +57,7 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
       const kv = yield* KeyValue
       const writer = yield* BatchWriter
       const throttle = makeLoginThrottle()
+      let fullWarnedAt = -Infinity
 
       const storedHash = kv.get(AUTH_NAMESPACE, PASSWORD_KEY)
 
@@ -86,6 +87,18 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
           const t = Date.now()
           // Counted as a failure before the (slow) password check, so parallel guesses cannot slip past.
           const retryAfter = throttle.admit(client.ip, ADMIN_ACCOUNT, t)
+          if (retryAfter !== undefined && !throttle.tracks(client.ip, ADMIN_ACCOUNT)) {
+            // Every tracked address is waiting out a delay (a spray from many addresses): a new one
+            // is not let through untracked. Said once a minute, not once per refused attempt.
+            if (t - fullWarnedAt >= 60_000) {
+              fullWarnedAt = t
+              yield* Effect.logWarning(`failed-login throttle full: logins from new addresses are refused for ${retryAfter} s`)
+            }
+            return yield* new TooManyRequests({
+              message: `too many addresses are failing to log in; try again in ${retryAfter} s (an admin API key still works meanwhile)`,
+              retryAfterSeconds: retryAfter
+            })
+          }
           if (retryAfter !== undefined) {
             return yield* new TooManyRequests({
               message: `too many failed logins for this account from this address; try again in ${retryAfter} s (an admin API key still works meanwhile)`,
