@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { redactText, scrubJson, scrubSecrets } from "../src/observability/redact.js"
+import { redactText, scrubSecrets } from "../src/observability/redact.js"
 
 const KEY = "sk-proj-Zq8vR2mN4pL7xK1wT5yB9cD3opaqueABCDEFGH"
 /** Every piece of 12 key characters of `secret`. */
@@ -73,26 +73,6 @@ describe("JSON stays JSON", () => {
       expect(JSON.stringify(parsed)).not.toContain(secrets[1])
       expect(out).not.toContain(secrets[2]!.slice(0, 12))
     }
-  })
-})
-
-describe("scrubJson", () => {
-  it("walks any depth without overflowing the stack", () => {
-    let deep: unknown = { token: "abc", note: `key ${KEY}` }
-    for (let i = 0; i < 5000; i++) deep = i % 2 ? [deep] : { inner: deep }
-    let out = scrubJson(deep, [KEY])
-    for (let i = 4999; i >= 0; i--) out = i % 2 ? (out as Array<unknown>)[0] : (out as { inner: unknown }).inner
-    expect(out).toEqual({ token: "****", note: "key ****" })
-  })
-
-  it("empties credential-named strings whatever they hold", () => {
-    expect(scrubJson({ db_password: "plain words", token: 5, nested: [{ "X-Api-Key": "k" }] }, [])).toEqual({ db_password: "****", token: 5, nested: [{ "X-Api-Key": "****" }] })
-  })
-
-  it("keeps a __proto__ key a key", () => {
-    const out = scrubJson(JSON.parse('{"__proto__":{"a":"b"},"list":[1,"x"]}'), [])
-    expect(Object.getPrototypeOf(out)).toBe(Object.prototype)
-    expect(JSON.stringify(out)).toBe('{"__proto__":{"a":"b"},"list":[1,"x"]}')
   })
 })
 

@@ -13,7 +13,7 @@ import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
-import { scrubJson, scrubSecrets } from "../observability/redact.js"
+import { scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
@@ -58,17 +58,11 @@ const transportError = (clientFormat: WireFormat, connection: Connection) => (e:
 /** The credentials a connection sends upstream: what its error answers must never repeat. */
 export const secretsOf = (connection: Connection): ReadonlyArray<string> => (connection.apiKey ? [Redacted.value(connection.apiKey)] : [])
 
-/** An error body without secrets, as text and parsed (a JSON body whose scrubbed text no longer parses is scrubbed value by value). */
+/** An error body without secrets, as text and parsed (scrubbing keeps JSON text valid JSON). */
 const scrubbedBody = (raw: string, secrets: ReadonlyArray<string>): { readonly text: string; readonly parsed: unknown } => {
   const text = scrubSecrets(raw, secrets)
   // Too deep to walk or to encode again: the error is read as text.
-  if (jsonTooDeep(raw)) return { text, parsed: undefined }
-  const parsed = tryJson(text)
-  if (parsed !== undefined || text === raw) return { text, parsed }
-  const original = tryJson(raw)
-  if (original === undefined) return { text, parsed }
-  const clean = scrubJson(original, secrets)
-  return { text: JSON.stringify(clean), parsed: clean }
+  return { text, parsed: jsonTooDeep(raw) ? undefined : tryJson(text) }
 }
 
 /**

@@ -13,7 +13,7 @@ import { encodeComponent } from "../http/untrusted.js"
 /**
  * Field, header and parameter names whose value is a credential (regex sources, matched
  * case-insensitively, whole or after other words: `db_password`). The one list for JSON keys,
- * `key: value` text, query parameters and `scrubJson`.
+ * `key: value` text and query parameters.
  */
 const SECRET_KEY_NAMES: ReadonlyArray<string> = [
   "(?:x-)?api[_ -]?key",
@@ -301,44 +301,3 @@ export const secretScrubber = (secrets: ReadonlyArray<string>): ((text: string) 
  * shaped like a credential. For upstream error answers only: it costs a few scans of the text.
  */
 export const scrubSecrets = (text: string, secrets: ReadonlyArray<string>): string => secretScrubber(secrets)(text)
-
-const CREDENTIAL_KEY = new RegExp(`^${KEY_NAME}$`, "i")
-
-/**
- * A parsed JSON value with every string scrubbed (string values of keys named like
- * credentials replaced whole). Walks with its own stack, so no nesting overflows it.
- */
-export const scrubJson = (value: unknown, secrets: ReadonlyArray<string>): unknown => {
-  const scrub = secretScrubber(secrets)
-  const work: Array<() => void> = []
-  /** The copy of `v`, with its children filled in later by `work`. */
-  const copy = (v: unknown): unknown => {
-    if (typeof v === "string") return scrub(v)
-    if (Array.isArray(v)) {
-      const out: Array<unknown> = []
-      work.push(() => {
-        for (const item of v) out.push(copy(item))
-      })
-      return out
-    }
-    if (v !== null && typeof v === "object") {
-      const out: Record<string, unknown> = {}
-      work.push(() => {
-        for (const [k, item] of Object.entries(v)) {
-          // Defined, not assigned: a `__proto__` key of parsed JSON stays a key.
-          Object.defineProperty(out, k, {
-            value: typeof item === "string" && CREDENTIAL_KEY.test(k) ? "****" : copy(item),
-            enumerable: true,
-            writable: true,
-            configurable: true
-          })
-        }
-      })
-      return out
-    }
-    return v
-  }
-  const root = copy(value)
-  for (let step = work.pop(); step !== undefined; step = work.pop()) step()
-  return root
-}
