@@ -1,4 +1,7 @@
+import * as fs from "node:fs"
 import * as net from "node:net"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ADMIN_KEY, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -62,6 +65,30 @@ describe("the server process", () => {
       expect(await server.stop("SIGTERM")).toBe(0)
     }
     expect(server.output()).not.toContain("URIError")
+  })
+
+  it("logs an exception nothing caught, and a rejection nothing handled, with credentials masked, and keeps serving", async () => {
+    // Code outside any request that throws (a bug in a timer or an event handler): preloaded into
+    // the real server process, since no request can reach such code.
+    const dir = tempDir()
+    const preload = path.join(dir, "throw-later.mjs")
+    fs.writeFileSync(
+      preload,
+      [
+        `setTimeout(() => { throw new Error("boom with Bearer sk-preload-secret-0123456789") }, 1500)`,
+        `setTimeout(() => { Promise.reject(new Error("rejected with sk-preload-secret-0123456789")) }, 1600)`
+      ].join("\n")
+    )
+    const server = await startServerProcess({ DATA_DIR: dir, NODE_OPTIONS: `--import=${pathToFileURL(preload).href}` })
+    try {
+      await expect.poll(() => server.output(), { timeout: 10_000 }).toContain("unhandled promise rejection; the gateway keeps serving")
+      expect(server.output()).toContain("uncaught exception; the gateway keeps serving")
+      expect(server.output()).not.toContain("sk-preload-secret-0123456789")
+      expect(server.child.exitCode).toBeNull()
+      expect((await fetch(`${server.url}/api/hello`)).status).toBe(200)
+    } finally {
+      expect(await server.stop("SIGTERM")).toBe(0)
+    }
   })
 
   it("on SIGTERM, an answer in flight says Connection: close and every kept-alive socket ends with a FIN, not a reset", async () => {
