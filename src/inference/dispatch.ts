@@ -67,6 +67,37 @@ const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
  * The route for a request and its path parameters, percent-decoded here once (handlers get
  * text); `malformed` names the first parameter whose escapes cannot be decoded (`%ZZ`).
  */
+/** The methods a path is served with (for a 405's `Allow`), empty when no route has the path. */
+const methodsOf = (table: Table, path: string): Array<string> => {
+  const methods: Array<string> = []
+  for (const m of ["GET", "HEAD", "POST"]) if (table.exact.has(`${m} ${path}`)) methods.push(m)
+  for (const r of table.patterns) if (!methods.includes(r.method) && r.path.test(path)) methods.push(r.method)
+  return methods
+}
+
+/** Paths under /api/ that no inference route has belong to the management plane (its own 404 shape). */
+const isManagementPath = (path: string): boolean => path === "/api" || path.startsWith("/api/")
+
+/** A 404 (no route has the path) or 405 (another method has it) in the OpenAI error shape, before authentication. */
+const noRoute = (method: string, path: string, allowed: ReadonlyArray<string>): RouteDef => ({
+  method: "GET",
+  path,
+  format: openAiChat,
+  public: true,
+  handle: () =>
+    Effect.fail(
+      allowed.length === 0
+        ? new InferenceError({ status: 404, kind: "invalid_request", code: "not_found", message: `no route for ${method} ${quotedPath(path)}` })
+        : new InferenceError({
+            status: 405,
+            kind: "invalid_request",
+            code: "method_not_allowed",
+            message: `${method} is not allowed on ${quotedPath(path)}; use ${allowed.join(" or ")}`,
+            headers: { allow: allowed.join(", ") }
+          })
+    )
+})
+
 const match = (table: Table, method: string, path: string): { route: RouteDef; params: Record<string, string>; malformed?: string } | undefined => {
   const exact = table.exact.get(`${method} ${path}`)
   if (exact) return { route: exact, params: {} }
@@ -234,6 +265,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           if (editor) {
             const rest = editor.groups!["rest"] ?? "/"
             const inner = rest === "/" && method === "GET" ? { route: editorInfo, params: {} } : EDITOR_PATHS[rest] ? match(table, method, EDITOR_PATHS[rest]!) : undefined
+            if (!inner && EDITOR_PATHS[rest]) return program(req, res, path, query, noRoute(method, path, methodsOf(table, EDITOR_PATHS[rest]!)), {})
             if (inner) {
               const token = decodePathSegment(editor.groups!["token"]!)
               return token === undefined
@@ -257,7 +289,10 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             }
             return program(req, res, path, query, notBuilt, {})
           }
-          return undefined
+          // Not served with this method: a 405 when another method has the path, else (outside /api/) a 404.
+          const allowed = methodsOf(table, path)
+          if (allowed.length === 0 && isManagementPath(path)) return undefined
+          return program(req, res, path, query, noRoute(method, path, allowed), {})
         }
       }
     })

@@ -1,0 +1,71 @@
+/**
+ * Answers that disagreed with each other or with the docs (docs/errors.md): fallbacks of the
+ * inference plane, bodiless management requests, count_tokens, WebSocket frame validation,
+ * fusion's and the cache's telemetry headers, and the headers of WebSocket upgrade answers.
+ */
+import * as Effect from "effect/Effect"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+const ADMIN = "gwk_answers_admin_key_0123456789abcdef"
+const admin = { authorization: `Bearer ${ADMIN}` }
+let gw: TestGateway
+let up: FakeUpstream
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  gw = await startGateway()
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  const add = async (body: Record<string, unknown>) => expect((await call(`${gw.url}/api/providers`, { body, headers: admin })).status).toBe(201)
+  await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })
+  await add({ provider: "openai", name: "oai2", apiKey: "sk-oai2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })
+  await add({ provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") })
+  await add({ provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] })
+})
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+})
+beforeEach(async () => {
+  up.requests.length = 0
+  up.always({})
+  await gw.resetResilience()
+})
+
+describe("a request no inference route takes", () => {
+  it("a known path with another method: 405 with Allow, in the OpenAI error shape", async () => {
+    for (const [method, path, allow] of [
+      ["GET", "/v1/embeddings", "POST"],
+      ["DELETE", "/v1/chat/completions", "POST"],
+      ["POST", "/v1/models", "GET"],
+      ["GET", "/api/chat", "POST"]
+    ] as const) {
+      const res = await call(`${gw.url}${path}`, { method })
+      expect(res.status, `${method} ${path}: ${res.text}`).toBe(405)
+      expect(res.headers.get("allow")).toBe(allow)
+      expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "method_not_allowed" })
+      expect(res.body.error.message).toContain(path)
+      expect(res.headers.get("x-gateway-version")).toBeTruthy()
+    }
+    const model = await call(`${gw.url}/v1/models/gpt-4o`, { method: "DELETE" })
+    expect(model.status).toBe(405)
+    expect(model.headers.get("allow")).toBe("GET")
+  })
+
+  it("an unknown path: 404 in the OpenAI error shape; unknown /api/ paths keep the management shape, unbuilt ones 501", async () => {
+    for (const path of ["/v1/nothing", "/no/such/route", "/"]) {
+      const res = await call(`${gw.url}${path}`)
+      expect(res.status, path).toBe(404)
+      expect(res.body.error, `${path}: ${res.text}`).toMatchObject({ type: "invalid_request_error", code: "not_found" })
+      expect(res.headers.get("x-gateway-version")).toBeTruthy()
+      expect(res.headers.get("x-gateway-request-id")).toMatch(/^req_/)
+    }
+    const management = await call(`${gw.url}/api/no-such-thing`, { headers: admin })
+    expect(management.status).toBe(404)
+    expect(management.body._tag).toBe("NotFound")
+    expect((await call(`${gw.url}/v1/audio/speech`, { body: { model: "x", input: "hi" } })).body.error.code).toBe("not_implemented")
+    expect((await call(`${gw.url}/api/webhooks`, { headers: admin })).status).toBe(501)
+  })
+})
