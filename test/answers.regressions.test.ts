@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
 const ADMIN = "gwk_answers_admin_key_0123456789abcdef"
 const admin = { authorization: `Bearer ${ADMIN}` }
@@ -67,5 +67,19 @@ describe("a request no inference route takes", () => {
     expect(management.body._tag).toBe("NotFound")
     expect((await call(`${gw.url}/v1/audio/speech`, { body: { model: "x", input: "hi" } })).body.error.code).toBe("not_implemented")
     expect((await call(`${gw.url}/api/webhooks`, { headers: admin })).status).toBe(501)
+  })
+})
+
+describe("POST /api/resilience/reset", () => {
+  it("resets every breaker with no body at all, as with {}", async () => {
+    const none = await rawCall(gw.url, "POST", "/api/resilience/reset", admin)
+    expect(none.status, none.text).toBe(200)
+    expect(none.body).toMatchObject({ breakersReset: expect.any(Number), connectionsReset: 0 })
+    const typed = await rawCall(gw.url, "POST", "/api/resilience/reset", { ...admin, "content-type": "application/json", "content-length": "0" })
+    expect(typed.status, typed.text).toBe(200)
+    expect((await call(`${gw.url}/api/resilience/reset`, { body: {}, headers: admin })).status).toBe(200)
+    const bad = await call(`${gw.url}/api/resilience/reset`, { body: { connections: "yes" }, headers: admin })
+    expect(bad.status).toBe(400)
+    expect(bad.body.message).toContain("connections")
   })
 })

@@ -190,6 +190,9 @@ export const ResetResilience = Schema.Struct({
   connections: Schema.optional(Schema.Boolean)
 }).annotations(strict)
 
+/** The reset request's body: none at all (read as `null`) is `{}`, every breaker. */
+export const ResetResilienceBody = Schema.transform(Schema.Unknown, ResetResilience, { strict: false, decode: (body) => body ?? {}, encode: (reset) => reset })
+
 export const ResetResult = Schema.Struct({
   breakersReset: Schema.Number,
   connectionsReset: Schema.Number

@@ -37,7 +37,7 @@ import {
   PatchResilience,
   RateLimitConfig,
   RateLimitStatus,
-  ResetResilience,
+  ResetResilienceBody,
   ResetResult,
   ResilienceSettings,
   ResilienceStatus
@@ -170,7 +170,7 @@ export class CombosGroup extends HttpApiGroup.make("combos")
 export class ResilienceGroup extends HttpApiGroup.make("resilience")
   .add(HttpApiEndpoint.get("status", "/api/resilience").addSuccess(ResilienceStatus))
   .add(HttpApiEndpoint.patch("update", "/api/resilience").setPayload(PatchResilience).addSuccess(Schema.Struct({ settings: ResilienceSettings })).addError(BadRequest))
-  .add(HttpApiEndpoint.post("reset", "/api/resilience/reset").setPayload(ResetResilience).addSuccess(ResetResult).addError(BadRequest))
+  .add(HttpApiEndpoint.post("reset", "/api/resilience/reset").setPayload(ResetResilienceBody).addSuccess(ResetResult).addError(BadRequest))
   .add(HttpApiEndpoint.get("modelCooldowns", "/api/resilience/model-cooldowns").addSuccess(Schema.Struct({ modelCooldowns: Schema.Array(LockoutViewSchema) })))
   .add(
     HttpApiEndpoint.del("clearModelCooldowns", "/api/resilience/model-cooldowns")
