@@ -83,3 +83,19 @@ describe("POST /api/resilience/reset", () => {
     expect(bad.body.message).toContain("connections")
   })
 })
+
+describe("count_tokens", () => {
+  it("refuses an unknown model with the 404 /v1/messages gives", async () => {
+    const body = { model: "claude-opus-5-5", messages: [{ role: "user", content: "hello" }] }
+    const messages = await call(`${gw.url}/v1/messages`, { body: { ...body, max_tokens: 10 } })
+    const counted = await call(`${gw.url}/v1/messages/count_tokens`, { body })
+    expect(messages.status).toBe(404)
+    expect(counted.status, counted.text).toBe(404)
+    expect(counted.body).toEqual(messages.body)
+    expect(counted.body).toMatchObject({ type: "error", error: { type: "not_found_error" } })
+    expect(up.requests).toHaveLength(0)
+    const known = await call(`${gw.url}/v1/messages/count_tokens`, { body: { ...body, model: "oai/gpt-4o" } })
+    expect(known.status).toBe(200)
+    expect(known.body.input_tokens).toBeGreaterThan(0)
+  })
+})

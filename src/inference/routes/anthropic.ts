@@ -37,14 +37,20 @@ const messages = (deps: RouteDeps) => (ctx: RequestContext) =>
 
 /**
  * `POST /v1/messages/count_tokens`: an Anthropic upstream counts exactly; otherwise the
- * gateway counts with its tokenizer. A model it cannot route still gets a local count.
+ * gateway counts with its tokenizer. A model id /v1/messages would refuse (unknown: 404
+ * `model_not_found`; malformed: 400) is refused the same way; one whose targets are only unavailable for now
+ * (cooling down, breaker open) still gets a local count.
  */
 const countTokens = (deps: RouteDeps) => (ctx: RequestContext) =>
   Effect.gen(function* () {
     const body = yield* readJsonObject(ctx)
     const canonical: CanonicalRequest = yield* decode(body)
     const { model } = splitNoThinking(canonical.model)
-    const target = yield* deps.inference.resolve(model, anthropic).pipe(Effect.option)
+    const target = yield* deps.inference.resolve(model, anthropic).pipe(
+      // 400 and 404 are about the model id itself; 429 and 503 only about its targets' state.
+      Effect.catchAll((e) => (e.status === 400 || e.status === 404 ? Effect.fail(e) : Effect.succeed(undefined))),
+      Effect.map(Option.fromNullable)
+    )
     if (Option.isSome(target) && target.value.connection.formats.includes("anthropic")) {
       const upstream = yield* deps.inference
         .send(target.value, "anthropic", { ...body, model: target.value.model }, { stream: false, op: "count_tokens" }, anthropic)
