@@ -5,6 +5,7 @@
  */
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
@@ -97,5 +98,24 @@ describe("count_tokens", () => {
     const known = await call(`${gw.url}/v1/messages/count_tokens`, { body: { ...body, model: "oai/gpt-4o" } })
     expect(known.status).toBe(200)
     expect(known.body.input_tokens).toBeGreaterThan(0)
+  })
+})
+
+describe("WebSocket response.create", () => {
+  it("is refused as POST /v1/responses refuses it, with the same message", async () => {
+    const request = { model: "resp/gpt-5", stream: true }
+    const http = await call(`${gw.url}/v1/responses`, { body: request })
+    expect(http.status).toBe(400)
+    const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/responses`)
+    try {
+      await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject))
+      const frame = new Promise<any>((resolve) => ws.once("message", (data) => resolve(JSON.parse(String(data)))))
+      ws.send(JSON.stringify({ type: "response.create", ...request }))
+      const error = await frame
+      expect(error).toMatchObject({ type: "error", status: 400, error: { type: "invalid_request_error", message: http.body.error.message } })
+      expect(up.requests).toHaveLength(0)
+    } finally {
+      ws.close()
+    }
   })
 })

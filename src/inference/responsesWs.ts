@@ -26,6 +26,7 @@ import { secretsOf } from "./sending.js"
 import { ResponseStore } from "./responseStore.js"
 import { type StreamProgress, StreamWatchdog } from "./stream.js"
 import { splitNoThinking } from "./catalog.js"
+import { decodeResponsesRequest } from "./routes/openai.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
 
@@ -126,6 +127,10 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 })
               )
             }
+            // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
+            const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
+            // Refused as POST /v1/responses refuses it, with the same message.
+            yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
             // Budgets and token limits hold here as on HTTP.
             const budget = deps.accounting.budget(apiKeyId)
             if (!budget.ok) {
@@ -161,8 +166,6 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 requestedModel: model
               })
             })
-            // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
-            const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
             const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)
             const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses).pipe(
               Effect.tapError((e) => Effect.suspend(() => ((status = e.status), (failure = e.message), row)))

@@ -134,6 +134,17 @@ export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Reco
 // ---------------------------------------------------------------- responses
 
 /**
+ * A Responses request (`previous_response_id` already expanded) in canonical form, or the 400
+ * that refuses it: the same for `POST /v1/responses` and the WebSocket's `response.create`.
+ */
+export const decodeResponsesRequest = (body: Record<string, unknown>, continues: boolean): Effect.Effect<CanonicalRequest, InferenceError> =>
+  Effect.flatMap(decodeOrFail(() => openAiResponses.decodeRequest(body), openAiChat), (canonical) =>
+    canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
+      ? Effect.fail(badRequest("input must not be empty: send at least one message or instructions", "input"))
+      : Effect.succeed(canonical)
+  )
+
+/**
  * `POST /v1/responses`. `previous_response_id` is resolved by the gateway itself when it
  * produced that response (the conversation is kept in memory), so it works with any upstream
  * and with `store: false`.
@@ -151,10 +162,7 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       target !== undefined && !native,
       target && { id: target.connection.id, storesResponses: native && target.connection.provider.id === "openai" }
     )
-    const canonical = yield* decodeOrFail(() => openAiResponses.decodeRequest(expanded.body), openAiChat)
-    if (canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(expanded.body["input"]).length === 0) {
-      return yield* badRequest("input must not be empty: send at least one message or instructions", "input")
-    }
+    const canonical = yield* decodeResponsesRequest(expanded.body, continues)
     const { model, noThinking } = splitNoThinking(canonical.model)
     const custom = customToolNames(arr(expanded.body["tools"]), obj)
     yield* deps.inference.run({
