@@ -119,3 +119,20 @@ describe("WebSocket response.create", () => {
     }
   })
 })
+
+describe("telemetry headers", () => {
+  it("fusion's token headers count the panel, as its cost does", async () => {
+    await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } }, headers: admin })
+    try {
+      up.always({ usage: { input: 11, output: 7 } })
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "panel", messages: [{ role: "user", content: "hi" }] } })
+      expect(res.status).toBe(200)
+      // Two panel members and the judge, 11 + 7 tokens each; the cost covers the same three calls.
+      expect(res.headers.get("x-gateway-response-cost")).toBe("0.0002925000")
+      expect(res.headers.get("x-gateway-tokens-in")).toBe("33")
+      expect(res.headers.get("x-gateway-tokens-out")).toBe("21")
+    } finally {
+      await call(`${gw.url}/api/combos/panel`, { method: "DELETE", headers: admin })
+    }
+  })
+})

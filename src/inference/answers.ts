@@ -67,11 +67,28 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
   return events
 }
 
-/** Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). */
-export const costHeaders = (ctx: RequestContext, provider: string, model: string, u: Partial<Usage> | undefined, costUsd: number, cacheHit: boolean): Record<string, string> => ({
+/** Tokens spent on an answer besides its own call (a fusion panel). */
+export interface ExtraTokens {
+  readonly input: number
+  readonly output: number
+}
+
+/**
+ * Cost telemetry of a non-streamed success (spec document 1, "Custom headers"). `extra`:
+ * tokens spent elsewhere on this answer (a fusion panel), counted like its cost is.
+ */
+export const costHeaders = (
+  ctx: RequestContext,
+  provider: string,
+  model: string,
+  u: Partial<Usage> | undefined,
+  costUsd: number,
+  cacheHit: boolean,
+  extra?: ExtraTokens
+): Record<string, string> => ({
   "x-gateway-response-cost": formatCost(costUsd),
-  "x-gateway-tokens-in": String(u?.inputTokens ?? 0),
-  "x-gateway-tokens-out": String(u?.outputTokens ?? 0),
+  "x-gateway-tokens-in": String((u?.inputTokens ?? 0) + (extra?.input ?? 0)),
+  "x-gateway-tokens-out": String((u?.outputTokens ?? 0) + (extra?.output ?? 0)),
   "x-gateway-model": model,
   "x-gateway-provider": provider,
   "x-gateway-latency-ms": String(Date.now() - ctx.startedAt),

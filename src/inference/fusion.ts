@@ -18,6 +18,7 @@ import type { FusionPlan, RoutePlan } from "../routing/plan.js"
 import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import type { ExtraTokens } from "./answers.js"
 import { attemptFailed, failureOfError, headerValue, type Tracking } from "./attempts.js"
 import { clientError, type InferenceError } from "./errors.js"
 import { committed } from "./io.js"
@@ -61,7 +62,8 @@ export interface FusionDeps {
   readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
   readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
-  readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) => Effect.Effect<void>
+  /** A panel member's answer as the reply; `costUsd` and `tokens` are the whole panel's. */
+  readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) => Effect.Effect<void>
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<void, InferenceError>
   /** The time the resilience state is kept in (the Clock's). */
   readonly now: () => number
@@ -158,7 +160,9 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
       })
       const panelRequest = withoutTools(canonical)
       const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
+      // What the whole panel spent (members that answered, empty answers included): the reply's headers count it.
       let panelCost = 0
+      const panelTokens = { input: 0, output: 0 }
       let finished = 0
       const quorum = yield* Deferred.make<void>()
       const everyone = yield* Deferred.make<void>()
@@ -167,6 +171,8 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
           Effect.tap(({ response, costUsd }) =>
             Effect.sync(() => {
               panelCost += costUsd
+              panelTokens.input += response.usage?.inputTokens ?? 0
+              panelTokens.output += response.usage?.outputTokens ?? 0
               if (textOf(response.content).trim() !== "") answers.push({ index, response })
             })
           ),
@@ -199,12 +205,12 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
         // The panel's row already counts its tokens; this request's row says how it ended.
         track.tried = f.panel[got[0]!.index]
         track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-        return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost })
+        return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost, tokens: panelTokens })
       }
       const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
       track.tried = f.judge
       // A judge that fails before answering leaves the panel's first answer as the reply.
-      return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
+      return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost, extraTokens: panelTokens }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
         Effect.catchAll((e) =>
           committed(ctx)
             ? Effect.fail(e)
@@ -213,7 +219,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
                 const best = got[0]!
                 track.tried = f.panel[best.index]
                 track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-                yield* respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost })
+                yield* respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost, tokens: panelTokens })
               })
         )
       )

@@ -33,7 +33,7 @@ import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, encodeWhole, replayWhole, sendWhole } from "./answers.js"
+import { costHeaders, encodeWhole, type ExtraTokens, replayWhole, sendWhole } from "./answers.js"
 import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
@@ -76,6 +76,8 @@ export interface InferenceCall {
   readonly capture?: (body: string) => void
   /** Cost already spent on this answer elsewhere (a fusion panel), added to its cost header. */
   readonly extraCostUsd?: number
+  /** Tokens already spent on this answer elsewhere (a fusion panel), added to its token headers. */
+  readonly extraTokens?: ExtraTokens
   /** A Responses answer completed; `origin` is set when the upstream produced it itself (pass-through). */
   readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown>; readonly origin?: Origin }) => void
 }
@@ -246,7 +248,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             }
             // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors.
             const answer = passthrough ? json : encodeWhole(call, upstream.decodeResponse(json))
-            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false))
+            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
             sendWhole(call, passthrough ? text : JSON.stringify(answer))
             const id = obj(answer)?.["id"]
             if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
@@ -282,10 +284,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const { execute } = makeFallback({ resilience, accounting, memory, router, slots, attempt, now, infoOn })
 
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
-      const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number }) =>
+      const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) =>
         Effect.sync(() => {
           if (call.stream) return replayWhole(call, decoded)
-          Object.assign(call.ctx.responseHeaders, costHeaders(call.ctx, served.candidate.connection.provider.id, served.candidate.model, decoded.usage, served.costUsd, false))
+          Object.assign(call.ctx.responseHeaders, costHeaders(call.ctx, served.candidate.connection.provider.id, served.candidate.model, undefined, served.costUsd, false, served.tokens))
           sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
         })
 
