@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { BatchWriter } from "../src/store/BatchWriter.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -134,5 +135,16 @@ describe("telemetry headers", () => {
     } finally {
       await call(`${gw.url}/api/combos/panel`, { method: "DELETE", headers: admin })
     }
+  })
+
+  it("X-Gateway-Model is the model that served the answer, on a cache miss and on the hit after it", async () => {
+    const body = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "what is 3+3" }] }
+    const miss = await call(`${gw.url}/v1/chat/completions`, { body })
+    expect(miss.headers.get("x-gateway-cache")).toBe("MISS")
+    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    const hit = await call(`${gw.url}/v1/chat/completions`, { body })
+    expect(hit.headers.get("x-gateway-cache")).toBe("HIT")
+    expect(miss.headers.get("x-gateway-model")).toBe("gpt-4o")
+    expect(hit.headers.get("x-gateway-model")).toBe(miss.headers.get("x-gateway-model"))
   })
 })

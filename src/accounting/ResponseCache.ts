@@ -20,6 +20,8 @@ export interface CacheEntry {
   /** What the original upstream call cost; reported as `X-Gateway-Cost-Saved` on a hit. */
   readonly costUsd: number
   readonly provider: string | null
+  /** The model that produced the answer (X-Gateway-Model on a hit, as on the miss); absent in entries stored before it was kept. */
+  readonly servedModel?: string
   /** `cacheParams` of the request; needed for similarity matching. */
   readonly params?: string
   /** Embedding of `promptText` of the request; needed for similarity matching. */
@@ -112,22 +114,25 @@ interface DbRow {
 }
 
 /**
- * The `usage` column holds the usage object as JSON; the similarity params ride along in it as
- * `"_params"` (the migration has no column for them). A row with params but no usage holds
- * `{"_params": ...}` only.
+ * The `usage` column holds the usage object as JSON; the similarity params and the serving
+ * model ride along in it as `"_params"` and `"_served"` (the migration has no columns for
+ * them). A row with those but no usage holds only them.
  */
-const encodeUsage = (usage: Partial<Usage> | null, params: string | undefined): string | null =>
-  usage === null && params === undefined ? null : JSON.stringify({ ...(usage ?? {}), ...(params !== undefined ? { _params: params } : {}) })
+const encodeUsage = (usage: Partial<Usage> | null, params: string | undefined, served: string | undefined): string | null =>
+  usage === null && params === undefined && served === undefined
+    ? null
+    : JSON.stringify({ ...(usage ?? {}), ...(params !== undefined ? { _params: params } : {}), ...(served !== undefined ? { _served: served } : {}) })
 
-const decodeUsage = (text: string | null): { usage: Partial<Usage> | null; params: string | undefined } => {
-  if (text === null) return { usage: null, params: undefined }
+const decodeUsage = (text: string | null): { usage: Partial<Usage> | null; params: string | undefined; served: string | undefined } => {
+  if (text === null) return { usage: null, params: undefined, served: undefined }
   try {
-    const { _params, ...rest } = JSON.parse(text) as Record<string, unknown>
+    const { _params, _served, ...rest } = JSON.parse(text) as Record<string, unknown>
     const params = typeof _params === "string" ? _params : undefined
-    const usage = Object.keys(rest).length === 0 && params !== undefined ? null : (rest as Partial<Usage>)
-    return { usage, params }
+    const served = typeof _served === "string" ? _served : undefined
+    const usage = Object.keys(rest).length === 0 && (params !== undefined || served !== undefined) ? null : (rest as Partial<Usage>)
+    return { usage, params, served }
   } catch {
-    return { usage: null, params: undefined }
+    return { usage: null, params: undefined, served: undefined }
   }
 }
 
@@ -149,7 +154,7 @@ const changes = (raw: unknown): number => {
 }
 
 const fromRow = (r: DbRow): CacheEntry => {
-  const { params, usage } = decodeUsage(r.usage)
+  const { params, usage, served } = decodeUsage(r.usage)
   const embedding = decodeEmbedding(r.embedding)
   return {
     key: r.key,
@@ -159,6 +164,7 @@ const fromRow = (r: DbRow): CacheEntry => {
     usage,
     costUsd: r.cost_usd,
     provider: r.provider,
+    ...(served !== undefined ? { servedModel: served } : {}),
     ...(params !== undefined ? { params } : {}),
     ...(embedding !== undefined ? { embedding } : {}),
     createdAt: r.created_at,
@@ -171,7 +177,7 @@ const toRow = (e: CacheEntry) => ({
   model: e.model,
   format: e.format,
   body: e.body,
-  usage: encodeUsage(e.usage, e.params),
+  usage: encodeUsage(e.usage, e.params, e.servedModel),
   cost_usd: e.costUsd,
   provider: e.provider,
   embedding: encodeEmbedding(e.embedding),

@@ -351,7 +351,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               track.cacheHit = true
               track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
               track.cachedProvider = hit.provider
-              Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
+              Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
               // `routed` captures nothing: a hit is not stored again.
               sendWhole(routed, hit.body)
               return
@@ -401,6 +401,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 usage: outcome.usage ?? null,
                 costUsd: outcomeCost(accounting, tried, outcome),
                 provider: tried.connection.provider.id,
+                servedModel: tried.model,
                 ...(cached.params ? { params: cached.params } : {}),
                 ...(cached.embedding ? { embedding: cached.embedding } : {})
               })
