@@ -4,6 +4,7 @@
  * fusion's and the cache's telemetry headers, and the headers of WebSocket upgrade answers.
  */
 import * as Effect from "effect/Effect"
+import type * as http from "node:http"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
@@ -146,5 +147,38 @@ describe("telemetry headers", () => {
     expect(hit.headers.get("x-gateway-cache")).toBe("HIT")
     expect(miss.headers.get("x-gateway-model")).toBe("gpt-4o")
     expect(hit.headers.get("x-gateway-model")).toBe(miss.headers.get("x-gateway-model"))
+  })
+})
+
+describe("WebSocket upgrade answers", () => {
+  const upgrade = () =>
+    new Promise<{ status: number; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+      const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/responses`)
+      ws.once("upgrade", (res) => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers })
+        ws.once("open", () => ws.close())
+      })
+      ws.once("unexpected-response", (_req, res) => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers })
+        res.resume()
+      })
+      ws.once("error", reject)
+    })
+
+  it("carry X-Gateway-Version and a request id, accepted (101) or refused (426)", async () => {
+    const accepted = await upgrade()
+    expect(accepted.status).toBe(101)
+    expect(accepted.headers["x-gateway-version"]).toBeTruthy()
+    expect(accepted.headers["x-gateway-request-id"]).toMatch(/^req_/)
+    const set = (value?: string) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: admin })
+    await set("false")
+    try {
+      const refused = await upgrade()
+      expect(refused.status).toBe(426)
+      expect(refused.headers["x-gateway-version"]).toBeTruthy()
+      expect(refused.headers["x-gateway-request-id"]).toMatch(/^req_/)
+    } finally {
+      await set(undefined)
+    }
   })
 })

@@ -19,7 +19,7 @@ import { Connections } from "../providers/Connections.js"
 import { authenticateInference } from "./auth.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
 import { errorBody, type InferenceError } from "./errors.js"
-import type { RequestContext } from "./io.js"
+import { gatewayHeaders, type RequestContext } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
 import { mayBeError } from "./relays.js"
 import { secretsOf } from "./sending.js"
@@ -35,9 +35,13 @@ export interface ResponsesWebSocketShape {
   readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
 }
 
-const refuse = (socket: net.Socket, status: number, reason: string, message: string, code: string) => {
+/** X-Gateway-Version and X-Gateway-Request-Id as raw header lines, for answers written to the socket itself. */
+const headerLines = (requestId: string): Array<string> => Object.entries(gatewayHeaders(requestId)).map(([k, v]) => `${k}: ${v}`)
+
+const refuse = (socket: net.Socket, requestId: string, status: number, reason: string, message: string, code: string) => {
   const body = JSON.stringify({ error: { message, type: status === 401 ? "authentication_error" : "invalid_request_error", code } })
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+  const head = [`HTTP/1.1 ${status} ${reason}`, ...headerLines(requestId), "content-type: application/json", `content-length: ${Buffer.byteLength(body)}`, "connection: close"]
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`)
 }
 
 /** An error sent as a frame, shaped like the Responses API's own `error` event. */
@@ -74,6 +78,12 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const run = yield* FiberSet.runtime(fibers)<never>()
       const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
       const sockets = new Set<WebSocket>()
+      // The 101 carries the upgrade request's id like every other answer.
+      const upgradeIds = new WeakMap<http.IncomingMessage, string>()
+      wss.on("headers", (headers, req) => {
+        const id = upgradeIds.get(req)
+        if (id !== undefined) headers.push(...headerLines(id))
+      })
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
           for (const ws of sockets) ws.close(1001, "gateway shutting down")
@@ -283,17 +293,19 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           const path = q === -1 ? url : url.slice(0, q)
           if (!WS_PATHS.has(path)) return false
           const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1))
+          const requestId = newRequestId()
           run(
             Effect.gen(function* () {
               if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
-                return refuse(socket, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
+                return refuse(socket, requestId, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
               }
               const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
-              if (auth._tag === "Left") return refuse(socket, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
+              if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
               const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
               if (!capable) {
-                return refuse(socket, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
+                return refuse(socket, requestId, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
               }
+              upgradeIds.set(req, requestId)
               wss.handleUpgrade(req, socket, head, (ws) => {
                 sockets.add(ws)
                 session(ws, req, auth.right)
