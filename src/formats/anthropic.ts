@@ -2,6 +2,7 @@
 import { type CanonicalRequest, type ImageBlock, type Message, type TextBlock, type ToolChoice, type ToolDefinition } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
+import { boolean, checkParams, integer, number, object, params, string, strings } from "./params.js"
 
 /** Anthropic requires max_tokens; used when the client did not say. */
 export const DEFAULT_MAX_TOKENS = 8192
@@ -42,11 +43,32 @@ const decodeToolChoice = (v: unknown): ToolChoice | undefined => {
   }
 }
 
+/**
+ * The Messages parameters whose values are checked (docs/formats.md). `max_tokens` is required by
+ * `/v1/messages` only (count_tokens takes none): its route checks that it is there.
+ */
+export const MESSAGES_MAX_TOKENS = integer(1)
+const MESSAGES_PARAMS = params({
+  max_tokens: MESSAGES_MAX_TOKENS,
+  temperature: number(0, 1),
+  top_p: number(0, 1),
+  top_k: integer(0),
+  stream: boolean,
+  stop_sequences: strings,
+  tool_choice: object,
+  thinking: object,
+  metadata: object,
+  service_tier: string
+})
+const THINKING_PARAMS = params({ type: string, budget_tokens: integer(1) })
+
 const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model: Field required", "model")
   const rawMessages = body["messages"]
   if (!Array.isArray(rawMessages)) throw new RequestDecodeError("messages: Field required", "messages")
+  checkParams(body, MESSAGES_PARAMS)
+  if (obj(body["thinking"])) checkParams(obj(body["thinking"])!, THINKING_PARAMS, "thinking.")
   const rawSystem = body["system"]
   if (rawSystem !== undefined && rawSystem !== null && typeof rawSystem !== "string" && !Array.isArray(rawSystem)) {
     throw new RequestDecodeError("system must be a string or an array of text blocks", "system")

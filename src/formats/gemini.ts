@@ -10,6 +10,7 @@ import {
 } from "./canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
+import { array, boolean, checkParams, integer, number, object, type Param, params, requireParam, string, stringOrObject, strings } from "./params.js"
 import { isEmptyObjectSchema, sanitizeGeminiSchema } from "./gemini-schema.js"
 
 /**
@@ -40,11 +41,56 @@ const decodeToolChoice = (config: unknown): ToolChoice | undefined => {
   return undefined
 }
 
+/** Gemini reads each field in camelCase and in snake_case: both spellings are checked. */
+const bothSpellings = (known: ReadonlyArray<Param>): ReadonlyArray<Param> =>
+  known.flatMap((p) => {
+    const snake = p.key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+    return snake === p.key ? [p] : [p, { ...p, key: snake }]
+  })
+
+/** The generateContent parameters whose values are checked (docs/formats.md); `contents` is required. */
+const REQUEST_PARAMS = bothSpellings(
+  params({ systemInstruction: stringOrObject, toolConfig: object, safetySettings: array, cachedContent: string, generationConfig: object })
+)
+const GENERATION_PARAMS = bothSpellings(
+  params({
+    temperature: number(0, 2),
+    topP: number(0, 1),
+    topK: integer(0),
+    maxOutputTokens: integer(1),
+    candidateCount: integer(1),
+    stopSequences: strings,
+    presencePenalty: number(-2, 2),
+    frequencyPenalty: number(-2, 2),
+    seed: integer(),
+    responseMimeType: string,
+    responseSchema: object,
+    responseJsonSchema: object,
+    responseModalities: array,
+    responseLogprobs: boolean,
+    logprobs: integer(0),
+    thinkingConfig: object
+  })
+)
+const THINKING_PARAMS = bothSpellings(params({ thinkingBudget: integer(-1), includeThoughts: boolean, thinkingLevel: string }))
+
+const checkRequestParams = (body: Record<string, unknown>): void => {
+  requireParam(body, "contents", array)
+  checkParams(body, REQUEST_PARAMS)
+  const gcKey = body["generationConfig"] != null ? "generationConfig" : "generation_config"
+  const gc = obj(body[gcKey])
+  if (!gc) return
+  checkParams(gc, GENERATION_PARAMS, `${gcKey}.`)
+  const tcKey = gc["thinkingConfig"] != null ? "thinkingConfig" : "thinking_config"
+  const thinking = obj(gc[tcKey])
+  if (thinking) checkParams(thinking, THINKING_PARAMS, `${gcKey}.${tcKey}.`)
+}
+
 const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model is required in the path (models/{model}:generateContent)", "model")
+  checkRequestParams(body)
   const contents = body["contents"]
-  if (contents !== undefined && !Array.isArray(contents)) throw new RequestDecodeError("contents must be an array", "contents")
   const systemRaw = body["systemInstruction"] ?? body["system_instruction"]
   const system: Array<TextBlock> =
     typeof systemRaw === "string"

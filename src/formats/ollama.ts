@@ -20,6 +20,7 @@ import {
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { fallbackMessage } from "./common.js"
 import { listField, RequestDecodeError, SequentialBlocks, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
+import { array, boolean, checkParams, either, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import { ndjsonLine } from "./frames.js"
 
 // ---------------------------------------------------------------- requests
@@ -49,6 +50,38 @@ const decodeThink = (v: unknown): { reasoning?: CanonicalRequest["reasoning"] } 
       : v === "low" || v === "medium" || v === "high"
         ? { reasoning: { enabled: true, includeThoughts: true, effort: v } }
         : {}
+
+/** The parameters of /api/chat and /api/generate whose values are checked (docs/formats.md). */
+const COMMON_PARAMS = {
+  stream: boolean,
+  think: either(boolean, string),
+  format: stringOrObject,
+  options: object,
+  keep_alive: either(string, number())
+}
+const CHAT_PARAMS = params(COMMON_PARAMS)
+const GENERATE_PARAMS = params({ ...COMMON_PARAMS, prompt: string, system: string, suffix: string, template: string, raw: boolean, images: array, context: array })
+/** `options`, the model parameters (also taken by /api/embed). */
+export const OPTIONS_PARAMS = params({
+  temperature: number(0),
+  top_p: number(0, 1),
+  min_p: number(0, 1),
+  top_k: integer(0),
+  num_predict: integer(),
+  num_ctx: integer(1),
+  seed: integer(),
+  stop: stringOrStrings,
+  presence_penalty: number(),
+  frequency_penalty: number(),
+  repeat_penalty: number(),
+  repeat_last_n: integer()
+})
+
+const checkOllamaParams = (body: Record<string, unknown>, known: typeof CHAT_PARAMS): void => {
+  checkParams(body, known)
+  const options = obj(body["options"])
+  if (options) checkParams(options, OPTIONS_PARAMS, "options.")
+}
 
 const decodeOptions = (body: Record<string, unknown>) => {
   const o = obj(body["options"]) ?? {}
@@ -80,6 +113,7 @@ const decodeChatRequest = (body: Record<string, unknown>): CanonicalRequest => {
   if (!model) throw new RequestDecodeError("model is required", "model")
   const raw = body["messages"]
   if (raw !== undefined && !Array.isArray(raw)) throw new RequestDecodeError("messages must be an array", "messages")
+  checkOllamaParams(body, CHAT_PARAMS)
   const system: Array<TextBlock> = []
   const messages: Array<Message> = []
   const open: Array<ToolUseBlock> = []
@@ -146,6 +180,7 @@ const decodeChatRequest = (body: Record<string, unknown>): CanonicalRequest => {
 export const decodeGenerateRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model is required", "model")
+  checkOllamaParams(body, GENERATE_PARAMS)
   const prompt = str(body["prompt"]) ?? ""
   const system = str(body["system"])
   const format = decodeFormat(body["format"])

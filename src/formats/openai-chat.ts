@@ -26,6 +26,7 @@ import {
   tryJson
 } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
+import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
   ChatStreamDecoder,
   ChatStreamEncoder,
@@ -91,6 +92,36 @@ const decodeResponseFormat = (v: unknown): ResponseFormat | undefined => {
 
 const EFFORTS = new Set(["minimal", "low", "medium", "high"])
 
+/**
+ * The chat completions parameters whose values are checked (docs/formats.md); legacy
+ * completions share them (its route checks its own `logprobs`, an integer there, and leaves it out).
+ */
+export const CHAT_PARAMS = params({
+  temperature: number(0, 2),
+  top_p: number(0, 1),
+  max_tokens: integer(1),
+  max_completion_tokens: integer(1),
+  n: integer(1),
+  presence_penalty: number(-2, 2),
+  frequency_penalty: number(-2, 2),
+  stream: boolean,
+  stop: stringOrStrings,
+  seed: integer(),
+  logprobs: boolean,
+  top_logprobs: integer(0, 20),
+  logit_bias: object,
+  stream_options: object,
+  response_format: object,
+  tool_choice: stringOrObject,
+  function_call: stringOrObject,
+  functions: array,
+  parallel_tool_calls: boolean,
+  user: string,
+  reasoning_effort: string,
+  metadata: object,
+  store: boolean
+})
+
 const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model must be a non-empty string", "model")
@@ -98,6 +129,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   if (!Array.isArray(rawMessages) || rawMessages.length === 0) {
     throw new RequestDecodeError("messages must be a non-empty array", "messages")
   }
+  checkParams(body, CHAT_PARAMS)
   const system: Array<TextBlock> = []
   const messages: Array<Message> = []
   const callNames = new Map<string, string>()
@@ -191,9 +223,6 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const toolChoice = decodeToolChoice(body["tool_choice"] ?? body["function_call"])
   const responseFormat = decodeResponseFormat(body["response_format"])
   const streamValue = body["stream"]
-  if (streamValue !== undefined && streamValue !== null && typeof streamValue !== "boolean") {
-    throw new RequestDecodeError("stream must be a boolean", "stream")
-  }
   const maxTokens = num(body["max_completion_tokens"]) ?? num(body["max_tokens"])
   return {
     model,

@@ -24,6 +24,7 @@ import {
 } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError } from "./openai-chat.js"
+import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
 import {
   ResponsesStreamDecoder,
   ResponsesStreamEncoder,
@@ -136,9 +137,37 @@ const decodeTextFormat = (text: unknown): ResponseFormat | undefined => {
 
 const EFFORTS = new Set(["minimal", "low", "medium", "high"])
 
+/** The Responses parameters whose values are checked (docs/formats.md). */
+const RESPONSES_PARAMS = params({
+  input: stringOrArray,
+  instructions: string,
+  temperature: number(0, 2),
+  top_p: number(0, 1),
+  max_output_tokens: integer(1),
+  max_tool_calls: integer(1),
+  top_logprobs: integer(0, 20),
+  stream: boolean,
+  store: boolean,
+  background: boolean,
+  parallel_tool_calls: boolean,
+  tool_choice: stringOrObject,
+  reasoning: object,
+  text: object,
+  metadata: object,
+  include: array,
+  previous_response_id: string,
+  truncation: string,
+  user: string,
+  safety_identifier: string,
+  prompt_cache_key: string,
+  service_tier: string,
+  stream_options: object
+})
+
 export const decodeResponsesRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const model = str(body["model"])
   if (!model) throw new RequestDecodeError("model must be a non-empty string", "model")
+  checkParams(body, RESPONSES_PARAMS)
   const system: Array<TextBlock> = []
   const instructions = str(body["instructions"])
   if (instructions) system.push({ type: "text", text: instructions })

@@ -1,9 +1,10 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { anthropic } from "../../formats/anthropic.js"
+import { anthropic, MESSAGES_MAX_TOKENS } from "../../formats/anthropic.js"
 import type { CanonicalRequest } from "../../formats/canonical.js"
 import { num, obj, tryJson } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
+import { requireParam } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
 import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
 import { splitNoThinking } from "../catalog.js"
@@ -12,14 +13,20 @@ import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
-const decode = (body: Record<string, unknown>) =>
+/** `messages` also requires `max_tokens` (Anthropic does; count_tokens takes none). */
+const decode = (body: Record<string, unknown>, messages = false) =>
   Effect.try({
-    try: () => anthropic.decodeRequest(body),
+    try: () => {
+      const canonical = anthropic.decodeRequest(body)
+      if (messages) requireParam(body, "max_tokens", MESSAGES_MAX_TOKENS)
+      return canonical
+    },
     catch: (e) =>
       clientError(anthropic, {
         status: 400,
         kind: "invalid_request",
-        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`
+        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
+        param: e instanceof RequestDecodeError ? e.param : null
       })
   })
 
@@ -27,7 +34,7 @@ const decode = (body: Record<string, unknown>) =>
 const messages = (deps: RouteDeps) => (ctx: RequestContext) =>
   Effect.gen(function* () {
     const body = yield* readJsonObject(ctx)
-    const canonical = yield* decode(body)
+    const canonical = yield* decode(body, true)
     if (canonical.messages.length === 0) {
       return yield* clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
     }

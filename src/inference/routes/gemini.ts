@@ -3,6 +3,7 @@ import * as Option from "effect/Option"
 import { arr, num, obj, str, tryJson } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { gemini } from "../../formats/gemini.js"
+import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
 import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
 import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../catalog.js"
@@ -22,8 +23,15 @@ const modelFromPath = (m: string): string => (m.startsWith("models/") ? m.slice(
 const decode = (body: Record<string, unknown>) =>
   Effect.try({
     try: () => gemini.decodeRequest(body),
-    catch: (e) =>
-      clientError(gemini, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}` })
+    catch: (e) => decodeFailure(e)
+  })
+
+const decodeFailure = (e: unknown) =>
+  clientError(gemini, {
+    status: 400,
+    kind: "invalid_request",
+    message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
+    param: e instanceof RequestDecodeError ? e.param : null
   })
 
 const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) =>
@@ -58,10 +66,27 @@ const textOfContent = (content: unknown): string =>
     .map((p) => str(obj(p)?.["text"]) ?? "")
     .join("")
 
+/** The embedContent parameters whose values are checked (each request of a batch too); `content` is required. */
+const EMBED_PARAMS = params({ outputDimensionality: integer(1), taskType: string, title: string })
+
+/** The requests of an embedContent (one) or batchEmbedContents call, each checked. */
+const embedRequests = (body: Record<string, unknown>, batch: boolean): ReadonlyArray<Record<string, unknown>> => {
+  if (batch) requireParam(body, "requests", { expected: "an array of requests", ok: Array.isArray })
+  const requests = batch ? arr(body["requests"]) : [body]
+  return requests.map((r, i) => {
+    const prefix = batch ? `requests[${i}].` : ""
+    const request = obj(r)
+    if (!request) throw invalidParam(`requests[${i}]`, object.expected, r)
+    requireParam(request, "content", object, prefix)
+    checkParams(request, EMBED_PARAMS, prefix)
+    return request
+  })
+}
+
 const embedContent = (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) =>
   Effect.gen(function* () {
     const body = yield* readJsonObject(ctx)
-    const requests = batch ? arr(body["requests"]).map((r) => obj(r) ?? {}) : [body]
+    const requests = yield* Effect.try({ try: () => embedRequests(body, batch), catch: decodeFailure })
     if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
     const inputs = requests.map((r) => textOfContent(r["content"]))
     const dimensions = num(requests[0]?.["outputDimensionality"])

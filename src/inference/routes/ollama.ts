@@ -1,7 +1,8 @@
 import * as Effect from "effect/Effect"
 import { str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
-import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder } from "../../formats/ollama.js"
+import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder, OPTIONS_PARAMS } from "../../formats/ollama.js"
+import { boolean, checkParams, either, integer, number, object, params, string } from "../../formats/params.js"
 import { VERSION } from "../../version.js"
 import { catalogEntries, ollamaModel, splitNoThinking, virtualOllamaModel } from "../catalog.js"
 import { embed } from "../embeddings.js"
@@ -13,8 +14,22 @@ import type { RouteDef } from "./types.js"
 const decode = <A>(f: () => A) =>
   Effect.try({
     try: f,
-    catch: (e) => clientError(ollama, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}` })
+    catch: (e) =>
+      clientError(ollama, {
+        status: 400,
+        kind: "invalid_request",
+        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
+        param: e instanceof RequestDecodeError ? e.param : null
+      })
   })
+
+/** The parameters of /api/embed and /api/embeddings whose values are checked, `options` with those of chat. */
+const EMBED_PARAMS = params({ truncate: boolean, dimensions: integer(1), keep_alive: either(string, number()), options: object })
+const checkEmbedParams = (body: Record<string, unknown>): void => {
+  checkParams(body, EMBED_PARAMS)
+  const options = body["options"]
+  if (options !== undefined && options !== null) checkParams(options as Record<string, unknown>, OPTIONS_PARAMS, "options.")
+}
 
 /**
  * Ollama clients often add the default tag (`model:latest`). An Ollama upstream understands it;
@@ -67,6 +82,7 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =
     const input = legacy ? body["prompt"] : body["input"]
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest(legacy ? "prompt must be a string" : "input must be a string or an array of strings", legacy ? "prompt" : "input")
+    yield* decode(() => checkEmbedParams(body))
     const result = yield* embed(deps.inference, deps.accounting, ctx, ollama, yield* untagged(deps, model), inputs)
     sendJson(
       ctx,

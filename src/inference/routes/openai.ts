@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import { arr, obj, str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { openAiChat } from "../../formats/openai-chat.js"
+import { boolean, checkParams, integer, oneOf, params, string } from "../../formats/params.js"
 import { openAiResponses } from "../../formats/openai-responses.js"
 import type { FlagKey } from "../../flags/catalog.js"
 import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../formats/canonical.js"
@@ -71,12 +72,16 @@ export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: 
 
 // ---------------------------------------------------------------- legacy completions
 
+/** Parameters of legacy completions beyond the chat ones (those are checked by the chat decoder). */
+const COMPLETIONS_PARAMS = params({ logprobs: integer(0, 5), echo: boolean, best_of: integer(1), suffix: string })
+
 /** `/v1/completions` answers in text_completion shape, decoded as a one-message chat. */
 const completionsDecode = (body: Record<string, unknown>): CanonicalRequest => {
   const prompt = body["prompt"]
   const text = typeof prompt === "string" ? prompt : Array.isArray(prompt) && prompt.every((p) => typeof p === "string") ? prompt.join("\n") : undefined
   if (text === undefined) throw new RequestDecodeError("prompt must be a string or an array of strings", "prompt")
-  const { messages: _m, ...rest } = body
+  checkParams(body, COMPLETIONS_PARAMS)
+  const { messages: _m, logprobs: _l, ...rest } = body
   return openAiChat.decodeRequest({ ...rest, messages: [{ role: "user", content: text }] })
 }
 
@@ -181,6 +186,9 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
 
 // ---------------------------------------------------------------- embeddings and models
 
+/** The embeddings parameters whose values are checked (docs/formats.md). */
+const EMBEDDINGS_PARAMS = params({ dimensions: integer(1), encoding_format: oneOf("float", "base64"), user: string })
+
 export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
   Effect.gen(function* () {
     const model = str(body["model"])
@@ -188,6 +196,7 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
     const input = body["input"]
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
+    yield* decodeOrFail(() => checkParams(body, EMBEDDINGS_PARAMS), openAiChat)
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
     const result = yield* embed(deps.inference, deps.accounting, ctx, openAiChat, model, inputs, dimensions)
     sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))
