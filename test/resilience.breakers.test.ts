@@ -253,8 +253,8 @@ describe("provider circuit breaker: events", () => {
       yield* fail(LOCAL, 1, 504)
       const errors = Chunk.toArray(yield* Queue.takeAll(events))
       expect(errors.map((e) => [e.event, e.data])).toEqual([
-        ["provider.error", { provider: "ollama", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" }],
-        ["provider.error", { provider: "ollama", status: 504, consecutive_failures: 2, circuit_state: "OPEN" }]
+        ["provider.error", { provider: "ollama", origin: null, breaker: "ollama", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" }],
+        ["provider.error", { provider: "ollama", origin: null, breaker: "ollama", status: 504, consecutive_failures: 2, circuit_state: "OPEN" }]
       ])
       yield* TestClock.adjust("15 seconds")
       yield* b.acquire(LOCAL)
@@ -262,7 +262,7 @@ describe("provider circuit breaker: events", () => {
       const now = yield* Clock.currentTimeMillis
       const recovered = Chunk.toArray(yield* Queue.takeAll(events))
       expect(recovered.map((e) => [e.event, e.data])).toEqual([
-        ["provider.recovered", { provider: "ollama", previous_state: "HALF_OPEN", recovered_at: new Date(now).toISOString() }]
+        ["provider.recovered", { provider: "ollama", origin: null, breaker: "ollama", previous_state: "HALF_OPEN", recovered_at: new Date(now).toISOString() }]
       ])
     }).pipe(Effect.provide(layer))
   )
@@ -294,7 +294,9 @@ describe("provider circuit breaker: list", () => {
       const views = yield* b.list
       expect(views.map((v) => v.provider)).toEqual(["claude-oauth", "openai"])
       expect(views[1]).toEqual({
+        key: "openai",
         provider: "openai",
+        origin: null,
         providerClass: "apikey",
         state: "CLOSED",
         consecutiveFailures: 2,
@@ -305,6 +307,40 @@ describe("provider circuit breaker: list", () => {
         lastFailureAt: now,
         lastStatus: 500
       })
+    }).pipe(Effect.provide(layer))
+  )
+})
+
+describe("provider circuit breaker: one per provider and upstream origin", () => {
+  const HOST_A: ProviderRef = { id: "ollama", authClass: "local", origin: "http://10.0.0.1:11434" }
+  const HOST_B: ProviderRef = { id: "ollama", authClass: "local", origin: "http://10.0.0.2:11434" }
+
+  it.effect("failures at one origin open only that origin's breaker", () =>
+    Effect.gen(function* () {
+      const b = yield* CircuitBreakers
+      yield* fail(HOST_A, 2)
+      expect(yield* state(HOST_A)).toBe("OPEN")
+      expect(yield* state(HOST_B)).toBe("CLOSED")
+      expect(yield* b.acquire(HOST_B)).toEqual({ allowed: true, probe: false, retryAfterMs: null })
+      const views = yield* b.list
+      expect(views.map((v) => [v.key, v.provider, v.origin, v.state])).toEqual([["ollama@http://10.0.0.1:11434", "ollama", "http://10.0.0.1:11434", "OPEN"]])
+    }).pipe(Effect.provide(layer))
+  )
+
+  it.effect("reset by provider id covers every origin; by key or with an origin, only one", () =>
+    Effect.gen(function* () {
+      const b = yield* CircuitBreakers
+      yield* fail(HOST_A, 2)
+      yield* fail(HOST_B, 2)
+      expect(yield* b.reset("ollama@http://10.0.0.1:11434")).toBe(1)
+      expect(yield* state(HOST_A)).toBe("CLOSED")
+      expect(yield* state(HOST_B)).toBe("OPEN")
+      yield* fail(HOST_A, 2)
+      expect(yield* b.reset("ollama", "http://10.0.0.2:11434")).toBe(1)
+      expect(yield* state(HOST_B)).toBe("CLOSED")
+      yield* fail(HOST_B, 2)
+      expect(yield* b.reset("ollama")).toBe(2)
+      expect(yield* b.list).toEqual([])
     }).pipe(Effect.provide(layer))
   )
 })

@@ -10,8 +10,9 @@ type Expected = Partial<Classification>
 
 const CLIENT: Expected = { scope: "client", retryable: false, tripsBreaker: false, cooldown: false, quotaExhausted: false }
 const MODEL: Expected = { scope: "model", retryable: true, tripsBreaker: false, cooldown: false, quotaExhausted: false }
-const TRIP: Expected = { scope: "provider", retryable: true, tripsBreaker: true, cooldown: false, quotaExhausted: false }
-const PROVIDER_NO_TRIP: Expected = { scope: "provider", retryable: true, tripsBreaker: false, cooldown: false, quotaExhausted: false }
+/** Transient provider failures trip the breaker and cool the connection down (spec: any transient error). */
+const TRIP: Expected = { scope: "provider", retryable: true, tripsBreaker: true, cooldown: true, quotaExhausted: false }
+const PROVIDER_NO_TRIP: Expected = { scope: "provider", retryable: true, tripsBreaker: false, cooldown: true, quotaExhausted: false }
 const TERMINAL: Expected = { scope: "connection", retryable: true, tripsBreaker: false, cooldown: false }
 const RATE: Expected = { scope: "connection", retryable: true, tripsBreaker: false, cooldown: true }
 
@@ -29,6 +30,22 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ["400 'prompt is too long' is model-scoped", http(400, "prompt is too long: 210000 tokens > 200000 maximum"), { ...MODEL, reason: "context_too_long" }],
   ["413 'too many tokens' is model-scoped", http(413, "Too many tokens"), { ...MODEL, reason: "context_too_long" }],
   ["400 'input is too long' in the body is model-scoped", http(400, "bad request", { body: '{"message":"Input is too long for requested model."}' }), { ...MODEL, reason: "context_too_long" }],
+  ["400 Gemini 'exceeds the maximum number of tokens' is model-scoped", http(400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."), { ...MODEL, reason: "context_too_long" }],
+  // model not served or not supported by this upstream: the next target
+  ["400 model_not_found code is model-scoped", http(400, "no such model", { code: "model_not_found" }), { ...MODEL, reason: "model_unsupported" }],
+  ["400 'The model ... does not exist' is model-scoped", http(400, "The model `gpt-9` does not exist or you do not have access to it."), { ...MODEL, reason: "model_unsupported" }],
+  ["400 'model is not supported' is model-scoped", http(400, "The requested model is not supported."), { ...MODEL, reason: "model_unsupported" }],
+  ["400 Mistral 'Invalid model' is model-scoped", http(400, "Invalid model: mistral-huge"), { ...MODEL, reason: "model_unsupported" }],
+  ["400 Groq model_decommissioned is model-scoped", http(400, "The model has been decommissioned", { code: "model_decommissioned" }), { ...MODEL, reason: "model_unsupported" }],
+  ["400 Ollama 'does not support tools' is model-scoped", http(400, "registry.ollama.ai/library/gemma:2b does not support tools"), { ...MODEL, reason: "model_unsupported" }],
+  // unsupported parameter or value: the next target
+  ["400 unsupported_parameter code is model-scoped", http(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", { code: "unsupported_parameter" }), { ...MODEL, reason: "unsupported_parameter" }],
+  ["400 unsupported_value code is model-scoped", http(400, "Unsupported value: 'temperature' does not support 0.2 with this model.", { code: "unsupported_value" }), { ...MODEL, reason: "unsupported_parameter" }],
+  ["400 'unknown parameter' is model-scoped", http(400, "Unknown parameter: 'reasoning_effort'."), { ...MODEL, reason: "unsupported_parameter" }],
+  ["422 'Extra inputs are not permitted' is model-scoped", http(422, "bad request", { body: '{"detail":[{"type":"extra_forbidden","msg":"Extra inputs are not permitted"}]}' }), { ...MODEL, reason: "unsupported_parameter" }],
+  // other 400s stay the client's
+  ["400 invalid message role is the client's fault", http(400, "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."), { ...CLIENT, reason: "bad_request" }],
+  ["400 missing required field is the client's fault", http(400, "Missing required parameter: 'messages'."), { ...CLIENT, reason: "bad_request" }],
   // 401
   ["401 is an expired credential (terminal)", http(401, "invalid x-api-key"), { ...TERMINAL, terminal: "expired", quotaExhausted: false, reason: "auth" }],
   // credits
@@ -41,7 +58,8 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ["403 'account has been disabled' is banned", http(403, "forbidden", { body: '{"error":"This account has been disabled"}' }), { ...TERMINAL, terminal: "banned", reason: "banned" }],
   ["403 about a policy violation is not a ban (a request's content, not the account)", http(403, "blocked by content safety (policy violation)"), { ...MODEL, reason: "forbidden" }],
   ["404 echoing a model name with account words is never terminal", http(404, "The model `billing-exceeded-your-current-quota` does not exist"), { ...MODEL, reason: "not_found" }],
-  ["400 echoing a client field named billing is the client's fault", http(400, "Unrecognized request argument supplied: billing_tag"), { scope: "client", retryable: false, tripsBreaker: false, cooldown: false, quotaExhausted: false, reason: "bad_request" }],
+  ["400 echoing a client field named billing is not credits exhausted (an unknown argument: the next target)", http(400, "Unrecognized request argument supplied: billing_tag"), { ...MODEL, reason: "unsupported_parameter" }],
+  ["400 with a client's invalid billing value is the client's fault", http(400, "Invalid value for 'billing_tag': expected a string"), { ...CLIENT, reason: "bad_request" }],
   ["Anthropic's 400 'credit balance is too low' is credits exhausted", http(400, "Your credit balance is too low to access the Anthropic API."), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
   ["401 with ban wording (deactivated) is banned", http(401, "This key is associated with a deactivated account"), { ...TERMINAL, terminal: "banned", reason: "banned" }],
   ["403 without ban wording is model-scoped (no access)", http(403, "You do not have access to this model"), { ...MODEL, reason: "forbidden" }],

@@ -250,15 +250,49 @@ describe("connection cooldown: lengths", () => {
 
   it.effect("failures without cooldown or terminal state only record the last error", () =>
     Effect.gen(function* () {
-      const h = yield* failure(KEY, f500)
+      const h = yield* failure(KEY, { status: 404, kind: "http", message: "model not found" })
       expect(h).toEqual({
         rateLimitedUntil: null,
         testStatus: null,
+        lastError: "model not found",
+        lastErrorType: "not_found",
+        errorCode: "404",
+        backoffLevel: 0
+      })
+    }).pipe(Effect.provide(layer()))
+  )
+
+  it.effect("a 5xx, a timeout or a transport failure cools the connection down like a 429 (3 s × 2^n for API keys)", () =>
+    Effect.gen(function* () {
+      const c = yield* Cooldowns
+      const start = yield* Clock.currentTimeMillis
+      const h = yield* failure(KEY, f500)
+      expect(h).toEqual({
+        rateLimitedUntil: start + 3000,
+        testStatus: "unavailable",
         lastError: "internal error",
         lastErrorType: "server_error",
         errorCode: "500",
-        backoffLevel: 0
+        backoffLevel: 1
       })
+      expect(c.availability(KEY.id, start)).toEqual({ ok: false, state: "cooldown", until: start + 3000 })
+      yield* TestClock.adjust("3 seconds")
+      const t1 = yield* Clock.currentTimeMillis
+      expect((yield* failure(KEY, { status: 504, kind: "timeout", message: "upstream timed out", code: "upstream_timeout" })).rateLimitedUntil).toBe(t1 + 6000)
+      yield* TestClock.adjust("6 seconds")
+      const t2 = yield* Clock.currentTimeMillis
+      expect((yield* failure(KEY, { status: 502, kind: "unreachable", message: "connection refused", code: "upstream_unreachable" })).rateLimitedUntil).toBe(t2 + 12_000)
+      // OAuth: 5 s base.
+      const o = yield* failure(OAUTH, { status: 503, kind: "http", message: "overloaded" })
+      expect(o.rateLimitedUntil).toBe(t2 + 5000)
+    }).pipe(Effect.provide(layer()))
+  )
+
+  it.effect("a 503's Retry-After lengthens its cooldown but never shortens the backoff", () =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      expect((yield* failure(KEY, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "1" } })).rateLimitedUntil).toBe(now + 3000)
+      expect((yield* failure(LOCAL, { status: 503, kind: "http", message: "busy", headers: { "retry-after": "20" } })).rateLimitedUntil).toBe(now + 20_000)
     }).pipe(Effect.provide(layer()))
   )
 

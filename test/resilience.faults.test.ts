@@ -108,11 +108,11 @@ interface Row {
 }
 
 const MATRIX: ReadonlyArray<Row> = [
-  { name: "500", reply: { status: 500 }, breakerFailures: 1, connection: "available", locked: false },
-  { name: "502", reply: { status: 502 }, breakerFailures: 1, connection: "available", locked: true },
-  { name: "503", reply: { status: 503 }, breakerFailures: 1, connection: "available", locked: true },
-  { name: "504", reply: { status: 504 }, breakerFailures: 1, connection: "available", locked: true },
-  { name: "408", reply: { status: 408 }, breakerFailures: 1, connection: "available", locked: false },
+  { name: "500", reply: { status: 500 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: false },
+  { name: "502", reply: { status: 502 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  { name: "503", reply: { status: 503 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  { name: "504", reply: { status: 504 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  { name: "408", reply: { status: 408 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: false },
   { name: "429 Retry-After seconds", reply: { status: 429, headers: { "retry-after": "20" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 20_000, locked: true },
   { name: "429 Retry-After HTTP date", reply: () => ({ status: 429, headers: { "retry-after": new Date(Date.now() + 40_000).toUTCString() } }), breakerFailures: 0, connection: "cooldown", cooldownMs: 40_000, locked: true },
   { name: "429 retry-after-ms", reply: { status: 429, headers: { "retry-after-ms": "15000" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 15_000, locked: true },
@@ -123,9 +123,9 @@ const MATRIX: ReadonlyArray<Row> = [
   { name: "403 ban", reply: { status: 403, errorMessage: "Your account has been suspended for a policy violation" }, breakerFailures: 0, connection: "banned", locked: true },
   { name: "403 no access to the model", reply: { status: 403, errorMessage: "You do not have access to this model" }, breakerFailures: 0, connection: "available", locked: true },
   { name: "402 credits", reply: { status: 402, errorMessage: "Your credit balance is too low" }, breakerFailures: 0, connection: "credits_exhausted", locked: false },
-  { name: "timeout before headers", reply: { delayMs: 1500 }, breakerFailures: 1, connection: "available", locked: true },
-  { name: "stall before the first chunk (stream)", reply: { stallAfterChunks: 0 }, stream: true, breakerFailures: 1, connection: "available", locked: true },
-  { name: "200 with an error body", reply: { errorIn200: true, errorMessage: "internal failure" }, breakerFailures: 1, connection: "available", locked: true }
+  { name: "timeout before headers", reply: { delayMs: 1500 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  { name: "stall before the first chunk (stream)", reply: { stallAfterChunks: 0 }, stream: true, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
+  { name: "200 with an error body", reply: { errorIn200: true, errorMessage: "internal failure" }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true }
 ]
 
 describe("fault matrix: the first target fails, the second answers", () => {
@@ -233,7 +233,17 @@ describe("fault matrix: the first target fails, the second answers", () => {
   })
 })
 
+/**
+ * Every transient failure also cools its connection down (3 s and up): the breaker tests below
+ * send one failure after another to the same connection, so they shorten the cooldown to 1 ms.
+ */
+const shortCooldowns = (on: boolean) =>
+  call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
+
 describe("the provider breaker over HTTP", () => {
+  beforeAll(async () => expect((await shortCooldowns(true)).status).toBe(200))
+  afterAll(() => shortCooldowns(false))
+
   it("opens after 12 failures (API-key provider), skips the provider, then probes once the reset timeout passed", async () => {
     await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { resetTimeoutMs: 300 } } }, headers: admin })
     try {
@@ -274,6 +284,7 @@ describe("the provider breaker over HTTP", () => {
     expect(reset.status).toBe(200)
     expect(reset.body.breakersReset).toBeGreaterThanOrEqual(1)
     expect(await breakerOf("openai-compatible")).toBeUndefined()
+    await shortCooldowns(false)
     flaky.always({ status: 429, headers: { "retry-after": "60" } })
     await chat("flaky/m1")
     expect((await connectionOf("flaky")).state).toBe("cooldown")

@@ -88,9 +88,11 @@ describe("attempt resources are released on every path", () => {
     const add = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "broken", baseUrl: a.baseUrl("openai-chat"), apiKey: "sk-1", defaultModel: "m1", priority: 0 }, headers: admin })
     expect(add.status).toBe(201)
     try {
-      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } } }, headers: admin })
+      // Each 503 also cools "ca" down: a 1 ms cooldown lets the second one reach the upstream.
+      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } }, headers: admin })
       a.always({ status: 503 })
       await chat("ca/m1")
+      await new Promise((r) => setTimeout(r, 5))
       await chat("ca/m1")
       expect((await status()).breakers.find((x: any) => x.provider === "openai-compatible").state).toBe("OPEN")
       // The stored key of "broken" can no longer be decrypted.
@@ -104,7 +106,7 @@ describe("attempt resources are released on every path", () => {
       expect(await res.text()).toContain("from a")
       expect((await status()).breakers.find((x: any) => x.provider === "openai-compatible").state).toBe("CLOSED")
     } finally {
-      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } } }, headers: admin })
+      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } }, connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
       await call(`${gw.url}/api/providers/broken`, { method: "DELETE", headers: admin })
     }
   })

@@ -332,6 +332,8 @@ describe("fusion", () => {
     const one = await chat("council")
     expect(answeredBy(one)).toBe("answer from a")
     expect(ups.c.requests).toHaveLength(0)
+    // up-b's 500 put it in cooldown: forget it, so that both panel members are asked again.
+    await gw.resetResilience()
     ups.a.always({ status: 500 })
     const none = await chat("council")
     expect(none.status).toBe(503)

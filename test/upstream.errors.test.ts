@@ -207,6 +207,8 @@ describe("error statuses and codes", () => {
         expect(res.status, `${model} stream=${stream}: ${res.text}`).toBe(502)
         expect(res.body.error.type).toBe("upstream_error")
         expect(res.body.error.message).toContain("broken inside")
+        // That failure cooled the connection down: forget it for the next request.
+        await gw.resetResilience()
         // A stream whose first event is an error is the same thing.
         up.next({ content: "never", streamErrorAfterChunks: 0, errorMessage: "broken first" })
         const first = await chat(model, true)

@@ -275,6 +275,8 @@ describe("a whole answer larger than GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES", () =>
     expect(res.status, res.text.slice(0, 300)).toBe(502)
     expect(res.body.error.code).toBe("upstream_response_too_large")
     expect(res.text).not.toMatch(/at .*\.(ts|js):\d+/)
+    // The failure cooled the connection down (a transient error): forget it, then ask again.
+    await gw.resetResilience()
     raw.set({ kind: "late", delayMs: 0 })
     const again = await chat("raw/m1")
     expect(again.status, again.text.slice(0, 300)).toBe(200)

@@ -129,8 +129,12 @@ export const applyResiliencePatch = (s: ResilienceSettings, p: PatchResilience):
 
 // ---------------------------------------------------------------- views
 
+/** One breaker: a provider at one upstream origin (`key` is `<provider>@<origin>`, what reset takes). */
 export const BreakerViewSchema = Schema.Struct({
+  key: Schema.String,
   provider: Schema.String,
+  /** `scheme://host:port` the breaker covers; null when the provider has no base URL. */
+  origin: Schema.NullOr(Schema.String),
   providerClass: Schema.String,
   state: Schema.Literal("CLOSED", "DEGRADED", "OPEN", "HALF_OPEN"),
   consecutiveFailures: Schema.Number,
@@ -184,8 +188,13 @@ export const ResilienceStatus = Schema.Struct({
 })
 
 export const ResetResilience = Schema.Struct({
-  /** Only this provider's breaker (default: all). */
+  /**
+   * Only this provider's breakers, one per upstream origin (default: all); a breaker key
+   * (`<provider>@<origin>`, as GET /api/resilience lists it) resets that one breaker.
+   */
   provider: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "provider must not be empty" }))),
+  /** With `provider`: only its breaker for this upstream origin (`scheme://host:port`; a base URL is accepted). */
+  origin: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "origin must not be empty" }))),
   /** Also clear connection cooldowns and terminal states (default false: breakers only, as the spec says). */
   connections: Schema.optional(Schema.Boolean)
 }).annotations(strict)

@@ -1,15 +1,16 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { Connections } from "../providers/Connections.js"
+import { type Connection, Connections } from "../providers/Connections.js"
 import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
 import { Cooldowns } from "../resilience/Cooldowns.js"
 import { Lockouts } from "../resilience/Lockouts.js"
 import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
-import type { LockoutView } from "../resilience/types.js"
+import { type LockoutView, originOf } from "../resilience/types.js"
 import { AutoEngine } from "../routing/AutoEngine.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import { toIso } from "../store/Db.js"
+import { BadRequest } from "../domain/errors.js"
 import { ManagementApi } from "./Api.js"
 
 const lockoutView = (l: LockoutView) => ({ ...l, expiresAt: new Date(l.expiresAt).toISOString() })
@@ -64,11 +65,20 @@ export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", 
       .handle("update", ({ payload }) => Effect.map(config.update(payload), (settings) => ({ settings })))
       .handle("reset", ({ payload }) =>
         Effect.gen(function* () {
-          const breakersReset = yield* breakers.reset(payload.provider)
+          if (payload.origin !== undefined && payload.provider === undefined) return yield* new BadRequest({ message: "origin needs provider" })
+          const origin = payload.origin === undefined ? undefined : originOf(payload.origin)
+          if (origin === null) return yield* new BadRequest({ message: `origin is not a URL: ${payload.origin}` })
+          const breakersReset = yield* breakers.reset(payload.provider, origin)
           let connectionsReset = 0
           if (payload.connections) {
             if (payload.provider) {
-              for (const c of (yield* connections.list).filter((c) => c.provider.id === payload.provider!.toLowerCase() || c.name.toLowerCase() === payload.provider!.toLowerCase())) {
+              // A breaker key names a provider and an origin.
+              const at = payload.provider.indexOf("@")
+              const provider = (at < 0 ? payload.provider : payload.provider.slice(0, at)).toLowerCase()
+              const only = at < 0 ? origin : originOf(payload.provider.slice(at + 1))
+              const matching = (c: Connection) =>
+                (c.provider.id === provider && (only === undefined || originOf(c.effectiveBaseUrl) === only)) || c.name.toLowerCase() === payload.provider!.toLowerCase()
+              for (const c of (yield* connections.list).filter(matching)) {
                 connectionsReset += yield* cooldowns.reset(c.id)
               }
             } else connectionsReset = yield* cooldowns.reset()

@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import type { BreakerProfile } from "../domain/resilience.js"
 import { EventBus } from "../events/EventBus.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
-import type { BreakerState, BreakerView, ProviderClass, ProviderRef } from "./types.js"
+import { type BreakerState, type BreakerView, breakerKey, type ProviderClass, type ProviderRef } from "./types.js"
 
 export interface AcquireResult {
   /** Whether a request may go to this provider now. */
@@ -35,14 +35,20 @@ export interface CircuitBreakersShape {
   readonly releaseProbe: (provider: ProviderRef) => Effect.Effect<void>
   /** `releaseProbe`, synchronously. */
   readonly unsafeReleaseProbe: (provider: ProviderRef) => void
-  /** POST /api/resilience/reset: back to CLOSED (all providers when omitted); how many were reset. */
-  readonly reset: (providerId?: string) => Effect.Effect<number>
-  /** Every provider with recorded state, sorted by id. */
+  /**
+   * POST /api/resilience/reset: back to CLOSED; how many were reset. All breakers when `provider`
+   * is omitted; else every breaker of that provider id (each origin), or the one breaker whose key
+   * it is; `origin` narrows a provider id to that origin.
+   */
+  readonly reset: (provider?: string, origin?: string) => Effect.Effect<number>
+  /** Every breaker with recorded state, sorted by key. */
   readonly list: Effect.Effect<ReadonlyArray<BreakerView>>
 }
 
 /** Stored state; HALF_OPEN is derived from OPEN and the time (no timer). */
 interface Entry {
+  readonly provider: string
+  readonly origin: string | null
   providerClass: ProviderClass
   state: "CLOSED" | "DEGRADED" | "OPEN"
   consecutiveFailures: number
@@ -58,7 +64,9 @@ const effectiveState = (e: Entry, now: number): BreakerState =>
   e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
 
 /**
- * Provider circuit breakers (spec document 1, "Provider circuit breaker"), in memory. Counts
+ * Provider circuit breakers (spec document 1, "Provider circuit breaker"), in memory, one per
+ * provider and upstream origin (`breakerKey`: a broken host does not block the provider's other
+ * hosts; docs/resilience.md). Counts
  * consecutive provider-level failures: DEGRADED at `degradationThreshold`, OPEN at
  * `failureThreshold`; OPEN reads HALF_OPEN once `resetTimeoutMs` has passed, where one probe
  * at a time decides: success closes, failure re-opens for a full reset timeout.
@@ -76,16 +84,16 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
       const withNow = <A>(f: (now: number) => A): Effect.Effect<A> =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
 
-      const recovered = (provider: string, previous: BreakerState, now: number) =>
-        bus.publish("provider.recovered", { provider, previous_state: previous, recovered_at: new Date(now).toISOString() })
+      const recovered = (e: Entry, key: string, previous: BreakerState, now: number) =>
+        bus.publish("provider.recovered", { provider: e.provider, origin: e.origin, breaker: key, previous_state: previous, recovered_at: new Date(now).toISOString() })
 
       const stateAt: CircuitBreakersShape["stateAt"] = (provider, now) => {
-        const e = entries.get(provider.id)
+        const e = entries.get(breakerKey(provider))
         return e === undefined ? "CLOSED" : effectiveState(e, now)
       }
 
       const unsafeAcquire: CircuitBreakersShape["unsafeAcquire"] = (provider, now) => {
-          const e = entries.get(provider.id)
+          const e = entries.get(breakerKey(provider))
           if (e === undefined) return { allowed: true, probe: false, retryAfterMs: null }
           e.providerClass = provider.authClass
           const state = effectiveState(e, now)
@@ -100,7 +108,8 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
       }
 
       const unsafeOnSuccess: CircuitBreakersShape["unsafeOnSuccess"] = (provider, now) => {
-          const e = entries.get(provider.id)
+          const key = breakerKey(provider)
+          const e = entries.get(key)
           if (e === undefined) return
           e.providerClass = provider.authClass
           const previous = effectiveState(e, now)
@@ -111,14 +120,17 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           e.consecutiveFailures = 0
           e.retryAt = null
           e.probeSince = null
-          if (previous !== "CLOSED") recovered(provider.id, previous, now)
+          if (previous !== "CLOSED") recovered(e, key, previous, now)
       }
 
       const onFailure: CircuitBreakersShape["onFailure"] = (provider, status) =>
         withNow((now) => {
-          let e = entries.get(provider.id)
+          const key = breakerKey(provider)
+          let e = entries.get(key)
           if (e === undefined) {
             e = {
+              provider: provider.id,
+              origin: provider.origin ?? null,
               providerClass: provider.authClass,
               state: "CLOSED",
               consecutiveFailures: 0,
@@ -127,7 +139,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
               lastFailureAt: null,
               lastStatus: null
             }
-            entries.set(provider.id, e)
+            entries.set(key, e)
           }
           e.providerClass = provider.authClass
           const p = profile(e.providerClass)
@@ -152,6 +164,8 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           // While OPEN a straggler failure counts but does not push the probe time back.
           bus.publish("provider.error", {
             provider: provider.id,
+            origin: e.origin,
+            breaker: key,
             status,
             consecutive_failures: e.consecutiveFailures,
             circuit_state: effectiveState(e, now)
@@ -159,28 +173,36 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
         })
 
       const unsafeReleaseProbe: CircuitBreakersShape["unsafeReleaseProbe"] = (provider) => {
-        const e = entries.get(provider.id)
+        const e = entries.get(breakerKey(provider))
         if (e !== undefined) e.probeSince = null
       }
 
-      const reset: CircuitBreakersShape["reset"] = (providerId) =>
+      const reset: CircuitBreakersShape["reset"] = (provider, origin) =>
         Effect.sync(() => {
-          if (providerId === undefined) {
+          if (provider === undefined) {
             const n = entries.size
             entries.clear()
             return n
           }
-          return entries.delete(providerId) ? 1 : 0
+          const wanted = provider.toLowerCase()
+          let n = 0
+          for (const [key, e] of entries) {
+            const match = key.toLowerCase() === wanted || (e.provider.toLowerCase() === wanted && (origin === undefined || e.origin === origin))
+            if (match && entries.delete(key)) n++
+          }
+          return n
         })
 
       const list: CircuitBreakersShape["list"] = withNow((now) =>
         [...entries.entries()]
           .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-          .map(([id, e]): BreakerView => {
+          .map(([key, e]): BreakerView => {
             const p = profile(e.providerClass)
             const state = effectiveState(e, now)
             return {
-              provider: id,
+              key,
+              provider: e.provider,
+              origin: e.origin,
               providerClass: e.providerClass,
               state,
               consecutiveFailures: e.consecutiveFailures,
@@ -195,7 +217,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
       )
 
       const openUntil: CircuitBreakersShape["openUntil"] = (provider, now) => {
-        const e = entries.get(provider.id)
+        const e = entries.get(breakerKey(provider))
         return e !== undefined && effectiveState(e, now) === "OPEN" ? e.retryAt : null
       }
 

@@ -182,7 +182,10 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
                 const oauth = conn.provider.authClass === "oauth"
                 const base = oauth ? settings.oauthBaseMs : settings.apiKeyBaseMs
                 const backoff = base * Math.pow(2, current.backoffLevel)
-                const wanted = oauth ? Math.max(backoff, c.retryAfterMs ?? 0) : (c.retryAfterMs ?? backoff)
+                // An API-key 429 takes the upstream's wait as given (spec); any other transient
+                // failure (5xx, timeout, transport) and OAuth never cool down for less than the backoff.
+                const rateLimit = f.status === 429
+                const wanted = oauth || !rateLimit ? Math.max(backoff, c.retryAfterMs ?? 0) : (c.retryAfterMs ?? backoff)
                 const length = Math.min(wanted, settings.maxCooldownMs)
                 next = {
                   ...current,

@@ -8,7 +8,7 @@ import { CircuitBreakers } from "./CircuitBreakers.js"
 import { classify, parseDuration } from "./classify.js"
 import { Cooldowns } from "./Cooldowns.js"
 import { Lockouts } from "./Lockouts.js"
-import type { Classification, FailureInfo, ProviderRef } from "./types.js"
+import { breakerKey, type Classification, type FailureInfo, originOf, type ProviderRef } from "./types.js"
 
 /** Whether a candidate may be tried now, and if not why and for how long. */
 export type Admission = { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null }
@@ -37,7 +37,26 @@ export interface ResilienceShape {
   readonly release: (c: Candidate) => void
 }
 
-const providerRef = (c: Candidate): ProviderRef => ({ id: c.connection.provider.id, authClass: c.connection.provider.authClass })
+/** Classification reasons of the transient errors that cool a connection down (besides 429s). */
+const TRANSIENT_ERRORS: ReadonlySet<string> = new Set(["timeout", "stalled", "unreachable", "stream_cut", "server_error", "overloaded"])
+
+/**
+ * The breaker's view of a candidate's connection: its provider and upstream origin, built once
+ * per connection object (connections are immutable; a changed one is a new object), so the
+ * request path neither parses the URL nor allocates on every call.
+ */
+const refs = new WeakMap<Candidate["connection"], ProviderRef>()
+const providerRef = (c: Candidate): ProviderRef => {
+  const conn = c.connection
+  let ref = refs.get(conn)
+  if (ref === undefined) {
+    const origin = originOf(conn.effectiveBaseUrl)
+    const id = conn.provider.id
+    ref = { id, authClass: conn.provider.authClass, origin, key: breakerKey({ id, authClass: conn.provider.authClass, origin }) }
+    refs.set(conn, ref)
+  }
+  return ref
+}
 
 const num = (v: string | undefined): number | undefined => {
   if (v === undefined || v.trim() === "") return undefined
@@ -84,7 +103,7 @@ export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: numbe
 }
 
 /**
- * Breakers per provider, cooldowns per connection and lockouts per (provider, connection,
+ * Breakers per provider and upstream origin, cooldowns per connection and lockouts per (provider, connection,
  * model), fed by one classification of each failure (docs/resilience.md).
  */
 export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, ResilienceShape>() {
@@ -105,7 +124,12 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
           return { ok: false, reason: "circuit_open", retryAfterMs: until === null ? null : Math.max(0, until - now) }
         }
         const a = cooldowns.availability(c.connection.id, now)
-        if (!a.ok) return { ok: false, reason: a.state, retryAfterMs: a.until === null ? null : Math.max(0, a.until - now) }
+        if (!a.ok) {
+          // `cooldown` is a rate limit's (a 429 when every target is in it, and what quota-share
+          // may wait out); `error_cooldown` follows a 5xx, a timeout or a transport failure.
+          const reason = a.state === "cooldown" && TRANSIENT_ERRORS.has(cooldowns.healthAt(c.connection.id, now).lastErrorType ?? "") ? "error_cooldown" : a.state
+          return { ok: false, reason, retryAfterMs: a.until === null ? null : Math.max(0, a.until - now) }
+        }
         const lock = lockouts.lockedAt(c.connection.provider.id, c.connection.id, c.model, now)
         if (lock.locked) return { ok: false, reason: "model_locked", retryAfterMs: lock.until === null ? null : Math.max(0, lock.until - now) }
         return { ok: true }

@@ -9,7 +9,26 @@ import type { Classification, FailureInfo } from "./types.js"
 // ---------------------------------------------------------------- text predicates
 
 const CONTEXT_TOO_LONG =
-  /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|too many tokens|input is too long|context window|exceeds? the (?:model'?s? )?context/i
+  /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|too many tokens|input is too long|context window|exceeds? the (?:model'?s? )?context|exceeds? the maximum (?:number of )?tokens|string_above_max_length|reduce the length of the (?:messages|prompt)/i
+
+/**
+ * The upstream does not serve this model (unknown, removed, not enabled for the account) or
+ * does not support it for this request: OpenAI `model_not_found`, vLLM/OpenAI "The model `x`
+ * does not exist", Gemini "models/x is not found ... or is not supported", Groq
+ * `model_decommissioned`, Mistral "Invalid model", "model ... is not supported"; also a capability
+ * this model lacks ("does not support tools", "image input is not supported").
+ */
+const MODEL_UNSUPPORTED =
+  /\bmodel_not_found\b|\bmodel_not_supported\b|\bmodel_decommissioned\b|\binvalid_model\b|\binvalid model\b|\bunknown model\b|\bmodels?\b[^\n]{0,120}?\b(?:does not exist|do not exist|not found|(?:is |are )?not supported|unsupported|decommissioned|(?:is )?not available|deprecated)|\b(?:does not exist|(?:is )?not supported|unsupported)\b[^\n]{0,60}?\b(?:by|for|with|on) (?:this|the) model\b|\bdoes not support (?:tools?|tool calls|function calling|images?|image input|vision|audio|streaming|system (?:messages?|prompts?)|thinking|reasoning)\b|\b(?:tools?|tool calling|function calling|images?|image input|vision|audio input) (?:is |are )?not supported\b/i
+
+/**
+ * This upstream (or this model on it) does not take a parameter or a value the request used:
+ * OpenAI `unsupported_parameter` / `unsupported_value` ("Unsupported parameter: 'max_tokens' is
+ * not supported with this model"), "Unrecognized request argument", "unknown parameter",
+ * "unknown field", pydantic's "Extra inputs are not permitted" (vLLM, LiteLLM).
+ */
+const UNSUPPORTED_PARAMETER =
+  /\bunsupported_(?:parameter|value)\b|unsupported (?:parameter|value|field|argument)|unrecogni[sz]ed (?:request )?(?:argument|parameter|field)|unknown (?:parameter|field|argument)|extra inputs are not permitted|(?:parameter|argument|field)\b[^\n]{0,80}?\b(?:is )?not supported/i
 
 /**
  * Account wording only: phrases an upstream writes about the account, never words a client's
@@ -33,6 +52,12 @@ export const SHORT_WAIT_MS = 60_000
 
 /** The context or prompt is larger than this model accepts (another target may take it). */
 export const contextTooLong = (text: string): boolean => CONTEXT_TOO_LONG.test(text)
+
+/** The upstream does not serve or support this model (another target may). */
+export const modelUnsupported = (text: string): boolean => MODEL_UNSUPPORTED.test(text)
+
+/** The upstream does not take a parameter or value of the request (another target may). */
+export const unsupportedParameter = (text: string): boolean => UNSUPPORTED_PARAMETER.test(text)
 
 /** Credits or billing are exhausted: a terminal `credits_exhausted` state for the connection. */
 export const creditsExhausted = (text: string): boolean => CREDITS_EXHAUSTED.test(text)
@@ -193,7 +218,8 @@ type Verdict = Omit<Classification, "retryAfterMs" | "quotaExhausted"> & { reado
 
 const client = (reason: string): Verdict => ({ scope: "client", retryable: false, tripsBreaker: false, cooldown: false, reason })
 const model = (reason: string): Verdict => ({ scope: "model", retryable: true, tripsBreaker: false, cooldown: false, reason })
-const provider = (reason: string, tripsBreaker: boolean): Verdict => ({ scope: "provider", retryable: true, tripsBreaker, cooldown: false, reason })
+/** A provider failure; a transient one (5xx, timeout, transport) also cools the connection down. */
+const provider = (reason: string, tripsBreaker: boolean, cooldown = true): Verdict => ({ scope: "provider", retryable: true, tripsBreaker, cooldown, reason })
 const terminal = (state: "banned" | "expired" | "credits_exhausted", reason: string): Verdict => ({
   scope: "connection",
   retryable: true,
@@ -249,16 +275,21 @@ const verdict = (f: FailureInfo, text: string, retryAfterMs: number | undefined)
     case 529:
       return provider("overloaded", false)
   }
+  // A 400 that says this target cannot take the request (another one may): the next target.
+  // Any other 400 is the request's own fault and goes back to the client as it is.
   if ((s === 400 || s === 413) && contextTooLong(text)) return model("context_too_long")
+  if ((s === 400 || s === 422) && unsupportedParameter(text)) return model("unsupported_parameter")
+  if ((s === 400 || s === 422) && modelUnsupported(text)) return model("model_unsupported")
   if (s >= 400 && s < 500) return client(CLIENT_REASONS[s] ?? "client_error")
   if (s >= 500) return provider("server_error", false)
-  // An error in a 2xx/3xx body: the upstream misbehaved; try elsewhere, nothing trips.
-  return provider("upstream_error", false)
+  // An error in a 2xx/3xx body: the upstream misbehaved; try elsewhere, nothing trips, no cooldown.
+  return provider("upstream_error", false, false)
 }
 
 /**
  * Classifies one failed attempt. A 400 is never a rate limit and never a provider failure;
  * only 408, 500, 502, 503, 504 (and transport failures, which map to 502/504) trip a breaker;
+ * every transient failure (429, 408, 5xx, transport) cools the connection down;
  * credits-exhausted wording (any 4xx) wins over everything else on the connection.
  */
 export const classify = (f: FailureInfo, now: number): Classification => {

@@ -10,10 +10,36 @@ export type { BreakerState }
 /** Breaker and cooldown profiles differ per provider class (spec document 1). */
 export type ProviderClass = "oauth" | "apikey" | "local"
 
-/** A provider as the breaker sees it. */
+/**
+ * A provider as the breaker sees it: the provider and the upstream origin its connection talks
+ * to. The breaker is keyed by both (`breakerKey`), so one failing host never blocks another
+ * host of the same provider (two local Ollama servers, two self-hosted OpenAI-compatible
+ * endpoints); the connections of a cloud provider share its origin and so share one breaker.
+ */
 export interface ProviderRef {
   readonly id: string
   readonly authClass: ProviderClass
+  /** `scheme://host:port` of the connection's base URL; absent or null: the provider alone. */
+  readonly origin?: string | null
+  /** `breakerKey` computed once (the request path builds one ref per connection and keeps it). */
+  readonly key?: string
+}
+
+/** The breaker's key: `<provider>@<origin>`, or the provider id when no origin is known. */
+export const breakerKey = (p: ProviderRef): string => p.key ?? (p.origin ? `${p.id}@${p.origin}` : p.id)
+
+/**
+ * The origin (`scheme://host:port`, default ports left out as URL does) of a base URL; null
+ * when there is none or it does not parse.
+ */
+export const originOf = (url: string | null | undefined): string | null => {
+  if (!url) return null
+  try {
+    const o = new URL(url).origin
+    return o === "null" ? null : o
+  } catch {
+    return null
+  }
 }
 
 /** A connection as the cooldown layer sees it. */
@@ -95,9 +121,13 @@ export interface LockoutView {
   readonly remainingMs: number
 }
 
-/** One provider breaker (GET /api/resilience). */
+/** One breaker (GET /api/resilience): a provider at one upstream origin. */
 export interface BreakerView {
+  /** `<provider>@<origin>` (the provider id alone when no origin is known): what `reset` also takes. */
+  readonly key: string
   readonly provider: string
+  /** The upstream origin this breaker covers; null when the provider has none. */
+  readonly origin: string | null
   readonly providerClass: ProviderClass
   readonly state: BreakerState
   readonly consecutiveFailures: number
