@@ -195,6 +195,8 @@ describe("never an empty success", () => {
     const whole = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }] } })
     expect(whole.status).toBeGreaterThanOrEqual(400)
     expect(whole.body.error.message).toContain("the model failed")
+    // A failed response is a transient failure: the connection cools down (docs/resilience.md).
+    await gw.resetResilience()
     up.next({ failed: true, errorMessage: "the model failed" })
     const streamed = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true } })
     expect(streamed.text).toContain("the model failed")
