@@ -292,17 +292,54 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
 
 }
 
-/** Canonical events → Gemini stream chunks (`data:` lines, alt=sse). Tool calls go out whole. */
+/**
+ * The elements of a Gemini stream read without `alt=sse`: one JSON array written as it grows,
+ * `[` before the first chunk, `\r\n,` between chunks, `\r\n]` at the end (Google's own framing).
+ */
+export class JsonArrayFraming {
+  private started = false
+  private closed = false
+
+  /** One chunk's JSON as the array's next element ("" once the array is closed). */
+  element(json: string): string {
+    if (this.closed) return ""
+    const prefix = this.started ? "\r\n," : "["
+    this.started = true
+    return prefix + json
+  }
+
+  /** The array's end (`[]` when nothing was written); "" once closed. */
+  close(): string {
+    if (this.closed) return ""
+    this.closed = true
+    return this.started ? "\r\n]" : "[]"
+  }
+}
+
+/**
+ * Canonical events → Gemini stream chunks: `data:` lines (alt=sse) or, with `array`, the elements
+ * of one JSON array (without alt=sse). Tool calls go out whole.
+ */
 export class GeminiStreamEncoder implements StreamEncoder {
   private id = newId("gen-")
   private usage: Partial<Usage> | undefined
   private readonly tools = new Map<number, { id: string; name: string; signature?: string; args: string }>()
   private readonly reasoning = new Map<number, string>()
+  private readonly array: JsonArrayFraming | undefined
 
-  constructor(private readonly model: string) {}
+  constructor(
+    private readonly model: string,
+    array = false
+  ) {
+    this.array = array ? new JsonArrayFraming() : undefined
+  }
+
+  private out(data: unknown): string {
+    return this.array ? this.array.element(JSON.stringify(data)) : sseData(data)
+  }
 
   private chunk(parts: ReadonlyArray<Record<string, unknown>>, extra: Record<string, unknown> = {}): string {
-    return sseData({
+    return this.out({
       candidates: [{ content: { role: "model", parts }, index: 0, ...extra }],
       ...(extra["finishReason"] && this.usage ? { usageMetadata: usageToGemini(this.usage) } : {}),
       modelVersion: this.model,
@@ -349,11 +386,12 @@ export class GeminiStreamEncoder implements StreamEncoder {
       case "finish":
         return this.chunk([{ text: "" }], { finishReason: STOP_TO[ev.stopReason] })
       case "error":
-        return sseData(encodeGeminiError(ev.error))
+        // In an array the error is the last element (the relay sends nothing after an error).
+        return this.array ? this.out(encodeGeminiError(ev.error)) + this.array.close() : sseData(encodeGeminiError(ev.error))
     }
   }
 
   end(): string {
-    return ""
+    return this.array ? this.array.close() : ""
   }
 }

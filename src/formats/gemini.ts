@@ -298,4 +298,4 @@ export const gemini: WireFormat = {
   usageOfResponse: (body) => usageFromGemini(obj(body)?.["usageMetadata"])
 }
 
-export { usageFromGemini, encodeGeminiError } from "./gemini-answers.js"
+export { usageFromGemini, encodeGeminiError, GeminiStreamEncoder, JsonArrayFraming } from "./gemini-answers.js"

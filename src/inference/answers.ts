@@ -95,12 +95,15 @@ export const costHeaders = (
   "x-gateway-cache-hit": cacheHit ? "true" : "false"
 })
 
+/** A stream read as one JSON array (Gemini without `alt=sse`), as Google answers it. */
+export const JSON_ARRAY_CONTENT_TYPE = "application/json; charset=UTF-8"
+
 /** A whole answer to a client that asked for a stream: its events, replayed in the client's stream format. */
 export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): void => {
   const { ctx, format: client } = call
   const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
   if (ctx.progress) ctx.progress.contentStarted = true
-  if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": client.streamContentType, "cache-control": "no-cache" })
+  if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
   ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
 }
 

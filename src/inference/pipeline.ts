@@ -33,7 +33,7 @@ import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, encodeWhole, type ExtraTokens, replayWhole, sendWhole } from "./answers.js"
+import { costHeaders, encodeWhole, type ExtraTokens, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
 import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
@@ -67,6 +67,11 @@ export interface InferenceCall {
   /** The answer in the client's shape, when the route's shape differs from its format's default. */
   readonly encodeResponse?: (res: CanonicalResponse) => unknown
   readonly streamEncoder?: () => StreamEncoder
+  /**
+   * The client reads the stream as one JSON array written as it grows (Gemini without
+   * `alt=sse`): `application/json`, each chunk an element. `streamEncoder` then frames so too.
+   */
+  readonly jsonArrayStream?: boolean
   /** Reasoning off (the no-thinking alias). */
   readonly noThinking?: boolean
   /** Whether the route may pass the body through unchanged when the upstream speaks its format. */
@@ -261,7 +266,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             res,
             upstream.framing,
             relayed.relay,
-            passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType,
+            call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType,
             watchdog,
             connection.timeouts?.idleMs
           )
@@ -339,8 +344,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
             track.hold = accounting.reserve(ctx.apiKeyId)
 
-            // Progress events need the answer open early: SSE streams only (NDJSON has no comments).
-            if (wantsProgress && routed.stream && client.framing === "sse" && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
+            // Progress events need the answer open early: SSE streams only (NDJSON and JSON arrays have no comments).
+            if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
 
             // Response cache (non-streamed, deterministic requests only).
             // The usual case (streamed, or the cache off) does not enter the lookup.

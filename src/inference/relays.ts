@@ -8,6 +8,7 @@ import { type CanonicalError, mergeUsage, type StreamEvent, type Usage } from ".
 import { obj, str, tryJson } from "../formats/common.js"
 import type { StreamEncoder, WireFormat } from "../formats/format.js"
 import type { Frame } from "../formats/frames.js"
+import { JsonArrayFraming } from "../formats/gemini.js"
 import { scrubSecrets } from "../observability/redact.js"
 import type { Connection } from "../providers/Connections.js"
 import { ResponsesStreamEncoder } from "../formats/openai-responses.js"
@@ -80,6 +81,8 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     const preview = upstream.streamDecoder()
     // A Responses stream that breaks is reported as response.failed of the same response.
     const relayed = { id: undefined as string | undefined, seq: -1 }
+    // A client reading a JSON array (Gemini without alt=sse): each upstream event's data is an element.
+    const array = call.jsonArrayStream ? new JsonArrayFraming() : undefined
     relay = {
       frame: (frame: Frame) => {
         const began = open
@@ -102,18 +105,20 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
           data = scrub(frame.data)
           for (const ev of preview.push(frame)) if (ev.type === "error") failed ??= scrub(ev.error.message)
         }
-        return release(upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
+        return release(array ? array.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
       },
       end: () => {
         if (!open) gate(preview.end())
         open = true
-        return release("")
+        return release(array ? array.close() : "")
       },
       broken: (e) =>
-        (upstream.id === "openai-responses" && relayed.id !== undefined
-          ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
-          : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
-        ).push({ type: "error", error: e })
+        array
+          ? array.element(JSON.stringify(client.encodeError(e))) + array.close()
+          : (upstream.id === "openai-responses" && relayed.id !== undefined
+              ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
+              : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
+            ).push({ type: "error", error: e })
     }
   } else {
     const decoder = upstream.streamDecoder()

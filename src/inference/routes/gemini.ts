@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { arr, num, obj, str, tryJson } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
-import { gemini } from "../../formats/gemini.js"
+import { gemini, GeminiStreamEncoder } from "../../formats/gemini.js"
 import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
 import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
@@ -39,7 +39,20 @@ const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream
     const body = { ...(yield* readJsonObject(ctx)), model: modelFromPath(rawModel) }
     const canonical = yield* decode(body)
     const { model, noThinking } = splitNoThinking(canonical.model)
-    yield* deps.inference.run({ ctx, format: gemini, body, model, stream, endpoint: stream ? "streamGenerateContent" : "generateContent", decode: () => canonical, noThinking })
+    // Without alt=sse Google answers a stream as one JSON array written as it grows (what its SDKs
+    // read then); the upstream is still asked with alt=sse and its events are re-framed.
+    const jsonArray = stream && ctx.query.get("alt") !== "sse"
+    yield* deps.inference.run({
+      ctx,
+      format: gemini,
+      body,
+      model,
+      stream,
+      endpoint: stream ? "streamGenerateContent" : "generateContent",
+      decode: () => canonical,
+      noThinking,
+      ...(jsonArray ? { jsonArrayStream: true, streamEncoder: () => new GeminiStreamEncoder(model, true) } : {})
+    })
   })
 
 const countTokens = (deps: RouteDeps, ctx: RequestContext, rawModel: string) =>
