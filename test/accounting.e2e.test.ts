@@ -281,6 +281,8 @@ describe("usage, telemetry, monitoring", () => {
   it("history, logs, request logs, per-connection usage, telemetry percentiles and monitoring health", async () => {
     up.next({ status: 503 })
     await chat({ model: "oai/gpt-4o" }, asUser)
+    // The 503 cooled the connection down (docs/resilience.md): the next requests should reach it.
+    await gw.resetResilience()
     for (let i = 0; i < 3; i++) await chat({ model: "oai/gpt-4o" }, asUser)
     await chat({ model: "local/llama3.2" })
     const history = await call(`${gw.url}/api/usage/history?groupBy=provider`, { headers: admin })
@@ -446,6 +448,8 @@ describe("review fixes", () => {
     expect(up.requests).toHaveLength(4)
     up.next({ status: 503 })
     expect((await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "retry-me" })).status).toBe(503)
+    // Past the cooldown the 503 started: the retry reaches the upstream again.
+    await gw.resetResilience()
     const retry = await chat({ model: "oai/gpt-4o" }, { "idempotency-key": "retry-me" })
     expect(retry.status).toBe(200)
     expect(retry.headers.get("x-gateway-idempotent")).toBeNull()
