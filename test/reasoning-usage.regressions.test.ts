@@ -22,6 +22,7 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic"), defaultModel: "claude-sonnet-4-5" })).status).toBe(201)
+  expect((await add({ provider: "gemini", name: "gem", apiKey: "gk", baseUrl: up.baseUrl("gemini"), defaultModel: "gemini-2.5-pro" })).status).toBe(201)
   expect((await add({ provider: "openai", name: "oai", apiKey: "sk-oai", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
 })
 afterAll(async () => {
@@ -107,6 +108,23 @@ describe("reasoning effort to a messages upstream", () => {
     expect((await gen({ thinkingConfig: { thinkingBudget: -1 }, maxOutputTokens: 4096 })).status).toBe(200)
     expect(lastMessages()["max_tokens"]).toBe(4096)
     expectRoomForAnswer(lastMessages())
+  })
+})
+
+describe("reasoning effort to a generative-language upstream", () => {
+  const lastGenerate = () => up.requestsOf("gemini").filter((r) => r.path.includes(":generateContent")).at(-1)!.body as Record<string, any>
+  const chat = (extra: Record<string, unknown>) =>
+    call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-pro", messages: [{ role: "user", content: "think" }], ...extra } })
+
+  it("a level's budget leaves room for the answer under the client's limit (thoughts count toward maxOutputTokens)", async () => {
+    expect((await chat({ reasoning_effort: "high", max_tokens: 8192 })).status).toBe(200)
+    expect(lastGenerate()["generationConfig"]).toMatchObject({ maxOutputTokens: 8192, thinkingConfig: { thinkingBudget: 6144 } })
+  })
+
+  it("without a client limit the level's budget is sent whole", async () => {
+    expect((await chat({ reasoning_effort: "high" })).status).toBe(200)
+    expect(lastGenerate()["generationConfig"]["thinkingConfig"]["thinkingBudget"]).toBe(24_576)
+    expect(lastGenerate()["generationConfig"]["maxOutputTokens"]).toBeUndefined()
   })
 })
 
