@@ -139,12 +139,34 @@ const encodeImage = (b: ImageBlock) =>
     ? { type: "image", source: { type: "base64", media_type: b.source.mediaType, data: b.source.data } }
     : { type: "image", source: { type: "url", url: b.source.url } }
 
-/** Budgets Anthropic accepts: at least 1024, below max_tokens. */
-const budgetFor = (req: CanonicalRequest, maxTokens: number): number | undefined => {
-  const fromEffort = { minimal: 1024, low: 2048, medium: 8192, high: 24_576 }
-  const wanted = req.reasoning?.budgetTokens ?? (req.reasoning?.effort ? fromEffort[req.reasoning.effort] : 4096)
-  const budget = Math.min(wanted, maxTokens - 1)
-  return budget >= 1024 ? budget : undefined
+/**
+ * Extended-thinking budgets for a messages upstream, by effort level (docs/formats.md, "Reasoning
+ * budgets"). The thinking and the answer share `max_tokens`, and Anthropic wants `budget_tokens`
+ * of at least 1024 and below `max_tokens`; a budget that takes all of it leaves the answer nothing.
+ */
+export const THINKING_BUDGETS = { minimal: 1024, low: 2048, medium: 8192, high: 24_000 } as const
+/** Thinking asked for without a level or a budget (Gemini's dynamic -1, Anthropic's adaptive). */
+export const DEFAULT_THINKING_BUDGET = 4096
+/** Added to the budget for the answer when the client set no output limit. */
+export const ANSWER_ALLOWANCE = 8000
+/** The most `max_tokens` the gateway sets on its own: the smallest output limit of Claude models that think (Opus 4). */
+export const MAX_TOKENS_CEILING = 32_000
+const MIN_BUDGET = 1024
+/** What a client's own output limit keeps for the answer when the gateway picks the budget. */
+const answerRoom = (maxTokens: number) => Math.max(MIN_BUDGET, Math.floor(maxTokens / 4))
+
+/**
+ * `max_tokens` and the thinking budget of a request with thinking on (no budget: thinking stays off,
+ * rather than send a request Anthropic refuses). A limit the client set is kept: a budget it gave is
+ * kept below it, a level's budget is cut to leave a quarter (at least 1024) for the answer. Without
+ * a limit, `max_tokens` is the budget plus the answer allowance.
+ */
+export const thinkingPlan = (req: CanonicalRequest): { readonly maxTokens: number; readonly budget?: number } => {
+  const explicit = req.reasoning?.budgetTokens
+  const wanted = explicit ?? (req.reasoning?.effort ? THINKING_BUDGETS[req.reasoning.effort] : DEFAULT_THINKING_BUDGET)
+  const maxTokens = req.maxTokens ?? Math.min(Math.max(wanted, MIN_BUDGET) + ANSWER_ALLOWANCE, MAX_TOKENS_CEILING)
+  const budget = Math.min(wanted, explicit !== undefined && req.maxTokens !== undefined ? maxTokens - 1 : maxTokens - answerRoom(maxTokens))
+  return budget >= MIN_BUDGET ? { maxTokens, budget } : { maxTokens: req.maxTokens ?? DEFAULT_MAX_TOKENS }
 }
 
 export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, unknown> => {
@@ -205,9 +227,10 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
   const toolTurnsSigned = messages
     .filter((m) => m.role === "assistant" && m.content.some((c) => c["type"] === "tool_use"))
     .every((m) => m.content[0]?.["type"] === "thinking" || m.content[0]?.["type"] === "redacted_thinking")
-  const budget = req.reasoning?.enabled ? budgetFor(req, maxTokens) : undefined
-  if (budget !== undefined && toolTurnsSigned && req.toolChoice?.type !== "required" && req.toolChoice?.type !== "tool") {
-    body["thinking"] = { type: "enabled", budget_tokens: budget }
+  const plan = req.reasoning?.enabled ? thinkingPlan(req) : undefined
+  if (plan?.budget !== undefined && toolTurnsSigned && req.toolChoice?.type !== "required" && req.toolChoice?.type !== "tool") {
+    body["max_tokens"] = plan.maxTokens
+    body["thinking"] = { type: "enabled", budget_tokens: plan.budget }
   } else {
     // Thinking blocks may only be sent while thinking is on.
     for (const m of messages) m.content = m.content.filter((c) => c["type"] !== "thinking" && c["type"] !== "redacted_thinking")

@@ -192,6 +192,17 @@ const resultPayload = (text: string, isError: boolean | undefined): Record<strin
 }
 
 const THINKING_BUDGET = { minimal: 512, low: 1024, medium: 8192, high: 24_576 } as const
+/** The smallest budget every thinking Gemini model takes (Flash-Lite's minimum). */
+const MIN_THINKING_BUDGET = 512
+
+/**
+ * The thinking budget for an effort level. Thoughts count toward `maxOutputTokens`: under a limit
+ * the client set, the level's budget leaves a quarter of it (at least 1024) for the answer.
+ */
+const levelBudget = (effort: keyof typeof THINKING_BUDGET, maxTokens: number | undefined): number =>
+  maxTokens === undefined
+    ? THINKING_BUDGET[effort]
+    : Math.max(MIN_THINKING_BUDGET, Math.min(THINKING_BUDGET[effort], maxTokens - Math.max(1024, Math.floor(maxTokens / 4))))
 
 export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unknown> => {
   const contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> = []
@@ -274,7 +285,7 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
       // Pro models cannot turn thinking off; flash models take a zero budget.
       if (/flash/i.test(req.model)) gc["thinkingConfig"] = { thinkingBudget: 0 }
     } else {
-      const budget = req.reasoning.budgetTokens ?? (req.reasoning.effort ? THINKING_BUDGET[req.reasoning.effort] : undefined)
+      const budget = req.reasoning.budgetTokens ?? (req.reasoning.effort ? levelBudget(req.reasoning.effort, req.maxTokens) : undefined)
       gc["thinkingConfig"] = { includeThoughts: req.reasoning.includeThoughts !== false, ...(budget !== undefined ? { thinkingBudget: budget } : {}) }
     }
   }

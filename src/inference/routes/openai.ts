@@ -6,7 +6,8 @@ import { boolean, checkParams, integer, oneOf, params, string } from "../../form
 import { openAiResponses } from "../../formats/openai-responses.js"
 import type { FlagKey } from "../../flags/catalog.js"
 import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../formats/canonical.js"
-import { newId } from "../../formats/canonical.js"
+import { newId, wholeUsage, type Usage } from "../../formats/canonical.js"
+import { usageToOpenAi } from "../../formats/openai-chat-answers.js"
 import type { StreamEncoder } from "../../formats/format.js"
 import type { UsageShape } from "../../usage/Usage.js"
 import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../catalog.js"
@@ -101,21 +102,34 @@ const completionsResponse = (model: string) => (res: CanonicalResponse) => ({
   ...(res.usage ? { usage: { prompt_tokens: res.usage.inputTokens, completion_tokens: res.usage.outputTokens, total_tokens: res.usage.inputTokens + res.usage.outputTokens } } : {})
 })
 
+/**
+ * Streamed text_completion chunks. Usage is collected from the stream and, when the client asked
+ * with `stream_options.include_usage`, sent as a last chunk with empty `choices` (as chat does).
+ */
 class CompletionsStreamEncoder implements StreamEncoder {
   private readonly id = newId("cmpl-")
   private readonly created = Math.floor(Date.now() / 1000)
-  constructor(private readonly model: string) {}
+  private usage: Partial<Usage> | undefined
+  constructor(
+    private readonly model: string,
+    private readonly includeUsage: boolean
+  ) {}
+  private base() {
+    return { id: this.id, object: "text_completion", created: this.created, model: this.model }
+  }
   private chunk(text: string, finish: string | null) {
-    return sseData({ id: this.id, object: "text_completion", created: this.created, model: this.model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })
+    return sseData({ ...this.base(), choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] })
   }
   push(ev: StreamEvent): string {
     if (ev.type === "text_delta") return ev.text ? this.chunk(ev.text, null) : ""
+    if (ev.type === "usage") this.usage = { ...this.usage, ...ev.usage }
     if (ev.type === "finish") return this.chunk("", ev.stopReason === "max_tokens" ? "length" : "stop")
     if (ev.type === "error") return sseData(openAiChat.encodeError(ev.error))
     return ""
   }
   end(): string {
-    return "data: [DONE]\n\n"
+    const usage = this.includeUsage && this.usage ? sseData({ ...this.base(), choices: [], usage: usageToOpenAi(wholeUsage(this.usage)) }) : ""
+    return `${usage}data: [DONE]\n\n`
   }
 }
 
@@ -132,7 +146,7 @@ export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Reco
       decode: () => canonical,
       passthrough: false,
       encodeResponse: completionsResponse(canonical.model),
-      streamEncoder: () => new CompletionsStreamEncoder(canonical.model)
+      streamEncoder: () => new CompletionsStreamEncoder(canonical.model, obj(body["stream_options"])?.["include_usage"] === true)
     })
   })
 
