@@ -63,10 +63,6 @@ const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
   patterns: routes.filter((r): r is RouteDef & { path: RegExp } => r.path instanceof RegExp)
 })
 
-/**
- * The route for a request and its path parameters, percent-decoded here once (handlers get
- * text); `malformed` names the first parameter whose escapes cannot be decoded (`%ZZ`).
- */
 /** The methods a path is served with (for a 405's `Allow`), empty when no route has the path. */
 const methodsOf = (table: Table, path: string): Array<string> => {
   const methods: Array<string> = []
@@ -98,6 +94,10 @@ const noRoute = (method: string, path: string, allowed: ReadonlyArray<string>): 
     )
 })
 
+/**
+ * The route for a request and its path parameters, percent-decoded here once (handlers get
+ * text); `malformed` names the first parameter whose escapes cannot be decoded (`%ZZ`).
+ */
 const match = (table: Table, method: string, path: string): { route: RouteDef; params: Record<string, string>; malformed?: string } | undefined => {
   const exact = table.exact.get(`${method} ${path}`)
   if (exact) return { route: exact, params: {} }
