@@ -5,6 +5,7 @@ import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { FeatureFlags } from "./flags/FeatureFlags.js"
 import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
+import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -61,7 +62,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
-  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer)),
+  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, RequestHooks.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)

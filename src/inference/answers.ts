@@ -7,7 +7,7 @@ import { obj } from "../formats/common.js"
 import { failureOf } from "../formats/openai-responses.js"
 import { formatCost } from "../accounting/cost.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { type RequestContext, responseHeaders } from "./io.js"
+import { endStream, type RequestContext, responseHeaders, startStream, writeWhole } from "./io.js"
 import type { InferenceCall } from "./pipeline.js"
 
 /** Whether a parsed body is an error object in `format`'s own shape. */
@@ -103,8 +103,8 @@ export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): vo
   const { ctx, format: client } = call
   const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
   if (ctx.progress) ctx.progress.contentStarted = true
-  if (!ctx.res.headersSent) ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
-  ctx.res.end(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+  if (!ctx.res.headersSent) startStream(ctx, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
+  endStream(ctx, responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
 }
 
 /** A whole answer in the client's shape (the route's own shape when it has one). */
@@ -113,10 +113,8 @@ export const encodeWhole = (call: InferenceCall, decoded: CanonicalResponse): un
     ? call.encodeResponse(decoded)
     : call.format.encodeResponse(decoded, { model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
 
-/** Sends a whole JSON answer (its cost headers already on the context); the response cache may keep it. */
+/** Sends a whole JSON answer (its cost headers already on the context); the response cache's hook may keep it (onResponse). */
 export const sendWhole = (call: InferenceCall, payload: string): void => {
   const { ctx } = call
-  ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }))
-  ctx.res.end(payload)
-  call.capture?.(payload)
+  writeWhole(ctx, 200, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }), payload)
 }

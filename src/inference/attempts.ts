@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import type { WireFormat } from "../formats/format.js"
 import type { RoutePlan } from "../routing/plan.js"
-import type { UsageShape } from "../usage/Usage.js"
+import type { UsageRecord, UsageShape } from "../usage/Usage.js"
 import type { CanonicalError, Usage } from "../formats/canonical.js"
 import type { Reservation } from "../accounting/Accounting.js"
 import type { FailureInfo } from "../resilience/types.js"
@@ -125,16 +125,17 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
 /**
  * The end of every request: its usage row, then its settlement (spend, tokens, the request
  * event), synchronously; the budget hold is released whatever happened. A request that ended
- * without an outcome (the client left) is recorded as 499.
+ * without an outcome (the client left) is recorded as 499. `seen` gets the row as it is queued
+ * (the lifecycle's end hooks read it).
  */
-export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: InferenceCall, track: Tracking): Effect.Effect<void> => {
+export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: InferenceCall, track: Tracking, seen?: (row: UsageRecord) => void): Effect.Effect<void> => {
   const { ctx } = call
   const { tried, outcome } = track
   const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
   const costUsd = track.cacheHit || !tried ? 0 : outcomeCost(accounting, tried, outcome)
   const status = outcome.status || 499
   const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-  const row = usage.record({
+  const record: UsageRecord = {
     requestId: ctx.requestId,
     apiKeyId: ctx.apiKeyId,
     connectionId: tried?.connection.id ?? null,
@@ -157,7 +158,9 @@ export const recordRequest = (usage: UsageShape, accounting: AccountingShape, ca
     fallbackAttempts: track.fallbacks,
     cacheHit: track.cacheHit,
     requestedModel: call.model
-  })
+  }
+  seen?.(record)
+  const row = usage.record(record)
   return Effect.flatMap(Effect.exit(row), (written) => {
     try {
       accounting.settle({

@@ -23,7 +23,9 @@ import { authenticateInference, presentedKey } from "./auth.js"
 import { clientAddress, trimmedHeader as header } from "../http/request.js"
 import { explicitSession } from "./session.js"
 import { badRequest, errorBody, InferenceError, toCanonical } from "./errors.js"
-import { readBody, type RequestContext, sendJson } from "./io.js"
+import { recordAnswer } from "./builtinHooks.js"
+import { endRequest, RequestHooks } from "./hooks.js"
+import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
 import { anthropicRoutes } from "./routes/anthropic.js"
@@ -149,6 +151,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const router = yield* Router
       const idempotency = yield* Idempotency
       const inflight = yield* InFlight
+      const hooks = yield* RequestHooks
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -175,14 +178,21 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           path,
           query: new URLSearchParams(rawQuery),
           apiKeyId: null,
-          responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` }
+          responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` },
+          // The request's hooks: the registry's table as it is now (hooks.ts).
+          hooks: hooks.current()
         }
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
         const handle = Effect.suspend(() => handler(ctx, params))
-        // With an idempotency key the error answer must be written inside the recorded run.
-        const serve = handle.pipe(Effect.catchAll((e) => Effect.sync(() => respondError(ctx, e, route))))
+        // With an idempotency key the error answer must be written, and the request ended (its
+        // end hooks see the answer: the recorder keeps it), inside the recorded run.
+        const ended = (e?: InferenceError) => Effect.uninterruptible(Effect.suspend(() => endRequest(ctx, e) ?? Effect.void))
+        const serve = Effect.matchEffect(handle, {
+          onFailure: (e) => Effect.zipRight(Effect.sync(() => respondError(ctx, e, route)), ended(e)),
+          onSuccess: () => ended()
+        })
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
         // Without an idempotency key (the usual request) a failure is answered by the exit handler below.
         const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey))
@@ -205,7 +215,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             idempotency.run(
               key,
               Effect.suspend(() => {
-                const recorder = record(res)
+                const recorder = recordAnswer(ctx)
                 return Effect.flatMap(serve, () => {
                   const r = recorder.result()
                   return r.status >= 500 || r.status === 429 ? Effect.fail(new TransientAnswer()) : Effect.succeed(r)
@@ -215,32 +225,45 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           )
           if (outcome._tag === "Left") return
           const { response, duplicate } = outcome.right
-          if (duplicate) {
-            res.writeHead(response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" })
-            res.end(response.body)
-          }
+          if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
         })
         // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
         // in an uninterruptible region so a client that went away (the fiber interrupted) still
-        // gets its log line.
+        // gets its log line, and its usage row (the end hooks).
         const program = Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(Effect.exit(restore(body)), (exit) => {
-            // Its usage row (if it writes one) is queued by now: no longer written ahead.
-            inflight.end(ctx.requestId)
             const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
-            if (Exit.isSuccess(exit)) return done()
-            if (Cause.isInterruptedOnly(exit.cause)) return infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void
-            const failure = Cause.failureOption(exit.cause)
-            const error =
-              failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
-            try {
-              respondError(ctx, error, route)
-            } catch (e) {
-              // The error answer itself could not be written: close the connection rather than leave it open.
-              res.destroy()
-              return Effect.logError("the error answer could not be written", Cause.pretty(Cause.sequential(exit.cause, Cause.die(e))))
+            let error: InferenceError | undefined
+            let gone = false
+            let after: () => Effect.Effect<void> = done
+            if (Exit.isFailure(exit)) {
+              if (Cause.isInterruptedOnly(exit.cause)) {
+                gone = true
+                after = () => (infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void)
+              } else {
+                const failure = Cause.failureOption(exit.cause)
+                error = failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                try {
+                  respondError(ctx, error, route)
+                  if (failure._tag === "None") after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+                } catch (e) {
+                  // The error answer itself could not be written: close the connection rather than leave it open.
+                  res.destroy()
+                  after = () => Effect.logError("the error answer could not be written", Cause.pretty(Cause.sequential(exit.cause, Cause.die(e))))
+                }
+              }
             }
-            return failure._tag === "Some" ? done() : Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+            // The request's end: onResponse or onError (its usage row among them), unless the recorded run ended it.
+            const ending = endRequest(ctx, error, gone)
+            // Its usage row (if it writes one) is queued by now: no longer written ahead.
+            if (ending === undefined) {
+              inflight.end(ctx.requestId)
+              return after()
+            }
+            return Effect.flatMap(ending, () => {
+              inflight.end(ctx.requestId)
+              return after()
+            })
           })
         )
         return { program, requestId }
@@ -306,49 +329,16 @@ class TransientAnswer {
 
 const digest = (data: string | Buffer): string => crypto.createHash("sha256").update(data).digest("hex").slice(0, 32)
 
-
-/**
- * Records what a handler writes to a response (status, headers, body) while it goes to the
- * client as usual, so a duplicate request can be answered with the same bytes.
- */
-const record = (res: http.ServerResponse) => {
-  let status = 200
-  let headers: Record<string, string> = {}
-  const chunks: Array<Buffer> = []
-  const writeHead = res.writeHead.bind(res)
-  const write = res.write.bind(res)
-  const end = res.end.bind(res)
-  const keep = (chunk: unknown) => {
-    if (typeof chunk === "string") chunks.push(Buffer.from(chunk))
-    else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk))
-  }
-  res.writeHead = ((code: number, ...rest: Array<unknown>) => {
-    status = code
-    const h = rest.find((r) => typeof r === "object" && r !== null) as Record<string, unknown> | undefined
-    if (h) headers = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined).map(([k, v]) => [k.toLowerCase(), String(v)]))
-    return writeHead(code, ...(rest as []))
-  }) as typeof res.writeHead
-  res.write = ((chunk: unknown, ...rest: Array<unknown>) => {
-    keep(chunk)
-    return write(chunk as never, ...(rest as []))
-  }) as typeof res.write
-  res.end = ((chunk?: unknown, ...rest: Array<unknown>) => {
-    if (typeof chunk !== "function") keep(chunk)
-    return end(chunk as never, ...(rest as []))
-  }) as typeof res.end
-  return { result: () => ({ status, headers, body: Buffer.concat(chunks) }) }
-}
-
 const respondError = (ctx: RequestContext, e: InferenceError, route: RouteDef): void => {
   if (ctx.progress && !ctx.progress.contentStarted && !ctx.res.writableEnded) {
     // Progress events opened the stream: the error goes as the format's stream error event.
     ctx.progress.emit("error", { status: e.status })
-    ctx.res.end(route.format.streamEncoder({ model: "", requestId: ctx.requestId }).push({ type: "error", error: toCanonical(e) }))
+    endStream(ctx, route.format.streamEncoder({ model: "", requestId: ctx.requestId }).push({ type: "error", error: toCanonical(e) }), e.message)
     return
   }
   if (!ctx.res.headersSent) {
     sendJson(ctx, e.status, errorBody(e, route.format), e.headers)
   } else if (!ctx.res.writableEnded) {
-    ctx.res.end()
+    endStream(ctx, "", e.message)
   }
 }

@@ -9,10 +9,14 @@ import type { Blocked, RoutePlan } from "../routing/plan.js"
 import type { RouterShape } from "../routing/Router.js"
 import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
-import { allBlocked, type AttemptFailed, type AttemptOutcome, type Tracking } from "./attempts.js"
+import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, type Tracking } from "./attempts.js"
 import { InferenceError } from "./errors.js"
+import { attemptStarted, type HookTable, upstreamFailed } from "./hooks.js"
 import { committed } from "./io.js"
 import type { InferenceCall } from "./pipeline.js"
+
+/** Whether a request has onProviderError or onRateLimit handlers. */
+const failureHooks = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onProviderError.length !== 0 || hooks.onRateLimit.length !== 0)
 
 /** At most this many upstream attempts per request, fallbacks included. */
 export const MAX_ATTEMPTS = 10
@@ -88,7 +92,15 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
               attempts++
               const startedAt = Date.now()
-              const tryIt = attempt(call, candidate, { probe: gate.probe || plan.probes.has(candidate.key) })
+              const probe = gate.probe || plan.probes.has(candidate.key)
+              // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
+              const starting = ctx.hooks?.onAttemptStart
+              const tryIt =
+                starting === undefined || starting.length === 0
+                  ? attempt(call, candidate, { probe })
+                  : Effect.flatMap(attemptStarted(ctx, client, attempts, candidate, probe), (blocked) =>
+                      blocked === undefined ? attempt(call, candidate, { probe }) : Effect.fail(attemptFailed(blocked, undefined))
+                    )
               // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
               // count are released whatever happened; a probe only when interrupted.
               const exit = yield* Effect.exit(
@@ -123,9 +135,13 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               if (result._tag === "Right") {
                 memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
                 track.outcome = result.right
-                if (result.right.streamFailure) yield* resilience.failed(candidate, result.right.streamFailure, gate.probe)
-                else resilience.succeeded(candidate, result.right.headers, now())
+                const broken = result.right.streamFailure
+                const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
+                if (!broken) resilience.succeeded(candidate, result.right.headers, now())
                 yield* router.served(plan, candidate)
+                // The stream broke after it began: still the upstream's error (the client got it in-stream).
+                const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, broken, classification, true) : undefined
+                if (hooked) yield* restore(hooked)
                 return { kind: "served" as const }
               }
               const failed = result.left
@@ -140,6 +156,8 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               if (classification.scope !== "client") memory.observe(candidate.key, latency, false, endedAt)
               yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
               ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
+              const hooked = failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, failed.failure, classification, false) : undefined
+              if (hooked) yield* restore(hooked)
               return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }
             })
           )

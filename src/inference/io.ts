@@ -4,11 +4,17 @@ import type * as http from "node:http"
 import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
+import { type HookHost, observe } from "./hooks.js"
 
 /** Largest JSON body accepted on inference routes (images travel inline as base64). */
 export const MAX_JSON_BODY_BYTES = 32 * 1024 * 1024
 
-export interface RequestContext {
+/**
+ * One request of the inference plane. Its lifecycle fields (`HookHost`: its hooks, what hooks
+ * attached, the answer as written) are read by hooks.ts; answers are written through
+ * `writeWhole`, `startStream`, `writeStream` and `endStream` below, which the hooks observe.
+ */
+export interface RequestContext extends HookHost {
   readonly requestId: string
   readonly startedAt: number
   readonly req: http.IncomingMessage
@@ -45,11 +51,11 @@ export const committed = (ctx: RequestContext): boolean => ctx.res.headersSent &
  * each event is an SSE comment (`: progress {...}`) that SDKs ignore.
  */
 export const openProgress = (ctx: RequestContext, contentType: string): Progress => {
-  ctx.res.writeHead(200, { ...responseHeaders(ctx), "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" })
+  startStream(ctx, { ...responseHeaders(ctx), "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" })
   const progress: Progress = {
     contentStarted: false,
     emit: (stage, data = {}) => {
-      if (!ctx.res.destroyed && !ctx.res.writableEnded) ctx.res.write(`: progress ${JSON.stringify({ stage, ...data })}\n\n`)
+      if (!ctx.res.destroyed && !ctx.res.writableEnded) writeStream(ctx, `: progress ${JSON.stringify({ stage, ...data })}\n\n`)
     }
   }
   ctx.progress = progress
@@ -196,6 +202,38 @@ export const sendJson = (
   headers: Readonly<Record<string, string>> = {}
 ): void => {
   const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
-  ctx.res.writeHead(status, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }))
+  writeWhole(ctx, status, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }), payload)
+}
+
+// ---------------------------------------------------------------- the answer's writes (the lifecycle's sink)
+
+/** A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it). */
+export const writeWhole = (ctx: RequestContext, status: number, headers: Readonly<Record<string, string | number>>, payload: string | Buffer): void => {
+  ctx.res.writeHead(status, headers)
   ctx.res.end(payload)
+  ctx.answerHeaders = headers
+  ctx.answerBody = payload
+}
+
+/** The head of a streamed answer (status 200); fires onStreamStart. */
+export const startStream = (ctx: RequestContext, headers: Readonly<Record<string, string | number>>): void => {
+  ctx.res.writeHead(200, headers)
+  ctx.answerHeaders = headers
+  const hooks = ctx.hooks
+  if (hooks !== undefined && hooks.onStreamStart.length !== 0) observe(ctx, "onStreamStart", hooks.onStreamStart, { status: 200, headers })
+}
+
+/** A piece of a streamed answer; fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
+export const writeStream = (ctx: RequestContext, text: string): boolean => {
+  const ok = ctx.res.write(text)
+  const hooks = ctx.hooks
+  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, { text })
+  return ok
+}
+
+/** The end of a streamed answer, with its last text; fires onStreamEnd (`error`: it ended with an error event). */
+export const endStream = (ctx: RequestContext, text: string, error: string | null = null): void => {
+  ctx.res.end(text)
+  const hooks = ctx.hooks
+  if (hooks !== undefined && hooks.onStreamEnd.length !== 0) observe(ctx, "onStreamEnd", hooks.onStreamEnd, { text, error })
 }

@@ -34,11 +34,13 @@ import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { costHeaders, encodeWhole, type ExtraTokens, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue } from "./attempts.js"
+import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
 import { clientError, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
+import { requestReceived, routeResolved } from "./hooks.js"
 import { makeRelay } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
 import { encodeFor, errorInAnswer, makeSending, type SendOptions } from "./sending.js"
@@ -77,8 +79,6 @@ export interface InferenceCall {
   /** Whether the route may pass the body through unchanged when the upstream speaks its format. */
   readonly passthrough?: boolean
   /** Called with the response id and output once the answer is complete (Responses state). */
-  /** The whole answer as sent to the client (the response cache keeps it). */
-  readonly capture?: (body: string) => void
   /** Cost already spent on this answer elsewhere (a fusion panel), added to its cost header. */
   readonly extraCostUsd?: number
   /** Tokens already spent on this answer elsewhere (a fusion panel), added to its token headers. */
@@ -305,12 +305,14 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const { ctx, format: client } = call
           writeAhead(ctx, call.endpoint)
           const sessionId = explicitSession(ctx.req, call.body)
+          // The call as the request's hooks left it (onRequest may replace its body).
+          let current = call
           const features = (() => {
             let cached: RequestFeatures | undefined
             return () => {
               if (!cached) {
                 try {
-                  cached = requestFeatures((call.decode ?? client.decodeRequest)(call.body), sessionId)
+                  cached = requestFeatures((current.decode ?? client.decodeRequest)(current.body), sessionId)
                 } catch {
                   cached = NO_FEATURES(sessionId)
                 }
@@ -322,10 +324,19 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const wantsProgress = String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
           const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
+          // One usage row per request, whatever happened (a client that left included): the
+          // built-in hook on the request's end (the dispatcher ends every request).
+          attachUsageRow(usage, accounting, call, track)
+          /** A hook blocked the request: its row says so. */
+          const refused = (e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
           const serve = Effect.gen(function* () {
+            if (ctx.hooks!.onRequest.length !== 0) {
+              const body = yield* Effect.tapError(requestReceived(ctx, client, current), refused)
+              if (body) current = { ...current, body }
+            }
             // Budget: a spent window sends the request to the free fallback model, or refuses it.
             const budget = accounting.budget(ctx.apiKeyId)
-            let routed = call
+            let routed = current
             if (!budget.ok) {
               const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
               const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
@@ -338,7 +349,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               }
               yield* Effect.logInfo(`${spent}: emergency fallback to ${emergency}`)
               ctx.responseHeaders["x-gateway-emergency-fallback"] = emergency
-              routed = { ...call, model: emergency }
+              routed = { ...current, model: emergency }
               track.model = emergency
             }
 
@@ -361,11 +372,17 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               sendWhole(routed, hit.body)
               return
             }
-            let captured: string | undefined
-            const served: InferenceCall = cached?.key ? { ...routed, capture: (body) => (captured = body) } : routed
+            // A miss is kept by the response cache's hook when the answer is a whole 200.
+            if (cached?.key) attachCacheEntry(cache, accounting, routed, track, { ...cached, key: cached.key })
+            let served = routed
 
             const first = yield* planFor(served.model, client, { features, ctx, sessionId })
             ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
+            const hooks = ctx.hooks!
+            if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
+              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body), refused)
+              if (body) served = { ...served, body }
+            }
             if (first.fusion) yield* fuse(served, first, first.fusion, track)
             else if (first.kind !== "quota-share") yield* execute(served, first, track)
             else {
@@ -396,26 +413,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
                 plan = yield* planFor(served.model, client, { features, ctx, sessionId })
               }
             }
-            const { tried, outcome } = track
-            if (cached?.key && captured !== undefined && tried && outcome.status === 200) {
-              yield* cache.put({
-                key: cached.key,
-                model: routed.model,
-                format: client.id,
-                body: captured,
-                usage: outcome.usage ?? null,
-                costUsd: outcomeCost(accounting, tried, outcome),
-                provider: tried.connection.provider.id,
-                servedModel: tried.model,
-                ...(cached.params ? { params: cached.params } : {}),
-                ...(cached.embedding ? { embedding: cached.embedding } : {})
-              })
-            }
           })
 
-          // One usage row per request, whatever happened (a client that left included).
-          const recorded = Effect.ensuring(serve, Effect.suspend(() => recordRequest(usage, accounting, call, track)))
-          return accounting.prepared() ? recorded : Effect.zipRight(accounting.prepare, recorded)
+          return accounting.prepared() ? serve : Effect.zipRight(accounting.prepare, serve)
         })
 
       const self: InferenceShape = { run, resolve, send, failure, wholeText, track: writeAhead }

@@ -7,7 +7,7 @@ import type * as Scope from "effect/Scope"
 import type { CanonicalError } from "../formats/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { committed, type RequestContext, responseHeaders } from "./io.js"
+import { committed, endStream, type RequestContext, responseHeaders, startStream, writeStream } from "./io.js"
 import { StreamTimeouts, type StreamTimeoutsShape } from "./timeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
@@ -148,7 +148,7 @@ export const relayStream = (
   const start = () => {
     if (ctx.progress) ctx.progress.contentStarted = true
     if (ctx.res.headersSent) return
-    ctx.res.writeHead(200, responseHeaders(ctx, { "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
+    startStream(ctx, responseHeaders(ctx, { "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
   }
 
   const write = (text: string) => {
@@ -156,7 +156,7 @@ export const relayStream = (
     if (ttftMs === null) ttftMs = Date.now() - ctx.startedAt
     if (!state.firstContentAt) state.firstContentAt = Date.now()
     start()
-    return ctx.res.write(text)
+    return writeStream(ctx, text)
   }
 
   return Effect.async<StreamOutcome>((resume) => {
@@ -175,7 +175,7 @@ export const relayStream = (
         const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
         if (!committed(ctx)) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
         try {
-          if (!ctx.res.destroyed) ctx.res.end(relay.broken(error))
+          if (!ctx.res.destroyed) endStream(ctx, relay.broken(error), e.message)
           resume(Effect.succeed({ ttftMs, error: e.message }))
         } catch (thrown) {
           resume(Effect.die(thrown))
@@ -197,7 +197,7 @@ export const relayStream = (
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
       if (!ctx.res.destroyed) {
         start()
-        ctx.res.end(tail)
+        endStream(ctx, tail, error?.message ?? null)
       }
       resume(Effect.succeed({ ttftMs, error: error?.message ?? null }))
     }

@@ -11,7 +11,7 @@ import { splitNoThinking } from "../catalog.js"
 import { clientError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
-import type { RouteDef } from "./types.js"
+import { decodedAs, type RouteDef } from "./types.js"
 
 /** `messages` also requires `max_tokens` (Anthropic does; count_tokens takes none). */
 const decode = (body: Record<string, unknown>, messages = false) =>
@@ -39,7 +39,7 @@ const messages = (deps: RouteDeps) => (ctx: RequestContext) =>
       return yield* clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
     }
     const { model, noThinking } = splitNoThinking(canonical.model)
-    yield* deps.inference.run({ ctx, format: anthropic, body, model, stream: canonical.stream, endpoint: "messages", decode: () => canonical, noThinking })
+    yield* deps.inference.run({ ctx, format: anthropic, body, model, stream: canonical.stream, endpoint: "messages", decode: decodedAs(body, canonical, anthropic.decodeRequest), noThinking })
   })
 
 /**

@@ -11,7 +11,7 @@ import { embed } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
-import type { RouteDef } from "./types.js"
+import { decodedAs, type RouteDef } from "./types.js"
 
 /** Requests from Google's SDKs and CLI (they share `/v1/models` with OpenAI clients). */
 export const isGoogleClient = (ctx: RequestContext): boolean =>
@@ -49,7 +49,7 @@ const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream
       model,
       stream,
       endpoint: stream ? "streamGenerateContent" : "generateContent",
-      decode: () => canonical,
+      decode: decodedAs(body, canonical, gemini.decodeRequest),
       noThinking,
       ...(jsonArray ? { jsonArrayStream: true, streamEncoder: () => new GeminiStreamEncoder(model, true) } : {})
     })

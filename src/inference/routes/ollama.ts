@@ -9,7 +9,7 @@ import { embed } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
-import type { RouteDef } from "./types.js"
+import { decodedAs, type RouteDef } from "./types.js"
 
 const decode = <A>(f: () => A) =>
   Effect.try({
@@ -48,7 +48,7 @@ const chat = (deps: RouteDeps) => (ctx: RequestContext) =>
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => ollama.decodeRequest(body))
     const { model, noThinking } = splitNoThinking(yield* untagged(deps, canonical.model))
-    yield* deps.inference.run({ ctx, format: ollama, body, model, stream: canonical.stream, endpoint: "api.chat", decode: () => canonical, noThinking })
+    yield* deps.inference.run({ ctx, format: ollama, body, model, stream: canonical.stream, endpoint: "api.chat", decode: decodedAs(body, canonical, ollama.decodeRequest), noThinking })
   })
 
 const generate = (deps: RouteDeps) => (ctx: RequestContext) =>
@@ -67,7 +67,7 @@ const generate = (deps: RouteDeps) => (ctx: RequestContext) =>
       model,
       stream: canonical.stream,
       endpoint: "api.generate",
-      decode: () => canonical,
+      decode: decodedAs(body, canonical, decodeGenerateRequest),
       passthrough: false,
       encodeResponse: (res) => encodeOllamaResponse(res, { model }, "generate"),
       streamEncoder: () => new OllamaStreamEncoder(model, "generate")

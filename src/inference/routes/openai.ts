@@ -18,7 +18,7 @@ import { badRequest, clientError, InferenceError } from "../errors.js"
 import { type RequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceShape } from "../pipeline.js"
 import type { ResponseStore } from "../responseStore.js"
-import type { RouteDef } from "./types.js"
+import { decodedAs, type RouteDef } from "./types.js"
 import type { Connection } from "../../providers/Connections.js"
 import { sseData } from "../../formats/frames.js"
 
@@ -65,7 +65,7 @@ export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: 
     model,
     stream: canonical.stream,
     endpoint: "chat.completions",
-    decode: () => canonical,
+    decode: decodedAs(body, canonical, openAiChat.decodeRequest),
     noThinking,
     encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
   })
@@ -143,7 +143,7 @@ export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Reco
       model: canonical.model,
       stream: canonical.stream,
       endpoint: "completions",
-      decode: () => canonical,
+      decode: decodedAs(body, canonical, completionsDecode),
       passthrough: false,
       encodeResponse: completionsResponse(canonical.model),
       streamEncoder: () => new CompletionsStreamEncoder(canonical.model, obj(body["stream_options"])?.["include_usage"] === true)
@@ -191,7 +191,7 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       model,
       stream: canonical.stream,
       endpoint: "responses",
-      decode: () => canonical,
+      decode: decodedAs(expanded.body, canonical, openAiResponses.decodeRequest),
       noThinking,
       encodeOptions: { customTools: custom, request: body },
       onCompleted: (r) => deps.responses.remember(r.id, expanded.input, r.output, r.origin)

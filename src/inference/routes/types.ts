@@ -15,3 +15,12 @@ export interface RouteDef {
   /** Routes without gateway-key authentication (health probes). */
   readonly public?: boolean
 }
+
+/**
+ * A route's `decode` for `Inference.run`: the request it already decoded, or, when a hook
+ * replaced the body (onRequest, onModelSelect), that body decoded by `decoder`.
+ */
+export const decodedAs =
+  <A>(body: Record<string, unknown>, canonical: A, decoder: (body: Record<string, unknown>) => A) =>
+  (b: Record<string, unknown>): A =>
+    b === body ? canonical : decoder(b)

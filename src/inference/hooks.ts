@@ -1,0 +1,645 @@
+/**
+ * The request lifecycle (docs/ARCHITECTURE.md, "Seam 2: the request lifecycle"): one ordered set
+ * of hooks on the inference request path. A hook has a name, a priority (lower runs first,
+ * default 100, as the plugin SDK of spec document 3) and a handler per event it cares about.
+ * A handler may answer synchronously (the fast path) or with an Effect; it may replace the
+ * request body (onRequest, onModelSelect), block the request with its own answer (onRequest,
+ * onComboResolve, onModelSelect, onAttemptStart) and attach metadata to the request, which
+ * later handlers read. A handler that throws or fails is logged and skipped; the request goes on.
+ *
+ * Cost: the registered handlers are kept as one array per event, rebuilt on (un)registration;
+ * every request takes the current table once, and each event point checks its array's length
+ * before doing anything, so an event nobody listens to costs one branch and no allocation.
+ *
+ * This module imports nothing of the pipeline: the request is seen through `HookHost`, which
+ * the request context (io.ts) satisfies.
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type { IncomingHttpHeaders } from "node:http"
+import { errorKindForStatus, type FormatId } from "../formats/canonical.js"
+import type { WireFormat } from "../formats/format.js"
+import type { FailureInfo } from "../resilience/types.js"
+import type { RoutePlan } from "../routing/plan.js"
+import type { Candidate } from "../routing/types.js"
+import type { UsageRecord } from "../usage/Usage.js"
+import { clientError, InferenceError } from "./errors.js"
+
+/** A hook's priority when it names none (spec document 3, "Plugin default priority"). */
+export const DEFAULT_PRIORITY = 100
+
+/** The events, in the order a request meets them. */
+export const HOOK_EVENTS = [
+  "onRequest",
+  "onComboResolve",
+  "onModelSelect",
+  "onAttemptStart",
+  "onProviderError",
+  "onRateLimit",
+  "onStreamStart",
+  "onFrame",
+  "onStreamEnd",
+  "onResponse",
+  "onError"
+] as const
+
+export type HookEvent = (typeof HOOK_EVENTS)[number]
+
+// ---------------------------------------------------------------- what each event carries
+
+/** A connection and model the request may go to (`key` is `<connection>/<model>`, as in X-Gateway headers and logs). */
+export interface HookTarget {
+  readonly key: string
+  readonly provider: string
+  readonly connection: string
+  readonly model: string
+}
+
+/** A request the pipeline takes (chat completions, completions, responses, messages, generateContent, api/chat, api/generate), before anything else. */
+export interface RequestEvent {
+  /** Usage label: `chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, ... */
+  readonly endpoint: string
+  /** The client's wire format. */
+  readonly format: FormatId
+  /** The model id as the client asked for it. */
+  readonly model: string
+  readonly stream: boolean
+  /** The client's body, as earlier handlers left it. */
+  readonly body: Readonly<Record<string, unknown>>
+}
+
+/** A combo, auto id or quota-share group resolved into ordered candidates (not fired for a plain model id). */
+export interface ComboResolveEvent {
+  /** The id routed (the emergency model when the budget was spent). */
+  readonly model: string
+  readonly route: "combo" | "auto" | "quota-share"
+  /** The combo name, auto id or quota-share group. */
+  readonly scope: string
+  readonly strategy: string
+  /** Admissible candidates, in the order they will be tried. */
+  readonly candidates: ReadonlyArray<HookTarget>
+  /** Candidates left out, and why (`circuit_open`, `cooldown`, `token_limit`, ...). */
+  readonly blocked: ReadonlyArray<{ readonly target: HookTarget; readonly reason: string }>
+  /** A fusion plan: a panel answers in parallel, then a judge. */
+  readonly fusion: boolean
+}
+
+/** The model id resolved to where the request goes (every pipeline request, after onComboResolve). */
+export interface ModelSelectEvent {
+  readonly model: string
+  readonly route: RoutePlan["kind"]
+  readonly strategy: string
+  /** The first candidate (undefined when every candidate is blocked). */
+  readonly target: HookTarget | undefined
+  readonly candidates: ReadonlyArray<HookTarget>
+  /** The body as onRequest left it; a handler may replace it for what goes upstream. */
+  readonly body: Readonly<Record<string, unknown>>
+}
+
+/** One upstream attempt is about to be sent (after admission; fallbacks fire it again). */
+export interface AttemptStartEvent {
+  /** 1 for the first attempt of the request. */
+  readonly attempt: number
+  readonly target: HookTarget
+  /** A probe of a connection or provider that was failing (shorter timeout). */
+  readonly probe: boolean
+}
+
+/** An attempt failed because of what the upstream did (error status, error in a 200, timeout, refused or cut connection, stall). */
+export interface ProviderErrorEvent {
+  readonly attempt: number
+  readonly target: HookTarget
+  /** The upstream's status (504 for a timeout or stall, 502 for a refused or cut connection). */
+  readonly status: number
+  readonly kind: FailureInfo["kind"]
+  /** The resilience layer's reading: `rate_limited`, `quota_exhausted`, `server_error`, `overloaded`, `timeout`, ... */
+  readonly reason: string
+  /** Whether another target may be tried (nothing reached the client yet and the failure is not the request's own). */
+  readonly retryable: boolean
+  readonly message: string
+  /** The answer had begun (a stream broke after its first content): the client got the error in-stream. */
+  readonly answered: boolean
+}
+
+/** The head of a streamed answer went out (also when X-Gateway-Progress opened the stream early). */
+export interface StreamStartEvent {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | number>>
+}
+
+/**
+ * A piece of a streamed answer went out: one write, whole events of the client's stream format
+ * (what one upstream chunk produced; a progress comment).
+ */
+export interface FrameEvent {
+  readonly text: string
+}
+
+/** A streamed answer ended: `text` is what went out with the end (often empty); `error` when it ended with an error event. */
+export interface StreamEndEvent {
+  readonly text: string
+  readonly error: string | null
+}
+
+/** The answer as written, and the usage row the request wrote (pipeline requests). */
+interface Ending {
+  /** The status the client got (200 for a stream, also one that ended in an in-stream error; 499 when the client left first). */
+  readonly status: number
+  /** The answer's headers (those of the stream's head for a streamed answer); undefined when nothing was written. */
+  readonly headers: Readonly<Record<string, string | number>> | undefined
+  /** A whole answer's bytes as sent; undefined for a streamed answer (its frames went by onFrame). */
+  readonly body: string | Buffer | undefined
+  readonly streamed: boolean
+  /** The usage row of a pipeline request, written by the built-in hook that runs first; undefined for other requests. */
+  readonly usage: UsageRecord | undefined
+}
+
+/** The request ended with its answer (every request of the inference plane, fired once, after the answer was written). */
+export interface ResponseEvent extends Ending {}
+
+/** The request ended with an error answer (in the client's format), or the client left before its answer (status 499). */
+export interface ErrorEvent extends Ending {
+  /** The error answered; undefined when the client left. */
+  readonly error: { readonly status: number; readonly code: string | null; readonly message: string } | undefined
+  /** The hook whose handler blocked the request, if one did. */
+  readonly blockedBy: string | undefined
+}
+
+export interface HookEvents {
+  readonly onRequest: RequestEvent
+  readonly onComboResolve: ComboResolveEvent
+  readonly onModelSelect: ModelSelectEvent
+  readonly onAttemptStart: AttemptStartEvent
+  readonly onProviderError: ProviderErrorEvent
+  readonly onRateLimit: ProviderErrorEvent
+  readonly onStreamStart: StreamStartEvent
+  readonly onFrame: FrameEvent
+  readonly onStreamEnd: StreamEndEvent
+  readonly onResponse: ResponseEvent
+  readonly onError: ErrorEvent
+}
+
+// ---------------------------------------------------------------- what a handler sees and answers
+
+/** The request as hooks see it; one per request, created when a handler first runs. */
+export interface HookRequest {
+  readonly requestId: string
+  /** When the request arrived (epoch ms). */
+  readonly timestamp: number
+  readonly method: string
+  readonly path: string
+  readonly headers: IncomingHttpHeaders
+  /** The gateway API key that authenticated the request, if one did. */
+  readonly apiKeyId: string | null
+  /** What hooks attached to this request (mutable; `addMetadata` merges into it). Not written to the usage row or headers. */
+  readonly metadata: Record<string, unknown>
+}
+
+/** A hook's own answer to the client (spec document 3, `blockRequest`). */
+export interface BlockAnswer {
+  /** Default 403. */
+  readonly status?: number
+  /** Sent as JSON as it is; without it the answer is an error in the client's own format carrying `message`. */
+  readonly body?: unknown
+  readonly message?: string
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/** What a handler may answer; each field is honoured by the events that allow it, ignored by the others. */
+export interface HookVerdict {
+  /** Replaces the request body (onRequest, onModelSelect). */
+  readonly body?: Record<string, unknown>
+  /** Ends the request with this answer (onRequest, onComboResolve, onModelSelect, onAttemptStart); later handlers do not run. */
+  readonly block?: BlockAnswer
+  /** Merged into the request's metadata (any event). */
+  readonly metadata?: Readonly<Record<string, unknown>>
+}
+
+export type HookReturn = HookVerdict | void | undefined
+
+export type HookHandler<E> = (event: E, request: HookRequest) => HookReturn | Effect.Effect<HookReturn, unknown>
+
+export type RequestHook = {
+  /** Names the hook in logs and in `blockedBy`. */
+  readonly name: string
+  /** Lower runs first; equal priorities run in registration order. Default 100. */
+  readonly priority?: number
+} & { readonly [K in HookEvent]?: HookHandler<HookEvents[K]> }
+
+/** Blocks the request with `answer` (status default 403). */
+export const blockRequest = (answer: BlockAnswer = {}): HookVerdict => ({ block: answer })
+/** Replaces the request body. */
+export const modifyBody = (body: Record<string, unknown>): HookVerdict => ({ body })
+/** Attaches metadata to the request. */
+export const addMetadata = (metadata: Readonly<Record<string, unknown>>): HookVerdict => ({ metadata })
+
+// ---------------------------------------------------------------- the table
+
+interface Entry<E> {
+  readonly name: string
+  readonly priority: number
+  /** Registration order, across the registry and the hooks attached to single requests. */
+  readonly seq: number
+  readonly handler: HookHandler<E>
+  /** The gateway's own hooks: trusted (no failure guard), and they get no request view. */
+  readonly builtin: boolean
+}
+
+/** Every event's handlers in run order; a new table on every change, so a request keeps the one it started with. */
+export type HookTable = { readonly [K in HookEvent]: ReadonlyArray<Entry<HookEvents[K]>> } & {
+  /** Runs what write-path handlers return as an Effect, and logs failures of synchronous ones. */
+  readonly runtime: Runtime.Runtime<never> | undefined
+}
+
+const NONE: ReadonlyArray<never> = Object.freeze([])
+
+const emptyTable = (runtime: Runtime.Runtime<never> | undefined): HookTable => ({
+  onRequest: NONE,
+  onComboResolve: NONE,
+  onModelSelect: NONE,
+  onAttemptStart: NONE,
+  onProviderError: NONE,
+  onRateLimit: NONE,
+  onStreamStart: NONE,
+  onFrame: NONE,
+  onStreamEnd: NONE,
+  onResponse: NONE,
+  onError: NONE,
+  runtime
+})
+
+/** No hook at all (a request context made outside the dispatcher). */
+export const EMPTY_HOOKS: HookTable = emptyTable(undefined)
+
+let sequence = 0
+
+const before = (a: Entry<unknown>, b: Entry<unknown>): boolean => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq)
+
+const insert = <E>(list: ReadonlyArray<Entry<E>>, entry: Entry<E>): ReadonlyArray<Entry<E>> => {
+  if (list.length === 0) return [entry]
+  const out = list.slice()
+  let i = out.length
+  while (i > 0 && before(entry as Entry<unknown>, out[i - 1] as Entry<unknown>)) i--
+  out.splice(i, 0, entry)
+  return out
+}
+
+const validated = (hook: RequestHook): void => {
+  if (typeof hook !== "object" || hook === null) throw new TypeError("a hook must be an object")
+  if (typeof hook.name !== "string" || hook.name.trim() === "") throw new TypeError("a hook needs a non-empty name")
+  if (hook.priority !== undefined && (typeof hook.priority !== "number" || Number.isNaN(hook.priority))) throw new TypeError(`hook ${hook.name}: priority must be a number`)
+  for (const event of HOOK_EVENTS) {
+    const h = hook[event]
+    if (h !== undefined && typeof h !== "function") throw new TypeError(`hook ${hook.name}: ${event} must be a function`)
+  }
+}
+
+/** `table` with `hook`'s handlers inserted in order. */
+const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boolean): HookTable => {
+  const out: Record<string, unknown> = { ...table }
+  const priority = hook.priority ?? DEFAULT_PRIORITY
+  for (const event of HOOK_EVENTS) {
+    const handler = hook[event]
+    if (handler !== undefined) out[event] = insert(table[event] as ReadonlyArray<Entry<unknown>>, { name: hook.name, priority, seq, handler: handler as HookHandler<unknown>, builtin })
+  }
+  return out as HookTable
+}
+
+/** The part of a request context the lifecycle reads and keeps (io.ts `RequestContext` has it). */
+export interface HookHost {
+  readonly requestId: string
+  readonly startedAt: number
+  readonly path: string
+  readonly req: { readonly method?: string | undefined; readonly headers: IncomingHttpHeaders }
+  readonly res: { readonly statusCode: number; readonly headersSent: boolean }
+  readonly apiKeyId: string | null
+  /** The hooks of this request: the registry's table when it began, plus any attached to it alone. */
+  hooks?: HookTable
+  /** The request as hooks see it, made when a handler first runs. */
+  hookRequest?: HookRequest
+  /** A whole answer's headers and body as written (io.ts `writeWhole`); a stream's head headers. */
+  answerHeaders?: Readonly<Record<string, string | number>>
+  answerBody?: string | Buffer
+  /** The hook that blocked the request. */
+  blockedBy?: string
+  /** onResponse or onError has fired. */
+  ended?: boolean
+}
+
+/**
+ * Adds hooks to one request only (the gateway's own per-request hooks: its usage row, the
+ * response cache's entry, the idempotency recorder). Built-in hooks are trusted: their failures
+ * are not caught and they get no request view.
+ */
+export const attach = (host: HookHost, hook: RequestHook, builtin = true): void => {
+  host.hooks = withHook(host.hooks ?? EMPTY_HOOKS, hook, ++sequence, builtin)
+}
+
+// ---------------------------------------------------------------- firing
+
+const requestOf = (host: HookHost): HookRequest =>
+  (host.hookRequest ??= {
+    requestId: host.requestId,
+    timestamp: host.startedAt,
+    method: host.req.method ?? "GET",
+    path: host.path,
+    headers: host.req.headers,
+    apiKeyId: host.apiKeyId,
+    metadata: {}
+  })
+
+/** Built-in handlers take no request view: this stands for it. */
+const NO_REQUEST = Object.freeze({}) as HookRequest
+
+const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/** A handler that threw: logged (through the gateway's runtime), and the request goes on. */
+const report = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): void => {
+  const log = Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped): ${describe(e)}`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const runtime = host.hooks?.runtime
+  if (runtime) Runtime.runFork(runtime)(log)
+  else Effect.runFork(log)
+}
+
+/** A handler's Effect, its failures logged and skipped; an interruption (the client left) goes on as it is. */
+const guarded = (entry: Entry<never>, event: HookEvent, effect: Effect.Effect<HookReturn, unknown>): Effect.Effect<HookReturn> =>
+  entry.builtin
+    ? (effect as Effect.Effect<HookReturn>)
+    : Effect.catchAllCause(effect, (cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
+      )
+
+/** What the handlers of one event decided. */
+interface Decision {
+  body?: Record<string, unknown>
+  block?: { readonly hook: string; readonly answer: BlockAnswer }
+}
+
+const BODY = 1
+const BLOCK = 2
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/**
+ * Applies one handler's verdict; answers the decision so far, or `STOP` when the request is
+ * blocked (later handlers do not run).
+ */
+const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { body?: unknown }, allows: number, out: HookReturn, decision: Decision | undefined): Decision | undefined => {
+  if (out === undefined || out === null) return decision
+  if (typeof out !== "object") {
+    report(host, entry, name, new TypeError(`a handler answers a verdict object or nothing, not ${typeof out}`))
+    return decision
+  }
+  if (out.metadata !== undefined) {
+    if (isObject(out.metadata)) Object.assign(requestOf(host).metadata, out.metadata)
+    else report(host, entry, name, new TypeError("metadata must be an object"))
+  }
+  if (out.body !== undefined && (allows & BODY) !== 0) {
+    if (isObject(out.body)) {
+      event.body = out.body
+      decision = { ...decision, body: out.body }
+    } else report(host, entry, name, new TypeError("body must be a JSON object"))
+  }
+  if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
+  return decision
+}
+
+type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
+
+/** Runs `list` from `i` in order: synchronously while handlers answer synchronously, as an Effect from the first one that does not. */
+const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, event: object, host: HookHost, allows: number, decision: Decision | undefined): Fired => {
+  for (; i < list.length; i++) {
+    const entry = list[i]!
+    let out: HookReturn | Effect.Effect<HookReturn, unknown>
+    try {
+      out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
+    } catch (e) {
+      if (entry.builtin) throw e
+      report(host, entry, name, e)
+      continue
+    }
+    if (Effect.isEffect(out)) {
+      const next = i + 1
+      // The last handler (the usual case: a built-in on the request's end) needs no continuation.
+      if (next === list.length) return Effect.map(guarded(entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
+      return Effect.flatMap(guarded(entry, name, out), (verdict) => {
+        const d = apply(host, entry, name, event, allows, verdict, decision)
+        if (d?.block) return Effect.succeed(d)
+        const rest = runFrom(list, next, name, event, host, allows, d)
+        return Effect.isEffect(rest) ? rest : Effect.succeed(rest)
+      })
+    }
+    decision = apply(host, entry, name, event, allows, out, decision)
+    if (decision?.block) return decision
+  }
+  return decision
+}
+
+const asEffect = (fired: Fired): Effect.Effect<Decision | undefined> => (Effect.isEffect(fired) ? fired : Effect.succeed(fired))
+
+/**
+ * Fires an event from the write path (stream start, frame, stream end): synchronously, in order;
+ * an Effect a handler answers is run detached (not awaited), on the gateway's runtime.
+ */
+export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(host: HookHost, name: K, list: ReadonlyArray<Entry<HookEvents[K]>>, event: HookEvents[K]): void => {
+  for (const entry of list as ReadonlyArray<Entry<never>>) {
+    try {
+      const out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
+      if (Effect.isEffect(out)) {
+        const run = Effect.flatMap(guarded(entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, {}, 0, verdict, undefined)))
+        const runtime = host.hooks?.runtime
+        if (runtime) Runtime.runFork(runtime)(run)
+        else Effect.runFork(run)
+      } else apply(host, entry, name, {}, 0, out, undefined)
+    } catch (e) {
+      if (entry.builtin) throw e
+      report(host, entry, name, e)
+    }
+  }
+}
+
+/** A hook's block as the client's answer: its own body as it is, or an error in the client's format. */
+export const blockedAnswer = (format: WireFormat, hook: string, answer: BlockAnswer): InferenceError => {
+  const status = typeof answer.status === "number" && Number.isInteger(answer.status) && answer.status >= 200 && answer.status <= 599 ? answer.status : 403
+  const message = typeof answer.message === "string" && answer.message !== "" ? answer.message : `the request was blocked by ${hook}`
+  const headers = isObject(answer.headers) ? (answer.headers as Readonly<Record<string, string>>) : undefined
+  return answer.body !== undefined
+    ? new InferenceError({ status, kind: errorKindForStatus(status), code: "request_blocked", message, body: answer.body, ...(headers ? { headers } : {}) })
+    : clientError(format, { status, kind: errorKindForStatus(status), code: "request_blocked", message }, headers)
+}
+
+/** The body the handlers left (undefined: unchanged), or the block as a failure in the client's terms. */
+const settle = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect<Record<string, unknown> | undefined, InferenceError> =>
+  Effect.flatMap(asEffect(fired), (d) => {
+    if (d?.block) {
+      host.blockedBy = d.block.hook
+      return Effect.fail(blockedAnswer(format, d.block.hook, d.block.answer))
+    }
+    return Effect.succeed(d?.body)
+  })
+
+export const targetOf = (c: Candidate): HookTarget => ({ key: c.key, provider: c.connection.provider.id, connection: c.connection.name, model: c.model })
+
+/** onRequest. Call only when there are handlers. */
+export const requestReceived = (
+  host: HookHost,
+  format: WireFormat,
+  call: { readonly endpoint: string; readonly model: string; readonly stream: boolean; readonly body: Record<string, unknown> }
+): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+  const event = { endpoint: call.endpoint, format: format.id, model: call.model, stream: call.stream, body: call.body }
+  return settle(host, format, runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK, undefined))
+}
+
+/** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */
+export const routeResolved = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+  const table = host.hooks!
+  const candidates = plan.candidates.map(targetOf)
+  const select = (): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+    if (table.onModelSelect.length === 0) return Effect.succeed(undefined)
+    const first = plan.candidates[0] ?? plan.fusion?.judge
+    const event = { model, route: plan.kind, strategy: plan.strategy, target: first ? targetOf(first) : undefined, candidates, body }
+    return settle(host, format, runFrom(table.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined))
+  }
+  if (plan.kind === "direct" || table.onComboResolve.length === 0) return select()
+  const event: ComboResolveEvent = {
+    model,
+    route: plan.kind,
+    scope: plan.scope,
+    strategy: plan.strategy,
+    candidates,
+    blocked: plan.blocked.map((b) => ({ target: targetOf(b.candidate), reason: b.reason })),
+    fusion: plan.fusion !== undefined
+  }
+  return Effect.flatMap(settle(host, format, runFrom(table.onComboResolve as ReadonlyArray<Entry<never>>, 0, "onComboResolve", event, host, BLOCK, undefined)), select)
+}
+
+/** onAttemptStart: the block (the attempt must not go out), or undefined. Call only when there are handlers. */
+export const attemptStarted = (host: HookHost, format: WireFormat, attempt: number, candidate: Candidate, probe: boolean): Effect.Effect<InferenceError | undefined> =>
+  Effect.map(asEffect(runFrom(host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>, 0, "onAttemptStart", { attempt, target: targetOf(candidate), probe }, host, BLOCK, undefined)), (d) => {
+    if (!d?.block) return undefined
+    host.blockedBy = d.block.hook
+    return blockedAnswer(format, d.block.hook, d.block.answer)
+  })
+
+/**
+ * onProviderError, then (for a 429) onRateLimit; undefined when every handler answered
+ * synchronously. Call only when either has handlers.
+ */
+export const upstreamFailed = (
+  host: HookHost,
+  attempt: number,
+  candidate: Candidate,
+  failure: FailureInfo,
+  classification: { readonly reason: string; readonly retryable: boolean },
+  answered: boolean
+): Effect.Effect<void> | undefined => {
+  const table = host.hooks!
+  const event: ProviderErrorEvent = {
+    attempt,
+    target: targetOf(candidate),
+    status: failure.status,
+    kind: failure.kind,
+    reason: classification.reason,
+    retryable: classification.retryable && !answered,
+    message: failure.message,
+    answered
+  }
+  const limited = failure.status === 429 && table.onRateLimit.length !== 0
+  const first = runFrom(table.onProviderError as ReadonlyArray<Entry<never>>, 0, "onProviderError", event, host, 0, undefined)
+  if (!limited) return Effect.isEffect(first) ? Effect.asVoid(first) : undefined
+  const then = () => runFrom(table.onRateLimit as ReadonlyArray<Entry<never>>, 0, "onRateLimit", event, host, 0, undefined)
+  if (Effect.isEffect(first)) return Effect.flatMap(first, () => Effect.asVoid(asEffect(then())))
+  const second = then()
+  return Effect.isEffect(second) ? Effect.asVoid(second) : undefined
+}
+
+/**
+ * The request's end: onResponse, or onError when it failed (`error`) or the client left (`gone`).
+ * Fires once per request (later calls do nothing); undefined when nothing is left to run.
+ */
+export const endRequest = (host: HookHost, error?: InferenceError, gone = false): Effect.Effect<unknown> | undefined => {
+  if (host.ended) return undefined
+  host.ended = true
+  const table = host.hooks
+  if (table === undefined) return undefined
+  const failed = error !== undefined || gone
+  const list = failed ? table.onError : table.onResponse
+  if (list.length === 0) return undefined
+  const body = host.answerBody
+  const ending = {
+    status: gone ? 499 : host.res.statusCode,
+    headers: host.answerHeaders,
+    body,
+    streamed: body === undefined && host.res.headersSent,
+    usage: undefined as UsageRecord | undefined
+  }
+  const event = failed
+    ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy }
+    : ending
+  const fired = runFrom(list as ReadonlyArray<Entry<never>>, 0, failed ? "onError" : "onResponse", event, host, 0, undefined)
+  return Effect.isEffect(fired) ? fired : undefined
+}
+
+/** A built-in hook on the request's end that writes into the event for the handlers after it (the usage row). */
+export const setUsage = (event: ResponseEvent | ErrorEvent, usage: UsageRecord): void => {
+  ;(event as { usage: UsageRecord | undefined }).usage = usage
+}
+
+// ---------------------------------------------------------------- the registry
+
+export interface RegisteredHook {
+  readonly name: string
+  readonly priority: number
+  readonly events: ReadonlyArray<HookEvent>
+}
+
+export interface RequestHooksShape {
+  /** Adds a hook for every request from now on; answers the function that removes it (calling it twice is harmless). */
+  readonly register: (hook: RequestHook) => () => void
+  /** The handlers now registered, one array per event (a request takes this once, when it begins). */
+  readonly current: () => HookTable
+  /** The registered hooks in run order (ties: registration order). */
+  readonly registered: () => ReadonlyArray<RegisteredHook>
+}
+
+/** A registry; `runtime` logs failures and runs write-path Effects (the layer passes its own). */
+export const makeRequestHooks = (runtime?: Runtime.Runtime<never>): RequestHooksShape => {
+  let hooks: ReadonlyArray<{ readonly hook: RequestHook; readonly seq: number }> = []
+  let table = emptyTable(runtime)
+  const rebuild = () => {
+    let t = emptyTable(runtime)
+    for (const h of hooks) t = withHook(t, h.hook, h.seq, false)
+    table = t
+  }
+  return {
+    register: (hook) => {
+      validated(hook)
+      const item = { hook, seq: ++sequence }
+      hooks = [...hooks, item]
+      table = withHook(table, hook, item.seq, false)
+      let removed = false
+      return () => {
+        if (removed) return
+        removed = true
+        hooks = hooks.filter((h) => h !== item)
+        rebuild()
+      }
+    },
+    current: () => table,
+    registered: () =>
+      [...hooks]
+        .sort((a, b) => (a.hook.priority ?? DEFAULT_PRIORITY) - (b.hook.priority ?? DEFAULT_PRIORITY) || a.seq - b.seq)
+        .map(({ hook }) => ({ name: hook.name, priority: hook.priority ?? DEFAULT_PRIORITY, events: HOOK_EVENTS.filter((e) => hook[e] !== undefined) }))
+  }
+}
+
+/**
+ * The request lifecycle's registry (docs/ARCHITECTURE.md, "Seam 2"). Webhooks, the traffic
+ * inspector, guardrails and plugins register here.
+ */
+export class RequestHooks extends Context.Tag("gateway/RequestHooks")<RequestHooks, RequestHooksShape>() {
+  static readonly layer = Layer.effect(RequestHooks, Effect.map(Effect.runtime<never>(), makeRequestHooks))
+}
