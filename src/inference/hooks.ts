@@ -384,8 +384,8 @@ const BLOCK = 2
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /**
- * Applies one handler's verdict; answers the decision so far, or `STOP` when the request is
- * blocked (later handlers do not run).
+ * Applies one handler's verdict where the event allows it; answers the decision so far (with
+ * `block` set, later handlers do not run). A malformed verdict is reported and ignored.
  */
 const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { body?: unknown }, allows: number, out: HookReturn, decision: Decision | undefined): Decision | undefined => {
   if (out === undefined || out === null) return decision
@@ -406,6 +406,9 @@ const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { bo
   if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
   return decision
 }
+
+/** The write-path events carry no body (`apply` never writes to it there). */
+const NO_BODY: { body?: unknown } = Object.freeze({})
 
 type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
 
@@ -449,11 +452,11 @@ export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(h
     try {
       const out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
       if (Effect.isEffect(out)) {
-        const run = Effect.flatMap(guarded(entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, {}, 0, verdict, undefined)))
+        const run = Effect.flatMap(guarded(entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined)))
         const runtime = host.hooks?.runtime
         if (runtime) Runtime.runFork(runtime)(run)
         else Effect.runFork(run)
-      } else apply(host, entry, name, {}, 0, out, undefined)
+      } else if (out !== undefined) apply(host, entry, name, NO_BODY, 0, out, undefined)
     } catch (e) {
       if (entry.builtin) throw e
       report(host, entry, name, e)

@@ -300,6 +300,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const { lookup } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
+      /** A hook blocked the request: its usage row says so. */
+      const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {
           const { ctx, format: client } = call
@@ -327,11 +330,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // One usage row per request, whatever happened (a client that left included): the
           // built-in hook on the request's end (the dispatcher ends every request).
           attachUsageRow(usage, accounting, call, track)
-          /** A hook blocked the request: its row says so. */
-          const refused = (e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
           const serve = Effect.gen(function* () {
             if (ctx.hooks!.onRequest.length !== 0) {
-              const body = yield* Effect.tapError(requestReceived(ctx, client, current), refused)
+              const body = yield* Effect.tapError(requestReceived(ctx, client, current), (e) => refused(track, e))
               if (body) current = { ...current, body }
             }
             // Budget: a spent window sends the request to the free fallback model, or refuses it.
@@ -380,7 +381,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
             const hooks = ctx.hooks!
             if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
-              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body), refused)
+              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body), (e) => refused(track, e))
               if (body) served = { ...served, body }
             }
             if (first.fusion) yield* fuse(served, first, first.fusion, track)
