@@ -286,6 +286,25 @@ describe("streams", () => {
   })
 })
 
+describe("the request's end", () => {
+  it("every request of the inference plane ends with onResponse or onError, routes outside the pipeline too", async () => {
+    const ends: Array<{ event: string; status: number; path: string; usage: unknown; error?: unknown }> = []
+    await register({
+      name: "ends",
+      onResponse: (e, request) => void ends.push({ event: "onResponse", status: e.status, path: request.path, usage: e.usage }),
+      onError: (e, request) => void ends.push({ event: "onError", status: e.status, path: request.path, usage: e.usage, error: e.error })
+    })
+    const models = await call(`${gw.url}/v1/models`)
+    expect(models.status).toBe(200)
+    const missing = await call(`${gw.url}/v1/nothing-here`, { body: {} })
+    expect(missing.status).toBe(404)
+    expect(ends).toEqual([
+      { event: "onResponse", status: 200, path: "/v1/models", usage: undefined },
+      { event: "onError", status: 404, path: "/v1/nothing-here", usage: undefined, error: { status: 404, code: "not_found", message: expect.stringContaining("no route") } }
+    ])
+  })
+})
+
 describe("upstream errors", () => {
   it("onProviderError fires when the upstream answers 500; onRateLimit too when it answers 429", async () => {
     const errors: Array<ProviderErrorEvent> = []
