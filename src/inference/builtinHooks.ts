@@ -40,15 +40,15 @@ export const attachCacheEntry = (cache: ResponseCacheShape, accounting: Accounti
       if (event.status !== 200 || typeof event.body !== "string" || !tried || outcome.status !== 200) return
       return Effect.asVoid(
         cache.put({
-        key: lookup.key,
-        model: call.model,
-        format: call.format.id,
-        body: event.body,
-        usage: outcome.usage ?? null,
-        costUsd: outcomeCost(accounting, tried, outcome),
-        provider: tried.connection.provider.id,
-        servedModel: tried.model,
-        ...(lookup.params ? { params: lookup.params } : {}),
+          key: lookup.key,
+          model: call.model,
+          format: call.format.id,
+          body: event.body,
+          usage: outcome.usage ?? null,
+          costUsd: outcomeCost(accounting, tried, outcome),
+          provider: tried.connection.provider.id,
+          servedModel: tried.model,
+          ...(lookup.params ? { params: lookup.params } : {}),
           ...(lookup.embedding ? { embedding: lookup.embedding } : {})
         })
       )
