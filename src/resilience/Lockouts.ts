@@ -46,12 +46,12 @@ interface Entry {
 }
 
 /**
- * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): an entry after a change,
- * its removal, or an operator's clear.
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): an entry after a failure
+ * (the newest), a success on a key (its count halves there too), or an operator's clear.
  */
 export type LockoutChange =
   | { readonly op: "put"; readonly key: string; readonly entry: Entry }
-  | { readonly op: "delete"; readonly key: string }
+  | { readonly op: "success"; readonly key: string }
   | { readonly op: "clear"; readonly target: LockoutTarget }
 
 /** Most lockout entries kept in memory. */
@@ -97,14 +97,19 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
           e.model === target.model &&
           (target.connection === undefined || target.connection === e.connectionId || target.connection.toLowerCase() === e.connectionName.toLowerCase()))
 
+      /** A success: the failure count halves; at 0 the entry is gone. Answers whether there was an entry. */
+      const succeed = (key: string): boolean => {
+        const e = entries.get(key)
+        if (e === undefined) return false
+        e.failures = Math.floor(e.failures / 2)
+        if (e.failures === 0) entries.delete(key)
+        return true
+      }
+
       // Another process's change, applied as is.
       const channel = shared.channel<LockoutChange>("lockouts", (c) => {
-        if (c.op === "put") {
-          const current = entries.peek(c.key)
-          // A success's halving (same failure) keeps the entry's place; a new failure makes it the newest.
-          if (current !== undefined && current.lastFailureAt === c.entry.lastFailureAt) current.failures = c.entry.failures
-          else entries.set(c.key, { ...c.entry })
-        } else if (c.op === "delete") entries.delete(c.key)
+        if (c.op === "put") entries.set(c.key, { ...c.entry })
+        else if (c.op === "success") succeed(c.key)
         else for (const [key, e] of [...entries]) if (matching(c.target, e)) entries.delete(key)
       })
 
@@ -146,11 +151,7 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
 
       const unsafeOnSuccess: LockoutsShape["unsafeOnSuccess"] = (ref) => {
         const key = keyOf(ref.provider, ref.connectionId, ref.model)
-        const e = entries.get(key)
-        if (e === undefined) return
-        e.failures = Math.floor(e.failures / 2)
-        if (e.failures === 0) entries.delete(key)
-        if (channel.shared) channel.publish(e.failures === 0 ? { op: "delete", key } : { op: "put", key, entry: e })
+        if (succeed(key) && channel.shared) channel.publish({ op: "success", key })
       }
 
       const clear: LockoutsShape["clear"] = (target) =>
