@@ -1,4 +1,4 @@
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -11,6 +11,7 @@ import { Budgets } from "../src/accounting/Budgets.js"
 import { Idempotency } from "../src/accounting/Idempotency.js"
 import { ResponseCache } from "../src/accounting/ResponseCache.js"
 import { TokenLimits } from "../src/accounting/TokenLimits.js"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { EventBus } from "../src/events/EventBus.js"
 import { openAiResponses } from "../src/formats/openai-responses.js"
@@ -26,7 +27,8 @@ import { makeMemoryCluster, type MemoryCluster, SharedState } from "../src/state
 import { BatchWriter } from "../src/store/BatchWriter.js"
 import * as Db from "../src/store/Db.js"
 import { StoreVersion } from "../src/store/StoreVersion.js"
-import { tempDir } from "./support/gateway.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**
  * The shared-state seam (docs/ARCHITECTURE.md, "Seam 4"): two instances of each service, each
@@ -322,4 +324,82 @@ describe("two gateway processes over one cluster", () => {
       expectHealthy(cluster)
     })
   )
+})
+
+describe("two whole gateways on one database, linked by one cluster", () => {
+  const ADMIN = "gwk_shared_state_admin_0123456789abcdef"
+  const admin = { authorization: `Bearer ${ADMIN}` }
+  const cluster = makeMemoryCluster()
+  let up: FakeUpstream
+  let a: TestGateway
+  let b: TestGateway
+
+  beforeAll(async () => {
+    up = await FakeUpstream.start()
+    a = await startGateway({ sharedState: SharedState.layerCluster(cluster) })
+    await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+    const added = await call(`${a.url}/api/providers`, { body: { provider: "openai-compatible", name: "ca", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+    expect(added.status).toBe(201)
+    // The second process starts on the same database file, as a second replica would on PostgreSQL.
+    b = await startGateway({ dataDir: a.dataDir, sharedState: SharedState.layerCluster(cluster) })
+  })
+  afterAll(async () => {
+    await b?.close()
+    await a?.close()
+    await up?.close()
+  })
+
+  const chat = (gw: TestGateway, headers: Record<string, string> = {}, content = "hi") =>
+    call(`${gw.url}/v1/chat/completions`, { body: { model: "ca/m1", messages: [{ role: "user", content }] }, headers })
+
+  it("a rate limit met through one gateway cools the connection down in the other: it does not call the upstream", async () => {
+    up.requests.length = 0
+    up.always({ status: 429, headers: { "retry-after": "30" } })
+    try {
+      expect((await chat(a)).status).toBe(429)
+      const sent = up.requests.length
+      expect(sent).toBeGreaterThan(0)
+      const refused = await chat(b)
+      expect(refused.status).toBe(429)
+      expect(up.requests.length).toBe(sent)
+      const health = await call(`${b.url}/api/resilience`, { headers: admin })
+      expect(health.body.connections.find((c: any) => c.name === "ca")).toMatchObject({ state: "cooldown" })
+    } finally {
+      await a.resetResilience()
+      up.always({ content: "ok" })
+    }
+    // The reset made through the first gateway reached the second.
+    expect((await chat(b)).status).toBe(200)
+    expect(cluster.errors).toEqual([])
+  })
+
+  it("a request repeated with the same Idempotency-Key at the other gateway gets the first answer; the upstream is called once", async () => {
+    up.requests.length = 0
+    up.always({ content: "the one answer" })
+    const first = await chat(a, { "idempotency-key": "same-1" })
+    expect(first.status).toBe(200)
+    const again = await chat(b, { "idempotency-key": "same-1" })
+    expect(again.status).toBe(200)
+    expect(again.headers.get("x-gateway-idempotent")).toBe("true")
+    expect(again.body.choices[0].message.content).toBe("the one answer")
+    expect(again.body.id).toBe(first.body.id)
+    expect(up.requests.length).toBe(1)
+  })
+
+  it("previous_response_id of a response one gateway answered (store: false) is resolved by the other", async () => {
+    up.requests.length = 0
+    up.always({ content: "Nice to meet you, Ada." })
+    const first = await call(`${a.url}/v1/responses`, { body: { model: "ca/m1", input: "My name is Ada.", store: false } })
+    expect(first.status).toBe(200)
+    up.always({ content: "Your name is Ada." })
+    const next = await call(`${b.url}/v1/responses`, { body: { model: "ca/m1", previous_response_id: first.body.id, input: "What is my name?", store: false } })
+    expect(next.status).toBe(200)
+    // The upstream (which stores nothing) got the whole conversation from the second gateway.
+    const messages = up.requests[1]!.body.messages.map((m: any) => [m.role, typeof m.content === "string" ? m.content : m.content.map((p: any) => p.text).join("")])
+    expect(messages).toEqual([
+      ["user", "My name is Ada."],
+      ["assistant", "Nice to meet you, Ada."],
+      ["user", "What is my name?"]
+    ])
+  })
 })
