@@ -80,7 +80,8 @@ const effectiveState = (e: Entry, now: number): BreakerState =>
  * hosts; docs/resilience.md). Counts
  * consecutive provider-level failures: DEGRADED at `degradationThreshold`, OPEN at
  * `failureThreshold`; OPEN reads HALF_OPEN once `resetTimeoutMs` has passed, where one probe
- * at a time decides: success closes, failure re-opens for a full reset timeout.
+ * at a time decides: success closes, failure re-opens for a full reset timeout. Verdicts also
+ * go to the other gateway processes on the `breakers` channel (`SharedState`).
  */
 export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<CircuitBreakers, CircuitBreakersShape>() {
   static readonly layer = Layer.effect(
