@@ -1,7 +1,8 @@
 /**
  * count_tokens upstream (Anthropic `/v1/messages/count_tokens`, Gemini `:countTokens`) through
- * the guarded attempt: the plan's candidates that can count are asked in order, a retryable
- * failure falls back to the next one and counts for the breakers and cooldowns. The routes count
+ * the guarded attempt: the plan's leading candidates that can count (those that would serve the
+ * request before any that cannot) are asked in order, a retryable failure falls back to the next
+ * one and counts for the breakers and cooldowns. The routes count
  * locally when no candidate answers. No usage row: counting is free upstream, and clients (Claude
  * Code) ask before every turn.
  */
@@ -14,7 +15,7 @@ import type { Candidate } from "../routing/types.js"
 import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
 import type { InferenceShape } from "./call.js"
 import { clientError, type InferenceError } from "./errors.js"
-import { type AttemptRequest, narrowPlan } from "./fallback.js"
+import type { AttemptRequest } from "./fallback.js"
 import type { RequestContext } from "./io.js"
 
 /** What a counting endpoint asks of each candidate. */
@@ -69,9 +70,13 @@ export const countUpstream = (
   how: Pick<CountRequest, "able" | "prepare" | "read">
 ): Effect.Effect<number | undefined, InferenceError> =>
   Effect.flatMap(inference.plan(model, client), (plan) => {
-    const able = narrowPlan(plan, how.able)
-    if (!able) return Effect.succeed(undefined)
-    return inference.guarded({ ctx, format: client, model, ...how }, able, newTracking(model), tryCount(inference)).pipe(
+    // The candidates that would answer the request itself before any that cannot count: a count
+    // is for the model that would serve, not for one further down the list.
+    const end = plan.candidates.findIndex((c) => !how.able(c))
+    const candidates = end === -1 ? plan.candidates : plan.candidates.slice(0, end)
+    if (candidates.length === 0) return Effect.succeed(undefined)
+    const { fusion: _fusion, ...rest } = plan
+    return inference.guarded({ ctx, format: client, model, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount(inference)).pipe(
       Effect.map((counted): number | undefined => counted.count),
       Effect.orElseSucceed(() => undefined)
     )
