@@ -122,8 +122,11 @@ const speaksResponses = (c: Candidate): boolean => c.connection.formats.includes
 
 /**
  * Responses over WebSocket, on the HTTP port at /v1/responses, /responses and /api/v1/responses.
- * Each `response.create` frame becomes one streamed `POST /responses` to a connection that
- * speaks the Responses API natively; the answer's events go back one JSON frame each.
+ * Each `response.create` frame becomes one streamed `POST /responses` through the guarded
+ * attempt (fallback.ts) over the model's connections that speak the Responses API natively, so
+ * it has HTTP's admission, breakers, cooldowns and fallback (before any message went out); the
+ * answer's events go back one JSON frame each, through HTTP's stream relay and watchdog
+ * (`relayFrames`, with the socket as its sink). One usage row (`responses.ws`) per response.
  *
  * Codex's protocol: a prewarm frame with `generate: false` gets an empty completed response
  * (nothing is generated), and later frames name it in `previous_response_id` with only the new
@@ -236,8 +239,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
             const able = narrowPlan(plan, speaksResponses)
             if (!able) {
-              const first = firstOf(plan)
-              if (!first) return yield* allBlocked(openAiResponses, plan)
+              const other = firstOf(plan)
+              if (!other) return yield* allBlocked(openAiResponses, plan)
               return send(
                 JSON.stringify({
                   type: "error",
@@ -245,7 +248,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                   error: {
                     type: "invalid_request_error",
                     code: "upstream_ws_provider_required",
-                    message: `${model} is served by ${first.connection.name} (${first.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+                    message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
                   }
                 })
               )
