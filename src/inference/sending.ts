@@ -200,8 +200,6 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
       })
     )
 
-  const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.map(readFailure(res, upstream, client, connection), (r) => r.error)
-
   /**
    * A successful answer's body as text: read in the same wait as its headers (`readWhole`), or
    * now, under the same size limit (a stream asked for, answered whole). A body that could not
@@ -221,5 +219,5 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
             Effect.mapError((e) => unreadableAnswer(client, connection, e))
           )
 
-  return { sendAs, send, readFailure, failure, wholeText }
+  return { sendAs, send, readFailure, wholeText }
 }
