@@ -8,7 +8,7 @@ import { failureOf } from "../formats/openai-responses.js"
 import { formatCost } from "../accounting/cost.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { type RequestContext, responseHeaders } from "./io.js"
-import type { InferenceCall } from "./pipeline.js"
+import type { ExtraTokens, InferenceCall } from "./call.js"
 
 /** Whether a parsed body is an error object in `format`'s own shape. */
 export const isErrorShape = (format: FormatId, body: unknown): boolean => {
@@ -65,12 +65,6 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
   if (res.usage) events.push({ type: "usage", usage: res.usage })
   events.push({ type: "finish", stopReason: res.stopReason, ...(res.stopSequence ? { stopSequence: res.stopSequence } : {}) })
   return events
-}
-
-/** Tokens spent on an answer besides its own call (a fusion panel). */
-export interface ExtraTokens {
-  readonly input: number
-  readonly output: number
 }
 
 /**

@@ -19,21 +19,10 @@ import { upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
 import { headerValue } from "./attempts.js"
+import type { SendOptions } from "./call.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
 import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
-
-export interface SendOptions {
-  readonly stream: boolean
-  readonly op?: "generate" | "count_tokens" | "embed"
-  readonly forward?: Readonly<Record<string, string>>
-  /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
-  readonly headersTimeoutMs?: number
-  /** Read the answer whole before answering (a non-streamed call): see UpstreamRequest.readWhole. */
-  readonly readWhole?: boolean
-  /** Abort when the client goes away rather than on interruption: see UpstreamRequest.abortWhen. */
-  readonly abortWhen?: (abort: () => void) => () => void
-}
 
 /** The request body for a connection's own format (the translated path). */
 export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
@@ -211,8 +200,6 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
       })
     )
 
-  const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.map(readFailure(res, upstream, client, connection), (r) => r.error)
-
   /**
    * A successful answer's body as text: read in the same wait as its headers (`readWhole`), or
    * now, under the same size limit (a stream asked for, answered whole). A body that could not
@@ -232,5 +219,5 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
             Effect.mapError((e) => unreadableAnswer(client, connection, e))
           )
 
-  return { sendAs, send, readFailure, failure, wholeText }
+  return { sendAs, send, readFailure, wholeText }
 }

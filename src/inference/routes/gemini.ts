@@ -1,12 +1,11 @@
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import { arr, num, obj, str, tryJson } from "../../formats/common.js"
+import { arr, num, obj, str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { gemini, GeminiStreamEncoder } from "../../formats/gemini.js"
 import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
-import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
 import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../catalog.js"
+import { countUpstream } from "../countTokens.js"
 import { embed } from "../embeddings.js"
 import { badRequest, clientError, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
@@ -62,15 +61,14 @@ const countTokens = (deps: RouteDeps, ctx: RequestContext, rawModel: string) =>
     const inner = obj(raw["generateContentRequest"]) ?? raw
     const body = { ...inner, model: modelFromPath(rawModel) }
     const canonical = yield* decode(body)
-    const target = yield* deps.inference.resolve(splitNoThinking(canonical.model).model, gemini).pipe(Effect.option)
-    if (Option.isSome(target) && target.value.connection.format === "gemini") {
-      const { model: _m, ...payload } = body
-      const counted = yield* deps.inference.send(target.value, "gemini", payload, { stream: false, op: "count_tokens" }, gemini).pipe(
-        Effect.flatMap((res) => readUpstreamBody(res.body, 1024 * 1024).pipe(Effect.map((b) => (res.status === 200 ? num(obj(tryJson(b.toString("utf8")))?.["totalTokens"]) : undefined)))),
-        Effect.option
-      )
-      if (Option.isSome(counted) && counted.value !== undefined) return sendJson(ctx, 200, { totalTokens: counted.value })
-    }
+    // A Gemini upstream counts (through the guarded attempt); for any other model, or when none answers, the gateway does.
+    const { model: _m, ...payload } = body
+    const counted = yield* countUpstream(deps.inference, ctx, gemini, splitNoThinking(canonical.model).model, {
+      able: (c) => c.connection.format === "gemini",
+      prepare: () => ({ format: "gemini", body: payload }),
+      read: (json) => num(obj(json)?.["totalTokens"])
+    }).pipe(Effect.orElseSucceed(() => undefined))
+    if (counted !== undefined) return sendJson(ctx, 200, { totalTokens: counted })
     sendJson(ctx, 200, { totalTokens: yield* Effect.promise(() => countRequestTokens(canonical)) })
   })
 
