@@ -80,6 +80,10 @@ export const effectivePrice = (
   if (!catalog && !override) return undefined
   const base: Record<string, number> = { input: catalog?.input ?? 0, output: catalog?.output ?? 0 }
   if (catalog?.cachedInput !== undefined) base["cachedInput"] = catalog.cachedInput
+  for (const f of ["perImage", "perSecond", "perCharacter", "perSearch"] as const) {
+    const v = catalog?.[f]
+    if (v !== undefined) base[f] = v
+  }
   for (const f of PRICE_FIELDS) {
     const v = override?.[f]
     if (v !== undefined) base[f] = v

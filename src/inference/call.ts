@@ -9,6 +9,7 @@ import type { StreamEncoder, WireFormat } from "../formats/format.js"
 import type { Connection, ResolvedTarget } from "../providers/Connections.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { RoutePlan } from "../routing/plan.js"
+import type { CustomCall } from "../upstream/executors.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import type { AttemptOutcome, Tracking } from "./attempts.js"
 import type { InferenceError } from "./errors.js"
@@ -69,6 +70,8 @@ export interface InferenceCall {
 export interface SendOptions {
   readonly stream: boolean
   readonly op?: "generate" | "count_tokens" | "embed"
+  /** A media call, job poll or download: its path, method and body instead of the family's (`body` and `op` are then unused). */
+  readonly custom?: CustomCall
   readonly forward?: Readonly<Record<string, string>>
   /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
   readonly headersTimeoutMs?: number

@@ -15,7 +15,7 @@ import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/
 import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
 import { scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
-import { upstreamRequest } from "../upstream/executors.js"
+import { customRequest, upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
 import { headerValue } from "./attempts.js"
@@ -131,11 +131,13 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
       return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
     }
     const request = (policy: UrlPolicyFlags) => {
-      const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
+      const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
       if (!verdict.ok) {
         return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
       }
-      const prepared = upstreamRequest(connection, format, body, {
+      const prepared = options.custom
+        ? customRequest(connection, options.custom, http.userAgent)
+        : upstreamRequest(connection, format, body, {
         model: target.model,
         stream: options.stream,
         userAgent: http.userAgent,

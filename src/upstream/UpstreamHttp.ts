@@ -51,7 +51,7 @@ export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportE
 
 export interface UpstreamRequest {
   readonly url: string
-  readonly method: "GET" | "POST"
+  readonly method: "GET" | "POST" | "DELETE"
   readonly headers: Record<string, string>
   readonly body?: string | Buffer
   /** Time allowed until response headers arrive. */
