@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type { Usage } from "../formats/canonical.js"
 import { BatchWriter } from "../store/BatchWriter.js"
+import { rowsChanged } from "../store/dialect.js"
 import { AccountingConfig } from "./AccountingConfig.js"
 
 /** One cached answer. `body` is the client-format JSON answer, ready to send. */
@@ -145,12 +146,6 @@ const decodeEmbedding = (b: Uint8Array | null): Float32Array | undefined => {
   const copy = new Uint8Array(b.byteLength)
   copy.set(b)
   return new Float32Array(copy.buffer)
-}
-
-/** Rows a write statement changed (better-sqlite3's RunResult). */
-const changes = (raw: unknown): number => {
-  const n = (raw as { changes?: unknown } | null)?.changes
-  return typeof n === "number" ? n : typeof n === "bigint" ? Number(n) : 0
 }
 
 const fromRow = (r: DbRow): CacheEntry => {
@@ -294,7 +289,7 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
       const sweep: Effect.Effect<number> = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         dropExpiredMemory(now)
-        return changes(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
+        return rowsChanged(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
       }).pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning("response cache: sweep failed", error.message), 0)))
 
       const clear = Effect.gen(function* () {
@@ -302,7 +297,7 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
         memory.clear()
         // Writes still queued would land after the DELETE and bring entries back.
         yield* writer.flush
-        const deleted = changes(yield* sql`DELETE FROM cache_entries`.raw)
+        const deleted = rowsChanged(yield* sql`DELETE FROM cache_entries`.raw)
         // Anything put while the flush ran.
         memory.clear()
         hits = 0
