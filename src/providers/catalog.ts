@@ -5,6 +5,9 @@
  * override them.
  */
 import type { FormatId } from "../formats/canonical.js"
+import type { ProviderQuirks } from "../formats/format.js"
+
+export type { ProviderQuirks }
 
 export type WireFormat = FormatId
 export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "none"
@@ -58,6 +61,8 @@ export interface ProviderSpec {
   readonly requiresBaseUrl: boolean
   readonly docsUrl: string
   readonly models: ReadonlyArray<ModelSpec>
+  /** Where this provider's dialect of its formats differs (read by the format modules); none when absent. */
+  readonly quirks?: ProviderQuirks
 }
 
 type Caps = Partial<ModelCapabilities>
@@ -108,6 +113,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://platform.openai.com/docs/api-reference",
+    quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true },
     models: [
       chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
       chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),
@@ -222,6 +228,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://api-docs.deepseek.com/",
+    quirks: { reasoningContent: true },
     models: [
       chat("deepseek-chat", "DeepSeek Chat", 128_000, 8192, 0.27, 1.1, {}, { cachedInput: 0.07 }),
       chat("deepseek-reasoner", "DeepSeek Reasoner", 128_000, 65_536, 0.55, 2.19, R, { cachedInput: 0.14 })

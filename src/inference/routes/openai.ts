@@ -179,7 +179,7 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       body,
       openAiResponses,
       target !== undefined && !native,
-      target && { id: target.connection.id, storesResponses: native && target.connection.provider.id === "openai" }
+      target && { id: target.connection.id, storesResponses: native && target.connection.provider.quirks?.storesResponses === true }
     )
     const canonical = yield* decodeResponsesRequest(expanded.body, continues)
     const { model, noThinking } = splitNoThinking(canonical.model)
