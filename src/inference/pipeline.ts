@@ -12,7 +12,7 @@ import {
   wholeUsage
 } from "../formats/canonical.js"
 import { obj, tryJson } from "../formats/common.js"
-import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
+import type { StreamEncoder, WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
 import { UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
@@ -37,7 +37,7 @@ import { costHeaders, encodeWhole, type ExtraTokens, JSON_ARRAY_CONTENT_TYPE, re
 import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue, outcomeCost, recordRequest } from "./attempts.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import { makeFallback } from "./fallback.js"
-import { clientError, InferenceError } from "./errors.js"
+import { clientError, decodeFailure, InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
@@ -206,13 +206,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           } else {
             const canonical = yield* Effect.try({
               try: () => (call.decode ?? client.decodeRequest)(call.body),
-              catch: (e) =>
-                attemptFailed(
-                  e instanceof RequestDecodeError
-                    ? clientError(client, { status: 400, kind: "invalid_request", message: e.message, param: e.param })
-                    : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` }),
-                  undefined
-                )
+              catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
             body = encodeFor(connection, req).body
