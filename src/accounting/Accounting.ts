@@ -13,6 +13,7 @@ import { tokenCost } from "./cost.js"
 import { Pricing } from "./Pricing.js"
 import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
 import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 
 /** A request's hold on its key's budget and token limits while it runs. */
 export interface Reservation {
@@ -114,12 +115,11 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const cost: AccountingShape["cost"] = (provider, model, u) => tokenCost(pricing.priceOf(provider, model), u)
 
       // Per key: the running average of a request's cost and tokens, and what is held in flight.
-      const averages = new Map<string, { costUsd: number; tokens: number }>()
+      const averages = new BoundedMap<string, { costUsd: number; tokens: number }>({ maxEntries: 10_000 })
       const held = new Map<string, { costUsd: number; tokens: number; count: number }>()
       const learn = (apiKeyId: string, costUsd: number, tokens: number) => {
         const a = averages.get(apiKeyId)
         averages.set(apiKeyId, a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens })
-        while (averages.size > 10_000) averages.delete(averages.keys().next().value!)
       }
       const reserve: AccountingShape["reserve"] = (apiKeyId) => {
         if (apiKeyId === null) return NO_RESERVATION

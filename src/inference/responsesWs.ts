@@ -92,7 +92,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       )
 
       const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
-        const store = new ResponseStore(100, 2 * 60 * 60 * 1000)
+        const store = ResponseStore.make({ maxEntries: 100, maxAgeMs: 2 * 60 * 60 * 1000 })
         let current: Fiber.RuntimeFiber<void, never> | undefined
         const queue: Array<string> = []
         const send = (text: string) => {

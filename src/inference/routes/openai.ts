@@ -16,7 +16,7 @@ import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, decodeFailure, InferenceError, tryDecode } from "../errors.js"
 import { type RequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceShape } from "../pipeline.js"
-import type { ResponseStore } from "../responseStore.js"
+import type { ResponseStoreShape } from "../responseStore.js"
 import type { RouteDef } from "./types.js"
 import type { Connection } from "../../providers/Connections.js"
 import { sseData } from "../../formats/frames.js"
@@ -24,7 +24,7 @@ import { sseData } from "../../formats/frames.js"
 export interface RouteDeps {
   readonly inference: InferenceShape
   readonly usage: UsageShape
-  readonly responses: ResponseStore
+  readonly responses: ResponseStoreShape
   readonly connections: Effect.Effect<ReadonlyArray<Connection>>
   readonly flag: (key: FlagKey) => Effect.Effect<boolean>
   /** Prices and settles requests served outside the pipeline (embeddings, WebSocket). */
