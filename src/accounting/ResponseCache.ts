@@ -7,6 +7,7 @@ import * as Schedule from "effect/Schedule"
 import type { Usage } from "../formats/canonical.js"
 import { type Codec, SharedState } from "../state/SharedState.js"
 import { BatchWriter } from "../store/BatchWriter.js"
+import { rowsChanged } from "../store/dialect.js"
 import { BoundedMap } from "../util/BoundedMap.js"
 import { AccountingConfig } from "./AccountingConfig.js"
 
@@ -164,12 +165,6 @@ const changeCodec: Codec<CacheChange> = {
   }
 }
 
-/** Rows a write statement changed (better-sqlite3's RunResult). */
-const changes = (raw: unknown): number => {
-  const n = (raw as { changes?: unknown } | null)?.changes
-  return typeof n === "number" ? n : typeof n === "bigint" ? Number(n) : 0
-}
-
 const fromRow = (r: DbRow): CacheEntry => {
   const { params, usage, served } = decodeUsage(r.usage)
   const embedding = decodeEmbedding(r.embedding)
@@ -321,7 +316,7 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
       const sweep: Effect.Effect<number> = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         dropExpiredMemory(now)
-        return changes(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
+        return rowsChanged(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
       }).pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning("response cache: sweep failed", error.message), 0)))
 
       const clear = Effect.gen(function* () {
@@ -330,7 +325,7 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
         if (channel.shared) channel.publish({ op: "clear" })
         // Writes still queued would land after the DELETE and bring entries back.
         yield* writer.flush
-        const deleted = changes(yield* sql`DELETE FROM cache_entries`.raw)
+        const deleted = rowsChanged(yield* sql`DELETE FROM cache_entries`.raw)
         // Anything put while the flush ran.
         memory.clear()
         hits = 0

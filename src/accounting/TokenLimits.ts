@@ -202,7 +202,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         )
 
       const loadAll = Effect.gen(function* () {
-        const rows = yield* sql<Row>`SELECT * FROM token_limits ORDER BY created_at, rowid`.pipe(Effect.orDie)
+        const rows = yield* sql<Row>`SELECT * FROM token_limits ORDER BY created_at, id`.pipe(Effect.orDie)
         const now = yield* Clock.currentTimeMillis
         const seen = new Set<string>()
         for (const row of rows) {

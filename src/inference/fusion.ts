@@ -9,7 +9,7 @@ import * as Fiber from "effect/Fiber"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import { type CanonicalRequest, type CanonicalResponse, type ContentBlock, type FormatId, textOf, type Usage } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
-import { RequestDecodeError, type WireFormat } from "../formats/format.js"
+import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection } from "../providers/Connections.js"
 import type { FailureInfo } from "../resilience/types.js"
@@ -18,7 +18,7 @@ import type { Candidate } from "../routing/types.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "./attempts.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
-import { clientError, type InferenceError } from "./errors.js"
+import { clientError, type InferenceError, tryDecode } from "./errors.js"
 import type { AttemptRequest } from "./fallback.js"
 import { committed } from "./io.js"
 import { errorInAnswer } from "./sending.js"
@@ -152,11 +152,7 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     Effect.gen(function* () {
       const { ctx, format: client } = call
       if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
-      const canonical = yield* Effect.try({
-        try: () => (call.decode ?? client.decodeRequest)(call.body),
-        catch: (e) =>
-          clientError(client, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`, param: e instanceof RequestDecodeError ? e.param : null })
-      })
+      const canonical = yield* tryDecode(client, () => (call.decode ?? client.decodeRequest)(call.body))
       const panelRequest = withoutTools(canonical)
       const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
       // What the whole panel spent (members that answered, empty answers included): the reply's headers count it.

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../formats/canonical.js"
 import { obj, tryJson } from "../formats/common.js"
-import { RequestDecodeError, type WireFormat } from "../formats/format.js"
+import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
@@ -32,7 +32,7 @@ import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptF
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { makeGuardedAttempt } from "./fallback.js"
-import { clientError, type InferenceError } from "./errors.js"
+import { clientError, decodeFailure, type InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { makeRelay, streamEnded } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
@@ -137,13 +137,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           } else {
             const canonical = yield* Effect.try({
               try: () => (call.decode ?? client.decodeRequest)(call.body),
-              catch: (e) =>
-                attemptFailed(
-                  e instanceof RequestDecodeError
-                    ? clientError(client, { status: 400, kind: "invalid_request", message: e.message, param: e.param })
-                    : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` }),
-                  undefined
-                )
+              catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
             body = encodeFor(connection, req).body

@@ -9,7 +9,6 @@ import * as Redacted from "effect/Redacted"
 import type { CanonicalRequest, FormatId } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
-import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
@@ -17,23 +16,17 @@ import { scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { customRequest, upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
-import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
+import { hintHeaders } from "./answers.js"
 import { headerValue } from "./attempts.js"
 import type { SendOptions } from "./call.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
 import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
-/** The request body for a connection's own format (the translated path). */
+/** The request body for a connection's own format (the translated path), with its provider's quirks. */
 export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
   const upstream = FORMATS[connection.format]
-  return {
-    format: upstream.id,
-    body:
-      upstream.id === "openai-chat"
-        ? encodeChatRequest(req, { maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens", reasoningContent: connection.provider.id === "deepseek" })
-        : upstream.encodeRequest(req)
-  }
+  return { format: upstream.id, body: upstream.encodeRequest(req, connection.provider.quirks) }
 }
 
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
@@ -96,7 +89,7 @@ export const errorInAnswer = (
   connection: Connection
 ): { readonly error: InferenceError; readonly info: FailureInfo } | undefined => {
   const bad =
-    errorIn200(upstream, json) ??
+    FORMATS[upstream].errorIn200(json) ??
     (json === undefined
       ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" }
       : // Walking or re-encoding an answer this deep would overflow the stack: a failure of this target.
@@ -195,7 +188,7 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
         const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
         // Same format: the upstream's own error object is already what the client expects.
         const error =
-          upstream.id === client.id && isErrorShape(upstream.id, parsed)
+          upstream.id === client.id && upstream.isErrorBody(parsed)
             ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
             : clientError(client, { ...decoded, code: decoded.code ?? "upstream_error" }, hintHeaders(res.headers))
         return { error, info }

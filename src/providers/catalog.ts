@@ -5,6 +5,9 @@
  * override them.
  */
 import type { FormatId } from "../formats/canonical.js"
+import type { ProviderQuirks } from "../formats/format.js"
+
+export type { ProviderQuirks }
 
 export type WireFormat = FormatId
 /** `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram). */
@@ -73,6 +76,8 @@ export interface ProviderSpec {
    * catalog does not list is taken to be able to do any of these. Default: chat and embeddings.
    */
   readonly offers?: ReadonlyArray<ModelKind>
+  /** Where this provider's dialect of its formats differs (read by the format modules); none when absent. */
+  readonly quirks?: ProviderQuirks
 }
 
 type Caps = Partial<ModelCapabilities>
@@ -136,6 +141,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://platform.openai.com/docs/api-reference",
     offers: ["chat", "embedding", "image", "video", "speech", "transcription", "moderation"],
+    quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true },
     models: [
       chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
       chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),
@@ -256,6 +262,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://api-docs.deepseek.com/",
     offers: ["chat"],
+    quirks: { reasoningContent: true },
     models: [
       chat("deepseek-chat", "DeepSeek Chat", 128_000, 8192, 0.27, 1.1, {}, { cachedInput: 0.07 }),
       chat("deepseek-reasoner", "DeepSeek Reasoner", 128_000, 65_536, 0.55, 2.19, R, { cachedInput: 0.14 })

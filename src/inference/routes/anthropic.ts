@@ -2,31 +2,21 @@ import * as Effect from "effect/Effect"
 import { anthropic, MESSAGES_MAX_TOKENS } from "../../formats/anthropic.js"
 import type { CanonicalRequest } from "../../formats/canonical.js"
 import { num, obj } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
 import { requireParam } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
 import { splitNoThinking } from "../catalog.js"
 import { countUpstream } from "../countTokens.js"
-import { clientError } from "../errors.js"
+import { clientError, tryDecode } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
 /** `messages` also requires `max_tokens` (Anthropic does; count_tokens takes none). */
 const decode = (body: Record<string, unknown>, messages = false) =>
-  Effect.try({
-    try: () => {
-      const canonical = anthropic.decodeRequest(body)
-      if (messages) requireParam(body, "max_tokens", MESSAGES_MAX_TOKENS)
-      return canonical
-    },
-    catch: (e) =>
-      clientError(anthropic, {
-        status: 400,
-        kind: "invalid_request",
-        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
-        param: e instanceof RequestDecodeError ? e.param : null
-      })
+  tryDecode(anthropic, () => {
+    const canonical = anthropic.decodeRequest(body)
+    if (messages) requireParam(body, "max_tokens", MESSAGES_MAX_TOKENS)
+    return canonical
   })
 
 /** `POST /v1/messages` (`?beta=true` too: the query is ignored). */
