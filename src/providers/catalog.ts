@@ -353,7 +353,12 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://elevenlabs.io/docs/api-reference",
     offers: ["speech", "music", "transcription"],
-    models: []
+    models: [
+      media("eleven_multilingual_v2", "Eleven Multilingual v2", "speech", { perCharacter: 0.0001 }),
+      media("eleven_flash_v2_5", "Eleven Flash v2.5", "speech", { perCharacter: 0.00005 }),
+      media("music_v1", "Eleven Music", "music"),
+      media("scribe_v1", "Scribe v1", "transcription")
+    ]
   },
   {
     id: "deepgram",
@@ -367,7 +372,10 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://developers.deepgram.com/reference",
     offers: ["transcription", "speech"],
-    models: []
+    models: [
+      media("nova-3", "Nova-3", "transcription", { perSecond: 0.0043 / 60 }),
+      media("aura-2-thalia-en", "Aura 2 (Thalia)", "speech", { perCharacter: 0.00003 })
+    ]
   },
   {
     id: "cohere",
@@ -381,7 +389,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://docs.cohere.com/reference",
     offers: ["rerank"],
-    models: []
+    models: [media("rerank-v3.5", "Rerank 3.5", "rerank", { perSearch: 0.002 })]
   },
   {
     id: "jina",
@@ -395,7 +403,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://jina.ai/reranker/",
     offers: ["rerank"],
-    models: []
+    models: [media("jina-reranker-v2-base-multilingual", "Jina Reranker v2", "rerank")]
   },
   {
     id: "voyage",
@@ -409,7 +417,10 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://docs.voyageai.com/reference",
     offers: ["rerank"],
-    models: []
+    models: [
+      media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }),
+      media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })
+    ]
   },
   {
     id: "openai-compatible",
