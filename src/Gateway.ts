@@ -7,6 +7,7 @@ import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
+import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
 import { StreamTimeouts } from "./inference/timeouts.js"
@@ -39,6 +40,7 @@ import { Pricing } from "./accounting/Pricing.js"
 import { ResponseCache } from "./accounting/ResponseCache.js"
 import { TokenLimits } from "./accounting/TokenLimits.js"
 import { InFlight } from "./usage/InFlight.js"
+import { SharedState } from "./state/SharedState.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -54,7 +56,10 @@ export const CoreLayer = ProviderChecks.layer.pipe(
   Layer.provideMerge(StoreLayer)
 )
 
-/** The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and StreamTimeouts. */
+/**
+ * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
+ * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
+ */
 export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
@@ -62,7 +67,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
-  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, RequestHooks.layer)),
+  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)
@@ -72,6 +77,8 @@ export const ServerLayer = GatewayServer.layer.pipe(
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
   return Layer.merge(ServerLayer, ProcessGuard).pipe(
+    // One process; a multi-process transport (Redis) is chosen here.
+    Layer.provide(SharedState.layer),
     Layer.provide(StreamTimeouts.layer),
     Layer.provide(Logging.layerFromConfig),
     Layer.provide(config),

@@ -8,8 +8,8 @@ import { ollama } from "../src/formats/ollama.js"
 import { encodeChatRequest, openAiChat } from "../src/formats/openai-chat.js"
 import { encodeResponsesRequest, openAiResponses } from "../src/formats/openai-responses.js"
 import { countRequestTokens, imageSize } from "../src/formats/tokens.js"
-import { normalizePassthrough } from "../src/inference/passthrough.js"
-import type { Connection } from "../src/providers/Connections.js"
+import { NO_QUIRKS } from "../src/formats/format.js"
+import { findProvider } from "../src/providers/catalog.js"
 
 const base: CanonicalRequest = { model: "m", system: [], messages: [], tools: [], stream: false }
 const weatherTool = { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
@@ -97,7 +97,7 @@ describe("Anthropic specifics", () => {
     const req = anthropic.decodeRequest(body)
     expect(req.system.map((b) => b.text)).toEqual(["You are Claude.", "# Environment"])
     expect(req.messages.map((m) => m.role)).toEqual(["user"])
-    const passed = normalizePassthrough("anthropic", body, {} as Connection)
+    const passed = anthropic.passthroughBody(body, NO_QUIRKS)
     expect((passed["messages"] as Array<{ role: string }>).map((m) => m.role)).toEqual(["user"])
     expect((passed["system"] as Array<{ text: string }>).map((b) => b.text)).toEqual(["You are Claude.", "# Environment"])
   })
@@ -207,11 +207,12 @@ describe("Responses API strictness", () => {
       prompt_cache_key: "k",
       store: false
     }
-    const compat = normalizePassthrough("openai-responses", codex, { provider: { id: "openai-compatible" } } as Connection)
+    // The quirks each provider declares in the catalog.
+    const compat = openAiResponses.passthroughBody(codex, findProvider("openai-compatible")!.quirks ?? NO_QUIRKS)
     expect(Object.keys(compat).sort()).toEqual(["input", "model", "store", "tools"])
     expect((compat["input"] as Array<any>)[0]).not.toHaveProperty("internal_chat_message_metadata_passthrough")
     expect((compat["tools"] as Array<any>).map((t) => t.type)).toEqual(["function"])
-    expect(normalizePassthrough("openai-responses", codex, { provider: { id: "openai" } } as Connection)).toEqual(codex)
+    expect(openAiResponses.passthroughBody(codex, findProvider("openai")!.quirks ?? NO_QUIRKS)).toEqual(codex)
   })
 
   it("reads string input, typeless items, developer messages and Codex's function_call items", () => {

@@ -39,10 +39,13 @@ describe("provider catalog", () => {
     for (const p of PROVIDERS.filter((p) => p.id !== "openai-compatible")) {
       expect(p.models.length, p.id).toBeGreaterThan(0)
       for (const m of p.models) {
-        expect(m.contextWindow, `${p.id}/${m.id}`).toBeGreaterThan(0)
+        // Media models (speech, rerank...) have no context window.
+        if (m.kind === "chat" || m.kind === "embedding") expect(m.contextWindow, `${p.id}/${m.id}`).toBeGreaterThan(0)
         expect(m.pricing.input, `${p.id}/${m.id}`).toBeGreaterThanOrEqual(0)
       }
-      if (p.format === "openai-chat") expect(p.baseUrl, p.id).toMatch(/\/v1$/)
+      // Media-only providers (no chat) take their API's paths whole (Cohere's /v2, ElevenLabs' /v1): a bare origin.
+      const mediaOnly = !(p.offers ?? ["chat"]).includes("chat")
+      if (p.format === "openai-chat" && !mediaOnly) expect(p.baseUrl, p.id).toMatch(/\/v1$/)
       else expect(new URL(p.baseUrl!).pathname, p.id).toBe("/")
     }
   })

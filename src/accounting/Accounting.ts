@@ -9,10 +9,11 @@ import { Connections } from "../providers/Connections.js"
 import { dispatchModel } from "../routing/Router.js"
 import { AccountingConfig } from "./AccountingConfig.js"
 import { type BudgetCheck, Budgets } from "./Budgets.js"
-import { tokenCost } from "./cost.js"
+import { type MediaUnits, mediaCost, tokenCost } from "./cost.js"
 import { Pricing } from "./Pricing.js"
 import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
 import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 
 /** A request's hold on its key's budget and token limits while it runs. */
 export interface Reservation {
@@ -64,15 +65,18 @@ export interface AccountingShape {
   readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, own?: Reservation) => TokenLimitCheck
   /** USD of one answer at the prices in force (0 when unpriced). */
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
+  /** USD of one media answer: its tokens (where reported) plus its units (images, seconds, characters, searches) at the prices in force. */
+  readonly mediaCost: (provider: string, model: string, usage: Partial<Usage> | undefined, units: MediaUnits) => number
   /** The free model a budget-exhausted request goes to, if there is one. */
   readonly emergencyModel: Effect.Effect<string | undefined>
   /** After a request: spend, tokens, and `request.completed` / `request.failed` (synchronous: every request settles). */
   readonly settle: (s: Settlement) => void
   /**
-   * For routes outside the pipeline (embeddings, the WebSocket transport): prices the request,
-   * writes its usage row and settles it. Answers the cost.
+   * For routes outside the pipeline (embeddings, media, the WebSocket transport): prices the
+   * request (its tokens, plus its media `units` when given), writes its usage row and settles
+   * it. Answers the cost.
    */
-  readonly finish: (r: UsageRecord) => Effect.Effect<number>
+  readonly finish: (r: UsageRecord & { readonly units?: MediaUnits }) => Effect.Effect<number>
 }
 
 /**
@@ -112,14 +116,17 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       })
 
       const cost: AccountingShape["cost"] = (provider, model, u) => tokenCost(pricing.priceOf(provider, model), u)
+      const priceMedia: AccountingShape["mediaCost"] = (provider, model, u, units) => {
+        const price = pricing.priceOf(provider, model)
+        return tokenCost(price, u) + mediaCost(price, units)
+      }
 
       // Per key: the running average of a request's cost and tokens, and what is held in flight.
-      const averages = new Map<string, { costUsd: number; tokens: number }>()
+      const averages = new BoundedMap<string, { costUsd: number; tokens: number }>({ maxEntries: 10_000 })
       const held = new Map<string, { costUsd: number; tokens: number; count: number }>()
       const learn = (apiKeyId: string, costUsd: number, tokens: number) => {
         const a = averages.get(apiKeyId)
         averages.set(apiKeyId, a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens })
-        while (averages.size > 10_000) averages.delete(averages.keys().next().value!)
       }
       const reserve: AccountingShape["reserve"] = (apiKeyId) => {
         if (apiKeyId === null) return NO_RESERVATION
@@ -187,12 +194,14 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
 
       return {
         cost,
+        mediaCost: priceMedia,
         settle,
         finish: (r) =>
           Effect.gen(function* () {
             const u = { inputTokens: r.usage.input ?? undefined, outputTokens: r.usage.output ?? undefined, cachedInputTokens: r.usage.cached ?? undefined } as Partial<Usage>
-            const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? cost(r.provider, r.model, u) : 0
-            yield* usage.record({ ...r, costUsd })
+            const { units, ...row } = r
+            const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? (units ? priceMedia(r.provider, r.model, u, units) : cost(r.provider, r.model, u)) : 0
+            yield* usage.record({ ...row, costUsd })
             settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
             return costUsd
           }),

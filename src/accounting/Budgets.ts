@@ -15,6 +15,7 @@ import {
 } from "../domain/accounting.js"
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
+import { SharedState } from "../state/SharedState.js"
 import { toIso } from "../store/Db.js"
 import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { windowEnd, windowStart } from "./windows.js"
@@ -96,6 +97,17 @@ const fromRow = (row: Row): BudgetConfig => {
 }
 
 /**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): a response's cost, which
+ * every process adds to the key's windows (sums commute, so the order of arrival does not matter).
+ * Budgets themselves live in the database and are picked up through `refresh`.
+ */
+export interface BudgetSpend {
+  readonly apiKeyId: string
+  readonly costUsd: number
+  readonly at: number
+}
+
+/**
  * Spend is a float sum of many small costs (10 × 0.1 is 0.9999999999999999): spend within
  * 1e-10 USD (the last digit of `X-Gateway-Response-Cost`) of a level counts as reaching it.
  */
@@ -121,7 +133,8 @@ const settleFlags = (config: BudgetConfig, kind: BudgetInterval, w: WindowState)
 
 /**
  * Per-key USD budgets. Spend per window is loaded from the `usage` table at start (and when a
- * budget appears), then kept in memory: `check` and `record` never touch the database.
+ * budget appears), then kept in memory: `check` and `record` never touch the database. Recorded
+ * spend also goes to the other gateway processes on the `budgets` channel (`SharedState`).
  */
 export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShape>() {
   static readonly layer = Layer.effect(
@@ -130,6 +143,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
       const sql = yield* SqlClient.SqlClient
       const bus = yield* EventBus
       const version = yield* Effect.serviceOption(StoreVersion)
+      const shared = yield* SharedState.orLocal
       const states = new Map<string, BudgetState>()
 
       const spentSince = (apiKeyId: string, since: number) =>
@@ -294,38 +308,51 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
         return worst
       }
 
+      /**
+       * Adds spend at `now`. `local`: this process's own (it announces crossed thresholds and
+       * tells the other processes); another process's spend only marks thresholds as crossed.
+       */
+      const add = (apiKeyId: string, costUsd: number, now: number, local: boolean): void => {
+        const state = states.get(apiKeyId)
+        if (!state) return
+        const c = state.config
+        for (const kind of BUDGET_INTERVALS) {
+          const w = state.windows[kind]
+          roll(kind, c.resetTime, w, now)
+          w.spent += costUsd
+          const limit = budgetLimit(c, kind)
+          if (limit === null) continue
+          const publish = (level: "warning" | "exceeded", threshold: number) =>
+            bus.publish("quota.exceeded", {
+              source: "budget",
+              api_key_id: apiKeyId,
+              window: kind,
+              kind: level,
+              threshold,
+              spent_usd: w.spent,
+              limit_usd: limit,
+              window_start: toIso(w.start),
+              resets_at: toIso(w.end)
+            })
+          if (!w.warned && reached(w.spent, c.warningThreshold * limit)) {
+            w.warned = true
+            if (local) publish("warning", c.warningThreshold)
+          }
+          if (!w.exceeded && reached(w.spent, limit)) {
+            w.exceeded = true
+            if (local) publish("exceeded", 1)
+          }
+        }
+        if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
+      }
+
+      const channel = shared.channel<BudgetSpend>("budgets", (s) => {
+        if (Number.isFinite(s.costUsd) && s.costUsd > 0) add(s.apiKeyId, s.costUsd, s.at, false)
+      })
+
       const unsafeRecord = (apiKeyId: string | null, costUsd: number, now: number): void => {
-              if (apiKeyId === null || !(costUsd > 0) || !Number.isFinite(costUsd)) return
-              const state = states.get(apiKeyId)
-              if (!state) return
-              const c = state.config
-              for (const kind of BUDGET_INTERVALS) {
-                const w = state.windows[kind]
-                roll(kind, c.resetTime, w, now)
-                w.spent += costUsd
-                const limit = budgetLimit(c, kind)
-                if (limit === null) continue
-                const publish = (level: "warning" | "exceeded", threshold: number) =>
-                  bus.publish("quota.exceeded", {
-                    source: "budget",
-                    api_key_id: apiKeyId,
-                    window: kind,
-                    kind: level,
-                    threshold,
-                    spent_usd: w.spent,
-                    limit_usd: limit,
-                    window_start: toIso(w.start),
-                    resets_at: toIso(w.end)
-                  })
-                if (!w.warned && reached(w.spent, c.warningThreshold * limit)) {
-                  w.warned = true
-                  publish("warning", c.warningThreshold)
-                }
-                if (!w.exceeded && reached(w.spent, limit)) {
-                  w.exceeded = true
-                  publish("exceeded", 1)
-                }
-              }
+        if (apiKeyId === null || !(costUsd > 0) || !Number.isFinite(costUsd)) return
+        add(apiKeyId, costUsd, now, true)
       }
 
       const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))

@@ -4,6 +4,8 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import { type Codec, SharedState } from "../state/SharedState.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 
 /** The de-duplication window after a response completed (spec "Limits": 5 s). */
 export const WINDOW_MS = 5000
@@ -51,116 +53,128 @@ export const idempotencyKey = (parts: {
   readonly clientKey: string
 }): string => JSON.stringify([parts.apiKeyId ?? "", parts.method.toUpperCase(), parts.path, parts.clientKey])
 
-/** A sweep of expired keys runs every this many new keys (and whenever the map is over `MAX_KEYS`). */
-const SWEEP_EVERY = 256
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): a completed response (the
+ * body as base64 on the wire), so that a duplicate arriving at another process within the
+ * window gets it too; or an operator's clear. A request still in flight is not announced: a
+ * duplicate sent to another process while the first runs is produced there again.
+ */
+export type IdempotencyChange =
+  | { readonly op: "done"; readonly key: string; readonly response: RecordedResponse; readonly at: number }
+  | { readonly op: "clear" }
 
-type Slot =
-  | {
-      readonly state: "pending"
-      /** Completes with the response, or with `undefined` when the producer failed or was interrupted. */
-      readonly done: Deferred.Deferred<RecordedResponse | undefined>
-    }
-  | { readonly state: "done"; readonly response: RecordedResponse; readonly expiresAt: number }
+const changeCodec: Codec<IdempotencyChange> = {
+  encode: (c) =>
+    JSON.stringify(c.op === "done" ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: c.response.body.toString("base64") } } : c),
+  decode: (text) => {
+    const c = JSON.parse(text)
+    return c.op === "done" ? { ...c, response: { status: c.response.status, headers: c.response.headers, body: Buffer.from(c.response.body, "base64") } } : c
+  }
+}
+
+/** A key whose first request is running: completes with the response, or `undefined` when it failed or was interrupted. */
+interface Pending {
+  readonly done: Deferred.Deferred<RecordedResponse | undefined>
+}
 
 /**
- * Request de-duplication (docs: "Idempotency"). In-memory only: the window is seconds long, and
- * a restart forgets everything.
+ * Request de-duplication (docs: "Idempotency"). In memory: the window is seconds long, and a
+ * restart forgets everything. Completed responses also go to the other gateway processes on the
+ * `idempotency` channel (`SharedState`).
  */
 export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency, IdempotencyShape>() {
-  static readonly layer = Layer.sync(Idempotency, () => {
-    /**
-     * Insertion order: a completed key is re-inserted at completion, so completed keys are in
-     * order of `expiresAt` (the window is constant and the clock does not go back).
-     */
-    const slots = new Map<string, Slot>()
-    let inserts = 0
+  static readonly layer = Layer.effect(
+    Idempotency,
+    Effect.map(SharedState.orLocal, (shared) => {
+      /** Keys in flight: as many as requests running, so not bounded apart from them. */
+      const pending = new Map<string, Pending>()
+      /** Completed responses for `WINDOW_MS`, at most `MAX_KEYS` of them (the oldest dropped first). */
+      const completed = new BoundedMap<string, RecordedResponse>({ maxEntries: MAX_KEYS, ttlMs: WINDOW_MS })
 
-    /** Drops expired completed keys (they form a prefix among completed keys), then the oldest completed ones over `MAX_KEYS`. */
-    const sweep = (now: number) => {
-      for (const [key, slot] of slots) {
-        if (slot.state === "pending") continue
-        if (slot.expiresAt > now) break
-        slots.delete(key)
-      }
-      if (slots.size <= MAX_KEYS) return
-      for (const [key, slot] of slots) {
-        if (slots.size <= MAX_KEYS) break
-        if (slot.state === "done") slots.delete(key)
-      }
-    }
-
-    type Claim =
-      | { readonly kind: "stored"; readonly response: RecordedResponse }
-      | { readonly kind: "wait"; readonly done: Deferred.Deferred<RecordedResponse | undefined> }
-      | { readonly kind: "produce"; readonly slot: Slot & { state: "pending" } }
-
-    /** Look-up and claim in one synchronous step: no other fiber can run in between. */
-    const claim = (key: string, now: number, done: Deferred.Deferred<RecordedResponse | undefined>): Claim => {
-      const slot = slots.get(key)
-      if (slot?.state === "done") {
-        if (slot.expiresAt > now) return { kind: "stored", response: slot.response }
-        slots.delete(key)
-      } else if (slot?.state === "pending") {
-        return { kind: "wait", done: slot.done }
-      }
-      const mine = { state: "pending" as const, done }
-      slots.set(key, mine)
-      if (++inserts % SWEEP_EVERY === 0 || slots.size > MAX_KEYS) sweep(now)
-      return { kind: "produce", slot: mine }
-    }
-
-    const run = <E, R>(key: string, produce: Effect.Effect<RecordedResponse, E, R>) => {
-      const attempt: Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R> = Effect.uninterruptibleMask(
-        (restore) =>
-          Effect.gen(function* () {
-            const done = yield* Deferred.make<RecordedResponse | undefined>()
-            const now = yield* Clock.currentTimeMillis
-            const c = claim(key, now, done)
-            if (c.kind === "stored") return { response: c.response, duplicate: true }
-            if (c.kind === "wait") {
-              const response = yield* restore(Deferred.await(c.done))
-              // The producer failed or was interrupted: start over (one waiter becomes the producer).
-              return response === undefined ? yield* restore(attempt) : { response, duplicate: true }
-            }
-            return yield* restore(produce).pipe(
-              Effect.onExit((exit) =>
-                Effect.gen(function* () {
-                  const owned = slots.get(key) === c.slot
-                  if (Exit.isSuccess(exit)) {
-                    if (owned) {
-                      const completedAt = yield* Clock.currentTimeMillis
-                      slots.delete(key)
-                      slots.set(key, { state: "done", response: exit.value, expiresAt: completedAt + WINDOW_MS })
-                    }
-                    yield* Deferred.succeed(done, exit.value)
-                  } else {
-                    if (owned) slots.delete(key)
-                    yield* Deferred.succeed(done, undefined)
-                  }
-                })
-              ),
-              Effect.map((response) => ({ response, duplicate: false }))
-            )
-          })
+      const channel = shared.channel<IdempotencyChange>(
+        "idempotency",
+        (c) => {
+          if (c.op === "done") completed.set(c.key, c.response, c.at)
+          else {
+            pending.clear()
+            completed.clear()
+          }
+        },
+        changeCodec
       )
-      return attempt
-    }
 
-    const activeAt = (now: number) => {
-      sweep(now)
-      let n = 0
-      for (const slot of slots.values()) if (slot.state === "pending" || slot.expiresAt > now) n++
-      return n
-    }
+      type Claim =
+        | { readonly kind: "stored"; readonly response: RecordedResponse }
+        | { readonly kind: "wait"; readonly done: Deferred.Deferred<RecordedResponse | undefined> }
+        | { readonly kind: "produce"; readonly slot: Pending }
 
-    const stats = Effect.map(Clock.currentTimeMillis, (now) => ({ activeKeys: activeAt(now), windowMs: WINDOW_MS }))
+      /** Look-up and claim in one synchronous step: no other fiber can run in between. */
+      const claim = (key: string, now: number, done: Deferred.Deferred<RecordedResponse | undefined>): Claim => {
+        const response = completed.get(key, now)
+        if (response !== undefined) return { kind: "stored", response }
+        const slot = pending.get(key)
+        if (slot !== undefined) return { kind: "wait", done: slot.done }
+        const mine: Pending = { done }
+        pending.set(key, mine)
+        return { kind: "produce", slot: mine }
+      }
 
-    const clear = Effect.map(Clock.currentTimeMillis, (now) => {
-      const n = activeAt(now)
-      slots.clear()
-      return n
+      const run = <E, R>(key: string, produce: Effect.Effect<RecordedResponse, E, R>) => {
+        const attempt: Effect.Effect<{ readonly response: RecordedResponse; readonly duplicate: boolean }, E, R> = Effect.uninterruptibleMask(
+          (restore) =>
+            Effect.gen(function* () {
+              const done = yield* Deferred.make<RecordedResponse | undefined>()
+              const now = yield* Clock.currentTimeMillis
+              const c = claim(key, now, done)
+              if (c.kind === "stored") return { response: c.response, duplicate: true }
+              if (c.kind === "wait") {
+                const response = yield* restore(Deferred.await(c.done))
+                // The producer failed or was interrupted: start over (one waiter becomes the producer).
+                return response === undefined ? yield* restore(attempt) : { response, duplicate: true }
+              }
+              return yield* restore(produce).pipe(
+                Effect.onExit((exit) =>
+                  Effect.gen(function* () {
+                    // Not ours any more after a clear: the answer is not kept.
+                    const owned = pending.get(key) === c.slot
+                    if (owned) pending.delete(key)
+                    if (Exit.isSuccess(exit)) {
+                      if (owned) {
+                        const completedAt = yield* Clock.currentTimeMillis
+                        completed.set(key, exit.value, completedAt)
+                        if (channel.shared) channel.publish({ op: "done", key, response: exit.value, at: completedAt })
+                      }
+                      yield* Deferred.succeed(done, exit.value)
+                    } else {
+                      yield* Deferred.succeed(done, undefined)
+                    }
+                  })
+                ),
+                Effect.map((response) => ({ response, duplicate: false }))
+              )
+            })
+        )
+        return attempt
+      }
+
+      /** Keys in flight or within their window at `now` (expired ones are dropped on the way). */
+      const activeAt = (now: number) => {
+        let n = pending.size
+        for (const key of [...completed.keys()]) if (completed.peek(key, now) !== undefined) n++
+        return n
+      }
+
+      const stats = Effect.map(Clock.currentTimeMillis, (now) => ({ activeKeys: activeAt(now), windowMs: WINDOW_MS }))
+
+      const clear = Effect.map(Clock.currentTimeMillis, (now) => {
+        const n = activeAt(now)
+        pending.clear()
+        completed.clear()
+        if (channel.shared) channel.publish({ op: "clear" })
+        return n
+      })
+
+      return { run, stats, clear } satisfies IdempotencyShape
     })
-
-    return { run, stats, clear } satisfies IdempotencyShape
-  })
+  )
 }

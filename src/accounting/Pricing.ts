@@ -7,6 +7,7 @@ import { decodeSetPrice, PRICE_FIELDS, type PriceField, type PriceRow, type Pric
 import type { BadRequest } from "../domain/errors.js"
 import { findProvider, type ModelPricing, PROVIDERS } from "../providers/catalog.js"
 import { toIso } from "../store/Db.js"
+import { upsert } from "../store/dialect.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import type { ModelPrice } from "./cost.js"
 
@@ -26,7 +27,7 @@ export interface PricingShape {
   readonly priceOf: (provider: string, model: string) => ModelPrice | undefined
   /**
    * Brings the snapshot up to date. Cheap: it queries only when another process committed to the
-   * database (`StoreVersion`, at most one `PRAGMA data_version` per second). The request path runs
+   * database (`StoreVersion`, at most one check per second). The request path runs
    * it before `priceOf`; this process's own writes refresh it at once.
    */
   readonly refresh: Effect.Effect<void>
@@ -80,6 +81,10 @@ export const effectivePrice = (
   if (!catalog && !override) return undefined
   const base: Record<string, number> = { input: catalog?.input ?? 0, output: catalog?.output ?? 0 }
   if (catalog?.cachedInput !== undefined) base["cachedInput"] = catalog.cachedInput
+  for (const f of ["perImage", "perSecond", "perCharacter", "perSearch"] as const) {
+    const v = catalog?.[f]
+    if (v !== undefined) base[f] = v
+  }
   for (const f of PRICE_FIELDS) {
     const v = override?.[f]
     if (v !== undefined) base[f] = v
@@ -172,7 +177,8 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
           const t = yield* Clock.currentTimeMillis
           const values: Record<string, number | null | string> = { provider, model: p.model, updated_at: t }
           for (const f of PRICE_FIELDS) values[COLUMN[f]] = p[f] ?? null
-          yield* sql`INSERT OR REPLACE INTO pricing_overrides ${sql.insert(values)}`.pipe(Effect.orDie)
+          // Every column is set: the override replaces the previous one whole.
+          yield* upsert(sql, "pricing_overrides", values, ["provider", "model"]).pipe(Effect.orDie)
           yield* loaded.invalidate
           yield* refresh
           return rowFor(provider, p.model)!

@@ -5,7 +5,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type { Usage } from "../formats/canonical.js"
+import { type Codec, SharedState } from "../state/SharedState.js"
 import { BatchWriter } from "../store/BatchWriter.js"
+import { rowsChanged } from "../store/dialect.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 import { AccountingConfig } from "./AccountingConfig.js"
 
 /** One cached answer. `body` is the client-format JSON answer, ready to send. */
@@ -147,10 +150,19 @@ const decodeEmbedding = (b: Uint8Array | null): Float32Array | undefined => {
   return new Float32Array(copy.buffer)
 }
 
-/** Rows a write statement changed (better-sqlite3's RunResult). */
-const changes = (raw: unknown): number => {
-  const n = (raw as { changes?: unknown } | null)?.changes
-  return typeof n === "number" ? n : typeof n === "bigint" ? Number(n) : 0
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): an entry it stored (the
+ * other processes keep it in their memory tier; the database row is written once, by the
+ * process that stored it), or an operator's clear.
+ */
+export type CacheChange = { readonly op: "put"; readonly entry: CacheEntry } | { readonly op: "clear" }
+
+const changeCodec: Codec<CacheChange> = {
+  encode: (c) => JSON.stringify(c.op === "put" && c.entry.embedding !== undefined ? { ...c, entry: { ...c.entry, embedding: Array.from(c.entry.embedding) } } : c),
+  decode: (text) => {
+    const c = JSON.parse(text)
+    return c.op === "put" && Array.isArray(c.entry.embedding) ? { ...c, entry: { ...c.entry, embedding: Float32Array.from(c.entry.embedding) } } : c
+  }
 }
 
 const fromRow = (r: DbRow): CacheEntry => {
@@ -189,7 +201,9 @@ const toRow = (e: CacheEntry) => ({
  * The response cache (docs: "Response cache"). Memory tier: an LRU of at most
  * `cacheMaxEntries` entries. Database tier: `cache_entries`, written through the batch writer,
  * read by key on a memory miss, swept of expired rows every minute. Similarity tier: cosine
- * similarity over in-memory entries only, when the caller passes an embedding.
+ * similarity over in-memory entries only, when the caller passes an embedding. Stored entries
+ * also go to the memory tier of the other gateway processes on the `response-cache` channel
+ * (`SharedState`).
  */
 export class ResponseCache extends Context.Tag("gateway/ResponseCache")<ResponseCache, ResponseCacheShape>() {
   static readonly layer = Layer.scoped(
@@ -198,27 +212,32 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
       const config = yield* AccountingConfig
       const sql = yield* SqlClient.SqlClient
       const writer = yield* BatchWriter
+      const shared = yield* SharedState.orLocal
       const max = Math.max(1, config.cacheMaxEntries)
-      /** Recency order: the first key is the least recently used. */
-      const memory = new Map<string, Slot>()
+      /** Recency order (a hit refreshes it): the first key is the least recently used. */
+      const memory = new BoundedMap<string, Slot>({ maxEntries: max, order: "lru" })
       let hits = 0
       let misses = 0
       let similarHits = 0
 
       const remember = (entry: CacheEntry) => {
-        memory.delete(entry.key)
         memory.set(entry.key, { entry, norm: entry.embedding ? norm(entry.embedding) : 0 })
-        while (memory.size > max) {
-          const oldest = memory.keys().next()
-          if (oldest.done) break
-          memory.delete(oldest.value)
-        }
       }
 
+      /** A hit: the entry becomes the most recently used. */
       const touch = (slot: Slot) => {
-        memory.delete(slot.entry.key)
-        memory.set(slot.entry.key, slot)
+        memory.get(slot.entry.key)
       }
+
+      const channel = shared.channel<CacheChange>(
+        "response-cache",
+        (c) => {
+          // An entry that expires meanwhile is dropped on read, as any other.
+          if (c.op === "clear") memory.clear()
+          else remember(c.entry)
+        },
+        changeCodec
+      )
 
       const fromDb = (key: string, now: number) =>
         sql<DbRow>`SELECT key, model, format, body, usage, cost_usd, provider, embedding, created_at, expires_at
@@ -250,7 +269,7 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
       const get = (key: string, similar?: SimilarQuery): Effect.Effect<CacheHit | undefined> =>
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
-          const slot = memory.get(key)
+          const slot = memory.peek(key)
           if (slot !== undefined) {
             if (slot.entry.expiresAt > now) {
               touch(slot)
@@ -282,7 +301,10 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
         Effect.map(Clock.currentTimeMillis, (now) => {
           const createdAt = input.createdAt ?? now
           const entry: CacheEntry = { ...input, createdAt, expiresAt: input.expiresAt ?? createdAt + config.cacheTtlMs }
-          if (entry.expiresAt > now) remember(entry)
+          if (entry.expiresAt > now) {
+            remember(entry)
+            if (channel.shared) channel.publish({ op: "put", entry })
+          }
           writer.append("cache_entries", toRow(entry))
           return entry
         })
@@ -294,15 +316,16 @@ export class ResponseCache extends Context.Tag("gateway/ResponseCache")<Response
       const sweep: Effect.Effect<number> = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         dropExpiredMemory(now)
-        return changes(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
+        return rowsChanged(yield* sql`DELETE FROM cache_entries WHERE expires_at <= ${now}`.raw)
       }).pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning("response cache: sweep failed", error.message), 0)))
 
       const clear = Effect.gen(function* () {
         const inMemory = memory.size
         memory.clear()
+        if (channel.shared) channel.publish({ op: "clear" })
         // Writes still queued would land after the DELETE and bring entries back.
         yield* writer.flush
-        const deleted = changes(yield* sql`DELETE FROM cache_entries`.raw)
+        const deleted = rowsChanged(yield* sql`DELETE FROM cache_entries`.raw)
         // Anything put while the flush ran.
         memory.clear()
         hits = 0

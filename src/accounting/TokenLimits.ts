@@ -16,6 +16,7 @@ import {
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
 import { findProvider } from "../providers/catalog.js"
+import { SharedState } from "../state/SharedState.js"
 import { toIso } from "../store/Db.js"
 import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { fixedWindow } from "./windows.js"
@@ -27,6 +28,18 @@ export interface LimitTarget {
   readonly requestedModel: string
   /** The connection's name: a limit on `<connection>/<model>` (the catalog's form) applies too. */
   readonly connection?: string
+}
+
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): tokens a request used, which
+ * every process adds to the applicable limits' windows. The limits themselves live in the
+ * database and are picked up through `refresh`.
+ */
+export interface TokenUse {
+  readonly apiKeyId: string
+  readonly target: LimitTarget
+  readonly tokens: number
+  readonly at: number
 }
 
 export type TokenLimitCheck = { readonly ok: true } | { readonly ok: false; readonly limit: TokenLimitView; readonly retryAfterMs: number }
@@ -138,6 +151,7 @@ const view = (l: LimitState): TokenLimitView => ({
 /**
  * Per-key token limits. Used tokens per limit are loaded from the `usage` table at start (and
  * when a limit is created), then kept in memory: `check` and `record` never touch the database.
+ * Recorded use also goes to the other gateway processes on the `token-limits` channel (`SharedState`).
  */
 export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits, TokenLimitsShape>() {
   static readonly layer = Layer.effect(
@@ -146,6 +160,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
       const sql = yield* SqlClient.SqlClient
       const version = yield* Effect.serviceOption(StoreVersion)
       const bus = yield* Effect.serviceOption(EventBus)
+      const shared = yield* SharedState.orLocal
       const byId = new Map<string, LimitState>()
       const byKey = new Map<string, Array<LimitState>>()
 
@@ -187,7 +202,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         )
 
       const loadAll = Effect.gen(function* () {
-        const rows = yield* sql<Row>`SELECT * FROM token_limits ORDER BY created_at, rowid`.pipe(Effect.orDie)
+        const rows = yield* sql<Row>`SELECT * FROM token_limits ORDER BY created_at, id`.pipe(Effect.orDie)
         const now = yield* Clock.currentTimeMillis
         const seen = new Set<string>()
         for (const row of rows) {
@@ -271,34 +286,44 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         return worst ? { ok: false, limit: view(worst.limit), retryAfterMs: worst.retryAfterMs } : { ok: true }
       }
 
+      /** Adds tokens at `now`; `local` as in Budgets (only this process's own use is announced and published). */
+      const add = (apiKeyId: string, target: LimitTarget, tokens: number, now: number, local: boolean): void => {
+        const limits = byKey.get(apiKeyId)
+        if (!limits) return
+        for (const l of limits) {
+          if (!limitApplies(l, target)) continue
+          roll(l, now)
+          l.used += tokens
+          if (!l.notified && l.used >= l.maxTokens) {
+            l.notified = true
+            if (local && Option.isSome(bus)) {
+              bus.value.publish("quota.exceeded", {
+                source: "token_limit",
+                api_key_id: apiKeyId,
+                kind: "exceeded",
+                limit_id: l.id,
+                scope: l.scope,
+                provider: l.provider,
+                model: l.model,
+                window: l.window,
+                used_tokens: l.used,
+                max_tokens: l.maxTokens,
+                window_start: toIso(l.start),
+                resets_at: toIso(l.end)
+              })
+            }
+          }
+        }
+        if (local && channel.shared) channel.publish({ apiKeyId, target, tokens, at: now })
+      }
+
+      const channel = shared.channel<TokenUse>("token-limits", (u) => {
+        if (Number.isFinite(u.tokens) && u.tokens > 0) add(u.apiKeyId, u.target, u.tokens, u.at, false)
+      })
+
       const unsafeRecord = (apiKeyId: string | null, target: LimitTarget, tokens: number, now: number): void => {
-              if (apiKeyId === null || !(tokens > 0) || !Number.isFinite(tokens)) return
-              const limits = byKey.get(apiKeyId)
-              if (!limits) return
-              for (const l of limits) {
-                if (!limitApplies(l, target)) continue
-                roll(l, now)
-                l.used += tokens
-                if (!l.notified && l.used >= l.maxTokens) {
-                  l.notified = true
-                  if (Option.isSome(bus)) {
-                    bus.value.publish("quota.exceeded", {
-                      source: "token_limit",
-                      api_key_id: apiKeyId,
-                      kind: "exceeded",
-                      limit_id: l.id,
-                      scope: l.scope,
-                      provider: l.provider,
-                      model: l.model,
-                      window: l.window,
-                      used_tokens: l.used,
-                      max_tokens: l.maxTokens,
-                      window_start: toIso(l.start),
-                      resets_at: toIso(l.end)
-                    })
-                  }
-                }
-              }
+        if (apiKeyId === null || !(tokens > 0) || !Number.isFinite(tokens)) return
+        add(apiKeyId, target, tokens, now, true)
       }
 
       const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))

@@ -5,10 +5,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import { AdminPassword } from "../domain/auth.js"
 import { BadRequest, TooManyRequests, Unauthorized } from "../domain/errors.js"
-import { describeParseError } from "../domain/parse.js"
+import { decodeOrBadRequest } from "../domain/parse.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { makeLoginThrottle } from "./loginThrottle.js"
@@ -42,7 +41,7 @@ export interface AdminAuthShape {
   readonly logout: (token: string) => Effect.Effect<void>
 }
 
-const decodePassword = Schema.decodeUnknown(AdminPassword)
+const decodePassword = decodeOrBadRequest(AdminPassword)
 
 /**
  * The admin password (scrypt hash in `kv`) and the cookie sessions it opens. Sessions are
@@ -63,9 +62,7 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
 
       const setPassword: AdminAuthShape["setPassword"] = (password, actor = "system") =>
         Effect.gen(function* () {
-          yield* decodePassword(password).pipe(
-            Effect.mapError((e) => new BadRequest({ message: describeParseError(e) }))
-          )
+          yield* decodePassword(password)
           const hash = yield* Effect.promise(() => hashPassword(password))
           yield* kv.set(AUTH_NAMESPACE, PASSWORD_KEY, hash)
           // A new password ends every existing session.

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { findProvider, PROVIDERS } from "../providers/catalog.js"
 import { BadRequest } from "./errors.js"
-import { describeParseError, oneOf, strict } from "./parse.js"
+import { decodeOrBadRequest, oneOf, strict } from "./parse.js"
 
 /**
  * Money and quotas (spec document 2, "Budget (per API key, USD)"; document 1, "Custom headers"
@@ -82,7 +82,7 @@ export const PriceRow = Schema.Struct({
 export type PriceRow = typeof PriceRow.Type
 
 export const decodeSetPrice = (input: unknown): Effect.Effect<SetPrice, BadRequest> =>
-  Schema.decodeUnknown(SetPrice)(input).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+  decodeOrBadRequest(SetPrice)(input)
 
 // ---------------------------------------------------------------- budgets
 
@@ -176,7 +176,7 @@ export const decodeSetBudget = (input: unknown): Effect.Effect<SetBudget, BadReq
   if (typeof input === "object" && input !== null && !Array.isArray(input) && LEGACY_KEYS.some((k) => Object.prototype.hasOwnProperty.call(input, k))) {
     return Effect.fail(new BadRequest({ message: LEGACY_BUDGET_MESSAGE }))
   }
-  return Schema.decodeUnknown(SetBudget)(input).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+  return decodeOrBadRequest(SetBudget)(input)
 }
 
 /** The state of one budget window. */
@@ -263,7 +263,7 @@ export const CreateTokenLimit = Schema.Struct({
 export type CreateTokenLimit = typeof CreateTokenLimit.Type
 
 export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateTokenLimit, BadRequest> =>
-  Schema.decodeUnknown(CreateTokenLimit)(input).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+  decodeOrBadRequest(CreateTokenLimit)(input)
 
 export const TokenLimitView = Schema.Struct({
   id: Schema.String,

@@ -14,7 +14,7 @@ import {
   wholeUsage
 } from "./canonical.js"
 import { arr, idWithSignature, num, obj, splitSignedId, str, tryJson } from "./common.js"
-import { fallbackMessage } from "./common.js"
+import { fallbackMessage, messageIn200 } from "./common.js"
 import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 
@@ -207,6 +207,18 @@ export const decodeError = (status: number, body: unknown, text: string): Canoni
   const message = str(e?.["message"]) ?? fallbackMessage(status, text)
   const type = str(e?.["type"])
   return { status, kind: type === "overloaded_error" ? "overloaded" : errorKindForStatus(status), message, code: type ?? null }
+}
+
+/** An Anthropic error object: `{type: "error", error: {...}}` (or an `error` object alone). */
+export const isErrorBody = (body: unknown): boolean => {
+  const b = obj(body)
+  return b !== undefined && (b["type"] === "error" || obj(b["error"]) !== undefined)
+}
+
+/** A 200 whose `type` is `error`. */
+export const errorIn200 = (body: unknown): CanonicalError | undefined => {
+  const b = obj(body)
+  return b?.["type"] === "error" ? { status: 502, kind: "upstream", message: messageIn200(b["error"]) } : undefined
 }
 
 // ---------------------------------------------------------------- streams

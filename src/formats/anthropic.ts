@@ -13,6 +13,8 @@ import {
   decodeResponse,
   encodeAnthropicError,
   encodeResponse,
+  errorIn200,
+  isErrorBody,
   usageFromAnthropic,
   decodeBlocks
 } from "./anthropic-answers.js"
@@ -242,18 +244,37 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
   return body
 }
 
+// ---------------------------------------------------------------- pass-through
+
+/** Claude Code puts a `role: "system"` message inside messages; Anthropic only takes `system`. */
+const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> => {
+  if (!Array.isArray(body["messages"])) return body
+  const system: Array<unknown> = typeof body["system"] === "string" ? [{ type: "text", text: body["system"] }] : [...((body["system"] as Array<unknown>) ?? [])]
+  const messages: Array<unknown> = []
+  for (const m of body["messages"] as Array<Record<string, unknown>>) {
+    if (m?.["role"] !== "system") messages.push(m)
+    else if (typeof m["content"] === "string") system.push({ type: "text", text: m["content"] })
+    else if (Array.isArray(m["content"])) system.push(...(m["content"] as Array<unknown>))
+  }
+  return messages.length === (body["messages"] as Array<unknown>).length ? body : { ...body, system, messages }
+}
+
 export const anthropic: WireFormat = {
   id: "anthropic",
   streamContentType: "text/event-stream; charset=utf-8",
   framing: "sse",
   decodeRequest,
   encodeRequest: encodeAnthropicRequest,
+  passthroughBody,
+  withoutThinking: (body) => ({ ...body, thinking: { type: "disabled" } }),
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new AnthropicStreamDecoder(),
   streamEncoder: (ctx) => new AnthropicStreamEncoder(ctx.model),
   encodeError: encodeAnthropicError,
   decodeError,
+  isErrorBody,
+  errorIn200,
   usageOf: (frame) => {
     if (frame.event !== "message_start" && frame.event !== "message_delta") return undefined
     const ev = obj(tryJson(frame.data))

@@ -148,6 +148,10 @@ export const arr = (v: unknown): ReadonlyArray<unknown> => (Array.isArray(v) ? v
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
 /** Parses a JSON text, or undefined. */
+/** The message of an error inside a 2xx answer: the error itself when it is a string, else its `message`. */
+export const messageIn200 = (e: unknown): string =>
+  typeof e === "string" ? e : ((obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body")
+
 export const tryJson = (text: string): unknown => {
   try {
     return JSON.parse(text)

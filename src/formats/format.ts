@@ -68,8 +68,35 @@ export interface EncodeContext {
 }
 
 /**
+ * How one provider's dialect of a wire format differs from the format itself. Declared with the
+ * provider (`quirks` of its entry in src/providers/catalog.ts), read by the format's functions;
+ * an absent field is the format's standard behaviour.
+ */
+export interface ProviderQuirks {
+  /**
+   * Chat completions: the field carrying the output-token limit. OpenAI's own API wants
+   * `max_completion_tokens`; compatible servers mostly know `max_tokens` only (the default).
+   */
+  readonly maxTokensField?: "max_tokens" | "max_completion_tokens"
+  /** Chat completions: an assistant turn with tool calls sends its reasoning back as `reasoning_content` (DeepSeek requires it). */
+  readonly reasoningContent?: boolean
+  /**
+   * Responses: OpenAI's own Responses API, which takes fields no other Responses server does
+   * (`client_metadata`, `prompt_cache_key`, `safety_identifier`, `service_tier`, `namespace`
+   * tools, Codex's item metadata). A body passed through to any other server loses them.
+   */
+  readonly openAiResponsesFields?: boolean
+  /** Responses: the upstream keeps what it answered, so a `previous_response_id` of its own can be left to it. */
+  readonly storesResponses?: boolean
+}
+
+/** A provider without quirks. */
+export const NO_QUIRKS: ProviderQuirks = {}
+
+/**
  * One wire format: a decoder and an encoder each for requests, responses and stream events,
- * plus its error shape. Transport (paths, headers, auth) belongs to the executors.
+ * plus its error shapes (answered, and inside a 2xx) and what a same-format body needs before
+ * it passes through. Transport (paths, headers, auth) belongs to the executors.
  */
 export interface WireFormat {
   readonly id: FormatId
@@ -77,7 +104,15 @@ export interface WireFormat {
   readonly streamContentType: string
   readonly framing: "sse" | "ndjson"
   decodeRequest(body: Record<string, unknown>): CanonicalRequest
-  encodeRequest(req: CanonicalRequest): Record<string, unknown>
+  /** The upstream's request body; `quirks` are the upstream provider's. */
+  encodeRequest(req: CanonicalRequest, quirks?: ProviderQuirks): Record<string, unknown>
+  /**
+   * A client's body in this format, passed through to an upstream of the same format: the fixes
+   * it needs first, given the upstream provider's quirks. `body` itself when nothing changes.
+   */
+  passthroughBody(body: Record<string, unknown>, quirks: ProviderQuirks): Record<string, unknown>
+  /** A passed-through body with reasoning turned off (the no-thinking model alias). */
+  withoutThinking(body: Record<string, unknown>): Record<string, unknown>
   decodeResponse(body: unknown): CanonicalResponse
   encodeResponse(res: CanonicalResponse, ctx: EncodeContext): unknown
   streamDecoder(): StreamDecoder
@@ -86,6 +121,10 @@ export interface WireFormat {
   encodeError(error: CanonicalError): unknown
   /** An upstream's error answer (any status) in canonical terms. */
   decodeError(status: number, body: unknown, text: string): CanonicalError
+  /** Whether a parsed body is an error object in this format's own shape (a same-format client gets it as it is). */
+  isErrorBody(body: unknown): boolean
+  /** A 2xx answer whose body is an error in this format (some upstreams answer so): that error, never an empty success. */
+  errorIn200(body: unknown): CanonicalError | undefined
   /**
    * Usage carried by one frame of this format's stream, if any, without decoding the rest:
    * the pass-through path uses it to count tokens of a stream it does not translate.

@@ -15,7 +15,7 @@ import {
   wholeUsage
 } from "./canonical.js"
 import { arr, num, obj, str, tryJson } from "./common.js"
-import { fallbackMessage } from "./common.js"
+import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 
@@ -216,6 +216,15 @@ export const decodeError = (status: number, body: unknown, text: string): Canoni
     message: str(eo?.["message"]) ?? fallbackMessage(status, text),
     code: str(eo?.["status"]) ?? null
   }
+}
+
+/** A Google error object (`{error: {...}}`). */
+export const isErrorBody = (body: unknown): boolean => obj(obj(body)?.["error"]) !== undefined
+
+/** A 200 with an `error`: its `code` is the status Google meant. */
+export const errorIn200 = (body: unknown): CanonicalError | undefined => {
+  const b = obj(body)
+  return b?.["error"] ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: messageIn200(b["error"]) } : undefined
 }
 
 // ---------------------------------------------------------------- streams

@@ -25,6 +25,8 @@ import {
   decodeResponse,
   encodeGeminiError,
   encodeResponse,
+  errorIn200,
+  isErrorBody,
   usageFromGemini,
   decodeParts
 } from "./gemini-answers.js"
@@ -293,18 +295,44 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
   return body
 }
 
+// ---------------------------------------------------------------- pass-through
+
+/**
+ * A functionCall without its thought signature (history from another model, or a client that
+ * dropped it) gets Google's bypass value on the first call of the turn, as Gemini 3 requires.
+ */
+const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> => {
+  if (!Array.isArray(body["contents"])) return body
+  let changed = false
+  const contents = (body["contents"] as Array<unknown>).map((c) => {
+    const co = obj(c)
+    const parts = co?.["parts"]
+    if (co?.["role"] !== "model" || !Array.isArray(parts)) return c
+    const first = parts.findIndex((p) => obj(p)?.["functionCall"] !== undefined)
+    if (first === -1 || obj(parts[first])?.["thoughtSignature"]) return c
+    changed = true
+    return { ...co, parts: parts.map((p, i) => (i === first ? { ...obj(p), thoughtSignature: SKIP_SIGNATURE } : p)) }
+  })
+  return changed ? { ...body, contents } : body
+}
+
 export const gemini: WireFormat = {
   id: "gemini",
   streamContentType: "text/event-stream; charset=utf-8",
   framing: "sse",
   decodeRequest,
   encodeRequest: encodeGeminiRequest,
+  passthroughBody,
+  // The no-thinking alias changes nothing in a Gemini body that passes through.
+  withoutThinking: (body) => body,
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new GeminiStreamDecoder(),
   streamEncoder: (ctx) => new GeminiStreamEncoder(ctx.model),
   encodeError: encodeGeminiError,
   decodeError,
+  isErrorBody,
+  errorIn200,
   usageOf: (frame) => (frame.data.includes("usageMetadata") ? usageFromGemini(obj(tryJson(frame.data))?.["usageMetadata"]) : undefined),
   usageOfResponse: (body) => usageFromGemini(obj(body)?.["usageMetadata"])
 }

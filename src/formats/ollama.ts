@@ -444,12 +444,20 @@ export const ollama: WireFormat = {
   framing: "ndjson",
   decodeRequest: decodeChatRequest,
   encodeRequest: encodeOllamaRequest,
+  passthroughBody: (body) => body,
+  withoutThinking: (body) => body,
   decodeResponse,
   encodeResponse: (res, ctx) => encodeOllamaResponse(res, ctx, "chat"),
   streamDecoder: () => new OllamaStreamDecoder(),
   streamEncoder: (ctx) => new OllamaStreamEncoder(ctx.model, ctx.options?.["mode"] === "generate" ? "generate" : "chat"),
   encodeError: encodeOllamaError,
   decodeError,
+  /** Ollama's errors are `{error: "text"}`. */
+  isErrorBody: (body) => typeof obj(body)?.["error"] === "string",
+  errorIn200: (body) => {
+    const error = obj(body)?.["error"]
+    return typeof error === "string" ? { status: 502, kind: "upstream", message: error } : undefined
+  },
   usageOf: (frame) => (frame.data.includes("\"done\":true") ? usageFromOllama(obj(tryJson(frame.data)) ?? {}) : undefined),
   usageOfResponse: (body) => usageFromOllama(obj(body) ?? {})
 }

@@ -15,7 +15,7 @@ import {
   wholeUsage
 } from "./canonical.js"
 import { arr, customToolInput, idWithSignature, nowSeconds, num, obj, str, tryJson } from "./common.js"
-import { fallbackMessage } from "./common.js"
+import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 
@@ -179,6 +179,15 @@ export const decodeOpenAiError = (status: number, body: unknown, text: string): 
     code: code === undefined || code === null ? null : String(code),
     param: str(eo?.["param"]) ?? null
   }
+}
+
+/** An OpenAI error object (`{error: {...}}`), as chat completions and the Responses API answer it. */
+export const isOpenAiErrorBody = (body: unknown): boolean => obj(obj(body)?.["error"]) !== undefined
+
+/** A 200 with an `error` and no `choices`. */
+export const errorIn200 = (body: unknown): CanonicalError | undefined => {
+  const b = obj(body)
+  return b?.["error"] && !Array.isArray(b["choices"]) ? { status: 502, kind: "upstream", message: messageIn200(b["error"]) } : undefined
 }
 
 // ---------------------------------------------------------------- streams

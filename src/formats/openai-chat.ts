@@ -25,7 +25,7 @@ import {
   str,
   tryJson
 } from "./common.js"
-import { listField, RequestDecodeError, type WireFormat } from "./format.js"
+import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
   ChatStreamDecoder,
@@ -35,6 +35,8 @@ import {
   decodeResponse,
   encodeOpenAiError,
   encodeResponse,
+  errorIn200,
+  isOpenAiErrorBody,
   usageFromOpenAi
 } from "./openai-chat-answers.js"
 
@@ -261,15 +263,21 @@ const partsOf = (blocks: ReadonlyArray<ContentBlock>): string | Array<Record<str
   return parts.every((p) => p["type"] === "text") ? parts.map((p) => p["text"] as string).join("") : parts
 }
 
-/** Options of the upstream a request is encoded for. */
-export interface ChatEncodeOptions {
-  /** OpenAI's own API wants max_completion_tokens; compatible servers mostly know max_tokens only. */
-  readonly maxTokensField?: "max_tokens" | "max_completion_tokens"
-  /**
-   * Send earlier reasoning back as `reasoning_content` on assistant turns with tool calls:
-   * DeepSeek's thinking mode rejects a tool-call history without it; OpenAI rejects the field.
-   */
-  readonly reasoningContent?: boolean
+/**
+ * The quirks of the upstream a request is encoded for: the output-token limit's field, and
+ * earlier reasoning sent back as `reasoning_content` on assistant turns with tool calls
+ * (DeepSeek's thinking mode rejects a tool-call history without it; OpenAI rejects the field).
+ */
+export type ChatEncodeOptions = Pick<ProviderQuirks, "maxTokensField" | "reasoningContent">
+
+/** A chat body passed through: usage is asked for on every stream (the gateway drops that chunk if the client did not ask). */
+const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> =>
+  body["stream"] === true ? { ...body, stream_options: { ...(obj(body["stream_options"]) ?? {}), include_usage: true } } : body
+
+/** Without the reasoning fields (the no-thinking alias). */
+const withoutThinking = (body: Record<string, unknown>): Record<string, unknown> => {
+  const { reasoning: _r, reasoning_effort: _e, ...rest } = body
+  return rest
 }
 
 export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOptions = {}): Record<string, unknown> => {
@@ -342,15 +350,19 @@ export const openAiChat: WireFormat = {
   streamContentType: "text/event-stream; charset=utf-8",
   framing: "sse",
   decodeRequest,
-  encodeRequest: (req) => encodeChatRequest(req),
+  encodeRequest: (req, quirks) => encodeChatRequest(req, quirks),
+  passthroughBody,
+  withoutThinking,
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new ChatStreamDecoder(),
   streamEncoder: (ctx) => new ChatStreamEncoder(ctx.model, obj(ctx.options?.["stream_options"])?.["include_usage"] === true, customToolsOf(ctx.options)),
   encodeError: encodeOpenAiError,
   decodeError: decodeOpenAiError,
+  isErrorBody: isOpenAiErrorBody,
+  errorIn200,
   usageOf: (frame) => (USAGE_OBJECT.test(frame.data) ? usageFromOpenAi(obj(tryJson(frame.data))?.["usage"]) : undefined),
   usageOfResponse: (body) => usageFromOpenAi(obj(body)?.["usage"])
 }
 
-export { usageFromOpenAi, encodeOpenAiError, decodeOpenAiError } from "./openai-chat-answers.js"
+export { usageFromOpenAi, encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat-answers.js"

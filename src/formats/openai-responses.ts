@@ -22,14 +22,15 @@ import {
   str,
   tryJson
 } from "./common.js"
-import { listField, RequestDecodeError, type WireFormat } from "./format.js"
-import { encodeOpenAiError, decodeOpenAiError } from "./openai-chat.js"
+import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
+import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
 import {
   ResponsesStreamDecoder,
   ResponsesStreamEncoder,
   decodeResponse,
   encodeResponsesResponse,
+  failureOf,
   usageFromResponses,
   contentParts,
   reasoningText
@@ -265,18 +266,62 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
   return body
 }
 
+// ---------------------------------------------------------------- pass-through
+
+/** An input item without client-side fields (and Codex's metadata, for servers other than OpenAI). */
+const cleanInputItem = (item: unknown, compatible: boolean): unknown => {
+  const o = obj(item)
+  if (!o) return item
+  const { parsed_arguments: _pa, internal_chat_message_metadata_passthrough: meta, ...kept } = o
+  const dropMeta = compatible && meta !== undefined
+  const content = Array.isArray(kept["content"]) ? (kept["content"] as Array<unknown>).map((p) => (obj(p) && "parsed" in obj(p)! ? (({ parsed: _p, ...rest }) => rest)(obj(p)!) : p)) : kept["content"]
+  if (!("parsed_arguments" in o) && !dropMeta && content === kept["content"]) return item
+  return { ...kept, ...(dropMeta ? {} : meta !== undefined ? { internal_chat_message_metadata_passthrough: meta } : {}), ...(content !== undefined ? { content } : {}) }
+}
+
+/**
+ * Items sent back from an earlier output can carry fields the SDK adds on the client side
+ * (`parsed_arguments`, `parsed`); every Responses server rejects them. Fields only OpenAI's own
+ * API knows go too, unless the upstream is that API (`openAiResponsesFields`).
+ */
+const passthroughBody = (body: Record<string, unknown>, quirks: ProviderQuirks): Record<string, unknown> => {
+  const openAi = quirks.openAiResponsesFields === true
+  const input = Array.isArray(body["input"]) ? (body["input"] as Array<unknown>).map((item) => cleanInputItem(item, !openAi)) : body["input"]
+  if (openAi) return { ...body, input }
+  const { client_metadata: _cm, prompt_cache_key: _pk, safety_identifier: _si, service_tier: _st, ...rest } = body
+  return {
+    ...rest,
+    input,
+    ...(Array.isArray(body["tools"]) ? { tools: (body["tools"] as Array<unknown>).filter((t) => obj(t)?.["type"] !== "namespace") } : {})
+  }
+}
+
+/** Without `reasoning` (the no-thinking alias). */
+const withoutThinking = (body: Record<string, unknown>): Record<string, unknown> => {
+  const { reasoning: _r, ...rest } = body
+  return rest
+}
+
 export const openAiResponses: WireFormat = {
   id: "openai-responses",
   streamContentType: "text/event-stream; charset=utf-8",
   framing: "sse",
   decodeRequest: decodeResponsesRequest,
   encodeRequest: encodeResponsesRequest,
+  passthroughBody,
+  withoutThinking,
   decodeResponse,
   encodeResponse: encodeResponsesResponse,
   streamDecoder: () => new ResponsesStreamDecoder(),
   streamEncoder: (ctx) => new ResponsesStreamEncoder(ctx.model, ctx.options),
   encodeError: encodeOpenAiError,
   decodeError: decodeOpenAiError,
+  isErrorBody: isOpenAiErrorBody,
+  /** A `failed` response, or one carrying an error. */
+  errorIn200: (body) => {
+    const b = obj(body)
+    return b ? failureOf(b) : undefined
+  },
   usageOf: (frame) => {
     if (!frame.data.includes("\"response.completed\"") && !frame.data.includes("\"response.incomplete\"")) return undefined
     return usageFromResponses(obj(obj(tryJson(frame.data))?.["response"])?.["usage"])

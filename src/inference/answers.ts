@@ -1,21 +1,13 @@
 /**
- * Reading an upstream's answer and shaping the gateway's own: error shapes, errors inside a 200,
- * rate-limit hints, whole answers as events and back, and the cost telemetry headers.
+ * Reading an upstream's answer and shaping the gateway's own: rate-limit hints, whole answers
+ * as events and back, and the cost telemetry headers. Error shapes (answered, and inside a 200)
+ * belong to each format (`WireFormat.isErrorBody`, `errorIn200`).
  */
-import type { CanonicalError, CanonicalResponse, FormatId, StreamEvent, Usage } from "../formats/canonical.js"
-import { obj } from "../formats/common.js"
-import { failureOf } from "../formats/openai-responses.js"
+import type { CanonicalResponse, StreamEvent, Usage } from "../formats/canonical.js"
 import { formatCost } from "../accounting/cost.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { endStream, type RequestContext, responseHeaders, startStream, writeWhole } from "./io.js"
-import type { InferenceCall } from "./pipeline.js"
-
-/** Whether a parsed body is an error object in `format`'s own shape. */
-export const isErrorShape = (format: FormatId, body: unknown): boolean => {
-  const b = obj(body)
-  if (!b) return false
-  return format === "ollama" ? typeof b["error"] === "string" : format === "anthropic" ? b["type"] === "error" || obj(b["error"]) !== undefined : obj(b["error"]) !== undefined
-}
+import type { ExtraTokens, InferenceCall } from "./call.js"
 
 /** Rate-limit hints worth passing to the client with an error. */
 export const hintHeaders = (headers: UpstreamResponse["headers"]): Record<string, string> => {
@@ -26,26 +18,6 @@ export const hintHeaders = (headers: UpstreamResponse["headers"]): Record<string
     }
   }
   return out
-}
-
-/** A 200 whose body is an error (some upstreams do this) is an error, never an empty success. */
-export const errorIn200 = (format: FormatId, body: unknown): CanonicalError | undefined => {
-  const b = obj(body)
-  if (!b) return undefined
-  const message = (e: unknown): string =>
-    typeof e === "string" ? e : (obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body"
-  switch (format) {
-    case "openai-chat":
-      return b["error"] && !Array.isArray(b["choices"]) ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "openai-responses":
-      return failureOf(b)
-    case "anthropic":
-      return b["type"] === "error" ? { status: 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "gemini":
-      return b["error"] ? { status: (obj(b["error"])?.["code"] as number | undefined) ?? 502, kind: "upstream", message: message(b["error"]) } : undefined
-    case "ollama":
-      return typeof b["error"] === "string" ? { status: 502, kind: "upstream", message: b["error"] } : undefined
-  }
 }
 
 /** A whole answer as the stream events that would have produced it (a client asked to stream, the upstream answered whole). */
@@ -65,12 +37,6 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
   if (res.usage) events.push({ type: "usage", usage: res.usage })
   events.push({ type: "finish", stopReason: res.stopReason, ...(res.stopSequence ? { stopSequence: res.stopSequence } : {}) })
   return events
-}
-
-/** Tokens spent on an answer besides its own call (a fusion panel). */
-export interface ExtraTokens {
-  readonly input: number
-  readonly output: number
 }
 
 /**

@@ -14,7 +14,7 @@ import type { FailureInfo } from "../resilience/types.js"
 import type { Candidate } from "../routing/types.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { clientError, type InferenceError } from "./errors.js"
-import type { InferenceCall } from "./pipeline.js"
+import type { RequestContext } from "./io.js"
 
 /** One attempt that produced an answer (possibly broken off after it started). */
 export interface AttemptOutcome {
@@ -97,6 +97,19 @@ export interface Tracking {
   panelCostUsd: number
 }
 
+/** A request's tracking before its first attempt. */
+export const newTracking = (model: string): Tracking => ({ tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model, panelCostUsd: 0 })
+
+/** What a usage row names of its request (an `InferenceCall` is one). */
+export interface RecordedRequest {
+  readonly ctx: RequestContext
+  /** Usage label: `chat.completions`, `embeddings`, `responses.ws`, ... */
+  readonly endpoint: string
+  readonly stream: boolean
+  /** The model id as the client asked for it. */
+  readonly model: string
+}
+
 /** Nothing could be tried: every candidate is blocked (breaker open, cooling down, locked, terminal). */
 export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError => {
   if (plan.blocked.length === 0) {
@@ -128,7 +141,7 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
  * without an outcome (the client left) is recorded as 499. `seen` gets the row as it is queued
  * (the lifecycle's end hooks read it).
  */
-export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: InferenceCall, track: Tracking, seen?: (row: UsageRecord) => void): Effect.Effect<void> => {
+export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking, seen?: (row: UsageRecord) => void): Effect.Effect<void> => {
   const { ctx } = call
   const { tried, outcome } = track
   const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null

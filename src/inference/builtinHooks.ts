@@ -13,7 +13,7 @@ import type { UsageShape } from "../usage/Usage.js"
 import { outcomeCost, recordRequest, type Tracking } from "./attempts.js"
 import type { Lookup } from "./cacheLookup.js"
 import { attach, type ErrorEvent, type HookHost, type ResponseEvent, setUsage } from "./hooks.js"
-import type { InferenceCall } from "./pipeline.js"
+import type { InferenceCall } from "./call.js"
 
 /** Built-in hooks on the request's end run before every registered one, so those see the usage row. */
 const FIRST = Number.NEGATIVE_INFINITY

@@ -11,7 +11,7 @@ import type { CanonicalRequest } from "../formats/canonical.js"
 import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
 import { embed } from "./embeddings.js"
 import { requestHeader } from "./io.js"
-import type { InferenceCall, InferenceShape } from "./pipeline.js"
+import type { InferenceCall, InferenceShape } from "./call.js"
 
 export interface Lookup {
   readonly key: string | undefined

@@ -158,7 +158,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const deps: RouteDeps = {
         inference: yield* Inference,
         usage: yield* Usage,
-        responses: new ResponseStore(),
+        responses: yield* ResponseStore,
         connections: connections.list,
         flag: (key) => flags.enabled(key as never),
         virtualModels: router.virtualModels,

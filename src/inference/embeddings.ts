@@ -4,12 +4,15 @@ import { arr, num, obj, tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
 import { clientError, type InferenceError } from "./errors.js"
 import type { RequestContext } from "./io.js"
-import type { InferenceShape } from "./pipeline.js"
+import type { InferenceShape } from "./call.js"
 import { FORMATS } from "../formats/registry.js"
 import { countTextTokens } from "../formats/tokens.js"
 import type { AccountingShape } from "../accounting/Accounting.js"
-import type { ResolvedTarget } from "../providers/Connections.js"
+import type { Candidate } from "../routing/types.js"
 import { formatCost } from "../accounting/cost.js"
+import { allBlocked, type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
+import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
+import { errorInAnswer } from "./sending.js"
 
 export interface EmbeddingResult {
   readonly costUsd?: number
@@ -53,9 +56,58 @@ const vectorsOf = (format: FormatId, body: unknown): { vectors: Array<Array<numb
   return { vectors, tokens: num(obj(b["usage"])?.["prompt_tokens"]) ?? null }
 }
 
+/** What one embeddings request asks of each candidate. */
+interface EmbedRequest extends AttemptRequest {
+  readonly inputs: ReadonlyArray<string>
+  readonly dimensions: number | undefined
+}
+
+/** One candidate's vectors. */
+interface Embedded extends AttemptOutcome {
+  readonly vectors: ReadonlyArray<ReadonlyArray<number>>
+  readonly inputTokens: number
+}
+
+/** Anthropic has no embeddings: its connections are left out of the plan. */
+const embeds = (c: Candidate): boolean => c.connection.format !== "anthropic"
+
+/** One try of an embeddings request against one candidate (the guarded attempt's `attempt`). */
+const tryEmbed =
+  (inference: InferenceShape) =>
+  (request: EmbedRequest, c: Candidate): Effect.Effect<Embedded, AttemptFailed> =>
+    Effect.gen(function* () {
+      const { connection } = c
+      const client = request.format
+      const format = connection.format
+      // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
+      const res = yield* inference
+        .send({ connection, model: c.model }, format, requestBody(format, c.model, request.inputs, request.dimensions), { stream: false, op: "embed", readWhole: true }, client)
+        .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+      if (res.status < 200 || res.status >= 300) {
+        const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
+        return yield* Effect.fail(attemptFailed(error, info))
+      }
+      const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+      const json = tryJson(text)
+      const bad = errorInAnswer(format, json, text, client, connection)
+      if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+      const { vectors, tokens: reported } = vectorsOf(format, json)
+      if (vectors.length !== request.inputs.length) {
+        // A broken answer of this target: another one may answer.
+        const message = `upstream returned ${vectors.length} embeddings for ${request.inputs.length} inputs`
+        return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message }), { status: 502, kind: "http", message, code: null }))
+      }
+      // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
+      const inputTokens = reported ?? (yield* Effect.promise(() => countTextTokens(request.inputs)))
+      return { status: 200, usage: { inputTokens, outputTokens: 0 }, ttftMs: null, error: null, headers: headerValue(res.headers), vectors, inputTokens }
+    })
+
 /**
  * Embeddings through any upstream family that has them (OpenAI-compatible `/embeddings`,
  * Gemini `:batchEmbedContents`, Ollama `/api/embed`), in canonical terms: texts in, vectors out.
+ * The router's plan for the model, through the guarded attempt: a combo or a model served by
+ * several connections falls back to the next on a retryable failure, and every failure counts
+ * for the breakers and cooldowns. One usage row (`embeddings`) per request.
  */
 export const embed = (
   inference: InferenceShape,
@@ -68,15 +120,15 @@ export const embed = (
   dimensions?: number
 ): Effect.Effect<EmbeddingResult, InferenceError> => {
   inference.track(ctx, "embeddings")
-  // Which connection was asked, for the usage row of a failure.
-  let target: ResolvedTarget | undefined
+  // Which connection was asked last, for the usage row.
+  const track = newTracking(model)
   const row = (status: number, tokens: number | null, error: string | null) =>
     accounting.finish({
       requestId: ctx.requestId,
       apiKeyId: ctx.apiKeyId,
-      connectionId: target?.connection.id ?? null,
-      provider: target?.connection.provider.id ?? null,
-      model: target?.model ?? model,
+      connectionId: track.tried?.connection.id ?? null,
+      provider: track.tried?.connection.provider.id ?? null,
+      model: track.tried?.model ?? model,
       endpoint: "embeddings",
       stream: false,
       status,
@@ -84,6 +136,7 @@ export const embed = (
       latencyMs: Date.now() - ctx.startedAt,
       ttftMs: null,
       error,
+      fallbackAttempts: track.fallbacks,
       requestedModel: model
     })
   return Effect.gen(function* () {
@@ -95,39 +148,25 @@ export const embed = (
         { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
       )
     }
-    const resolved = yield* inference.resolve(model, client)
-    target = resolved
-    const format = resolved.connection.format
-    if (format === "anthropic") {
-      return yield* clientError(client, { status: 400, kind: "invalid_request", message: `${resolved.connection.name} (${resolved.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
+    const plan = yield* inference.plan(model, client)
+    const able = narrowPlan(plan, embeds)
+    if (!able) {
+      const first = firstOf(plan)
+      return yield* first
+        ? clientError(client, { status: 400, kind: "invalid_request", message: `${first.connection.name} (${first.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
+        : allBlocked(client, plan)
     }
-    const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: resolved.connection.provider.id, model: resolved.model, requestedModel: model, connection: resolved.connection.name })
-    if (!limit.ok) {
-      return yield* clientError(
-        client,
-        { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `token limit reached for this API key: ${limit.limit.maxTokens} tokens per ${limit.limit.window}` },
-        { "retry-after": String(Math.max(1, Math.ceil(limit.retryAfterMs / 1000))) }
-      )
-    }
-    // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
-    const res = yield* inference.send(resolved, format, requestBody(format, resolved.model, inputs, dimensions), { stream: false, op: "embed", readWhole: true }, client)
-    if (res.status < 200 || res.status >= 300) return yield* Effect.flatMap(inference.failure(res, FORMATS[format], client, resolved.connection), Effect.fail)
-    const text = yield* Effect.mapError(inference.wholeText(res, client, resolved.connection), (f) => f.error)
-    const { vectors, tokens: reported } = vectorsOf(format, tryJson(text))
-    if (vectors.length !== inputs.length) {
-      return yield* clientError(client, { status: 502, kind: "upstream", message: `upstream returned ${vectors.length} embeddings for ${inputs.length} inputs` })
-    }
-    // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
-    const tokens = reported ?? (yield* Effect.promise(() => countTextTokens(inputs)))
-    const costUsd = yield* row(200, tokens, null)
+    const served = yield* inference.guarded({ ctx, format: client, model, passthrough: false, inputs, dimensions }, able, track, tryEmbed(inference))
+    const tried = track.tried!
+    const costUsd = yield* row(200, served.inputTokens, null)
     ctx.responseHeaders["x-gateway-response-cost"] = formatCost(costUsd)
-    ctx.responseHeaders["x-gateway-tokens-in"] = String(tokens)
+    ctx.responseHeaders["x-gateway-tokens-in"] = String(served.inputTokens)
     ctx.responseHeaders["x-gateway-tokens-out"] = "0"
-    ctx.responseHeaders["x-gateway-model"] = resolved.model
-    ctx.responseHeaders["x-gateway-provider"] = resolved.connection.provider.id
+    ctx.responseHeaders["x-gateway-model"] = tried.model
+    ctx.responseHeaders["x-gateway-provider"] = tried.connection.provider.id
     ctx.responseHeaders["x-gateway-latency-ms"] = String(Date.now() - ctx.startedAt)
     ctx.responseHeaders["x-gateway-cache-hit"] = "false"
-    return { vectors, inputTokens: tokens, model, costUsd }
+    return { vectors: served.vectors, inputTokens: served.inputTokens, model, costUsd }
   }).pipe(
     // A failed request still leaves its row (and its request.failed event).
     Effect.tapError((e) => row(e.status, null, e.message)),

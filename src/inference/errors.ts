@@ -1,6 +1,7 @@
 import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import type { CanonicalError, ErrorKind } from "../formats/canonical.js"
-import type { WireFormat } from "../formats/format.js"
+import { RequestDecodeError, type WireFormat } from "../formats/format.js"
 
 /**
  * A failure the client should see, in its own wire format: `body` when it is already rendered
@@ -35,3 +36,19 @@ export const clientError = (format: WireFormat, e: CanonicalError, headers?: Rea
     ...(headers ? { headers } : {}),
     body: format.encodeError(e)
   })
+
+/**
+ * The inference plane's one rendering of a request its format could not decode: a 400 in the
+ * client's format. A RequestDecodeError names the field; anything else a decoder threw says
+ * the request could not be read.
+ */
+export const decodeFailure = (format: WireFormat, e: unknown): InferenceError =>
+  clientError(
+    format,
+    e instanceof RequestDecodeError
+      ? { status: 400, kind: "invalid_request", message: e.message, param: e.param }
+      : { status: 400, kind: "invalid_request", message: `the request could not be read: ${e instanceof Error ? e.message : String(e)}`, param: null }
+  )
+
+/** Runs a decoder of `format`'s requests; what it throws fails as `decodeFailure`. */
+export const tryDecode = <A>(format: WireFormat, decode: () => A): Effect.Effect<A, InferenceError> => Effect.try({ try: decode, catch: (e) => decodeFailure(format, e) })

@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type { AccountingShape } from "../accounting/Accounting.js"
+import type { WireFormat } from "../formats/format.js"
 import type { ConnectionSlotsShape } from "../resilience/ConnectionSlots.js"
 import type { ResilienceShape } from "../resilience/Resilience.js"
 import type { Blocked, RoutePlan } from "../routing/plan.js"
@@ -12,8 +13,7 @@ import type { Candidate } from "../routing/types.js"
 import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, type Tracking } from "./attempts.js"
 import { InferenceError } from "./errors.js"
 import { attemptStarted, type HookTable, upstreamFailed } from "./hooks.js"
-import { committed } from "./io.js"
-import type { InferenceCall } from "./pipeline.js"
+import { committed, type RequestContext } from "./io.js"
 
 /** Whether a request has onProviderError or onRateLimit handlers. */
 const failureHooks = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onProviderError.length !== 0 || hooks.onRateLimit.length !== 0)
@@ -21,14 +21,47 @@ const failureHooks = (hooks: HookTable | undefined): boolean => hooks !== undefi
 /** At most this many upstream attempts per request, fallbacks included. */
 export const MAX_ATTEMPTS = 10
 
-export interface FallbackDeps {
+/**
+ * Who the attempts are made for, in the client's terms (an `InferenceCall` is one). Nothing here
+ * is specific to chat: embeddings, count_tokens, the WebSocket relay and fusion panel members
+ * pass their own.
+ */
+export interface AttemptRequest {
+  readonly ctx: RequestContext
+  /** The client's wire format: the error when nothing could be tried is rendered in it. */
+  readonly format: WireFormat
+  /** The model id as the client asked for it (token limits are checked against it). */
+  readonly model: string
+  /** Whether a same-format upstream gets the body passed through (the log line's `translation`). */
+  readonly passthrough?: boolean
+  /**
+   * Whether something of the answer reached the client, so that no other target may be tried;
+   * `committed(ctx)` (the HTTP response) when absent. The WebSocket relay answers for its socket.
+   */
+  readonly committed?: () => boolean
+}
+
+/**
+ * One try against one candidate: answers the client (or hands back what it got), or fails with
+ * nothing sent. An `AttemptFailed` with a `failure` is the candidate's fault (the resilience layer
+ * hears of it, and a retryable one moves on to the next candidate); without one it is the
+ * request's own (not retried) unless `skip` says the candidate could not be used at all. The
+ * request comes back as the first argument, so a route's try needs no closure per request.
+ */
+export type TryCandidate<R extends AttemptRequest, A extends AttemptOutcome> = (
+  request: R,
+  candidate: Candidate,
+  options: { readonly probe: boolean }
+) => Effect.Effect<A, AttemptFailed>
+
+const isCommitted = (request: AttemptRequest): boolean => (request.committed ? request.committed() : committed(request.ctx))
+
+export interface GuardedAttemptDeps {
   readonly resilience: ResilienceShape
   readonly accounting: AccountingShape
   readonly memory: RoutingMemoryShape
   readonly router: RouterShape
   readonly slots: ConnectionSlotsShape
-  /** One attempt against one candidate: answers the client, or fails with nothing written. */
-  readonly attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed>
   /** The time the resilience state is kept in (the Clock's). */
   readonly now: () => number
   /** Whether info lines are written (log annotations cost effects on every attempt). */
@@ -36,16 +69,19 @@ export interface FallbackDeps {
 }
 
 /**
- * Fallback over a plan's candidates: admission (cooldowns, lockouts, breakers, token limits)
- * before each attempt, the in-flight and probe bookkeeping around it, and what its outcome
- * tells the resilience layer and the router. A retryable failure before anything reached the
- * client goes on to the next candidate.
+ * The guarded attempt: every upstream call of the gateway goes through it. Over a plan's
+ * candidates in order: admission (cooldowns, lockouts, breakers) and token limits before each
+ * try, the half-open probe gate (and its release), the in-flight count and latency memory, a
+ * `max_concurrent` slot for quota share, then what the outcome tells the resilience layer and the
+ * router. A retryable failure before anything reached the client goes on to the next candidate
+ * (`X-Gateway-Fallback-Attempts`, progress events). `track` says what the request's usage row
+ * will record; the caller writes it.
  */
-export const makeFallback = ({ resilience, accounting, memory, router, slots, attempt, now, infoOn }: FallbackDeps) => {
-  /** Tries the plan's candidates in order, falling back on retryable failures. */
-  const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<void, InferenceError> =>
+export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn }: GuardedAttemptDeps) => {
+  /** Tries the plan's candidates in order, falling back on retryable failures; answers the outcome of the one that served. */
+  const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
-      const { ctx, format: client } = call
+      const { ctx, format: client } = request
       if (track.tried === undefined) track.tried = plan.candidates[0]
       const dispatch = Effect.gen(function* () {
         let attempts = 0
@@ -67,7 +103,7 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
           }
           const limit = accounting.tokenLimit(
             ctx.apiKeyId,
-            { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
+            { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name },
             track.hold
           )
           if (!limit.ok) {
@@ -97,9 +133,9 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               const starting = ctx.hooks?.onAttemptStart
               const tryIt =
                 starting === undefined || starting.length === 0
-                  ? attempt(call, candidate, { probe })
+                  ? attempt(request, candidate, { probe })
                   : Effect.flatMap(attemptStarted(ctx, client, attempts, candidate, probe), (blocked) =>
-                      blocked === undefined ? attempt(call, candidate, { probe }) : Effect.fail(attemptFailed(blocked, undefined))
+                      blocked === undefined ? attempt(request, candidate, { probe }) : Effect.fail(attemptFailed(blocked, undefined))
                     )
               // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
               // count are released whatever happened; a probe only when interrupted.
@@ -111,7 +147,7 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
                           provider: candidate.connection.provider.id,
                           connection: candidate.connection.name,
                           model: candidate.model,
-                          translation: (call.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+                          translation: (request.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
                         })
                       )
                     : tryIt
@@ -119,7 +155,7 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               )
               releaseSlot?.()
               end()
-              let result: Either.Either<AttemptOutcome, AttemptFailed>
+              let result: Either.Either<A, AttemptFailed>
               if (Exit.isSuccess(exit)) result = Either.right(exit.value)
               else {
                 const failure = Cause.failureOption(exit.cause)
@@ -142,13 +178,13 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
                 // The stream broke after it began: still the upstream's error (the client got it in-stream).
                 const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, broken, classification, true) : undefined
                 if (hooked) yield* restore(hooked)
-                return { kind: "served" as const }
+                return { kind: "served" as const, outcome: result.right }
               }
               const failed = result.left
               track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
               if (!failed.failure) {
                 yield* releaseProbe
-                return { kind: failed.skip && !committed(ctx) ? ("skip" as const) : ("final" as const), error: failed.error }
+                return { kind: failed.skip && !isCommitted(request) ? ("skip" as const) : ("final" as const), error: failed.error }
               }
               const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
               yield* router.failed(plan, candidate)
@@ -158,10 +194,10 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
               ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
               const hooked = failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, failed.failure, classification, false) : undefined
               if (hooked) yield* restore(hooked)
-              return { kind: !classification.retryable || committed(ctx) ? ("final" as const) : ("next" as const), error: failed.error }
+              return { kind: !classification.retryable || isCommitted(request) ? ("final" as const) : ("next" as const), error: failed.error }
             })
           )
-          if (step.kind === "served") return
+          if (step.kind === "served") return step.outcome
           if (step.kind === "busy") {
             skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
             continue
@@ -175,8 +211,26 @@ export const makeFallback = ({ resilience, accounting, memory, router, slots, at
         return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
       })
 
-      return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? call.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
+      return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? request.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
     })
 
-  return { execute }
+  return { guarded }
+}
+
+/** The candidate a plan would try first (a fusion plan's judge when it has no panel; else a blocked one, to name it). */
+export const firstOf = (plan: RoutePlan): Candidate | undefined => plan.candidates[0] ?? plan.fusion?.judge ?? plan.blocked[0]?.candidate
+
+/**
+ * The plan narrowed to the candidates that can serve an endpoint (embeddings: no Anthropic
+ * connection; the WebSocket relay: a Responses-API one), blocked ones included; undefined when
+ * none can. A fusion plan is tried as its panel's first candidates (its judge when it has no
+ * panel): endpoints other than chat run no panel.
+ */
+export const narrowPlan = (plan: RoutePlan, able: (c: Candidate) => boolean): RoutePlan | undefined => {
+  const all = plan.candidates.length === 0 && plan.fusion ? [plan.fusion.judge] : plan.candidates
+  const candidates = all.filter(able)
+  const blocked = plan.blocked.filter((b) => able(b.candidate))
+  if (candidates.length === 0 && blocked.length === 0) return undefined
+  const { fusion: _fusion, ...rest } = plan
+  return { ...rest, candidates, blocked }
 }

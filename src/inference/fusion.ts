@@ -9,21 +9,19 @@ import * as Fiber from "effect/Fiber"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import { type CanonicalRequest, type CanonicalResponse, type ContentBlock, type FormatId, textOf, type Usage } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
-import { RequestDecodeError, type WireFormat } from "../formats/format.js"
+import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection } from "../providers/Connections.js"
-import type { ResilienceShape } from "../resilience/Resilience.js"
 import type { FailureInfo } from "../resilience/types.js"
 import type { FusionPlan, RoutePlan } from "../routing/plan.js"
-import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
 import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import type { ExtraTokens } from "./answers.js"
-import { attemptFailed, failureOfError, headerValue, type Tracking } from "./attempts.js"
-import { clientError, type InferenceError } from "./errors.js"
+import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "./attempts.js"
+import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
+import { clientError, type InferenceError, tryDecode } from "./errors.js"
+import type { AttemptRequest } from "./fallback.js"
 import { committed } from "./io.js"
 import { errorInAnswer } from "./sending.js"
-import type { InferenceCall, InferenceShape } from "./pipeline.js"
 
 /** Panel requests carry no tools: calls and results in the history become plain text. */
 export const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
@@ -53,95 +51,96 @@ export const fusionBrief = (answers: ReadonlyArray<string>): string =>
     ...answers.map((a, i) => `<source ${i + 1}>\n${a}\n</source ${i + 1}>`)
   ].join("\n\n")
 
-/** What fusion needs of the pipeline: sending, reading failures, answering, and the dispatcher for the judge. */
+/** What fusion needs of the pipeline: the guarded attempt, sending, reading failures, answering, and the dispatcher for the judge. */
 export interface FusionDeps {
   readonly accounting: AccountingShape
-  readonly resilience: ResilienceShape
-  readonly memory: RoutingMemoryShape
+  readonly guarded: InferenceShape["guarded"]
   readonly send: InferenceShape["send"]
   readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
   readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   /** A panel member's answer as the reply; `costUsd` and `tokens` are the whole panel's. */
   readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) => Effect.Effect<void>
-  readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<void, InferenceError>
-  /** The time the resilience state is kept in (the Clock's). */
-  readonly now: () => number
+  readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<unknown, InferenceError>
 }
 
-export const makeFusion = ({ accounting, resilience, memory, send, readFailure, wholeText, encodeFor, respondWith, execute, now }: FusionDeps) => {
-  /** One whole (non-streamed) answer from a candidate, for a fusion panel; records its own usage row. */
-  const complete = (call: InferenceCall, c: Candidate, req: CanonicalRequest) =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function* () {
-        const { ctx, format: client } = call
-        const limit = accounting.tokenLimit(ctx.apiKeyId, { provider: c.connection.provider.id, model: c.model, requestedModel: call.model, connection: c.connection.name })
-        if (!limit.ok) {
-          return yield* Effect.fail(attemptFailed(clientError(client, { status: 429, kind: "rate_limit", code: "token_limit_exceeded", message: `${c.key}: token limit reached` }), undefined, true))
-        }
-        const gate = resilience.acquire(c, now())
-        if (!gate.allowed) {
-          return yield* Effect.fail(attemptFailed(clientError(client, { status: 503, kind: "overloaded", message: `${c.key}: its provider is being probed` }), undefined, true))
-        }
-        const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(c)) : Effect.void
-        const startedAt = Date.now()
-        const end = memory.begin(c)
-        const row = (status: number, u: Partial<Usage> | undefined, error: string | null) =>
-          accounting.finish({
-            requestId: ctx.requestId,
-            apiKeyId: ctx.apiKeyId,
-            connectionId: c.connection.id,
-            provider: c.connection.provider.id,
-            model: c.model,
-            endpoint: `${call.endpoint}:fusion-panel`,
-            stream: false,
-            status,
-            usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
-            latencyMs: Date.now() - startedAt,
-            ttftMs: null,
-            error,
-            requestedModel: call.model
-          })
-        const { format, body } = encodeFor(c.connection, { ...req, model: c.model, stream: false })
-        const upstream = FORMATS[format]
-        const result = yield* restore(
-          Effect.gen(function* () {
-            // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
-            const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false, readWhole: true }, client).pipe(
-              Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
-            )
-            if (res.status < 200 || res.status >= 300) {
-              const { error, info } = yield* readFailure(res, upstream, client, c.connection)
-              return yield* Effect.fail(attemptFailed(error, info))
-            }
-            const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
-            const json = tryJson(text)
-            const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
-            if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-            return { decoded: upstream.decodeResponse(json), headers: headerValue(res.headers) }
-          })
-        ).pipe(
-          Effect.either,
-          Effect.ensuring(Effect.sync(end)),
+/** One panel member's request: the panel's prompt (whole, without tools). */
+interface PanelRequest extends AttemptRequest {
+  readonly req: CanonicalRequest
+}
+
+/** A panel member's answer, decoded. */
+interface PanelAnswer extends AttemptOutcome {
+  readonly decoded: CanonicalResponse
+}
+
+const NO_PROBES: ReadonlySet<string> = new Set()
+
+export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute }: FusionDeps) => {
+  /** One try of a panel member against one of its candidates: the whole (non-streamed) answer. */
+  const tryMember = (member: PanelRequest, c: Candidate): Effect.Effect<PanelAnswer, AttemptFailed> =>
+    Effect.gen(function* () {
+      const client = member.format
+      const { format, body } = encodeFor(c.connection, { ...member.req, model: c.model, stream: false })
+      const upstream = FORMATS[format]
+      // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
+      const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false, readWhole: true }, client).pipe(
+        Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+      )
+      if (res.status < 200 || res.status >= 300) {
+        const { error, info } = yield* readFailure(res, upstream, client, c.connection)
+        return yield* Effect.fail(attemptFailed(error, info))
+      }
+      const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
+      const json = tryJson(text)
+      const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
+      if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+      const decoded = upstream.decodeResponse(json)
+      return { status: 200, usage: decoded.usage, ttftMs: null, error: null, headers: headerValue(res.headers), decoded }
+    })
+
+  /**
+   * One panel member's whole answer, through the guarded attempt over its candidates (a target
+   * served by several connections falls back to the next); records the member's own usage row.
+   */
+  const complete = (call: InferenceCall, candidates: ReadonlyArray<Candidate>, req: CanonicalRequest, hold: Tracking["hold"]) =>
+    Effect.suspend(() => {
+      const { ctx } = call
+      const startedAt = Date.now()
+      const track = newTracking(call.model)
+      if (hold) track.hold = hold
+      // A member's own fallbacks are not the reply's: its fallback header goes on a copy of the context.
+      const member: PanelRequest = { ctx: { ...ctx, responseHeaders: {} }, format: call.format, model: call.model, passthrough: false, req }
+      const plan: RoutePlan = { kind: "direct", scope: candidates[0]?.key ?? call.model, strategy: "fusion-panel", candidates, blocked: [], probes: NO_PROBES }
+      const row = (status: number, u: Partial<Usage> | undefined, error: string | null) => {
+        const c = track.tried ?? candidates[0]
+        return accounting.finish({
+          requestId: ctx.requestId,
+          apiKeyId: ctx.apiKeyId,
+          connectionId: c?.connection.id ?? null,
+          provider: c?.connection.provider.id ?? null,
+          model: c?.model ?? call.model,
+          endpoint: `${call.endpoint}:fusion-panel`,
+          stream: false,
+          status,
+          usage: { input: u?.inputTokens ?? null, output: u?.outputTokens ?? null, cached: u?.cachedInputTokens ?? null, reasoning: u?.reasoningTokens ?? null },
+          latencyMs: Date.now() - startedAt,
+          ttftMs: null,
+          error,
+          fallbackAttempts: track.fallbacks,
+          requestedModel: call.model
+        })
+      }
+      // The row of a member that answered is written even if the panel closes meanwhile.
+      return Effect.uninterruptibleMask((restore) =>
+        restore(guarded(member, plan, track, tryMember)).pipe(
           // Cut off when the panel closed (grace or hard timeout): the call still cost something upstream.
-          Effect.onInterrupt(() => releaseProbe.pipe(Effect.zipRight(row(499, undefined, "panel closed before this member answered"))))
+          Effect.onInterrupt(() => row(499, undefined, "panel closed before this member answered")),
+          Effect.tapError((e) => row(e.status, undefined, e.message)),
+          Effect.flatMap((answer) => Effect.map(row(200, answer.usage, null), (costUsd) => ({ response: answer.decoded, costUsd })))
         )
-        const latencyMs = Date.now() - startedAt
-        if (result._tag === "Right") {
-          memory.observe(c.key, latencyMs, true, Date.now())
-          resilience.succeeded(c, result.right.headers, now())
-          const costUsd = yield* row(200, result.right.decoded.usage, null)
-          return { response: result.right.decoded, costUsd }
-        }
-        const failed = result.left
-        if (failed.failure) {
-          const cls = yield* resilience.failed(c, failed.failure, gate.probe)
-          if (cls.scope !== "client") memory.observe(c.key, latencyMs, false, Date.now())
-        } else yield* releaseProbe
-        yield* row(failed.error.status, undefined, failed.error.message)
-        return yield* Effect.fail(failed)
-      })
-    )
+      )
+    })
 
   /**
    * Fusion (spec document 1): the prompt goes to every panel model in parallel, whole and
@@ -153,11 +152,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
     Effect.gen(function* () {
       const { ctx, format: client } = call
       if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
-      const canonical = yield* Effect.try({
-        try: () => (call.decode ?? client.decodeRequest)(call.body),
-        catch: (e) =>
-          clientError(client, { status: 400, kind: "invalid_request", message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`, param: e instanceof RequestDecodeError ? e.param : null })
-      })
+      const canonical = yield* tryDecode(client, () => (call.decode ?? client.decodeRequest)(call.body))
       const panelRequest = withoutTools(canonical)
       const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
       // What the whole panel spent (members that answered, empty answers included): the reply's headers count it.
@@ -167,7 +162,7 @@ export const makeFusion = ({ accounting, resilience, memory, send, readFailure, 
       const quorum = yield* Deferred.make<void>()
       const everyone = yield* Deferred.make<void>()
       const fibers = yield* Effect.forEach(f.panel, (c, index) =>
-        complete(call, c, panelRequest).pipe(
+        complete(call, f.members?.[index] ?? [c], panelRequest, track.hold).pipe(
           Effect.tap(({ response, costUsd }) =>
             Effect.sync(() => {
               panelCost += costUsd

@@ -5,19 +5,13 @@ import * as LogLevel from "effect/LogLevel"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import {
-  type CanonicalRequest,
-  type CanonicalResponse,
-  type FormatId,
-  wholeUsage
-} from "../formats/canonical.js"
+import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../formats/canonical.js"
 import { obj, tryJson } from "../formats/common.js"
-import { RequestDecodeError, type StreamEncoder, type WireFormat } from "../formats/format.js"
+import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { UpstreamHttp, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { InFlight } from "../usage/InFlight.js"
-import type { FailureInfo } from "../resilience/types.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
@@ -33,84 +27,23 @@ import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
-import { costHeaders, encodeWhole, type ExtraTokens, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, clientFacing, type Tracking, attemptFailed, failureOfError, failureOfStream, headerValue } from "./attempts.js"
+import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, headerValue } from "./attempts.js"
 import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
-import { makeFallback } from "./fallback.js"
-import { clientError, InferenceError } from "./errors.js"
+import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
+import { makeGuardedAttempt } from "./fallback.js"
+import { clientError, decodeFailure, type InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { requestReceived, routeResolved } from "./hooks.js"
-import { makeRelay } from "./relays.js"
+import { makeRelay, streamEnded } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
-import { encodeFor, errorInAnswer, makeSending, type SendOptions } from "./sending.js"
+import { encodeFor, errorInAnswer, makeSending } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
-
-/** One inference request as a route hands it over. */
-export interface InferenceCall {
-  readonly ctx: RequestContext
-  /** The client's wire format. */
-  readonly format: WireFormat
-  /** The client's body, parsed (Gemini routes add `model` from the path). */
-  readonly body: Record<string, unknown>
-  /** The model id as the client asked for it. */
-  readonly model: string
-  readonly stream: boolean
-  /** Usage label: `chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, ... */
-  readonly endpoint: string
-  /** Shapes the answer (OpenAI `stream_options`, Responses echo fields, Ollama generate mode). */
-  readonly encodeOptions?: Readonly<Record<string, unknown>>
-  /** The request in canonical form, when the route decodes it itself (`/api/generate`, `/v1/completions`). */
-  readonly decode?: (body: Record<string, unknown>) => CanonicalRequest
-  /** The answer in the client's shape, when the route's shape differs from its format's default. */
-  readonly encodeResponse?: (res: CanonicalResponse) => unknown
-  readonly streamEncoder?: () => StreamEncoder
-  /**
-   * The client reads the stream as one JSON array written as it grows (Gemini without
-   * `alt=sse`): `application/json`, each chunk an element. `streamEncoder` then frames so too.
-   */
-  readonly jsonArrayStream?: boolean
-  /** Reasoning off (the no-thinking alias). */
-  readonly noThinking?: boolean
-  /** Whether the route may pass the body through unchanged when the upstream speaks its format. */
-  readonly passthrough?: boolean
-  /** Called with the response id and output once the answer is complete (Responses state). */
-  /** Cost already spent on this answer elsewhere (a fusion panel), added to its cost header. */
-  readonly extraCostUsd?: number
-  /** Tokens already spent on this answer elsewhere (a fusion panel), added to its token headers. */
-  readonly extraTokens?: ExtraTokens
-  /** A Responses answer completed; `origin` is set when the upstream produced it itself (pass-through). */
-  readonly onCompleted?: (result: { readonly id: string; readonly output: ReadonlyArray<unknown>; readonly origin?: Origin }) => void
-}
-
-export interface InferenceShape {
-  /** Routes, translates and answers one request, falling back to the next target on retryable failures. */
-  readonly run: (call: InferenceCall) => Effect.Effect<void, InferenceError>
-  /** Resolves a model id to the connection the router would try first, as a 404 in the client's terms when it cannot. */
-  readonly resolve: (model: string, format: WireFormat) => Effect.Effect<ResolvedTarget, InferenceError>
-  /** Sends one prepared request to a connection, checking the outbound URL policy first. */
-  readonly send: (
-    target: ResolvedTarget,
-    format: FormatId,
-    body: Record<string, unknown>,
-    options: SendOptions,
-    clientFormat: WireFormat
-  ) => Effect.Effect<UpstreamResponse, InferenceError>
-  /** An upstream error answer, read and rendered for the client (scrubbed of the connection's secrets). */
-  readonly failure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<InferenceError>
-  /**
-   * The request will write a usage row for `endpoint`: written ahead while it runs, so a crash
-   * does not lose it (src/usage/InFlight.ts). Answers the function that ends it (for an HTTP
-   * request the server's exit handler does).
-   */
-  readonly track: (ctx: RequestContext, endpoint: string) => () => void
-  /** A successful answer's body, read whole under the size limit; one that could not be is the target's failure. */
-  readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
-}
 
 /** Features of a request that could not be decoded: the router still needs something. */
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
@@ -184,7 +117,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return first ? Effect.succeed({ connection: first.connection, model: first.model }) : Effect.fail(allBlocked(format, plan))
         })
 
-      const { sendAs, send, readFailure, failure, wholeText } = makeSending({ connections, http, timeouts })
+      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
@@ -206,13 +139,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           } else {
             const canonical = yield* Effect.try({
               try: () => (call.decode ?? client.decodeRequest)(call.body),
-              catch: (e) =>
-                attemptFailed(
-                  e instanceof RequestDecodeError
-                    ? clientError(client, { status: 400, kind: "invalid_request", message: e.message, param: e.param })
-                    : clientError(client, { status: 400, kind: "invalid_request", message: `the request could not be read: ${(e as Error).message}` }),
-                  undefined
-                )
+              catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
             })
             const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
             body = encodeFor(connection, req).body
@@ -270,23 +197,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             watchdog,
             connection.timeouts?.idleMs
           )
-          if (result.failedBeforeOutput) {
-            const e = result.failedBeforeOutput
-            return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))
-          }
-          relayed.completed()
-          const error = result.error ?? relayed.failed()
-          return {
-            status: 200,
-            usage: relayed.usage(),
-            ttftMs: result.ttftMs,
-            error,
-            headers: headerValue(res.headers),
-            ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
-          }
+          const ended = streamEnded(result, relayed, res, client)
+          return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
         })
 
-      const { execute } = makeFallback({ resilience, accounting, memory, router, slots, attempt, now, infoOn })
+      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
+      /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
+      const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> => guarded(call, plan, track, attempt)
 
       /** Answers the client with a whole canonical response (replayed as events when it asked for a stream). */
       const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) =>
@@ -296,7 +213,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
         })
 
-      const { fuse } = makeFusion({ accounting, resilience, memory, send, readFailure, wholeText, encodeFor, respondWith, execute, now })
+      const { fuse } = makeFusion({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute })
 
       const { lookup } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
 
@@ -419,7 +336,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return accounting.prepared() ? serve : Effect.zipRight(accounting.prepare, serve)
         })
 
-      const self: InferenceShape = { run, resolve, send, failure, wholeText, track: writeAhead }
+      const self: InferenceShape = { run, resolve, plan: (model, format) => planFor(model, format), guarded, send, readFailure, wholeText, track: writeAhead }
 
       return self
     })

@@ -12,10 +12,13 @@ import { JsonArrayFraming } from "../formats/gemini.js"
 import { scrubSecrets } from "../observability/redact.js"
 import type { Connection } from "../providers/Connections.js"
 import { ResponsesStreamEncoder } from "../formats/openai-responses.js"
-import type { InferenceCall } from "./pipeline.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { type AttemptFailed, type AttemptOutcome, attemptFailed, clientFacing, failureOfStream, headerValue } from "./attempts.js"
+import type { InferenceCall } from "./call.js"
+import { clientError } from "./errors.js"
 import type { Origin } from "./responseStore.js"
 import { secretsOf } from "./sending.js"
-import { type FrameRelay, StreamFailure } from "./stream.js"
+import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome } from "./stream.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
@@ -36,6 +39,16 @@ export interface StreamRelay {
  */
 export const mayBeError = (frame: Frame): boolean =>
   frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
+
+/** A stream read as one JSON array: each event's data an element, an error the last one. */
+const jsonArrayEvents = (client: WireFormat): EventFraming => {
+  const array = new JsonArrayFraming()
+  return {
+    element: (data) => array.element(data),
+    close: () => array.close(),
+    broken: (e) => array.element(JSON.stringify(client.encodeError(e))) + array.close()
+  }
+}
 
 /**
  * `connection`: whose credentials an error the upstream reports in its stream is
@@ -81,8 +94,8 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     const preview = upstream.streamDecoder()
     // A Responses stream that breaks is reported as response.failed of the same response.
     const relayed = { id: undefined as string | undefined, seq: -1 }
-    // A client reading a JSON array (Gemini without alt=sse): each upstream event's data is an element.
-    const array = call.jsonArrayStream ? new JsonArrayFraming() : undefined
+    // A client taking each event's data alone: a JSON array's elements (Gemini without alt=sse), a WebSocket's messages.
+    const elements = call.eventFraming?.() ?? (call.jsonArrayStream ? jsonArrayEvents(client) : undefined)
     relay = {
       frame: (frame: Frame) => {
         const began = open
@@ -105,16 +118,16 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
           data = scrub(frame.data)
           for (const ev of preview.push(frame)) if (ev.type === "error") failed ??= scrub(ev.error.message)
         }
-        return release(array ? array.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
+        return release(elements ? elements.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
       },
       end: () => {
         if (!open) gate(preview.end())
         open = true
-        return release(array ? array.close() : "")
+        return release(elements ? elements.close() : "")
       },
       broken: (e) =>
-        array
-          ? array.element(JSON.stringify(client.encodeError(e))) + array.close()
+        elements
+          ? elements.broken(e)
           : (upstream.id === "openai-responses" && relayed.id !== undefined
               ? ResponsesStreamEncoder.continuing(call.model, relayed.id, relayed.seq)
               : client.streamEncoder({ model: call.model, requestId: ctx.requestId })
@@ -157,5 +170,28 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     completed: () => {
       if (!passthrough && call.onCompleted && !failed && encoder?.result) call.onCompleted(encoder.result())
     }
+  }
+}
+
+/**
+ * What a relayed stream tells the guarded attempt: the attempt's outcome (an error after the
+ * answer began is the candidate's failure, told in-stream), or, when it failed before anything
+ * reached the client, an `AttemptFailed` (another candidate may answer). A plain value: the
+ * caller fails with it.
+ */
+export const streamEnded = (result: StreamOutcome, relayed: StreamRelay, res: UpstreamResponse, client: WireFormat): AttemptOutcome | AttemptFailed => {
+  if (result.failedBeforeOutput) {
+    const e = result.failedBeforeOutput
+    return attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e))
+  }
+  relayed.completed()
+  const error = result.error ?? relayed.failed()
+  return {
+    status: 200,
+    usage: relayed.usage(),
+    ttftMs: result.ttftMs,
+    error,
+    headers: headerValue(res.headers),
+    ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
   }
 }

@@ -1,6 +1,10 @@
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { obj } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
+import { localSharedState, SharedState, type SharedStateShape } from "../state/SharedState.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 import { clientError, type InferenceError } from "./errors.js"
 
 /** Which upstream produced a response itself (its output items are that server's own). */
@@ -10,7 +14,7 @@ export interface Origin {
   readonly stored: boolean
 }
 
-interface Entry {
+export interface StoredResponse {
   readonly input: ReadonlyArray<unknown>
   readonly output: ReadonlyArray<unknown>
   /** Absent when the gateway translated the answer from another family. */
@@ -30,75 +34,103 @@ export interface Expanded {
 const asItems = (input: unknown): Array<unknown> =>
   typeof input === "string" ? [{ type: "message", role: "user", content: input }] : Array.isArray(input) ? input : []
 
-/**
- * Conversations of the Responses API that the gateway answered, so that
- * `previous_response_id` works with any upstream and with `store: false`: the stored input and
- * output of the earlier response are put in front of the new input. Bounded (entries and age);
- * one shared instance for HTTP, one per WebSocket connection.
- */
-export class ResponseStore {
-  private readonly entries = new Map<string, Entry>()
-
-  constructor(
-    private readonly maxEntries = 200,
-    private readonly maxAgeMs = 60 * 60 * 1000
-  ) {}
-
-  remember(id: string, input: ReadonlyArray<unknown>, output: ReadonlyArray<unknown>, origin?: Origin): void {
-    this.entries.delete(id)
-    this.entries.set(id, { input, output, origin, at: Date.now() })
-    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!)
-  }
-
-  get(id: string): Entry | undefined {
-    const e = this.entries.get(id)
-    if (!e) return undefined
-    if (Date.now() - e.at > this.maxAgeMs) {
-      this.entries.delete(id)
-      return undefined
-    }
-    return e
-  }
-
+export interface ResponseStoreShape {
+  /** Keeps a response's input and output under its id (the newest entry; the oldest goes beyond the bound). */
+  readonly remember: (id: string, input: ReadonlyArray<unknown>, output: ReadonlyArray<unknown>, origin?: Origin) => void
+  /** The stored response, while younger than the store's age limit. */
+  readonly get: (id: string) => StoredResponse | undefined
   /**
    * Resolves previous_response_id. An id the gateway does not know is left in the body for an
    * upstream that stores responses itself (OpenAI); `requireKnown` makes it a 400 instead.
    * `target` is the connection that will answer: when that OpenAI connection produced and stored
    * the earlier response, the id is left for it too (it keeps more than the gateway does).
    */
-  expand(
+  readonly expand: (
     body: Record<string, unknown>,
     format: WireFormat,
-    requireKnown = false,
+    requireKnown?: boolean,
     target?: { readonly id: string; readonly storesResponses: boolean }
-  ): Effect.Effect<Expanded, InferenceError> {
-    const input = asItems(body["input"])
-    const previous = body["previous_response_id"]
-    if (typeof previous !== "string" || previous === "") return Effect.succeed({ body, input, expanded: false })
-    const entry = this.get(previous)
-    if (!entry) {
-      return requireKnown
-        ? Effect.fail(
-            clientError(format, { status: 400, kind: "invalid_request", message: `Previous response with id '${previous}' not found.`, code: "previous_response_not_found", param: "previous_response_id" })
-          )
-        : Effect.succeed({ body, input, expanded: false })
-    }
-    const sameServer = entry.origin !== undefined && entry.origin.connectionId === target?.id
-    // Items the model produced become input items (a message item keeps type message). A
-    // reasoning item without encrypted_content can only be found in the storage of the server
-    // that made it; anywhere else it would be refused, so it is left out.
-    const output = entry.output.filter((o) => {
-      const item = obj(o)
-      if (!item) return false
-      return !(item["type"] === "reasoning" && typeof item["encrypted_content"] !== "string" && !(sameServer && entry.origin!.stored))
+  ) => Effect.Effect<Expanded, InferenceError>
+  /** Entries held (expired ones not yet dropped included). */
+  readonly size: () => number
+}
+
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): a response it remembered,
+ * so that a follow-up with `previous_response_id` may reach any process.
+ */
+export interface RememberedResponse {
+  readonly id: string
+  readonly input: ReadonlyArray<unknown>
+  readonly output: ReadonlyArray<unknown>
+  readonly origin: Origin | undefined
+  readonly at: number
+}
+
+/** The HTTP store's bounds. */
+export const HTTP_MAX_ENTRIES = 200
+export const HTTP_MAX_AGE_MS = 60 * 60 * 1000
+
+/**
+ * Conversations of the Responses API that the gateway answered, so that
+ * `previous_response_id` works with any upstream and with `store: false`: the stored input and
+ * output of the earlier response are put in front of the new input. Bounded (entries and age,
+ * a `BoundedMap`: the oldest remembered goes first).
+ *
+ * The service is the HTTP store, one per gateway, shared with the other gateway processes on the
+ * `responses` channel (`SharedState`): a follow-up may reach any of them. A WebSocket connection
+ * keeps its own store (`ResponseStore.make`): its conversation lives on that socket, which lives
+ * in one process, and ends with it.
+ */
+export class ResponseStore extends Context.Tag("gateway/ResponseStore")<ResponseStore, ResponseStoreShape>() {
+  /** A store of at most `maxEntries` responses, each kept `maxAgeMs`; `shared` links it to the other processes. */
+  static readonly make = (
+    options: { readonly maxEntries?: number; readonly maxAgeMs?: number } = {},
+    shared: SharedStateShape = localSharedState
+  ): ResponseStoreShape => {
+    const entries = new BoundedMap<string, StoredResponse>({ maxEntries: options.maxEntries ?? HTTP_MAX_ENTRIES, ttlMs: options.maxAgeMs ?? HTTP_MAX_AGE_MS })
+    const channel = shared.channel<RememberedResponse>("responses", (r) => {
+      entries.set(r.id, { input: r.input, output: r.output, origin: r.origin, at: r.at }, r.at)
     })
-    const full = [...entry.input, ...output, ...input]
-    if (sameServer && entry.origin!.stored && target!.storesResponses) return Effect.succeed({ body, input: full, expanded: false })
-    const { previous_response_id: _p, ...rest } = body
-    return Effect.succeed({ body: { ...rest, input: full }, input: full, expanded: true })
+
+    const remember: ResponseStoreShape["remember"] = (id, input, output, origin) => {
+      const at = Date.now()
+      entries.set(id, { input, output, origin, at }, at)
+      if (channel.shared) channel.publish({ id, input, output, origin, at })
+    }
+
+    const get: ResponseStoreShape["get"] = (id) => entries.get(id)
+
+    const expand: ResponseStoreShape["expand"] = (body, format, requireKnown = false, target) => {
+      const input = asItems(body["input"])
+      const previous = body["previous_response_id"]
+      if (typeof previous !== "string" || previous === "") return Effect.succeed({ body, input, expanded: false })
+      const entry = get(previous)
+      if (!entry) {
+        return requireKnown
+          ? Effect.fail(
+              clientError(format, { status: 400, kind: "invalid_request", message: `Previous response with id '${previous}' not found.`, code: "previous_response_not_found", param: "previous_response_id" })
+            )
+          : Effect.succeed({ body, input, expanded: false })
+      }
+      const sameServer = entry.origin !== undefined && entry.origin.connectionId === target?.id
+      // Items the model produced become input items (a message item keeps type message). A
+      // reasoning item without encrypted_content can only be found in the storage of the server
+      // that made it; anywhere else it would be refused, so it is left out.
+      const output = entry.output.filter((o) => {
+        const item = obj(o)
+        if (!item) return false
+        return !(item["type"] === "reasoning" && typeof item["encrypted_content"] !== "string" && !(sameServer && entry.origin!.stored))
+      })
+      const full = [...entry.input, ...output, ...input]
+      if (sameServer && entry.origin!.stored && target!.storesResponses) return Effect.succeed({ body, input: full, expanded: false })
+      const { previous_response_id: _p, ...rest } = body
+      return Effect.succeed({ body: { ...rest, input: full }, input: full, expanded: true })
+    }
+
+    return { remember, get, expand, size: () => entries.size }
   }
 
-  get size(): number {
-    return this.entries.size
-  }
+  /** The HTTP store (200 responses, 1 hour), shared with the other gateway processes. */
+  static readonly layer = Layer.effect(ResponseStore, Effect.map(SharedState.orLocal, (shared) => ResponseStore.make({}, shared)))
 }

@@ -9,22 +9,25 @@ import { type WebSocket, WebSocketServer } from "ws"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { mergeUsage, newId, type Usage } from "../formats/canonical.js"
+import { type CanonicalError, newId } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
-import { SseParser } from "../formats/frames.js"
 import { openAiResponses } from "../formats/openai-responses.js"
-import { scrubSecrets } from "../observability/redact.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { Connections } from "../providers/Connections.js"
+import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
+import type { Candidate } from "../routing/types.js"
+import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, newTracking, recordRequest } from "./attempts.js"
 import { authenticateInference } from "./auth.js"
+import type { InferenceCall } from "./call.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
 import { errorBody, type InferenceError } from "./errors.js"
+import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
 import { gatewayHeaders, type RequestContext } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
-import { mayBeError } from "./relays.js"
-import { secretsOf } from "./sending.js"
-import { ResponseStore } from "./responseStore.js"
-import { type StreamProgress, StreamWatchdog } from "./stream.js"
+import { makeRelay, streamEnded } from "./relays.js"
+import { type Expanded, type Origin, ResponseStore } from "./responseStore.js"
+import { type EventFraming, relayFrames, type StreamSink, StreamWatchdog } from "./stream.js"
+import { StreamTimeouts } from "./timeouts.js"
 import { splitNoThinking } from "./catalog.js"
 import { decodeResponsesRequest } from "./routes/openai.js"
 
@@ -51,9 +54,79 @@ const errorFrame = (e: InferenceError) => {
 }
 
 /**
+ * Events of a relayed stream become WebSocket messages: each event's data followed by an ASCII
+ * record separator (as in JSON text sequences, RFC 7464; it cannot occur in JSON text), which
+ * the socket's sink splits on. The stream's own `[DONE]` is not an event.
+ */
+const RS = "\u001e"
+
+/** What the socket gets in place of SSE: one message per event; a broken stream ends with an error message. */
+const socketEvents = (): EventFraming => ({
+  element: (data) => (data === "[DONE]" ? "" : data + RS),
+  close: () => "",
+  broken: (e: CanonicalError) =>
+    JSON.stringify({ type: "error", status: e.status, error: { type: e.kind === "timeout" ? "timeout_error" : "upstream_error", code: e.code ?? null, message: e.message } }) + RS
+})
+
+/**
+ * A relayed stream's sink on a WebSocket: one message per event (see `socketEvents`). Nothing is
+ * committed until a message went out, so the response can still go to another candidate. A
+ * cancelled response (`response.cancel`, the socket closed) interrupts the relay's fiber.
+ */
+class SocketSink implements StreamSink {
+  /** A message of this response went out. */
+  sent = false
+
+  constructor(
+    private readonly send: (text: string) => void,
+    private readonly open: () => boolean
+  ) {}
+
+  write(text: string): boolean {
+    for (const message of text.split(RS)) {
+      if (message === "") continue
+      this.sent = true
+      this.send(message)
+    }
+    return true
+  }
+
+  end(tail: string): void {
+    if (tail) this.write(tail)
+  }
+
+  gone(): boolean {
+    return !this.open()
+  }
+
+  committed(): boolean {
+    return this.sent
+  }
+
+  onDrain(): void {}
+
+  offDrain(): void {}
+}
+
+/** One `response.create` frame, as the guarded attempt tries it on each candidate. */
+interface SocketRequest extends AttemptRequest {
+  readonly sink: SocketSink
+  /** The frame without `type` and `generate`. */
+  readonly body: Record<string, unknown>
+  /** The body with the socket's conversation put in front, for the candidate that will answer. */
+  readonly expanded: (c: Candidate) => Effect.Effect<Expanded, InferenceError>
+  readonly remember: (id: string, input: ReadonlyArray<unknown>, output: ReadonlyArray<unknown>, origin?: Origin) => void
+}
+
+const speaksResponses = (c: Candidate): boolean => c.connection.formats.includes("openai-responses")
+
+/**
  * Responses over WebSocket, on the HTTP port at /v1/responses, /responses and /api/v1/responses.
- * Each `response.create` frame becomes one streamed `POST /responses` to a connection that
- * speaks the Responses API natively; the answer's events go back one JSON frame each.
+ * Each `response.create` frame becomes one streamed `POST /responses` through the guarded
+ * attempt (fallback.ts) over the model's connections that speak the Responses API natively, so
+ * it has HTTP's admission, breakers, cooldowns and fallback (before any message went out); the
+ * answer's events go back one JSON frame each, through HTTP's stream relay and watchdog
+ * (`relayFrames`, with the socket as its sink). One usage row (`responses.ws`) per response.
  *
  * Codex's protocol: a prewarm frame with `generate: false` gets an empty completed response
  * (nothing is generated), and later frames name it in `previous_response_id` with only the new
@@ -72,6 +145,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const flags = yield* FeatureFlags
       const connections = yield* Connections
       const watchdog = yield* StreamWatchdog
+      const timeouts = yield* StreamTimeouts
       const access = inferenceAccess(yield* AppConfig)
       const { deps } = yield* InferenceRoutes
       const fibers = yield* FiberSet.make()
@@ -91,8 +165,46 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         })
       )
 
+      /**
+       * One try of a `response.create` against one candidate: a streamed `POST /responses`,
+       * relayed by the HTTP pipeline's relay and watchdog (its sink the socket); a failure before
+       * any message went out leaves the frame free to go to the next candidate.
+       */
+      const tryResponse = (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
+        Effect.gen(function* () {
+          const { connection } = c
+          const client = openAiResponses
+          const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
+          const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, connection)
+          // Probes through a half-open breaker wait less for headers, as over HTTP.
+          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
+          const res = yield* deps.inference
+            .send({ connection, model: c.model }, "openai-responses", upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
+            .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+          if (res.status < 200 || res.status >= 300) {
+            const { error, info } = yield* deps.inference.readFailure(res, client, client, connection)
+            return yield* Effect.fail(attemptFailed(error, info))
+          }
+          const call: InferenceCall = {
+            ctx: request.ctx,
+            format: client,
+            body: expanded.body,
+            model: request.model,
+            stream: true,
+            endpoint: "responses.ws",
+            eventFraming: socketEvents,
+            onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
+          }
+          const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
+          const relayed = makeRelay(call, client, client, true, origin, connection)
+          // The connection's own silence limit, as over HTTP.
+          const result = yield* relayFrames(res, "sse", relayed.relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
+          const ended = streamEnded(result, relayed, res, client)
+          return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
+        })
+
       const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
-        const store = new ResponseStore(100, 2 * 60 * 60 * 1000)
+        const store = ResponseStore.make({ maxEntries: 100, maxAgeMs: 2 * 60 * 60 * 1000 })
         let current: Fiber.RuntimeFiber<void, never> | undefined
         const queue: Array<string> = []
         const send = (text: string) => {
@@ -123,8 +235,12 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               return
             }
 
-            const target = yield* deps.inference.resolve(splitNoThinking(model).model, openAiResponses)
-            if (!target.connection.formats.includes("openai-responses")) {
+            // The router's plan, narrowed to the candidates that speak the Responses API natively.
+            const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
+            const able = narrowPlan(plan, speaksResponses)
+            if (!able) {
+              const other = firstOf(plan)
+              if (!other) return yield* allBlocked(openAiResponses, plan)
               return send(
                 JSON.stringify({
                   type: "error",
@@ -132,127 +248,45 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                   error: {
                     type: "invalid_request_error",
                     code: "upstream_ws_provider_required",
-                    message: `${model} is served by ${target.connection.name} (${target.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+                    message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
                   }
                 })
               )
             }
             // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
-            const expanded = yield* store.expand(body, openAiResponses, true, { id: target.connection.id, storesResponses: false })
+            const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
+            const first = able.candidates[0]
+            const expanded = yield* expandFor(first)
             // Refused as POST /v1/responses refuses it, with the same message.
             yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
-            // Budgets and token limits hold here as on HTTP.
+            // Budgets hold here as on HTTP (token limits in the guarded attempt).
             const budget = deps.accounting.budget(apiKeyId)
             if (!budget.ok) {
               return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent` } }))
             }
-            const limit = deps.accounting.tokenLimit(apiKeyId, { provider: target.connection.provider.id, model: target.model, requestedModel: model, connection: target.connection.name })
-            if (!limit.ok) {
-              return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "token_limit_exceeded", message: `token limit reached: ${limit.limit.maxTokens} tokens per ${limit.limit.window}` } }))
-            }
-            // What the usage row says: set once the answer is known.
-            let status = 0
-            let failure: string | null = null
-            let usage: Partial<Usage> | undefined
-            // The connection's own silence limit, as over HTTP.
-            const silenceMs = target.connection.timeouts?.idleMs
-            const progress: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
             const untrack = deps.inference.track(ctx, "responses.ws")
-            const row = Effect.suspend(() => {
-              untrack()
-              return deps.accounting.finish({
-                requestId: ctx.requestId,
-                apiKeyId,
-                connectionId: target.connection.id,
-                provider: target.connection.provider.id,
-                model: target.model,
-                endpoint: "responses.ws",
-                stream: true,
-                status: status || 499,
-                usage: { input: usage?.inputTokens ?? null, output: usage?.outputTokens ?? null, cached: usage?.cachedInputTokens ?? null, reasoning: usage?.reasoningTokens ?? null },
-                latencyMs: Date.now() - ctx.startedAt,
-                ttftMs: progress.firstContentAt ? progress.firstContentAt - ctx.startedAt : null,
-                error: status ? failure : (failure ?? "client closed the request"),
-                requestedModel: model
-              })
-            })
-            const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, target.connection)
-            const res = yield* deps.inference.send(target, "openai-responses", upstreamBody, { stream: true }, openAiResponses).pipe(
-              Effect.tapError((e) => Effect.suspend(() => ((status = e.status), (failure = e.message), row)))
-            )
-            if (res.status < 200 || res.status >= 300) {
-              const error = yield* deps.inference.failure(res, openAiResponses, openAiResponses, target.connection)
-              status = error.status
-              failure = error.message
-              yield* row
-              return yield* Effect.fail(error)
+            const track = newTracking(model)
+            track.hold = deps.accounting.reserve(apiKeyId)
+            const sink = new SocketSink(send, () => ws.readyState === ws.OPEN)
+            const request: SocketRequest = {
+              ctx,
+              format: openAiResponses,
+              model,
+              committed: () => sink.sent,
+              sink,
+              body,
+              expanded: (c) => (c === first ? Effect.succeed(expanded) : expandFor(c)),
+              remember: (id, input, output, origin) => store.remember(id, input, output, origin)
             }
-            status = 200
-
-            const parser = new SseParser()
-            const pump = Effect.async<void>((resume) => {
-              let done = false
-              const finish = () => {
-                if (done) return false
-                done = true
-                unwatch()
-                return true
-              }
-              const unwatch = watchdog.watch({
-                state: progress,
-                stalled: (e) => {
-                  if (!finish()) return
-                  res.body.destroy()
-                  failure = e.message
-                  send(JSON.stringify({ type: "error", status: 504, error: { type: "timeout_error", code: "upstream_stalled", message: e.message } }))
-                  resume(Effect.void)
-                }
-              })
-              const onFrame = (data: string) => {
-                if (data === "[DONE]") return
-                progress.firstContentAt ||= Date.now()
-                const u = openAiResponses.usageOf({ data })
-                if (u) usage = mergeUsage(usage, u)
-                if (data.includes("\"response.failed\"")) failure = "the upstream reported response.failed"
-                if (data.includes("\"response.completed\"")) {
-                  const r = obj(obj(tryJson(data))?.["response"])
-                  if (r && typeof r["id"] === "string") store.remember(r["id"], expanded.input, (r["output"] as Array<unknown>) ?? [], { connectionId: target.connection.id, stored: body["store"] !== false })
-                }
-                // An error the upstream reports goes on without the connection's key.
-                send(mayBeError({ data }) ? scrubSecrets(data, secretsOf(target.connection)) : data)
-              }
-              res.body.on("data", (chunk: Buffer) => {
-                progress.lastChunkAt = Date.now()
-                let frames
-                try {
-                  frames = parser.push(chunk)
-                } catch (e) {
-                  // An event past the parser's size limit: the stream is given up, not held.
-                  if (!finish()) return
-                  res.body.destroy()
-                  failure = `upstream stream could not be parsed: ${(e as Error).message}`
-                  send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: failure } }))
-                  return resume(Effect.void)
-                }
-                for (const f of frames) onFrame(f.data)
-              })
-              res.body.once("end", () => {
-                if (!finish()) return
-                for (const f of parser.end()) onFrame(f.data)
-                resume(Effect.void)
-              })
-              res.body.once("error", (err: Error) => {
-                if (!finish()) return
-                failure = `upstream stream ended unexpectedly: ${err.message}`
-                send(JSON.stringify({ type: "error", status: 502, error: { type: "upstream_error", code: "stream_interrupted", message: failure } }))
-                resume(Effect.void)
-              })
-              return Effect.sync(() => {
-                finish()
-                res.body.destroy()
-              })
-            })
-            yield* pump.pipe(Effect.ensuring(row))
+            // One usage row per response, whatever happened (a cancelled one included).
+            yield* deps.inference.guarded(request, able, track, tryResponse).pipe(
+              Effect.ensuring(
+                Effect.suspend(() => {
+                  untrack()
+                  return recordRequest(deps.usage, deps.accounting, { ctx, endpoint: "responses.ws", stream: true, model }, track)
+                })
+              )
+            )
           }).pipe(
             Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))),
             Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),

@@ -9,42 +9,24 @@ import * as Redacted from "effect/Redacted"
 import type { CanonicalRequest, FormatId } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
-import { encodeChatRequest } from "../formats/openai-chat.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/Connections.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
 import { scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
-import { upstreamRequest } from "../upstream/executors.js"
+import { customRequest, upstreamRequest } from "../upstream/executors.js"
 import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
-import { errorIn200, hintHeaders, isErrorShape } from "./answers.js"
+import { hintHeaders } from "./answers.js"
 import { headerValue } from "./attempts.js"
+import type { SendOptions } from "./call.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
 import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
-export interface SendOptions {
-  readonly stream: boolean
-  readonly op?: "generate" | "count_tokens" | "embed"
-  readonly forward?: Readonly<Record<string, string>>
-  /** Overrides the headers timeout (probes after an exclusion use a shorter one). */
-  readonly headersTimeoutMs?: number
-  /** Read the answer whole before answering (a non-streamed call): see UpstreamRequest.readWhole. */
-  readonly readWhole?: boolean
-  /** Abort when the client goes away rather than on interruption: see UpstreamRequest.abortWhen. */
-  readonly abortWhen?: (abort: () => void) => () => void
-}
-
-/** The request body for a connection's own format (the translated path). */
+/** The request body for a connection's own format (the translated path), with its provider's quirks. */
 export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
   const upstream = FORMATS[connection.format]
-  return {
-    format: upstream.id,
-    body:
-      upstream.id === "openai-chat"
-        ? encodeChatRequest(req, { maxTokensField: connection.provider.id === "openai" ? "max_completion_tokens" : "max_tokens", reasoningContent: connection.provider.id === "deepseek" })
-        : upstream.encodeRequest(req)
-  }
+  return { format: upstream.id, body: upstream.encodeRequest(req, connection.provider.quirks) }
 }
 
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
@@ -107,7 +89,7 @@ export const errorInAnswer = (
   connection: Connection
 ): { readonly error: InferenceError; readonly info: FailureInfo } | undefined => {
   const bad =
-    errorIn200(upstream, json) ??
+    FORMATS[upstream].errorIn200(json) ??
     (json === undefined
       ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" }
       : // Walking or re-encoding an answer this deep would overflow the stack: a failure of this target.
@@ -142,11 +124,13 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
       return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
     }
     const request = (policy: UrlPolicyFlags) => {
-      const verdict = checkProviderUrl(connection.effectiveBaseUrl ?? "", policy)
+      const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
       if (!verdict.ok) {
         return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
       }
-      const prepared = upstreamRequest(connection, format, body, {
+      const prepared = options.custom
+        ? customRequest(connection, options.custom, http.userAgent)
+        : upstreamRequest(connection, format, body, {
         model: target.model,
         stream: options.stream,
         userAgent: http.userAgent,
@@ -204,14 +188,12 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
         const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
         // Same format: the upstream's own error object is already what the client expects.
         const error =
-          upstream.id === client.id && isErrorShape(upstream.id, parsed)
+          upstream.id === client.id && upstream.isErrorBody(parsed)
             ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
             : clientError(client, { ...decoded, code: decoded.code ?? "upstream_error" }, hintHeaders(res.headers))
         return { error, info }
       })
     )
-
-  const failure = (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.map(readFailure(res, upstream, client, connection), (r) => r.error)
 
   /**
    * A successful answer's body as text: read in the same wait as its headers (`readWhole`), or
@@ -232,5 +214,5 @@ export const makeSending = (deps: { readonly connections: ConnectionsShape; read
             Effect.mapError((e) => unreadableAnswer(client, connection, e))
           )
 
-  return { sendAs, send, readFailure, failure, wholeText }
+  return { sendAs, send, readFailure, wholeText }
 }

@@ -123,14 +123,101 @@ export interface StreamOutcome {
 }
 
 /**
- * Relays an upstream stream: chunks are parsed into frames as they arrive (nothing is held
- * back but a partial line), each frame's text is written at once, and writing respects
- * backpressure. The response headers go out with the first text, so a stream that fails or
- * stalls before it has said anything is not committed (`failedBeforeOutput`) and the request
- * can still go to another target. A watchdog (a Schedule) ends a stream that sends no content
- * within `firstContentMs` or goes silent for `idleMs`; once output has started the client gets
- * its format's error event. The client leaving (its response closing) destroys the upstream
- * body, which aborts the upstream request.
+ * Events given to a client one by one, their data only (a JSON array's elements, a WebSocket's
+ * messages), instead of as SSE or NDJSON lines.
+ */
+export interface EventFraming {
+  /** One event's data as the client gets it ("" for nothing). */
+  element(data: string): string
+  /** Text after the last event. */
+  close(): string
+  /** Text that ends a stream that broke off or stalled. */
+  broken(error: CanonicalError): string
+}
+
+/**
+ * Where a relayed stream's text goes: the client's HTTP response (`HttpSink`) or a WebSocket
+ * (one message per event, see responsesWs.ts).
+ */
+export interface StreamSink {
+  /** Writes text (an HTTP answer's headers go out with the first); false: wait for `onDrain`. */
+  write(text: string): boolean
+  /** Ends the answer with `tail` (an HTTP answer's headers first, when nothing was written yet); `error`: it ended with an error event. */
+  end(tail: string, error: string | null): void
+  /** The client can no longer be written to. */
+  gone(): boolean
+  /** Something of the answer reached the client: no other target may be tried. */
+  committed(): boolean
+  /** Calls `f` once when the client takes more again (after `write` answered false). */
+  onDrain(f: () => void): void
+  offDrain(f: () => void): void
+  /**
+   * Calls `f` when the client goes away (at once when it already has). Without it the relay is
+   * stopped by interrupting its fiber, and its upstream body is destroyed then.
+   */
+  onGone?(f: () => void): void
+  offGone?(f: () => void): void
+}
+
+/**
+ * A stream relayed to the client's HTTP response. The headers go out with the first text; the
+ * response closing (the client left) ends the relay rather than an interruption, so the wait
+ * carries no canceler (docs/performance.md).
+ */
+class HttpSink implements StreamSink {
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly contentType: string
+  ) {}
+
+  private start(): void {
+    const { ctx } = this
+    if (ctx.progress) ctx.progress.contentStarted = true
+    if (ctx.res.headersSent) return
+    // Through the lifecycle's writers: they fire onStreamStart, onFrame and onStreamEnd.
+    startStream(ctx, responseHeaders(ctx, { "content-type": this.contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
+  }
+
+  write(text: string): boolean {
+    this.start()
+    return writeStream(this.ctx, text)
+  }
+
+  end(tail: string, error: string | null): void {
+    this.start()
+    endStream(this.ctx, tail, error)
+  }
+
+  gone(): boolean {
+    return this.ctx.res.destroyed
+  }
+
+  committed(): boolean {
+    return committed(this.ctx)
+  }
+
+  onDrain(f: () => void): void {
+    this.ctx.res.once("drain", f)
+  }
+
+  offDrain(f: () => void): void {
+    this.ctx.res.off("drain", f)
+  }
+
+  onGone(f: () => void): void {
+    // It may have left already, between the upstream's headers and this relay.
+    if (this.ctx.res.closed) f()
+    else this.ctx.res.once("close", f)
+  }
+
+  offGone(f: () => void): void {
+    this.ctx.res.off("close", f)
+  }
+}
+
+/**
+ * Relays an upstream stream to the client's HTTP response: see `relayFrames`. The client leaving
+ * (its response closing) destroys the upstream body, which aborts the upstream request.
  */
 export const relayStream = (
   ctx: RequestContext,
@@ -140,23 +227,36 @@ export const relayStream = (
   contentType: string,
   watchdog: StreamWatchdogShape,
   silenceMs?: number
+): Effect.Effect<StreamOutcome> => relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs)
+
+/**
+ * Relays an upstream stream to a sink: chunks are parsed into frames as they arrive (nothing is
+ * held back but a partial line), each frame's text is written at once, and writing respects
+ * backpressure. A stream that fails or stalls before it has said anything is not committed
+ * (`failedBeforeOutput`) and the request can still go to another target. A watchdog (a
+ * Schedule) ends a stream that sends no content within `firstContentMs` or goes silent for
+ * `idleMs`; once output has started the client gets its format's error event. The client going
+ * away (the sink's `onGone`, else an interruption) destroys the upstream body. `startedAt`: when
+ * the request began (time to first token).
+ */
+export const relayFrames = (
+  res: UpstreamResponse,
+  framing: "sse" | "ndjson",
+  relay: FrameRelay,
+  sink: StreamSink,
+  watchdog: StreamWatchdogShape,
+  startedAt: number,
+  silenceMs?: number
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
   let ttftMs: number | null = null
 
-  const start = () => {
-    if (ctx.progress) ctx.progress.contentStarted = true
-    if (ctx.res.headersSent) return
-    startStream(ctx, responseHeaders(ctx, { "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" }))
-  }
-
   const write = (text: string) => {
-    if (!text || ctx.res.destroyed) return true
-    if (ttftMs === null) ttftMs = Date.now() - ctx.startedAt
+    if (!text || sink.gone()) return true
+    if (ttftMs === null) ttftMs = Date.now() - startedAt
     if (!state.firstContentAt) state.firstContentAt = Date.now()
-    start()
-    return writeStream(ctx, text)
+    return sink.write(text)
   }
 
   return Effect.async<StreamOutcome>((resume) => {
@@ -169,13 +269,13 @@ export const relayStream = (
       stalled: (e) => {
         if (done) return
         done = true
-        ctx.res.off("drain", onDrain)
-        ctx.res.off("close", onGone)
+        sink.offDrain(onDrain)
+        sink.offGone?.(onGone)
         body.destroy()
         const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
-        if (!committed(ctx)) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
+        if (!sink.committed()) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
         try {
-          if (!ctx.res.destroyed) endStream(ctx, relay.broken(error), e.message)
+          if (!sink.gone()) sink.end(relay.broken(error), e.message)
           resume(Effect.succeed({ ttftMs, error: e.message }))
         } catch (thrown) {
           resume(Effect.die(thrown))
@@ -191,14 +291,11 @@ export const relayStream = (
       if (done) return
       done = true
       unwatch()
-      ctx.res.off("drain", onDrain)
-      ctx.res.off("close", onGone)
-      if (error && !committed(ctx)) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
+      sink.offDrain(onDrain)
+      sink.offGone?.(onGone)
+      if (error && !sink.committed()) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
       const tail = error ? relay.broken(error) : (endText ?? relay.end())
-      if (!ctx.res.destroyed) {
-        start()
-        endStream(ctx, tail, error?.message ?? null)
-      }
+      if (!sink.gone()) sink.end(tail, error?.message ?? null)
       resume(Effect.succeed({ ttftMs, error: error?.message ?? null }))
     }
     body.on("data", (chunk: Buffer) => {
@@ -214,7 +311,7 @@ export const relayStream = (
         // Backpressure: wait for the client; the idle watchdog does not count this time.
         state.paused = true
         body.pause()
-        ctx.res.once("drain", onDrain)
+        sink.onDrain(onDrain)
       }
     })
     body.once("end", () => {
@@ -231,19 +328,27 @@ export const relayStream = (
     })
     body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" }))
     // The client went away (the request's fiber is being interrupted): the upstream body is
-    // destroyed, which aborts the upstream request. Tied to the response's close rather than
-    // returned as a canceler: no interruptible region per stream.
+    // destroyed, which aborts the upstream request. Tied to the sink's own event (an HTTP
+    // response's close) rather than returned as a canceler: no interruptible region per stream.
     function onGone() {
       if (done) return
       done = true
       unwatch()
-      ctx.res.off("drain", onDrain)
+      sink.offDrain(onDrain)
       body.destroy()
       resume(Effect.interrupt)
     }
-    // It may have left already, between the upstream's headers and this relay.
-    if (ctx.res.closed) onGone()
-    else ctx.res.once("close", onGone)
+    if (sink.onGone) {
+      sink.onGone(onGone)
+      return
+    }
+    // A sink without its own event: the relay ends when its fiber is interrupted.
+    return Effect.sync(() => {
+      if (done) return
+      done = true
+      unwatch()
+      sink.offDrain(onDrain)
+      body.destroy()
+    })
   })
 }
-

@@ -20,6 +20,7 @@ import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "..
 import { ManagementApiLive } from "./handlers.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../domain/errors.js"
+import { describeIssues } from "../domain/parse.js"
 
 const json = (status: number, tag: string, message: string) =>
   HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
@@ -46,19 +47,8 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
   )
 }
 
-/** `name: expected string, actual 5`: one line per field, first problem of each. */
-export const describeDecodeError = (e: HttpApiError.HttpApiDecodeError): string => {
-  const seen = new Set<string>()
-  const parts: Array<string> = []
-  for (const issue of e.issues) {
-    const where = issue.path.map(String).join(".")
-    if (seen.has(where)) continue
-    seen.add(where)
-    const message = issue.message.replace(/^Expected /, "expected ")
-    parts.push(where ? `${where}: ${message}` : message)
-  }
-  return `invalid request: ${parts.join("; ") || e.message}`
-}
+/** A payload the HttpApi could not decode: `invalid request: ` and the plane's one wording (`describeIssues`). */
+export const describeDecodeError = (e: HttpApiError.HttpApiDecodeError): string => `invalid request: ${describeIssues(e.issues) || e.message}`
 
 const badRequest = (message: string) => HttpServerResponse.unsafeJson(new BadRequest({ message }), { status: 400 })
 

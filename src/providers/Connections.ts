@@ -15,6 +15,7 @@ import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { maskSecret } from "../observability/redact.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { toIso } from "../store/Db.js"
+import { isUniqueViolation } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { findProvider, PROVIDERS, type ProviderSpec } from "./catalog.js"
@@ -178,7 +179,7 @@ const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
     Effect.catchAll(effect, (e) =>
-      String((e.cause as { code?: string } | undefined)?.code ?? "").startsWith("SQLITE_CONSTRAINT_UNIQUE")
+      isUniqueViolation(e)
         ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` }))
         : Effect.die(e)
     )

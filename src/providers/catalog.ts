@@ -5,13 +5,18 @@
  * override them.
  */
 import type { FormatId } from "../formats/canonical.js"
+import type { ProviderQuirks } from "../formats/format.js"
+
+export type { ProviderQuirks }
 
 export type WireFormat = FormatId
-export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "none"
+/** `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram). */
+export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "xi-api-key" | "token" | "none"
 /** Breaker and cooldown profiles differ per class (spec document 1). */
 export type AuthClass = "apikey" | "oauth" | "local"
 export type ProviderCategory = "cloud" | "aggregator" | "local" | "custom"
-export type ModelKind = "chat" | "embedding" | "image"
+/** What a model does: chat and embeddings, and the media modalities (docs/media.md). */
+export type ModelKind = "chat" | "embedding" | "image" | "video" | "music" | "speech" | "transcription" | "rerank" | "moderation"
 
 export interface ModelCapabilities {
   readonly tools: boolean
@@ -24,6 +29,14 @@ export interface ModelPricing {
   readonly input: number
   readonly output: number
   readonly cachedInput?: number
+  /** USD per generated image (media models). */
+  readonly perImage?: number
+  /** USD per second of audio or video. */
+  readonly perSecond?: number
+  /** USD per character of speech input. */
+  readonly perCharacter?: number
+  /** USD per search unit (rerank). */
+  readonly perSearch?: number
 }
 
 export interface ModelSpec {
@@ -58,6 +71,13 @@ export interface ProviderSpec {
   readonly requiresBaseUrl: boolean
   readonly docsUrl: string
   readonly models: ReadonlyArray<ModelSpec>
+  /**
+   * The kinds of model the provider's API serves (its media endpoints among them): a model the
+   * catalog does not list is taken to be able to do any of these. Default: chat and embeddings.
+   */
+  readonly offers?: ReadonlyArray<ModelKind>
+  /** Where this provider's dialect of its formats differs (read by the format modules); none when absent. */
+  readonly quirks?: ProviderQuirks
 }
 
 type Caps = Partial<ModelCapabilities>
@@ -91,6 +111,18 @@ const embedding = (id: string, name: string, contextWindow: number, input: numbe
   tier: input === 0 ? "free" : "standard"
 })
 
+/** A media model: its kind and its price per unit (and per 1M tokens where the upstream reports tokens). */
+export const media = (id: string, name: string, kind: Exclude<ModelKind, "chat" | "embedding">, pricing: Partial<ModelPricing> = {}): ModelSpec => ({
+  id,
+  name,
+  kind,
+  contextWindow: 0,
+  maxOutput: 0,
+  capabilities: { tools: false, vision: false, reasoning: false, json: false },
+  pricing: { input: 0, output: 0, ...pricing },
+  tier: Object.values(pricing).some((v) => v !== undefined && v > 0) ? "standard" : "free"
+})
+
 const V = { vision: true }
 const R = { reasoning: true }
 const VR = { vision: true, reasoning: true }
@@ -108,6 +140,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://platform.openai.com/docs/api-reference",
+    offers: ["chat", "embedding", "image", "video", "speech", "transcription", "moderation"],
+    quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true },
     models: [
       chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
       chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),
@@ -133,6 +167,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://docs.anthropic.com/en/api/messages",
+    offers: ["chat"],
     models: [
       chat("claude-opus-4-1", "Claude Opus 4.1", 200_000, 32_000, 15, 75, VR, { cachedInput: 1.5 }),
       chat("claude-sonnet-4-5", "Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR, { cachedInput: 0.3 }),
@@ -151,6 +186,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://ai.google.dev/api",
+    offers: ["chat", "embedding", "image", "video", "music", "speech", "transcription"],
     models: [
       chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VR, { cachedInput: 0.31 }),
       chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
@@ -169,6 +205,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: false,
     requiresBaseUrl: false,
     docsUrl: "https://github.com/ollama/ollama/blob/main/docs/api.md",
+    offers: ["chat", "embedding"],
     models: [
       chat("llama3.2", "Llama 3.2", 131_072, 8192, 0, 0),
       chat("qwen2.5-coder", "Qwen2.5 Coder", 32_768, 8192, 0, 0),
@@ -187,6 +224,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://openrouter.ai/docs/api-reference/overview",
+    offers: ["chat", "embedding", "image"],
     models: [
       chat("openai/gpt-4o-mini", "OpenAI: GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V),
       chat("anthropic/claude-sonnet-4.5", "Anthropic: Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR),
@@ -205,6 +243,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://console.groq.com/docs/api-reference",
+    offers: ["chat", "speech", "transcription"],
     models: [
       chat("llama-3.3-70b-versatile", "Llama 3.3 70B Versatile", 131_072, 32_768, 0.59, 0.79),
       chat("llama-3.1-8b-instant", "Llama 3.1 8B Instant", 131_072, 131_072, 0.05, 0.08),
@@ -222,6 +261,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://api-docs.deepseek.com/",
+    offers: ["chat"],
+    quirks: { reasoningContent: true },
     models: [
       chat("deepseek-chat", "DeepSeek Chat", 128_000, 8192, 0.27, 1.1, {}, { cachedInput: 0.07 }),
       chat("deepseek-reasoner", "DeepSeek Reasoner", 128_000, 65_536, 0.55, 2.19, R, { cachedInput: 0.14 })
@@ -238,6 +279,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://docs.mistral.ai/api/",
+    offers: ["chat", "embedding", "moderation", "transcription"],
     models: [
       chat("mistral-large-latest", "Mistral Large", 131_072, 32_768, 2, 6),
       chat("mistral-small-latest", "Mistral Small", 131_072, 32_768, 0.1, 0.3, V),
@@ -256,6 +298,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://docs.x.ai/docs/api-reference",
+    offers: ["chat", "image"],
     models: [
       chat("grok-4", "Grok 4", 256_000, 64_000, 3, 15, VR, { cachedInput: 0.75 }),
       chat("grok-code-fast-1", "Grok Code Fast 1", 256_000, 10_000, 0.2, 1.5, R, { cachedInput: 0.02 }),
@@ -273,6 +316,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://docs.together.ai/reference",
+    offers: ["chat", "embedding", "image", "rerank"],
     models: [
       chat("meta-llama/Llama-3.3-70B-Instruct-Turbo", "Llama 3.3 70B Instruct Turbo", 131_072, 8192, 0.88, 0.88),
       chat("deepseek-ai/DeepSeek-V3", "DeepSeek V3", 131_072, 8192, 1.25, 1.25),
@@ -290,10 +334,92 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: true,
     requiresBaseUrl: false,
     docsUrl: "https://docs.fireworks.ai/api-reference",
+    offers: ["chat", "embedding", "image"],
     models: [
       chat("accounts/fireworks/models/llama-v3p3-70b-instruct", "Llama 3.3 70B Instruct", 131_072, 16_384, 0.9, 0.9),
       chat("accounts/fireworks/models/deepseek-v3", "DeepSeek V3", 131_072, 16_384, 0.9, 0.9),
       chat("accounts/fireworks/models/qwen2p5-coder-32b-instruct", "Qwen2.5 Coder 32B", 32_768, 16_384, 0.9, 0.9)
+    ]
+  },
+  {
+    id: "elevenlabs",
+    name: "ElevenLabs",
+    format: "openai-chat",
+    baseUrl: "https://api.elevenlabs.io",
+    authStyle: "xi-api-key",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://elevenlabs.io/docs/api-reference",
+    offers: ["speech", "music", "transcription"],
+    models: [
+      media("eleven_multilingual_v2", "Eleven Multilingual v2", "speech", { perCharacter: 0.0001 }),
+      media("eleven_flash_v2_5", "Eleven Flash v2.5", "speech", { perCharacter: 0.00005 }),
+      media("music_v1", "Eleven Music", "music"),
+      media("scribe_v1", "Scribe v1", "transcription")
+    ]
+  },
+  {
+    id: "deepgram",
+    name: "Deepgram",
+    format: "openai-chat",
+    baseUrl: "https://api.deepgram.com",
+    authStyle: "token",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://developers.deepgram.com/reference",
+    offers: ["transcription", "speech"],
+    models: [
+      media("nova-3", "Nova-3", "transcription", { perSecond: 0.0043 / 60 }),
+      media("aura-2-thalia-en", "Aura 2 (Thalia)", "speech", { perCharacter: 0.00003 })
+    ]
+  },
+  {
+    id: "cohere",
+    name: "Cohere",
+    format: "openai-chat",
+    baseUrl: "https://api.cohere.com",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.cohere.com/reference",
+    offers: ["rerank"],
+    models: [media("rerank-v3.5", "Rerank 3.5", "rerank", { perSearch: 0.002 })]
+  },
+  {
+    id: "jina",
+    name: "Jina AI",
+    format: "openai-chat",
+    baseUrl: "https://api.jina.ai",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://jina.ai/reranker/",
+    offers: ["rerank"],
+    models: [media("jina-reranker-v2-base-multilingual", "Jina Reranker v2", "rerank")]
+  },
+  {
+    id: "voyage",
+    name: "Voyage AI",
+    format: "openai-chat",
+    baseUrl: "https://api.voyageai.com",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.voyageai.com/reference",
+    offers: ["rerank"],
+    models: [
+      media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }),
+      media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })
     ]
   },
   {
@@ -307,9 +433,20 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresApiKey: false,
     requiresBaseUrl: true,
     docsUrl: "https://platform.openai.com/docs/api-reference/chat",
+    offers: ["chat", "embedding", "image", "video", "music", "speech", "transcription", "rerank", "moderation"],
     models: []
   }
 ]
+
+/**
+ * Whether `model` at this provider can do `kind`: the catalog's word for a model it lists,
+ * otherwise what the provider's API offers (chat and embeddings when it does not say).
+ */
+export const modelDoes = (provider: ProviderSpec, model: string, kind: ModelKind): boolean => {
+  const known = provider.models.find((m) => m.id === model)
+  if (known) return known.kind === kind
+  return (provider.offers ?? ["chat", "embedding"]).includes(kind)
+}
 
 /** Whether a connection to this provider can be spoken to in `format` without translation. */
 export const speaks = (provider: ProviderSpec, format: WireFormat): boolean =>

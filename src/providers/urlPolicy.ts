@@ -1,4 +1,5 @@
 import * as net from "node:net"
+import { BoundedMap } from "../util/BoundedMap.js"
 
 export type HostClass = "loopback" | "lan" | "private" | "metadata" | "public"
 
@@ -96,7 +97,7 @@ export const classifyHost = (host: string): HostClass => {
 type Verdict = { readonly ok: true } | { readonly ok: false; readonly reason: string }
 
 /** Verdicts by policy and URL: every upstream request asks, about a handful of base URLs. */
-const verdicts = new Map<string, Verdict>()
+const verdicts = new BoundedMap<string, Verdict>({ maxEntries: 1000 })
 
 /** Whether the gateway may send provider traffic to this URL. */
 export const checkProviderUrl = (raw: string, flags: UrlPolicyFlags): Verdict => {
@@ -104,7 +105,6 @@ export const checkProviderUrl = (raw: string, flags: UrlPolicyFlags): Verdict =>
   let v = verdicts.get(key)
   if (v === undefined) {
     v = judge(raw, flags)
-    if (verdicts.size >= 1000) verdicts.clear()
     verdicts.set(key, v)
   }
   return v

@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { BreakerProfile } from "../domain/resilience.js"
 import { EventBus } from "../events/EventBus.js"
+import { SharedState } from "../state/SharedState.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 import { type BreakerState, type BreakerView, breakerKey, type ProviderClass, type ProviderRef } from "./types.js"
 
@@ -60,6 +61,16 @@ interface Entry {
   lastStatus: number | null
 }
 
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): the verdicts, which every
+ * process runs through the same state machine at the verdict's time, so failures seen by several
+ * processes add up to one count. The HALF_OPEN probe slot stays per process.
+ */
+export type BreakerChange =
+  | { readonly op: "failure"; readonly key: string; readonly provider: string; readonly origin: string | null; readonly providerClass: ProviderClass; readonly status: number; readonly at: number }
+  | { readonly op: "success"; readonly key: string; readonly at: number }
+  | { readonly op: "reset"; readonly provider?: string; readonly origin?: string }
+
 const effectiveState = (e: Entry, now: number): BreakerState =>
   e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
 
@@ -69,7 +80,8 @@ const effectiveState = (e: Entry, now: number): BreakerState =>
  * hosts; docs/resilience.md). Counts
  * consecutive provider-level failures: DEGRADED at `degradationThreshold`, OPEN at
  * `failureThreshold`; OPEN reads HALF_OPEN once `resetTimeoutMs` has passed, where one probe
- * at a time decides: success closes, failure re-opens for a full reset timeout.
+ * at a time decides: success closes, failure re-opens for a full reset timeout. Verdicts also
+ * go to the other gateway processes on the `breakers` channel (`SharedState`).
  */
 export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<CircuitBreakers, CircuitBreakersShape>() {
   static readonly layer = Layer.effect(
@@ -77,6 +89,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
     Effect.gen(function* () {
       const config = yield* ResilienceConfig
       const bus = yield* EventBus
+      const shared = yield* SharedState.orLocal
       const entries = new Map<string, Entry>()
 
       const profile = (cls: ProviderClass): BreakerProfile => config.current().providerBreaker[cls]
@@ -86,6 +99,13 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
 
       const recovered = (e: Entry, key: string, previous: BreakerState, now: number) =>
         bus.publish("provider.recovered", { provider: e.provider, origin: e.origin, breaker: key, previous_state: previous, recovered_at: new Date(now).toISOString() })
+
+      // Changes of the other processes, run through the same transitions without announcing them again.
+      const channel = shared.channel<BreakerChange>("breakers", (c) => {
+        if (c.op === "failure") fail(c.key, c.provider, c.origin, c.providerClass, c.status, c.at, false)
+        else if (c.op === "success") succeed(c.key, c.at, false)
+        else clear(c.provider, c.origin)
+      })
 
       const stateAt: CircuitBreakersShape["stateAt"] = (provider, now) => {
         const e = entries.get(breakerKey(provider))
@@ -107,89 +127,109 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
           return { allowed: true, probe: true, retryAfterMs: null }
       }
 
-      const unsafeOnSuccess: CircuitBreakersShape["unsafeOnSuccess"] = (provider, now) => {
-          const key = breakerKey(provider)
-          const e = entries.get(key)
-          if (e === undefined) return
-          e.providerClass = provider.authClass
-          const previous = effectiveState(e, now)
-          // A straggler that succeeds while OPEN (sent before the breaker opened) proves little:
-          // only the probe (or any success once HALF_OPEN) closes an open breaker.
-          if (previous === "OPEN") return
-          e.state = "CLOSED"
-          e.consecutiveFailures = 0
-          e.retryAt = null
-          e.probeSince = null
-          if (previous !== "CLOSED") recovered(e, key, previous, now)
+      /** A success at `now`; `local`: this process's own (announced on the bus and to the other processes). */
+      const succeed = (key: string, now: number, local: boolean) => {
+        const e = entries.get(key)
+        if (e === undefined) return
+        const previous = effectiveState(e, now)
+        // A straggler that succeeds while OPEN (sent before the breaker opened) proves little:
+        // only the probe (or any success once HALF_OPEN) closes an open breaker.
+        if (previous === "OPEN") return
+        const changed = previous !== "CLOSED" || e.consecutiveFailures > 0
+        e.state = "CLOSED"
+        e.consecutiveFailures = 0
+        e.retryAt = null
+        e.probeSince = null
+        if (!local) return
+        if (previous !== "CLOSED") recovered(e, key, previous, now)
+        if (changed && channel.shared) channel.publish({ op: "success", key, at: now })
       }
 
-      const onFailure: CircuitBreakersShape["onFailure"] = (provider, status) =>
-        withNow((now) => {
-          const key = breakerKey(provider)
-          let e = entries.get(key)
-          if (e === undefined) {
-            e = {
-              provider: provider.id,
-              origin: provider.origin ?? null,
-              providerClass: provider.authClass,
-              state: "CLOSED",
-              consecutiveFailures: 0,
-              retryAt: null,
-              probeSince: null,
-              lastFailureAt: null,
-              lastStatus: null
-            }
-            entries.set(key, e)
+      const unsafeOnSuccess: CircuitBreakersShape["unsafeOnSuccess"] = (provider, now) => {
+        const key = breakerKey(provider)
+        const e = entries.get(key)
+        if (e === undefined) return
+        e.providerClass = provider.authClass
+        succeed(key, now, true)
+      }
+
+      /** A provider-level failure at `now`; `local` as for `succeed`. */
+      const fail = (key: string, provider: string, origin: string | null, providerClass: ProviderClass, status: number, now: number, local: boolean) => {
+        let e = entries.get(key)
+        if (e === undefined) {
+          e = {
+            provider,
+            origin,
+            providerClass,
+            state: "CLOSED",
+            consecutiveFailures: 0,
+            retryAt: null,
+            probeSince: null,
+            lastFailureAt: null,
+            lastStatus: null
           }
-          e.providerClass = provider.authClass
-          const p = profile(e.providerClass)
-          const before = effectiveState(e, now)
-          e.consecutiveFailures += 1
-          e.lastFailureAt = now
-          e.lastStatus = status
-          if (before === "HALF_OPEN") {
-            // The probe (or any request let through while HALF_OPEN) failed: another full timeout.
+          entries.set(key, e)
+        }
+        e.providerClass = providerClass
+        const p = profile(e.providerClass)
+        const before = effectiveState(e, now)
+        e.consecutiveFailures += 1
+        e.lastFailureAt = now
+        e.lastStatus = status
+        if (before === "HALF_OPEN") {
+          // The probe (or any request let through while HALF_OPEN) failed: another full timeout.
+          e.state = "OPEN"
+          e.retryAt = now + p.resetTimeoutMs
+          e.probeSince = null
+        } else if (before !== "OPEN") {
+          if (e.consecutiveFailures >= p.failureThreshold) {
             e.state = "OPEN"
             e.retryAt = now + p.resetTimeoutMs
             e.probeSince = null
-          } else if (before !== "OPEN") {
-            if (e.consecutiveFailures >= p.failureThreshold) {
-              e.state = "OPEN"
-              e.retryAt = now + p.resetTimeoutMs
-              e.probeSince = null
-            } else if (e.consecutiveFailures >= p.degradationThreshold) {
-              e.state = "DEGRADED"
-            }
+          } else if (e.consecutiveFailures >= p.degradationThreshold) {
+            e.state = "DEGRADED"
           }
-          // While OPEN a straggler failure counts but does not push the probe time back.
-          bus.publish("provider.error", {
-            provider: provider.id,
-            origin: e.origin,
-            breaker: key,
-            status,
-            consecutive_failures: e.consecutiveFailures,
-            circuit_state: effectiveState(e, now)
-          })
+        }
+        // While OPEN a straggler failure counts but does not push the probe time back.
+        if (!local) return
+        if (channel.shared) channel.publish({ op: "failure", key, provider, origin, providerClass, status, at: now })
+        bus.publish("provider.error", {
+          provider,
+          origin: e.origin,
+          breaker: key,
+          status,
+          consecutive_failures: e.consecutiveFailures,
+          circuit_state: effectiveState(e, now)
         })
+      }
+
+      const onFailure: CircuitBreakersShape["onFailure"] = (provider, status) =>
+        withNow((now) => fail(breakerKey(provider), provider.id, provider.origin ?? null, provider.authClass, status, now, true))
 
       const unsafeReleaseProbe: CircuitBreakersShape["unsafeReleaseProbe"] = (provider) => {
         const e = entries.get(breakerKey(provider))
         if (e !== undefined) e.probeSince = null
       }
 
+      const clear = (provider: string | undefined, origin: string | undefined): number => {
+        if (provider === undefined) {
+          const n = entries.size
+          entries.clear()
+          return n
+        }
+        const wanted = provider.toLowerCase()
+        let n = 0
+        for (const [key, e] of entries) {
+          const match = key.toLowerCase() === wanted || (e.provider.toLowerCase() === wanted && (origin === undefined || e.origin === origin))
+          if (match && entries.delete(key)) n++
+        }
+        return n
+      }
+
       const reset: CircuitBreakersShape["reset"] = (provider, origin) =>
         Effect.sync(() => {
-          if (provider === undefined) {
-            const n = entries.size
-            entries.clear()
-            return n
-          }
-          const wanted = provider.toLowerCase()
-          let n = 0
-          for (const [key, e] of entries) {
-            const match = key.toLowerCase() === wanted || (e.provider.toLowerCase() === wanted && (origin === undefined || e.origin === origin))
-            if (match && entries.delete(key)) n++
-          }
+          const n = clear(provider, origin)
+          if (channel.shared) channel.publish({ op: "reset", ...(provider !== undefined ? { provider } : {}), ...(origin !== undefined ? { origin } : {}) })
           return n
         })
 

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
+import { SharedState } from "../state/SharedState.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 import type { Classification, ConnectionHealth, ConnectionRef, FailureInfo, TerminalState } from "./types.js"
 
@@ -35,6 +36,15 @@ export interface CooldownsShape {
   /** Writes every pending change now (tests, shutdown). */
   readonly flush: Effect.Effect<void>
 }
+
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): a connection's health after
+ * a change, or that it was cleared. The process that made the change writes the row.
+ */
+export type CooldownChange =
+  | { readonly op: "set"; readonly id: string; readonly health: ConnectionHealth }
+  | { readonly op: "clear"; readonly id: string }
+  | { readonly op: "clearAll" }
 
 /** Minimum time between two write-behind batches. */
 export const WRITE_INTERVAL = "250 millis"
@@ -82,7 +92,8 @@ const fromRow = (r: Row): ConnectionHealth | undefined => {
  * Connection cooldowns and terminal states (spec document 1, "Connection cooldown"). In memory
  * and authoritative for the request path; changes reach the `connections` row through a
  * background writer (at most every 250 ms, and once more when the scope closes), so terminal
- * states and active cooldowns survive a restart and a request never waits for a write.
+ * states and active cooldowns survive a restart and a request never waits for a write. Each
+ * change also goes to the other gateway processes on the `cooldowns` channel (`SharedState`).
  */
 export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, CooldownsShape>() {
   static readonly layer = Layer.scoped(
@@ -90,6 +101,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const config = yield* ResilienceConfig
+      const shared = yield* SharedState.orLocal
       const entries = new Map<string, ConnectionHealth>()
       const dirty = new Set<string>()
       const wake = yield* Queue.sliding<void>(1)
@@ -103,6 +115,13 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
         const h = fromRow(r)
         if (h !== undefined) entries.set(r.id, h)
       }
+
+      // Another process's change: its read model is ours too; its row is that process's to write.
+      const channel = shared.channel<CooldownChange>("cooldowns", (c) => {
+        if (c.op === "set") entries.set(c.id, c.health)
+        else if (c.op === "clear") entries.delete(c.id)
+        else entries.clear()
+      })
 
       const markDirty = (id: string) => {
         dirty.add(id)
@@ -200,12 +219,15 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
             }
             entries.set(conn.id, next)
             markDirty(conn.id)
+            if (channel.shared) channel.publish({ op: "set", id: conn.id, health: next })
             return healthAt(conn.id, now)
           })
         )
 
       const unsafeOnSuccess: CooldownsShape["unsafeOnSuccess"] = (id) => {
-        if (entries.delete(id)) markDirty(id)
+        if (!entries.delete(id)) return
+        markDirty(id)
+        if (channel.shared) channel.publish({ op: "clear", id })
       }
 
       const reset: CooldownsShape["reset"] = (id) =>
@@ -213,11 +235,13 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
           if (id !== undefined) {
             if (!entries.delete(id)) return 0
             markDirty(id)
+            if (channel.shared) channel.publish({ op: "clear", id })
             return 1
           }
           const ids = [...entries.keys()]
           entries.clear()
           for (const i of ids) markDirty(i)
+          if (channel.shared) channel.publish({ op: "clearAll" })
           return ids.length
         })
 
@@ -225,6 +249,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
         Effect.sync(() => {
           entries.delete(id)
           dirty.delete(id)
+          if (channel.shared) channel.publish({ op: "clear", id })
         })
 
       const list: CooldownsShape["list"] = Effect.map(Clock.currentTimeMillis, (now) =>

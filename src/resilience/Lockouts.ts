@@ -2,6 +2,8 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { SharedState } from "../state/SharedState.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 import type { LockoutView } from "./types.js"
 
@@ -43,6 +45,15 @@ interface Entry {
   status: number
 }
 
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): an entry after a failure
+ * (the newest), a success on a key (its count halves there too), or an operator's clear.
+ */
+export type LockoutChange =
+  | { readonly op: "put"; readonly key: string; readonly entry: Entry }
+  | { readonly op: "success"; readonly key: string }
+  | { readonly op: "clear"; readonly target: LockoutTarget }
+
 /** Most lockout entries kept in memory. */
 export const MAX_ENTRIES = 10_000
 
@@ -64,27 +75,43 @@ const view = (e: Entry, now: number): LockoutView => ({
  * connection and model; lost on restart. Off unless `modelLockout.enabled`; while disabled no
  * lockout applies. Escalation: `base × 2^(min(failures − 1, maxBackoffSteps))`, capped at
  * `maxCooldownMs`; a failure more than `maxCooldownMs` after the previous one starts over at 1.
+ * Each change also goes to the other gateway processes on the `lockouts` channel (`SharedState`).
  */
 export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, LockoutsShape>() {
   static readonly layer = Layer.effect(
     Lockouts,
     Effect.gen(function* () {
       const config = yield* ResilienceConfig
-      const entries = new Map<string, Entry>()
+      const shared = yield* SharedState.orLocal
+      /**
+       * Bounded (keys include model ids a client chooses): in order of the last failure, so the
+       * entry dropped for a new one is the one that failed longest ago (expired first, as every
+       * lockout lasts at most maxCooldownMs).
+       */
+      const entries = new BoundedMap<string, Entry>({ maxEntries: MAX_ENTRIES })
       const settings = () => config.current().modelLockout
 
-      /**
-       * Bounded memory (keys include model ids a client chooses): entries past their escalation
-       * window are dropped when the map grows, then the oldest beyond MAX_ENTRIES.
-       */
-      const prune = (now: number, windowMs: number) => {
-        if (entries.size <= MAX_ENTRIES) return
-        for (const [key, e] of entries) if (now >= e.until && now - e.lastFailureAt > windowMs) entries.delete(key)
-        for (const key of entries.keys()) {
-          if (entries.size <= MAX_ENTRIES) break
-          entries.delete(key)
-        }
+      const matching = (target: LockoutTarget, e: Entry) =>
+        "all" in target ||
+        (e.provider === target.provider &&
+          e.model === target.model &&
+          (target.connection === undefined || target.connection === e.connectionId || target.connection.toLowerCase() === e.connectionName.toLowerCase()))
+
+      /** A success: the failure count halves; at 0 the entry is gone. Answers whether there was an entry. */
+      const succeed = (key: string): boolean => {
+        const e = entries.get(key)
+        if (e === undefined) return false
+        e.failures = Math.floor(e.failures / 2)
+        if (e.failures === 0) entries.delete(key)
+        return true
       }
+
+      // Another process's change, applied as is.
+      const channel = shared.channel<LockoutChange>("lockouts", (c) => {
+        if (c.op === "put") entries.set(c.key, { ...c.entry })
+        else if (c.op === "success") succeed(c.key)
+        else for (const [key, e] of [...entries]) if (matching(c.target, e)) entries.delete(key)
+      })
 
       const lockedAt: LockoutsShape["lockedAt"] = (provider, connectionId, model, now) => {
         const e = entries.get(keyOf(provider, connectionId, model))
@@ -116,35 +143,27 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
               reason,
               status
             }
-            entries.delete(key)
             entries.set(key, e)
-            prune(now, s.maxCooldownMs)
+            if (channel.shared) channel.publish({ op: "put", key, entry: e })
             return view(e, now)
           })
         )
 
       const unsafeOnSuccess: LockoutsShape["unsafeOnSuccess"] = (ref) => {
         const key = keyOf(ref.provider, ref.connectionId, ref.model)
-        const e = entries.get(key)
-        if (e === undefined) return
-        e.failures = Math.floor(e.failures / 2)
-        if (e.failures === 0) entries.delete(key)
+        if (succeed(key) && channel.shared) channel.publish({ op: "success", key })
       }
 
       const clear: LockoutsShape["clear"] = (target) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.sync(() => {
             let lifted = 0
-            for (const [key, e] of entries) {
-              const matches =
-                "all" in target ||
-                (e.provider === target.provider &&
-                  e.model === target.model &&
-                  (target.connection === undefined || target.connection === e.connectionId || target.connection.toLowerCase() === e.connectionName.toLowerCase()))
-              if (!matches) continue
+            for (const [key, e] of [...entries]) {
+              if (!matching(target, e)) continue
               if (now < e.until) lifted += 1
               entries.delete(key)
             }
+            if (channel.shared) channel.publish({ op: "clear", target })
             return lifted
           })
         )

@@ -8,6 +8,7 @@ import type { ComboConfig, ComboTarget, ComboView, CreateCombo, UpdateCombo } fr
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { toIso } from "../store/Db.js"
+import { isUniqueViolation } from "../store/dialect.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { modeName } from "./auto/weights.js"
 import { AutoEngine } from "./AutoEngine.js"
@@ -84,7 +85,7 @@ const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
     Effect.catchAll(effect, (e) =>
-      String((e.cause as { code?: string } | undefined)?.code ?? "").startsWith("SQLITE_CONSTRAINT")
+      isUniqueViolation(e)
         ? Effect.fail(new Conflict({ message: `a combo named '${name}' (or with that id) already exists` }))
         : Effect.die(e)
     )
@@ -126,7 +127,7 @@ export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>()
 
         const snapshot = makeCachedLoad(
           version,
-          Effect.map(sql<Row>`SELECT * FROM combos ORDER BY name`.pipe(Effect.orDie), (rows) => {
+          Effect.map(sql<Row>`SELECT * FROM combos ORDER BY lower(name)`.pipe(Effect.orDie), (rows) => {
             const all = rows.map(fromRow)
             return { all, byName: new Map(all.map((c) => [c.name.toLowerCase(), c])) }
           })

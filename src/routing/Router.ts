@@ -266,13 +266,16 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
           const panel: Array<Candidate> = []
+          const members: Array<ReadonlyArray<Candidate>> = []
           const blocked: Array<Blocked> = []
-          // One panel member per target: its first admissible connection.
+          // One panel member per target: its first admissible connection, the others its fallbacks.
           for (const [i, t] of combo.targets.entries()) {
             const cands = (yield* targetsOf(t.model)).map((r) => candidateOf(r, t.weight ?? 1, i))
             const a = admit(cands, resilience.admission, now)
-            if (a.ok[0]) panel.push(a.ok[0])
-            else blocked.push(...a.blocked)
+            if (a.ok[0]) {
+              panel.push(a.ok[0])
+              members.push(a.ok)
+            } else blocked.push(...a.blocked)
           }
           const judgeId = combo.config.judgeModel
           let judge: Candidate | undefined = panel[0]
@@ -284,6 +287,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           const fusion: FusionPlan | undefined = judge
             ? {
                 panel,
+                members,
                 judge,
                 minPanel: Math.max(Math.min(tuning.minPanel ?? FUSION_DEFAULTS.minPanel, panel.length), Math.min(2, panel.length)),
                 stragglerGraceMs: tuning.stragglerGraceMs ?? FUSION_DEFAULTS.stragglerGraceMs,

@@ -1,6 +1,9 @@
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type { Candidate, ObservedStats, QuotaInfo } from "./types.js"
+import { localSharedState, SharedState, type SharedStateShape } from "../state/SharedState.js"
+import { BoundedMap } from "../util/BoundedMap.js"
+import type { Candidate, Counters, ObservedStats, QuotaInfo } from "./types.js"
 
 /** How much history the latency and error window keeps per candidate. */
 export const WINDOW_SAMPLES = 100
@@ -52,18 +55,18 @@ const summarize = (samples: ReadonlyArray<Sample>): ObservedStats => {
   return { samples: samples.length, p95LatencyMs: p95, latencyStdDevMs: Math.sqrt(variance), errorRate: failures / samples.length }
 }
 
-/** A Map that forgets its oldest entries beyond `max` (insertion order is refreshed on set). */
-class BoundedMap<V> extends Map<string, V> {
-  constructor(private readonly max: number) {
-    super()
-  }
-  override set(key: string, value: V): this {
-    if (this.has(key)) this.delete(key)
-    super.set(key, value)
-    while (this.size > this.max) this.delete(this.keys().next().value!)
-    return this
-  }
-}
+/** A table that forgets its oldest entries beyond `max` (a set makes an entry the newest). */
+const bounded = <V>(max: number) => new BoundedMap<string, V>({ maxEntries: max })
+
+/**
+ * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): where a session stuck
+ * (X-Session-Id) and the leg a context-relay session is on, so that the session's next request
+ * lands on the same target whichever process takes it. The rest of this memory (latency windows,
+ * requests in flight, turns, deficits, quota reports) describes this process's own traffic.
+ */
+export type SessionChange =
+  | { readonly op: "sticky"; readonly scope: string; readonly session: string; readonly key: string; readonly at: number }
+  | { readonly op: "leg"; readonly scope: string; readonly session: string; readonly key: string }
 
 export interface RoutingMemoryShape {
   /** Latency/error window of a candidate. */
@@ -83,7 +86,7 @@ export interface RoutingMemoryShape {
   /** The candidate a session stuck to in a scope (X-Session-Id), while fresh. */
   readonly sticky: (scope: string, session: string, now: number) => string | undefined
   readonly setSticky: (scope: string, session: string, key: string, now: number) => void
-  readonly deficits: (group: string) => Map<string, number>
+  readonly deficits: (group: string) => Counters
   /** Quota reported for a connection (and model): rate-limit headers, the accounting layer. */
   readonly quota: (connectionId: string, model: string, now: number) => QuotaInfo | undefined
   readonly setQuota: (connectionId: string, model: string | undefined, q: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }) => void
@@ -100,19 +103,25 @@ type QuotaRecord = QuotaInfo & { readonly at: number; readonly limit?: number; r
  * window per candidate (p95, deviation, error rate over the last 100 attempts or 10 minutes),
  * requests in flight per connection, use counts, round-robin turns, last-known-good targets,
  * relay legs and sticky sessions, deficit counters of quota-share groups, and quota reports.
- * A multi-instance deployment would move the shared parts behind the same interface.
+ * Sticky sessions and relay legs also go to the other gateway processes on the `sessions`
+ * channel (`SharedState`).
  */
 export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingMemory, RoutingMemoryShape>() {
-  static readonly make = (): RoutingMemoryShape => {
-    const windows = new BoundedMap<Window>(10_000)
+  static readonly make = (shared: SharedStateShape = localSharedState): RoutingMemoryShape => {
+    const windows = bounded<Window>(10_000)
     const inFlight = new Map<string, number>()
-    const used = new BoundedMap<number>(10_000)
-    const turns = new BoundedMap<number>(10_000)
-    const lastGood = new BoundedMap<string>(10_000)
-    const legs = new BoundedMap<string>(MAX_SESSIONS)
-    const sessions = new BoundedMap<{ key: string; at: number }>(MAX_SESSIONS)
-    const deficits = new BoundedMap<Map<string, number>>(1_000)
-    const quotas = new BoundedMap<{ connectionId: string; model: string | undefined; info: QuotaRecord }>(10_000)
+    const used = bounded<number>(10_000)
+    const turns = bounded<number>(10_000)
+    const lastGood = bounded<string>(10_000)
+    const legs = bounded<string>(MAX_SESSIONS)
+    const sessions = bounded<{ key: string; at: number }>(MAX_SESSIONS)
+    const deficits = bounded<BoundedMap<string, number>>(1_000)
+    const quotas = bounded<{ connectionId: string; model: string | undefined; info: QuotaRecord }>(10_000)
+
+    const channel = shared.channel<SessionChange>("sessions", (c) => {
+      if (c.op === "sticky") sessions.set(`${c.scope}\u0000${c.session}`, { key: c.key, at: c.at })
+      else legs.set(`${c.scope}\u0000${c.session}`, c.key)
+    })
 
     const quotaKey = (connectionId: string, model: string | undefined) => `${connectionId}\u0000${model ?? ""}`
     const fresh = (q: QuotaRecord | undefined, now: number): QuotaInfo | undefined => {
@@ -161,6 +170,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
       relayLeg: (scope, session) => legs.get(`${scope}\u0000${session}`),
       setRelayLeg: (scope, session, key) => {
         legs.set(`${scope}\u0000${session}`, key)
+        if (channel.shared) channel.publish({ op: "leg", scope, session, key })
       },
       sticky: (scope, session, now) => {
         const s = sessions.get(`${scope}\u0000${session}`)
@@ -168,12 +178,13 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
       },
       setSticky: (scope, session, key, now) => {
         sessions.set(`${scope}\u0000${session}`, { key, at: now })
+        if (channel.shared) channel.publish({ op: "sticky", scope, session, key, at: now })
       },
       deficits: (group) => {
         let d = deficits.get(group)
         if (!d) {
           // Bounded: a group's keys come from model ids a client may vary at will.
-          d = new BoundedMap<number>(1_000)
+          d = bounded<number>(1_000)
           deficits.set(group, d)
         }
         return d
@@ -189,5 +200,5 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
     }
   }
 
-  static readonly layer = Layer.sync(RoutingMemory, RoutingMemory.make)
+  static readonly layer = Layer.effect(RoutingMemory, Effect.map(SharedState.orLocal, RoutingMemory.make))
 }

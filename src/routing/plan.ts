@@ -3,7 +3,13 @@ import type { Candidate, RouterDecision } from "./types.js"
 
 /** Fusion (spec document 1, "Fusion strategy behavior"): a parallel panel, then a judge. */
 export interface FusionPlan {
+  /** One member per combo target: its first admissible candidate. */
   readonly panel: ReadonlyArray<Candidate>
+  /**
+   * Each member's admissible candidates in order (`panel[i]` first): a member whose target is
+   * served by several connections falls back to the next one.
+   */
+  readonly members?: ReadonlyArray<ReadonlyArray<Candidate>>
   readonly judge: Candidate
   readonly minPanel: number
   readonly stragglerGraceMs: number

@@ -77,7 +77,15 @@ export interface RoutingState {
   /** The candidate key a session is on for `scope` (context-relay), if any. */
   readonly relayLeg: (scope: string, session: string) => string | undefined
   /** Deficit counters of quota-share groups: read and written by the quota-share mode. */
-  readonly deficits: (group: string) => Map<string, number>
+  readonly deficits: (group: string) => Counters
+}
+
+/** Numbers by key, as the routing state keeps them (a `Map` does; the router's are bounded). */
+export interface Counters {
+  readonly size: number
+  readonly get: (key: string) => number | undefined
+  readonly has: (key: string) => boolean
+  readonly set: (key: string, value: number) => unknown
 }
 
 /** A source of uniform random numbers in [0, 1): injected so tests are deterministic. */

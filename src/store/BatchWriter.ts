@@ -5,12 +5,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
+import { isBusy, upsert } from "./dialect.js"
 
 /** Tables written only from the queue: appended rows, or rows replaced by key (`cache_entries`). */
 export type AppendTable = "usage" | "audit_log" | "cache_entries"
 
-/** Tables whose rows replace an existing row with the same primary key. */
-const REPLACING: ReadonlySet<AppendTable> = new Set(["cache_entries"])
+/** Tables whose rows replace an existing row with the same primary key: the key's columns. */
+const REPLACING: Partial<Record<AppendTable, ReadonlyArray<string>>> = { cache_entries: ["key"] }
 
 export type Row = Readonly<Record<string, string | number | Uint8Array | null>>
 
@@ -54,25 +55,22 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       let inFlight = 0
       let closed = false
 
-      const insertOne = (p: Pending) =>
-        REPLACING.has(p.table)
-          ? sql`INSERT OR REPLACE INTO ${sql(p.table)} ${sql.insert(p.row as Record<string, string | number | null>)}`
-          : sql`INSERT INTO ${sql(p.table)} ${sql.insert(p.row as Record<string, string | number | null>)}`
+      const insert = (table: AppendTable, rows: Row | ReadonlyArray<Row>) => {
+        const key = REPLACING[table]
+        return key ? upsert(sql, table, rows, key) : sql`INSERT INTO ${sql(table)} ${sql.insert(rows as Array<Record<string, string | number | null>>)}`
+      }
+      const insertOne = (p: Pending) => insert(p.table, p.row)
 
       /** Rows of one table with the same columns go into one multi-row INSERT. */
       const insertGrouped = (batch: ReadonlyArray<Pending>) => {
-        const groups = new Map<string, { table: AppendTable; rows: Array<Record<string, string | number | null>> }>()
+        const groups = new Map<string, { table: AppendTable; rows: Array<Row> }>()
         for (const p of batch) {
           const key = `${p.table}|${Object.keys(p.row).join(",")}`
           const group = groups.get(key) ?? { table: p.table, rows: [] }
-          group.rows.push(p.row as Record<string, string | number | null>)
+          group.rows.push(p.row)
           groups.set(key, group)
         }
-        return Effect.forEach(
-          groups.values(),
-          (g) => (REPLACING.has(g.table) ? sql`INSERT OR REPLACE INTO ${sql(g.table)} ${sql.insert(g.rows)}` : sql`INSERT INTO ${sql(g.table)} ${sql.insert(g.rows)}`),
-          { discard: true }
-        )
+        return Effect.forEach(groups.values(), (g) => insert(g.table, g.rows), { discard: true })
       }
 
       const writeBatch = (batch: ReadonlyArray<Pending>) =>
@@ -80,7 +78,7 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
           // Lock contention (another process writing) passes; anything else will not.
           Effect.retry({
             schedule: Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6))),
-            while: isContention
+            while: (error) => isBusy(error)
           }),
           Effect.catchAll((error) =>
             // The batch as a whole failed even after retries: write rows one by one so one bad
@@ -157,11 +155,6 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       }
     })
   )
-}
-
-const isContention = (error: { readonly cause?: unknown }): boolean => {
-  const code = (error.cause as { code?: string } | undefined)?.code ?? ""
-  return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
 }
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {

@@ -7,24 +7,17 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { AppConfig } from "../config/AppConfig.js"
 import { loader } from "./migrations/index.js"
+import * as Sqlite from "./sqlite.js"
 
 export const DB_FILENAME = "gateway.db"
 
-export const BUSY_TIMEOUT_MS = 5000
-
 const runMigrations = Migrator.make({})
 
-/**
- * Pragmas and migrations. WAL is set by the client itself; the busy timeout lets the CLI and
- * a running server share the file; `synchronous = NORMAL` is durable with WAL at commit
- * boundaries and avoids an fsync per transaction.
- */
+/** Connection settings (`sqlite.ts`) and the SQLite migration set. */
 const prepare = Layer.effectDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`)
-    yield* sql.unsafe("PRAGMA synchronous = NORMAL")
-    yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    yield* Sqlite.configure(sql)
     const applied = yield* runMigrations({ loader, table: "schema_migrations" })
     if (applied.length > 0) {
       yield* Effect.logInfo(`database migrated: ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)

@@ -3,45 +3,60 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { dataVersion } from "./sqlite.js"
 
+/**
+ * How in-memory caches learn that another process (the CLI, a second gateway) committed to the
+ * database. The contract any store's layer keeps (docs/ARCHITECTURE.md, "Seam 3"):
+ *
+ * - `current` answers a number that changes after another process committed, at the latest
+ *   one check interval later (a layer says its interval; SQLite's: 1 s). The number only ever
+ *   grows and says nothing else: callers compare it with the one they loaded at. Whether this
+ *   process's own commits change it is not promised; callers invalidate themselves when they write.
+ * - `peek()` answers the number without any I/O when it is known to be fresh, else undefined
+ *   (then `current` checks). It is called on the request path: constant time, no allocation.
+ *
+ * The SQLite layer polls `PRAGMA data_version` (`polledVersion`); a PostgreSQL layer can poll a
+ * counter the same way, or listen (LISTEN/NOTIFY) and bump the number when notified, with
+ * `peek` then always answering it.
+ */
 export interface StoreVersionShape {
-  /**
-   * A number that changes when another process (the CLI, a second gateway) committed to the
-   * database. Checked with `PRAGMA data_version` at most once per interval, so in-memory
-   * caches stay cheap on the request path yet see `gateway keys add` within a second.
-   */
+  /** The version, checked against the database at most once per interval. */
   readonly current: Effect.Effect<number>
   /** The version when no check is due (so `current` would answer it without reading), else undefined. */
   readonly peek: () => number | undefined
 }
 
+/**
+ * A version over `probe`, a counter the database changes when another process commits, read
+ * at most once per `intervalMs`: in-memory caches stay cheap on the request path yet see
+ * `gateway keys add` within a second.
+ */
+export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number): StoreVersionShape => {
+  let version = 0
+  let lastValue: number | undefined
+  let lastCheck = 0
+  return {
+    peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
+    current: Effect.suspend(() => {
+      const t = Date.now()
+      if (t - lastCheck < intervalMs) return Effect.succeed(version)
+      lastCheck = t
+      return Effect.map(probe, (v) => {
+        if (lastValue !== undefined && v !== lastValue) version++
+        lastValue = v
+        return version
+      })
+    })
+  }
+}
+
 export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
+  /** SQLite: `PRAGMA data_version`, polled at most once per `intervalMs`. */
   static readonly layer = (intervalMs = 1000) =>
     Layer.effect(
       StoreVersion,
-      Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        let version = 0
-        let lastValue: number | undefined
-        let lastCheck = 0
-        const read = sql<{ data_version: number }>`PRAGMA data_version`.pipe(
-          Effect.map((rows) => rows[0]?.data_version ?? 0),
-          Effect.orDie
-        )
-        return {
-          peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
-          current: Effect.suspend(() => {
-            const t = Date.now()
-            if (t - lastCheck < intervalMs) return Effect.succeed(version)
-            lastCheck = t
-            return Effect.map(read, (v) => {
-              if (lastValue !== undefined && v !== lastValue) version++
-              lastValue = v
-              return version
-            })
-          })
-        }
-      })
+      Effect.map(SqlClient.SqlClient, (sql) => polledVersion(dataVersion(sql), intervalMs))
     )
 }
 

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import { Agent, errors as undiciErrors, type request } from "undici"
 import { positiveInteger } from "../config/AppConfig.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 import { VERSION } from "../version.js"
 
 export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
@@ -50,7 +51,7 @@ export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportE
 
 export interface UpstreamRequest {
   readonly url: string
-  readonly method: "GET" | "POST"
+  readonly method: "GET" | "POST" | "DELETE"
   readonly headers: Record<string, string>
   readonly body?: string | Buffer
   /** Time allowed until response headers arrive. */
@@ -170,7 +171,7 @@ const classify = (cause: unknown): UpstreamTransportError => {
 }
 
 /** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
-const parsed = new Map<string, { readonly origin: string; readonly path: string } | string>()
+const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string } | string>({ maxEntries: 1000 })
 const splitUrl = (url: string): { readonly origin: string; readonly path: string } | string => {
   let hit = parsed.get(url)
   if (hit === undefined) {
@@ -180,7 +181,6 @@ const splitUrl = (url: string): { readonly origin: string; readonly path: string
     } catch {
       hit = `invalid upstream URL: ${url}`
     }
-    if (parsed.size >= 1000) parsed.clear()
     parsed.set(url, hit)
   }
   return hit

@@ -1,11 +1,27 @@
 import * as Redacted from "effect/Redacted"
 import type { FormatId } from "../formats/canonical.js"
 import type { Connection } from "../providers/Connections.js"
-import { joinUrl, upstreamAuthHeaders } from "./auth.js"
+import { ANTHROPIC_VERSION, joinUrl, upstreamAuthHeaders } from "./auth.js"
 import type { UpstreamRequest } from "./UpstreamHttp.js"
 import { encodeComponent } from "../http/untrusted.js"
 
 export type UpstreamOperation = "generate" | "count_tokens" | "embed"
+
+/**
+ * A call outside the five chat families' conventions (media endpoints, job polling, downloads):
+ * the path after the connection's base URL (query included) or an absolute URL the upstream
+ * itself returned, the method, and the body as JSON or as bytes with their content type.
+ * Authenticated the provider's way (its `authStyle`), whatever its chat format.
+ */
+export interface CustomCall {
+  readonly path: string
+  readonly method?: "GET" | "POST" | "DELETE"
+  readonly json?: Record<string, unknown>
+  readonly bytes?: { readonly data: Buffer; readonly contentType: string }
+  readonly accept?: string
+  /** An absolute URL (a result's download link): still sent with the connection's credentials, so it must pass the URL policy too. */
+  readonly url?: string
+}
 
 const STREAM_ACCEPT: Record<FormatId, string> = {
   "openai-chat": "text/event-stream",
@@ -69,6 +85,38 @@ export const upstreamRequest = (
       ...upstreamAuthHeaders(connection.provider.authStyle, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)
     },
     body: JSON.stringify(payload)
+  }
+}
+
+/** The HTTP request for a `CustomCall` to a connection. */
+export const customRequest = (connection: Connection, call: CustomCall, userAgent: string): UpstreamRequest => {
+  const key = connection.apiKey ? Redacted.value(connection.apiKey) : undefined
+  const style = connection.provider.authStyle
+  const auth: Record<string, string> =
+    key === undefined || style === "none"
+      ? {}
+      : style === "x-goog-api-key"
+        ? { "x-goog-api-key": key }
+        : style === "x-api-key"
+          ? { "x-api-key": key }
+          : style === "xi-api-key"
+            ? { "xi-api-key": key }
+            : style === "token"
+              ? { authorization: `Token ${key}` }
+              : { authorization: `Bearer ${key}` }
+  const body = call.json ? JSON.stringify(call.json) : call.bytes?.data
+  return {
+    url: call.url ?? joinUrl(connection.effectiveBaseUrl ?? "", call.path),
+    method: call.method ?? (body === undefined ? "GET" : "POST"),
+    headers: {
+      ...(call.json ? { "content-type": "application/json" } : call.bytes ? { "content-type": call.bytes.contentType } : {}),
+      accept: call.accept ?? "application/json",
+      "accept-encoding": "identity",
+      "user-agent": userAgent,
+      ...(connection.provider.format === "anthropic" && style === "x-api-key" ? { "anthropic-version": ANTHROPIC_VERSION } : {}),
+      ...auth
+    },
+    ...(body !== undefined ? { body } : {})
   }
 }
 

@@ -8,6 +8,7 @@ import { AccountingConfig } from "../accounting/AccountingConfig.js"
 import { instantMs } from "../domain/usage.js"
 import type { ConnectionUsage, HistoryQuery, LogsQuery, RequestLogs, TelemetrySummary, UsageAggregate, UsageHistory, UsageLogs } from "../domain/usage.js"
 import { BatchWriter } from "../store/BatchWriter.js"
+import { bucketLabel, bucketStart } from "../store/dialect.js"
 
 const DAY = 86_400_000
 /** Rows deleted per statement by retention. */
@@ -111,8 +112,8 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
           AVG(latency_ms) AS avg_latency FROM usage`
 
       const GROUP_KEYS: Record<string, string> = {
-        hour: "strftime('%Y-%m-%dT%H:00:00Z', ts / 1000, 'unixepoch')",
-        day: "strftime('%Y-%m-%d', ts / 1000, 'unixepoch')",
+        hour: bucketStart("ts", "hour"),
+        day: bucketStart("ts", "day"),
         model: "model",
         provider: "provider",
         apiKey: "api_key_id",
@@ -129,7 +130,9 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
           const where = sql.and([sql`ts >= ${from}`, sql`ts <= ${to}`, ...filters(q)])
           const rows = yield* sql<AggregateRow>`${AGG(sql.literal(GROUP_KEYS[groupBy]!))} WHERE ${where} GROUP BY 1 ORDER BY 1`.pipe(Effect.orDie)
           const [totals] = yield* sql<AggregateRow>`${AGG(sql.literal("NULL"))} WHERE ${where}`.pipe(Effect.orDie)
-          return { from: iso(from), to: iso(to), groupBy, rows: rows.map((r) => aggregate(r, r.key === null ? null : String(r.key))), totals: aggregate(totals, null) }
+          // Time buckets come back as their start (epoch ms) and are shown as `2024-05-01T13:00:00Z` / `2024-05-01`.
+          const label = groupBy === "hour" || groupBy === "day" ? (k: string | number) => bucketLabel(k, groupBy) : String
+          return { from: iso(from), to: iso(to), groupBy, rows: rows.map((r) => aggregate(r, r.key === null ? null : label(r.key))), totals: aggregate(totals, null) }
         })
 
       const page = (q: typeof LogsQuery.Type) =>

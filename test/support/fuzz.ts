@@ -874,7 +874,9 @@ const errorCode = (excerpt: string): string => {
 /** Collects findings by signature, keeping the smallest reproduction of each. */
 export class Findings {
   readonly all = new Map<string, { first: Finding; smallest: Finding; count: number }>()
-  counts = { cases: 0, fivehundred: 0, crashes: 0, hangs: 0, other: 0 }
+  counts = { cases: 0, fivehundred: 0, crashes: 0, hangs: 0, other: 0, unconfirmed: 0 }
+  /** Timing findings that did not show again when their case was replayed (see `confirm`). */
+  readonly unconfirmed: Array<string> = []
 
   record(index: number, c: FuzzCase, found: ReturnType<typeof judge>): void {
     this.counts.cases++
@@ -894,6 +896,27 @@ export class Findings {
     }
   }
 
+  /**
+   * Replays each finding that timing alone can cause (a 502/503/504, a hang, a cut connection)
+   * up to `tries` times: one that does not show again is moved out of the findings into
+   * `unconfirmed`, reported but not failing the run. A 500, a crash and an origin bypass always count.
+   */
+  async confirm(attempt: (c: FuzzCase) => Promise<ReturnType<typeof judge>>, tries = 2): Promise<void> {
+    for (const [signature, entry] of [...this.all]) {
+      const f = entry.first
+      if (f.kind !== "5xx" && f.kind !== "hang" && f.kind !== "reset") continue
+      let seen = false
+      for (let i = 0; i < tries && !seen; i++) seen = (await attempt(f.case)).some((g) => `${g.kind} · ${f.case.route} · ${g.key}` === signature)
+      if (seen) continue
+      this.all.delete(signature)
+      if (f.kind === "5xx") this.counts.fivehundred -= entry.count
+      else if (f.kind === "hang") this.counts.hangs -= entry.count
+      else this.counts.crashes -= entry.count
+      this.counts.unconfirmed += entry.count
+      this.unconfirmed.push(`did not show again in ${tries} replays: ${signature} (×${entry.count}; case ${f.index}): ${f.detail.split("\n").slice(0, 3).join(" | ").slice(0, 600)}`)
+    }
+  }
+
   /** Replaces each HTTP finding's reproduction with a smaller one (not for hangs: each try would wait the deadline). */
   async shrink(attempt: (c: HttpCase) => Promise<ReturnType<typeof judge>>, skip: ReadonlyArray<FindingKind> = []): Promise<void> {
     for (const entry of this.all.values()) {
@@ -909,7 +932,8 @@ export class Findings {
 
   summary(): string {
     const { cases, fivehundred, crashes, hangs, other } = this.counts
-    return `fuzz: ${cases} cases, ${fivehundred} answers of 500, ${crashes} crashes, ${hangs} hangs${other ? `, ${other} other findings` : ""}`
+    const { unconfirmed } = this.counts
+    return `fuzz: ${cases} cases, ${fivehundred} answers of 500, ${crashes} crashes, ${hangs} hangs${other ? `, ${other} other findings` : ""}${unconfirmed ? `, ${unconfirmed} timing findings that did not reproduce` : ""}`
   }
 
   /** The report: each distinct finding once, with a curl line (bodies written to files under `dir`). */

@@ -16,6 +16,7 @@ import { CircuitBreakers } from "../../src/resilience/CircuitBreakers.js"
 import { Cooldowns } from "../../src/resilience/Cooldowns.js"
 import { Lockouts } from "../../src/resilience/Lockouts.js"
 import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
+import { SharedState } from "../../src/state/SharedState.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
@@ -33,7 +34,14 @@ export type TestGateway = Awaited<ReturnType<typeof startGateway>>
  * configured only from `env` (the process environment is not read).
  */
 export const startGateway = async (
-  options: { readonly env?: Record<string, string>; readonly dataDir?: string; readonly host?: string; readonly timeouts?: Partial<StreamTimeoutsShape> } = {}
+  options: {
+    readonly env?: Record<string, string>
+    readonly dataDir?: string
+    readonly host?: string
+    readonly timeouts?: Partial<StreamTimeoutsShape>
+    /** How this gateway shares state with others (`SharedState.layerCluster`); default: it does not. */
+    readonly sharedState?: Layer.Layer<SharedState>
+  } = {}
 ) => {
   const dataDir = options.dataDir ?? tempDir()
   const logs: Array<CapturedLog> = []
@@ -44,6 +52,7 @@ export const startGateway = async (
   const config = AppConfig.layer({ dataDir, host: options.host ?? "127.0.0.1", port: 0, logFormat: "json" })
   const layer = ServerLayer.pipe(
     Layer.provide(StreamTimeouts.layerTest(options.timeouts ?? {})),
+    Layer.provide(options.sharedState ?? SharedState.layer),
     Layer.provideMerge(config),
     Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),

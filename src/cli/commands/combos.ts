@@ -7,7 +7,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { CreateCombo, UpdateCombo } from "../../domain/combos.js"
 import { BadRequest } from "../../domain/errors.js"
-import { describeParseError } from "../../domain/parse.js"
+import { decodeOrBadRequest } from "../../domain/parse.js"
 import { comboView, Combos } from "../../routing/Combos.js"
 import { STRATEGY_NAMES } from "../../routing/types.js"
 import { withLocalGateway } from "../local.js"
@@ -23,8 +23,7 @@ const parseTarget = (raw: string): { model: string; weight?: number } => {
   return Number.isFinite(weight) ? { model: raw.slice(0, eq), weight } : { model: raw }
 }
 
-const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) =>
-  Schema.decodeUnknown(schema)(input).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+const decode = <A, I>(schema: Schema.Schema<A, I>, input: unknown) => decodeOrBadRequest(schema)(input)
 
 const list = Command.make("list", { json }, (opts) =>
   withLocalGateway(

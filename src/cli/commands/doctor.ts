@@ -13,6 +13,7 @@ import { FLAGS_BY_KEY, isTruthy } from "../../flags/catalog.js"
 import { resolveFlag } from "../../flags/FeatureFlags.js"
 import { DB_FILENAME } from "../../store/Db.js"
 import { loader } from "../../store/migrations/index.js"
+import { engineVersion, fileHealth } from "../../store/sqlite.js"
 import { deriveKey, makeCipher, STORAGE_KEY_FILE } from "../../store/Secrets.js"
 import { VERSION } from "../../version.js"
 import { cliConfig } from "../local.js"
@@ -58,9 +59,9 @@ const checkNative = (): Check => {
   try {
     const Database = require("better-sqlite3") as new (f: string) => Sqlite
     const db = new Database(":memory:")
-    const v = db.prepare("select sqlite_version() as v").get() as { v: string }
+    const v = engineVersion(db)
     db.close()
-    return { name: "native", status: "ok", message: `better-sqlite3 loads (SQLite ${v.v})` }
+    return { name: "native", status: "ok", message: `better-sqlite3 loads (SQLite ${v})` }
   } catch (e) {
     return { name: "native", status: "fail", message: `better-sqlite3 does not load: ${(e as Error).message} (run npm rebuild better-sqlite3)` }
   }
@@ -72,8 +73,7 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
   let db: Sqlite | undefined
   try {
     db = openDb(file)
-    const integrity = (db.prepare("PRAGMA quick_check").get() as { quick_check: string }).quick_check
-    const mode = (db.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode
+    const { integrity, journalMode: mode } = fileHealth(db)
     const known = (await Effect.runPromise(loader)).length
     const applied = (db.prepare("SELECT count(*) AS n FROM schema_migrations").get() as { n: number }).n
     const overrides = new Map(

@@ -4,11 +4,9 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import { ApiKeys } from "../../auth/ApiKeys.js"
-import { BadRequest } from "../../domain/errors.js"
 import { CreateApiKey } from "../../domain/keys.js"
-import { describeParseError } from "../../domain/parse.js"
+import { decodeOrBadRequest } from "../../domain/parse.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
 
@@ -28,11 +26,11 @@ const add = Command.make(
   (opts) =>
     withLocalGateway(
       Effect.gen(function* () {
-        const input = yield* Schema.decodeUnknown(CreateApiKey)({
+        const input = yield* decodeOrBadRequest(CreateApiKey)({
           name: Option.getOrUndefined(opts.name),
           scopes: opts.scope.length > 0 ? opts.scope : undefined,
           expiresAt: Option.getOrUndefined(opts.expiresAt)
-        }).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+        })
         const created = yield* (yield* ApiKeys).create(input, { actor: "cli" })
         if (opts.json) return yield* printJson(created)
         yield* Console.log(created.secret)

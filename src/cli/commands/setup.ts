@@ -7,14 +7,13 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import { AdminAuth } from "../../auth/AdminAuth.js"
 import { ApiKeys } from "../../auth/ApiKeys.js"
 import { AppConfig } from "../../config/AppConfig.js"
 import { CreateConnection } from "../../domain/connections.js"
 import { BadRequest, NotFound } from "../../domain/errors.js"
 import { API_KEY_MIN_LENGTH } from "../../domain/keys.js"
-import { describeParseError } from "../../domain/parse.js"
+import { decodeOrBadRequest } from "../../domain/parse.js"
 import { findProvider, PROVIDERS } from "../../providers/catalog.js"
 import { Connections, connectionView } from "../../providers/Connections.js"
 import { ProviderChecks } from "../../providers/ProviderChecks.js"
@@ -50,9 +49,7 @@ interface ProviderInput {
 }
 
 const decodeConnection = (raw: ProviderInput) =>
-  Schema.decodeUnknown(CreateConnection)(
-    Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined))
-  ).pipe(Effect.mapError((e) => new BadRequest({ message: describeParseError(e) })))
+  decodeOrBadRequest(CreateConnection)(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)))
 
 /** Creates the connection, or updates the one with the same name, so re-running setup is safe. */
 const upsertConnection = (raw: ProviderInput) =>

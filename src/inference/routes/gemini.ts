@@ -1,14 +1,12 @@
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import { arr, num, obj, str, tryJson } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
+import { arr, num, obj, str } from "../../formats/common.js"
 import { gemini, GeminiStreamEncoder } from "../../formats/gemini.js"
 import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../formats/params.js"
 import { countRequestTokens } from "../../formats/tokens.js"
-import { readUpstreamBody } from "../../upstream/UpstreamHttp.js"
 import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../catalog.js"
+import { countUpstream } from "../countTokens.js"
 import { embed } from "../embeddings.js"
-import { badRequest, clientError, InferenceError } from "../errors.js"
+import { badRequest, InferenceError, tryDecode } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
@@ -20,19 +18,7 @@ export const isGoogleClient = (ctx: RequestContext): boolean =>
 /** The model of a path parameter (already percent-decoded by the dispatcher), without a `models/` prefix. */
 const modelFromPath = (m: string): string => (m.startsWith("models/") ? m.slice("models/".length) : m)
 
-const decode = (body: Record<string, unknown>) =>
-  Effect.try({
-    try: () => gemini.decodeRequest(body),
-    catch: (e) => decodeFailure(e)
-  })
-
-const decodeFailure = (e: unknown) =>
-  clientError(gemini, {
-    status: 400,
-    kind: "invalid_request",
-    message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
-    param: e instanceof RequestDecodeError ? e.param : null
-  })
+const decode = (body: Record<string, unknown>) => tryDecode(gemini, () => gemini.decodeRequest(body))
 
 const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) =>
   Effect.gen(function* () {
@@ -62,15 +48,14 @@ const countTokens = (deps: RouteDeps, ctx: RequestContext, rawModel: string) =>
     const inner = obj(raw["generateContentRequest"]) ?? raw
     const body = { ...inner, model: modelFromPath(rawModel) }
     const canonical = yield* decode(body)
-    const target = yield* deps.inference.resolve(splitNoThinking(canonical.model).model, gemini).pipe(Effect.option)
-    if (Option.isSome(target) && target.value.connection.format === "gemini") {
-      const { model: _m, ...payload } = body
-      const counted = yield* deps.inference.send(target.value, "gemini", payload, { stream: false, op: "count_tokens" }, gemini).pipe(
-        Effect.flatMap((res) => readUpstreamBody(res.body, 1024 * 1024).pipe(Effect.map((b) => (res.status === 200 ? num(obj(tryJson(b.toString("utf8")))?.["totalTokens"]) : undefined)))),
-        Effect.option
-      )
-      if (Option.isSome(counted) && counted.value !== undefined) return sendJson(ctx, 200, { totalTokens: counted.value })
-    }
+    // A Gemini upstream counts (through the guarded attempt); for any other model, or when none answers, the gateway does.
+    const { model: _m, ...payload } = body
+    const counted = yield* countUpstream(deps.inference, ctx, gemini, splitNoThinking(canonical.model).model, {
+      able: (c) => c.connection.format === "gemini",
+      prepare: () => ({ format: "gemini", body: payload }),
+      read: (json) => num(obj(json)?.["totalTokens"])
+    }).pipe(Effect.orElseSucceed(() => undefined))
+    if (counted !== undefined) return sendJson(ctx, 200, { totalTokens: counted })
     sendJson(ctx, 200, { totalTokens: yield* Effect.promise(() => countRequestTokens(canonical)) })
   })
 
@@ -99,7 +84,7 @@ const embedRequests = (body: Record<string, unknown>, batch: boolean): ReadonlyA
 const embedContent = (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) =>
   Effect.gen(function* () {
     const body = yield* readJsonObject(ctx)
-    const requests = yield* Effect.try({ try: () => embedRequests(body, batch), catch: decodeFailure })
+    const requests = yield* tryDecode(gemini, () => embedRequests(body, batch))
     if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
     const inputs = requests.map((r) => textOfContent(r["content"]))
     const dimensions = num(requests[0]?.["outputDimensionality"])

@@ -1,27 +1,16 @@
 import * as Effect from "effect/Effect"
 import { str } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
 import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder, OPTIONS_PARAMS } from "../../formats/ollama.js"
 import { boolean, checkParams, either, integer, number, object, params, string } from "../../formats/params.js"
 import { VERSION } from "../../version.js"
 import { catalogEntries, ollamaModel, splitNoThinking, virtualOllamaModel } from "../catalog.js"
 import { embed } from "../embeddings.js"
-import { badRequest, clientError, InferenceError } from "../errors.js"
+import { badRequest, InferenceError, tryDecode } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
 
-const decode = <A>(f: () => A) =>
-  Effect.try({
-    try: f,
-    catch: (e) =>
-      clientError(ollama, {
-        status: 400,
-        kind: "invalid_request",
-        message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
-        param: e instanceof RequestDecodeError ? e.param : null
-      })
-  })
+const decode = <A>(f: () => A) => tryDecode(ollama, f)
 
 /** The parameters of /api/embed and /api/embeddings whose values are checked, `options` with those of chat. */
 const EMBED_PARAMS = params({ truncate: boolean, dimensions: integer(1), keep_alive: either(string, number()), options: object })

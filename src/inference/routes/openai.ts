@@ -1,6 +1,5 @@
 import * as Effect from "effect/Effect"
 import { arr, obj, str } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
 import { openAiChat } from "../../formats/openai-chat.js"
 import { boolean, checkParams, integer, oneOf, params, string } from "../../formats/params.js"
 import { openAiResponses } from "../../formats/openai-responses.js"
@@ -8,16 +7,16 @@ import type { FlagKey } from "../../flags/catalog.js"
 import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../formats/canonical.js"
 import { newId, wholeUsage, type Usage } from "../../formats/canonical.js"
 import { usageToOpenAi } from "../../formats/openai-chat-answers.js"
-import type { StreamEncoder } from "../../formats/format.js"
+import { RequestDecodeError, type StreamEncoder } from "../../formats/format.js"
 import type { UsageShape } from "../../usage/Usage.js"
 import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../catalog.js"
 import type { VirtualModel } from "../../routing/Router.js"
 import type { AccountingShape } from "../../accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
-import { badRequest, clientError, InferenceError } from "../errors.js"
+import { badRequest, decodeFailure, InferenceError, tryDecode } from "../errors.js"
 import { type RequestContext, sendJson, withJsonObject } from "../io.js"
-import type { InferenceShape } from "../pipeline.js"
-import type { ResponseStore } from "../responseStore.js"
+import type { InferenceShape } from "../call.js"
+import type { ResponseStoreShape } from "../responseStore.js"
 import { decodedAs, type RouteDef } from "./types.js"
 import type { Connection } from "../../providers/Connections.js"
 import { sseData } from "../../formats/frames.js"
@@ -25,7 +24,7 @@ import { sseData } from "../../formats/frames.js"
 export interface RouteDeps {
   readonly inference: InferenceShape
   readonly usage: UsageShape
-  readonly responses: ResponseStore
+  readonly responses: ResponseStoreShape
   readonly connections: Effect.Effect<ReadonlyArray<Connection>>
   readonly flag: (key: FlagKey) => Effect.Effect<boolean>
   /** Prices and settles requests served outside the pipeline (embeddings, WebSocket). */
@@ -33,16 +32,6 @@ export interface RouteDeps {
   /** Combos and advertised auto ids (model lists). */
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
 }
-
-const decodeFailure = (e: unknown, format: typeof openAiChat) =>
-  clientError(format, {
-    status: 400,
-    kind: "invalid_request",
-    message: e instanceof RequestDecodeError ? e.message : `the request could not be read: ${(e as Error).message}`,
-    param: e instanceof RequestDecodeError ? e.param : null
-  })
-
-const decodeOrFail = <A>(f: () => A, format: typeof openAiChat) => Effect.try({ try: f, catch: (e) => decodeFailure(e, format) })
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
 const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
@@ -55,7 +44,7 @@ export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: 
   try {
     canonical = openAiChat.decodeRequest(body)
   } catch (e) {
-    return Effect.fail(decodeFailure(e, openAiChat))
+    return Effect.fail(decodeFailure(openAiChat, e))
   }
   const { model, noThinking } = splitNoThinking(canonical.model)
   return deps.inference.run({
@@ -135,7 +124,7 @@ class CompletionsStreamEncoder implements StreamEncoder {
 
 export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
   Effect.gen(function* () {
-    const canonical = yield* decodeOrFail(() => completionsDecode(body), openAiChat)
+    const canonical = yield* tryDecode(openAiChat, () => completionsDecode(body))
     yield* deps.inference.run({
       ctx,
       format: openAiChat,
@@ -157,7 +146,7 @@ export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Reco
  * that refuses it: the same for `POST /v1/responses` and the WebSocket's `response.create`.
  */
 export const decodeResponsesRequest = (body: Record<string, unknown>, continues: boolean): Effect.Effect<CanonicalRequest, InferenceError> =>
-  Effect.flatMap(decodeOrFail(() => openAiResponses.decodeRequest(body), openAiChat), (canonical) =>
+  Effect.flatMap(tryDecode(openAiChat, () => openAiResponses.decodeRequest(body)), (canonical) =>
     canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
       ? Effect.fail(badRequest("input must not be empty: send at least one message or instructions", "input"))
       : Effect.succeed(canonical)
@@ -179,7 +168,7 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
       body,
       openAiResponses,
       target !== undefined && !native,
-      target && { id: target.connection.id, storesResponses: native && target.connection.provider.id === "openai" }
+      target && { id: target.connection.id, storesResponses: native && target.connection.provider.quirks?.storesResponses === true }
     )
     const canonical = yield* decodeResponsesRequest(expanded.body, continues)
     const { model, noThinking } = splitNoThinking(canonical.model)
@@ -210,7 +199,7 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
     const input = body["input"]
     const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
-    yield* decodeOrFail(() => checkParams(body, EMBEDDINGS_PARAMS), openAiChat)
+    yield* tryDecode(openAiChat, () => checkParams(body, EMBEDDINGS_PARAMS))
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined
     const result = yield* embed(deps.inference, deps.accounting, ctx, openAiChat, model, inputs, dimensions)
     sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))

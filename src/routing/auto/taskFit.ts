@@ -7,6 +7,7 @@
  * The numbers are this build's judgement of each family, on a 0..1 scale.
  */
 import type { TaskType } from "../types.js"
+import { BoundedMap } from "../../util/BoundedMap.js"
 
 export type TaskScores = Readonly<Record<TaskType, number>>
 
@@ -120,9 +121,8 @@ export const matchesModel = (pattern: string, modelId: string, provider: string)
   return re.test(modelId) || re.test(`${provider}/${modelId}`)
 }
 
-/** Matches against the default map, memoised per `<provider>\u0000<model>` (bounded: cleared past 10,000 ids). */
-const defaultMatches = new Map<string, FitnessEntry | undefined>()
-const DEFAULT_CACHE_LIMIT = 10_000
+/** Matches against the default map, memoised per `<provider>\u0000<model>` (bounded: the oldest of 10,000 ids goes first). */
+const defaultMatches = new BoundedMap<string, FitnessEntry | undefined>({ maxEntries: 10_000 })
 
 /** The first fitness entry matching the model (the `*` entry at worst). */
 export const fitnessEntry = (
@@ -134,7 +134,6 @@ export const fitnessEntry = (
   const key = `${provider}\u0000${modelId}`
   if (defaultMatches.has(key)) return defaultMatches.get(key)
   const found = map.find((e) => matchesModel(e.pattern, modelId, provider))
-  if (defaultMatches.size >= DEFAULT_CACHE_LIMIT) defaultMatches.clear()
   defaultMatches.set(key, found)
   return found
 }

@@ -5,13 +5,19 @@ import m0003 from "./0003_combos.js"
 import m0004 from "./0004_accounting.js"
 import m0005 from "./0005_connection_timeouts.js"
 import m0006 from "./0006_usage_inflight.js"
+import m0007 from "./0007_name_keys.js"
 
-/** Numbered migrations, bundled as modules (no file-system loader needed at run time). */
+/**
+ * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
+ * at run time). Applied ones never change; a PostgreSQL store will bring its own set under the
+ * same numbers (docs/ARCHITECTURE.md, "Seam 3: the store dialect").
+ */
 export const loader = Migrator.fromRecord({
   "0001_init": m0001,
   "0002_upstream_format": m0002,
   "0003_combos": m0003,
   "0004_accounting": m0004,
   "0005_connection_timeouts": m0005,
-  "0006_usage_inflight": m0006
+  "0006_usage_inflight": m0006,
+  "0007_name_keys": m0007
 })

@@ -1,0 +1,83 @@
+/**
+ * count_tokens upstream (Anthropic `/v1/messages/count_tokens`, Gemini `:countTokens`) through
+ * the guarded attempt: the plan's leading candidates that can count (those that would serve the
+ * request before any that cannot) are asked in order, a retryable failure falls back to the next
+ * one and counts for the breakers and cooldowns. The routes count
+ * locally when no candidate answers. No usage row: counting is free upstream, and clients (Claude
+ * Code) ask before every turn.
+ */
+import * as Effect from "effect/Effect"
+import type { FormatId } from "../formats/canonical.js"
+import { tryJson } from "../formats/common.js"
+import type { WireFormat } from "../formats/format.js"
+import { FORMATS } from "../formats/registry.js"
+import type { Candidate } from "../routing/types.js"
+import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
+import type { InferenceShape } from "./call.js"
+import { clientError, type InferenceError } from "./errors.js"
+import type { AttemptRequest } from "./fallback.js"
+import type { RequestContext } from "./io.js"
+
+/** What a counting endpoint asks of each candidate. */
+export interface CountRequest extends AttemptRequest {
+  /** Whether a candidate can count (speaks the upstream API that does). */
+  readonly able: (c: Candidate) => boolean
+  /** The upstream request for a candidate. */
+  readonly prepare: (c: Candidate) => { readonly format: FormatId; readonly body: Record<string, unknown> }
+  /** The count in the upstream's answer. */
+  readonly read: (json: unknown) => number | undefined
+}
+
+interface Counted extends AttemptOutcome {
+  readonly count: number
+}
+
+/** Answers that say this upstream does not count at all: passed over, not held against it. */
+const NOT_COUNTING = new Set([404, 405, 501])
+
+const tryCount =
+  (inference: InferenceShape) =>
+  (request: CountRequest, c: Candidate): Effect.Effect<Counted, AttemptFailed> =>
+    Effect.gen(function* () {
+      const { connection } = c
+      const client = request.format
+      const { format, body } = request.prepare(c)
+      const res = yield* inference
+        .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
+        .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+      if (res.status < 200 || res.status >= 300) {
+        const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
+        return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
+      }
+      const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+      const count = request.read(tryJson(text))
+      if (count === undefined) {
+        return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true))
+      }
+      return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
+    })
+
+/**
+ * The upstream's count for `model`, or undefined when no candidate can count or none answered
+ * (the route counts locally then). Fails only when the model id cannot be served at all (the
+ * router's 400 or 404).
+ */
+export const countUpstream = (
+  inference: InferenceShape,
+  ctx: RequestContext,
+  client: WireFormat,
+  model: string,
+  how: Pick<CountRequest, "able" | "prepare" | "read">
+): Effect.Effect<number | undefined, InferenceError> =>
+  Effect.flatMap(inference.plan(model, client), (plan) => {
+    // The candidates that would answer the request itself before any that cannot count: a count
+    // is for the model that would serve, not for one further down the list.
+    const end = plan.candidates.findIndex((c) => !how.able(c))
+    const candidates = end === -1 ? plan.candidates : plan.candidates.slice(0, end)
+    if (candidates.length === 0) return Effect.succeed(undefined)
+    const { fusion: _fusion, ...rest } = plan
+    return inference.guarded({ ctx, format: client, model, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount(inference)).pipe(
+      Effect.map((counted): number | undefined => counted.count),
+      Effect.orElseSucceed(() => undefined)
+    )
+  })

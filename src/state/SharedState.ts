@@ -1,0 +1,127 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+
+/**
+ * The shared-state seam (docs/ARCHITECTURE.md, "Seam 4: shared state").
+ *
+ * Each piece of state that several gateway processes would share (breakers, cooldowns, lockouts,
+ * budgets, token limits, idempotency, sticky sessions, the `previous_response_id` store, the
+ * response cache) is a service with a local read model: plain in-memory structures that the
+ * request path reads synchronously. Every change the service makes to its read model is also
+ * handed to a `StateChannel`; every change another process made arrives through the same
+ * channel and the service applies it to its read model. This file is the one interface a
+ * multi-process backend (Redis pub/sub) implements; the services do not know which one runs.
+ *
+ * - `SharedState.layer`: one process. Channels are not `shared`, `publish` does nothing, nothing
+ *   ever arrives: the services are exactly their in-memory selves.
+ * - `SharedState.layerCluster(cluster)`: several instances in one process linked through a
+ *   `MemoryCluster` (tests; the stand-in for Redis). Changes go through the channel's codec, so
+ *   what crosses is what a network transport would carry.
+ */
+
+/** How a channel's changes become text on a wire and back. */
+export interface Codec<A> {
+  readonly encode: (change: A) => string
+  readonly decode: (text: string) => A
+}
+
+/** JSON: for changes made of plain data (the default). */
+export const jsonCodec: Codec<any> = { encode: (a) => JSON.stringify(a), decode: (s) => JSON.parse(s) }
+
+export interface StateChannel<A> {
+  /**
+   * Whether other processes can receive this channel's changes. False with the memory layer: a
+   * publisher on the request path checks it before building a change, so one process pays nothing.
+   */
+  readonly shared: boolean
+  /**
+   * Hands a change this process has already applied to its own read model to every other
+   * process. Synchronous, fire and forget: never blocks, never fails, never calls back into this
+   * process's own `apply`. Delivery is at most once and unordered between processes.
+   */
+  readonly publish: (change: A) => void
+}
+
+export interface SharedStateShape {
+  /**
+   * The channel `topic`, opened once per service instance when its layer is built. `apply` is
+   * called (synchronously, outside any fiber) with each change another process published on the
+   * same topic, never with this process's own; it must not throw and must not publish.
+   */
+  readonly channel: <A>(topic: string, apply: (change: A) => void, codec?: Codec<A>) => StateChannel<A>
+}
+
+const LOCAL_CHANNEL: StateChannel<never> = { shared: false, publish: () => {} }
+
+/** One process: nothing to tell anyone. */
+export const localSharedState: SharedStateShape = { channel: () => LOCAL_CHANNEL as StateChannel<any> }
+
+/**
+ * Gateways in one process linked as if by Redis pub/sub: what one node publishes on a topic
+ * reaches every other node's `apply` for that topic (encoded and decoded on the way), at once.
+ */
+export interface MemoryCluster {
+  /** Changes published per topic, across all nodes (what crossed the wire, encoded). */
+  readonly published: ReadonlyMap<string, number>
+  /** What an `apply` threw (a healthy cluster has none; a real transport would log and go on). */
+  readonly errors: ReadonlyArray<unknown>
+  /** A new node (one gateway process's view). */
+  readonly join: () => SharedStateShape
+}
+
+export const makeMemoryCluster = (): MemoryCluster => {
+  type Subscriber = { readonly node: number; readonly deliver: (text: string) => void }
+  const topics = new Map<string, Array<Subscriber>>()
+  const published = new Map<string, number>()
+  const errors: Array<unknown> = []
+  let nodes = 0
+  return {
+    published,
+    errors,
+    join: () => {
+      const node = ++nodes
+      return {
+        channel: <A>(topic: string, apply: (change: A) => void, codec: Codec<A> = jsonCodec) => {
+          let subscribers = topics.get(topic)
+          if (subscribers === undefined) topics.set(topic, (subscribers = []))
+          subscribers.push({
+            node,
+            deliver: (text) => {
+              try {
+                apply(codec.decode(text))
+              } catch (e) {
+                errors.push(e)
+              }
+            }
+          })
+          const all = subscribers
+          return {
+            shared: true,
+            publish: (change: A) => {
+              const text = codec.encode(change)
+              published.set(topic, (published.get(topic) ?? 0) + 1)
+              for (const s of all) if (s.node !== node) s.deliver(text)
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
+ * The transport of state changes between gateway processes. Services read it with
+ * `SharedState.orLocal` (optional: a layer built without it is one process on its own).
+ */
+export class SharedState extends Context.Tag("gateway/SharedState")<SharedState, SharedStateShape>() {
+  /** One process (the default): publishing is a no-op, no remote change ever arrives. */
+  static readonly layer = Layer.succeed(SharedState, localSharedState)
+
+  /** A node of `cluster`, one per build of the layer (two gateways, two builds, two nodes). */
+  static readonly layerCluster = (cluster: MemoryCluster) => Layer.sync(SharedState, () => cluster.join())
+
+  /** The provided transport, or the one-process one when none is. */
+  static readonly orLocal: Effect.Effect<SharedStateShape> = Effect.map(Effect.serviceOption(SharedState), Option.getOrElse(() => localSharedState))
+}

@@ -1,0 +1,153 @@
+/**
+ * A map that holds at most `maxEntries` entries: the one bounded map of the gateway (every cache
+ * or table whose keys come from outside, such as model ids, session ids, URLs or API keys).
+ *
+ * Order: entries are kept oldest first. `set` always moves its key to the newest end (a new key
+ * and an overwritten one alike). With `order: "lru"` a read (`get`, `has`) moves the key too, so the
+ * oldest entry is the least recently used; `peek` reads without moving. Adding a key when the map
+ * is full evicts the oldest entry, one for one: the map never holds more than `maxEntries`.
+ *
+ * Expiry (optional, `ttlMs`): an entry set at `now` expires at `now + ttlMs`; from then on it reads
+ * as absent (and is dropped when read). `set` also drops expired entries from the oldest end, so
+ * memory goes back as entries age. Time is passed in by the caller (`now`, epoch ms, from the
+ * caller's `Clock` or request time); without it `Date.now()` is read. Maps without `ttlMs` never
+ * look at the time.
+ *
+ * Plain synchronous code (no Effect): it sits on the request path.
+ */
+export interface BoundedMapOptions {
+  /** Most entries held; at least 1. */
+  readonly maxEntries: number
+  /** `insertion` (default): order of the last `set`. `lru`: reads refresh the order too. */
+  readonly order?: "insertion" | "lru"
+  /** Entries expire this long after their last `set`. */
+  readonly ttlMs?: number
+}
+
+export class BoundedMap<K, V> implements Iterable<[K, V]> {
+  readonly maxEntries: number
+  readonly ttlMs: number | undefined
+  private readonly lru: boolean
+  private readonly map = new Map<K, V>()
+  /** With `ttlMs`: when each entry expires, in order of `set` (which is the order of expiry). */
+  private readonly expiry: Map<K, number> | undefined
+
+  constructor(options: BoundedMapOptions) {
+    this.maxEntries = Math.max(1, Math.floor(options.maxEntries))
+    this.ttlMs = options.ttlMs
+    this.lru = options.order === "lru"
+    this.expiry = options.ttlMs === undefined ? undefined : new Map()
+  }
+
+  /** Entries held, expired ones not yet dropped included (`evictExpired` first for a live count). */
+  get size(): number {
+    return this.map.size
+  }
+
+  /** The value of a live entry without refreshing its place in the order. */
+  peek(key: K, now?: number): V | undefined {
+    if (this.expiry !== undefined && this.expired(key, now)) return undefined
+    return this.map.get(key)
+  }
+
+  /** The value of a live entry; with `order: "lru"` the entry becomes the newest. */
+  get(key: K, now?: number): V | undefined {
+    if (this.expiry !== undefined && this.expired(key, now)) return undefined
+    const value = this.map.get(key)
+    if (this.lru && (value !== undefined || this.map.has(key))) this.refresh(key, value as V)
+    return value
+  }
+
+  /** Whether a live entry exists (a stored `undefined` counts); with `order: "lru"` it becomes the newest. */
+  has(key: K, now?: number): boolean {
+    if (this.expiry !== undefined && this.expired(key, now)) return false
+    if (!this.map.has(key)) return false
+    if (this.lru) this.refresh(key, this.map.get(key) as V)
+    return true
+  }
+
+  /** Stores the entry as the newest; evicts the oldest entries beyond `maxEntries` (and, with `ttlMs`, expired ones). */
+  set(key: K, value: V, now?: number): this {
+    const map = this.map
+    if (map.has(key)) map.delete(key)
+    map.set(key, value)
+    const expiry = this.expiry
+    if (expiry !== undefined) {
+      const t = now ?? Date.now()
+      expiry.delete(key)
+      expiry.set(key, t + this.ttlMs!)
+      this.evictExpired(t)
+    }
+    while (map.size > this.maxEntries) this.evictOldest()
+    return this
+  }
+
+  delete(key: K): boolean {
+    this.expiry?.delete(key)
+    return this.map.delete(key)
+  }
+
+  clear(): void {
+    this.map.clear()
+    this.expiry?.clear()
+  }
+
+  /**
+   * Drops expired entries from the oldest end, stopping at the first live one (with a constant
+   * `ttlMs` and a clock that does not go back, the order of `set` is the order of expiry).
+   * Answers how many were dropped; 0 without `ttlMs`.
+   */
+  evictExpired(now?: number): number {
+    const expiry = this.expiry
+    if (expiry === undefined) return 0
+    const t = now ?? Date.now()
+    let n = 0
+    for (const [key, at] of expiry) {
+      if (at > t) break
+      expiry.delete(key)
+      this.map.delete(key)
+      n++
+    }
+    return n
+  }
+
+  /** Keys, oldest first (expired entries not yet dropped included). */
+  keys(): IterableIterator<K> {
+    return this.map.keys()
+  }
+
+  /** Values, oldest first (expired entries not yet dropped included). */
+  values(): IterableIterator<V> {
+    return this.map.values()
+  }
+
+  /** Entries, oldest first (expired entries not yet dropped included). */
+  entries(): IterableIterator<[K, V]> {
+    return this.map.entries()
+  }
+
+  [Symbol.iterator](): IterableIterator<[K, V]> {
+    return this.map.entries()
+  }
+
+  private expired(key: K, now: number | undefined): boolean {
+    const at = this.expiry!.get(key)
+    if (at === undefined || at > (now ?? Date.now())) return false
+    this.expiry!.delete(key)
+    this.map.delete(key)
+    return true
+  }
+
+  /** A read in `lru` order: the entry becomes the newest (its expiry, kept in order of `set`, stays). */
+  private refresh(key: K, value: V): void {
+    this.map.delete(key)
+    this.map.set(key, value)
+  }
+
+  private evictOldest(): void {
+    const oldest = this.map.keys().next()
+    if (oldest.done) return
+    this.map.delete(oldest.value)
+    this.expiry?.delete(oldest.value)
+  }
+}
