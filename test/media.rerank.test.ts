@@ -194,6 +194,16 @@ describe("POST /v1/rerank", () => {
     expect(row).toMatchObject({ endpoint: "rerank", status: 200, provider: "voyage", fallback_attempts: 1, connection_id: await connectionId("vo") })
   })
 
+  it("an answer it cannot trust (an index outside the documents) is the target's failure: 502 naming the connection", async () => {
+    up.answerOnce({ id: "x", results: [{ index: 7, relevance_score: 0.9 }], meta: { billed_units: { search_units: 1 } } })
+    const res = await rerank({ model: "co/rerank-v3.5", query: QUERY, documents: DOCS })
+    expect(res.status, res.text).toBe(502)
+    expect(res.body.error.message).toContain("co:")
+    expect(res.body.error.message).toContain("relevance_score")
+    expect(res.headers.get("x-gateway-response-cost")).toBeNull()
+    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "rerank", status: 502, cost_usd: 0 })
+  })
+
   it("bad input is a 400 naming the field, and nothing goes upstream", async () => {
     const before = up.seen.length
     for (const [body, param, message] of [

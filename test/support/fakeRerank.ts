@@ -78,6 +78,8 @@ export class FakeRerank {
   /** Status codes the next requests answer with (each family's error shape), first in first out. */
   private readonly failures: Array<number> = []
   private alwaysStatus: number | undefined
+  /** Bodies the next requests answer with (status 200, as they are), first in first out. */
+  private readonly bodies: Array<unknown> = []
 
   private constructor(
     private readonly server: http.Server,
@@ -100,6 +102,11 @@ export class FakeRerank {
   /** The next `count` requests answer `status`. */
   fail(status: number, count = 1): void {
     for (let i = 0; i < count; i++) this.failures.push(status)
+  }
+
+  /** The next request answers 200 with `body` as it is (a broken answer). */
+  answerOnce(body: unknown): void {
+    this.bodies.push(body)
   }
 
   /** Every request answers `status` (undefined: back to normal). */
@@ -136,6 +143,7 @@ export class FakeRerank {
       if (req.headers.authorization !== `Bearer ${this.key}`) return this.error(res, family, 401, "invalid api key")
       const status = this.failures.shift() ?? this.alwaysStatus
       if (status !== undefined) return this.error(res, family, status, status === 503 ? "service unavailable, try again" : `failure ${status}`)
+      if (this.bodies.length > 0) return send(res, 200, this.bodies.shift())
       if (family === "openai") return this.openAi(res, body)
       if (family === "mistral") return this.mistral(res, body)
       return this.rerank(res, family, body)
