@@ -40,7 +40,7 @@ beforeEach(async () => {
 describe("a request no inference route takes", () => {
   it("a known path with another method: 405 with Allow, in the OpenAI error shape", async () => {
     for (const [method, path, allow] of [
-      ["GET", "/v1/embeddings", "POST"],
+      ["GET", "/v1/completions", "POST"],
       ["DELETE", "/v1/chat/completions", "POST"],
       ["POST", "/v1/models", "GET"],
       ["GET", "/api/chat", "POST"]

@@ -1,5 +1,5 @@
 import * as crypto from "node:crypto"
-import { hasNoThinkingAlias, type ModelSpec } from "../providers/catalog.js"
+import { hasNoThinkingAlias, kindOf, type ModelKind, type ModelSpec } from "../providers/catalog.js"
 import { type Connection, connectionModelIds } from "../providers/Connections.js"
 import type { VirtualModel } from "../routing/Router.js"
 
@@ -29,6 +29,9 @@ export const catalogEntries = (connections: ReadonlyArray<Connection>): Array<Ca
       })
     )
 
+/** What an entry's model does (chat, embedding, image, rerank...): `kindOf` in the provider catalog. */
+export const entryKind = (e: CatalogEntry): ModelKind => e.spec?.kind ?? kindOf(e.connection.provider, e.modelId)
+
 const displayName = (e: CatalogEntry): string => `${e.spec?.name ?? e.modelId}${e.alias ? " (no thinking)" : ""}`
 
 /**
@@ -48,7 +51,9 @@ export const modelObject = (e: CatalogEntry, includeNames: boolean) => ({
   type: "model" as const,
   created_at: new Date(e.connection.createdAt).toISOString(),
   ...(includeNames ? { display_name: displayName(e), name: displayName(e) } : {}),
-  ...(e.spec ? { context_length: e.spec.contextWindow, max_output_tokens: e.spec.maxOutput } : {})
+  kind: entryKind(e),
+  // Media models (images, speech, rerank...) have no context window to advertise.
+  ...(e.spec && (e.spec.kind === "chat" || e.spec.kind === "embedding") ? { context_length: e.spec.contextWindow, max_output_tokens: e.spec.maxOutput } : {})
 })
 
 export const geminiModel = (e: CatalogEntry) => ({
@@ -80,6 +85,7 @@ export const virtualModelObject = (v: VirtualModel, includeNames: boolean) => ({
   type: "model" as const,
   created_at: new Date(v.createdAt).toISOString(),
   ...(includeNames ? { display_name: v.id, name: v.id, description: v.description } : {}),
+  kind: v.serves,
   context_length: v.contextWindow,
   max_output_tokens: v.maxOutput
 })

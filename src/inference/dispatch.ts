@@ -33,6 +33,7 @@ import { extraRoutes } from "./routes/extras.js"
 import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { ollamaRoutes } from "./routes/ollama.js"
 import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
+import { rerankRoutes } from "./routes/rerank.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
@@ -164,7 +165,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -152,6 +152,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("gpt-4o-mini", "GPT-4o mini", 128_000, 16_384, 0.15, 0.6, V, { cachedInput: 0.075 }),
       chat("o3", "o3", 200_000, 100_000, 2, 8, VR, { cachedInput: 0.5 }),
       chat("o4-mini", "o4-mini", 200_000, 100_000, 1.1, 4.4, VR, { cachedInput: 0.275 }),
+      // Moderation is free at OpenAI (docs/media.md, "Rerank, moderation and model lists").
+      media("omni-moderation-latest", "Omni Moderation", "moderation"),
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
       embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13)
     ]
@@ -284,6 +286,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("mistral-large-latest", "Mistral Large", 131_072, 32_768, 2, 6),
       chat("mistral-small-latest", "Mistral Small", 131_072, 32_768, 0.1, 0.3, V),
       chat("codestral-latest", "Codestral", 256_000, 32_768, 0.3, 0.9),
+      // Billed by Mistral per token (about $0.10/1M, unverified); the gateway reports moderation at 0 (spec).
+      media("mistral-moderation-latest", "Mistral Moderation", "moderation"),
       embedding("mistral-embed", "Mistral Embed", 8192, 0.1)
     ]
   },
@@ -389,7 +393,13 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://docs.cohere.com/reference",
     offers: ["rerank"],
-    models: [media("rerank-v3.5", "Rerank 3.5", "rerank", { perSearch: 0.002 })]
+    // One search unit = one query with up to 100 documents. $2 per 1k searches for 3.5 (unverified);
+    // Rerank 4 has no pay-as-you-go price published (Model Vault only): unpriced until set in /api/pricing.
+    models: [
+      media("rerank-v3.5", "Rerank 3.5", "rerank", { perSearch: 0.002 }),
+      media("rerank-v4.0-pro", "Rerank 4 Pro", "rerank"),
+      media("rerank-v4.0-fast", "Rerank 4 Fast", "rerank")
+    ]
   },
   {
     id: "jina",
@@ -403,7 +413,12 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://jina.ai/reranker/",
     offers: ["rerank"],
-    models: [media("jina-reranker-v2-base-multilingual", "Jina Reranker v2", "rerank")]
+    // Billed per token from prepaid packages (no unit price confirmed): unpriced until set in /api/pricing.
+    models: [
+      media("jina-reranker-v2-base-multilingual", "Jina Reranker v2", "rerank"),
+      media("jina-reranker-v3", "Jina Reranker v3", "rerank"),
+      media("jina-reranker-m0", "Jina Reranker m0", "rerank")
+    ]
   },
   {
     id: "voyage",
@@ -417,6 +432,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://docs.voyageai.com/reference",
     offers: ["rerank"],
+    // Per 1M tokens of query and documents (unverified; the first 200M tokens are free).
     models: [
       media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }),
       media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })
@@ -446,6 +462,17 @@ export const modelDoes = (provider: ProviderSpec, model: string, kind: ModelKind
   const known = provider.models.find((m) => m.id === model)
   if (known) return known.kind === kind
   return (provider.offers ?? ["chat", "embedding"]).includes(kind)
+}
+
+/**
+ * What `model` at this provider is, for model lists: the catalog's kind for a model it lists,
+ * otherwise chat where the provider serves chat, else the first modality its API offers.
+ */
+export const kindOf = (provider: ProviderSpec, model: string): ModelKind => {
+  const known = provider.models.find((m) => m.id === model)
+  if (known) return known.kind
+  const offers = provider.offers ?? ["chat", "embedding"]
+  return offers.includes("chat") ? "chat" : (offers[0] ?? "chat")
 }
 
 /** Whether a connection to this provider can be spoken to in `format` without translation. */

@@ -7,7 +7,7 @@ import * as Layer from "effect/Layer"
 import type { ComboConfig } from "../domain/combos.js"
 import { EventBus } from "../events/EventBus.js"
 import { type Connection, Connections, connectionModelIds, type ResolvedTarget } from "../providers/Connections.js"
-import type { ModelSpec } from "../providers/catalog.js"
+import { kindOf, type ModelKind, modelDoes, type ModelSpec } from "../providers/catalog.js"
 import { Resilience } from "../resilience/Resilience.js"
 import { budgetFromHeader, resolveWeights } from "./auto/weights.js"
 import { ADVERTISED_AUTO_IDS, type AutoSpec, filterPool, isAutoId, parseAutoId } from "./auto/variants.js"
@@ -37,6 +37,8 @@ export interface PlanInput {
 export interface VirtualModel {
   readonly id: string
   readonly kind: "combo" | "auto"
+  /** What it serves, for model lists: its first target's kind (chat for auto ids). */
+  readonly serves: ModelKind
   readonly description: string
   readonly contextWindow: number
   readonly maxOutput: number
@@ -166,7 +168,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
             const all = (yield* connections.list).filter((c) => c.enabled)
             pool = all.flatMap((c) => {
               const model = dispatchModel(c)
-              return model ? [candidateOf({ connection: c, model })] : []
+              // A media-only connection (Cohere, ElevenLabs...) has no chat model to offer the pool.
+              return model && modelDoes(c.provider, model, "chat") ? [candidateOf({ connection: c, model })] : []
             })
           }
           const restrict = combo?.config.auto?.candidatePool
@@ -430,7 +433,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         if (enabled.length > 0) {
           for (const id of ADVERTISED_AUTO_IDS) {
             const d = yield* Effect.either(describeAuto(id))
-            if (d._tag === "Right") out.push({ id, kind: "auto", description: d.right.spec.description, contextWindow: d.right.contextWindow, maxOutput: d.right.maxOutput, createdAt: 0 })
+            if (d._tag === "Right") out.push({ id, kind: "auto", serves: "chat", description: d.right.spec.description, contextWindow: d.right.contextWindow, maxOutput: d.right.maxOutput, createdAt: 0 })
           }
         }
         for (const combo of yield* combos.list) {
@@ -441,6 +444,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           out.push({
             id: combo.name,
             kind: "combo",
+            serves: cands[0] ? kindOf(cands[0].connection.provider, cands[0].model) : "chat",
             description: combo.description ?? `combo (${combo.strategy}) of ${combo.targets.map((t) => t.model).join(", ") || "every connected model"}`,
             // As for auto pools: the largest target (a prompt too long for one target falls back to the next).
             contextWindow: windows.length > 0 ? Math.max(...windows) : DEFAULT_CONTEXT_WINDOW,
