@@ -24,6 +24,7 @@ import { clientError } from "../inference/errors.js"
 import type { AttemptRequest } from "../inference/fallback.js"
 import type { Candidate } from "../routing/types.js"
 import type { CustomCall } from "../upstream/executors.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { badAnswer, does, headerValue, mediaBytes, type MediaOutcome, sendMedia } from "./run.js"
 
 // ---------------------------------------------------------------- the request
@@ -172,7 +173,7 @@ const openAiKeys = (quality: string | undefined, size: string | undefined): Read
   ...(size ? [size] : [])
 ]
 
-const json = (inference: InferenceShape, request: ImagesRequest, c: Candidate, res: Parameters<typeof mediaBytes>[3]) =>
+const json = (inference: InferenceShape, request: ImagesRequest, c: Candidate, res: UpstreamResponse) =>
   Effect.map(mediaBytes(inference, request, c.connection, res), (bytes) => obj(tryJson(bytes.toString("utf8"))))
 
 const tryOpenAi = (inference: InferenceShape, request: ImagesRequest, c: Candidate): Effect.Effect<ImagesOutcome, AttemptFailed> =>
@@ -257,6 +258,9 @@ export const geminiImageConfig = (size: string | undefined): { aspectRatio?: str
   return { aspectRatio: best[0], ...(edge > 3200 ? { imageSize: "4K" } : edge > 1600 ? { imageSize: "2K" } : {}) }
 }
 
+/** Finish reasons that say the safety system refused (others with no image are the target's failure). */
+const REFUSALS = new Set(["SAFETY", "IMAGE_SAFETY", "PROHIBITED_CONTENT", "IMAGE_PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_RECITATION"])
+
 interface Found {
   readonly images: Array<{ readonly data: string; readonly mimeType: string }>
   readonly blocked: string | undefined
@@ -280,7 +284,7 @@ export const geminiImages = (body: Record<string, unknown> | undefined): Found =
       else if (typeof part["text"] === "string") text += part["text"]
     }
     const reason = str(candidate?.["finishReason"])
-    if (reason && reason !== "STOP" && reason !== "MAX_TOKENS" && reason !== "FINISH_REASON_UNSPECIFIED") blocked ??= reason
+    if (reason && REFUSALS.has(reason)) blocked ??= reason
   }
   return { images, blocked, text }
 }
