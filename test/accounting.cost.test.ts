@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import { blendedPrice, formatCost, mediaCost, responseCost, tokenCost } from "../src/accounting/cost.js"
+import { blendedPrice, formatCost, imagePrice, mediaCost, responseCost, tokenCost } from "../src/accounting/cost.js"
 import { catalogPrice, effectivePrice, Pricing } from "../src/accounting/Pricing.js"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { usageFromAnthropic } from "../src/formats/anthropic.js"
@@ -81,7 +81,32 @@ describe("mediaCost", () => {
     expect(mediaCost({ input: 0, output: 0, perImage: 0.04 }, { seconds: 10 })).toBe(0)
   })
   it("responseCost adds tokens and media", () => {
-    expect(responseCost({ input: 3, output: 15, perImage: 0.04 }, { inputTokens: 1000, outputTokens: 500 }, { images: 1 })).toBeCloseTo(0.0505, 15)
+    // Prompt tokens by the token, the image by the image: 1000 × $3/1M + $0.04.
+    expect(responseCost({ input: 3, output: 0, perImage: 0.04 }, { inputTokens: 1000, outputTokens: 500 }, { images: 1 })).toBeCloseTo(0.043, 15)
+    expect(responseCost({ input: 3, output: 15, perSecond: 0.01 }, { inputTokens: 1000, outputTokens: 500 }, { seconds: 2 })).toBeCloseTo(0.0305, 15)
+  })
+  it("images reported as output tokens of a model with an output token price (gpt-image) are not charged again per image", () => {
+    const gptImage = { input: 5, output: 30, perImage: 0.053, perImageBy: { "high:1024x1024": 0.211 } }
+    // 50 × 5 + 1056 × 30 micro-USD, no per-image price on top.
+    expect(responseCost(gptImage, { inputTokens: 50, outputTokens: 1056 }, { images: 1, imageKeys: ["high:1024x1024", "high"] })).toBeCloseTo(0.03193, 15)
+    // No usage reported: per image, by quality and size.
+    expect(responseCost(gptImage, undefined, { images: 2, imageKeys: ["high:1024x1024", "high"] })).toBeCloseTo(0.422, 15)
+  })
+  it("per image by kind: the first of the answer's keys in perImageBy, else perImage", () => {
+    const price = { input: 0, output: 0, perImage: 0.134, perImageBy: { "4K": 0.24, high: 0.2 } }
+    expect(imagePrice(price, ["4K"])).toBe(0.24)
+    expect(imagePrice(price, ["high:1024x1024", "high"])).toBe(0.2)
+    expect(imagePrice(price, ["1K"])).toBe(0.134)
+    expect(imagePrice(price)).toBe(0.134)
+    expect(mediaCost(price, { images: 2, imageKeys: ["4K"] })).toBeCloseTo(0.48, 15)
+  })
+  it("the catalog's per-kind table is kept under field overrides, and dropped when an override sets perImage", () => {
+    const catalog = catalogPrice("openai", "gpt-image-2")!
+    expect(catalog.perImageBy?.["high:1024x1024"]).toBe(0.211)
+    expect(effectivePrice(catalog, { output: 20 })?.perImageBy).toEqual(catalog.perImageBy)
+    const flat = effectivePrice(catalog, { perImage: 0.1 })!
+    expect(flat.perImageBy).toBeUndefined()
+    expect(mediaCost(flat, { images: 2, imageKeys: ["high:1024x1024"] })).toBeCloseTo(0.2, 15)
   })
 })
 

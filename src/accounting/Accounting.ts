@@ -118,7 +118,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const cost: AccountingShape["cost"] = (provider, model, u) => tokenCost(pricing.priceOf(provider, model), u)
       const priceMedia: AccountingShape["mediaCost"] = (provider, model, u, units) => {
         const price = pricing.priceOf(provider, model)
-        return tokenCost(price, u) + mediaCost(price, units)
+        return tokenCost(price, u) + mediaCost(price, units, u)
       }
 
       // Per key: the running average of a request's cost and tokens, and what is held in flight.

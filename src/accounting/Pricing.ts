@@ -89,7 +89,9 @@ export const effectivePrice = (
     const v = override?.[f]
     if (v !== undefined) base[f] = v
   }
-  return base as unknown as ModelPrice
+  // The catalog's per-kind image prices, unless an override set one price per image for all.
+  const byKind = override?.perImage === undefined ? catalog?.perImageBy : undefined
+  return (byKind ? { ...base, perImageBy: byKind } : base) as unknown as ModelPrice
 }
 
 const fromRow = (row: Row): PriceOverride => {

@@ -28,6 +28,12 @@ export interface ModelPrice {
   readonly cacheWrite?: number
   /** USD per generated image. */
   readonly perImage?: number
+  /**
+   * USD per generated image by kind of image (`"high:1024x1024"`, `"low"`, `"4K"`): the first of
+   * the answer's `imageKeys` found here wins over `perImage`. Catalog only: an override's
+   * `perImage` replaces the whole table (Pricing.effectivePrice).
+   */
+  readonly perImageBy?: Readonly<Record<string, number>>
   /** USD per second of audio or video. */
   readonly perSecond?: number
   /** USD per character (speech synthesis). */
@@ -38,6 +44,11 @@ export interface ModelPrice {
 
 export interface MediaUnits {
   readonly images?: number
+  /**
+   * What kind of image they were, most specific first (`["high:1024x1024", "high"]` for OpenAI's
+   * quality and size, `["4K"]` for Gemini's image size): looked up in `perImageBy`.
+   */
+  readonly imageKeys?: ReadonlyArray<string>
   readonly seconds?: number
   readonly characters?: number
   readonly searches?: number
@@ -68,11 +79,32 @@ export const tokenCost = (price: ModelPrice | undefined, usage: Partial<Usage> |
   return micro / 1e6
 }
 
-/** USD for media units: the sum of `unit price × units` over the priced modalities; unpriced: 0. */
-export const mediaCost = (price: ModelPrice | undefined, units: MediaUnits): number => {
+/** USD of one image of the kind `keys` name: the first key in `perImageBy`, else `perImage`. */
+export const imagePrice = (price: ModelPrice, keys: ReadonlyArray<string> = []): number => {
+  for (const k of keys) {
+    const v = rate(price.perImageBy?.[k])
+    if (v !== undefined) return v
+  }
+  return rate(price.perImage) ?? 0
+}
+
+/**
+ * Whether an answer's images were paid for as output tokens: the upstream reported output tokens
+ * and the model has an output token price (gpt-image: image output $30/1M). They are then not
+ * priced again per image. A model with per-image prices and only an input token price (prompt
+ * tokens) pays both: its prompt by the token, its images by the image.
+ */
+const imagesInTokens = (price: ModelPrice, usage: Partial<Usage> | undefined): boolean =>
+  count(usage?.outputTokens) > 0 && (rate(price.output) ?? 0) > 0
+
+/**
+ * USD for media units: the sum of `unit price × units` over the priced modalities; unpriced: 0.
+ * Images are priced per image (`imagePrice`) unless `usage` shows they were priced per token.
+ */
+export const mediaCost = (price: ModelPrice | undefined, units: MediaUnits, usage?: Partial<Usage>): number => {
   if (!price) return 0
   return (
-    count(units.images) * (rate(price.perImage) ?? 0) +
+    (imagesInTokens(price, usage) ? 0 : count(units.images) * imagePrice(price, units.imageKeys)) +
     count(units.seconds) * (rate(price.perSecond) ?? 0) +
     count(units.characters) * (rate(price.perCharacter) ?? 0) +
     count(units.searches) * (rate(price.perSearch) ?? 0)
@@ -81,7 +113,7 @@ export const mediaCost = (price: ModelPrice | undefined, units: MediaUnits): num
 
 /** Tokens and media of one response together. */
 export const responseCost = (price: ModelPrice | undefined, usage: Partial<Usage> | undefined, units: MediaUnits = {}): number =>
-  tokenCost(price, usage) + mediaCost(price, units)
+  tokenCost(price, usage) + mediaCost(price, units, usage)
 
 /** One number per model for ranking (auto routing's `costPer1MTokens`): 60% input, 40% output. */
 export const blendedPrice = (price: Pick<ModelPrice, "input" | "output">): number => 0.6 * price.input + 0.4 * price.output

@@ -31,6 +31,7 @@ import { ResponseStore } from "./responseStore.js"
 import { anthropicRoutes } from "./routes/anthropic.js"
 import { extraRoutes } from "./routes/extras.js"
 import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
+import { imageRoutes } from "./routes/images.js"
 import { ollamaRoutes } from "./routes/ollama.js"
 import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
 import { rerankRoutes } from "./routes/rerank.js"
@@ -165,7 +166,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

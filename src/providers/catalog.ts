@@ -31,6 +31,8 @@ export interface ModelPricing {
   readonly cachedInput?: number
   /** USD per generated image (media models). */
   readonly perImage?: number
+  /** USD per image by kind (`"quality:size"`, `"quality"`, Gemini's `"4K"`), before `perImage` (src/accounting/cost.ts `imagePrice`). */
+  readonly perImageBy?: Readonly<Record<string, number>>
   /** USD per second of audio or video. */
   readonly perSecond?: number
   /** USD per character of speech input. */
@@ -120,8 +122,46 @@ export const media = (id: string, name: string, kind: Exclude<ModelKind, "chat" 
   maxOutput: 0,
   capabilities: { tools: false, vision: false, reasoning: false, json: false },
   pricing: { input: 0, output: 0, ...pricing },
-  tier: Object.values(pricing).some((v) => v !== undefined && v > 0) ? "standard" : "free"
+  tier: Object.values(pricing).some((v) => typeof v === "number" && v > 0) ? "standard" : "free"
 })
+
+// ---------------------------------------------------------------- image models (docs/media.md, "Images")
+// Prices from /work/research/media-wire.md section 9, none confirmed against a live price page.
+
+/** gpt-image-2 per image by quality and size (OpenAI's image guide as quoted by the research; unconfirmed). */
+const GPT_IMAGE_2_BY: Record<string, number> = {
+  "low:1024x1024": 0.006,
+  "medium:1024x1024": 0.053,
+  "high:1024x1024": 0.211,
+  "low:1024x1536": 0.005,
+  "medium:1024x1536": 0.041,
+  "high:1024x1536": 0.165,
+  "low:1536x1024": 0.005,
+  "medium:1536x1024": 0.041,
+  "high:1536x1024": 0.165
+}
+/**
+ * GPT image models: text input $5/1M (cached $1.25), image output $30/1M (image input, $8/1M,
+ * is priced as text input: the usage the gateway keeps does not tell them apart). Priced per
+ * token when the upstream reports usage (OpenAI does), else per image.
+ */
+const gptImage = (id: string, name: string, perImage?: number, perImageBy?: Record<string, number>): ModelSpec =>
+  media(id, name, "image", { input: 5, cachedInput: 1.25, output: 30, ...(perImage !== undefined ? { perImage } : {}), ...(perImageBy ? { perImageBy } : {}) })
+const OPENAI_IMAGE_MODELS: ReadonlyArray<ModelSpec> = [
+  gptImage("gpt-image-2", "GPT Image 2", 0.053, GPT_IMAGE_2_BY),
+  gptImage("gpt-image-2.5-sunburst", "GPT Image 2.5 Sunburst"),
+  // Per image at 1024x1024 by quality (a third-party quote).
+  gptImage("gpt-image-2.5-flare", "GPT Image 2.5 Flare", 0.013, { low: 0.006, medium: 0.013, high: 0.053, xhigh: 0.094, max: 0.211 }),
+  gptImage("gpt-image-2.6-sunburst", "GPT Image 2.6 Sunburst"),
+  gptImage("gpt-image-2.6-flare", "GPT Image 2.6 Flare")
+]
+/** Gemini image output (generateContent) per image: 1K, 2K and 4K by `imageConfig.imageSize`; Imagen (`:predict`) per image. */
+const GEMINI_IMAGE_MODELS: ReadonlyArray<ModelSpec> = [
+  media("gemini-3.1-flash-image", "Gemini 3.1 Flash Image", "image", { perImage: 0.067 }),
+  media("gemini-3-pro-image", "Gemini 3 Pro Image", "image", { perImage: 0.134, perImageBy: { "1K": 0.134, "2K": 0.134, "4K": 0.24 } }),
+  // Imagen 4 on the Gemini API may be shut down (research section 0); kept for the :predict shape.
+  media("imagen-4.0-generate-001", "Imagen 4", "image", { perImage: 0.04 })
+]
 
 const V = { vision: true }
 const R = { reasoning: true }
@@ -155,7 +195,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       // Moderation is free at OpenAI (docs/media.md, "Rerank, moderation and model lists").
       media("omni-moderation-latest", "Omni Moderation", "moderation"),
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
-      embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13)
+      embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13),
+      ...OPENAI_IMAGE_MODELS
     ]
   },
   {
@@ -193,7 +234,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VR, { cachedInput: 0.31 }),
       chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
       chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VR, { cachedInput: 0.025 }),
-      embedding("text-embedding-004", "Text Embedding 004", 2048, 0)
+      embedding("text-embedding-004", "Text Embedding 004", 2048, 0),
+      ...GEMINI_IMAGE_MODELS
     ]
   },
   {

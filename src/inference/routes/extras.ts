@@ -6,6 +6,7 @@ import { findProvider, PROVIDERS } from "../../providers/catalog.js"
 import { VERSION } from "../../version.js"
 import { badRequest, InferenceError } from "../errors.js"
 import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { imagesGenerate } from "./images.js"
 import { chatCompletions, embeddings, type RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -88,12 +89,7 @@ const handshake = (deps: RouteDeps) => (ctx: RequestContext) =>
 export const extraRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
   { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/chat\/completions$/, format: openAiChat, handle: providerRoute(deps, chatCompletions) },
   { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/embeddings$/, format: openAiChat, handle: providerRoute(deps, embeddings) },
-  {
-    method: "POST",
-    path: /^\/v1\/providers\/(?<provider>[^/]+)\/images\/generations$/,
-    format: openAiChat,
-    handle: () => Effect.fail(new InferenceError({ status: 501, kind: "invalid_request", code: "not_implemented", message: "image generation is part of the gateway's specification but not built in this version yet" }))
-  },
+  { method: "POST", path: /^\/v1\/providers\/(?<provider>[^/]+)\/images\/generations$/, format: openAiChat, handle: providerRoute(deps, imagesGenerate) },
   { method: "GET", path: "/api/v1/provider-plugin-manifest", format: openAiChat, handle: (ctx) => Effect.sync(() => sendJson(ctx, 200, manifest())) },
   { method: "GET", path: "/v1/ws", format: openAiResponses, handle: handshake(deps) },
   // Claude Code probes this without a key before its first request.
