@@ -101,6 +101,9 @@ describe("cost telemetry", () => {
       expect((await chat({ model: "oai/gpt-4o" })).headers.get("x-gateway-response-cost")).toBe("0.0000250000")
       const prices = (await call(`${gw.url}/api/pricing`, { headers: admin })).body.prices
       expect(prices.find((p: any) => p.provider === "openai" && p.model === "gpt-4o")).toMatchObject({ input: 1, output: 2, source: expect.stringContaining("override") })
+      // Media models are listed too, with their kind and unit price.
+      expect(prices.find((p: any) => p.provider === "cohere" && p.model === "rerank-v3.5")).toMatchObject({ kind: "rerank", perSearch: 0.002 })
+      expect(prices.find((p: any) => p.provider === "deepgram" && p.model === "nova-3")).toMatchObject({ kind: "transcription" })
     } finally {
       await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "openai", model: "gpt-4o" }, headers: admin })
     }

@@ -31,7 +31,7 @@ export interface PricingShape {
    * it before `priceOf`; this process's own writes refresh it at once.
    */
   readonly refresh: Effect.Effect<void>
-  /** `GET /api/pricing`: every catalog chat and embedding model, then overrides of unknown models. */
+  /** `GET /api/pricing`: every catalog model (chat, embedding and media, each with its kind), then overrides of unknown models. */
   readonly list: Effect.Effect<ReadonlyArray<PriceRow>>
   /** `PUT /api/pricing`: decodes `SetPrice` and replaces the override of (provider, model). */
   readonly setOverride: (input: unknown) => Effect.Effect<PriceRow, BadRequest>
@@ -161,7 +161,6 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         const out: Array<PriceRow> = []
         for (const p of PROVIDERS) {
           for (const m of p.models) {
-            if (m.kind !== "chat" && m.kind !== "embedding") continue
             const row = rowFor(p.id, m.id)
             if (row) out.push(row)
           }
