@@ -127,7 +127,8 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
     const outcome = yield* inference.guarded(m.request, able, track, m.attempt)
     units = outcome.units
     const candidate = track.tried!
-    const costUsd = yield* row(200, outcome.usage, null)
+    // An answer that broke off after it began (a relayed stream) keeps its error on the row.
+    const costUsd = yield* row(200, outcome.usage, outcome.error)
     // A streamed answer's head went out with its headers (streamedMediaHeaders) before this.
     if (!ctx.res.headersSent) mediaHeaders(ctx, candidate, outcome.usage, costUsd)
     return { outcome, candidate, costUsd }
