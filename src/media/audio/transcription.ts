@@ -165,10 +165,16 @@ const geminiInstruction = (r: TranscriptionRequest): string =>
     .filter((s) => s !== "")
     .join("\n")
 
+/** The audio's type as Gemini names it (its list says `audio/mp3`). */
+const geminiMime = (r: TranscriptionRequest): string => {
+  const type = r.audio.mimeType === "application/octet-stream" ? contentTypeOf(r) : r.audio.mimeType
+  return type === "audio/mpeg" ? "audio/mp3" : type
+}
+
 const geminiCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): CustomCall => ({
   path: `/v1beta/models/${encodeComponent(c.model)}:generateContent`,
   json: {
-    contents: [{ role: "user", parts: [{ text: geminiInstruction(r) }, { inlineData: { mimeType: r.audio.mimeType === "application/octet-stream" ? contentTypeOf(r) : r.audio.mimeType, data: data.toString("base64") } }] }],
+    contents: [{ role: "user", parts: [{ text: geminiInstruction(r) }, { inlineData: { mimeType: geminiMime(r), data: data.toString("base64") } }] }],
     generationConfig: {
       responseMimeType: "application/json",
       responseSchema: { type: "OBJECT", properties: { text: { type: "STRING" }, language: { type: "STRING" } }, required: ["text"] },
