@@ -29,6 +29,7 @@ import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
 import { anthropicRoutes } from "./routes/anthropic.js"
+import { audioRoutes } from "./routes/audio.js"
 import { extraRoutes } from "./routes/extras.js"
 import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { imageRoutes } from "./routes/images.js"
@@ -166,7 +167,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -231,6 +231,25 @@ export const writeStream = (ctx: RequestContext, text: string): boolean => {
   return ok
 }
 
+/** A piece of a binary streamed answer (speech audio); fires onFrame with the `bytes` (its `text` empty). Answers `res.write`'s verdict. */
+export const writeStreamBytes = (ctx: RequestContext, bytes: Buffer): boolean => {
+  const ok = ctx.res.write(bytes)
+  const hooks = ctx.hooks
+  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, { text: "", bytes })
+  return ok
+}
+
+/**
+ * A binary streamed answer broken off by its upstream: a byte stream has no error event, so the
+ * connection is cut (the client sees an incomplete transfer, not a shorter file that looks whole);
+ * fires onStreamEnd with the error. Call it last: the client's close interrupts the request.
+ */
+export const abortStream = (ctx: RequestContext, error: string): void => {
+  ctx.res.destroy()
+  const hooks = ctx.hooks
+  if (hooks !== undefined && hooks.onStreamEnd.length !== 0) observe(ctx, "onStreamEnd", hooks.onStreamEnd, { text: "", error })
+}
+
 /** The end of a streamed answer, with its last text; fires onStreamEnd (`error`: it ended with an error event). */
 export const endStream = (ctx: RequestContext, text: string, error: string | null = null): void => {
   ctx.res.end(text)

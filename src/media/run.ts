@@ -68,9 +68,17 @@ export const mediaHeaders = (ctx: RequestContext, candidate: Candidate, usage: P
 }
 
 /**
+ * The cost headers of an answer a try streams itself (speech relayed as it arrives), set before
+ * its first byte: priced as its usage row will be, its units at the candidate's prices (no
+ * tokens are known then). runMedia leaves them as they went out.
+ */
+export const streamedMediaHeaders = (accounting: AccountingShape, ctx: RequestContext, candidate: Candidate, units: MediaUnits): void =>
+  mediaHeaders(ctx, candidate, undefined, accounting.mediaCost(candidate.connection.provider.id, candidate.model, undefined, units))
+
+/**
  * Runs one media request: budget, plan narrowed to `able`, the guarded attempt, the usage row
  * and the cost headers. Answers the outcome of the candidate that served; the route writes the
- * answer (a try that streams its answer writes it itself, after `mediaHeaders`).
+ * answer (a try that streams its answer writes it itself, after `streamedMediaHeaders`).
  */
 export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
   inference: InferenceShape,
@@ -119,8 +127,10 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
     const outcome = yield* inference.guarded(m.request, able, track, m.attempt)
     units = outcome.units
     const candidate = track.tried!
-    const costUsd = yield* row(200, outcome.usage, null)
-    mediaHeaders(ctx, candidate, outcome.usage, costUsd)
+    // An answer that broke off after it began (a relayed stream) keeps its error on the row.
+    const costUsd = yield* row(200, outcome.usage, outcome.error)
+    // A streamed answer's head went out with its headers (streamedMediaHeaders) before this.
+    if (!ctx.res.headersSent) mediaHeaders(ctx, candidate, outcome.usage, costUsd)
     return { outcome, candidate, costUsd }
   }).pipe(
     // A failed request still leaves its row (and its request.failed event).

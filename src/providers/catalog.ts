@@ -196,7 +196,18 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       media("omni-moderation-latest", "Omni Moderation", "moderation"),
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
       embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13),
-      ...OPENAI_IMAGE_MODELS
+      ...OPENAI_IMAGE_MODELS,
+      // Audio (docs/media.md, "Audio"). /v1/audio/speech models shut down 2027-01-06, whisper-1
+      // and gpt-4o(-mini)-transcribe 2027-02-26 (OpenAI's deprecations page). Per-character
+      // speech prices and the token prices of the transcribe models are from memory (unconfirmed);
+      // the transcribe models' per-second price applies only when no tokens are reported.
+      media("gpt-4o-mini-tts", "GPT-4o mini TTS", "speech", { perCharacter: 0.6 / 1e6 }),
+      media("tts-1", "TTS-1", "speech", { perCharacter: 15 / 1e6 }),
+      media("tts-1-hd", "TTS-1 HD", "speech", { perCharacter: 30 / 1e6 }),
+      media("gpt-transcribe", "GPT Transcribe", "transcription", { perSecond: 0.0045 / 60 }),
+      media("gpt-4o-transcribe", "GPT-4o Transcribe", "transcription", { input: 6, output: 10, perSecond: 0.006 / 60 }),
+      media("gpt-4o-mini-transcribe", "GPT-4o mini Transcribe", "transcription", { input: 3, output: 5, perSecond: 0.003 / 60 }),
+      media("whisper-1", "Whisper", "transcription", { perSecond: 0.006 / 60 })
     ]
   },
   {
@@ -235,7 +246,11 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
       chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VR, { cachedInput: 0.025 }),
       embedding("text-embedding-004", "Text Embedding 004", 2048, 0),
-      ...GEMINI_IMAGE_MODELS
+      ...GEMINI_IMAGE_MODELS,
+      // Speech: priced by the tokens Gemini reports (text in, audio out; unconfirmed). Any Gemini
+      // chat model also transcribes (audio input to generateContent), priced by its tokens.
+      media("gemini-2.5-flash-preview-tts", "Gemini 2.5 Flash TTS (preview)", "speech", { input: 0.5, output: 10 }),
+      media("gemini-2.5-pro-preview-tts", "Gemini 2.5 Pro TTS (preview)", "speech", { input: 1, output: 20 })
     ]
   },
   {
@@ -291,7 +306,9 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     models: [
       chat("llama-3.3-70b-versatile", "Llama 3.3 70B Versatile", 131_072, 32_768, 0.59, 0.79),
       chat("llama-3.1-8b-instant", "Llama 3.1 8B Instant", 131_072, 131_072, 0.05, 0.08),
-      chat("openai/gpt-oss-120b", "gpt-oss 120B", 131_072, 65_536, 0.15, 0.75, R)
+      chat("openai/gpt-oss-120b", "gpt-oss 120B", 131_072, 65_536, 0.15, 0.75, R),
+      media("whisper-large-v3", "Whisper Large v3", "transcription", { perSecond: 0.111 / 3600 }),
+      media("whisper-large-v3-turbo", "Whisper Large v3 Turbo", "transcription", { perSecond: 0.04 / 3600 })
     ]
   },
   {
@@ -402,6 +419,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     models: [
       media("eleven_multilingual_v2", "Eleven Multilingual v2", "speech", { perCharacter: 0.0001 }),
       media("eleven_flash_v2_5", "Eleven Flash v2.5", "speech", { perCharacter: 0.00005 }),
+      media("eleven_turbo_v2_5", "Eleven Turbo v2.5", "speech", { perCharacter: 0.00005 }),
+      media("eleven_v3", "Eleven v3", "speech", { perCharacter: 0.0001 }),
       media("music_v1", "Eleven Music", "music"),
       media("scribe_v1", "Scribe v1", "transcription")
     ]
