@@ -136,6 +136,8 @@ export interface StreamStartEvent {
  */
 export interface FrameEvent {
   readonly text: string
+  /** A binary answer's piece (media content relayed as it arrives); `text` is then empty. */
+  readonly bytes?: Uint8Array
 }
 
 /** A streamed answer ended: `text` is what went out with the end (often empty); `error` when it ended with an error event. */
