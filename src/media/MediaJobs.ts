@@ -395,6 +395,8 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
             const location = res.headers["location"]
             const next = Array.isArray(location) ? location[0] : location
             if (res.status < 300 || res.status >= 400 || typeof next !== "string" || hop >= MAX_REDIRECTS) return res
+            // Dropped unread: its abort error has no one to tell.
+            res.body.on("error", () => {})
             res.body.destroy()
             target = new URL(next, target).href
             withKey = false

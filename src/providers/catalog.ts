@@ -153,7 +153,11 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("o3", "o3", 200_000, 100_000, 2, 8, VR, { cachedInput: 0.5 }),
       chat("o4-mini", "o4-mini", 200_000, 100_000, 1.1, 4.4, VR, { cachedInput: 0.275 }),
       embedding("text-embedding-3-small", "Text Embedding 3 Small", 8191, 0.02),
-      embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13)
+      embedding("text-embedding-3-large", "Text Embedding 3 Large", 8191, 0.13),
+      // Video (jobs, docs/media.md): OpenAI shut Sora 2 and its /v1/videos API down on 2026-09-24;
+      // listed for the OpenAI-compatible servers that still speak it. $0.10/s and $0.30/s at 720p.
+      media("sora-2", "Sora 2 (shut down at OpenAI 2026-09-24)", "video", { perSecond: 0.1 }),
+      media("sora-2-pro", "Sora 2 Pro (shut down at OpenAI 2026-09-24)", "video", { perSecond: 0.3 })
     ]
   },
   {
@@ -191,7 +195,17 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       chat("gemini-2.5-pro", "Gemini 2.5 Pro", 1_048_576, 65_536, 1.25, 10, VR, { cachedInput: 0.31 }),
       chat("gemini-2.5-flash", "Gemini 2.5 Flash", 1_048_576, 65_536, 0.3, 2.5, VR, { cachedInput: 0.075 }),
       chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", 1_048_576, 65_536, 0.1, 0.4, VR, { cachedInput: 0.025 }),
-      embedding("text-embedding-004", "Text Embedding 004", 2048, 0)
+      embedding("text-embedding-004", "Text Embedding 004", 2048, 0),
+      // Video and music (jobs, docs/media.md). Prices per second are third-party figures, unconfirmed:
+      // Veo 3.1 $0.40/s (720p/1080p), Fast $0.15/s, Lite $0.08/s (1080p); Lyria 3 Clip $0.04 per
+      // 30 s clip; Lyria 2 (Vertex's lyria-002 shape) $0.06 per 30 s. Lyria 3 Pro is priced per
+      // song ($0.08, not per second): unpriced here, set a per-second override if wanted.
+      media("veo-3.1-generate-preview", "Veo 3.1", "video", { perSecond: 0.4 }),
+      media("veo-3.1-fast-generate-preview", "Veo 3.1 Fast", "video", { perSecond: 0.15 }),
+      media("veo-3.1-lite-generate-preview", "Veo 3.1 Lite", "video", { perSecond: 0.08 }),
+      media("lyria-3-clip-preview", "Lyria 3 Clip", "music", { perSecond: 0.04 / 30 }),
+      media("lyria-3-pro-preview", "Lyria 3 Pro", "music"),
+      media("lyria-002", "Lyria 2", "music", { perSecond: 0.06 / 30 })
     ]
   },
   {

@@ -237,10 +237,11 @@ const jobHeaders = (ctx: RequestContext, job: MediaJob): void => {
   h["x-gateway-cache-hit"] = "false"
 }
 
-const answerJob = (ctx: RequestContext, job: MediaJob, extra: Record<string, string> = {}): void => {
+/** A submission answers 202 (and where to poll) while its job runs, 200 once it finished; a poll always 200. */
+const answerJob = (ctx: RequestContext, job: MediaJob, submitted: boolean, extra: Record<string, string> = {}): void => {
   jobHeaders(ctx, job)
-  const done = isFinal(job.status)
-  sendJson(ctx, done ? 200 : 202, jobObject(job), done ? extra : { location: jobPath(job), ...extra })
+  const running = submitted && !isFinal(job.status)
+  sendJson(ctx, running ? 202 : 200, jobObject(job), running ? { location: jobPath(job), ...extra } : extra)
 }
 
 // ---------------------------------------------------------------- handlers
@@ -273,7 +274,7 @@ const submitVideo = (deps: RouteDeps, jobs: MediaJobsShape) => (ctx: RequestCont
         ...(input.size ? { size: input.size } : {})
       })
       if (wait > 0 && !isFinal(job.status)) job = yield* jobs.wait(job, wait * 1000)
-      answerJob(ctx, job, wait > 0 ? { "preference-applied": `wait=${wait}` } : {})
+      answerJob(ctx, job, true, wait > 0 ? { "preference-applied": `wait=${wait}` } : {})
     })
   )
 
@@ -303,7 +304,7 @@ const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => (ctx: RequestCont
         state: { status: "completed", progress: 100 },
         result: { bytes: o.bytes, contentType: o.contentType, ...(o.seconds !== undefined ? { seconds: o.seconds } : {}), costUsd: served.costUsd }
       })
-      answerJob(ctx, job)
+      answerJob(ctx, job, true)
     })
   )
 
@@ -323,7 +324,7 @@ const ownJob = (jobs: MediaJobsShape, kind: JobKind, ctx: RequestContext, id: st
 const getJob = (jobs: MediaJobsShape, kind: JobKind) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
   Effect.gen(function* () {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
-    answerJob(ctx, job)
+    answerJob(ctx, job, false)
   })
 
 const getContent = (jobs: MediaJobsShape, kind: JobKind) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
@@ -372,6 +373,8 @@ const relay = (ctx: RequestContext, source: JobContent): Effect.Effect<void> =>
     readable.on("error", onError)
     return Effect.sync(() => {
       cleanup()
+      // The client left: the source is dropped, and its abort error has no one to tell.
+      readable.on("error", () => {})
       readable.destroy()
     })
   })
