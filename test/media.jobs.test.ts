@@ -1,4 +1,6 @@
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { BatchWriter } from "../src/store/BatchWriter.js"
@@ -272,6 +274,35 @@ describe("the sweep", () => {
     const now = await poll("videos", id, asA, sweeper)
     expect(now.body).toMatchObject({ status: "completed", progress: 100 })
     expect(now.headers.get("x-gateway-response-cost")).toBe("0.4000000000")
+  })
+})
+
+describe("expiry", () => {
+  it("a job is forgotten at its expiry (404, stored content deleted); one still unfinished is recorded as failed (job_expired)", async () => {
+    const short = await startGateway({ env: { GATEWAY_MEDIA_JOB_POLL_MS: "100", GATEWAY_MEDIA_JOB_TTL_SECONDS: "1" } })
+    try {
+      await addProviders(short)
+      fake.pollsToFinish = 1_000_000
+      const video = await submit("videos", { model: "oai/sora-2", prompt: "never done" }, asA, short)
+      expect(video.status).toBe(202)
+      const music = await submit("music", { model: "eleven/music_v1", prompt: "short-lived" }, asA, short)
+      expect(music.status).toBe(200)
+      const stored = path.join(short.dataDir, "media", `${music.body.id}.mp3`)
+      expect(fs.existsSync(stored)).toBe(true)
+      let gone = false
+      for (let i = 0; i < 60 && !gone; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        gone = !fs.existsSync(stored) && (await rows(video.body.id, short)).length > 0
+      }
+      expect(gone).toBe(true)
+      expect((await poll("videos", video.body.id, asA, short)).status).toBe(404)
+      expect((await poll("music", music.body.id, asA, short)).status).toBe(404)
+      const [row] = await rows(video.body.id, short)
+      expect(row).toMatchObject({ endpoint: "videos.generations:job", status: 504, cost_usd: 0 })
+      expect(row!.error).toContain("job_expired")
+    } finally {
+      await short.close()
+    }
   })
 })
 
