@@ -396,11 +396,20 @@ describe("bad input is a 4xx naming the problem", () => {
     })
   }
 
-  it("an unknown model is a 4xx naming it", async () => {
+  it("an unknown model is a 404 naming it", async () => {
     const res = await submit("videos", { model: "nope/does-not-exist", prompt: "x" })
-    expect(res.status).toBeGreaterThanOrEqual(400)
-    expect(res.status).toBeLessThan(500)
+    expect(res.status).toBe(404)
+    expect(res.body.error).toMatchObject({ code: "model_not_found", param: "model" })
     expect(res.body.error.message).toContain("nope/does-not-exist")
+  })
+
+  it("a value the upstream refuses comes back as its 400, and no job is made", async () => {
+    const res = await submit("videos", { model: "oai/sora-2", prompt: "x", seconds: 5 })
+    expect(res.status, res.text).toBe(400)
+    expect(res.body.error).toMatchObject({ param: "seconds" })
+    expect(res.body.error.message).toContain("Supported values")
+    expect(res.body.id).toBeUndefined()
+    expect(await rows(res.headers.get("x-gateway-request-id"))).toEqual([expect.objectContaining({ endpoint: "videos.generations", status: 400, cost_usd: 0 })])
   })
 
   it("a body that is not JSON is a 400", async () => {
