@@ -228,7 +228,6 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
               cost_usd = ${costUsd}, completed_at = ${now}, updated_at = ${now}, polled_at = ${now}
             WHERE id = ${job.id} AND status IN ('queued', 'in_progress')`.raw.pipe(Effect.orDie)
           if (rowsChanged(raw) === 1) {
-            const connection = yield* Effect.option(connections.get(job.connectionId))
             yield* accounting.finish({
               requestId: job.id,
               apiKeyId: job.apiKeyId,
@@ -246,7 +245,7 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
               requestedModel: job.requestedModel,
               ...(completed && seconds !== undefined ? { units: { seconds } } : {})
             })
-            if (Option.isSome(connection) && !completed) yield* Effect.logInfo(`media job ${job.id} on ${connection.value.name} failed: ${error?.message}`)
+            if (error) yield* Effect.logInfo(`media job ${job.id} failed: ${error.code}: ${error.message}`)
           }
           return yield* reload(job)
         })

@@ -19,7 +19,7 @@ import { formatCost } from "../../accounting/cost.js"
 import { str } from "../../formats/common.js"
 import { RequestDecodeError } from "../../formats/format.js"
 import { openAiChat } from "../../formats/openai-chat.js"
-import { boolean, checkParams, either, integer, invalidParam, oneOf, params, string } from "../../formats/params.js"
+import { boolean, checkParams, either, integer, invalidParam, oneOf, type Param, params, string } from "../../formats/params.js"
 import {
   audioSeconds,
   isFinal,
@@ -61,11 +61,13 @@ const nonEmpty = (body: Record<string, unknown>, key: string): string => {
   return v
 }
 
-const positiveSeconds: Parameters<typeof either>[0] = {
+type Rule = Omit<Param, "key">
+
+const positiveSeconds: Rule = {
   expected: "a positive integer number of seconds (or its decimal string)",
   ok: (v) => (typeof v === "number" ? Number.isInteger(v) && v > 0 && v <= 600 : typeof v === "string" && /^[1-9]\d{0,2}$/.test(v))
 }
-const SIZE = { expected: 'a size "WIDTHxHEIGHT" such as "1280x720"', ok: (v: unknown) => typeof v === "string" && /^[1-9]\d{1,4}x[1-9]\d{1,4}$/.test(v) }
+const SIZE: Rule = { expected: 'a size "WIDTHxHEIGHT" such as "1280x720"', ok: (v: unknown) => typeof v === "string" && /^[1-9]\d{1,4}x[1-9]\d{1,4}$/.test(v) }
 const WAIT = either(boolean, integer(0, MAX_WAIT_SECONDS))
 
 const VIDEO_PARAMS = params({
