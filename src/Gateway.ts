@@ -7,6 +7,7 @@ import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
+import { MediaJobs } from "./media/MediaJobs.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -63,6 +64,7 @@ export const CoreLayer = ProviderChecks.layer.pipe(
 export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  Layer.provide(MediaJobs.layer),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),

@@ -85,7 +85,7 @@ export const recordAnswer = (host: HookHost): { readonly result: () => RecordedR
       headers = headersOf(event.headers)
     },
     onFrame: (event) => {
-      chunks.push(event.bytes ?? Buffer.from(event.text))
+      chunks.push(event.bytes ? Buffer.from(event.bytes) : Buffer.from(event.text))
     },
     onStreamEnd: (event) => {
       if (event.text !== "") chunks.push(Buffer.from(event.text))

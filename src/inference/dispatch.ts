@@ -18,6 +18,7 @@ import { Router } from "../routing/Router.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { InFlight } from "../usage/InFlight.js"
+import { MediaJobs } from "../media/MediaJobs.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
 import { clientAddress, trimmedHeader as header } from "../http/request.js"
@@ -31,6 +32,7 @@ import { ResponseStore } from "./responseStore.js"
 import { anthropicRoutes } from "./routes/anthropic.js"
 import { audioRoutes } from "./routes/audio.js"
 import { extraRoutes } from "./routes/extras.js"
+import { mediaJobRoutes } from "./routes/mediaJobs.js"
 import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { imageRoutes } from "./routes/images.js"
 import { ollamaRoutes } from "./routes/ollama.js"
@@ -167,7 +169,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -136,8 +136,8 @@ export interface StreamStartEvent {
  */
 export interface FrameEvent {
   readonly text: string
-  /** A binary stream's piece (speech audio); `text` is then empty. */
-  readonly bytes?: Buffer
+  /** A binary answer's piece (media content relayed as it arrives); `text` is then empty. */
+  readonly bytes?: Uint8Array
 }
 
 /** A streamed answer ended: `text` is what went out with the end (often empty); `error` when it ended with an error event. */

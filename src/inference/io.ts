@@ -223,19 +223,11 @@ export const startStream = (ctx: RequestContext, headers: Readonly<Record<string
   if (hooks !== undefined && hooks.onStreamStart.length !== 0) observe(ctx, "onStreamStart", hooks.onStreamStart, { status: 200, headers })
 }
 
-/** A piece of a streamed answer; fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
-export const writeStream = (ctx: RequestContext, text: string): boolean => {
+/** A piece of a streamed answer (text, or bytes of a binary answer such as media content); fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
+export const writeStream = (ctx: RequestContext, text: string | Uint8Array): boolean => {
   const ok = ctx.res.write(text)
   const hooks = ctx.hooks
-  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, { text })
-  return ok
-}
-
-/** A piece of a binary streamed answer (speech audio); fires onFrame with the `bytes` (its `text` empty). Answers `res.write`'s verdict. */
-export const writeStreamBytes = (ctx: RequestContext, bytes: Buffer): boolean => {
-  const ok = ctx.res.write(bytes)
-  const hooks = ctx.hooks
-  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, { text: "", bytes })
+  if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, typeof text === "string" ? { text } : { text: "", bytes: text })
   return ok
 }
 

@@ -207,7 +207,11 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       media("gpt-transcribe", "GPT Transcribe", "transcription", { perSecond: 0.0045 / 60 }),
       media("gpt-4o-transcribe", "GPT-4o Transcribe", "transcription", { input: 6, output: 10, perSecond: 0.006 / 60 }),
       media("gpt-4o-mini-transcribe", "GPT-4o mini Transcribe", "transcription", { input: 3, output: 5, perSecond: 0.003 / 60 }),
-      media("whisper-1", "Whisper", "transcription", { perSecond: 0.006 / 60 })
+      media("whisper-1", "Whisper", "transcription", { perSecond: 0.006 / 60 }),
+      // Video (jobs, docs/media.md): OpenAI shut Sora 2 and its /v1/videos API down on 2026-09-24;
+      // listed for the OpenAI-compatible servers that still speak it. $0.10/s and $0.30/s at 720p.
+      media("sora-2", "Sora 2 (shut down at OpenAI 2026-09-24)", "video", { perSecond: 0.1 }),
+      media("sora-2-pro", "Sora 2 Pro (shut down at OpenAI 2026-09-24)", "video", { perSecond: 0.3 })
     ]
   },
   {
@@ -250,7 +254,17 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       // Speech: priced by the tokens Gemini reports (text in, audio out; unconfirmed). Any Gemini
       // chat model also transcribes (audio input to generateContent), priced by its tokens.
       media("gemini-2.5-flash-preview-tts", "Gemini 2.5 Flash TTS (preview)", "speech", { input: 0.5, output: 10 }),
-      media("gemini-2.5-pro-preview-tts", "Gemini 2.5 Pro TTS (preview)", "speech", { input: 1, output: 20 })
+      media("gemini-2.5-pro-preview-tts", "Gemini 2.5 Pro TTS (preview)", "speech", { input: 1, output: 20 }),
+      // Video and music (jobs, docs/media.md). Prices per second are third-party figures, unconfirmed:
+      // Veo 3.1 $0.40/s (720p/1080p), Fast $0.15/s, Lite $0.08/s (1080p); Lyria 3 Clip $0.04 per
+      // 30 s clip; Lyria 2 (Vertex's lyria-002 shape) $0.06 per 30 s. Lyria 3 Pro is priced per
+      // song ($0.08, not per second): unpriced here, set a per-second override if wanted.
+      media("veo-3.1-generate-preview", "Veo 3.1", "video", { perSecond: 0.4 }),
+      media("veo-3.1-fast-generate-preview", "Veo 3.1 Fast", "video", { perSecond: 0.15 }),
+      media("veo-3.1-lite-generate-preview", "Veo 3.1 Lite", "video", { perSecond: 0.08 }),
+      media("lyria-3-clip-preview", "Lyria 3 Clip", "music", { perSecond: 0.04 / 30 }),
+      media("lyria-3-pro-preview", "Lyria 3 Pro", "music"),
+      media("lyria-002", "Lyria 2", "music", { perSecond: 0.06 / 30 })
     ]
   },
   {

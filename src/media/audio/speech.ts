@@ -14,7 +14,7 @@ import { attemptFailed, type AttemptFailed } from "../../inference/attempts.js"
 import type { InferenceShape } from "../../inference/call.js"
 import { clientError } from "../../inference/errors.js"
 import type { AttemptRequest } from "../../inference/fallback.js"
-import { type RequestContext, responseHeaders, startStream, writeStreamBytes, endStream } from "../../inference/io.js"
+import { type RequestContext, responseHeaders, startStream, writeStream, endStream } from "../../inference/io.js"
 import { openAiChat } from "../../formats/openai-chat.js"
 import type { Candidate } from "../../routing/types.js"
 import type { CustomCall } from "../../upstream/executors.js"
@@ -194,7 +194,7 @@ const pipeAudio = (ctx: RequestContext, res: UpstreamResponse, head: () => Reado
         startStream(ctx, head())
       }
       sent += chunk.length
-      if (!writeStreamBytes(ctx, chunk)) {
+      if (!writeStream(ctx, chunk)) {
         body.pause()
         ctx.res.once("drain", onDrain)
       }

@@ -6,6 +6,7 @@ import m0004 from "./0004_accounting.js"
 import m0005 from "./0005_connection_timeouts.js"
 import m0006 from "./0006_usage_inflight.js"
 import m0007 from "./0007_name_keys.js"
+import m0008 from "./0008_media_jobs.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -19,5 +20,6 @@ export const loader = Migrator.fromRecord({
   "0004_accounting": m0004,
   "0005_connection_timeouts": m0005,
   "0006_usage_inflight": m0006,
-  "0007_name_keys": m0007
+  "0007_name_keys": m0007,
+  "0008_media_jobs": m0008
 })
