@@ -10,8 +10,6 @@ export interface PlannedArea {
 
 /** Client-facing (inference) routes: answered in the OpenAI error format. */
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
-  { area: "media endpoints", pattern: /^\/v1\/(images|videos|music|audio)\// },
-  { area: "rerank and moderation", pattern: /^\/v1\/(rerank|moderations)$/ },
   { area: "files and batches", pattern: /^\/v1\/(files|batches)(\/|$)/ },
   { area: "search", pattern: /^\/v1\/search(\/|$)/ },
   { area: "quota checks and issue reports", pattern: /^\/v1\/(quotas|issues)\// },
