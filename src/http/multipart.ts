@@ -168,3 +168,53 @@ export const parseMultipart = (
       })
     })
   })
+
+// ---------------------------------------------------------------- multipart out (to upstreams)
+
+/** A part of a form sent upstream: a text field, a file in memory, or an upload on disk (streamed). */
+export type FormPart =
+  | { readonly name: string; readonly value: string }
+  | { readonly name: string; readonly filename: string; readonly contentType: string; readonly data: Buffer }
+  | { readonly name: string; readonly filename: string; readonly contentType: string; readonly path: string; readonly size: number }
+
+/** A body sent upstream: in memory, or streamed (from uploads on disk) with its length known. */
+export interface OutgoingBody {
+  readonly data: Buffer | Readable
+  readonly contentType: string
+  readonly length: number
+}
+
+/** A name inside `Content-Disposition`: quotes and line breaks escaped the way browsers (and undici's FormData) do. */
+const quoted = (s: string): string => s.replace(/"/g, "%22").replace(/\r/g, "%0D").replace(/\n/g, "%0A")
+
+/**
+ * A `multipart/form-data` body of `parts`, in order. Uploads on disk are streamed from their
+ * files as the upstream reads them (never whole in memory); the length is exact, so the upstream
+ * gets a `Content-Length`. Build one per try: a streamed body can be sent once.
+ */
+export const multipartBody = (parts: ReadonlyArray<FormPart>): OutgoingBody => {
+  const boundary = `----gateway${crypto.randomUUID().replace(/-/g, "")}`
+  const pieces: Array<Buffer | { readonly path: string; readonly size: number }> = []
+  for (const p of parts) {
+    if ("value" in p) {
+      pieces.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"\r\n\r\n${p.value}\r\n`, "utf8"))
+      continue
+    }
+    pieces.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"; filename="${quoted(p.filename)}"\r\nContent-Type: ${quoted(p.contentType)}\r\n\r\n`, "utf8"))
+    pieces.push("data" in p ? p.data : { path: p.path, size: p.size }, Buffer.from("\r\n"))
+  }
+  pieces.push(Buffer.from(`--${boundary}--\r\n`))
+  const contentType = `multipart/form-data; boundary=${boundary}`
+  const length = pieces.reduce((n, p) => n + (Buffer.isBuffer(p) ? p.length : p.size), 0)
+  if (pieces.every((p) => Buffer.isBuffer(p))) return { data: Buffer.concat(pieces as Array<Buffer>), contentType, length }
+  async function* stream() {
+    for (const p of pieces) {
+      if (Buffer.isBuffer(p)) yield p
+      else for await (const chunk of fs.createReadStream(p.path)) yield chunk as Buffer
+    }
+  }
+  return { data: Readable.from(stream(), { objectMode: false }), contentType, length }
+}
+
+/** An upload sent upstream as the raw body (Deepgram), streamed from its file. */
+export const uploadBody = (file: UploadedFile, contentType: string): OutgoingBody => ({ data: fs.createReadStream(file.path), contentType, length: file.size })

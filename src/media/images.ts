@@ -12,7 +12,7 @@
  *   `predictions[].bytesBase64Encoded` become `b64_json`. Generation only.
  */
 import * as Effect from "effect/Effect"
-import * as crypto from "node:crypto"
+import { type FormPart, multipartBody } from "../http/multipart.js"
 import * as fs from "node:fs"
 import { arr, num, obj, str, tryJson } from "../formats/common.js"
 import type { Usage } from "../formats/canonical.js"
@@ -56,6 +56,8 @@ export interface ImageInput {
   readonly mimeType: string
   readonly size: number
   readonly read: Effect.Effect<Buffer>
+  /** An upload's spooled file: sent to multipart upstreams as a stream from disk. */
+  readonly path?: string
 }
 
 export interface ImagesRequest extends AttemptRequest {
@@ -114,29 +116,6 @@ const dataUrl = (mime: string, b64: string): string => `data:${mime};base64,${b6
 
 // ---------------------------------------------------------------- multipart out
 
-export type FormPart =
-  | { readonly name: string; readonly value: string }
-  | { readonly name: string; readonly filename: string; readonly contentType: string; readonly data: Buffer }
-
-/** A name inside `Content-Disposition`: quotes and line breaks escaped the way browsers (and undici's FormData) do. */
-const quoted = (s: string): string => s.replace(/"/g, "%22").replace(/\r/g, "%0D").replace(/\n/g, "%0A")
-
-/** A `multipart/form-data` body of `parts`, in order. */
-export const multipartBody = (parts: ReadonlyArray<FormPart>): { readonly data: Buffer; readonly contentType: string } => {
-  const boundary = `----gateway${crypto.randomUUID().replace(/-/g, "")}`
-  const chunks: Array<Buffer> = []
-  for (const p of parts) {
-    if ("value" in p) {
-      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"\r\n\r\n${p.value}\r\n`, "utf8"))
-    } else {
-      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"; filename="${quoted(p.filename)}"\r\nContent-Type: ${p.contentType}\r\n\r\n`, "utf8"))
-      chunks.push(p.data, Buffer.from("\r\n"))
-    }
-  }
-  chunks.push(Buffer.from(`--${boundary}--\r\n`))
-  return { data: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` }
-}
-
 /** A JSON value as form fields, the way the OpenAI SDK sends it: arrays as `key[]`, objects as `key[sub]`. */
 export const formFields = (name: string, value: unknown): Array<FormPart> => {
   if (value === undefined || value === null) return []
@@ -184,12 +163,15 @@ const tryOpenAi = (inference: InferenceShape, request: ImagesRequest, c: Candida
     if (request.operation === "generations") {
       call = { path: "/images/generations", json: fields }
     } else {
-      const images = yield* Effect.forEach(request.images, (i) => i.read)
-      const mask = request.mask ? yield* request.mask.read : undefined
+      // Uploads stream from their spooled files; images given inline (data: URLs) are in memory already.
+      const part = (img: ImageInput, name: string, filename: string): Effect.Effect<FormPart> =>
+        img.path !== undefined
+          ? Effect.succeed({ name, filename, contentType: img.mimeType, path: img.path, size: img.size })
+          : Effect.map(img.read, (data) => ({ name, filename, contentType: img.mimeType, data }))
       const field = request.images.length === 1 ? "image" : "image[]"
       const parts: Array<FormPart> = [
-        ...request.images.map((img, i): FormPart => ({ name: field, filename: img.filename || `image-${i + 1}.${FORMAT_OF_MIME[img.mimeType] ?? "png"}`, contentType: img.mimeType, data: images[i]! })),
-        ...(request.mask && mask ? [{ name: "mask", filename: request.mask.filename || "mask.png", contentType: request.mask.mimeType, data: mask }] : []),
+        ...(yield* Effect.forEach(request.images, (img, i) => part(img, field, img.filename || `image-${i + 1}.${FORMAT_OF_MIME[img.mimeType] ?? "png"}`))),
+        ...(request.mask ? [yield* part(request.mask, "mask", request.mask.filename || "mask.png")] : []),
         ...Object.entries(fields).flatMap(([k, v]) => formFields(k, v))
       ]
       call = { path: "/images/edits", bytes: multipartBody(parts) }

@@ -1,5 +1,6 @@
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
+import type { Readable } from "node:stream"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -53,7 +54,8 @@ export interface UpstreamRequest {
   readonly url: string
   readonly method: "GET" | "POST" | "DELETE"
   readonly headers: Record<string, string>
-  readonly body?: string | Buffer
+  /** A streamed body (an upload read from disk) can be sent once: build the request anew per try. */
+  readonly body?: string | Buffer | Readable
   /** Time allowed until response headers arrive. */
   readonly headersTimeout?: Duration.DurationInput
   /**

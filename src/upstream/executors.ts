@@ -1,4 +1,5 @@
 import * as Redacted from "effect/Redacted"
+import type { Readable } from "node:stream"
 import type { FormatId } from "../formats/canonical.js"
 import type { Connection } from "../providers/Connections.js"
 import { ANTHROPIC_VERSION, joinUrl, upstreamAuthHeaders } from "./auth.js"
@@ -17,7 +18,8 @@ export interface CustomCall {
   readonly path: string
   readonly method?: "GET" | "POST" | "DELETE"
   readonly json?: Record<string, unknown>
-  readonly bytes?: { readonly data: Buffer; readonly contentType: string }
+  /** Bytes with their content type: in memory, or streamed (an upload read from disk as the upstream takes it; `length` then sets Content-Length). */
+  readonly bytes?: { readonly data: Buffer | Readable; readonly contentType: string; readonly length?: number }
   readonly accept?: string
   /** An absolute URL (a result's download link): still sent with the connection's credentials, so it must pass the URL policy too. */
   readonly url?: string
@@ -109,7 +111,7 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
     url: call.url ?? joinUrl(connection.effectiveBaseUrl ?? "", call.path),
     method: call.method ?? (body === undefined ? "GET" : "POST"),
     headers: {
-      ...(call.json ? { "content-type": "application/json" } : call.bytes ? { "content-type": call.bytes.contentType } : {}),
+      ...(call.json ? { "content-type": "application/json" } : call.bytes ? { "content-type": call.bytes.contentType, ...(call.bytes.length !== undefined ? { "content-length": String(call.bytes.length) } : {}) } : {}),
       accept: call.accept ?? "application/json",
       "accept-encoding": "identity",
       "user-agent": userAgent,

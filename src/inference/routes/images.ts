@@ -134,7 +134,7 @@ const uploadedImage = (file: UploadedFile, param: string): Effect.Effect<ImageIn
     if (!mimeType) {
       return Effect.fail(badRequest(`${param}: expected ${IMAGE_TYPES}, got ${file.size === 0 ? "an empty file" : `a file that is not one (${file.mimeType})`}${file.filename ? ` '${file.filename.slice(0, 100)}'` : ""}`, param, "invalid_image"))
     }
-    return Effect.succeed({ filename: file.filename, mimeType, size: file.size, read: readUpload(file) })
+    return Effect.succeed({ filename: file.filename, mimeType, size: file.size, read: readUpload(file), path: file.path })
   })
 
 /** A JSON edit's `{ image_url }`: a data: URL's bytes (the gateway fetches no remote images and keeps no files). */

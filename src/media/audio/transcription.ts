@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import type { AccountingShape } from "../../accounting/Accounting.js"
 import type { Usage } from "../../formats/canonical.js"
 import { encodeComponent } from "../../http/untrusted.js"
-import type { UploadedFile } from "../../http/multipart.js"
+import { type FormPart, multipartBody, type UploadedFile, uploadBody } from "../../http/multipart.js"
 import type { AttemptFailed } from "../../inference/attempts.js"
 import type { InferenceShape } from "../../inference/call.js"
 import type { AttemptRequest } from "../../inference/fallback.js"
@@ -17,7 +17,6 @@ import type { Candidate } from "../../routing/types.js"
 import type { CustomCall } from "../../upstream/executors.js"
 import { badAnswer, headerValue, type MediaOutcome, mediaBytes, sendMedia } from "../run.js"
 import { audioFamily, chargedUnits, FAMILY_NAMES, unable } from "./family.js"
-import { formBody } from "./form.js"
 import type { AudioInfo } from "./probe.js"
 import type { Segment, Transcript, TranscriptFormat, Word } from "./transcript.js"
 
@@ -62,7 +61,14 @@ const parseJson = (bytes: Buffer): unknown => {
 
 // ---------------------------------------------------------------- OpenAI-compatible
 
-const openAiCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): CustomCall => {
+/** The form fields and the upload (streamed from its spooled file). */
+const formWith = (r: TranscriptionRequest, fields: ReadonlyArray<readonly [string, string]>) =>
+  multipartBody([
+    ...fields.map(([name, value]): FormPart => ({ name, value })),
+    { name: "file", filename: filenameOf(r), contentType: contentTypeOf(r), path: r.file.path, size: r.file.size }
+  ])
+
+const openAiCall = (r: TranscriptionRequest, c: Candidate): CustomCall => {
   const format = JSON_ONLY.test(c.model) ? "json" : "verbose_json"
   const fields: Array<readonly [string, string]> = [
     ["model", c.model],
@@ -72,8 +78,7 @@ const openAiCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): Custom
   if (r.prompt !== undefined) fields.push(["prompt", r.prompt])
   if (r.temperature !== undefined) fields.push(["temperature", String(r.temperature)])
   if (format === "verbose_json") for (const g of r.granularities) fields.push(["timestamp_granularities[]", g])
-  const body = formBody(fields, { name: "file", filename: filenameOf(r), contentType: contentTypeOf(r), data })
-  return { path: r.task === "transcribe" ? "/audio/transcriptions" : "/audio/translations", bytes: body }
+  return { path: r.task === "transcribe" ? "/audio/transcriptions" : "/audio/translations", bytes: formWith(r, fields) }
 }
 
 const openAiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Partial<Usage> | undefined } | undefined => {
@@ -109,9 +114,9 @@ const openAiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Parti
 
 // ---------------------------------------------------------------- Deepgram
 
-const deepgramCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): CustomCall => ({
+const deepgramCall = (r: TranscriptionRequest, c: Candidate): CustomCall => ({
   path: `/v1/listen?model=${encodeComponent(c.model)}&smart_format=true&punctuate=true&${r.language !== undefined ? `language=${encodeComponent(r.language)}` : "detect_language=true"}`,
-  bytes: { data, contentType: contentTypeOf(r) }
+  bytes: uploadBody(r.file, contentTypeOf(r))
 })
 
 const deepgramTranscript = (bytes: Buffer): Transcript | undefined => {
@@ -129,13 +134,13 @@ const deepgramTranscript = (bytes: Buffer): Transcript | undefined => {
 
 // ---------------------------------------------------------------- ElevenLabs
 
-const elevenLabsCall = (r: TranscriptionRequest, c: Candidate, data: Buffer): CustomCall => {
+const elevenLabsCall = (r: TranscriptionRequest, c: Candidate): CustomCall => {
   const fields: Array<readonly [string, string]> = [
     ["model_id", c.model],
     ["timestamps_granularity", "word"]
   ]
   if (r.language !== undefined) fields.push(["language_code", r.language])
-  return { path: "/v1/speech-to-text", bytes: formBody(fields, { name: "file", filename: filenameOf(r), contentType: contentTypeOf(r), data }) }
+  return { path: "/v1/speech-to-text", bytes: formWith(r, fields) }
 }
 
 const elevenLabsTranscript = (bytes: Buffer): Transcript | undefined => {
@@ -208,10 +213,11 @@ export const tryTranscription =
     if (r.task === "translate" && (family === "deepgram" || family === "elevenlabs")) {
       return unable(`${FAMILY_NAMES[family]} (${c.connection.name}) offers no translation; use an OpenAI-compatible or Gemini model`, "model")
     }
-    const call = family === "openai" ? openAiCall : family === "deepgram" ? deepgramCall : family === "elevenlabs" ? elevenLabsCall : geminiCall
     return Effect.gen(function* () {
-      const data = yield* r.bytes
-      const res = yield* sendMedia(inference, r, c, call(r, c, data))
+      // Gemini takes the audio inline (base64 in JSON): read whole for it only; the others stream it from disk.
+      const call =
+        family === "openai" ? openAiCall(r, c) : family === "deepgram" ? deepgramCall(r, c) : family === "elevenlabs" ? elevenLabsCall(r, c) : geminiCall(r, c, yield* r.bytes)
+      const res = yield* sendMedia(inference, r, c, call)
       const bytes = yield* mediaBytes(inference, r, c.connection, res)
       const read =
         family === "openai"
