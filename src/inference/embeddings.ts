@@ -9,9 +9,9 @@ import { FORMATS } from "../formats/registry.js"
 import { countTextTokens } from "../formats/tokens.js"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import type { Candidate } from "../routing/types.js"
-import { formatCost } from "../accounting/cost.js"
-import { allBlocked, type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
-import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
+import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue } from "./attempts.js"
+import type { AttemptRequest } from "./fallback.js"
+import { runMedia } from "../media/run.js"
 import { errorInAnswer } from "./sending.js"
 
 export interface EmbeddingResult {
@@ -105,9 +105,10 @@ const tryEmbed =
 /**
  * Embeddings through any upstream family that has them (OpenAI-compatible `/embeddings`,
  * Gemini `:batchEmbedContents`, Ollama `/api/embed`), in canonical terms: texts in, vectors out.
- * The router's plan for the model, through the guarded attempt: a combo or a model served by
- * several connections falls back to the next on a retryable failure, and every failure counts
- * for the breakers and cooldowns. One usage row (`embeddings`) per request.
+ * One request of the media runner (src/media/run.ts): the budget, the router's plan without
+ * Anthropic connections, the guarded attempt (a combo or a model served by several connections
+ * falls back to the next on a retryable failure, and every failure counts for the breakers and
+ * cooldowns), one usage row (`embeddings`) and the cost headers.
  */
 export const embed = (
   inference: InferenceShape,
@@ -118,61 +119,21 @@ export const embed = (
   model: string,
   inputs: ReadonlyArray<string>,
   dimensions?: number
-): Effect.Effect<EmbeddingResult, InferenceError> => {
-  inference.track(ctx, "embeddings")
-  // Which connection was asked last, for the usage row.
-  const track = newTracking(model)
-  const row = (status: number, tokens: number | null, error: string | null) =>
-    accounting.finish({
-      requestId: ctx.requestId,
-      apiKeyId: ctx.apiKeyId,
-      connectionId: track.tried?.connection.id ?? null,
-      provider: track.tried?.connection.provider.id ?? null,
-      model: track.tried?.model ?? model,
+): Effect.Effect<EmbeddingResult, InferenceError> =>
+  Effect.map(
+    runMedia(inference, accounting, {
+      ctx,
+      client,
+      model,
       endpoint: "embeddings",
-      stream: false,
-      status,
-      usage: { input: tokens, output: tokens === null ? null : 0, cached: null, reasoning: null },
-      latencyMs: Date.now() - ctx.startedAt,
-      ttftMs: null,
-      error,
-      fallbackAttempts: track.fallbacks,
-      requestedModel: model
-    })
-  return Effect.gen(function* () {
-    const budget = accounting.budget(ctx.apiKeyId)
-    if (!budget.ok) {
-      return yield* clientError(
-        client,
-        { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})` },
-        { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
-      )
-    }
-    const plan = yield* inference.plan(model, client)
-    const able = narrowPlan(plan, embeds)
-    if (!able) {
-      const first = firstOf(plan)
-      return yield* first
-        ? clientError(client, { status: 400, kind: "invalid_request", message: `${first.connection.name} (${first.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" })
-        : allBlocked(client, plan)
-    }
-    const served = yield* inference.guarded({ ctx, format: client, model, passthrough: false, inputs, dimensions }, able, track, tryEmbed(inference))
-    const tried = track.tried!
-    const costUsd = yield* row(200, served.inputTokens, null)
-    ctx.responseHeaders["x-gateway-response-cost"] = formatCost(costUsd)
-    ctx.responseHeaders["x-gateway-tokens-in"] = String(served.inputTokens)
-    ctx.responseHeaders["x-gateway-tokens-out"] = "0"
-    ctx.responseHeaders["x-gateway-model"] = tried.model
-    ctx.responseHeaders["x-gateway-provider"] = tried.connection.provider.id
-    ctx.responseHeaders["x-gateway-latency-ms"] = String(Date.now() - ctx.startedAt)
-    ctx.responseHeaders["x-gateway-cache-hit"] = "false"
-    return { vectors: served.vectors, inputTokens: served.inputTokens, model, costUsd }
-  }).pipe(
-    // A failed request still leaves its row (and its request.failed event).
-    Effect.tapError((e) => row(e.status, null, e.message)),
-    Effect.onInterrupt(() => row(499, null, "client closed the request"))
+      what: "embeddings",
+      able: embeds,
+      unsupported: (first) => ({ message: `${first.connection.name} (${first.connection.provider.id}) offers no embeddings`, code: "embeddings_not_supported" }),
+      request: { ctx, format: client, model, passthrough: false, inputs, dimensions },
+      attempt: tryEmbed(inference)
+    }),
+    ({ outcome, costUsd }) => ({ vectors: outcome.vectors, inputTokens: outcome.inputTokens, model, costUsd })
   )
-}
 
 /** OpenAI's embeddings answer; base64 (little-endian float32) when the client asked for it. */
 export const openAiEmbeddings = (r: EmbeddingResult, base64: boolean) => ({

@@ -40,6 +40,8 @@ export interface MediaCall<R extends AttemptRequest, A extends MediaOutcome> {
   readonly what: string
   /** The connections (and models) that can serve it. */
   readonly able: (c: Candidate) => boolean
+  /** The 400 when no target of the model can (default: `model_not_supported`, naming `what`). */
+  readonly unsupported?: (first: Candidate) => { readonly message: string; readonly code: string }
   readonly request: R
   readonly attempt: TryCandidate<R, A>
   /** The row records a stream (speech written as it arrives). */
@@ -120,9 +122,9 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
     const able = narrowPlan(plan, m.able)
     if (!able) {
       const first = firstOf(plan)
-      return yield* first
-        ? clientError(client, { status: 400, kind: "invalid_request", message: `${model} is served by ${first.connection.name} (${first.connection.provider.id}), which offers no ${m.what}`, code: "model_not_supported", param: "model" })
-        : allBlocked(client, plan)
+      if (!first) return yield* allBlocked(client, plan)
+      const refusal = m.unsupported?.(first) ?? { message: `${model} is served by ${first.connection.name} (${first.connection.provider.id}), which offers no ${m.what}`, code: "model_not_supported" }
+      return yield* clientError(client, { status: 400, kind: "invalid_request", ...refusal, param: "model" })
     }
     const outcome = yield* inference.guarded(m.request, able, track, m.attempt)
     units = outcome.units
