@@ -8,6 +8,7 @@ import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
 import { MediaJobs } from "./media/MediaJobs.js"
+import { WebSearch } from "./search/WebSearch.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -65,6 +66,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
+  Layer.provide(WebSearch.layer),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),

@@ -45,7 +45,9 @@ describe("provider catalog", () => {
       }
       // Media-only providers (no chat) take their API's paths whole (Cohere's /v2, ElevenLabs' /v1): a bare origin.
       const mediaOnly = !(p.offers ?? ["chat"]).includes("chat")
-      if (p.format === "openai-chat" && !mediaOnly) expect(p.baseUrl, p.id).toMatch(/\/v1$/)
+      // A self-hosted one (SearXNG) has no base URL of its own: a connection must give it.
+      if (p.baseUrl === null) expect(p.requiresBaseUrl, p.id).toBe(true)
+      else if (p.format === "openai-chat" && !mediaOnly) expect(p.baseUrl, p.id).toMatch(/\/v1$/)
       else expect(new URL(p.baseUrl!).pathname, p.id).toBe("/")
     }
   })

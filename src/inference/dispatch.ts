@@ -38,6 +38,8 @@ import { imageRoutes } from "./routes/images.js"
 import { ollamaRoutes } from "./routes/ollama.js"
 import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
 import { rerankRoutes } from "./routes/rerank.js"
+import { searchRoutes } from "./routes/search.js"
+import { WebSearch } from "../search/WebSearch.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
@@ -169,7 +171,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -15,6 +15,7 @@ import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Connection } from "../providers/Connections.js"
 import { type ModelKind, modelDoes } from "../providers/catalog.js"
+import type { RoutePlan } from "../routing/plan.js"
 import type { Candidate } from "../routing/types.js"
 import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, failureOfError, headerValue, newTracking } from "../inference/attempts.js"
 import type { InferenceShape, SendOptions } from "../inference/call.js"
@@ -46,6 +47,11 @@ export interface MediaCall<R extends AttemptRequest, A extends MediaOutcome> {
   readonly attempt: TryCandidate<R, A>
   /** The row records a stream (speech written as it arrives). */
   readonly stream?: boolean
+  /**
+   * The plan to narrow, when it is not the router's plan for `model` alone (web search: the plans
+   * of several targets, one after another, as a fallback list).
+   */
+  readonly plan?: Effect.Effect<RoutePlan, InferenceError>
 }
 
 export interface MediaServed<A> {
@@ -118,7 +124,7 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
         { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
       )
     }
-    const plan = yield* inference.plan(model, client)
+    const plan = yield* (m.plan ?? inference.plan(model, client))
     const able = narrowPlan(plan, m.able)
     if (!able) {
       const first = firstOf(plan)

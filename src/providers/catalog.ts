@@ -10,13 +10,17 @@ import type { ProviderQuirks } from "../formats/format.js"
 export type { ProviderQuirks }
 
 export type WireFormat = FormatId
-/** `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram). */
-export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "xi-api-key" | "token" | "none"
+/**
+ * `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram); `x-api-key`:
+ * Anthropic, Exa and Serper (header names are case-insensitive: Serper's `X-API-KEY` is the same
+ * header); `x-subscription-token`: Brave Search.
+ */
+export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "xi-api-key" | "x-subscription-token" | "token" | "none"
 /** Breaker and cooldown profiles differ per class (spec document 1). */
 export type AuthClass = "apikey" | "oauth" | "local"
 export type ProviderCategory = "cloud" | "aggregator" | "local" | "custom"
-/** What a model does: chat and embeddings, and the media modalities (docs/media.md). */
-export type ModelKind = "chat" | "embedding" | "image" | "video" | "music" | "speech" | "transcription" | "rerank" | "moderation"
+/** What a model does: chat and embeddings, the media modalities (docs/media.md) and web search (docs/search.md). */
+export type ModelKind = "chat" | "embedding" | "image" | "video" | "music" | "speech" | "transcription" | "rerank" | "moderation" | "search"
 
 export interface ModelCapabilities {
   readonly tools: boolean
@@ -37,7 +41,7 @@ export interface ModelPricing {
   readonly perSecond?: number
   /** USD per character of speech input. */
   readonly perCharacter?: number
-  /** USD per search unit (rerank). */
+  /** USD per search unit (rerank; web search: one request, or Tavily's credits). */
   readonly perSearch?: number
 }
 
@@ -512,6 +516,84 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
       media("rerank-2.5", "Voyage Rerank 2.5", "rerank", { input: 0.05 }),
       media("rerank-2.5-lite", "Voyage Rerank 2.5 Lite", "rerank", { input: 0.02 })
     ]
+  },
+  // ---------------------------------------------------------------- web search (docs/search.md)
+  // One pseudo-model each, `search`, so the router plans `<connection>/search` like any model.
+  // Prices per search unit, from the vendors' pricing pages as read when this was written (unverified).
+  {
+    id: "tavily",
+    name: "Tavily",
+    format: "openai-chat",
+    baseUrl: "https://api.tavily.com",
+    authStyle: "bearer",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.tavily.com/documentation/api-reference/endpoint/search",
+    offers: ["search"],
+    // $0.008 per API credit pay-as-you-go; a basic search is 1 credit, an advanced one 2.
+    models: [media("search", "Tavily Search", "search", { perSearch: 0.008 })]
+  },
+  {
+    id: "brave",
+    name: "Brave Search",
+    format: "openai-chat",
+    baseUrl: "https://api.search.brave.com",
+    authStyle: "x-subscription-token",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://api-dashboard.search.brave.com/app/documentation/web-search/get-started",
+    offers: ["search"],
+    // $5 per 1,000 requests.
+    models: [media("search", "Brave Web Search", "search", { perSearch: 0.005 })]
+  },
+  {
+    id: "exa",
+    name: "Exa",
+    format: "openai-chat",
+    baseUrl: "https://api.exa.ai",
+    authStyle: "x-api-key",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://docs.exa.ai/reference/search",
+    offers: ["search"],
+    // $5 per 1,000 searches of up to 25 results (page text billed apart by Exa: not counted here).
+    models: [media("search", "Exa Search", "search", { perSearch: 0.005 })]
+  },
+  {
+    id: "searxng",
+    name: "SearXNG (self-hosted)",
+    format: "openai-chat",
+    baseUrl: null,
+    authStyle: "none",
+    authClass: "local",
+    // Not "local": a local provider may be picked as the budget's free emergency chat model.
+    category: "custom",
+    requiresApiKey: false,
+    requiresBaseUrl: true,
+    docsUrl: "https://docs.searxng.org/dev/search_api.html",
+    offers: ["search"],
+    models: [media("search", "SearXNG", "search")]
+  },
+  {
+    id: "serper",
+    name: "Serper (Google results)",
+    format: "openai-chat",
+    baseUrl: "https://google.serper.dev",
+    authStyle: "x-api-key",
+    authClass: "apikey",
+    category: "cloud",
+    requiresApiKey: true,
+    requiresBaseUrl: false,
+    docsUrl: "https://serper.dev/",
+    offers: ["search"],
+    // About $1 per 1,000 queries (prepaid credit packs; one credit a query of up to 10 results).
+    models: [media("search", "Serper Search", "search", { perSearch: 0.001 })]
   },
   {
     id: "openai-compatible",

@@ -103,9 +103,11 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
           ? { "x-api-key": key }
           : style === "xi-api-key"
             ? { "xi-api-key": key }
-            : style === "token"
-              ? { authorization: `Token ${key}` }
-              : { authorization: `Bearer ${key}` }
+            : style === "x-subscription-token"
+              ? { "x-subscription-token": key }
+              : style === "token"
+                ? { authorization: `Token ${key}` }
+                : { authorization: `Bearer ${key}` }
   const body = call.json ? JSON.stringify(call.json) : call.bytes?.data
   return {
     url: call.url ?? joinUrl(connection.effectiveBaseUrl ?? "", call.path),
