@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Budgets } from "../src/accounting/Budgets.js"
+import { TokenLimits } from "../src/accounting/TokenLimits.js"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { IssueTracker } from "../src/quotas/IssueTracker.js"
 import { FakeQuota } from "./support/fakeQuota.js"
@@ -186,6 +187,26 @@ describe("GET /v1/quotas/check", () => {
     const mismatch = await check("provider=deepseek&connection=or")
     expect(mismatch.status).toBe(400)
     expect(mismatch.body.error.message).toBe("connection or is a openrouter connection, not deepseek")
+  })
+})
+
+describe("GET /v1/quotas/check and token limits", () => {
+  it("a spent token limit of the caller key on this provider makes ok false; other providers are not affected", async () => {
+    const userId = await gw.run(Effect.map(Effect.flatMap(ApiKeys, (k) => k.list), (keys) => keys.find((k) => k.name === "user")!.id))
+    await gw.run(
+      Effect.gen(function* () {
+        const limits = yield* TokenLimits
+        yield* limits.create({ apiKeyId: userId, scope: "provider", provider: "deepseek", maxTokens: 1000, window: "day" })
+        yield* limits.record(userId, { provider: "deepseek", model: "deepseek-chat", requestedModel: "ds/deepseek-chat" }, 1200)
+      })
+    )
+    const res = await check("provider=deepseek")
+    expect(res.status, res.text).toBe(200)
+    expect(res.body).toMatchObject({ ok: false, remaining: 15.5, source: "deepseek.balance" })
+    expect(res.body.reason).toMatch(/^token limit .+ reached \(1200 of 1000 tokens per day\)$/)
+    expect(res.body.details.tokenLimits).toMatchObject([{ scope: "provider", window: "day", maxTokens: 1000, usedTokens: 1200, remaining: 0 }])
+    expect(res.body.details.refusedBy.map((r: any) => r.by)).toEqual(["token_limit"])
+    expect((await check("connection=or")).body).toMatchObject({ ok: true, details: { tokenLimits: [] } })
   })
 })
 
