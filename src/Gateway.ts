@@ -9,6 +9,8 @@ import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
 import { MediaJobs } from "./media/MediaJobs.js"
 import { WebSearch } from "./search/WebSearch.js"
+import { IssueTracker } from "./quotas/IssueTracker.js"
+import { Quotas } from "./quotas/Quotas.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -67,6 +69,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer)),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),

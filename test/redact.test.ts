@@ -92,6 +92,14 @@ describe("pieces of the connection's key", () => {
     expect(scrubSecrets(`q${KEY.slice(0, 11)}q`, [KEY])).toBe(`q${KEY.slice(0, 11)}q`)
   })
 
+  it("are masked in text that only begins like JSON (a `[tag]` or `{` prefix), outside any string", () => {
+    const secret = "conn-secret-0123456789abcdefXYZ"
+    expect(scrubSecrets(`[quota] key was ${secret}, caller used it`, [secret])).toBe("[quota] key was ****, caller used it")
+    expect(scrubSecrets(`{broken ${secret.slice(2, 20)} x`, [secret])).toBe("{broken **** x")
+    // A document stays a document: strings masked as strings, numbers as numbers.
+    expect(JSON.parse(scrubSecrets(`{"k":"${secret}","n":123456789012345}`, [secret, "123456789012345"]))).toEqual({ k: "****", n: 111111111111111 })
+  })
+
   it("are not looked for in a key too short to have them", () => {
     expect(scrubSecrets("x0123456789ab", ["0123456789a"])).toBe("x****b")
     expect(scrubSecrets("x0123456789b", ["0123456789a"])).toBe("x0123456789b")

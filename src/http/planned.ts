@@ -11,7 +11,6 @@ export interface PlannedArea {
 /** Client-facing (inference) routes: answered in the OpenAI error format. */
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
   { area: "files and batches", pattern: /^\/v1\/(files|batches)(\/|$)/ },
-  { area: "quota checks and issue reports", pattern: /^\/v1\/(quotas|issues)\// },
   { area: "agent-to-agent (A2A)", pattern: /^\/a2a$/ }
 ]
 

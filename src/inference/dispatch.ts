@@ -18,6 +18,8 @@ import { Router } from "../routing/Router.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
 import { InFlight } from "../usage/InFlight.js"
+import { IssueTracker } from "../quotas/IssueTracker.js"
+import { Quotas } from "../quotas/Quotas.js"
 import { MediaJobs } from "../media/MediaJobs.js"
 import { Usage } from "../usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
@@ -37,6 +39,7 @@ import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.
 import { imageRoutes } from "./routes/images.js"
 import { ollamaRoutes } from "./routes/ollama.js"
 import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
+import { quotaRoutes } from "./routes/quotas.js"
 import { rerankRoutes } from "./routes/rerank.js"
 import { searchRoutes } from "./routes/search.js"
 import { WebSearch } from "../search/WebSearch.js"
@@ -171,7 +174,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -173,7 +173,9 @@ const maskSpans = (text: string, spans: ReadonlyArray<readonly [number, number]>
       let b = a
       while (b < to && !(text.charCodeAt(b) === QUOTE && !escapedAt(text, b))) b++
       const piece = text.slice(a, b)
-      out += piece === "" ? "" : !outside(a) ? "****" : /^[0-9eE-]+$/.test(piece) ? "1".repeat(piece.length) : piece
+      // Outside strings a valid document has only numbers there: anything else means the text
+      // only began like JSON (`[quota] …`), and the secret is masked like in any text.
+      out += piece === "" ? "" : !outside(a) ? "****" : /^[0-9eE-]+$/.test(piece) ? "1".repeat(piece.length) : "****"
       if (b < to) out += '"'
       a = b + 1
     }
