@@ -8,6 +8,8 @@ import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
 import { Inference } from "./inference/pipeline.js"
 import { MediaJobs } from "./media/MediaJobs.js"
+import { Files } from "./files/Files.js"
+import { FileStore } from "./files/FileStore.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -65,6 +67,7 @@ export const ServerLayer = GatewayServer.layer.pipe(
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
+  Layer.provideMerge(Files.layer.pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),

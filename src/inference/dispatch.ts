@@ -38,6 +38,8 @@ import { imageRoutes } from "./routes/images.js"
 import { ollamaRoutes } from "./routes/ollama.js"
 import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
 import { rerankRoutes } from "./routes/rerank.js"
+import { fileRoutes } from "./routes/files.js"
+import { Files } from "../files/Files.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
@@ -73,7 +75,7 @@ const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
 /** The methods a path is served with (for a 405's `Allow`), empty when no route has the path. */
 const methodsOf = (table: Table, path: string): Array<string> => {
   const methods: Array<string> = []
-  for (const m of ["GET", "HEAD", "POST"]) if (table.exact.has(`${m} ${path}`)) methods.push(m)
+  for (const m of ["GET", "HEAD", "POST", "DELETE"]) if (table.exact.has(`${m} ${path}`)) methods.push(m)
   for (const r of table.patterns) if (!methods.includes(r.method) && r.path.test(path)) methods.push(r.method)
   return methods
 }
@@ -169,7 +171,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...fileRoutes(yield* Files)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
