@@ -10,6 +10,7 @@ import { Inference } from "./inference/pipeline.js"
 import { MediaJobs } from "./media/MediaJobs.js"
 import { Files } from "./files/Files.js"
 import { FileStore } from "./files/FileStore.js"
+import { BatchRunner, Batches, InternalCalls } from "./batches/Batches.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -63,11 +64,12 @@ export const CoreLayer = ProviderChecks.layer.pipe(
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = GatewayServer.layer.pipe(
+export const ServerLayer = BatchRunner.layer.pipe(
+  Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
-  Layer.provideMerge(Files.layer.pipe(Layer.provideMerge(FileStore.layer))),
+  Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
