@@ -138,3 +138,31 @@ describe("batches with the openai SDK", () => {
     expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 })
   }, 70_000)
 })
+
+describe("completion window", () => {
+  it("a batch past its window is expired with partial results; lines never run are in the error file", async () => {
+    const g2 = await startGateway({ env: { GATEWAY_BATCH_POLL_MS: "50", GATEWAY_BATCH_CONCURRENCY: "2", GATEWAY_BATCH_WINDOW_SECONDS: "1" } })
+    up.delayMs = 200
+    try {
+      await g2.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      await call(`${g2.url}/api/providers`, { body: { provider: "openai-compatible", name: "fake", apiKey: "sk-up", baseUrl: up.baseUrl, models: ["m1"] }, headers: { authorization: `Bearer ${ADMIN}` } })
+      const c = new OpenAI({ apiKey: ADMIN, baseURL: `${g2.url}/v1`, maxRetries: 0 })
+      const input = await upload(c, Array.from({ length: 30 }, (_, i) => chatLine(`e-${i}`, `expire ${i}`)))
+      const created = await c.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
+      const done = await until(c, created.id, (s) => s === "expired", 10_000)
+      expect(done.status).toBe("expired")
+      expect(done.expired_at).not.toBeNull()
+      const answered = done.request_counts.completed
+      expect(answered).toBeGreaterThan(0)
+      expect(answered).toBeLessThan(30)
+      const out = (await (await c.files.content(done.output_file_id!)).text()).trim().split("\n")
+      expect(out).toHaveLength(answered)
+      const errors = (await (await c.files.content(done.error_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l))
+      expect(errors).toHaveLength(30 - answered)
+      expect(errors.every((e) => e.error.code === "batch_expired" && e.response === null)).toBe(true)
+    } finally {
+      up.delayMs = 0
+      await g2.close()
+    }
+  }, 20_000)
+})
