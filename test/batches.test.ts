@@ -117,10 +117,10 @@ describe("batches with the openai SDK", () => {
       const done = await until(a, created.id, (s) => s === "cancelled")
       expect(done.status).toBe("cancelled")
       expect(done.cancelled_at).not.toBeNull()
-      expect(done.request_counts.completed).toBeGreaterThan(0)
-      expect(done.request_counts.completed).toBeLessThan(40)
+      expect(done.request_counts!.completed).toBeGreaterThan(0)
+      expect(done.request_counts!.completed).toBeLessThan(40)
       const errors = (await (await a.files.content(done.error_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l))
-      expect(errors.length).toBe(40 - done.request_counts.completed)
+      expect(errors.length).toBe(40 - done.request_counts!.completed)
       expect(errors[0].error.code).toBe("batch_cancelled")
       // Cancelling a cancelled batch answers it as it is; a finished one cannot be cancelled twice into another state.
       expect((await a.batches.cancel(created.id)).status).toBe("cancelled")
@@ -152,7 +152,7 @@ describe("completion window", () => {
       const done = await until(c, created.id, (s) => s === "expired", 10_000)
       expect(done.status).toBe("expired")
       expect(done.expired_at).not.toBeNull()
-      const answered = done.request_counts.completed
+      const answered = done.request_counts!.completed
       expect(answered).toBeGreaterThan(0)
       expect(answered).toBeLessThan(30)
       const out = (await (await c.files.content(done.output_file_id!)).text()).trim().split("\n")
