@@ -11,6 +11,9 @@ import { MediaJobs } from "./media/MediaJobs.js"
 import { WebSearch } from "./search/WebSearch.js"
 import { IssueTracker } from "./quotas/IssueTracker.js"
 import { Quotas } from "./quotas/Quotas.js"
+import { Files } from "./files/Files.js"
+import { FileStore } from "./files/FileStore.js"
+import { BatchRunner, Batches, InternalCalls } from "./batches/Batches.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -64,12 +67,14 @@ export const CoreLayer = ProviderChecks.layer.pipe(
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = GatewayServer.layer.pipe(
+export const ServerLayer = BatchRunner.layer.pipe(
+  Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer)),
+  Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),

@@ -10,7 +10,6 @@ export interface PlannedArea {
 
 /** Client-facing (inference) routes: answered in the OpenAI error format. */
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
-  { area: "files and batches", pattern: /^\/v1\/(files|batches)(\/|$)/ },
   { area: "agent-to-agent (A2A)", pattern: /^\/a2a$/ }
 ]
 

@@ -43,6 +43,10 @@ import { quotaRoutes } from "./routes/quotas.js"
 import { rerankRoutes } from "./routes/rerank.js"
 import { searchRoutes } from "./routes/search.js"
 import { WebSearch } from "../search/WebSearch.js"
+import { fileRoutes } from "./routes/files.js"
+import { Files } from "../files/Files.js"
+import { batchRoutes } from "./routes/batches.js"
+import { Batches, INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../batches/Batches.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
@@ -78,7 +82,7 @@ const buildTable = (routes: ReadonlyArray<RouteDef>): Table => ({
 /** The methods a path is served with (for a 405's `Allow`), empty when no route has the path. */
 const methodsOf = (table: Table, path: string): Array<string> => {
   const methods: Array<string> = []
-  for (const m of ["GET", "HEAD", "POST"]) if (table.exact.has(`${m} ${path}`)) methods.push(m)
+  for (const m of ["GET", "HEAD", "POST", "DELETE"]) if (table.exact.has(`${m} ${path}`)) methods.push(m)
   for (const r of table.patterns) if (!methods.includes(r.method) && r.path.test(path)) methods.push(r.method)
   return methods
 }
@@ -162,6 +166,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const idempotency = yield* Idempotency
       const inflight = yield* InFlight
       const hooks = yield* RequestHooks
+      const files = yield* Files
+      const internal = yield* InternalCalls
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -174,11 +180,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker), ...fileRoutes(files), ...batchRoutes(yield* Batches, files)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
-        const requestId = newRequestId()
+        // A batch line this process sends itself (src/batches/Batches.ts): its owner's identity and request id.
+        const presented = req.headers[INTERNAL_HEADER]
+        const isInternal = typeof presented === "string" && internal.check(presented)
+        const internalId = isInternal ? req.headers[INTERNAL_REQUEST_ID_HEADER] : undefined
+        const requestId = typeof internalId === "string" && /^[A-Za-z0-9_-]{1,100}$/.test(internalId) ? internalId : newRequestId()
         // Every answer names a session: the client's own, else (until the pipeline derives one from the body) this request's.
         const ctx: RequestContext = {
           requestId,
@@ -208,7 +218,13 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         const serveIt = () => (!clientKey || flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") === false ? handler(ctx, params) : idempotent(clientKey))
         const body = route.public
           ? handle
-          : Effect.flatMap(authenticateInference(keys, flags, access, req, ctx.query, token), (id) => {
+          : isInternal
+            ? Effect.suspend(() => {
+                const owner = req.headers[ON_BEHALF_HEADER]
+                ctx.apiKeyId = typeof owner === "string" && owner !== "" ? owner : null
+                return serveIt()
+              })
+            : Effect.flatMap(authenticateInference(keys, flags, access, req, ctx.query, token), (id) => {
               ctx.apiKeyId = id
               return serveIt()
             })

@@ -7,7 +7,7 @@ export type Handler = (ctx: RequestContext, params: Readonly<Record<string, stri
 
 /** One client-facing route: its method and path (`:name` segments, a trailing `*rest`), its format, its handler. */
 export interface RouteDef {
-  readonly method: "GET" | "POST" | "HEAD"
+  readonly method: "GET" | "POST" | "HEAD" | "DELETE"
   readonly path: string | RegExp
   /** Errors on this route are rendered in this format. */
   readonly format: WireFormat

@@ -7,6 +7,7 @@ import m0005 from "./0005_connection_timeouts.js"
 import m0006 from "./0006_usage_inflight.js"
 import m0007 from "./0007_name_keys.js"
 import m0008 from "./0008_media_jobs.js"
+import m0009 from "./0009_files_batches.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -21,5 +22,6 @@ export const loader = Migrator.fromRecord({
   "0005_connection_timeouts": m0005,
   "0006_usage_inflight": m0006,
   "0007_name_keys": m0007,
-  "0008_media_jobs": m0008
+  "0008_media_jobs": m0008,
+  "0009_files_batches": m0009
 })

@@ -1,0 +1,144 @@
+/**
+ * Where the bytes of `/v1/files` live (docs/files-batches.md, "Files"). The interface is three
+ * calls on an id, so an object store (S3, GCS: a multipart upload that is completed on success
+ * and aborted on failure) can replace the local disk when several gateways must see the same
+ * files; `Files` keeps the metadata in the database and never touches paths.
+ *
+ * The local layer writes under `DATA_DIR/files`: each upload goes to a temporary name
+ * (`<id>.part-<uuid>`), hashed and counted as it arrives, and is renamed to `<id>` only once the
+ * source ended within the limit. Over the limit, a source error, or interruption (the client
+ * went away): the temporary file is removed and nothing is left.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { Readable } from "node:stream"
+import { AppConfig } from "../config/AppConfig.js"
+
+/** What a stored object is: its size and sha256 (hex). */
+export interface Stored {
+  readonly bytes: number
+  readonly sha256: string
+}
+
+/** The source was larger than the limit: nothing was kept. */
+export class FileTooLarge {
+  readonly _tag = "FileTooLarge"
+  constructor(readonly maxBytes: number) {}
+}
+
+/** The source broke off (a client that disconnected) or the store could not write: nothing was kept. */
+export class FileNotStored {
+  readonly _tag = "FileNotStored"
+  constructor(readonly message: string) {}
+}
+
+export interface FileStoreShape {
+  /**
+   * Stores `source` under `id`, at most `maxBytes` bytes. The object exists only once this
+   * succeeded; on failure or interruption nothing is left under `id`. The source is consumed
+   * (and, on failure, left to its owner: a request's rest is drained by the caller).
+   */
+  readonly put: (id: string, source: Readable, maxBytes: number) => Effect.Effect<Stored, FileTooLarge | FileNotStored>
+  /** The object's bytes as a stream, or undefined when there is none. */
+  readonly open: (id: string) => Effect.Effect<{ readonly stream: Readable; readonly bytes: number } | undefined>
+  /** Removes the object (nothing when there is none). */
+  readonly remove: (id: string) => Effect.Effect<void>
+}
+
+export class FileStore extends Context.Tag("gateway/FileStore")<FileStore, FileStoreShape>() {
+  /** Local disk under `DATA_DIR/files`. */
+  static readonly layer = Layer.effect(
+    FileStore,
+    Effect.gen(function* () {
+      const config = yield* AppConfig
+      return localFileStore(path.join(config.dataDir, "files"))
+    })
+  )
+}
+
+const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
+
+/** The local-disk store rooted at `dir` (created on first write). */
+export const localFileStore = (dir: string): FileStoreShape => {
+  const file = (id: string): string => {
+    if (!SAFE_ID.test(id)) throw new Error(`not a storable file id: ${id.slice(0, 80)}`)
+    return path.join(dir, id)
+  }
+  const put = (id: string, source: Readable, maxBytes: number): Effect.Effect<Stored, FileTooLarge | FileNotStored> =>
+    Effect.flatMap(
+      Effect.promise(() => fs.promises.mkdir(dir, { recursive: true })),
+      () =>
+        Effect.async<Stored, FileTooLarge | FileNotStored>((resume) => {
+          const target = file(id)
+          const temp = `${target}.part-${crypto.randomUUID()}`
+          const out = fs.createWriteStream(temp)
+          const hash = crypto.createHash("sha256")
+          let bytes = 0
+          let settled = false
+          const discard = () => fs.promises.rm(temp, { force: true }).catch(() => undefined)
+          const detach = () => {
+            source.off("data", onData)
+            source.off("end", onEnd)
+            source.off("error", onError)
+            source.off("close", onClose)
+            out.off("drain", onDrain)
+          }
+          const fail = (e: FileTooLarge | FileNotStored) => {
+            if (settled) return
+            settled = true
+            detach()
+            out.destroy()
+            void discard().then(() => resume(Effect.fail(e)))
+          }
+          const onData = (chunk: Buffer) => {
+            bytes += chunk.length
+            if (bytes > maxBytes) return fail(new FileTooLarge(maxBytes))
+            hash.update(chunk)
+            if (!out.write(chunk)) source.pause()
+          }
+          const onDrain = () => source.resume()
+          const onEnd = () => {
+            if (settled) return
+            settled = true
+            detach()
+            out.end(() => {
+              fs.promises.rename(temp, target).then(
+                () => resume(Effect.succeed({ bytes, sha256: hash.digest("hex") })),
+                (e: Error) => void discard().then(() => resume(Effect.fail(new FileNotStored(e.message))))
+              )
+            })
+          }
+          const onError = (e: Error) => fail(new FileNotStored(`the upload broke off: ${e.message}`))
+          // A source closed before its end (a client gone mid-upload) never ends.
+          const onClose = () => setImmediate(() => fail(new FileNotStored("the upload broke off before it was complete")))
+          out.on("error", (e) => fail(new FileNotStored(`the file could not be written: ${e.message}`)))
+          out.on("drain", onDrain)
+          source.on("data", onData)
+          source.on("end", onEnd)
+          source.on("error", onError)
+          source.on("close", onClose)
+          source.resume()
+          return Effect.promise(() => {
+            if (settled) return Promise.resolve()
+            settled = true
+            detach()
+            out.destroy()
+            return discard()
+          })
+        })
+    )
+  return {
+    put,
+    open: (id) =>
+      Effect.promise(async () => {
+        const p = file(id)
+        const stat = await fs.promises.stat(p).catch(() => undefined)
+        return stat ? { stream: fs.createReadStream(p), bytes: stat.size } : undefined
+      }),
+    remove: (id) => Effect.promise(() => fs.promises.rm(file(id), { force: true }).catch(() => undefined))
+  }
+}
