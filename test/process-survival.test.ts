@@ -75,12 +75,16 @@ describe("the server process", () => {
     fs.writeFileSync(
       preload,
       [
-        `setTimeout(() => { throw new Error("boom with Bearer sk-preload-secret-0123456789") }, 1500)`,
-        `setTimeout(() => { Promise.reject(new Error("rejected with sk-preload-secret-0123456789")) }, 1600)`
+        // Thrown on a signal the test sends once the server listens (a timer would race a slow start).
+        `process.on("SIGUSR2", () => {`,
+        `  setTimeout(() => { throw new Error("boom with Bearer sk-preload-secret-0123456789") }, 10)`,
+        `  setTimeout(() => { Promise.reject(new Error("rejected with sk-preload-secret-0123456789")) }, 20)`,
+        `})`
       ].join("\n")
     )
     const server = await startServerProcess({ DATA_DIR: dir, NODE_OPTIONS: `--import=${pathToFileURL(preload).href}` })
     try {
+      server.child.kill("SIGUSR2")
       await expect.poll(() => server.output(), { timeout: 10_000 }).toContain("unhandled promise rejection; the gateway keeps serving")
       expect(server.output()).toContain("uncaught exception; the gateway keeps serving")
       expect(server.output()).not.toContain("sk-preload-secret-0123456789")
