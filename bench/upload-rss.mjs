@@ -19,7 +19,7 @@ const BOUND_MB = 64
 const say = (m) => console.error(`[upload-rss] ${m}`)
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "gw-upload-rss-"))
-const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", DATA_DIR: dataDir, LOG_FORMAT: "json", LOG_LEVEL: "warn" }
+const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", DATA_DIR: dataDir, LOG_FORMAT: "json", LOG_LEVEL: "info" }
 const setup = spawnSync(process.execPath, [BIN, "setup", "--non-interactive"], { env: { ...env, GATEWAY_API_KEY: KEY }, encoding: "utf8" })
 if (setup.status !== 0) throw new Error(`setup failed: ${setup.stderr}`)
 
