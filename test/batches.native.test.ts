@@ -187,6 +187,22 @@ describe("native batches: refused", () => {
     await expect(client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "fast" } })).rejects.toMatchObject({ status: 400, param: "metadata.gateway_mode" })
   })
 
+  it("an upstream that refuses the batch fails it with the reason, the connection's key scrubbed", async () => {
+    up.refuseCreate = true
+    try {
+      const input = await upload([chatLine("r-1", "oa/gpt-4o-mini", "a")])
+      const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "native" } })
+      const done = await until(created.id, (s) => s === "failed" || s === "completed")
+      expect(done.status).toBe("failed")
+      const error = done.errors!.data![0]!
+      expect(error.code).toBe("native_batch_refused")
+      expect(error.message).toMatch(/HTTP 401/)
+      expect(JSON.stringify(done)).not.toContain(OPENAI_KEY)
+    } finally {
+      up.refuseCreate = false
+    }
+  })
+
   it("without the option a batch is run by the gateway as before (not forwarded)", async () => {
     const before = up.openai.size
     const input = await upload([chatLine("g-1", "oa/gpt-4o-mini", "a")])

@@ -107,7 +107,11 @@ const unavailable = (why: string) => badRequest(`this batch cannot be forwarded 
 /** The upstream failed in a way the next step should try again (logged by the runner). */
 export class NativeUpstreamError {
   readonly _tag = "NativeUpstreamError"
-  constructor(readonly message: string) {}
+  constructor(
+    readonly message: string,
+    /** The upstream's HTTP status, when it answered. */
+    readonly status: number | null = null
+  ) {}
 }
 
 export type Finish = (b: Batch, status: "completed" | "expired" | "cancelled") => Effect.Effect<void, unknown>
@@ -160,7 +164,7 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
             .pipe(Effect.mapError((e) => new NativeUpstreamError(e.message)))
           if (res.status < 200 || res.status >= 300) {
             const { info } = yield* inference.readFailure(res, FORMATS[connection.format], openAiChat, connection)
-            return yield* Effect.fail(new NativeUpstreamError(`${custom.method ?? "POST"} ${custom.path}: HTTP ${res.status}: ${info.message}`.slice(0, 500)))
+            return yield* Effect.fail(new NativeUpstreamError(`${custom.method ?? "POST"} ${custom.path}: HTTP ${res.status}: ${info.message}`.slice(0, 500), res.status))
           }
           return res
         })
@@ -448,7 +452,18 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
               // Cancelled before it was forwarded: nothing ran.
               if (current.status === "cancelling") return yield* finish(b, "cancelled")
               const connection = yield* connectionOf(state)
-              state = yield* submit(b, state, connection)
+              const submitted = yield* Effect.either(submit(b, state, connection))
+              if (submitted._tag === "Left") {
+                const e = submitted.left
+                // The upstream refused the batch (a 4xx other than 408/429): it will not take it on a
+                // retry either, so the batch fails with its (scrubbed) reason; anything else is tried
+                // again at the next step.
+                if (e.status === null || e.status < 400 || e.status >= 500 || e.status === 408 || e.status === 429) return yield* Effect.fail(e)
+                const errors = [{ code: "native_batch_refused", message: `the upstream refused the batch: ${e.message}`, param: null, line: null }]
+                yield* sql`UPDATE batches SET status = 'failed', errors = ${JSON.stringify(errors)}, failed_at = ${Date.now()} WHERE id = ${b.id} AND status IN ('in_progress', 'cancelling')`
+                return
+              }
+              state = submitted.right
               yield* save(b.id, state)
               polledAt.set(b.id, Date.now())
               return

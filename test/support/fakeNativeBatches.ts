@@ -43,6 +43,8 @@ export class FakeNativeBatches {
   readonly openai = new Map<string, OpenAiBatch>()
   readonly anthropic = new Map<string, AnthropicBatch>()
   pollsToEnd = 2
+  /** Refuse batch creation with a 401 that echoes the key it was sent (the gateway must scrub it). */
+  refuseCreate = false
   hold = false
   private n = 0
   private constructor(
@@ -108,6 +110,7 @@ export class FakeNativeBatches {
       return json(200, { id, object: "file", bytes: Buffer.byteLength(file), created_at: 1, filename: "input.jsonl", purpose: "batch", status: "processed" })
     }
     if (req.method === "POST" && path === "/openai/v1/batches") {
+      if (this.refuseCreate) return json(401, { error: { message: `Incorrect API key provided: ${auth?.replace(/^Bearer /, "")}`, type: "invalid_request_error", code: "invalid_api_key" } })
       const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
       const input = this.files.get(String(body["input_file_id"]))
       if (!input) return json(404, { error: { message: "no such file", type: "invalid_request_error" } })
