@@ -14,6 +14,7 @@ import { Quotas } from "./quotas/Quotas.js"
 import { Files } from "./files/Files.js"
 import { FileStore } from "./files/FileStore.js"
 import { BatchRunner, Batches, InternalCalls } from "./batches/Batches.js"
+import { NativeBatches } from "./batches/native.js"
 import { ResponseStore } from "./inference/responseStore.js"
 import { ResponsesWebSocket } from "./inference/responsesWs.js"
 import { StreamWatchdog } from "./inference/stream.js"
@@ -73,7 +74,7 @@ export const ServerLayer = BatchRunner.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer)),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer)),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),

@@ -25,6 +25,7 @@ import { positiveInteger } from "../config/AppConfig.js"
 import { Files, randomId } from "../files/Files.js"
 import { GatewayServer } from "../http/Server.js"
 import { rowsChanged } from "../store/dialect.js"
+import { NativeBatches, type NativeState } from "./native.js"
 
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/messages", "/v1/completions"] as const
 export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled"
@@ -64,6 +65,8 @@ export interface Batch {
   readonly expiredAt: number | null
   readonly cancellingAt: number | null
   readonly cancelledAt: number | null
+  /** Forwarded to the provider's own batch API (src/batches/native.ts); null when the gateway runs it. */
+  readonly native: NativeState | null
 }
 
 interface Row {
@@ -89,6 +92,7 @@ interface Row {
   expired_at: number | null
   cancelling_at: number | null
   cancelled_at: number | null
+  native: string | null
 }
 
 const num = (v: number | null): number | null => (v === null ? null : Number(v))
@@ -115,7 +119,8 @@ const toBatch = (r: Row): Batch => ({
   failedAt: num(r.failed_at),
   expiredAt: num(r.expired_at),
   cancellingAt: num(r.cancelling_at),
-  cancelledAt: num(r.cancelled_at)
+  cancelledAt: num(r.cancelled_at),
+  native: r.native ? (JSON.parse(r.native) as NativeState) : null
 })
 
 export interface NewBatch {
@@ -124,6 +129,8 @@ export interface NewBatch {
   readonly inputFileId: string
   readonly completionWindow: string
   readonly metadata: Record<string, string> | null
+  /** Forward the whole batch to this upstream (checked by `NativeBatches.plan`). */
+  readonly native?: NativeState | null
 }
 
 export interface BatchesShape {
@@ -160,7 +167,8 @@ export class Batches extends Context.Tag("gateway/Batches")<Batches, BatchesShap
               metadata: b.metadata ? JSON.stringify(b.metadata) : null,
               status: "validating",
               created_at: now,
-              expires_at: now + windowMs
+              expires_at: now + windowMs,
+              native: b.native ? JSON.stringify(b.native) : null
             })}`
             return (yield* load(id))!
           }).pipe(Effect.orDie),
@@ -269,6 +277,7 @@ export class BatchRunner {
       const batches = yield* Batches
       const internal = yield* InternalCalls
       const server = yield* GatewayServer
+      const native = yield* NativeBatches
       const pollMs = yield* positiveInteger("GATEWAY_BATCH_POLL_MS", "milliseconds", 1000)
       const concurrency = yield* positiveInteger("GATEWAY_BATCH_CONCURRENCY", "lines", 8)
       const retries = yield* positiveInteger("GATEWAY_BATCH_LINE_RETRIES", "tries", 6)
@@ -469,6 +478,8 @@ export class BatchRunner {
               yield* validate(b)
               continue
             }
+            // Forwarded whole to the provider's batch API: submitted, polled and ended by its step.
+            if (b.native && (b.status === "in_progress" || b.status === "finalizing" || b.status === "cancelling")) return yield* native.step(b, finish)
             if (b.status === "cancelling") return yield* finish(b, "cancelled")
             if (b.status === "finalizing") return yield* finish(b, "completed")
             if (b.status !== "in_progress") return

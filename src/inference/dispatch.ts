@@ -46,6 +46,7 @@ import { WebSearch } from "../search/WebSearch.js"
 import { fileRoutes } from "./routes/files.js"
 import { Files } from "../files/Files.js"
 import { batchRoutes } from "./routes/batches.js"
+import { NativeBatches } from "../batches/native.js"
 import { Batches, INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../batches/Batches.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
@@ -180,7 +181,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker), ...fileRoutes(files), ...batchRoutes(yield* Batches, files)])
+      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker), ...fileRoutes(files), ...batchRoutes(yield* Batches, files, yield* NativeBatches)])
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

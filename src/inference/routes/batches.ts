@@ -1,6 +1,7 @@
 /** `/v1/batches` (docs/files-batches.md, "Batches"): the OpenAI batch object over `Batches`; the `BatchRunner` runs them. */
 import * as Effect from "effect/Effect"
 import { BATCH_ENDPOINTS, type Batch, type BatchesShape, FINISHED } from "../../batches/Batches.js"
+import type { NativeBatchesShape } from "../../batches/native.js"
 import { type FilesShape, ownerOf } from "../../files/Files.js"
 import { openAiChat } from "../../formats/openai-chat.js"
 import { badRequest, InferenceError } from "../errors.js"
@@ -33,7 +34,21 @@ export const batchObject = (b: Batch) => ({
   metadata: b.metadata
 })
 
-const create = (batches: BatchesShape, files: FilesShape) => (ctx: RequestContext) =>
+/**
+ * The native option: `metadata.gateway_mode` (what the openai SDK sends without casts) or a
+ * top-level `gateway_mode`, `"native"` to forward the batch to its provider's batch API,
+ * `"gateway"` (the default) to run it in the gateway.
+ */
+const modeOf = (body: Record<string, unknown>, metadata: unknown): Effect.Effect<"native" | "gateway", InferenceError> => {
+  const fromMetadata = typeof metadata === "object" && metadata !== null ? (metadata as Record<string, unknown>)["gateway_mode"] : undefined
+  const top = body["gateway_mode"]
+  for (const [v, param] of [[top, "gateway_mode"], [fromMetadata, "metadata.gateway_mode"]] as const) {
+    if (v !== undefined && v !== "native" && v !== "gateway") return Effect.fail(badRequest(`'${param}' must be 'native' or 'gateway'`, param))
+  }
+  return Effect.succeed(top === "native" || (top === undefined && fromMetadata === "native") ? "native" : "gateway")
+}
+
+const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesShape) => (ctx: RequestContext) =>
   withJsonObject(ctx, (body) =>
     Effect.gen(function* () {
       const owner = ownerOf(ctx.apiKeyId)
@@ -51,15 +66,18 @@ const create = (batches: BatchesShape, files: FilesShape) => (ctx: RequestContex
           return yield* badRequest("'metadata' must be an object of at most 16 string values (keys up to 64, values up to 512 characters)", "metadata")
         }
       }
+      const mode = yield* modeOf(body, metadata)
       const file = yield* files.find(owner, input)
       if (!file) return yield* notFound("file", input, "input_file_id")
       if (file.purpose !== "batch") return yield* badRequest(`the input file has purpose '${file.purpose}'; upload it with purpose 'batch'`, "input_file_id")
+      const forwarded = mode === "native" ? yield* native.plan(owner, input, endpoint) : null
       const batch = yield* batches.create({
         owner,
         endpoint,
         inputFileId: input,
         completionWindow: "24h",
-        metadata: (metadata as Record<string, string> | null | undefined) ?? null
+        metadata: (metadata as Record<string, string> | null | undefined) ?? null,
+        native: forwarded
       })
       sendJson(ctx, 200, batchObject(batch))
     })
@@ -68,8 +86,14 @@ const create = (batches: BatchesShape, files: FilesShape) => (ctx: RequestContex
 const own = (batches: BatchesShape, ctx: RequestContext, id: string) =>
   Effect.flatMap(batches.find(ownerOf(ctx.apiKeyId), id), (b) => (b ? Effect.succeed(b) : Effect.fail(notFound("batch", id, "batch_id"))))
 
-const retrieve = (batches: BatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.map(own(batches, ctx, params["id"] ?? ""), (b) => sendJson(ctx, 200, batchObject(b)))
+const retrieve = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
+  Effect.gen(function* () {
+    const b = yield* own(batches, ctx, params["id"] ?? "")
+    if (!b.native) return sendJson(ctx, 200, batchObject(b))
+    // A native batch is polled on GET too (at most once a second), so the answer is the upstream's latest.
+    yield* native.refresh(b)
+    sendJson(ctx, 200, batchObject(yield* own(batches, ctx, b.id)))
+  })
 
 const list = (batches: BatchesShape) => (ctx: RequestContext) =>
   Effect.gen(function* () {
@@ -83,12 +107,16 @@ const list = (batches: BatchesShape) => (ctx: RequestContext) =>
 
 const conflict = (message: string) => new InferenceError({ status: 409, kind: "invalid_request", code: "batch_state", message, param: "batch_id" })
 
-const cancel = (batches: BatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
+const cancel = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
   Effect.gen(function* () {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (b.status === "cancelling" || b.status === "cancelled") return sendJson(ctx, 200, batchObject(b))
     if (b.status !== "validating" && b.status !== "in_progress") return yield* conflict(`batch ${b.id} is ${b.status} and cannot be cancelled`)
-    sendJson(ctx, 200, batchObject(yield* batches.cancel(b)))
+    const cancelling = yield* batches.cancel(b)
+    if (!b.native) return sendJson(ctx, 200, batchObject(cancelling))
+    // Forwarded at once (a failure is tried again by the runner's next step).
+    yield* native.forwardCancel(cancelling)
+    sendJson(ctx, 200, batchObject(yield* own(batches, ctx, b.id)))
   })
 
 const remove = (batches: BatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
@@ -101,10 +129,10 @@ const remove = (batches: BatchesShape) => (ctx: RequestContext, params: Readonly
 
 const ID = /^\/v1\/batches\/(?<id>[^/]+)$/
 
-export const batchRoutes = (batches: BatchesShape, files: FilesShape): ReadonlyArray<RouteDef> => [
-  { method: "POST", path: "/v1/batches", format: openAiChat, handle: create(batches, files) },
+export const batchRoutes = (batches: BatchesShape, files: FilesShape, native: NativeBatchesShape): ReadonlyArray<RouteDef> => [
+  { method: "POST", path: "/v1/batches", format: openAiChat, handle: create(batches, files, native) },
   { method: "GET", path: "/v1/batches", format: openAiChat, handle: list(batches) },
-  { method: "GET", path: ID, format: openAiChat, handle: retrieve(batches) },
+  { method: "GET", path: ID, format: openAiChat, handle: retrieve(batches, native) },
   { method: "DELETE", path: ID, format: openAiChat, handle: remove(batches) },
-  { method: "POST", path: /^\/v1\/batches\/(?<id>[^/]+)\/cancel$/, format: openAiChat, handle: cancel(batches) }
+  { method: "POST", path: /^\/v1\/batches\/(?<id>[^/]+)\/cancel$/, format: openAiChat, handle: cancel(batches, native) }
 ]

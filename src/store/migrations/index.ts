@@ -8,6 +8,7 @@ import m0006 from "./0006_usage_inflight.js"
 import m0007 from "./0007_name_keys.js"
 import m0008 from "./0008_media_jobs.js"
 import m0009 from "./0009_files_batches.js"
+import m0010 from "./0010_native_batches.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -23,5 +24,6 @@ export const loader = Migrator.fromRecord({
   "0006_usage_inflight": m0006,
   "0007_name_keys": m0007,
   "0008_media_jobs": m0008,
-  "0009_files_batches": m0009
+  "0009_files_batches": m0009,
+  "0010_native_batches": m0010
 })
