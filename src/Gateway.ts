@@ -29,6 +29,7 @@ import * as Db from "./store/Db.js"
 import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
+import { Backups, ScheduledBackups } from "./store/Backups.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { EventBus } from "./events/EventBus.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
@@ -56,7 +57,7 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = ProviderChecks.layer.pipe(
+export const CoreLayer = Layer.merge(ProviderChecks.layer, Backups.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamHttp.layer),
@@ -68,7 +69,7 @@ export const CoreLayer = ProviderChecks.layer.pipe(
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = BatchRunner.layer.pipe(
+export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import { live } from "../Gateway.js"
 import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
+import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
@@ -28,7 +29,7 @@ const command = gateway.pipe(
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand])
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })

@@ -41,3 +41,15 @@ export class TooManyRequests extends Schema.TaggedError<TooManyRequests>()(
   { message: Schema.String, retryAfterSeconds: Schema.Number },
   HttpApiSchema.annotations({ status: 429 })
 ) {}
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
+  "PayloadTooLarge",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 413 })
+) {}
+
+export class NotImplemented extends Schema.TaggedError<NotImplemented>()(
+  "NotImplemented",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 501 })
+) {}

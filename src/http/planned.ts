@@ -23,7 +23,6 @@ export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "OAuth providers", pattern: /^\/api\/oauth\// },
   { area: "settings", pattern: /^\/api\/settings(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
-  { area: "backups", pattern: /^\/api\/db-backups(\/|$)/ },
   { area: "cloud sync", pattern: /^\/api\/(sync|cloud)(\/|$)/ },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
   { area: "evals, policies and compliance", pattern: /^\/api\/(evals|policies|compliance)(\/|$)/ },

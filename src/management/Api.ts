@@ -2,6 +2,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { HealthPing, LoginRequest, LoginResult, SessionInfo } from "../domain/auth.js"
@@ -14,7 +15,8 @@ import {
   UpdateConnection,
   ValidateProvider
 } from "../domain/connections.js"
-import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized } from "../domain/errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound, NotImplemented, PayloadTooLarge, TooManyRequests, Unauthorized } from "../domain/errors.js"
+import { BackupList, BackupView, ExportAllQuery, RestoreBackup, RestoreResult } from "../domain/backups.js"
 import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../domain/flags.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
 import { strict } from "../domain/parse.js"
@@ -237,6 +239,20 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
   )
   .middleware(ManagementAuth) {}
 
+/** A SQLite database file as a response body. */
+const SqliteFile = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/vnd.sqlite3" })
+
+/** Backups of the database: list, create, restore, download, upload (docs/operations.md). */
+export class BackupsGroup extends HttpApiGroup.make("backups")
+  .add(HttpApiEndpoint.get("list", "/api/db-backups").addSuccess(BackupList))
+  .add(HttpApiEndpoint.put("create", "/api/db-backups").addSuccess(BackupView, { status: 201 }))
+  .add(HttpApiEndpoint.post("restore", "/api/db-backups").setPayload(RestoreBackup).addSuccess(RestoreResult).addError(BadRequest).addError(NotFound))
+  .add(HttpApiEndpoint.get("export", "/api/db-backups/export").addSuccess(SqliteFile))
+  /** The body is the database file itself (raw, any content type but JSON), read by the handler as a stream. */
+  .add(HttpApiEndpoint.post("import", "/api/db-backups/import").addSuccess(RestoreResult).addError(BadRequest).addError(PayloadTooLarge))
+  .add(HttpApiEndpoint.get("exportAll", "/api/db-backups/exportAll").setUrlParams(ExportAllQuery).addSuccess(SqliteFile).addError(NotImplemented))
+  .middleware(ManagementAuth) {}
+
 /**
  * The management API contract. The server implements it (management/handlers), the CLI
  * derives its client from it, and both validate with the same schemas (src/domain).
@@ -250,4 +266,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(CombosGroup)
   .add(ResilienceGroup)
   .add(UsageGroup)
-  .add(AccountingGroup) {}
+  .add(AccountingGroup)
+  .add(BackupsGroup) {}

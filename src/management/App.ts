@@ -84,6 +84,14 @@ const notTooDeep = <E, R>(req: HttpServerRequest.HttpServerRequest, app: Effect.
     ? app
     : Effect.flatMap(Effect.either(req.text), (text) => (text._tag === "Right" && jsonTooDeep(text.right) ? Effect.succeed(badRequest(`request body is ${TOO_DEEP_MESSAGE}`)) : app))
 
+/**
+ * Routes whose body is a file, not JSON: the handler streams it to disk under its own size limit
+ * (`POST /api/db-backups/import`, GATEWAY_BACKUP_IMPORT_MAX_MB), so the JSON checks and the 1 MiB
+ * limit do not apply.
+ */
+const UPLOAD_ROUTES = new Set(["POST /api/db-backups/import"])
+const isUpload = (req: HttpServerRequest.HttpServerRequest): boolean => UPLOAD_ROUTES.has(`${req.method} ${req.url.split("?")[0]}`)
+
 /** Methods whose body, if any, no management route reads. */
 const BODILESS = new Set(["GET", "HEAD", "OPTIONS"])
 
@@ -127,8 +135,9 @@ const managementMiddleware = HttpMiddleware.make((app) =>
     const started = Date.now()
     const declared = Number(req.headers["content-length"] ?? 0)
     const unsupported = unsupportedBody(req)
-    const guarded =
-      unsupported !== undefined
+    const guarded = isUpload(req)
+      ? app
+      : unsupported !== undefined
         ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
         : declared > MAX_MANAGEMENT_BODY_BYTES
           ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))

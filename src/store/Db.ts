@@ -13,14 +13,20 @@ export const DB_FILENAME = "gateway.db"
 
 const runMigrations = Migrator.make({})
 
+/** Applies this build's migrations not yet in the database; answers the ones applied (`0009_files_batches`). */
+export const migrate = Effect.map(runMigrations({ loader, table: "schema_migrations" }), (applied) => applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`))
+
+/** The migration numbers this build knows: a database carrying any other was made by a newer gateway. */
+export const knownMigrations = Effect.map(Effect.orDie(loader), (all) => all.map(([id]) => id))
+
 /** Connection settings (`sqlite.ts`) and the SQLite migration set. */
 const prepare = Layer.effectDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* Sqlite.configure(sql)
-    const applied = yield* runMigrations({ loader, table: "schema_migrations" })
+    const applied = yield* migrate
     if (applied.length > 0) {
-      yield* Effect.logInfo(`database migrated: ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`)
+      yield* Effect.logInfo(`database migrated: ${applied.join(", ")}`)
     }
   }).pipe(Effect.orDie)
 )

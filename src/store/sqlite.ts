@@ -5,7 +5,15 @@
  * counterpart (docs/ARCHITECTURE.md, "Seam 3: the store dialect").
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type BetterSqlite3 from "better-sqlite3"
 import * as Effect from "effect/Effect"
+import { createRequire } from "node:module"
+
+/** better-sqlite3, loaded when first used: `gateway doctor` reports a native module that does not load. */
+const openFile = (file: string, options: BetterSqlite3.Options): BetterSqlite3.Database => {
+  const Database = createRequire(import.meta.url)("better-sqlite3") as typeof BetterSqlite3
+  return new Database(file, options)
+}
 
 /** How long a statement waits for another process's write lock before SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5000
@@ -43,3 +51,47 @@ export const fileHealth = (db: SqliteHandle): { readonly integrity: string; read
   integrity: (db.prepare("PRAGMA quick_check").get() as { quick_check: string }).quick_check,
   journalMode: (db.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode
 })
+
+/**
+ * What `checkDatabaseFile` found in a candidate database (a backup, an upload): the integrity
+ * check's first problem, or the migrations it carries when it is a gateway database.
+ */
+export type FileCheck =
+  | { readonly _tag: "Ok"; readonly migrations: ReadonlyArray<number> }
+  | { readonly _tag: "Invalid"; readonly reason: string }
+
+/**
+ * Opens `file` read-only (its own connection, never the live one), runs `PRAGMA integrity_check`
+ * and reads `schema_migrations`. A file that is not SQLite, is damaged, or lacks the gateway's
+ * migration table answers `Invalid` with a one-line reason.
+ */
+export const checkDatabaseFile = (file: string): FileCheck => {
+  let db: BetterSqlite3.Database | undefined
+  try {
+    db = openFile(file, { readonly: true, fileMustExist: true })
+    const problems = (db.prepare("PRAGMA integrity_check(3)").all() as Array<{ integrity_check: string }>).map((r) => r.integrity_check)
+    if (problems.length !== 1 || problems[0] !== "ok") return { _tag: "Invalid", reason: `integrity check failed: ${problems.join("; ")}` }
+    const table = db.prepare("select name from sqlite_master where type = 'table' and name = 'schema_migrations'").get()
+    if (table === undefined) return { _tag: "Invalid", reason: "not a gateway database (no schema_migrations table)" }
+    const rows = db.prepare("select migration_id as id from schema_migrations order by migration_id").all() as Array<{ id: number }>
+    return { _tag: "Ok", migrations: rows.map((r) => Number(r.id)) }
+  } catch (e) {
+    return { _tag: "Invalid", reason: `not a readable SQLite database: ${e instanceof Error ? e.message : String(e)}` }
+  } finally {
+    db?.close()
+  }
+}
+
+/**
+ * Copies `source` into the database file at `target` with SQLite's online backup API, all pages
+ * in one step (one write transaction on the target: readers on other connections see the old
+ * database or the new one, never a mix). The target's other connections notice through
+ * `PRAGMA data_version`. The caller keeps this process's own connection idle meanwhile.
+ */
+export const copyDatabase = (source: string, target: string): Promise<void> => {
+  const src = openFile(source, { readonly: true, fileMustExist: true })
+  return src
+    .backup(target, { progress: () => 0x7fffffff })
+    .then(() => undefined)
+    .finally(() => src.close())
+}
