@@ -156,7 +156,8 @@ describe("shutdown", () => {
         .then(async (r) => ((await r.text(), r.status)))
         .catch(() => 0)
     const burst = Array.from({ length: 120 }, fire)
-    await new Promise((r) => setTimeout(r, 80))
+    // SIGTERM once the burst is under way upstream (a fixed delay races a loaded machine).
+    for (let waited = 0; fake.upstream.chatRequests.length === 0 && waited < 10_000; waited += 10) await new Promise((r) => setTimeout(r, 10))
     const code = await server.stop("SIGTERM")
     const statuses = await Promise.all(burst)
     fake.upstream.always({})
