@@ -21,6 +21,7 @@ import { ResilienceLive } from "./resilience.js"
 import { CombosLive } from "./routing.js"
 import { UsageLive } from "./usage.js"
 import { AccountingLive } from "./accounting.js"
+import { ModelsLive } from "./models.js"
 
 const startedAt = Date.now()
 
@@ -173,6 +174,6 @@ const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (ha
 
 /** The management API with every group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, ModelsLive]),
   Layer.provide(ManagementAuthLive)
 )
