@@ -90,7 +90,7 @@ export const FLAG_DEFINITIONS = [
   bool("runtime", "LEADERBOARD_ELO_SYNC_ENABLED", true, "Leaderboard ELO sync", "Periodic leaderboard ELO sync for auto routing."),
   // cli
   bool("cli", "CLI_COMPAT_ALL", false, "CLI compatibility for all tools", "Enable compatibility shims for every CLI tool.", { requiresRestart: true }),
-  bool("cli", "MODEL_ALIAS_COMPAT_ENABLED", false, "Model alias compatibility", "Accept legacy model aliases."),
+  bool("cli", "MODEL_ALIAS_COMPAT_ENABLED", false, "Model alias compatibility", "Route the model ids coding agents send by default (Claude Code, Codex CLI, Gemini CLI) to a connected model of their family (docs/operations.md)."),
   bool("cli", "PRICING_SYNC_ENABLED", false, "Pricing sync", "Sync model pricing from a remote source; also needs the same-named environment variable."),
   // health
   bool("health", "GATEWAY_DISABLE_LOCAL_HEALTHCHECK", false, "Disable local health check", "Skip health checks of local providers."),

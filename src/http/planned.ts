@@ -19,7 +19,7 @@ export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
-  { area: "model aliases, catalog and custom models", pattern: /^\/api\/(models|provider-models|provider-nodes)(\/|$)/ },
+  { area: "provider nodes", pattern: /^\/api\/provider-nodes(\/|$)/ },
   { area: "OAuth providers", pattern: /^\/api\/oauth\// },
   { area: "settings", pattern: /^\/api\/settings(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },

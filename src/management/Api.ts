@@ -20,6 +20,19 @@ import { BackupList, BackupView, ExportAllQuery, RestoreBackup, RestoreResult } 
 import { ClearFeatureFlagsResult, FeatureFlagList, SetFeatureFlag, SetFeatureFlagResult } from "../domain/flags.js"
 import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
 import { strict } from "../domain/parse.js"
+import {
+  AliasQuery,
+  CatalogQuery,
+  CreateProviderModel,
+  ModelAliasList,
+  ModelAliasView,
+  ModelCatalog,
+  PatchProviderModel,
+  ProviderModelKey,
+  ProviderModelQuery,
+  ProviderModelView,
+  SetModelAlias
+} from "../domain/models.js"
 import { AutoCombos, ComboView, CreateCombo, UpdateCombo } from "../domain/combos.js"
 import { BudgetStatus, PriceRow, TokenLimitView } from "../domain/accounting.js"
 import {
@@ -253,6 +266,19 @@ export class BackupsGroup extends HttpApiGroup.make("backups")
   .add(HttpApiEndpoint.get("exportAll", "/api/db-backups/exportAll").setUrlParams(ExportAllQuery).addSuccess(SqliteFile).addError(NotImplemented))
   .middleware(ManagementAuth) {}
 
+// ---------------------------------------------------------------- catalog, aliases and custom models (docs/operations.md)
+
+export class ModelsGroup extends HttpApiGroup.make("models")
+  .add(HttpApiEndpoint.get("catalog", "/api/models/catalog").setUrlParams(CatalogQuery).addSuccess(ModelCatalog).addError(BadRequest))
+  .add(HttpApiEndpoint.get("aliases", "/api/models/alias").addSuccess(ModelAliasList))
+  .add(HttpApiEndpoint.post("setAlias", "/api/models/alias").setPayload(SetModelAlias).addSuccess(ModelAliasView).addError(BadRequest))
+  .add(HttpApiEndpoint.del("removeAlias", "/api/models/alias").setUrlParams(AliasQuery).addSuccess(Schema.Struct({ removed: ModelAliasView })).addError(BadRequest).addError(NotFound))
+  .add(HttpApiEndpoint.get("customModels", "/api/provider-models").setUrlParams(ProviderModelQuery).addSuccess(Schema.Struct({ models: Schema.Array(ProviderModelView) })).addError(BadRequest))
+  .add(HttpApiEndpoint.post("addModel", "/api/provider-models").setPayload(CreateProviderModel).addSuccess(ProviderModelView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(HttpApiEndpoint.patch("updateModel", "/api/provider-models").setPayload(PatchProviderModel).addSuccess(ProviderModelView).addError(BadRequest).addError(NotFound))
+  .add(HttpApiEndpoint.del("removeModel", "/api/provider-models").setUrlParams(ProviderModelKey).addSuccess(Schema.Struct({ removed: ProviderModelView })).addError(BadRequest).addError(NotFound))
+  .middleware(ManagementAuth) {}
+
 /**
  * The management API contract. The server implements it (management/handlers), the CLI
  * derives its client from it, and both validate with the same schemas (src/domain).
@@ -267,4 +293,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ResilienceGroup)
   .add(UsageGroup)
   .add(AccountingGroup)
-  .add(BackupsGroup) {}
+  .add(BackupsGroup)
+  .add(ModelsGroup) {}

@@ -22,6 +22,7 @@ import { CombosLive } from "./routing.js"
 import { UsageLive } from "./usage.js"
 import { AccountingLive } from "./accounting.js"
 import { BackupsLive } from "./backups.js"
+import { ModelsLive } from "./models.js"
 
 const startedAt = Date.now()
 
@@ -174,6 +175,6 @@ const FeatureFlagsLive = HttpApiBuilder.group(ManagementApi, "featureFlags", (ha
 
 /** The management API with every group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive]),
   Layer.provide(ManagementAuthLive)
 )

@@ -19,6 +19,7 @@ import { isUniqueViolation } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { findProvider, PROVIDERS, type ProviderSpec } from "./catalog.js"
+import { applyRecords, type CustomModelRecord, parseRecords, PROVIDER_MODELS_NAMESPACE } from "./customModels.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
 
 export interface Connection {
@@ -55,6 +56,10 @@ export interface Connection {
   readonly backoffLevel: number
   readonly createdAt: number
   readonly updatedAt: number
+  /** Models left out of model lists and bare-id routing (`/api/provider-models` hide); still routable as `<connection>/<model>`. */
+  readonly hiddenModels?: ReadonlySet<string>
+  /** Models only `/api/provider-models` knows (not in the provider catalog). */
+  readonly customModels?: ReadonlySet<string>
 }
 
 /** What a model id resolved to: a connection and the model name the upstream knows. */
@@ -85,6 +90,12 @@ export interface ConnectionsShape {
   readonly urlPolicy: Effect.Effect<UrlPolicyFlags>
   /** `urlPolicy` when the flags are known fresh, else undefined (use `urlPolicy`). */
   readonly peekUrlPolicy: () => UrlPolicyFlags | undefined
+  /** Every connection when the cached snapshot is known fresh, else undefined (use `list`). */
+  readonly peekList: () => ReadonlyArray<Connection> | undefined
+  /** Custom models and catalog overrides (`/api/provider-models`), as stored. */
+  readonly customModels: Effect.Effect<ReadonlyArray<CustomModelRecord>>
+  /** Drops the snapshot after a write elsewhere (custom models): the next read rebuilds it. */
+  readonly reload: Effect.Effect<void>
 }
 
 interface Row {
@@ -120,6 +131,7 @@ interface Snapshot {
   readonly byProvider: ReadonlyMap<string, ReadonlyArray<Connection>>
   /** For each model id, the enabled connections that serve it, best priority first. */
   readonly byModel: ReadonlyMap<string, ReadonlyArray<Connection>>
+  readonly custom: ReadonlyArray<CustomModelRecord>
 }
 
 const UNKNOWN_PROVIDER: ProviderSpec = {
@@ -168,6 +180,7 @@ export const connectionModelIds = (c: Connection): ReadonlyArray<string> => {
   const ids = new Set<string>(c.provider.models.map((m) => m.id))
   for (const m of c.models) ids.add(m)
   if (c.defaultModel) ids.add(c.defaultModel)
+  if (c.hiddenModels) for (const m of c.hiddenModels) ids.delete(m)
   return Array.from(ids)
 }
 
@@ -224,9 +237,12 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
       const version = yield* StoreVersion
       const writer = yield* BatchWriter
 
-      const fromRow = (row: Row): Effect.Effect<Connection> =>
+      const fromRow = (row: Row, custom: ReadonlyArray<CustomModelRecord>): Effect.Effect<Connection> =>
         Effect.gen(function* () {
-          const provider = findProvider(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
+          const catalogProvider = findProvider(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
+          const records = custom.filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id).concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
+          const applied = applyRecords(catalogProvider, records)
+          const provider = applied.provider
           let apiKey: Redacted.Redacted<string> | null = null
           let keyError: string | null = null
           if (row.api_key_enc) {
@@ -260,7 +276,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             errorCode: row.error_code,
             backoffLevel: row.backoff_level,
             createdAt: row.created_at,
-            updatedAt: row.updated_at
+            updatedAt: row.updated_at,
+            ...(applied.hidden.size > 0 ? { hiddenModels: applied.hidden } : {}),
+            ...(applied.custom.size > 0 ? { customModels: applied.custom } : {})
           }
         })
 
@@ -268,7 +286,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         version,
         Effect.gen(function* () {
           const rows = yield* sql<Row>`SELECT * FROM connections ORDER BY priority, created_at`.pipe(Effect.orDie)
-          const all = yield* Effect.forEach(rows, fromRow)
+          const kv = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_MODELS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
+          const custom = parseRecords(kv.map((r) => [r.key, r.value] as const)).sort((a, b) => a.createdAt - b.createdAt)
+          const all = yield* Effect.forEach(rows, (row) => fromRow(row, custom))
           const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
           const byProvider = new Map<string, Array<Connection>>()
           const byModel = new Map<string, Array<Connection>>()
@@ -282,7 +302,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
               else byModel.set(id, [c])
             }
           }
-          return { all, byName, byProvider, byModel } satisfies Snapshot
+          return { all, byName, byProvider, byModel, custom } satisfies Snapshot
         })
       )
 
@@ -508,7 +528,10 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         targets,
         peekTargets,
         urlPolicy,
-        peekUrlPolicy
+        peekUrlPolicy,
+        peekList: () => snapshot.peek()?.all,
+        customModels: Effect.map(snapshot.get, (s) => s.custom),
+        reload: snapshot.invalidate
       }
     })
   )

@@ -27,6 +27,8 @@ export interface ModelCapabilities {
   readonly vision: boolean
   readonly reasoning: boolean
   readonly json: boolean
+  /** Audio input or output (custom models say so; the catalog leaves it unset: false). */
+  readonly audio?: boolean
 }
 
 export interface ModelPricing {

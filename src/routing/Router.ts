@@ -12,6 +12,7 @@ import { Resilience } from "../resilience/Resilience.js"
 import { budgetFromHeader, resolveWeights } from "./auto/weights.js"
 import { ADVERTISED_AUTO_IDS, type AutoSpec, filterPool, isAutoId, parseAutoId } from "./auto/variants.js"
 import { orderAuto } from "./auto/select.js"
+import { Aliases } from "./Aliases.js"
 import { AutoEngine } from "./AutoEngine.js"
 import { type Combo, Combos } from "./Combos.js"
 import { type Blocked, candidateOf, type FusionPlan, type RoutePlan } from "./plan.js"
@@ -128,6 +129,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
     Effect.gen(function* () {
       const connections = yield* Connections
       const combos = yield* Combos
+      const aliases = yield* Aliases
       const resilience = yield* Resilience
       const memory = yield* RoutingMemory
       const engine = yield* AutoEngine
@@ -362,7 +364,10 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
        * The usual request names `<provider>/<model>` (or a bare id that is no combo) and the
        * connections and combos in memory are fresh: its plan is built without an effect.
        */
-      const peekPlan: RouterShape["peekPlan"] = (model, input) => {
+      const peekPlan: RouterShape["peekPlan"] = (requested, input) => {
+        // An alias (/api/models/alias) is replaced by its target before anything else.
+        const model = aliases.peekResolve(requested)
+        if (model === undefined) return undefined
         if (isAutoId(model) || QUOTA_SHARE.test(model)) return undefined
         if (!model.includes("/") && combos.peekByName(model) !== null) return undefined
         const targets = connections.peekTargets(model)
@@ -371,8 +376,9 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       }
 
       // The slow path only: callers on the request path try `peekPlan` first.
-      const plan: RouterShape["plan"] = (model, input) =>
+      const plan: RouterShape["plan"] = (requested, input) =>
         Effect.gen(function* () {
+          const model = yield* aliases.resolve(requested)
           const qs = QUOTA_SHARE.exec(model)
           if (qs) return yield* quotaSharePlan(qs[1]!, qs[2]!, input)
           if (isAutoId(model)) {
