@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as http from "node:http"
+import type { Readable } from "node:stream"
 import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
@@ -248,3 +249,45 @@ export const endStream = (ctx: RequestContext, text: string, error: string | nul
   const hooks = ctx.hooks
   if (hooks !== undefined && hooks.onStreamEnd.length !== 0) observe(ctx, "onStreamEnd", hooks.onStreamEnd, { text, error })
 }
+
+/**
+ * A byte source (a stored file, an upstream's body) relayed as the answer: its head, then its
+ * chunks as they are read, with backpressure from the client. A source that breaks off cuts the
+ * connection (a byte answer has no error event: the client must not take it for a whole one);
+ * the client leaving destroys the source. `what` names it in the stream-end error.
+ */
+export const relayBytes = (ctx: RequestContext, readable: Readable, headers: Readonly<Record<string, string | number>>, what: string): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    startStream(ctx, headers)
+    const onDrain = () => readable.resume()
+    const onData = (chunk: Buffer) => {
+      if (!writeStream(ctx, chunk)) readable.pause()
+    }
+    const cleanup = () => {
+      readable.off("data", onData)
+      readable.off("end", onEnd)
+      readable.off("error", onError)
+      ctx.res.off("drain", onDrain)
+    }
+    const onEnd = () => {
+      cleanup()
+      endStream(ctx, "")
+      resume(Effect.void)
+    }
+    const onError = (e: Error) => {
+      cleanup()
+      ctx.res.destroy()
+      endStream(ctx, "", `${what} broke off: ${e.message}`)
+      resume(Effect.void)
+    }
+    ctx.res.on("drain", onDrain)
+    readable.on("data", onData)
+    readable.on("end", onEnd)
+    readable.on("error", onError)
+    return Effect.sync(() => {
+      cleanup()
+      // The client left: the source is dropped, and its abort error has no one to tell.
+      readable.on("error", () => {})
+      readable.destroy()
+    })
+  })

@@ -13,7 +13,7 @@ import { openAiChat } from "../../formats/openai-chat.js"
 import { type Files, ownerOf, type StoredFile, UPLOAD_PURPOSES } from "../../files/Files.js"
 import type { FileNotStored, FileTooLarge, Stored } from "../../files/FileStore.js"
 import { badRequest, InferenceError } from "../errors.js"
-import { endStream, type RequestContext, responseHeaders, sendJson, startStream, writeStream } from "../io.js"
+import { type RequestContext, relayBytes, responseHeaders, sendJson } from "../io.js"
 import type { RouteDef } from "./types.js"
 
 const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
@@ -213,39 +213,7 @@ const content = (files: typeof Files.Service) => (ctx: RequestContext, params: R
 
 /** The file's bytes as they are read (backpressure from the client). */
 const relayFile = (ctx: RequestContext, readable: Readable, length: number): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    startStream(ctx, responseHeaders(ctx, { "content-type": "application/octet-stream", "content-length": length, "cache-control": "private, no-store" }))
-    const onDrain = () => readable.resume()
-    const onData = (chunk: Buffer) => {
-      if (!writeStream(ctx, chunk)) readable.pause()
-    }
-    const cleanup = () => {
-      readable.off("data", onData)
-      readable.off("end", onEnd)
-      readable.off("error", onError)
-      ctx.res.off("drain", onDrain)
-    }
-    const onEnd = () => {
-      cleanup()
-      endStream(ctx, "")
-      resume(Effect.void)
-    }
-    const onError = (e: Error) => {
-      cleanup()
-      ctx.res.destroy()
-      endStream(ctx, "", `the file could not be read: ${e.message}`)
-      resume(Effect.void)
-    }
-    ctx.res.on("drain", onDrain)
-    readable.on("data", onData)
-    readable.on("end", onEnd)
-    readable.on("error", onError)
-    return Effect.sync(() => {
-      cleanup()
-      readable.on("error", () => {})
-      readable.destroy()
-    })
-  })
+  relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": "application/octet-stream", "content-length": length, "cache-control": "private, no-store" }), "the file")
 
 const ID = /^\/v1\/files\/(?<id>[^/]+)$/
 

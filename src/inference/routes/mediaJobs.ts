@@ -44,7 +44,7 @@ import type { AttemptFailed } from "../attempts.js"
 import type { InferenceShape } from "../call.js"
 import { badRequest, InferenceError, tryDecode } from "../errors.js"
 import type { AttemptRequest } from "../fallback.js"
-import { clientGone, endStream, type RequestContext, requestHeader, responseHeaders, sendJson, startStream, withJsonObject, writeStream } from "../io.js"
+import { clientGone, type RequestContext, relayBytes, requestHeader, responseHeaders, sendJson, withJsonObject } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -342,44 +342,11 @@ const getContent = (jobs: MediaJobsShape, kind: JobKind) => (ctx: RequestContext
   })
 
 /** The content's bytes, written as they arrive (backpressure from the client); a source that breaks off cuts the answer short. */
-const relay = (ctx: RequestContext, source: JobContent): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    const length = source._tag === "file" ? source.size : Number(headerValue(source.response.headers)["content-length"] ?? NaN)
-    const readable: Readable = source._tag === "file" ? fs.createReadStream(source.path) : (source.response.body as unknown as Readable)
-    startStream(ctx, responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }))
-    const onDrain = () => readable.resume()
-    const onData = (chunk: Buffer) => {
-      if (!writeStream(ctx, chunk)) readable.pause()
-    }
-    const cleanup = () => {
-      readable.off("data", onData)
-      readable.off("end", onEnd)
-      readable.off("error", onError)
-      ctx.res.off("drain", onDrain)
-    }
-    const onEnd = () => {
-      cleanup()
-      endStream(ctx, "")
-      resume(Effect.void)
-    }
-    const onError = (e: Error) => {
-      cleanup()
-      // Headers are out: the client must not take a cut answer for a whole one.
-      ctx.res.destroy()
-      endStream(ctx, "", `the content broke off: ${e.message}`)
-      resume(Effect.void)
-    }
-    ctx.res.on("drain", onDrain)
-    readable.on("data", onData)
-    readable.on("end", onEnd)
-    readable.on("error", onError)
-    return Effect.sync(() => {
-      cleanup()
-      // The client left: the source is dropped, and its abort error has no one to tell.
-      readable.on("error", () => {})
-      readable.destroy()
-    })
-  })
+const relay = (ctx: RequestContext, source: JobContent): Effect.Effect<void> => {
+  const length = source._tag === "file" ? source.size : Number(headerValue(source.response.headers)["content-length"] ?? NaN)
+  const readable: Readable = source._tag === "file" ? fs.createReadStream(source.path) : (source.response.body as unknown as Readable)
+  return relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }), "the content")
+}
 
 /** The video and music job routes. */
 export const mediaJobRoutes = (deps: RouteDeps, jobs: MediaJobsShape): ReadonlyArray<RouteDef> => [
