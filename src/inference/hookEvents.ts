@@ -1,0 +1,223 @@
+/**
+ * What a lifecycle hook sees and answers (docs/ARCHITECTURE.md, "Seam 2"): the events in the
+ * order a request meets them, what each carries, the request view, the verdicts a handler may
+ * give and their helpers (`blockRequest`, `modifyBody`, `addMetadata`). Types and three small
+ * functions only: the table and the firing are in hooks.ts, which re-exports all of this, so
+ * later plugins and guardrails depend on this contract alone.
+ */
+import type * as Effect from "effect/Effect"
+import type { IncomingHttpHeaders } from "node:http"
+import type { FormatId } from "../formats/canonical.js"
+import type { FailureInfo } from "../resilience/types.js"
+import type { RoutePlan } from "../routing/plan.js"
+import type { UsageRecord } from "../usage/Usage.js"
+
+/** A hook's priority when it names none (spec document 3, "Plugin default priority"). */
+export const DEFAULT_PRIORITY = 100
+
+/** The events, in the order a request meets them. */
+export const HOOK_EVENTS = [
+  "onRequest",
+  "onComboResolve",
+  "onModelSelect",
+  "onAttemptStart",
+  "onProviderError",
+  "onRateLimit",
+  "onStreamStart",
+  "onFrame",
+  "onStreamEnd",
+  "onResponse",
+  "onError"
+] as const
+
+export type HookEvent = (typeof HOOK_EVENTS)[number]
+
+// ---------------------------------------------------------------- what each event carries
+
+/** A connection and model the request may go to (`key` is `<connection>/<model>`, as in X-Gateway headers and logs). */
+export interface HookTarget {
+  readonly key: string
+  readonly provider: string
+  readonly connection: string
+  readonly model: string
+}
+
+/** A request the pipeline takes (chat completions, completions, responses, messages, generateContent, api/chat, api/generate), before anything else. */
+export interface RequestEvent {
+  /** Usage label: `chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, ... */
+  readonly endpoint: string
+  /** The client's wire format. */
+  readonly format: FormatId
+  /** The model id as the client asked for it. */
+  readonly model: string
+  readonly stream: boolean
+  /** The client's body, as earlier handlers left it. */
+  readonly body: Readonly<Record<string, unknown>>
+}
+
+/** A combo, auto id or quota-share group resolved into ordered candidates (not fired for a plain model id). */
+export interface ComboResolveEvent {
+  /** The id routed (the emergency model when the budget was spent). */
+  readonly model: string
+  readonly route: "combo" | "auto" | "quota-share"
+  /** The combo name, auto id or quota-share group. */
+  readonly scope: string
+  readonly strategy: string
+  /** Admissible candidates, in the order they will be tried. */
+  readonly candidates: ReadonlyArray<HookTarget>
+  /** Candidates left out, and why (`circuit_open`, `cooldown`, `token_limit`, ...). */
+  readonly blocked: ReadonlyArray<{ readonly target: HookTarget; readonly reason: string }>
+  /** A fusion plan: a panel answers in parallel, then a judge. */
+  readonly fusion: boolean
+}
+
+/** The model id resolved to where the request goes (every pipeline request, after onComboResolve). */
+export interface ModelSelectEvent {
+  readonly model: string
+  readonly route: RoutePlan["kind"]
+  readonly strategy: string
+  /** The first candidate (undefined when every candidate is blocked). */
+  readonly target: HookTarget | undefined
+  readonly candidates: ReadonlyArray<HookTarget>
+  /** The body as onRequest left it; a handler may replace it for what goes upstream. */
+  readonly body: Readonly<Record<string, unknown>>
+}
+
+/** One upstream attempt is about to be sent (after admission; fallbacks fire it again). */
+export interface AttemptStartEvent {
+  /** 1 for the first attempt of the request. */
+  readonly attempt: number
+  readonly target: HookTarget
+  /** A probe of a connection or provider that was failing (shorter timeout). */
+  readonly probe: boolean
+}
+
+/** An attempt failed because of what the upstream did (error status, error in a 200, timeout, refused or cut connection, stall). */
+export interface ProviderErrorEvent {
+  readonly attempt: number
+  readonly target: HookTarget
+  /** The upstream's status (504 for a timeout or stall, 502 for a refused or cut connection). */
+  readonly status: number
+  readonly kind: FailureInfo["kind"]
+  /** The resilience layer's reading: `rate_limited`, `quota_exhausted`, `server_error`, `overloaded`, `timeout`, ... */
+  readonly reason: string
+  /** Whether another target may be tried (nothing reached the client yet and the failure is not the request's own). */
+  readonly retryable: boolean
+  readonly message: string
+  /** The answer had begun (a stream broke after its first content): the client got the error in-stream. */
+  readonly answered: boolean
+}
+
+/** The head of a streamed answer went out (also when X-Gateway-Progress opened the stream early). */
+export interface StreamStartEvent {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | number>>
+}
+
+/**
+ * A piece of a streamed answer went out: one write, whole events of the client's stream format
+ * (what one upstream chunk produced; a progress comment).
+ */
+export interface FrameEvent {
+  readonly text: string
+  /** A binary answer's piece (media content relayed as it arrives); `text` is then empty. */
+  readonly bytes?: Uint8Array
+}
+
+/** A streamed answer ended: `text` is what went out with the end (often empty); `error` when it ended with an error event. */
+export interface StreamEndEvent {
+  readonly text: string
+  readonly error: string | null
+}
+
+/** The answer as written, and the usage row the request wrote (pipeline requests). */
+interface Ending {
+  /** The status the client got (200 for a stream, also one that ended in an in-stream error; 499 when the client left first). */
+  readonly status: number
+  /** The answer's headers (those of the stream's head for a streamed answer); undefined when nothing was written. */
+  readonly headers: Readonly<Record<string, string | number>> | undefined
+  /** A whole answer's bytes as sent; undefined for a streamed answer (its frames went by onFrame). */
+  readonly body: string | Buffer | undefined
+  readonly streamed: boolean
+  /** The usage row of a pipeline request, written by the built-in hook that runs first; undefined for other requests. */
+  readonly usage: UsageRecord | undefined
+}
+
+/** The request ended with its answer (every request of the inference plane, fired once, after the answer was written). */
+export interface ResponseEvent extends Ending {}
+
+/** The request ended with an error answer (in the client's format), or the client left before its answer (status 499). */
+export interface ErrorEvent extends Ending {
+  /** The error answered; undefined when the client left. */
+  readonly error: { readonly status: number; readonly code: string | null; readonly message: string } | undefined
+  /** The hook whose handler blocked the request, if one did. */
+  readonly blockedBy: string | undefined
+}
+
+export interface HookEvents {
+  readonly onRequest: RequestEvent
+  readonly onComboResolve: ComboResolveEvent
+  readonly onModelSelect: ModelSelectEvent
+  readonly onAttemptStart: AttemptStartEvent
+  readonly onProviderError: ProviderErrorEvent
+  readonly onRateLimit: ProviderErrorEvent
+  readonly onStreamStart: StreamStartEvent
+  readonly onFrame: FrameEvent
+  readonly onStreamEnd: StreamEndEvent
+  readonly onResponse: ResponseEvent
+  readonly onError: ErrorEvent
+}
+
+// ---------------------------------------------------------------- what a handler sees and answers
+
+/** The request as hooks see it; one per request, created when a handler first runs. */
+export interface HookRequest {
+  readonly requestId: string
+  /** When the request arrived (epoch ms). */
+  readonly timestamp: number
+  readonly method: string
+  readonly path: string
+  readonly headers: IncomingHttpHeaders
+  /** The gateway API key that authenticated the request, if one did. */
+  readonly apiKeyId: string | null
+  /** What hooks attached to this request (mutable; `addMetadata` merges into it). Not written to the usage row or headers. */
+  readonly metadata: Record<string, unknown>
+}
+
+/** A hook's own answer to the client (spec document 3, `blockRequest`). */
+export interface BlockAnswer {
+  /** Default 403. */
+  readonly status?: number
+  /** Sent as JSON as it is; without it the answer is an error in the client's own format carrying `message`. */
+  readonly body?: unknown
+  readonly message?: string
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/** What a handler may answer; each field is honoured by the events that allow it, ignored by the others. */
+export interface HookVerdict {
+  /** Replaces the request body (onRequest, onModelSelect). */
+  readonly body?: Record<string, unknown>
+  /** Ends the request with this answer (onRequest, onComboResolve, onModelSelect, onAttemptStart); later handlers do not run. */
+  readonly block?: BlockAnswer
+  /** Merged into the request's metadata (any event). */
+  readonly metadata?: Readonly<Record<string, unknown>>
+}
+
+export type HookReturn = HookVerdict | void | undefined
+
+export type HookHandler<E> = (event: E, request: HookRequest) => HookReturn | Effect.Effect<HookReturn, unknown>
+
+export type RequestHook = {
+  /** Names the hook in logs and in `blockedBy`. */
+  readonly name: string
+  /** Lower runs first; equal priorities run in registration order. Default 100. */
+  readonly priority?: number
+} & { readonly [K in HookEvent]?: HookHandler<HookEvents[K]> }
+
+/** Blocks the request with `answer` (status default 403). */
+export const blockRequest = (answer: BlockAnswer = {}): HookVerdict => ({ block: answer })
+/** Replaces the request body. */
+export const modifyBody = (body: Record<string, unknown>): HookVerdict => ({ body })
+/** Attaches metadata to the request. */
+export const addMetadata = (metadata: Readonly<Record<string, unknown>>): HookVerdict => ({ metadata })
