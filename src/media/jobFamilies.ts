@@ -3,7 +3,7 @@
  * which family a connection speaks, the calls that submit a job, poll it and fetch its content,
  * and what their answers say, read into one `UpstreamState`. Plain functions over plain data; the
  * job store and the polling live in MediaJobs.ts, the client-facing routes in
- * src/inference/routes/mediaJobs.ts. Shapes: /work/research/media-wire.md sections 3 and 4
+ * src/inference/routes/mediaJobs.ts. Shapes: each vendor's API reference and SDK (OpenAI videos, Gemini Veo, ElevenLabs music, Lyria)
  * (docs/media.md, "Video and music (jobs)").
  */
 import { parseBuffer } from "music-metadata"

@@ -1,0 +1,130 @@
+/**
+ * What the provider catalog is made of: the provider and model spec types, and the builders of
+ * model specs (`chat`, `embedding`, `media`) the catalog modules share.
+ */
+import type { FormatId } from "../formats/canonical.js"
+import type { ProviderQuirks } from "../formats/format.js"
+
+export type { ProviderQuirks }
+
+export type WireFormat = FormatId
+/**
+ * `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram); `x-api-key`:
+ * Anthropic, Exa and Serper (header names are case-insensitive: Serper's `X-API-KEY` is the same
+ * header); `x-subscription-token`: Brave Search.
+ */
+export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "xi-api-key" | "x-subscription-token" | "token" | "none"
+/** Breaker and cooldown profiles differ per class (spec document 1). */
+export type AuthClass = "apikey" | "oauth" | "local"
+export type ProviderCategory = "cloud" | "aggregator" | "local" | "custom"
+/** What a model does: chat and embeddings, the media modalities (docs/media.md) and web search (docs/search.md). */
+export type ModelKind = "chat" | "embedding" | "image" | "video" | "music" | "speech" | "transcription" | "rerank" | "moderation" | "search"
+
+export interface ModelCapabilities {
+  readonly tools: boolean
+  readonly vision: boolean
+  readonly reasoning: boolean
+  readonly json: boolean
+  /** Audio input or output (custom models say so; the catalog leaves it unset: false). */
+  readonly audio?: boolean
+}
+
+export interface ModelPricing {
+  readonly input: number
+  readonly output: number
+  readonly cachedInput?: number
+  /** USD per generated image (media models). */
+  readonly perImage?: number
+  /** USD per image by kind (`"quality:size"`, `"quality"`, Gemini's `"4K"`), before `perImage` (src/accounting/cost.ts `imagePrice`). */
+  readonly perImageBy?: Readonly<Record<string, number>>
+  /** USD per second of audio or video. */
+  readonly perSecond?: number
+  /** USD per character of speech input. */
+  readonly perCharacter?: number
+  /** USD per search unit (rerank; web search: one request, or Tavily's credits). */
+  readonly perSearch?: number
+}
+
+export interface ModelSpec {
+  readonly id: string
+  readonly name: string
+  readonly kind: ModelKind
+  readonly contextWindow: number
+  readonly maxOutput: number
+  readonly capabilities: ModelCapabilities
+  readonly pricing: ModelPricing
+  readonly tier: "free" | "standard" | "premium"
+  /**
+   * Listed as `claude-3-gateway-no-thinking/<provider>/<model>`: forced on or off here,
+   * otherwise derived (Anthropic models that reason).
+   */
+  readonly noThinkingAlias?: boolean
+}
+
+export interface ProviderSpec {
+  readonly id: string
+  readonly name: string
+  /** The wire format the gateway speaks to this provider by default. */
+  readonly format: WireFormat
+  /** Other formats the provider serves natively (a client in one of them is passed through). */
+  readonly alsoSpeaks?: ReadonlyArray<WireFormat>
+  /** Follows each vendor SDK's convention: includes `/v1` for OpenAI-compatible upstreams, bare origin otherwise. */
+  readonly baseUrl: string | null
+  readonly authStyle: AuthStyle
+  readonly authClass: AuthClass
+  readonly category: ProviderCategory
+  readonly requiresApiKey: boolean
+  readonly requiresBaseUrl: boolean
+  readonly docsUrl: string
+  readonly models: ReadonlyArray<ModelSpec>
+  /**
+   * The kinds of model the provider's API serves (its media endpoints among them): a model the
+   * catalog does not list is taken to be able to do any of these. Default: chat and embeddings.
+   */
+  readonly offers?: ReadonlyArray<ModelKind>
+  /** Where this provider's dialect of its formats differs (read by the format modules); none when absent. */
+  readonly quirks?: ProviderQuirks
+}
+
+export type Caps = Partial<ModelCapabilities>
+export const chat = (
+  id: string,
+  name: string,
+  contextWindow: number,
+  maxOutput: number,
+  input: number,
+  output: number,
+  caps: Caps = {},
+  extra: { cachedInput?: number; tier?: ModelSpec["tier"] } = {}
+): ModelSpec => ({
+  id,
+  name,
+  kind: "chat",
+  contextWindow,
+  maxOutput,
+  capabilities: { tools: true, vision: false, reasoning: false, json: true, ...caps },
+  pricing: extra.cachedInput === undefined ? { input, output } : { input, output, cachedInput: extra.cachedInput },
+  tier: extra.tier ?? (input === 0 && output === 0 ? "free" : input >= 2 ? "premium" : "standard")
+})
+export const embedding = (id: string, name: string, contextWindow: number, input: number): ModelSpec => ({
+  id,
+  name,
+  kind: "embedding",
+  contextWindow,
+  maxOutput: 0,
+  capabilities: { tools: false, vision: false, reasoning: false, json: false },
+  pricing: { input, output: 0 },
+  tier: input === 0 ? "free" : "standard"
+})
+
+/** A media model: its kind and its price per unit (and per 1M tokens where the upstream reports tokens). */
+export const media = (id: string, name: string, kind: Exclude<ModelKind, "chat" | "embedding">, pricing: Partial<ModelPricing> = {}): ModelSpec => ({
+  id,
+  name,
+  kind,
+  contextWindow: 0,
+  maxOutput: 0,
+  capabilities: { tools: false, vision: false, reasoning: false, json: false },
+  pricing: { input: 0, output: 0, ...pricing },
+  tier: Object.values(pricing).some((v) => typeof v === "number" && v > 0) ? "standard" : "free"
+})
