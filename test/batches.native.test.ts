@@ -1,10 +1,21 @@
 import * as Effect from "effect/Effect"
 import OpenAI, { toFile } from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeNativeBatches } from "./support/fakeNativeBatches.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+
+/** The batch's usage rows once `count` of them are written (the usage writer flushes in batches, after the batch completes). */
+const usageRows = (query: string, batchId: string, count: number): Promise<Array<any>> =>
+  vi.waitFor(
+    () => {
+      const rows = queryDb(g.dataDir, query, `${batchId}_%`)
+      expect(rows).toHaveLength(count)
+      return rows
+    },
+    { timeout: 5000, interval: 50 }
+  )
 
 /** Native batches: `metadata.gateway_mode: "native"` forwards the whole batch to OpenAI's batch API or Anthropic's message batches. */
 const ADMIN = "gwk_native_admin_key_0123456789abcdef"
@@ -85,8 +96,8 @@ describe("native batches: OpenAI", () => {
     expect((await client.files.retrieve(done.output_file_id!)).purpose).toBe("batch_output")
 
     // One usage row per line, the owner's, at 50% of gpt-4o-mini's prices (0.15 / 0.6 per M).
-    const rows = queryDb(g.dataDir, "SELECT request_id, api_key_id, status, cost_usd, provider, model, endpoint, tokens_in, tokens_out FROM usage WHERE request_id LIKE ? ORDER BY request_id", `${created.id}_%`)
-    expect(rows).toHaveLength(3)
+    // Usage rows are written in batches: wait for them rather than for a fixed time.
+    const rows = await usageRows("SELECT request_id, api_key_id, status, cost_usd, provider, model, endpoint, tokens_in, tokens_out FROM usage WHERE request_id LIKE ? ORDER BY request_id", created.id, 3)
     expect(rows.every((r: any) => r.api_key_id === keyId && r.provider === "openai" && r.model === "gpt-4o-mini" && r.endpoint === "chat.completions")).toBe(true)
     const ok = rows.filter((r: any) => r.status === 200)
     expect(ok).toHaveLength(2)
@@ -140,8 +151,7 @@ describe("native batches: Anthropic", () => {
     expect(out[0]).toMatchObject({ custom_id: "m-1", error: null, response: { status_code: 200, request_id: `${created.id}_1`, body: { type: "message", content: [{ type: "text", text: "batched: hello" }] } } })
     const errors = await outputLines(done.error_file_id!)
     expect(errors[0]).toMatchObject({ custom_id: "m-2", response: { status_code: 400, body: { type: "error", error: { type: "invalid_request_error" } } } })
-    const rows = queryDb(g.dataDir, "SELECT status, cost_usd, provider, endpoint FROM usage WHERE request_id LIKE ? ORDER BY request_id", `${created.id}_%`)
-    expect(rows).toHaveLength(2)
+    const rows = await usageRows("SELECT status, cost_usd, provider, endpoint FROM usage WHERE request_id LIKE ? ORDER BY request_id", created.id, 2)
     expect(rows[0]).toMatchObject({ status: 200, provider: "anthropic", endpoint: "messages" })
     expect(rows[0]!.cost_usd).toBeCloseTo(((1000 * 1 + 500 * 5) / 1e6) * 0.5, 10)
   })
