@@ -7,7 +7,7 @@ import { ApiKeys } from "../auth/ApiKeys.js"
 import { safeEqual } from "../auth/password.js"
 import { Forbidden, Unauthorized } from "../domain/errors.js"
 import { bearerToken } from "../http/request.js"
-import { ManagementAuth } from "./Api.js"
+import { ManagementAuth } from "./Principal.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
 

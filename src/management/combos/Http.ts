@@ -1,12 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
-import { BadRequest } from "../domain/errors.js"
-import { AUTO_CATEGORIES, AUTO_TIERS, ADVERTISED_AUTO_IDS, AUTO_VARIANT_IDS } from "../routing/auto/variants.js"
-import { comboView, Combos } from "../routing/Combos.js"
-import { Router } from "../routing/Router.js"
-import { ManagementApi, Principal } from "./Api.js"
-
-const actor = Effect.map(Principal, (p) => (p.kind === "session" ? "admin-session" : p.id))
+import { BadRequest } from "../../domain/errors.js"
+import { AUTO_CATEGORIES, AUTO_TIERS, ADVERTISED_AUTO_IDS, AUTO_VARIANT_IDS } from "../../routing/auto/variants.js"
+import { comboView, Combos } from "../../routing/Combos.js"
+import { Router } from "../../routing/Router.js"
+import { ManagementApi } from "../Api.js"
+import { actor } from "../Principal.js"
 
 /** `/api/combos*`: persisted combos, and the virtual auto models with their pools. */
 export const CombosLive = HttpApiBuilder.group(ManagementApi, "combos", (handlers) =>

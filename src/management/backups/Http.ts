@@ -6,9 +6,9 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
-import { NotImplemented, PayloadTooLarge } from "../domain/errors.js"
-import { Backups } from "../store/Backups.js"
-import { ManagementApi } from "./Api.js"
+import { NotImplemented, PayloadTooLarge } from "../../domain/errors.js"
+import { Backups } from "../../store/Backups.js"
+import { ManagementApi } from "../Api.js"
 
 /** The largest upload `POST /api/db-backups/import` takes (GATEWAY_BACKUP_IMPORT_MAX_MB, default 1024). */
 const ImportLimit = Config.number("GATEWAY_BACKUP_IMPORT_MAX_MB").pipe(

@@ -1,10 +1,9 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
-import { ProviderModels } from "../providers/ProviderModels.js"
-import { Aliases } from "../routing/Aliases.js"
-import { ManagementApi, Principal } from "./Api.js"
-
-const actor = Effect.map(Principal, (p) => (p.kind === "session" ? "admin-session" : p.id))
+import { ProviderModels } from "../../providers/ProviderModels.js"
+import { Aliases } from "../../routing/Aliases.js"
+import { ManagementApi } from "../Api.js"
+import { actor } from "../Principal.js"
 
 /** `/api/models/catalog`, `/api/models/alias` and `/api/provider-models` (docs/operations.md). */
 export const ModelsLive = HttpApiBuilder.group(ManagementApi, "models", (handlers) =>

@@ -1,12 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
-import { AccountingConfig } from "../accounting/AccountingConfig.js"
-import { Budgets } from "../accounting/Budgets.js"
-import { Idempotency } from "../accounting/Idempotency.js"
-import { Pricing } from "../accounting/Pricing.js"
-import { ResponseCache } from "../accounting/ResponseCache.js"
-import { TokenLimits } from "../accounting/TokenLimits.js"
-import { ManagementApi } from "./Api.js"
+import { AccountingConfig } from "../../accounting/AccountingConfig.js"
+import { Budgets } from "../../accounting/Budgets.js"
+import { Idempotency } from "../../accounting/Idempotency.js"
+import { Pricing } from "../../accounting/Pricing.js"
+import { ResponseCache } from "../../accounting/ResponseCache.js"
+import { TokenLimits } from "../../accounting/TokenLimits.js"
+import { ManagementApi } from "../Api.js"
 
 /** Budgets, token limits, pricing and cache statistics (docs/accounting.md). */
 export const AccountingLive = HttpApiBuilder.group(ManagementApi, "accounting", (handlers) =>

@@ -1,14 +1,14 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { PROVIDERS } from "../providers/catalog.js"
-import { Connections } from "../providers/Connections.js"
-import { Resilience } from "../resilience/Resilience.js"
-import { candidateOf } from "../routing/plan.js"
-import { RoutingMemory } from "../routing/RoutingMemory.js"
-import { Cooldowns } from "../resilience/Cooldowns.js"
-import { UsageQueries } from "../usage/UsageQueries.js"
-import { ManagementApi } from "./Api.js"
+import { PROVIDERS } from "../../providers/catalog.js"
+import { Connections } from "../../providers/Connections.js"
+import { Resilience } from "../../resilience/Resilience.js"
+import { candidateOf } from "../../routing/plan.js"
+import { RoutingMemory } from "../../routing/RoutingMemory.js"
+import { Cooldowns } from "../../resilience/Cooldowns.js"
+import { UsageQueries } from "../../usage/UsageQueries.js"
+import { ManagementApi } from "../Api.js"
 
 /** `/api/usage/{history,logs,request-logs,<connection>}`, `/api/telemetry/summary`, `/api/monitoring/health`. */
 export const UsageLive = HttpApiBuilder.group(ManagementApi, "usage", (handlers) =>

@@ -1,0 +1,21 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Layer from "effect/Layer"
+import { AccountingLive } from "./accounting/Http.js"
+import { ManagementApi } from "./Api.js"
+import { AuthLive } from "./auth/Http.js"
+import { ManagementAuthLive } from "./Auth.js"
+import { BackupsLive } from "./backups/Http.js"
+import { CombosLive } from "./combos/Http.js"
+import { FeatureFlagsLive } from "./flags/Http.js"
+import { HealthLive } from "./health/Http.js"
+import { KeysLive } from "./keys/Http.js"
+import { ModelsLive } from "./models/Http.js"
+import { ProvidersLive } from "./providers/Http.js"
+import { ResilienceLive } from "./resilience/Http.js"
+import { UsageLive } from "./usage/Http.js"
+
+/** The management API with every area's group implemented. */
+export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive]),
+  Layer.provide(ManagementAuthLive)
+)
