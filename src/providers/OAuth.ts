@@ -175,13 +175,14 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
             .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024 })
             .pipe(
               Effect.map((res): TokenOutcome => {
-                const text = scrubSecrets(res.bytes?.toString("utf8") ?? "", hide)
-                const json = tryJson(text)
+                const raw = res.bytes?.toString("utf8") ?? ""
                 if (res.status >= 200 && res.status < 300) {
+                  const json = tryJson(raw)
                   const tokens = parseTokenAnswer(json, started)
                   return typeof tokens === "string" ? { _tag: "transient", message: tokens } : { _tag: "ok", tokens }
                 }
-                const e = tokenError(json)
+                // An error answer may echo what was sent (a code, a refresh token): scrubbed before it is read.
+                const e = tokenError(tryJson(scrubSecrets(raw, hide)))
                 if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) return { _tag: "refused", status: res.status, error: e.error, description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null }
                 return { _tag: "transient", message: `HTTP ${res.status}${e.error ? ` ${e.error}` : ""}` }
               }),
