@@ -23,6 +23,7 @@ import { ManagementHandler } from "./management/App.js"
 import * as Logging from "./observability/Logging.js"
 import { ProcessGuard } from "./observability/ProcessGuard.js"
 import { Connections } from "./providers/Connections.js"
+import { OAuth } from "./providers/OAuth.js"
 import { ProviderChecks } from "./providers/ProviderChecks.js"
 import { BatchWriter } from "./store/BatchWriter.js"
 import * as Db from "./store/Db.js"
@@ -82,6 +83,7 @@ export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
+  Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
   Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer)),

@@ -124,7 +124,19 @@ export const ConnectionView = Schema.Struct({
   errorCode: Schema.NullOr(Schema.String),
   backoffLevel: Schema.Number,
   createdAt: Schema.String,
-  updatedAt: Schema.String
+  updatedAt: Schema.String,
+  /** `oauth`: the credential is an OAuth access token the gateway refreshes (docs/operations.md, "OAuth connections"). */
+  authType: Schema.Literal("apikey", "oauth"),
+  /** An OAuth connection's grant: the account, when the access token expires, the last refresh. No token is ever listed. */
+  oauth: Schema.optional(
+    Schema.Struct({
+      email: Schema.NullOr(Schema.String),
+      accountId: Schema.NullOr(Schema.String),
+      expiresAt: Schema.NullOr(Schema.String),
+      hasRefreshToken: Schema.Boolean,
+      refreshedAt: Schema.NullOr(Schema.String)
+    })
+  )
 })
 export type ConnectionView = typeof ConnectionView.Type
 

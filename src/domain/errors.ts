@@ -53,3 +53,10 @@ export class NotImplemented extends Schema.TaggedError<NotImplemented>()(
   { message: Schema.String },
   HttpApiSchema.annotations({ status: 501 })
 ) {}
+
+/** An upstream the gateway had to ask (an OAuth token endpoint) failed or answered nonsense. */
+export class BadGateway extends Schema.TaggedError<BadGateway>()(
+  "BadGateway",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 502 })
+) {}

@@ -4,12 +4,14 @@ import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
 import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../formats/canonical.js"
 import { obj, tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
+import { OAuth } from "../providers/OAuth.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { InFlight } from "../usage/InFlight.js"
 import { Usage as UsageService } from "../usage/Usage.js"
@@ -117,7 +119,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return first ? Effect.succeed({ connection: first.connection, model: first.model }) : Effect.fail(allBlocked(format, plan))
         })
 
-      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts })
+      const oauth = yield* Effect.serviceOption(OAuth)
+      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts, credentials: Option.isSome(oauth) ? oauth.value.fresh : undefined })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
@@ -155,7 +158,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             body,
             { stream: call.stream, forward, readWhole: !call.stream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
             client,
-            (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")
+            (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
           )
           if (res.status < 200 || res.status >= 300) {
             const { error, info } = yield* readFailure(res, upstream, client, connection)

@@ -107,11 +107,40 @@ export const errorInAnswer = (
   }
 }
 
-export const makeSending = (deps: { readonly connections: ConnectionsShape; readonly http: UpstreamHttpShape; readonly timeouts: StreamTimeoutsShape }) => {
-  const { connections, http, timeouts } = deps
+/** OAuth connections: the connection with a token good for the request (refreshed first when about to expire). */
+export type FreshCredentials = (connection: Connection) => Effect.Effect<Connection, { readonly message: string; readonly permanent: boolean }>
+
+export const makeSending = (deps: {
+  readonly connections: ConnectionsShape
+  readonly http: UpstreamHttpShape
+  readonly timeouts: StreamTimeoutsShape
+  readonly credentials?: FreshCredentials | undefined
+}) => {
+  const { connections, http, timeouts, credentials } = deps
 
   /** Sends one prepared request, with its failures mapped by `fail` in the same step (the caller's own error type). */
   const sendAs = <E>(
+    target: ResolvedTarget,
+    format: FormatId,
+    body: Record<string, unknown>,
+    options: SendOptions,
+    clientFormat: WireFormat,
+    fail: (e: InferenceError) => E
+  ): Effect.Effect<UpstreamResponse, E> => {
+    // An OAuth token about to expire is refreshed (single-flight) before the request goes out;
+    // one that cannot be refreshed skips this connection (code `oauth_refresh_failed`).
+    if (credentials !== undefined && target.connection.oauth !== undefined) {
+      return Effect.flatMap(
+        Effect.mapError(credentials(target.connection), (e) =>
+          fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: e.message, code: "oauth_refresh_failed" }))
+        ),
+        (connection) => sendWith({ ...target, connection }, format, body, options, clientFormat, fail)
+      )
+    }
+    return sendWith(target, format, body, options, clientFormat, fail)
+  }
+
+  const sendWith = <E>(
     target: ResolvedTarget,
     format: FormatId,
     body: Record<string, unknown>,

@@ -60,6 +60,18 @@ export interface Connection {
   readonly hiddenModels?: ReadonlySet<string>
   /** Models only `/api/provider-models` knows (not in the provider catalog). */
   readonly customModels?: ReadonlySet<string>
+  /** An OAuth connection's grant (its access token is `apiKey`); absent for API-key connections. */
+  readonly oauth?: ConnectionOAuth
+}
+
+/** What the request path and listings know of an OAuth grant (the tokens stay in src/providers/OAuth.ts). */
+export interface ConnectionOAuth {
+  /** When the access token expires (epoch ms); null when the token endpoint did not say. */
+  readonly expiresAt: number | null
+  readonly email: string | null
+  readonly accountId: string | null
+  readonly hasRefreshToken: boolean
+  readonly refreshedAt: number | null
 }
 
 /** What a model id resolved to: a connection and the model name the upstream knows. */
@@ -122,6 +134,13 @@ interface Row {
   readonly account_tier: string | null
   /** JSON of ConnectionTimeouts, or null. */
   readonly timeouts: string | null
+  /** From `oauth_tokens` (LEFT JOIN): null for API-key connections. */
+  readonly oauth_flow: string | null
+  readonly oauth_expires_at: number | null
+  readonly oauth_email: string | null
+  readonly oauth_account_id: string | null
+  readonly oauth_has_refresh: number | null
+  readonly oauth_refreshed_at: number | null
 }
 
 interface Snapshot {
@@ -172,7 +191,11 @@ export const connectionView = (c: Connection): ConnectionView => ({
   errorCode: c.errorCode,
   backoffLevel: c.backoffLevel,
   createdAt: toIso(c.createdAt)!,
-  updatedAt: toIso(c.updatedAt)!
+  updatedAt: toIso(c.updatedAt)!,
+  authType: c.provider.authClass === "oauth" ? "oauth" : "apikey",
+  ...(c.oauth
+    ? { oauth: { email: c.oauth.email, accountId: c.oauth.accountId, expiresAt: toIso(c.oauth.expiresAt), hasRefreshToken: c.oauth.hasRefreshToken, refreshedAt: toIso(c.oauth.refreshedAt) } }
+    : {})
 })
 
 /** Every model id a connection serves: catalog models, configured extras and its default. */
@@ -278,14 +301,27 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             createdAt: row.created_at,
             updatedAt: row.updated_at,
             ...(applied.hidden.size > 0 ? { hiddenModels: applied.hidden } : {}),
-            ...(applied.custom.size > 0 ? { customModels: applied.custom } : {})
+            ...(applied.custom.size > 0 ? { customModels: applied.custom } : {}),
+            ...(row.oauth_flow !== null
+              ? {
+                  oauth: {
+                    expiresAt: row.oauth_expires_at === null ? null : Number(row.oauth_expires_at),
+                    email: row.oauth_email,
+                    accountId: row.oauth_account_id,
+                    hasRefreshToken: Number(row.oauth_has_refresh ?? 0) === 1,
+                    refreshedAt: row.oauth_refreshed_at === null ? null : Number(row.oauth_refreshed_at)
+                  }
+                }
+              : {})
           }
         })
 
       const snapshot = makeCachedLoad(
         version,
         Effect.gen(function* () {
-          const rows = yield* sql<Row>`SELECT * FROM connections ORDER BY priority, created_at`.pipe(Effect.orDie)
+          const rows = yield* sql<Row>`SELECT c.*, o.flow AS oauth_flow, o.expires_at AS oauth_expires_at, o.email AS oauth_email, o.account_id AS oauth_account_id,
+            CASE WHEN o.refresh_token_enc IS NULL THEN 0 ELSE 1 END AS oauth_has_refresh, o.refreshed_at AS oauth_refreshed_at
+            FROM connections c LEFT JOIN oauth_tokens o ON o.connection_id = c.id ORDER BY c.priority, c.created_at`.pipe(Effect.orDie)
           const kv = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_MODELS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
           const custom = parseRecords(kv.map((r) => [r.key, r.value] as const)).sort((a, b) => a.createdAt - b.createdAt)
           const all = yield* Effect.forEach(rows, (row) => fromRow(row, custom))

@@ -7,6 +7,7 @@
 export * from "./modelSpec.js"
 import { chat, embedding, media, type ModelKind, type ModelSpec, type ProviderSpec, type WireFormat } from "./modelSpec.js"
 import { MEDIA_PROVIDERS } from "./mediaProviders.js"
+import { OAUTH_PROVIDERS } from "./oauthProviders.js"
 
 // ---------------------------------------------------------------- image models (docs/media.md, "Images")
 // Prices as the vendors published them when this was written, none confirmed against a live price page.
@@ -302,6 +303,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     ]
   },
   ...MEDIA_PROVIDERS,
+  ...OAUTH_PROVIDERS,
   {
     id: "openai-compatible",
     name: "OpenAI-compatible (custom base URL)",

@@ -61,6 +61,34 @@ export interface ModelSpec {
   readonly noThinkingAlias?: boolean
 }
 
+/**
+ * How a provider's accounts sign in with OAuth (docs/operations.md, "OAuth connections"): the
+ * endpoints (the vendor's public ones; each can be overridden per connection or by environment
+ * variable), the public client id, scopes, the flows it supports and how the access token is sent.
+ */
+export interface OAuthSpec {
+  /** Authorization-code endpoint (PKCE flow). */
+  readonly authorizeUrl?: string
+  readonly tokenUrl: string
+  /** RFC 8628 device authorization endpoint (device flow). */
+  readonly deviceAuthorizationUrl?: string
+  /** Public client id (no client secret: PKCE and the device flow are for public clients). */
+  readonly clientId: string
+  readonly scopes: ReadonlyArray<string>
+  readonly flows: ReadonlyArray<"pkce" | "device">
+  /** Where the vendor's own client has the browser sent back; the code is then pasted (headless). */
+  readonly redirectUri?: string
+  /** Body encoding of token requests: form (RFC 6749) or JSON (Anthropic's console). */
+  readonly tokenRequest: "form" | "json"
+  /** The device flow sends a PKCE challenge too (Qwen). */
+  readonly devicePkce?: boolean
+  /** Extra authorize-URL parameters the vendor expects. */
+  readonly authorizeParams?: Readonly<Record<string, string>>
+  /** The access token goes upstream as `Authorization: Bearer <token>`, with these headers beside it. */
+  readonly tokenUse: "bearer"
+  readonly upstreamHeaders?: Readonly<Record<string, string>>
+}
+
 export interface ProviderSpec {
   readonly id: string
   readonly name: string
@@ -84,6 +112,8 @@ export interface ProviderSpec {
   readonly offers?: ReadonlyArray<ModelKind>
   /** Where this provider's dialect of its formats differs (read by the format modules); none when absent. */
   readonly quirks?: ProviderQuirks
+  /** Accounts sign in with OAuth (`authClass: "oauth"`); the access token is the connection's credential. */
+  readonly oauth?: OAuthSpec
 }
 
 export type Caps = Partial<ModelCapabilities>

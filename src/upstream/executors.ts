@@ -84,10 +84,28 @@ export const upstreamRequest = (
       "accept-encoding": "identity",
       "user-agent": options.userAgent,
       ...options.forward,
-      ...upstreamAuthHeaders(connection.provider.authStyle, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)
+      ...(connection.provider.oauth
+        ? oauthHeaders(connection, format, options.forward)
+        : upstreamAuthHeaders(connection.provider.authStyle, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined))
     },
     body: JSON.stringify(payload)
   }
+}
+
+/**
+ * An OAuth connection's headers: its access token as `Authorization: Bearer` whatever the wire
+ * format (an Anthropic upstream takes OAuth tokens that way, not as `x-api-key`), and the
+ * provider's extra headers (Anthropic's OAuth beta), merged with a client's own `anthropic-beta`.
+ */
+const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  if (connection.apiKey) headers["authorization"] = `Bearer ${Redacted.value(connection.apiKey)}`
+  if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
+  for (const [name, value] of Object.entries(connection.provider.oauth?.upstreamHeaders ?? {})) {
+    const client = forward?.[name]
+    headers[name] = client && !client.split(",").map((s) => s.trim()).includes(value) ? `${value},${client}` : value
+  }
+  return headers
 }
 
 /** The HTTP request for a `CustomCall` to a connection. */
@@ -97,6 +115,8 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
   const auth: Record<string, string> =
     key === undefined || style === "none"
       ? {}
+      : connection.provider.oauth
+        ? oauthHeaders(connection, connection.format, undefined)
       : style === "x-goog-api-key"
         ? { "x-goog-api-key": key }
         : style === "x-api-key"
