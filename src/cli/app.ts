@@ -2,8 +2,6 @@ import * as Command from "@effect/cli/Command"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { live } from "../Gateway.js"
 import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
@@ -16,6 +14,7 @@ import { statusCommand } from "./commands/status.js"
 import { overridesFrom } from "./local.js"
 import { exitWith } from "./output.js"
 import { gateway } from "./root.js"
+import { serve } from "../system/serve.js"
 
 /** With no subcommand, `gateway` serves. */
 const command = gateway.pipe(
@@ -25,7 +24,7 @@ const command = gateway.pipe(
         yield* Console.error("the MCP stdio server is not built in this version yet")
         return yield* exitWith(2)
       }
-      return yield* Layer.launch(live(overridesFrom(root)))
+      return yield* serve(overridesFrom(root))
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
