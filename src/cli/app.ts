@@ -11,6 +11,7 @@ import { keysCommand } from "./commands/keys.js"
 import { providersCommand } from "./commands/providers.js"
 import { setupCommand } from "./commands/setup.js"
 import { statusCommand } from "./commands/status.js"
+import { configCommand, envCommand, healthCommand, logsCommand, resetEncryptedColumnsCommand, resetPasswordCommand } from "./commands/system.js"
 import { overridesFrom } from "./local.js"
 import { exitWith } from "./output.js"
 import { gateway } from "./root.js"
@@ -28,7 +29,7 @@ const command = gateway.pipe(
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand])
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand, resetPasswordCommand, resetEncryptedColumnsCommand, configCommand, envCommand, healthCommand, logsCommand])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })
