@@ -194,11 +194,11 @@ describe("recovery commands", () => {
     const report = JSON.parse(dry.stdout)
     expect(report.undecryptable).toEqual([{ table: "connections", row: "openai-compatible", column: "api_key_enc" }])
     expect(report.reset).toBe(false)
-    expect((await queryDb(dataDir, "SELECT api_key_enc FROM connections"))[0].api_key_enc).not.toBeNull()
+    expect((await queryDb(dataDir, "SELECT api_key_enc FROM connections"))[0]!.api_key_enc).not.toBeNull()
     const forced = await runCli(["reset-encrypted-columns", "--force"], env)
     expect(forced.code).toBe(0)
     expect(forced.stdout).toContain("1 credential(s) nulled")
-    expect((await queryDb(dataDir, "SELECT api_key_enc FROM connections"))[0].api_key_enc).toBeNull()
+    expect((await queryDb(dataDir, "SELECT api_key_enc FROM connections"))[0]!.api_key_enc).toBeNull()
     const clean = await runCli(["reset-encrypted-columns"], env)
     expect(clean.stdout).toContain("nothing to reset")
     // With the right key (the generated file) there was never anything to reset.
