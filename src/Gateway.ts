@@ -53,6 +53,7 @@ import { ResponseCache } from "./accounting/ResponseCache.js"
 import { TokenLimits } from "./accounting/TokenLimits.js"
 import { InFlight } from "./usage/InFlight.js"
 import { SharedState } from "./state/SharedState.js"
+import { Lifecycle } from "./system/Lifecycle.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -86,7 +87,7 @@ export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe
   Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
   Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer)),
-  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer)),
+  Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer, Lifecycle.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)
 )
@@ -98,7 +99,7 @@ export const live = (overrides: Partial<AppConfigShape> = {}) => {
     // One process; a multi-process transport (Redis) is chosen here.
     Layer.provide(SharedState.layer),
     Layer.provide(StreamTimeouts.layer),
-    Layer.provide(Logging.layerFromConfig),
+    Layer.provide(Logging.layerWithFile),
     Layer.provide(config),
     Layer.provideMerge(config)
   )

@@ -2,8 +2,6 @@ import * as Command from "@effect/cli/Command"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { live } from "../Gateway.js"
 import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
@@ -13,9 +11,11 @@ import { keysCommand } from "./commands/keys.js"
 import { providersCommand } from "./commands/providers.js"
 import { setupCommand } from "./commands/setup.js"
 import { statusCommand } from "./commands/status.js"
+import { configCommand, envCommand, healthCommand, logsCommand, resetEncryptedColumnsCommand, resetPasswordCommand } from "./commands/system.js"
 import { overridesFrom } from "./local.js"
 import { exitWith } from "./output.js"
 import { gateway } from "./root.js"
+import { serve } from "../system/serve.js"
 
 /** With no subcommand, `gateway` serves. */
 const command = gateway.pipe(
@@ -25,11 +25,11 @@ const command = gateway.pipe(
         yield* Console.error("the MCP stdio server is not built in this version yet")
         return yield* exitWith(2)
       }
-      return yield* Layer.launch(live(overridesFrom(root)))
+      return yield* serve(overridesFrom(root))
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand])
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand, resetPasswordCommand, resetEncryptedColumnsCommand, configCommand, envCommand, healthCommand, logsCommand])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })

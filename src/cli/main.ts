@@ -1,8 +1,22 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import { envFilePath } from "../system/envFile.js"
+import { rememberStartEnv } from "../system/serve.js"
 import { cli } from "./app.js"
 import { cliLogger } from "./local.js"
+
+// The env file (GATEWAY_ENV_FILE or ./.env): values already in the environment win.
+rememberStartEnv(process.env)
+const envFile = envFilePath()
+if (fs.existsSync(envFile)) {
+  try {
+    process.loadEnvFile(envFile)
+  } catch (e) {
+    console.error(`gateway: cannot read the env file ${envFile}: ${(e as Error).message}`)
+  }
+}
 
 cli(process.argv).pipe(
   Effect.provide(cliLogger),

@@ -106,7 +106,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         const planInput = {
           features: input.features ?? (() => NO_FEATURES(sessionId)),
           ...(ctx ? { mode: requestHeader(ctx, "x-gateway-mode"), budget: requestHeader(ctx, "x-gateway-budget") } : {}),
-          ...(sessionId ? { sessionId } : {})
+          ...(sessionId ? { sessionId, apiKeyId: ctx?.apiKeyId } : {})
         }
         const known = router.peekPlan(model, planInput)
         if (known !== undefined) return Either.mapLeft(known, routeError(format))

@@ -10,6 +10,8 @@ import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
+import { SessionsGroup } from "./sessions/Api.js"
+import { InitGroup, SystemGroup } from "./system/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
@@ -32,4 +34,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(BackupsGroup)
   .add(ModelsGroup)
   .add(OAuthGroup)
-  .add(OAuthCallbackGroup) {}
+  .add(OAuthCallbackGroup)
+  .add(SessionsGroup)
+  .add(InitGroup)
+  .add(SystemGroup) {}

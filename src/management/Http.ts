@@ -13,10 +13,29 @@ import { ModelsLive } from "./models/Http.js"
 import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
+import { SessionsLive } from "./sessions/Http.js"
+import { InitLive, SystemLive } from "./system/Http.js"
 import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive, OAuthLive, OAuthCallbackLive]),
+  Layer.provide([
+    HealthLive,
+    AuthLive,
+    KeysLive,
+    ProvidersLive,
+    FeatureFlagsLive,
+    CombosLive,
+    ResilienceLive,
+    UsageLive,
+    AccountingLive,
+    BackupsLive,
+    ModelsLive,
+    OAuthLive,
+    OAuthCallbackLive,
+    SessionsLive,
+    InitLive,
+    SystemLive,
+  ]),
   Layer.provide(ManagementAuthLive)
 )

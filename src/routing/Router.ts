@@ -32,7 +32,13 @@ export interface PlanInput {
   readonly mode?: string | undefined
   readonly budget?: string | undefined
   readonly sessionId?: string | undefined
+  /** The caller's API key id, kept with a sticky session (GET /api/sessions). */
+  readonly apiKeyId?: string | null | undefined
 }
+
+/** The plan's session fields: nothing for a request without X-Session-Id. */
+const sessionOf = (input: PlanInput): { sessionId?: string; sessionKey?: string } =>
+  input.sessionId ? (input.apiKeyId ? { sessionId: input.sessionId, sessionKey: input.apiKeyId } : { sessionId: input.sessionId }) : {}
 
 /** A routable model that is not one connection's: a combo or an auto id (model lists). */
 export interface VirtualModel {
@@ -226,7 +232,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           const pool = [...admitted.ok, ...admitted.blocked.filter((b) => b.reason === "circuit_open").map((b) => b.candidate)]
           const blocked = admitted.blocked
           if (pool.length === 0) {
-            return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) } satisfies RoutePlan
+            return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>(), ...sessionOf(input) } satisfies RoutePlan
           }
           const features = input.features()
           const entries = filterPool(
@@ -263,7 +269,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
             blocked,
             probes: new Set(order.probes),
             decision: order.decision,
-            ...(input.sessionId ? { sessionId: input.sessionId } : {})
+            ...sessionOf(input)
           } satisfies RoutePlan
         })
 
@@ -307,7 +313,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
             blocked,
             probes: new Set<string>(),
             ...(fusion ? { fusion } : {}),
-            ...(input.sessionId ? { sessionId: input.sessionId } : {})
+            ...sessionOf(input)
           } satisfies RoutePlan
         })
 
@@ -331,7 +337,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
             candidates: toFront(ordered, sticky),
             blocked,
             probes: new Set<string>(),
-            ...(input.sessionId ? { sessionId: input.sessionId } : {})
+            ...sessionOf(input)
           } satisfies RoutePlan
         })
 
@@ -343,7 +349,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           const { ok, blocked } = admit(all, resilience.admission, now)
           const scope = `qtSd/${group}`
           const ordered = quotaShare.order(ok, { scope, request: input.features(), random: engine.random, now, state: stateFor(now) })
-          return { kind: "quota-share", scope, strategy: "quota-share", candidates: ordered, blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) } satisfies RoutePlan
+          return { kind: "quota-share", scope, strategy: "quota-share", candidates: ordered, blocked, probes: new Set<string>(), ...sessionOf(input) } satisfies RoutePlan
         })
 
       const directOf = (model: string, targets: ReadonlyArray<ResolvedTarget>, input: PlanInput, now: number): RoutePlan => {
@@ -352,7 +358,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           resilience.admission,
           now
         )
-        return { kind: "direct", scope: model, strategy: "direct", candidates: ok, blocked, probes: new Set<string>(), ...(input.sessionId ? { sessionId: input.sessionId } : {}) }
+        return { kind: "direct", scope: model, strategy: "direct", candidates: ok, blocked, probes: new Set<string>(), ...sessionOf(input) }
       }
 
       const directPlan = (model: string, input: PlanInput) =>
@@ -407,7 +413,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
               const now = yield* Clock.currentTimeMillis
               const previous = memory.setLastGood(p.scope, c.key)
               if (p.sessionId) {
-                memory.setSticky(p.scope, p.sessionId, c.key, now)
+                memory.setSticky(p.scope, p.sessionId, c.key, now, p.sessionKey)
                 if (p.strategy === "context-relay") memory.setRelayLeg(p.scope, p.sessionId, c.key)
               }
               if (p.probes.has(c.key)) engine.healing.probeDone(c.key, true, now)

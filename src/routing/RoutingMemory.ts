@@ -65,8 +65,31 @@ const bounded = <V>(max: number) => new BoundedMap<string, V>({ maxEntries: max 
  * requests in flight, turns, deficits, quota reports) describes this process's own traffic.
  */
 export type SessionChange =
-  | { readonly op: "sticky"; readonly scope: string; readonly session: string; readonly key: string; readonly at: number }
+  | { readonly op: "sticky"; readonly scope: string; readonly session: string; readonly key: string; readonly at: number; readonly requests?: number; readonly apiKeyId?: string | null }
+  | { readonly op: "unpin"; readonly session: string }
   | { readonly op: "leg"; readonly scope: string; readonly session: string; readonly key: string }
+
+/** A session that stuck to a candidate (X-Session-Id), as GET /api/sessions lists it. */
+export interface StickySession {
+  readonly session: string
+  /** The combo or auto id whose candidates it sticks among. */
+  readonly scope: string
+  /** `<connection name>/<model>` */
+  readonly key: string
+  readonly apiKeyId: string | null
+  readonly firstSeen: number
+  readonly lastSeen: number
+  readonly requests: number
+}
+
+/** A sticky entry; mutated in place when the same target serves the session again (no allocation). */
+interface StickyEntry {
+  key: string
+  at: number
+  since: number
+  requests: number
+  apiKeyId: string | null
+}
 
 export interface RoutingMemoryShape {
   /** Latency/error window of a candidate. */
@@ -85,7 +108,12 @@ export interface RoutingMemoryShape {
   readonly setRelayLeg: (scope: string, session: string, key: string) => void
   /** The candidate a session stuck to in a scope (X-Session-Id), while fresh. */
   readonly sticky: (scope: string, session: string, now: number) => string | undefined
-  readonly setSticky: (scope: string, session: string, key: string, now: number) => void
+  /** Records that a session's request was served by `key` (`apiKeyId`: the caller's key, for listings). */
+  readonly setSticky: (scope: string, session: string, key: string, now: number, apiKeyId?: string | null) => void
+  /** Live sticky sessions, newest first (GET /api/sessions). */
+  readonly stickySessions: (now: number) => ReadonlyArray<StickySession>
+  /** Forgets a session's stickiness in every scope (and its relay legs); answers how many scopes it had. */
+  readonly unpin: (session: string) => number
   readonly deficits: (group: string) => Counters
   /** Quota reported for a connection (and model): rate-limit headers, the accounting layer. */
   readonly quota: (connectionId: string, model: string, now: number) => QuotaInfo | undefined
@@ -114,14 +142,26 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
     const turns = bounded<number>(10_000)
     const lastGood = bounded<string>(10_000)
     const legs = bounded<string>(MAX_SESSIONS)
-    const sessions = bounded<{ key: string; at: number }>(MAX_SESSIONS)
+    const sessions = bounded<StickyEntry>(MAX_SESSIONS)
     const deficits = bounded<BoundedMap<string, number>>(1_000)
     const quotas = bounded<{ connectionId: string; model: string | undefined; info: QuotaRecord }>(10_000)
 
     const channel = shared.channel<SessionChange>("sessions", (c) => {
-      if (c.op === "sticky") sessions.set(`${c.scope}\u0000${c.session}`, { key: c.key, at: c.at })
+      if (c.op === "sticky") {
+        const k = `${c.scope}\u0000${c.session}`
+        const since = sessions.peek(k)?.since ?? c.at
+        sessions.set(k, { key: c.key, at: c.at, since, requests: c.requests ?? 1, apiKeyId: c.apiKeyId ?? null })
+      } else if (c.op === "unpin") unpinLocal(c.session)
       else legs.set(`${c.scope}\u0000${c.session}`, c.key)
     })
+
+    const unpinLocal = (session: string): number => {
+      let n = 0
+      const suffix = `\u0000${session}`
+      for (const k of Array.from(sessions.keys())) if (k.endsWith(suffix) && sessions.delete(k)) n++
+      for (const k of Array.from(legs.keys())) if (k.endsWith(suffix)) legs.delete(k)
+      return n
+    }
 
     const quotaKey = (connectionId: string, model: string | undefined) => `${connectionId}\u0000${model ?? ""}`
     const fresh = (q: QuotaRecord | undefined, now: number): QuotaInfo | undefined => {
@@ -176,9 +216,31 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
         const s = sessions.get(`${scope}\u0000${session}`)
         return s && now - s.at <= SESSION_TTL_MS ? s.key : undefined
       },
-      setSticky: (scope, session, key, now) => {
-        sessions.set(`${scope}\u0000${session}`, { key, at: now })
-        if (channel.shared) channel.publish({ op: "sticky", scope, session, key, at: now })
+      setSticky: (scope, session, key, now, apiKeyId) => {
+        const k = `${scope}\u0000${session}`
+        let entry = sessions.peek(k)
+        if (entry !== undefined && now - entry.at <= SESSION_TTL_MS) {
+          entry.key = key
+          entry.at = now
+          entry.requests++
+          if (apiKeyId != null) entry.apiKeyId = apiKeyId
+        } else entry = { key, at: now, since: now, requests: 1, apiKeyId: apiKeyId ?? null }
+        sessions.set(k, entry)
+        if (channel.shared) channel.publish({ op: "sticky", scope, session, key, at: now, requests: entry.requests, apiKeyId: entry.apiKeyId })
+      },
+      stickySessions: (now) => {
+        const out: Array<StickySession> = []
+        for (const [k, e] of sessions) {
+          if (now - e.at > SESSION_TTL_MS) continue
+          const cut = k.indexOf("\u0000")
+          out.push({ scope: k.slice(0, cut), session: k.slice(cut + 1), key: e.key, apiKeyId: e.apiKeyId, firstSeen: e.since, lastSeen: e.at, requests: e.requests })
+        }
+        return out.reverse()
+      },
+      unpin: (session) => {
+        const n = unpinLocal(session)
+        if (channel.shared) channel.publish({ op: "unpin", session })
+        return n
       },
       deficits: (group) => {
         let d = deficits.get(group)

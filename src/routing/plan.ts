@@ -41,6 +41,8 @@ export interface RoutePlan {
   readonly probes: ReadonlySet<string>
   readonly fusion?: FusionPlan
   readonly sessionId?: string
+  /** The API key id of the session's request (kept with the sticky session). */
+  readonly sessionKey?: string
   readonly decision?: RouterDecision
 }
 
