@@ -193,7 +193,7 @@ export const answerRewrite = (g: AnswerGuard): AnswerRewrite => {
     const final = finalEvent(data)
     const channels = new Set<string>()
     for (const s of slots) if (s.channel !== undefined) channels.add(s.channel)
-    let out = flushExcept(final ? undefined : channels)
+    let out = flushExcept(channels)
     if (slots.length === 0) return out + original()
     let changed = false
     for (const slot of slots) {
