@@ -32,7 +32,7 @@ export const INJECTION_RULES: ReadonlyArray<InjectionRule> = [
     id: "system-prompt-exfiltration",
     version: 1,
     pattern:
-      /\b(?:reveal|print|show|repeat|output|display|leak|dump|disclose|recite)\s+(?:me\s+)?(?:your|the)\s+(?:(?:full|entire|complete|original|hidden|secret|initial|exact)\s+)*(?:system\s+(?:prompt|message|instructions)|hidden\s+instructions|initial\s+instructions|developer\s+message)\b|\bwhat\s+(?:is|are|was|were)\s+your\s+(?:system\s+prompt|hidden\s+instructions|initial\s+instructions)\b/i,
+      /\b(?:reveal|print|show|repeat|output|display|leak|dump|disclose|recite)\s+(?:me\s+)?(?:your\s+(?:(?:full|entire|complete|original|hidden|secret|initial|exact)\s+)*|the\s+(?:(?:full|entire|complete|original|hidden|secret|initial|exact)\s+)+)(?:system\s+(?:prompt|message|instructions)|hidden\s+instructions|initial\s+instructions|developer\s+message)\b|\bwhat\s+(?:is|are|was|were)\s+your\s+(?:system\s+prompt|hidden\s+instructions|initial\s+instructions)\b/i,
     description: "asks the model to disclose its system prompt or hidden instructions",
     appliesTo: BOTH
   },
