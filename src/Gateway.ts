@@ -6,6 +6,7 @@ import { FeatureFlags } from "./flags/FeatureFlags.js"
 import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
+import { Guardrails } from "./guardrails/Guardrails.js"
 import { Inference } from "./inference/pipeline.js"
 import { MediaJobs } from "./media/MediaJobs.js"
 import { WebSearch } from "./search/WebSearch.js"
@@ -86,7 +87,7 @@ export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe
   Layer.provide(Router.layer),
   Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
-  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer)),
+  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer, Guardrails.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer, Lifecycle.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)

@@ -17,6 +17,8 @@ export type EventName =
   | "quota.exceeded"
   | "combo.switched"
   | "test.ping"
+  /** A guardrail acted on a request or answer (src/guardrails): rule id, mode, endpoint, key id; never the matched text. */
+  | "guardrail.triggered"
 
 export interface GatewayEvent {
   readonly event: EventName

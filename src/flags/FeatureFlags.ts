@@ -28,6 +28,8 @@ export interface FeatureFlagsShape {
   readonly enabled: (key: BooleanFlagKey) => Effect.Effect<boolean>
   /** The flag now when that needs no database read (the usual case), else undefined: use `enabled`. */
   readonly peekEnabled: (key: BooleanFlagKey) => boolean | undefined
+  /** Any flag's value now when that needs no database read, else undefined: use `value`. */
+  readonly peekValue: (key: FlagKey) => string | undefined
   readonly list: Effect.Effect<FeatureFlagList>
   /** Sets a database override; `undefined` removes it. */
   readonly set: (key: string, value: string | undefined) => Effect.Effect<SetFeatureFlagResult, BadRequest>
@@ -102,6 +104,11 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
       const peekEnabled = (key: BooleanFlagKey): boolean | undefined => {
         const o = overrides.peek()
         return o === undefined ? undefined : isTruthy(resolveNow(key, o))
+      }
+
+      const peekValue = (key: FlagKey): string | undefined => {
+        const o = overrides.peek()
+        return o === undefined ? undefined : resolveNow(key, o)
       }
 
       const view = (def: FlagDefinition, o: ReadonlyMap<string, string>): FeatureFlagView => {
@@ -180,6 +187,7 @@ export class FeatureFlags extends Context.Tag("gateway/FeatureFlags")<FeatureFla
             return v !== undefined ? Effect.succeed(v) : Effect.map(value(key), isTruthy)
           }),
         peekEnabled,
+        peekValue,
         list,
         set,
         clear

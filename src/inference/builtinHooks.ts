@@ -43,7 +43,9 @@ export const attachCacheEntry = (cache: ResponseCacheShape, accounting: Accounti
           key: lookup.key,
           model: call.model,
           format: call.format.id,
-          body: event.body,
+          // The answer before any output rewrite (guardrails): a hit is written through this
+          // request's rewrite again (its own placeholders restored, its own sanitization).
+          body: call.ctx.answerUnrewritten ?? event.body,
           usage: outcome.usage ?? null,
           costUsd: outcomeCost(accounting, tried, outcome),
           provider: tried.connection.provider.id,

@@ -194,6 +194,26 @@ export interface BlockAnswer {
   readonly headers?: Readonly<Record<string, string>>
 }
 
+/**
+ * A rewrite of what the client gets (output guardrails), given at onRequest: io.ts's writers run
+ * it just before the bytes go out; onFrame, onResponse and the others then see what was sent.
+ * Several compose in the order of their hooks. Each function is optional and synchronous.
+ */
+export interface AnswerRewrite {
+  /** A whole text answer (JSON, error answers included): what the client gets instead. */
+  readonly whole?: (answer: { readonly status: number; readonly headers: Readonly<Record<string, string | number>>; readonly body: string }) => {
+    readonly status: number
+    readonly headers: Readonly<Record<string, string | number>>
+    readonly body: string
+  }
+  /** The head of a streamed answer. */
+  readonly head?: (headers: Readonly<Record<string, string | number>>) => Readonly<Record<string, string | number>>
+  /** One text write of a streamed answer (whole events of the client's stream format): what goes out now ("" holds it all back). */
+  readonly frame?: (text: string) => string
+  /** The stream's end with its last text: what goes out with the end (what was held back, flushed), and the error it ends with. */
+  readonly end?: (text: string, error: string | null) => { readonly text: string; readonly error: string | null }
+}
+
 /** What a handler may answer; each field is honoured by the events that allow it, ignored by the others. */
 export interface HookVerdict {
   /** Replaces the request body (onRequest, onModelSelect). */
@@ -202,6 +222,8 @@ export interface HookVerdict {
   readonly block?: BlockAnswer
   /** Merged into the request's metadata (any event). */
   readonly metadata?: Readonly<Record<string, unknown>>
+  /** Rewrites the answer as it is written (onRequest). */
+  readonly rewrite?: AnswerRewrite
 }
 
 export type HookReturn = HookVerdict | void | undefined
@@ -219,5 +241,7 @@ export type RequestHook = {
 export const blockRequest = (answer: BlockAnswer = {}): HookVerdict => ({ block: answer })
 /** Replaces the request body. */
 export const modifyBody = (body: Record<string, unknown>): HookVerdict => ({ body })
+/** Rewrites the answer as it is written. */
+export const rewriteAnswer = (rewrite: AnswerRewrite): HookVerdict => ({ rewrite })
 /** Attaches metadata to the request. */
 export const addMetadata = (metadata: Readonly<Record<string, unknown>>): HookVerdict => ({ metadata })

@@ -29,7 +29,7 @@ import type { UsageRecord } from "../usage/Usage.js"
 import { clientError, InferenceError } from "./errors.js"
 
 export * from "./hookEvents.js"
-import { type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHook, type ResponseEvent } from "./hookEvents.js"
+import { type AnswerRewrite, type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHook, type ResponseEvent } from "./hookEvents.js"
 
 // ---------------------------------------------------------------- the table
 
@@ -120,6 +120,10 @@ export interface HookHost {
   answerBody?: string | Buffer
   /** The hook that blocked the request. */
   blockedBy?: string
+  /** Rewrites of the answer given at onRequest (composed), run by io.ts's writers. */
+  rewrite?: AnswerRewrite
+  /** A whole answer's body before `rewrite` ran (what the upstream's answer encoded to), when a rewrite changed it. */
+  answerUnrewritten?: string
   /** onResponse or onError has fired. */
   ended?: boolean
 }
@@ -175,6 +179,30 @@ interface Decision {
 
 const BODY = 1
 const BLOCK = 2
+const REWRITE = 4
+
+/** `second` after `first`. */
+const chain = (first: AnswerRewrite | undefined, second: AnswerRewrite): AnswerRewrite => {
+  if (first === undefined) return second
+  return {
+    whole: (a) => {
+      const x = first.whole ? first.whole(a) : a
+      return second.whole ? second.whole(x) : x
+    },
+    head: (h) => {
+      const x = first.head ? first.head(h) : h
+      return second.head ? second.head(x) : x
+    },
+    frame: (t) => {
+      const x = first.frame ? first.frame(t) : t
+      return second.frame ? second.frame(x) : x
+    },
+    end: (t, e) => {
+      const x = first.end ? first.end(t, e) : { text: t, error: e }
+      return second.end ? second.end(x.text, x.error) : x
+    }
+  }
+}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -197,6 +225,10 @@ const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { bo
       event.body = out.body
       decision = { ...decision, body: out.body }
     } else report(host, entry, name, new TypeError("body must be a JSON object"))
+  }
+  if (out.rewrite !== undefined && (allows & REWRITE) !== 0) {
+    if (isObject(out.rewrite)) host.rewrite = chain(host.rewrite, out.rewrite as AnswerRewrite)
+    else report(host, entry, name, new TypeError("rewrite must be an object of functions"))
   }
   if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
   return decision
@@ -288,7 +320,7 @@ export const requestReceived = (
   call: { readonly endpoint: string; readonly model: string; readonly stream: boolean; readonly body: Record<string, unknown> }
 ): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
   const event = { endpoint: call.endpoint, format: format.id, model: call.model, stream: call.stream, body: call.body }
-  return settle(host, format, runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK, undefined))
+  return settle(host, format, runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK | REWRITE, undefined))
 }
 
 /** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */

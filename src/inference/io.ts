@@ -210,6 +210,17 @@ export const sendJson = (
 
 /** A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it). */
 export const writeWhole = (ctx: RequestContext, status: number, headers: Readonly<Record<string, string | number>>, payload: string | Buffer): void => {
+  const rewrite = ctx.rewrite
+  if (rewrite?.whole !== undefined && typeof payload === "string") {
+    const out = rewrite.whole({ status, headers, body: payload })
+    headers = out.headers
+    if (out.body !== payload) {
+      ctx.answerUnrewritten = payload
+      if (headers["content-length"] !== undefined) headers = { ...headers, "content-length": Buffer.byteLength(out.body) }
+    }
+    status = out.status
+    payload = out.body
+  }
   ctx.res.writeHead(status, headers)
   ctx.res.end(payload)
   ctx.answerHeaders = headers
@@ -218,6 +229,7 @@ export const writeWhole = (ctx: RequestContext, status: number, headers: Readonl
 
 /** The head of a streamed answer (status 200); fires onStreamStart. */
 export const startStream = (ctx: RequestContext, headers: Readonly<Record<string, string | number>>): void => {
+  if (ctx.rewrite?.head !== undefined) headers = ctx.rewrite.head(headers)
   ctx.res.writeHead(200, headers)
   ctx.answerHeaders = headers
   const hooks = ctx.hooks
@@ -226,6 +238,10 @@ export const startStream = (ctx: RequestContext, headers: Readonly<Record<string
 
 /** A piece of a streamed answer (text, or bytes of a binary answer such as media content); fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
 export const writeStream = (ctx: RequestContext, text: string | Uint8Array): boolean => {
+  if (ctx.rewrite?.frame !== undefined && typeof text === "string") {
+    text = ctx.rewrite.frame(text)
+    if (text === "") return true
+  }
   const ok = ctx.res.write(text)
   const hooks = ctx.hooks
   if (hooks !== undefined && hooks.onFrame.length !== 0) observe(ctx, "onFrame", hooks.onFrame, typeof text === "string" ? { text } : { text: "", bytes: text })
@@ -245,6 +261,7 @@ export const abortStream = (ctx: RequestContext, error: string): void => {
 
 /** The end of a streamed answer, with its last text; fires onStreamEnd (`error`: it ended with an error event). */
 export const endStream = (ctx: RequestContext, text: string, error: string | null = null): void => {
+  if (ctx.rewrite?.end !== undefined) ({ text, error } = ctx.rewrite.end(text, error))
   ctx.res.end(text)
   const hooks = ctx.hooks
   if (hooks !== undefined && hooks.onStreamEnd.length !== 0) observe(ctx, "onStreamEnd", hooks.onStreamEnd, { text, error })

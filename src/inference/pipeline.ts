@@ -38,6 +38,7 @@ import { makeGuardedAttempt } from "./fallback.js"
 import { clientError, decodeFailure, type InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { requestReceived, routeResolved } from "./hooks.js"
+import { Guardrails } from "../guardrails/Guardrails.js"
 import { makeRelay, streamEnded } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
 import { encodeFor, errorInAnswer, makeSending } from "./sending.js"
@@ -89,6 +90,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const accountingConfig = yield* AccountingConfig
       const cache = yield* ResponseCache
       const flags = yield* FeatureFlags
+      const guardrails = yield* Guardrails
       const resilienceConfig = yield* ResilienceConfig
       const slots = yield* ConnectionSlots
       // The resilience state keeps the Clock's time (a TestClock in tests); read synchronously.
@@ -251,6 +253,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // built-in hook on the request's end (the dispatcher ends every request).
           attachUsageRow(usage, accounting, call, track)
           const serve = Effect.gen(function* () {
+            // The guardrails' hook, when any of their flags is on (src/guardrails).
+            const guard = guardrails.attach(ctx)
+            if (guard) yield* guard
             if (ctx.hooks!.onRequest.length !== 0) {
               const body = yield* Effect.tapError(requestReceived(ctx, client, current), (e) => refused(track, e))
               if (body) current = { ...current, body }
