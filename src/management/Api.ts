@@ -2,6 +2,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import { AccountingGroup } from "./accounting/Api.js"
 import { AuthGroup } from "./auth/Api.js"
 import { BackupsGroup } from "./backups/Api.js"
+import { CloudGroup } from "./cloud/Api.js"
 import { CombosGroup } from "./combos/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
@@ -9,6 +10,7 @@ import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
+import { SyncGroup } from "./sync/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
@@ -29,4 +31,6 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(UsageGroup)
   .add(AccountingGroup)
   .add(BackupsGroup)
-  .add(ModelsGroup) {}
+  .add(ModelsGroup)
+  .add(CloudGroup)
+  .add(SyncGroup) {}

@@ -5,6 +5,7 @@ import { ManagementApi } from "./Api.js"
 import { AuthLive } from "./auth/Http.js"
 import { ManagementAuthLive } from "./Auth.js"
 import { BackupsLive } from "./backups/Http.js"
+import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
@@ -12,10 +13,11 @@ import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
+import { SyncLive } from "./sync/Http.js"
 import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive, CloudLive, SyncLive]),
   Layer.provide(ManagementAuthLive)
 )
