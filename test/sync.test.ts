@@ -1,8 +1,10 @@
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { openStorageKey, readArchive } from "../src/sync/Archive.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -190,5 +192,87 @@ describe("cloud sync between two gateways through a third", () => {
     const none = await action(A, { action: "push" })
     expect(none.status).toBe(400)
     expect(none.body.message).toMatch(/initialize/)
+  })
+})
+
+describe("exportAll archive and multipart import", () => {
+  const download = async (gw: TestGateway, query = "", headers: Record<string, string> = {}) => {
+    const res = await fetch(`${gw.url}/api/db-backups/exportAll${query}`, { headers: { ...admin, ...headers } })
+    return { status: res.status, type: res.headers.get("content-type"), disposition: res.headers.get("content-disposition"), bytes: Buffer.from(await res.arrayBuffer()) }
+  }
+  const unpack = async (bytes: Buffer) => {
+    const dir = fs.mkdtempSync(path.join(B.dataDir, "unpack-"))
+    const file = path.join(dir, "archive.tar.gz")
+    fs.writeFileSync(file, bytes)
+    const read = await readArchive(file, dir, ["manifest.json", "config.json", "storage-key.enc"])
+    const text = (name: string) => (read.files[name] ? fs.readFileSync(read.files[name]!, "utf8") : undefined)
+    return { names: read.names, text, raw: zlib.gunzipSync(bytes) }
+  }
+  const importForm = async (gw: TestGateway, bytes: Uint8Array | undefined, fieldName = "file") => {
+    const form = new FormData()
+    if (bytes) form.append(fieldName, new Blob([bytes]), "upload.bin")
+    else form.append("note", "no file")
+    const res = await fetch(`${gw.url}/api/db-backups/import`, { method: "POST", headers: admin, body: form })
+    return { status: res.status, body: (await res.json()) as any }
+  }
+
+  it("without the key: the database, the configuration and a manifest; secrets only as stored", async () => {
+    const got = await download(B)
+    expect(got.status).toBe(200)
+    expect(got.type).toBe("application/gzip")
+    expect(got.disposition).toMatch(/attachment; filename="gateway-.*\.tar\.gz"/)
+    const archive = await unpack(got.bytes)
+    expect(archive.names).toEqual(["manifest.json", "gateway.db", "config.json"])
+    expect(JSON.parse(archive.text("manifest.json")!)).toMatchObject({ format: "gateway-archive", includesKey: false })
+    const config = JSON.parse(archive.text("config.json")!)
+    expect(config.sections.connections[0]).toMatchObject({ name: "shared" })
+    expect(config.sections.connections[0].api_key_enc).toMatch(/^v1:/)
+    expect(archive.raw.includes(PROVIDER_SECRET)).toBe(false)
+  })
+
+  it("with the key: refused without a passphrase or with one in the URL; sealed with the header's passphrase", async () => {
+    const none = await download(B, "?includeKey=true")
+    expect(none.status).toBe(400)
+    expect(JSON.parse(none.bytes.toString()).message).toMatch(/X-Export-Passphrase/)
+    const inUrl = await download(B, "?includeKey=true&passphrase=secret-pass-123")
+    expect(inUrl.status).toBe(400)
+    expect(JSON.parse(inUrl.bytes.toString()).message).toMatch(/^passphrase: /)
+
+    const got = await download(B, "?includeKey=true", { "x-export-passphrase": "export pass 123" })
+    expect(got.status).toBe(200)
+    const archive = await unpack(got.bytes)
+    expect(archive.names).toEqual(["manifest.json", "gateway.db", "config.json", "storage-key.enc"])
+    const keyHex = fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim()
+    expect(archive.raw.includes(keyHex)).toBe(false)
+    expect(await Effect.runPromise(openStorageKey(archive.text("storage-key.enc")!, "export pass 123"))).toBe(keyHex)
+    const wrong = await Effect.runPromise(Effect.flip(openStorageKey(archive.text("storage-key.enc")!, "another pass")))
+    expect(wrong.message).toMatch(/wrong passphrase/)
+  })
+
+  it("an archive uploaded as multipart restores the state it was taken in", async () => {
+    const before = await config(B)
+    const got = await download(B)
+    expect((await api(B, "/api/combos", { body: { name: "after-export", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect(await config(B)).not.toEqual(before)
+    const restored = await importForm(B, got.bytes)
+    expect(restored.status).toBe(200)
+    expect(restored.body.safetyBackup.kind).toBe("pre-restore")
+    expect(await config(B)).toEqual(before)
+  })
+
+  it("a corrupt upload, multipart or raw, is a 400 and changes nothing", async () => {
+    const before = await config(B)
+    const backupsBefore = (await api(B, "/api/db-backups")).body.backups.length
+    const corrupt = await importForm(B, new TextEncoder().encode("SQLite format 3\u0000 but not really a database at all"))
+    expect(corrupt.status).toBe(400)
+    expect(corrupt.body.message).toMatch(/cannot restore/)
+    const noFile = await importForm(B, undefined)
+    expect(noFile.status).toBe(400)
+    expect(noFile.body.message).toMatch(/^file: /)
+    const badArchive = await fetch(`${B.url}/api/db-backups/import`, { method: "POST", headers: { ...admin, "content-type": "application/gzip" }, body: zlib.gzipSync(Buffer.from("not a tar")) })
+    expect(badArchive.status).toBe(400)
+    expect(((await badArchive.json()) as any).message).toMatch(/archive/)
+    expect(await config(B)).toEqual(before)
+    expect((await api(B, "/api/db-backups")).body.backups.length).toBe(backupsBefore)
   })
 })
