@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { openStorageKey, readArchive } from "../src/sync/Archive.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { runCli } from "./support/cli.js"
+import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**
  * Cloud sync end to end: three real gateways on loopback, one the sync server (S), two clients
@@ -274,5 +275,34 @@ describe("exportAll archive and multipart import", () => {
     expect(((await badArchive.json()) as any).message).toMatch(/archive/)
     expect(await config(B)).toEqual(before)
     expect((await api(B, "/api/db-backups")).body.backups.length).toBe(backupsBefore)
+  })
+})
+
+describe("gateway restore <archive>", () => {
+  it("restores the database and, with --passphrase, the storage key into a fresh DATA_DIR, where the synced provider then serves", async () => {
+    const res = await fetch(`${B.url}/api/db-backups/exportAll?includeKey=true`, { headers: { ...admin, "x-export-passphrase": "export pass 123" } })
+    expect(res.status).toBe(200)
+    const dataDir = tempDir()
+    const archive = path.join(dataDir, "export.tar.gz")
+    fs.writeFileSync(archive, Buffer.from(await res.arrayBuffer()))
+
+    const wrong = await runCli(["restore", archive, "--passphrase", "not it at all"], { DATA_DIR: dataDir })
+    expect(wrong.code).not.toBe(0)
+    expect(wrong.stderr).toMatch(/wrong passphrase/)
+    expect(fs.readdirSync(path.join(dataDir, "backups")).filter((n) => n.endsWith(".db"))).toEqual([])
+
+    const restored = await runCli(["restore", archive, "--passphrase", "export pass 123"], { DATA_DIR: dataDir })
+    expect(restored.code).toBe(0)
+    expect(restored.stdout).toMatch(/storage key restored/)
+    expect(fs.readFileSync(path.join(dataDir, "storage.key"), "utf8").trim()).toBe(fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim())
+
+    const C = await startGateway({ dataDir })
+    try {
+      const answer = await chat(C, "fast", clientKey)
+      expect(answer.status).toBe(200)
+      expect(up.requests.at(-1)!.headers["authorization"]).toBe(`Bearer ${PROVIDER_SECRET}`)
+    } finally {
+      await C.close()
+    }
   })
 })

@@ -90,7 +90,7 @@ export const readArchive = (file: string, dir: string, wanted: ReadonlyArray<str
  */
 export const databaseOf = (file: string, dir: string, label: string, wanted: ReadonlyArray<string> = []) =>
   Effect.tryPromise({
-    try: () => readArchive(file, dir, [ARCHIVE.db, ...wanted]),
+    try: () => fs.promises.mkdir(dir, { recursive: true }).then(() => readArchive(file, dir, [ARCHIVE.db, ...wanted])),
     catch: (e) => new BadRequest({ message: `cannot restore ${label}: not a readable gateway archive (${e instanceof Error ? e.message : String(e)})` })
   }).pipe(
     Effect.flatMap((read) =>
