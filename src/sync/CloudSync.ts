@@ -274,7 +274,7 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
                 return yield* pull
               }
               case "sync": {
-                if (!remoteChanged && !localChanged) return result(remoteVersion === 0 ? "up-to-date" : "up-to-date", remoteVersion, local)
+                if (!remoteChanged && !localChanged) return result("up-to-date", remoteVersion, local)
                 if (!remoteChanged) return yield* push(s.baseVersion)
                 if (!localChanged) return yield* pull
                 if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
