@@ -32,6 +32,9 @@ import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { Backups, ScheduledBackups } from "./store/Backups.js"
+import { ConfigBundle } from "./sync/Bundle.js"
+import { CloudStore } from "./sync/CloudStore.js"
+import { CloudSync } from "./sync/CloudSync.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { EventBus } from "./events/EventBus.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
@@ -62,7 +65,8 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, Backups.layer, Aliases.layer, ProviderModels.layer).pipe(
+export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer).pipe(
+  Layer.provideMerge(Backups.layer),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamHttp.layer),
@@ -80,7 +84,7 @@ export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer)),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer)),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),

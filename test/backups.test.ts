@@ -155,10 +155,12 @@ describe("export and import", () => {
     expect((await state()).flag).toEqual(before.flag)
   })
 
-  it("exportAll answers 501 saying what to use instead", async () => {
-    const res = await api("/api/db-backups/exportAll")
-    expect(res.status).toBe(501)
-    expect(res.body.message).toMatch(/export/)
+  it("exportAll answers a gzipped archive (its contents are pinned in test/sync.test.ts)", async () => {
+    const res = await fetch(`${gw.url}/api/db-backups/exportAll`, { headers: admin })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("content-type")).toBe("application/gzip")
+    const bytes = new Uint8Array(await res.arrayBuffer())
+    expect([bytes[0], bytes[1]]).toEqual([0x1f, 0x8b])
   })
 })
 

@@ -39,7 +39,14 @@ export const RestoreResult = Schema.Struct({
 })
 export type RestoreResult = typeof RestoreResult.Type
 
+/**
+ * `GET /api/db-backups/exportAll?includeKey=true`: the archive then carries the storage key,
+ * sealed with the passphrase sent in the `X-Export-Passphrase` header (never in the URL, which
+ * access logs and shell histories keep: a `passphrase` query parameter is refused).
+ */
 export const ExportAllQuery = Schema.Struct({
   includeKey: Schema.optional(Schema.Literal("true", "false")),
   passphrase: Schema.optional(Schema.String)
 })
+
+export const EXPORT_PASSPHRASE_HEADER = "x-export-passphrase"

@@ -2,6 +2,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import { AccountingGroup } from "./accounting/Api.js"
 import { AuthGroup } from "./auth/Api.js"
 import { BackupsGroup } from "./backups/Api.js"
+import { CloudGroup } from "./cloud/Api.js"
 import { CombosGroup } from "./combos/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
@@ -12,6 +13,7 @@ import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
 import { InitGroup, SystemGroup } from "./system/Api.js"
+import { SyncGroup } from "./sync/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
@@ -37,4 +39,6 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(OAuthCallbackGroup)
   .add(SessionsGroup)
   .add(InitGroup)
-  .add(SystemGroup) {}
+  .add(SystemGroup)
+  .add(CloudGroup)
+  .add(SyncGroup) {}

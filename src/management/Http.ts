@@ -5,6 +5,7 @@ import { ManagementApi } from "./Api.js"
 import { AuthLive } from "./auth/Http.js"
 import { ManagementAuthLive } from "./Auth.js"
 import { BackupsLive } from "./backups/Http.js"
+import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
@@ -15,6 +16,7 @@ import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
 import { InitLive, SystemLive } from "./system/Http.js"
+import { SyncLive } from "./sync/Http.js"
 import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
@@ -36,6 +38,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     SessionsLive,
     InitLive,
     SystemLive,
+    CloudLive,
+    SyncLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

@@ -1,4 +1,5 @@
 import * as Migrator from "@effect/sql/Migrator"
+import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Effect from "effect/Effect"
@@ -45,3 +46,17 @@ export const now = (): number => Date.now()
 
 export const toIso = (ms: number | null | undefined): string | null =>
   ms === null || ms === undefined ? null : new Date(ms).toISOString()
+
+/**
+ * Runs `use` on a second connection to `file`, closed afterwards. Its commits are another
+ * connection's to the live one, so `PRAGMA data_version` moves and every cache reloads
+ * (StoreVersion), as after a restore. Used to apply a configuration bundle (src/sync/Bundle.ts).
+ */
+export const withSecondConnection = <A, E>(file: string, use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqliteClient.make({ filename: file })
+      yield* Effect.orDie(Sqlite.configure(sql))
+      return yield* use(sql)
+    })
+  ).pipe(Effect.provide(Reactivity.layer))

@@ -5,9 +5,12 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Option from "effect/Option"
 import { BACKUP_ID_PATTERN } from "../../domain/backups.js"
-import { NotFound } from "../../domain/errors.js"
+import { BadRequest, NotFound } from "../../domain/errors.js"
 import { Backups } from "../../store/Backups.js"
+import { Secrets } from "../../store/Secrets.js"
+import { ARCHIVE, databaseOf, isArchive, openStorageKey } from "../../sync/Archive.js"
 import { withLocalGateway } from "../local.js"
 import { printJson, table } from "../output.js"
 
@@ -35,10 +38,21 @@ export const backupCommand = Command.make(
     )
 ).pipe(Command.withDescription("Back up the local database (SQLite online backup) into DATA_DIR/backups; prints the backup id."))
 
-/** `gateway restore <id|file>`: the same checks and safety backup as `POST /api/db-backups`. */
+/**
+ * `gateway restore <id|file>`: the same checks and safety backup as `POST /api/db-backups`. An
+ * exportAll archive restores its database; with `--passphrase` also its storage key (into the key
+ * file, the old one kept beside it), which a running server reads at its next start.
+ */
 export const restoreCommand = Command.make(
   "restore",
-  { source: Args.text({ name: "id|file" }).pipe(Args.withDescription("A backup id (gateway backup --list) or a database file.")), json },
+  {
+    source: Args.text({ name: "id|file" }).pipe(Args.withDescription("A backup id (gateway backup --list), a database file or an exportAll archive (.tar.gz).")),
+    passphrase: Options.text("passphrase").pipe(
+      Options.withDescription("The archive's passphrase: also restore the storage key it carries (exportAll?includeKey=true)."),
+      Options.optional
+    ),
+    json
+  },
   (opts) =>
     withLocalGateway(
       Effect.gen(function* () {
@@ -48,9 +62,42 @@ export const restoreCommand = Command.make(
           : fs.existsSync(opts.source)
             ? path.resolve(opts.source)
             : yield* Effect.fail(new NotFound({ message: `${JSON.stringify(opts.source)} is neither a backup id nor a file` }))
-        const result = yield* backups.restoreFile(file, opts.source)
-        if (opts.json) return yield* printJson(result)
-        yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}`)
+        if (!isArchive(file)) {
+          if (Option.isSome(opts.passphrase)) return yield* new BadRequest({ message: "--passphrase is for exportAll archives; this is a database file" })
+          const result = yield* backups.restoreFile(file, opts.source)
+          if (opts.json) return yield* printJson(result)
+          return yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}`)
+        }
+        const found = yield* databaseOf(file, path.dirname(backups.tempFile("")), opts.source, [ARCHIVE.key])
+        return yield* Effect.gen(function* () {
+          const sealedKey = found.files[ARCHIVE.key]
+          // The key is opened before anything changes: a wrong passphrase restores nothing.
+          const key = Option.isSome(opts.passphrase)
+            ? sealedKey
+              ? yield* openStorageKey(fs.readFileSync(sealedKey, "utf8"), opts.passphrase.value)
+              : yield* new BadRequest({ message: `${opts.source} carries no storage key (exported without includeKey=true)` })
+            : undefined
+          const secrets = yield* Secrets
+          if (key !== undefined && secrets.source === "env") {
+            return yield* new BadRequest({ message: "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself" })
+          }
+          const result = yield* backups.restoreFile(found.db, opts.source)
+          let keyNote = ""
+          if (key !== undefined) {
+            const current = fs.existsSync(secrets.keyFile) ? fs.readFileSync(secrets.keyFile, "utf8").trim() : ""
+            if (current !== key) {
+              if (current) fs.copyFileSync(secrets.keyFile, `${secrets.keyFile}.${result.safetyBackup.id}.bak`)
+              fs.writeFileSync(secrets.keyFile, key + "\n", { mode: 0o600 })
+              keyNote = `; storage key restored into ${secrets.keyFile} (the previous one kept as ${path.basename(secrets.keyFile)}.${result.safetyBackup.id}.bak): restart a running server`
+            }
+          }
+          if (opts.json) return yield* printJson({ ...result, storageKey: key !== undefined })
+          yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}${keyNote}`)
+        }).pipe(Effect.ensuring(Effect.sync(() => Object.values(found.files).forEach((f) => fs.rmSync(f, { force: true })))))
       })
     )
-).pipe(Command.withDescription("Replace the local database with a backup or a database file, after an integrity and schema check and a safety backup."))
+).pipe(
+  Command.withDescription(
+    "Replace the local database with a backup, a database file or an exportAll archive (and, with --passphrase, its storage key), after an integrity and schema check and a safety backup."
+  )
+)

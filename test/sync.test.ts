@@ -1,0 +1,308 @@
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as zlib from "node:zlib"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { openStorageKey, readArchive } from "../src/sync/Archive.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { runCli } from "./support/cli.js"
+import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+
+/**
+ * Cloud sync end to end: three real gateways on loopback, one the sync server (S), two clients
+ * (A, B), each with its own SQLite file and storage key.
+ */
+const ADMIN = "gwk_sync_admin_key_0123456789abcdef01"
+const admin = { authorization: `Bearer ${ADMIN}` }
+const PASSPHRASE = "correct horse battery staple"
+const PROVIDER_SECRET = "sk-provider-secret-b-4c9f1e2d7a"
+
+let S: TestGateway
+let A: TestGateway
+let B: TestGateway
+let up: FakeUpstream
+
+const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: admin })
+
+/** Everything sync carries, as the management API shows it (traffic-driven fields left out). */
+const config = async (gw: TestGateway) => ({
+  providers: (await api(gw, "/api/providers")).body.connections.map(
+    ({ lastUsedAt: _a, updatedAt: _b, testStatus: _c, lastTestedAt: _d, ...c }: any) => c
+  ),
+  keys: (await api(gw, "/api/keys")).body.keys.map(({ lastUsedAt: _, ...k }: any) => k),
+  combos: (await api(gw, "/api/combos")).body.combos,
+  flags: (await api(gw, "/api/settings/feature-flags")).body.flags.filter((f: any) => f.source === "db").map((f: any) => [f.key, f.effectiveValue]),
+  aliases: (await api(gw, "/api/models/alias")).body.aliases.filter((a: any) => a.source === "user")
+})
+
+const chat = (gw: TestGateway, model: string, key: string) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+
+const init = (gw: TestGateway, overrides: Record<string, unknown> = {}) =>
+  api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: "team", passphrase: PASSPHRASE, ...overrides } })
+const action = (gw: TestGateway, body: Record<string, unknown>) => api(gw, "/api/sync/cloud", { body })
+
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+  up.always({ content: "from the synced provider" })
+  ;[S, A, B] = await Promise.all([startGateway(), startGateway(), startGateway()])
+  for (const gw of [S, A, B]) await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+})
+afterAll(async () => {
+  await Promise.all([S?.close(), A?.close(), B?.close()])
+  await up?.close()
+})
+
+let clientKey = ""
+
+describe("cloud sync between two gateways through a third", () => {
+  it("B pushes its providers, keys, combos, flags and aliases; the server holds only ciphertext", async () => {
+    expect(
+      (await api(B, "/api/providers", { body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), apiKey: PROVIDER_SECRET, defaultModel: "m1", models: ["m1"] } })).status
+    ).toBe(201)
+    const key = await api(B, "/api/keys", { body: { name: "client" } })
+    expect(key.status).toBe(201)
+    clientKey = key.body.secret ?? key.body.key
+    expect((await api(B, "/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "block" } })).status).toBe(200)
+    expect((await api(B, "/api/models/alias", { body: { alias: "fast", target: "pair" } })).status).toBe(200)
+
+    const status = await init(B)
+    expect(status.status).toBe(200)
+    expect(status.body).toMatchObject({ configured: true, serverUrl: S.url, space: "team", localVersion: 0, remoteVersion: 0 })
+    expect(JSON.stringify(status.body)).not.toContain(PASSPHRASE)
+
+    const pushed = await action(B, { action: "push" })
+    expect(pushed.status).toBe(200)
+    expect(pushed.body).toMatchObject({ action: "push", result: "pushed", version: 1 })
+    expect(pushed.body.counts).toMatchObject({ connections: 1, combos: 1, flags: 1 })
+
+    const stored = await api(S, "/api/cloud/bundles/team")
+    expect(stored.status).toBe(200)
+    expect(stored.body.version).toBe(1)
+    for (const plain of [PROVIDER_SECRET, "shared", "TOOL_POLICY_MODE", "pair", PASSPHRASE]) expect(stored.body.ciphertext).not.toContain(plain)
+    expect(stored.body.ciphertext).toMatch(/^gwenc1\./)
+    // Nor anywhere in the server's database file, nor in B's (key and passphrase encrypted at rest).
+    expect(fs.readFileSync(path.join(S.dataDir, "gateway.db")).includes(PROVIDER_SECRET)).toBe(false)
+    const bDb = fs.readFileSync(path.join(B.dataDir, "gateway.db"))
+    expect(bDb.includes(PASSPHRASE)).toBe(false)
+    expect((await api(S, "/api/cloud/bundles/team/versions")).body).toMatchObject({ space: "team", current: 1, versions: [{ version: 1 }] })
+  })
+
+  it("a wrong passphrase is a 400 that says so, and A stays unconfigured", async () => {
+    const before = await config(A)
+    const wrong = await init(A, { passphrase: "not the passphrase" })
+    expect(wrong.status).toBe(400)
+    expect(wrong.body.message).toMatch(/wrong passphrase/)
+    expect((await api(A, "/api/sync/cloud")).body.configured).toBe(false)
+    expect(await config(A)).toEqual(before)
+  })
+
+  it("A pulls and then has B's configuration, the provider's key re-encrypted with A's own storage key", async () => {
+    expect((await init(A)).status).toBe(200)
+    const status = (await api(A, "/api/sync/cloud")).body
+    expect(status).toMatchObject({ configured: true, localVersion: 0, remoteVersion: 1, localChanged: false })
+    const pulled = await action(A, { action: "pull" })
+    expect(pulled.status).toBe(200)
+    expect(pulled.body).toMatchObject({ result: "pulled", version: 1 })
+    expect(await config(A)).toEqual(await config(B))
+    // The synced key and provider serve on A, so the provider secret decrypted there.
+    const answer = await chat(A, "fast", clientKey)
+    expect(answer.status).toBe(200)
+    expect(answer.body.choices[0].message.content).toBe("from the synced provider")
+    expect(up.requests.at(-1)!.headers["authorization"]).toBe(`Bearer ${PROVIDER_SECRET}`)
+    expect(fs.readFileSync(path.join(A.dataDir, "gateway.db")).includes(PROVIDER_SECRET)).toBe(false)
+    expect((await api(A, "/api/sync/cloud")).body).toMatchObject({ localVersion: 1, remoteVersion: 1, localChanged: false })
+  })
+
+  it("a change on B reaches A with sync (push on B, pull on A)", async () => {
+    expect((await api(B, "/api/combos", { body: { name: "second", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "MODEL_ALIAS_COMPAT_ENABLED", value: "true" } })).status).toBe(200)
+    expect((await action(B, { action: "sync" })).body).toMatchObject({ result: "pushed", version: 2 })
+    expect((await action(A, { action: "sync" })).body).toMatchObject({ result: "pulled", version: 2 })
+    expect(await config(A)).toEqual(await config(B))
+    expect((await action(A, { action: "sync" })).body).toMatchObject({ result: "up-to-date", version: 2 })
+  })
+
+  it("both sides changed: 409 with a report per section; a forced pull resolves it", async () => {
+    expect((await api(A, "/api/models/alias", { body: { alias: "only-on-a", target: "pair" } })).status).toBe(200)
+    expect((await api(B, "/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE", value: "warn" } })).status).toBe(200)
+    expect((await action(B, { action: "push" })).body).toMatchObject({ result: "pushed", version: 3 })
+
+    const refused = await action(A, { action: "sync" })
+    expect(refused.status).toBe(409)
+    expect(refused.body._tag).toBe("SyncConflict")
+    expect(refused.body.report).toMatchObject({ baseVersion: 2, remoteVersion: 3, localChanged: true, remoteChanged: true })
+    expect(refused.body.report.sections).toEqual(
+      expect.arrayContaining([
+        { section: "flags", onlyLocal: [], onlyRemote: [], changed: ["TOOL_POLICY_MODE"] },
+        { section: "settings", onlyLocal: ["model_alias/only-on-a"], onlyRemote: [], changed: [] }
+      ])
+    )
+    expect((await action(A, { action: "push" })).status).toBe(409)
+    expect((await action(A, { action: "pull" })).status).toBe(409)
+    const status = (await api(A, "/api/sync/cloud")).body
+    expect(status).toMatchObject({ localVersion: 2, remoteVersion: 3, localChanged: true })
+    expect(status.lastConflict.sections.map((s: any) => s.section)).toEqual(["flags", "settings"])
+    // Nothing changed on either side by the refusals.
+    expect((await api(A, "/api/models/alias")).body.aliases.some((a: any) => a.alias === "only-on-a")).toBe(true)
+    expect((await api(S, "/api/cloud/bundles/team/versions")).body.current).toBe(3)
+
+    expect((await action(A, { action: "pull", force: true })).body).toMatchObject({ result: "pulled", version: 3 })
+    expect(await config(A)).toEqual(await config(B))
+    expect((await api(A, "/api/sync/cloud")).body).toMatchObject({ localVersion: 3, localChanged: false })
+  })
+
+  it("a forced push replaces the server's bundle", async () => {
+    expect((await api(A, "/api/models/alias", { body: { alias: "from-a", target: "pair" } })).status).toBe(200)
+    expect((await api(B, "/api/models/alias", { body: { alias: "from-b", target: "pair" } })).status).toBe(200)
+    expect((await action(B, { action: "push" })).body.version).toBe(4)
+    expect((await action(A, { action: "push" })).status).toBe(409)
+    expect((await action(A, { action: "push", force: true })).body).toMatchObject({ result: "pushed", version: 5 })
+    expect((await action(B, { action: "pull", force: true })).body).toMatchObject({ result: "pulled", version: 5 })
+    expect(await config(B)).toEqual(await config(A))
+  })
+
+  it("the server refuses a bundle not based on its current version, naming that version", async () => {
+    const stale = await api(S, "/api/cloud/bundles/team", { method: "PUT", body: { baseVersion: 1, ciphertext: "gwenc1.x.y" } })
+    expect(stale.status).toBe(409)
+    expect(stale.body).toMatchObject({ _tag: "VersionConflict", currentVersion: 5 })
+    expect((await api(S, "/api/cloud/bundles/nobody")).status).toBe(404)
+    expect((await api(S, "/api/cloud/bundles/bad%20space")).status).toBe(400)
+    expect((await call(`${S.url}/api/cloud/bundles/team`)).status).toBe(401)
+  })
+
+  it("bad input names the field; an unusable server or key is a 400 and changes nothing", async () => {
+    const missing = await api(A, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: "team" } })
+    expect(missing.status).toBe(400)
+    expect(missing.body.message).toMatch(/passphrase/)
+    const badUrl = await init(A, { serverUrl: "ftp://example" })
+    expect(badUrl.status).toBe(400)
+    expect(badUrl.body.message).toMatch(/serverUrl/)
+    expect((await action(A, { action: "merge" })).status).toBe(400)
+    const badKey = await init(A, { apiKey: "gwk_not_a_key_of_the_server_000000" })
+    expect(badKey.status).toBe(400)
+    expect(badKey.body.message).toMatch(/refused/)
+    expect((await api(A, "/api/sync/cloud")).body).toMatchObject({ configured: true, space: "team", localVersion: 5 })
+  })
+
+  it("disconnect forgets the server; actions then say how to set it up", async () => {
+    expect((await api(A, "/api/sync/cloud", { method: "DELETE" })).body).toEqual({ disconnected: true })
+    expect((await api(A, "/api/sync/cloud")).body.configured).toBe(false)
+    const none = await action(A, { action: "push" })
+    expect(none.status).toBe(400)
+    expect(none.body.message).toMatch(/initialize/)
+  })
+})
+
+describe("exportAll archive and multipart import", () => {
+  const download = async (gw: TestGateway, query = "", headers: Record<string, string> = {}) => {
+    const res = await fetch(`${gw.url}/api/db-backups/exportAll${query}`, { headers: { ...admin, ...headers } })
+    return { status: res.status, type: res.headers.get("content-type"), disposition: res.headers.get("content-disposition"), bytes: Buffer.from(await res.arrayBuffer()) }
+  }
+  const unpack = async (bytes: Buffer) => {
+    const dir = fs.mkdtempSync(path.join(B.dataDir, "unpack-"))
+    const file = path.join(dir, "archive.tar.gz")
+    fs.writeFileSync(file, bytes)
+    const read = await readArchive(file, dir, ["manifest.json", "config.json", "storage-key.enc"])
+    const text = (name: string) => (read.files[name] ? fs.readFileSync(read.files[name]!, "utf8") : undefined)
+    return { names: read.names, text, raw: zlib.gunzipSync(bytes) }
+  }
+  const importForm = async (gw: TestGateway, bytes: Uint8Array | undefined, fieldName = "file") => {
+    const form = new FormData()
+    if (bytes) form.append(fieldName, new Blob([bytes]), "upload.bin")
+    else form.append("note", "no file")
+    const res = await fetch(`${gw.url}/api/db-backups/import`, { method: "POST", headers: admin, body: form })
+    return { status: res.status, body: (await res.json()) as any }
+  }
+
+  it("without the key: the database, the configuration and a manifest; secrets only as stored", async () => {
+    const got = await download(B)
+    expect(got.status).toBe(200)
+    expect(got.type).toBe("application/gzip")
+    expect(got.disposition).toMatch(/attachment; filename="gateway-.*\.tar\.gz"/)
+    const archive = await unpack(got.bytes)
+    expect(archive.names).toEqual(["manifest.json", "gateway.db", "config.json"])
+    expect(JSON.parse(archive.text("manifest.json")!)).toMatchObject({ format: "gateway-archive", includesKey: false })
+    const config = JSON.parse(archive.text("config.json")!)
+    expect(config.sections.connections[0]).toMatchObject({ name: "shared" })
+    expect(config.sections.connections[0].api_key_enc).toMatch(/^v1:/)
+    expect(archive.raw.includes(PROVIDER_SECRET)).toBe(false)
+  })
+
+  it("with the key: refused without a passphrase or with one in the URL; sealed with the header's passphrase", async () => {
+    const none = await download(B, "?includeKey=true")
+    expect(none.status).toBe(400)
+    expect(JSON.parse(none.bytes.toString()).message).toMatch(/X-Export-Passphrase/)
+    const inUrl = await download(B, "?includeKey=true&passphrase=secret-pass-123")
+    expect(inUrl.status).toBe(400)
+    expect(JSON.parse(inUrl.bytes.toString()).message).toMatch(/^passphrase: /)
+
+    const got = await download(B, "?includeKey=true", { "x-export-passphrase": "export pass 123" })
+    expect(got.status).toBe(200)
+    const archive = await unpack(got.bytes)
+    expect(archive.names).toEqual(["manifest.json", "gateway.db", "config.json", "storage-key.enc"])
+    const keyHex = fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim()
+    expect(archive.raw.includes(keyHex)).toBe(false)
+    expect(await Effect.runPromise(openStorageKey(archive.text("storage-key.enc")!, "export pass 123"))).toBe(keyHex)
+    const wrong = await Effect.runPromise(Effect.flip(openStorageKey(archive.text("storage-key.enc")!, "another pass")))
+    expect(wrong.message).toMatch(/wrong passphrase/)
+  })
+
+  it("an archive uploaded as multipart restores the state it was taken in", async () => {
+    const before = await config(B)
+    const got = await download(B)
+    expect((await api(B, "/api/combos", { body: { name: "after-export", strategy: "priority", targets: [{ model: "shared/m1" }] } })).status).toBe(201)
+    expect(await config(B)).not.toEqual(before)
+    const restored = await importForm(B, got.bytes)
+    expect(restored.status).toBe(200)
+    expect(restored.body.safetyBackup.kind).toBe("pre-restore")
+    expect(await config(B)).toEqual(before)
+  })
+
+  it("a corrupt upload, multipart or raw, is a 400 and changes nothing", async () => {
+    const before = await config(B)
+    const backupsBefore = (await api(B, "/api/db-backups")).body.backups.length
+    const corrupt = await importForm(B, new TextEncoder().encode("SQLite format 3\u0000 but not really a database at all"))
+    expect(corrupt.status).toBe(400)
+    expect(corrupt.body.message).toMatch(/cannot restore/)
+    const noFile = await importForm(B, undefined)
+    expect(noFile.status).toBe(400)
+    expect(noFile.body.message).toMatch(/^file: /)
+    const badArchive = await fetch(`${B.url}/api/db-backups/import`, { method: "POST", headers: { ...admin, "content-type": "application/gzip" }, body: zlib.gzipSync(Buffer.from("not a tar")) })
+    expect(badArchive.status).toBe(400)
+    expect(((await badArchive.json()) as any).message).toMatch(/archive/)
+    expect(await config(B)).toEqual(before)
+    expect((await api(B, "/api/db-backups")).body.backups.length).toBe(backupsBefore)
+  })
+})
+
+describe("gateway restore <archive>", () => {
+  it("restores the database and, with --passphrase, the storage key into a fresh DATA_DIR, where the synced provider then serves", async () => {
+    const res = await fetch(`${B.url}/api/db-backups/exportAll?includeKey=true`, { headers: { ...admin, "x-export-passphrase": "export pass 123" } })
+    expect(res.status).toBe(200)
+    const dataDir = tempDir()
+    const archive = path.join(dataDir, "export.tar.gz")
+    fs.writeFileSync(archive, Buffer.from(await res.arrayBuffer()))
+
+    const wrong = await runCli(["restore", archive, "--passphrase", "not it at all"], { DATA_DIR: dataDir })
+    expect(wrong.code).not.toBe(0)
+    expect(wrong.stderr).toMatch(/wrong passphrase/)
+    expect(fs.readdirSync(path.join(dataDir, "backups")).filter((n) => n.endsWith(".db"))).toEqual([])
+
+    const restored = await runCli(["restore", archive, "--passphrase", "export pass 123"], { DATA_DIR: dataDir })
+    expect(restored.code).toBe(0)
+    expect(restored.stdout).toMatch(/storage key restored/)
+    expect(fs.readFileSync(path.join(dataDir, "storage.key"), "utf8").trim()).toBe(fs.readFileSync(path.join(B.dataDir, "storage.key"), "utf8").trim())
+
+    const C = await startGateway({ dataDir })
+    try {
+      const answer = await chat(C, "fast", clientKey)
+      expect(answer.status).toBe(200)
+      expect(up.requests.at(-1)!.headers["authorization"]).toBe(`Bearer ${PROVIDER_SECRET}`)
+    } finally {
+      await C.close()
+    }
+  })
+})
