@@ -42,19 +42,20 @@ const Segment = (field: string) =>
 export const NodeId = Segment("id")
 export const NodePrefix = Segment("prefix")
 
-const HeaderName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9-]{1,100}$/, { message: () => "headers: a header name may hold letters, digits and '-' only" }),
-  Schema.filter((s) =>
-    ["host", "content-length", "content-type", "transfer-encoding", "connection", "accept-encoding", "upgrade", "te", "trailer", "keep-alive"].includes(s.toLowerCase())
-      ? `headers: '${s}' is set by the gateway and cannot be a default header`
-      : true
-  )
-)
+const RESERVED_HEADERS = ["host", "content-length", "content-type", "transfer-encoding", "connection", "accept-encoding", "upgrade", "te", "trailer", "keep-alive"]
+const headerNameProblem = (name: string): string | undefined =>
+  !/^[A-Za-z0-9-]{1,100}$/.test(name)
+    ? `headers: '${name}' is not a header name (letters, digits and '-' only)`
+    : RESERVED_HEADERS.includes(name.toLowerCase())
+      ? `headers: '${name}' is set by the gateway and cannot be a default header`
+      : undefined
 const HeaderValue = Schema.String.pipe(
   Schema.maxLength(4096, { message: () => "headers: a header value must be at most 4096 characters" }),
   Schema.pattern(/^[^\r\n\0]*$/, { message: () => "headers: a header value must not contain line breaks" })
 )
-export const NodeHeaders = Schema.Record({ key: HeaderName, value: HeaderValue })
+export const NodeHeaders = Schema.Record({ key: Schema.String, value: HeaderValue }).pipe(
+  Schema.filter((headers) => Object.keys(headers).map(headerNameProblem).find((p) => p !== undefined) ?? true)
+)
 
 const Size = (field: string) => Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => `${field} must be an integer between 0 and 100000000` }))
 

@@ -515,7 +515,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const prefix = model.slice(0, slash)
           const rest = model.slice(slash + 1)
           const named = s.byName.get(prefix.toLowerCase())
-          if (named?.enabled && rest) return Either.right([{ connection: named, model: rest }])
+          // A node's prefix names all its connections, even when one of them is named by it.
+          const nodeWide = named?.provider.node !== undefined && named.provider.node.prefix === prefix.toLowerCase()
+          if (named?.enabled && rest && !nodeWide) return Either.right([{ connection: named, model: rest }])
           // A disabled connection named like its provider does not hide the provider's others.
           const forProvider = s.byProvider.get(prefix.toLowerCase())
           if (forProvider && forProvider.length > 0 && rest) return Either.right(forProvider.map((connection) => ({ connection, model: rest })))
