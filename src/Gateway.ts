@@ -45,6 +45,7 @@ import { AutoEngine } from "./routing/AutoEngine.js"
 import { Combos } from "./routing/Combos.js"
 import { Router } from "./routing/Router.js"
 import { Aliases } from "./routing/Aliases.js"
+import { ProviderNodes } from "./providers/ProviderNodes.js"
 import { ProviderModels } from "./providers/ProviderModels.js"
 import { Usage } from "./usage/Usage.js"
 import { UsageQueries, UsageRetention } from "./usage/UsageQueries.js"
@@ -65,7 +66,7 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer).pipe(
+export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
   Layer.provideMerge(Backups.layer),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),

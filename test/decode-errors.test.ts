@@ -59,10 +59,14 @@ describe("the management plane's decode failure", () => {
     afterAll(() => gw.close())
 
     it("words a field's problem alike whether a handler or the HttpApi decoded the payload", async () => {
-      // Decoded by the pricing handler.
+      // Decoded by the budget service (the HttpApi's payload schema leaves apiKeyId to it).
+      const budget = await call(`${gw.url}/api/usage/budget`, { body: { dailyLimitUsd: 5 }, headers: admin })
+      expect(budget.status).toBe(400)
+      expect(budget.body).toEqual({ _tag: "BadRequest", message: "apiKeyId: is missing" })
+      // Decoded by the HttpApi from the pricing endpoint's payload schema.
       const price = await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai", model: "m", input: "cheap" }, headers: admin })
       expect(price.status).toBe(400)
-      expect(price.body).toEqual({ _tag: "BadRequest", message: 'input: expected number, actual "cheap"' })
+      expect(price.body).toEqual({ _tag: "BadRequest", message: 'invalid request: input: expected number, actual "cheap"' })
       // Decoded by the HttpApi from the endpoint's payload schema.
       const provider = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: "http://127.0.0.1:9/v1", priority: "high" }, headers: admin })
       expect(provider.status).toBe(400)

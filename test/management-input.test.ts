@@ -137,6 +137,8 @@ describe("every management payload schema", () => {
       if (ast._tag === "Union") return ast.types.every(strict)
       // A body read leniently first (an absent body as `{}`) is as strict as what it becomes.
       if (ast._tag === "Transformation") return strict(ast.to)
+      // A refined struct (a check across fields) is as strict as the struct.
+      if (ast._tag === "Refinement" && Option.isNone(AST.getParseOptionsAnnotation(ast))) return strict(ast.from)
       const options = AST.getParseOptionsAnnotation(ast)
       return Option.isSome(options) && options.value.onExcessProperty === "error"
     }

@@ -3,6 +3,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { decodeSetPrice, PRICE_FIELDS, type PriceField, type PriceRow, type PriceSource } from "../domain/accounting.js"
 import type { BadRequest } from "../domain/errors.js"
 import { findProvider, type ModelPricing, PROVIDERS } from "../providers/catalog.js"
@@ -10,6 +11,7 @@ import { toIso } from "../store/Db.js"
 import { upsert } from "../store/dialect.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import type { ModelPrice } from "./cost.js"
+import { type Connection, Connections } from "../providers/Connections.js"
 
 /** A stored override: only the fields that were set. */
 export interface PriceOverride {
@@ -66,9 +68,28 @@ const COLUMN: Record<PriceField, keyof Row> = {
 
 const keyOf = (provider: string, model: string) => `${provider.toLowerCase()}\u0000${model}`
 
-/** The catalog's price of a provider's model (exact model id), if the catalog lists it. */
-export const catalogPrice = (provider: string, model: string): ModelPricing | undefined =>
-  findProvider(provider)?.models.find((m) => m.id === model)?.pricing
+/**
+ * The price of a provider's model (exact model id): what the connections' specs say (the catalog
+ * with the custom models and overrides of `/api/provider-models` applied, and the provider
+ * nodes' models), else the provider catalog's. `specs` maps a provider id to its models' prices.
+ */
+export const catalogPrice = (provider: string, model: string, specs?: ReadonlyMap<string, ReadonlyMap<string, ModelPricing>>): ModelPricing | undefined =>
+  specs?.get(provider.toLowerCase())?.get(model) ?? findProvider(provider)?.models.find((m) => m.id === model)?.pricing
+
+/**
+ * Each provider's model prices as its connections see them (custom models and overrides applied;
+ * a node's models), best priority first: a connection's own entry for a model counts when no
+ * connection before it prices that model.
+ */
+export const connectionPrices = (all: ReadonlyArray<Connection>): Map<string, Map<string, ModelPricing>> => {
+  const out = new Map<string, Map<string, ModelPricing>>()
+  for (const c of [...all].sort((a, b) => Number(b.enabled) - Number(a.enabled) || a.priority - b.priority)) {
+    const mine = out.get(c.provider.id) ?? new Map<string, ModelPricing>()
+    for (const m of c.provider.models) if (!mine.has(m.id)) mine.set(m.id, m.pricing)
+    out.set(c.provider.id, mine)
+  }
+  return out
+}
 
 /**
  * An override on top of the catalog, field by field. A model only an override knows starts
@@ -126,6 +147,19 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const version = yield* StoreVersion
+      // Custom models' and nodes' prices, from the connections snapshot (rebuilt when it changes).
+      // Optional: Pricing built alone (unit tests) prices from the catalog and overrides only.
+      const connections = Option.getOrUndefined(yield* Effect.serviceOption(Connections))
+      let seenList: ReadonlyArray<Connection> | undefined
+      let specs: ReadonlyMap<string, ReadonlyMap<string, ModelPricing>> = new Map()
+      const currentSpecs = () => {
+        const list = connections?.peekList()
+        if (list !== undefined && list !== seenList) {
+          seenList = list
+          specs = connectionPrices(list)
+        }
+        return specs
+      }
 
       const loaded = makeCachedLoad(
         version,
@@ -136,6 +170,10 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
       )
       let snapshot = yield* loaded.get
       const refresh = Effect.suspend(() => {
+        if (connections && connections.peekList() === undefined) return Effect.zipRight(connections.list, refreshOverrides)
+        return refreshOverrides
+      })
+      const refreshOverrides = Effect.suspend(() => {
         const fresh = loaded.peek()
         if (fresh !== undefined) {
           snapshot = fresh
@@ -146,7 +184,7 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         })
       })
 
-      const priceOf = (provider: string, model: string) => effectivePrice(catalogPrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
+      const priceOf = (provider: string, model: string) => effectivePrice(catalogPrice(provider, model, currentSpecs()), snapshot.byKey.get(keyOf(provider, model))?.fields)
 
       const rowFor = (provider: string, model: string): PriceRow | undefined => {
         const spec = findProvider(provider)?.models.find((m) => m.id === model)

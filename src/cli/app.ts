@@ -8,6 +8,7 @@ import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
+import { modelsCommand, providerCommand } from "./commands/models.js"
 import { providersCommand } from "./commands/providers.js"
 import { setupCommand } from "./commands/setup.js"
 import { statusCommand } from "./commands/status.js"
@@ -29,7 +30,26 @@ const command = gateway.pipe(
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand, resetPasswordCommand, resetEncryptedColumnsCommand, configCommand, envCommand, healthCommand, logsCommand])
+  Command.withSubcommands([
+    setupCommand,
+    doctorCommand,
+    providersCommand,
+    keysCommand,
+    statusCommand,
+    comboCommand,
+    quotaCommand,
+    cacheCommand,
+    backupCommand,
+    restoreCommand,
+    resetPasswordCommand,
+    resetEncryptedColumnsCommand,
+    configCommand,
+    envCommand,
+    healthCommand,
+    logsCommand,
+    modelsCommand,
+    providerCommand
+  ])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })

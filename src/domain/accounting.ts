@@ -106,7 +106,7 @@ const LIMIT_FIELD: Record<BudgetInterval, "dailyLimitUsd" | "weeklyLimitUsd" | "
  * `POST /api/usage/budget`. A limit of 0 (or absent) means no limit for that window; at least
  * one must be greater than 0. The body replaces the key's budget as a whole.
  */
-export const SetBudget = Schema.Struct({
+const SetBudgetFields = {
   apiKeyId: NonEmpty("apiKeyId", 200),
   dailyLimitUsd: opt(Usd("dailyLimitUsd")),
   weeklyLimitUsd: opt(Usd("weeklyLimitUsd")),
@@ -116,18 +116,21 @@ export const SetBudget = Schema.Struct({
   ),
   resetInterval: opt(oneOf(BUDGET_INTERVALS, "resetInterval")),
   resetTime: opt(ResetTime)
-})
+}
+
+/** At least one positive limit, and a reset interval that is one of the limited windows. */
+const budgetLimits = (b: Partial<Record<(typeof LIMIT_FIELD)[BudgetInterval], number>> & { readonly resetInterval?: BudgetInterval | undefined }): string | true => {
+  const limited = BUDGET_INTERVALS.filter((w) => (b[LIMIT_FIELD[w]] ?? 0) > 0)
+  if (limited.length === 0) return "set at least one limit greater than 0: dailyLimitUsd, weeklyLimitUsd or monthlyLimitUsd"
+  if (b.resetInterval !== undefined && !limited.includes(b.resetInterval)) {
+    return `resetInterval is ${b.resetInterval} but ${LIMIT_FIELD[b.resetInterval]} is not set (greater than 0); limited windows: ${limited.join(", ")}`
+  }
+  return true
+}
+
+export const SetBudget = Schema.Struct(SetBudgetFields)
   .annotations(strict)
-  .pipe(
-    Schema.filter((b) => {
-      const limited = BUDGET_INTERVALS.filter((w) => (b[LIMIT_FIELD[w]] ?? 0) > 0)
-      if (limited.length === 0) return "set at least one limit greater than 0: dailyLimitUsd, weeklyLimitUsd or monthlyLimitUsd"
-      if (b.resetInterval !== undefined && !limited.includes(b.resetInterval)) {
-        return `resetInterval is ${b.resetInterval} but ${LIMIT_FIELD[b.resetInterval]} is not set (greater than 0); limited windows: ${limited.join(", ")}`
-      }
-      return true
-    })
-  )
+  .pipe(Schema.filter((b) => budgetLimits(b)))
 export type SetBudget = typeof SetBudget.Type
 
 /** A budget with its defaults applied, as stored. Limits of 0 are stored as null (no limit). */
@@ -165,6 +168,21 @@ export const budgetConfig = (input: SetBudget): BudgetConfig => {
 }
 
 const LEGACY_KEYS = ["keyId", "limit", "period"] as const
+
+/**
+ * The body of `POST /api/usage/budget` as the HttpApi decodes it: `SetBudget`, whose legacy
+ * fields (keyId, limit, period) are declared only to answer `LEGACY_BUDGET_MESSAGE` for them.
+ */
+export const SetBudgetPayload = Schema.Struct({
+  ...SetBudgetFields,
+  // Required by \`SetBudget\`, which the budget service decodes with (its message, unprefixed).
+  apiKeyId: opt(NonEmpty("apiKeyId", 200)),
+  keyId: opt(Schema.Union(Schema.String, Schema.Number)),
+  limit: opt(Schema.Union(Schema.String, Schema.Number)),
+  period: opt(Schema.Union(Schema.String, Schema.Number))
+})
+  .annotations(strict)
+  .pipe(Schema.filter((b) => (LEGACY_KEYS.some((k) => b[k] !== undefined) ? LEGACY_BUDGET_MESSAGE : true)))
 
 export const LEGACY_BUDGET_MESSAGE =
   "the legacy budget shape (keyId, limit, period) is not accepted; send apiKeyId and at least one of dailyLimitUsd, weeklyLimitUsd, monthlyLimitUsd " +

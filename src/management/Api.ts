@@ -9,6 +9,7 @@ import { HealthGroup } from "./health/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
+import { NodesGroup } from "./nodes/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
@@ -41,4 +42,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(InitGroup)
   .add(SystemGroup)
   .add(CloudGroup)
-  .add(SyncGroup) {}
+  .add(SyncGroup)
+  .add(NodesGroup) {}

@@ -12,6 +12,7 @@ import { HealthLive } from "./health/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
+import { NodesLive } from "./nodes/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
@@ -39,7 +40,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     InitLive,
     SystemLive,
     CloudLive,
-    SyncLive
+    SyncLive,
+    NodesLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

@@ -20,6 +20,7 @@ import { Secrets } from "../store/Secrets.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { findProvider, PROVIDERS, type ProviderSpec } from "./catalog.js"
 import { applyRecords, type CustomModelRecord, parseRecords, PROVIDER_MODELS_NAMESPACE } from "./customModels.js"
+import { type NodeRecord, nodeSpec, parseNodes, PROVIDER_NODES_NAMESPACE } from "./nodeRecords.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
 
 export interface Connection {
@@ -106,8 +107,12 @@ export interface ConnectionsShape {
   readonly peekList: () => ReadonlyArray<Connection> | undefined
   /** Custom models and catalog overrides (`/api/provider-models`), as stored. */
   readonly customModels: Effect.Effect<ReadonlyArray<CustomModelRecord>>
-  /** Drops the snapshot after a write elsewhere (custom models): the next read rebuilds it. */
+  /** Drops the snapshot after a write elsewhere (custom models, provider nodes): the next read rebuilds it. */
   readonly reload: Effect.Effect<void>
+  /** Provider nodes (`/api/provider-nodes`), as stored, and the provider spec each defines. */
+  readonly nodes: Effect.Effect<ReadonlyArray<{ readonly record: NodeRecord; readonly spec: ProviderSpec }>>
+  /** A catalog provider or a provider node, by id (a node also by its prefix). */
+  readonly provider: (idOrPrefix: string) => Effect.Effect<ProviderSpec | undefined>
 }
 
 interface Row {
@@ -151,6 +156,9 @@ interface Snapshot {
   /** For each model id, the enabled connections that serve it, best priority first. */
   readonly byModel: ReadonlyMap<string, ReadonlyArray<Connection>>
   readonly custom: ReadonlyArray<CustomModelRecord>
+  readonly nodes: ReadonlyArray<{ readonly record: NodeRecord; readonly spec: ProviderSpec }>
+  /** Node specs by id and by prefix. */
+  readonly nodeBy: ReadonlyMap<string, ProviderSpec>
 }
 
 const UNKNOWN_PROVIDER: ProviderSpec = {
@@ -260,9 +268,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
       const version = yield* StoreVersion
       const writer = yield* BatchWriter
 
-      const fromRow = (row: Row, custom: ReadonlyArray<CustomModelRecord>): Effect.Effect<Connection> =>
+      const fromRow = (row: Row, custom: ReadonlyArray<CustomModelRecord>, nodeBy: ReadonlyMap<string, ProviderSpec>): Effect.Effect<Connection> =>
         Effect.gen(function* () {
-          const catalogProvider = findProvider(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
+          const catalogProvider = findProvider(row.provider) ?? nodeBy.get(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
           const records = custom.filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id).concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
           const applied = applyRecords(catalogProvider, records)
           const provider = applied.provider
@@ -324,21 +332,36 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             FROM connections c LEFT JOIN oauth_tokens o ON o.connection_id = c.id ORDER BY c.priority, c.created_at`.pipe(Effect.orDie)
           const kv = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_MODELS_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
           const custom = parseRecords(kv.map((r) => [r.key, r.value] as const)).sort((a, b) => a.createdAt - b.createdAt)
-          const all = yield* Effect.forEach(rows, (row) => fromRow(row, custom))
+          const nodeRows = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_NODES_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
+          const nodes = yield* Effect.forEach(parseNodes(nodeRows.map((r) => [r.key, r.value] as const)), (record) =>
+            Effect.map(
+              Effect.forEach(Object.entries(record.headers), ([name, enc]) => Effect.map(Effect.orElseSucceed(secrets.decrypt(enc), () => Redacted.make("")), (v) => [name, v] as const)),
+              (headers) => ({ record, spec: nodeSpec(record, Object.fromEntries(headers)) })
+            )
+          )
+          const nodeBy = new Map<string, ProviderSpec>()
+          for (const n of nodes) {
+            nodeBy.set(n.record.id, n.spec)
+            if (!nodeBy.has(n.record.prefix)) nodeBy.set(n.record.prefix, n.spec)
+          }
+          const all = yield* Effect.forEach(rows, (row) => fromRow(row, custom, nodeBy))
           const byName = new Map(all.map((c) => [c.name.toLowerCase(), c]))
           const byProvider = new Map<string, Array<Connection>>()
           const byModel = new Map<string, Array<Connection>>()
           for (const c of all.filter((c) => c.enabled).sort(byPriority)) {
-            const list = byProvider.get(c.provider.id) ?? []
-            list.push(c)
-            byProvider.set(c.provider.id, list)
+            // A node's connections answer to its prefix too (`<prefix>/<model>`).
+            for (const key of c.provider.node && c.provider.node.prefix !== c.provider.id ? [c.provider.id, c.provider.node.prefix] : [c.provider.id]) {
+              const list = byProvider.get(key) ?? []
+              list.push(c)
+              byProvider.set(key, list)
+            }
             for (const id of connectionModelIds(c)) {
               const serving = byModel.get(id)
               if (serving) serving.push(c)
               else byModel.set(id, [c])
             }
           }
-          return { all, byName, byProvider, byModel, custom } satisfies Snapshot
+          return { all, byName, byProvider, byModel, custom, nodes, nodeBy } satisfies Snapshot
         })
       )
 
@@ -378,7 +401,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
 
       const checkName = (s: Snapshot, name: string, provider: ProviderSpec, selfId?: string) =>
         Effect.gen(function* () {
-          const other = findProvider(name)
+          const other = findProvider(name) ?? s.nodeBy.get(name.toLowerCase())
           if (other && other.id !== provider.id) {
             return yield* new BadRequest({
               message: `name '${name}' is the id of provider ${other.id}; pick another name so that model prefixes stay unambiguous`
@@ -395,11 +418,20 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
 
       const create: ConnectionsShape["create"] = (input, actor = "system") =>
         Effect.gen(function* () {
-          const provider = findProvider(input.provider)
+          const s = yield* snapshot.get
+          const provider = findProvider(input.provider) ?? s.nodeBy.get(input.provider.toLowerCase())
           if (!provider) {
             return yield* new BadRequest({
-              message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).join(", ")}`
+              message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).concat(s.nodes.map((n) => n.record.id)).join(", ")}`
             })
+          }
+          if (provider.node) {
+            const existing = s.all.filter((c) => c.provider.id === provider.id)
+            if (existing.length > 0 && !(yield* flags.enabled("ALLOW_MULTI_CONNECTIONS_PER_COMPAT_NODE"))) {
+              return yield* new Conflict({
+                message: `provider node ${provider.id} already has a connection (${existing.map((c) => c.name).join(", ")}); more than one needs the flag ALLOW_MULTI_CONNECTIONS_PER_COMPAT_NODE (takes effect after restart)`
+              })
+            }
           }
           const baseUrl = input.baseUrl ?? null
           if (provider.requiresBaseUrl && !baseUrl) {
@@ -410,8 +442,8 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             return yield* new BadRequest({ message: `apiKey is required for provider ${provider.id}` })
           }
           yield* checkUrl(baseUrl ?? provider.baseUrl)
-          const s = yield* snapshot.get
-          const name = input.name ?? provider.id
+          // A node's first connection is named by the node's prefix, so its models list as `<prefix>/<model>`.
+          const name = input.name ?? provider.node?.prefix ?? provider.id
           yield* checkName(s, name, provider)
           const t = Date.now()
           const id = "conn_" + crypto.randomBytes(8).toString("hex")
@@ -519,7 +551,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const prefix = model.slice(0, slash)
           const rest = model.slice(slash + 1)
           const named = s.byName.get(prefix.toLowerCase())
-          if (named?.enabled && rest) return Either.right([{ connection: named, model: rest }])
+          // A node's prefix names all its connections, even when one of them is named by it.
+          const nodeWide = named?.provider.node !== undefined && named.provider.node.prefix === prefix.toLowerCase()
+          if (named?.enabled && rest && !nodeWide) return Either.right([{ connection: named, model: rest }])
           // A disabled connection named like its provider does not hide the provider's others.
           const forProvider = s.byProvider.get(prefix.toLowerCase())
           if (forProvider && forProvider.length > 0 && rest) return Either.right(forProvider.map((connection) => ({ connection, model: rest })))
@@ -531,7 +565,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         // connections that serve exactly this model id, best priority first.
         const serving = s.byModel.get(model)
         if (serving) return Either.right(serving.map((connection) => ({ connection, model })))
-        const known = findProvider(slash > 0 ? model.slice(0, slash) : "")
+        const known = findProvider(slash > 0 ? model.slice(0, slash) : "") ?? (slash > 0 ? s.nodeBy.get(model.slice(0, slash).toLowerCase()) : undefined)
         const prefixes = Array.from(new Set(s.all.filter((c) => c.enabled).map((c) => c.name))).sort()
         return Either.left(
           new ModelNotFound({
@@ -567,7 +601,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         peekUrlPolicy,
         peekList: () => snapshot.peek()?.all,
         customModels: Effect.map(snapshot.get, (s) => s.custom),
-        reload: snapshot.invalidate
+        reload: snapshot.invalidate,
+        nodes: Effect.map(snapshot.get, (s) => s.nodes),
+        provider: (idOrPrefix) => Effect.map(snapshot.get, (s) => findProvider(idOrPrefix) ?? s.nodeBy.get(idOrPrefix.toLowerCase()))
       }
     })
   )

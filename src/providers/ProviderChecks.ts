@@ -50,7 +50,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
           }),
         validate: (input) =>
           Effect.gen(function* () {
-            const provider = findProvider(input.provider)
+            const provider = findProvider(input.provider) ?? (yield* connections.provider(input.provider))
             if (!provider) {
               return yield* new BadRequest({
                 message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).join(", ")}`

@@ -66,12 +66,12 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
 
       const scopeOf = (ref: string): Effect.Effect<Scope, BadRequest> =>
         Effect.gen(function* () {
-          const provider = findProvider(ref)
-          if (provider) return { scope: "provider" as const, scopeId: provider.id, label: provider.id, provider, connection: undefined }
+          const provider = yield* connections.provider(ref)
+          if (provider && (!provider.node || provider.id === ref.toLowerCase())) return { scope: "provider" as const, scopeId: provider.id, label: provider.id, provider, connection: undefined }
           const c = yield* Effect.option(connections.get(ref))
           if (Option.isSome(c)) {
             const conn = c.value
-            return { scope: "connection" as const, scopeId: conn.id, label: conn.name, provider: findProvider(conn.provider.id) ?? conn.provider, connection: conn }
+            return { scope: "connection" as const, scopeId: conn.id, label: conn.name, provider: (yield* connections.provider(conn.provider.id)) ?? conn.provider, connection: conn }
           }
           return yield* new BadRequest({ message: `provider: '${ref}' is neither a provider connection's name nor a provider id` })
         })
@@ -79,8 +79,9 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
       const labelOf = (r: CustomModelRecord, all: ReadonlyArray<Connection>) =>
         r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.name ?? r.scopeId)
 
-      const view = (r: CustomModelRecord, all: ReadonlyArray<Connection>): ProviderModelView => {
-        const provider = r.scope === "provider" ? findProvider(r.scopeId) : findProvider(all.find((c) => c.id === r.scopeId)?.provider.id ?? "")
+      const view = (r: CustomModelRecord, all: ReadonlyArray<Connection>, nodes: ReadonlyArray<ProviderSpec>): ProviderModelView => {
+        const providerId = r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.provider.id ?? "")
+        const provider = findProvider(providerId) ?? nodes.find((n) => n.id === providerId)
         return {
           provider: labelOf(r, all),
           scope: r.scope,
@@ -100,6 +101,8 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
         }
       }
 
+      const nodeSpecs = Effect.map(connections.nodes, (ns) => ns.map((n) => n.spec))
+
       const find = (s: Scope, model: string) =>
         Effect.map(connections.customModels, (all) => all.find((r) => r.scope === s.scope && r.scopeId === s.scopeId && r.model === model))
 
@@ -108,7 +111,7 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           yield* kv.set(PROVIDER_MODELS_NAMESPACE, recordKey(r.scope, r.scopeId, r.model), JSON.stringify(r))
           yield* connections.reload
           writer.append("audit_log", { ts: Date.now(), actor, action, target: `${r.scope}:${r.scopeId}/${r.model}`, detail: null })
-          return view(r, yield* connections.list)
+          return view(r, yield* connections.list, yield* nodeSpecs)
         })
 
       const fieldsOf = (input: CreateProviderModel) => ({
@@ -155,7 +158,7 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           yield* kv.remove(PROVIDER_MODELS_NAMESPACE, recordKey(current.scope, current.scopeId, current.model))
           yield* connections.reload
           writer.append("audit_log", { ts: Date.now(), actor, action: "provider_model.remove", target: `${s.scope}:${s.scopeId}/${model}`, detail: null })
-          return view(current, yield* connections.list)
+          return view(current, yield* connections.list, yield* nodeSpecs)
         })
 
       const list: ProviderModelsShape["list"] = (filter) =>
@@ -165,7 +168,8 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           const records = (yield* connections.customModels).filter(
             (r) => (s === undefined || (r.scope === s.scope && r.scopeId === s.scopeId)) && (filter.model === undefined || r.model === filter.model)
           )
-          return records.map((r) => view(r, all))
+          const nodes = yield* nodeSpecs
+          return records.map((r) => view(r, all, nodes))
         })
 
       const catalog: ProviderModelsShape["catalog"] = (query) =>
@@ -183,11 +187,12 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           }
           const records = yield* connections.customModels
           const out: Array<CatalogModel> = []
-          for (const p of PROVIDERS) {
+          // The catalog's providers, then the provider nodes (`/api/provider-nodes`).
+          for (const p of [...PROVIDERS, ...(yield* nodeSpecs)]) {
             if (!wanted(p.id, null)) continue
             const applied = applyRecords(p, records.filter((r) => r.scope === "provider" && r.scopeId === p.id))
             for (const m of applied.provider.models) {
-              if (!applied.hidden.has(m.id)) out.push(catalogModel(applied.provider, m, `${p.id}/${m.id}`, null, applied.custom.has(m.id)))
+              if (!applied.hidden.has(m.id)) out.push(catalogModel(applied.provider, m, `${p.node?.prefix ?? p.id}/${m.id}`, null, applied.custom.has(m.id) || p.node !== undefined))
             }
           }
           // Models a single connection adds or changes, under that connection's name.

@@ -4,6 +4,7 @@
  */
 import type { FormatId } from "../formats/canonical.js"
 import type { ProviderQuirks } from "../formats/format.js"
+import type * as Redacted from "effect/Redacted"
 
 export type { ProviderQuirks }
 
@@ -114,6 +115,12 @@ export interface ProviderSpec {
   readonly quirks?: ProviderQuirks
   /** Accounts sign in with OAuth (`authClass: "oauth"`); the access token is the connection's credential. */
   readonly oauth?: OAuthSpec
+  /**
+   * Set on a provider node (`/api/provider-nodes`, src/providers/nodeRecords.ts): the model-id
+   * prefix clients use and the default headers sent with every call. A node's `authStyle` is
+   * used as is, whatever its family.
+   */
+  readonly node?: { readonly prefix: string; readonly headers: Readonly<Record<string, Redacted.Redacted<string>>> }
 }
 
 export type Caps = Partial<ModelCapabilities>

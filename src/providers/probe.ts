@@ -1,7 +1,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { ProbeResult } from "../domain/connections.js"
-import { joinUrl, upstreamAuthHeaders } from "../upstream/auth.js"
+import { joinUrl, providerAuthHeaders } from "../upstream/auth.js"
 import { readUpstreamBody, type UpstreamHttpShape } from "../upstream/UpstreamHttp.js"
 import type { FormatId } from "../formats/canonical.js"
 import { scrubSecrets } from "../observability/redact.js"
@@ -75,7 +75,7 @@ export const probeProvider = (
       headers: {
         accept: "application/json",
         "user-agent": http.userAgent,
-        ...upstreamAuthHeaders(provider.authStyle, format, apiKey)
+        ...providerAuthHeaders(provider, format, apiKey)
       },
       headersTimeout: PROBE_TIMEOUT
     })

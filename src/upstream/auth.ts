@@ -1,5 +1,6 @@
 import type { FormatId } from "../formats/canonical.js"
-import type { AuthStyle } from "../providers/catalog.js"
+import * as Redacted from "effect/Redacted"
+import type { AuthStyle, ProviderSpec } from "../providers/catalog.js"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
 
@@ -31,3 +32,35 @@ export const upstreamAuthHeaders = (
 }
 
 export const joinUrl = (base: string, path: string): string => base.replace(/\/+$/, "") + path
+
+/** The key sent in exactly `style`'s header (a provider node says how, whatever its family). */
+const styleHeaders = (style: AuthStyle, apiKey: string | undefined): Record<string, string> => {
+  if (!apiKey || style === "none") return {}
+  switch (style) {
+    case "x-api-key":
+      return { "x-api-key": apiKey }
+    case "x-goog-api-key":
+      return { "x-goog-api-key": apiKey }
+    case "xi-api-key":
+      return { "xi-api-key": apiKey }
+    case "x-subscription-token":
+      return { "x-subscription-token": apiKey }
+    case "token":
+      return { authorization: `Token ${apiKey}` }
+    default:
+      return { authorization: `Bearer ${apiKey}` }
+  }
+}
+
+/**
+ * The headers that authenticate a call to `provider` in `format`: `upstreamAuthHeaders` for a
+ * catalog provider; for a provider node, its own auth style and then its default headers (an
+ * operator's header wins over the gateway's).
+ */
+export const providerAuthHeaders = (provider: ProviderSpec, format: FormatId, apiKey: string | undefined): Record<string, string> => {
+  if (!provider.node) return upstreamAuthHeaders(provider.authStyle, format, apiKey)
+  const headers: Record<string, string> = styleHeaders(provider.authStyle, apiKey)
+  if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
+  for (const [name, value] of Object.entries(provider.node.headers)) headers[name.toLowerCase()] = Redacted.value(value)
+  return headers
+}

@@ -2,7 +2,7 @@ import * as Redacted from "effect/Redacted"
 import type { Readable } from "node:stream"
 import type { FormatId } from "../formats/canonical.js"
 import type { Connection } from "../providers/Connections.js"
-import { ANTHROPIC_VERSION, joinUrl, upstreamAuthHeaders } from "./auth.js"
+import { ANTHROPIC_VERSION, joinUrl, providerAuthHeaders } from "./auth.js"
 import type { UpstreamRequest } from "./UpstreamHttp.js"
 import { encodeComponent } from "../http/untrusted.js"
 
@@ -86,7 +86,7 @@ export const upstreamRequest = (
       ...options.forward,
       ...(connection.provider.oauth
         ? oauthHeaders(connection, format, options.forward)
-        : upstreamAuthHeaders(connection.provider.authStyle, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined))
+        : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined))
     },
     body: JSON.stringify(payload)
   }
@@ -138,7 +138,8 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
       "accept-encoding": "identity",
       "user-agent": userAgent,
       ...(connection.provider.format === "anthropic" && style === "x-api-key" ? { "anthropic-version": ANTHROPIC_VERSION } : {}),
-      ...auth
+      ...auth,
+      ...(connection.provider.node ? providerAuthHeaders(connection.provider, connection.provider.format, key) : {})
     },
     ...(body !== undefined ? { body } : {})
   }

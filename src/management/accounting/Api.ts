@@ -3,7 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
 import { BadRequest, NotFound } from "../../domain/errors.js"
 import { strict } from "../../domain/parse.js"
-import { BudgetStatus, PriceRow, TokenLimitView } from "../../domain/accounting.js"
+import { BudgetStatus, CreateTokenLimit, PriceRow, SetBudgetPayload, SetPrice, TokenLimitView } from "../../domain/accounting.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 
 const ApiKeyQuery = Schema.Struct({ apiKeyId: Schema.optional(Schema.String) })
@@ -25,10 +25,10 @@ export const CacheStats = Schema.Struct({
 
 export class AccountingGroup extends HttpApiGroup.make("accounting")
   .add(HttpApiEndpoint.get("budgets", "/api/usage/budget").setUrlParams(ApiKeyQuery).addSuccess(Schema.Struct({ budgets: Schema.Array(BudgetStatus) })))
-  .add(HttpApiEndpoint.post("setBudget", "/api/usage/budget").setPayload(Schema.Unknown).addSuccess(BudgetStatus).addError(BadRequest).addError(NotFound))
+  .add(HttpApiEndpoint.post("setBudget", "/api/usage/budget").setPayload(SetBudgetPayload).addSuccess(BudgetStatus).addError(BadRequest).addError(NotFound))
   .add(HttpApiEndpoint.del("removeBudget", "/api/usage/budget/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: Schema.String })).addError(NotFound))
   .add(HttpApiEndpoint.get("tokenLimits", "/api/usage/token-limits").setUrlParams(ApiKeyQuery).addSuccess(Schema.Struct({ limits: Schema.Array(TokenLimitView) })))
-  .add(HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits").setPayload(Schema.Unknown).addSuccess(TokenLimitView, { status: 201 }).addError(BadRequest).addError(NotFound))
+  .add(HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits").setPayload(CreateTokenLimit).addSuccess(TokenLimitView, { status: 201 }).addError(BadRequest).addError(NotFound))
   .add(
     HttpApiEndpoint.del("removeTokenLimit", "/api/usage/token-limits")
       .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1, { message: () => "id is required" })) }).annotations(strict))
@@ -37,7 +37,7 @@ export class AccountingGroup extends HttpApiGroup.make("accounting")
       .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("pricing", "/api/pricing").addSuccess(Schema.Struct({ prices: Schema.Array(PriceRow) })))
-  .add(HttpApiEndpoint.put("setPrice", "/api/pricing").setPayload(Schema.Unknown).addSuccess(PriceRow).addError(BadRequest))
+  .add(HttpApiEndpoint.put("setPrice", "/api/pricing").setPayload(SetPrice).addSuccess(PriceRow).addError(BadRequest))
   .add(
     HttpApiEndpoint.del("removePrice", "/api/pricing")
       .setPayload(Schema.Struct({ provider: Schema.String, model: Schema.String }).annotations(strict))
