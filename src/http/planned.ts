@@ -15,18 +15,13 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
 
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "sessions", pattern: /^\/api\/sessions(\/|$)/ },
   { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
-  { area: "provider nodes", pattern: /^\/api\/provider-nodes(\/|$)/ },
-  { area: "OAuth providers", pattern: /^\/api\/oauth\// },
   { area: "settings", pattern: /^\/api\/settings(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
-  { area: "cloud sync", pattern: /^\/api\/(sync|cloud)(\/|$)/ },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
   { area: "evals, policies and compliance", pattern: /^\/api\/(evals|policies|compliance)(\/|$)/ },
-  { area: "system", pattern: /^\/api\/(init|restart|shutdown|system)(\/|$)/ },
   { area: "proxy registry", pattern: /^\/api\/v1\/management\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
   { area: "playground", pattern: /^\/api\/playground\// }

@@ -46,10 +46,14 @@ export class LogFile {
     this.pending.push(line)
   }
 
-  /** Writes what is queued, rotating first when the file would pass its size limit. */
+  /**
+   * Writes what is queued, rotating whenever the next line would pass the size limit, so no file
+   * grows past it however many lines one flush carries (a line longer than the limit gets a file
+   * of its own).
+   */
   flush(): void {
     if (this.pending.length === 0) return
-    const text = this.pending.join("\n") + "\n"
+    const lines = this.pending
     this.pending = []
     const { file, maxBytes } = this.options
     if (this.size < 0) {
@@ -60,10 +64,26 @@ export class LogFile {
         this.size = 0
       }
     }
-    const bytes = Buffer.byteLength(text)
-    if (this.size > 0 && this.size + bytes > maxBytes) this.rotate()
-    fs.appendFileSync(file, text, { mode: 0o600 })
-    this.size += bytes
+    let chunk = ""
+    let chunkBytes = 0
+    const write = () => {
+      if (chunkBytes === 0) return
+      fs.appendFileSync(file, chunk, { mode: 0o600 })
+      this.size += chunkBytes
+      chunk = ""
+      chunkBytes = 0
+    }
+    for (const line of lines) {
+      const text = line + "\n"
+      const bytes = Buffer.byteLength(text)
+      if (this.size + chunkBytes > 0 && this.size + chunkBytes + bytes > maxBytes) {
+        write()
+        this.rotate()
+      }
+      chunk += text
+      chunkBytes += bytes
+    }
+    write()
   }
 
   private rotate(): void {
