@@ -30,6 +30,8 @@ import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { Backups, ScheduledBackups } from "./store/Backups.js"
+import { Settings } from "./settings/Settings.js"
+import { SettingsHooks } from "./settings/SettingsHooks.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { EventBus } from "./events/EventBus.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
@@ -59,7 +61,7 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, Backups.layer, Aliases.layer, ProviderModels.layer).pipe(
+export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, Backups.layer, Aliases.layer, ProviderModels.layer, Settings.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamHttp.layer),
@@ -71,7 +73,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, Backups.layer, Ali
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
