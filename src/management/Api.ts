@@ -9,6 +9,7 @@ import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
+import { SettingsGroup } from "./settings/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
@@ -29,4 +30,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(UsageGroup)
   .add(AccountingGroup)
   .add(BackupsGroup)
-  .add(ModelsGroup) {}
+  .add(ModelsGroup)
+  .add(SettingsGroup) {}

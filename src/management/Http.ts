@@ -12,10 +12,11 @@ import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
+import { SettingsLive } from "./settings/Http.js"
 import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive, SettingsLive]),
   Layer.provide(ManagementAuthLive)
 )
