@@ -7,6 +7,10 @@ import { oneOf, strict } from "./parse.js"
  * `GET`/`PUT`/`PATCH /api/settings` and one route per section. docs/operations.md, "Settings".
  */
 
+/** A whole number in [min, max]; one message for both checks. */
+const whole = (min: number, max: number, message: string) =>
+  Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
+
 // ---------------------------------------------------------------- addresses
 
 /** An IPv4 or IPv6 address, or a CIDR of either (`10.0.0.0/8`, `2001:db8::/32`). */
@@ -92,7 +96,7 @@ export const ProxyTestRequest = Schema.Struct({
   ),
   /** The proxy to go through; default the configured one. */
   proxy: Schema.optional(ProxyUrl),
-  timeoutMs: Schema.optional(Schema.Int.pipe(Schema.between(100, 60_000, { message: () => "must be a whole number of ms between 100 and 60000" })))
+  timeoutMs: Schema.optional(whole(100, 60_000, "timeoutMs must be a whole number of ms between 100 and 60000"))
 }).annotations(strict)
 export type ProxyTestRequest = typeof ProxyTestRequest.Type
 
@@ -112,7 +116,7 @@ export type ProxyTestResult = typeof ProxyTestResult.Type
 export const EFFORTS = ["none", "minimal", "low", "medium", "high"] as const
 export type Effort = (typeof EFFORTS)[number]
 
-const Tokens = (what: string) => Schema.Int.pipe(Schema.between(0, 1_000_000, { message: () => `${what} must be a whole number of tokens between 0 and 1000000` }))
+const Tokens = (what: string) => whole(0, 1_000_000, `${what} must be a whole number of tokens between 0 and 1000000`)
 
 export const ThinkingBudgetSettings = Schema.Struct({
   /** `passthrough`: requests as sent; `cap`: budgets above `maxTokens` lowered; `force`: every request at `effort`/`budgetTokens`. */
@@ -144,7 +148,7 @@ export const CompressionSettings = Schema.Struct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   engine: Schema.optionalWith(oneOf(["rtk", "llmlingua", "truncate"] as const, "engine"), { default: () => "rtk" as const }),
   /** 1 (light) to 9 (aggressive). */
-  level: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 9, { message: () => "level must be a whole number from 1 to 9" })), { default: () => 5 }),
+  level: Schema.optionalWith(whole(1, 9, "level must be a whole number from 1 to 9"), { default: () => 5 }),
   /** Requests whose prompt is shorter than this many tokens are left alone. */
   minTokens: Schema.optionalWith(Tokens("minTokens"), { default: () => 4000 }),
   /** Compress tool results (the usual bulk of agent prompts). */
@@ -158,7 +162,7 @@ export const BackupSettings = Schema.Struct({
   /** Hours between scheduled backups (fractions allowed, 0 off); null: GATEWAY_BACKUP_INTERVAL_HOURS (default 24). */
   intervalHours: Schema.optionalWith(Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))), { default: () => null }),
   /** Scheduled backups kept (0 off); null: GATEWAY_BACKUP_KEEP (default 7). */
-  keep: Schema.optionalWith(Schema.NullOr(Schema.Int.pipe(Schema.between(0, 10_000, { message: () => "keep must be a whole number between 0 and 10000" }))), { default: () => null })
+  keep: Schema.optionalWith(Schema.NullOr(whole(0, 10_000, "keep must be a whole number between 0 and 10000")), { default: () => null })
 }).annotations(strict)
 export type BackupSettings = typeof BackupSettings.Type
 

@@ -132,14 +132,19 @@ const expand6 = (ip: string): Array<number> => {
 }
 
 const fetchOver = async (socket: net.Socket, target: URL): Promise<number> => {
+  // The tunnel's socket was paused after the handshake: resumed once its new reader is attached.
   const conn = target.protocol === "https:" ? tls.connect({ socket, servername: net.isIP(target.hostname.replace(/^\[|\]$/g, "")) ? undefined : target.hostname }) : socket
-  if (conn !== socket) await once(conn, "secureConnect")
+  if (conn !== socket) {
+    socket.resume()
+    await once(conn, "secureConnect")
+  }
   return new Promise((resolve, reject) => {
-    const req = http.request({ method: "GET", host: target.hostname, path: `${target.pathname}${target.search}`, headers: { host: target.host, "user-agent": "gateway-proxy-test" }, createConnection: () => conn, agent: false })
+    const req = http.request({ method: "GET", host: target.hostname, path: `${target.pathname}${target.search}`, headers: { host: target.host, "user-agent": "gateway-proxy-test" }, createConnection: () => conn })
     req.once("response", (res) => {
       res.resume()
       resolve(res.statusCode ?? 0)
     })
+    req.once("socket", (s) => s.resume())
     req.once("error", reject)
     req.end()
   })
