@@ -84,6 +84,8 @@ describe("the settings document", () => {
       ["PATCH", "/api/settings", { systemPrompt: { position: "middle" } }, /systemPrompt\.position: position must be one of: prepend, append/],
       ["PATCH", "/api/settings", { backups: { keep: 1.5 } }, /backups\.keep: keep must be a whole number/],
       ["PATCH", "/api/settings", { colour: "blue" }, /colour: is unexpected/],
+      ["PUT", "/api/settings", { systemPrompt: { txt: "typo" } }, /systemPrompt\.txt: is unexpected/],
+      ["PUT", "/api/settings/ip-filter", { allow: [], block: ["10.0.0.1"] }, /block: is unexpected/],
       ["PUT", "/api/settings/compression", { level: 12 }, /level: level must be a whole number from 1 to 9/],
       ["PUT", "/api/settings/require-login", { requireLogin: "no" }, /requireLogin: expected boolean/],
       ["POST", "/api/settings/purge-request-history", { olderThanDays: -1 }, /olderThanDays: olderThanDays must be a number of days/]

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 import { isIP } from "node:net"
 import { oneOf, strict } from "./parse.js"
 
@@ -10,6 +11,17 @@ import { oneOf, strict } from "./parse.js"
 /** A whole number in [min, max]; one message for both checks. */
 const whole = (min: number, max: number, message: string) =>
   Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
+
+/**
+ * A struct whose fields have defaults, refusing unknown fields on both sides of its
+ * transformation (the encoded body as sent and the document it becomes).
+ */
+const strictStruct = <F extends Schema.Struct.Fields>(fields: F): Schema.Schema<Schema.Struct.Type<F>, Schema.Struct.Encoded<F>> => {
+  const ast = Schema.Struct(fields).ast
+  const options = { [SchemaAST.ParseOptionsAnnotationId]: strict.parseOptions }
+  if (ast._tag !== "Transformation") return Schema.make(SchemaAST.annotations(ast, options))
+  return Schema.make(new SchemaAST.Transformation(SchemaAST.annotations(ast.from, options), SchemaAST.annotations(ast.to, options), ast.transformation, options))
+}
 
 // ---------------------------------------------------------------- addresses
 
@@ -30,12 +42,12 @@ const AddressOrCidr = Schema.Trim.pipe(
 
 const AddressList = Schema.Array(AddressOrCidr).pipe(Schema.maxItems(1000, { message: () => "at most 1000 entries" }))
 
-export const IpFilterSettings = Schema.Struct({
+export const IpFilterSettings = strictStruct({
   /** Empty: every address is allowed (unless denied). */
   allow: Schema.optionalWith(AddressList, { default: () => [] }),
   /** Wins over `allow`. */
   deny: Schema.optionalWith(AddressList, { default: () => [] })
-}).annotations(strict)
+})
 export type IpFilterSettings = typeof IpFilterSettings.Type
 
 // ---------------------------------------------------------------- proxy
@@ -71,7 +83,7 @@ const NoProxyEntry = Schema.Trim.pipe(
   Schema.pattern(/^(\*|\.?[A-Za-z0-9*_-]+(\.[A-Za-z0-9_-]+)*(:\d{1,5})?|[0-9a-fA-F:.]+(\/\d{1,3})?)$/, { message: () => "not a host name, domain suffix, IP address or CIDR" })
 )
 
-export const ProxySettings = Schema.Struct({
+export const ProxySettings = strictStruct({
   /**
    * `http://`, `https://`, `socks5://` (or `socks5h://`) with optional `user:password@`; null: no
    * proxy. Listings show the password as `****`; sending `****` back keeps the stored one.
@@ -79,7 +91,7 @@ export const ProxySettings = Schema.Struct({
   url: Schema.optionalWith(Schema.NullOr(ProxyUrl), { default: () => null }),
   /** Hosts that go direct. */
   noProxy: Schema.optionalWith(Schema.Array(NoProxyEntry).pipe(Schema.maxItems(500, { message: () => "at most 500 entries" })), { default: () => [] })
-}).annotations(strict)
+})
 export type ProxySettings = typeof ProxySettings.Type
 
 export const ProxyTestRequest = Schema.Struct({
@@ -118,7 +130,7 @@ export type Effort = (typeof EFFORTS)[number]
 
 const Tokens = (what: string) => whole(0, 1_000_000, `${what} must be a whole number of tokens between 0 and 1000000`)
 
-export const ThinkingBudgetSettings = Schema.Struct({
+export const ThinkingBudgetSettings = strictStruct({
   /** `passthrough`: requests as sent; `cap`: budgets above `maxTokens` lowered; `force`: every request at `effort`/`budgetTokens`. */
   mode: Schema.optionalWith(oneOf(["passthrough", "cap", "force"] as const, "mode"), { default: () => "passthrough" as const }),
   /** `cap`: the largest reasoning budget a request keeps. */
@@ -127,24 +139,24 @@ export const ThinkingBudgetSettings = Schema.Struct({
   effort: Schema.optionalWith(oneOf(EFFORTS, "effort"), { default: () => "medium" as const }),
   /** `force`: the budget for formats that take tokens (Anthropic, Gemini); 0 turns thinking off. */
   budgetTokens: Schema.optionalWith(Tokens("budgetTokens"), { default: () => 8192 })
-}).annotations(strict)
+})
 export type ThinkingBudgetSettings = typeof ThinkingBudgetSettings.Type
 
 // ---------------------------------------------------------------- system prompt
 
-export const SystemPromptSettings = Schema.Struct({
+export const SystemPromptSettings = strictStruct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   text: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(100_000, { message: () => "at most 100000 characters" })), { default: () => "" }),
   /** `prepend`: before the client's own system prompt; `append`: after it. */
   position: Schema.optionalWith(oneOf(["prepend", "append"] as const, "position"), { default: () => "prepend" as const }),
   /** Gateway API key ids whose requests do not get it (the per-key opt-out). */
   skipKeyIds: Schema.optionalWith(Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(200))).pipe(Schema.maxItems(1000)), { default: () => [] })
-}).annotations(strict)
+})
 export type SystemPromptSettings = typeof SystemPromptSettings.Type
 
 // ---------------------------------------------------------------- compression (stored only)
 
-export const CompressionSettings = Schema.Struct({
+export const CompressionSettings = strictStruct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   engine: Schema.optionalWith(oneOf(["rtk", "llmlingua", "truncate"] as const, "engine"), { default: () => "rtk" as const }),
   /** 1 (light) to 9 (aggressive). */
@@ -153,17 +165,17 @@ export const CompressionSettings = Schema.Struct({
   minTokens: Schema.optionalWith(Tokens("minTokens"), { default: () => 4000 }),
   /** Compress tool results (the usual bulk of agent prompts). */
   toolResults: Schema.optionalWith(Schema.Boolean, { default: () => true })
-}).annotations(strict)
+})
 export type CompressionSettings = typeof CompressionSettings.Type
 
 // ---------------------------------------------------------------- backups
 
-export const BackupSettings = Schema.Struct({
+export const BackupSettings = strictStruct({
   /** Hours between scheduled backups (fractions allowed, 0 off); null: GATEWAY_BACKUP_INTERVAL_HOURS (default 24). */
   intervalHours: Schema.optionalWith(Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))), { default: () => null }),
   /** Scheduled backups kept (0 off); null: GATEWAY_BACKUP_KEEP (default 7). */
   keep: Schema.optionalWith(Schema.NullOr(whole(0, 10_000, "keep must be a whole number between 0 and 10000")), { default: () => null })
-}).annotations(strict)
+})
 export type BackupSettings = typeof BackupSettings.Type
 
 // ---------------------------------------------------------------- require login
@@ -186,7 +198,7 @@ export const SettingsInfo = Schema.Struct({
 })
 export type SettingsInfo = typeof SettingsInfo.Type
 
-export const SettingsDocument = Schema.Struct({
+export const SettingsDocument = strictStruct({
   proxy: section(ProxySettings),
   ipFilter: section(IpFilterSettings),
   thinkingBudget: section(ThinkingBudgetSettings),
@@ -196,7 +208,7 @@ export const SettingsDocument = Schema.Struct({
   requireLogin: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   backups: section(BackupSettings),
   info: Schema.optional(SettingsInfo)
-}).annotations(strict)
+})
 export type SettingsDocument = Omit<typeof SettingsDocument.Type, "info">
 
 /** Every section with its defaults. */
