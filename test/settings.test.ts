@@ -283,6 +283,24 @@ describe("proxy test", () => {
   })
 })
 
+describe("scheduled backups from settings", () => {
+  it("a changed interval and count re-arm the schedule at once, without a restart", async () => {
+    const scheduled = async () => ((await api("/api/db-backups")).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
+    expect(await scheduled()).toBe(0)
+    // About every 0.4 s, keeping 2.
+    expect((await api("/api/settings/backups", { method: "PUT", body: { intervalHours: 0.0001, keep: 2 } })).status).toBe(200)
+    expect((await api("/api/settings")).body.info.backups).toEqual({ intervalHours: 0.0001, keep: 2, source: "settings" })
+    await expect.poll(scheduled, { timeout: 10_000, interval: 100 }).toBe(2)
+    // Pruned to `keep` as more are taken.
+    const names = async () => ((await api("/api/db-backups")).body.backups as Array<{ id: string; kind: string }>).filter((b) => b.kind === "scheduled").map((b) => b.id)
+    const first = await names()
+    await expect.poll(async () => (await names()).some((id) => !first.includes(id)), { timeout: 10_000, interval: 100 }).toBe(true)
+    expect(await scheduled()).toBeLessThanOrEqual(2)
+    expect((await api("/api/settings/backups", { method: "PUT", body: { intervalHours: 0 } })).status).toBe(200)
+    await api("/api/settings", { method: "PUT", body: {} })
+  })
+})
+
 describe("purge request history", () => {
   it("deletes usage rows older than the cutoff but keeps the open budget windows, and answers how many", async () => {
     const now = Date.now()
