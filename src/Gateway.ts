@@ -35,6 +35,8 @@ import { Backups, ScheduledBackups } from "./store/Backups.js"
 import { ConfigBundle } from "./sync/Bundle.js"
 import { CloudStore } from "./sync/CloudStore.js"
 import { CloudSync } from "./sync/CloudSync.js"
+import { Settings } from "./settings/Settings.js"
+import { SettingsHooks } from "./settings/SettingsHooks.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { EventBus } from "./events/EventBus.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
@@ -66,7 +68,7 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
+export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer, Settings.layer).pipe(
   Layer.provideMerge(Backups.layer),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
@@ -79,7 +81,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),

@@ -17,6 +17,7 @@ import { ManagementHandler } from "../src/management/App.js"
 import { scrubSecrets } from "../src/observability/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { Settings } from "../src/settings/Settings.js"
 
 /**
  * Input from outside that node or the JavaScript runtime throws on: malformed percent-escapes in
@@ -320,6 +321,7 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
       Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
+      Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),
       Layer.provide(Layer.succeed(ApiKeys, { hasAdminKey: Effect.succeed(true) } as never)),
       Layer.provide(Layer.succeed(AdminAuth, { hasPassword: Effect.succeed(true) } as never)),
       Layer.provide(AppConfig.layerTest({ dataDir: tempDir(), host: "127.0.0.1", port: 0 })),

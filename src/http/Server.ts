@@ -22,6 +22,9 @@ import { InferenceRoutes, newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
+import { clientAddress } from "./request.js"
+import { ipRefusal } from "../settings/ipFilter.js"
+import { Settings } from "../settings/Settings.js"
 import { VERSION } from "../version.js"
 
 export interface GatewayServerShape {
@@ -73,6 +76,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const management = yield* ManagementHandler
       const websocket = yield* ResponsesWebSocket
       const flags = yield* FeatureFlags
+      const settings = yield* Settings
       const fibers = yield* FiberSet.make<void, never>()
       // Management requests run on the platform's own fibers: counted, so shutdown waits for them too.
       let managementInFlight = 0
@@ -84,6 +88,44 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       let closing = false
       // Answers being written, so shutdown can still mark those whose headers have not gone out.
       const open = new Set<http.ServerResponse>()
+
+      // The inbound IP filter (docs/operations.md, "Settings"): before anything else, on every
+      // route. With both lists empty this is one boolean read per request.
+      const TRUST = "GATEWAY_TRUST_PROXY_HEADERS" as const
+      let trustProxy = yield* flags.enabled(TRUST)
+      /** The filter's verdict for `req`; undefined lets it in. */
+      const refusal = (req: http.IncomingMessage, trust: boolean) => {
+        const verdict = settings.ipFilter().check(clientAddress(req, trust))
+        return verdict && ipRefusal(verdict)
+      }
+      const refuse = (req: http.IncomingMessage, res: http.ServerResponse, message: string) => {
+        const requestId = newRequestId()
+        const body = JSON.stringify({ error: { message, type: "forbidden", code: "ip_not_allowed", param: null } })
+        res.writeHead(403, { ...gatewayHeaders(requestId), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+        res.end(body)
+        req.resume()
+      }
+      const screened = (req: http.IncomingMessage, res: http.ServerResponse) => {
+        if (!settings.ipFilter().active) return serve(req, res)
+        const trust = flags.peekEnabled(TRUST)
+        if (trust !== undefined) {
+          trustProxy = trust
+          const refused = refusal(req, trust)
+          return refused ? refuse(req, res, refused) : serve(req, res)
+        }
+        // The flag is not known fresh: read it, then decide (the request waits a moment).
+        run(
+          Effect.map(flags.enabled(TRUST), (t) => {
+            trustProxy = t
+            try {
+              const refused = refusal(req, t)
+              return refused ? refuse(req, res, refused) : serve(req, res)
+            } catch (e) {
+              failed(req, res, e)
+            }
+          })
+        )
+      }
 
       const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
         const url = req.url ?? "/"
@@ -133,7 +175,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         if (closing) res.shouldKeepAlive = false
         else open.add(res)
         try {
-          serve(req, res)
+          screened(req, res)
         } catch (e) {
           failed(req, res, e)
         }
@@ -142,6 +184,12 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       // WebSocket upgrades: the Responses transport; any other path is not upgradable.
       server.on("upgrade", (req, socket, head) => {
         try {
+          const refused = settings.ipFilter().active ? refusal(req, flags.peekEnabled(TRUST) ?? trustProxy) : undefined
+          if (refused) {
+            const body = JSON.stringify({ error: { message: refused, type: "forbidden", code: "ip_not_allowed", param: null } })
+            socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+            return
+          }
           if (!websocket.upgrade(req, socket as net.Socket, head)) {
             socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
           }

@@ -18,7 +18,6 @@ export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
-  { area: "settings", pattern: /^\/api\/settings(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
   { area: "evals, policies and compliance", pattern: /^\/api\/(evals|policies|compliance)(\/|$)/ },

@@ -15,6 +15,7 @@ import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
 import { InitGroup, SystemGroup } from "./system/Api.js"
 import { SyncGroup } from "./sync/Api.js"
+import { SettingsGroup } from "./settings/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
@@ -43,4 +44,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(SystemGroup)
   .add(CloudGroup)
   .add(SyncGroup)
-  .add(NodesGroup) {}
+  .add(NodesGroup)
+  .add(SettingsGroup) {}

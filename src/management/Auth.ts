@@ -6,7 +6,10 @@ import { AdminAuth, SESSION_COOKIE } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { safeEqual } from "../auth/password.js"
 import { Forbidden, Unauthorized } from "../domain/errors.js"
+import { isLoopbackHost } from "../config/AppConfig.js"
 import { bearerToken } from "../http/request.js"
+import { Settings } from "../settings/Settings.js"
+import type * as http from "node:http"
 import { ManagementAuth } from "./Principal.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -22,11 +25,39 @@ const crossOrigin = (headers: Readonly<Record<string, string | undefined>>): boo
   }
 }
 
+/**
+ * With `requireLogin` off, a caller without credentials is let in only when it is this machine
+ * talking to the gateway directly: a loopback socket, no forwarding header (a local reverse proxy
+ * would make every remote client look local), a loopback Host (DNS rebinding), and for writes no
+ * Origin but a loopback one (a web page in the operator's browser cannot post cross-site).
+ */
+const directLocal = (req: HttpServerRequest.HttpServerRequest): boolean => {
+  const source = req.source as http.IncomingMessage
+  const socket = source.socket?.remoteAddress
+  if (!socket || !isLoopbackHost(socket)) return false
+  const h = req.headers
+  if (h["x-forwarded-for"] !== undefined || h["forwarded"] !== undefined || h["x-real-ip"] !== undefined) return false
+  const host = h["host"]
+  if (!host) return false
+  const hostname = host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.split(":")[0]!
+  if (!isLoopbackHost(hostname)) return false
+  const origin = h["origin"]
+  if (origin !== undefined) {
+    try {
+      if (new URL(origin).host !== host) return false
+    } catch {
+      return false
+    }
+  }
+  return true
+}
+
 export const ManagementAuthLive = Layer.effect(
   ManagementAuth,
   Effect.gen(function* () {
     const keys = yield* ApiKeys
     const admin = yield* AdminAuth
+    const settings = yield* Settings
     return Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       const token = bearerToken(req.headers["authorization"])
@@ -52,6 +83,7 @@ export const ManagementAuthLive = Layer.effect(
         }
         return { kind: "session" as const, id: "admin" }
       }
+      if (!settings.current().requireLogin && directLocal(req)) return { kind: "local" as const, id: "local" }
       return yield* new Unauthorized({
         message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
       })

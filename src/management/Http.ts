@@ -18,6 +18,7 @@ import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
 import { InitLive, SystemLive } from "./system/Http.js"
 import { SyncLive } from "./sync/Http.js"
+import { SettingsLive } from "./settings/Http.js"
 import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
@@ -41,7 +42,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     SystemLive,
     CloudLive,
     SyncLive,
-    NodesLive
+    NodesLive,
+    SettingsLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

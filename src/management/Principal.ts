@@ -4,10 +4,13 @@ import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Forbidden, Unauthorized } from "../domain/errors.js"
 
-/** Who is calling a management route: an admin cookie session or an admin-scope API key. */
+/**
+ * Who is calling a management route: an admin cookie session, an admin-scope API key, or (with
+ * `requireLogin` off in the settings) a direct caller on this machine without credentials.
+ */
 export interface PrincipalShape {
-  readonly kind: "session" | "api-key"
-  /** Key id, or "admin" for a session; used as the audit actor. */
+  readonly kind: "session" | "api-key" | "local"
+  /** Key id, "admin" for a session, "local" for a loopback caller without login; used as the audit actor. */
   readonly id: string
 }
 export class Principal extends Context.Tag("gateway/Principal")<Principal, PrincipalShape>() {}
@@ -23,8 +26,8 @@ export class ManagementAuth extends HttpApiMiddleware.Tag<ManagementAuth>()("gat
   provides: Principal
 }) {}
 
-/** The audit actor of the current management request: the key id, or "admin-session". */
-export const actor = Effect.map(Principal, (p) => (p.kind === "session" ? "admin-session" : p.id))
+/** The audit actor of the current management request: the key id, "admin-session", or "local-no-login". */
+export const actor = Effect.map(Principal, (p) => (p.kind === "session" ? "admin-session" : p.kind === "local" ? "local-no-login" : p.id))
 
 /** The `:id` path parameter most areas use. */
 export const IdPath = Schema.Struct({ id: Schema.String })

@@ -1,11 +1,12 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import * as FiberHandle from "effect/FiberHandle"
+import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { AppConfig } from "../config/AppConfig.js"
@@ -14,6 +15,7 @@ import { BadRequest, NotFound } from "../domain/errors.js"
 import { DB_FILENAME, knownMigrations, migrate } from "./Db.js"
 import { checkDatabaseFile, copyDatabase } from "./sqlite.js"
 import { StoreVersion } from "./StoreVersion.js"
+import { type BackupSchedule, Settings } from "../settings/Settings.js"
 
 export const BACKUP_DIR = "backups"
 
@@ -180,23 +182,36 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
   )
 }
 
-/** How often scheduled backups run and how many are kept; an interval or count of 0 turns them off. */
-export const BackupScheduleConfig = Config.all({
-  intervalHours: Config.number("GATEWAY_BACKUP_INTERVAL_HOURS").pipe(Config.withDefault(24)),
-  keep: Config.integer("GATEWAY_BACKUP_KEEP").pipe(Config.withDefault(7))
-})
-
-/** Scheduled backups: one every interval (the first one interval after start), pruned to `keep`. */
+/**
+ * Scheduled backups: one every interval (the first one interval after start), pruned to `keep`.
+ * Interval and count come from the settings (`backups`), else GATEWAY_BACKUP_INTERVAL_HOURS and
+ * GATEWAY_BACKUP_KEEP; a change re-arms the schedule at once (the new interval counts from then).
+ */
 export const ScheduledBackups = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const { intervalHours, keep } = yield* Effect.orDie(BackupScheduleConfig)
-    if (!(intervalHours > 0) || !(keep > 0)) return yield* Effect.logInfo("scheduled backups off")
     const backups = yield* Backups
-    const run = Effect.gen(function* () {
-      yield* backups.create("scheduled")
-      const removed = yield* backups.prune("scheduled", keep)
-      if (removed.length > 0) yield* Effect.logInfo(`scheduled backups pruned: ${removed.join(", ")}`)
-    }).pipe(Effect.catchAllCause((cause) => Effect.logError("scheduled backup failed", cause)))
-    yield* Effect.forkScoped(Effect.schedule(run, Schedule.spaced(Duration.millis(intervalHours * 3_600_000))))
+    const settings = yield* Settings
+    const armed = yield* FiberHandle.make()
+    const arm = ({ intervalHours, keep }: BackupSchedule) =>
+      Effect.gen(function* () {
+        if (!(intervalHours > 0) || !(keep > 0)) {
+          yield* FiberHandle.clear(armed)
+          return yield* Effect.logInfo("scheduled backups off")
+        }
+        const run = Effect.gen(function* () {
+          yield* backups.create("scheduled")
+          const removed = yield* backups.prune("scheduled", keep)
+          if (removed.length > 0) yield* Effect.logInfo(`scheduled backups pruned: ${removed.join(", ")}`)
+        }).pipe(Effect.catchAllCause((cause) => Effect.logError("scheduled backup failed", cause)))
+        yield* FiberHandle.run(armed, Effect.schedule(run, Schedule.spaced(Duration.millis(intervalHours * 3_600_000))))
+        yield* Effect.logInfo(`scheduled backups every ${intervalHours} h, keeping ${keep}`)
+      })
+    yield* Effect.forkScoped(
+      settings.changes.pipe(
+        Stream.map((doc) => settings.backupSchedule(doc)),
+        Stream.changesWith((a, b) => a.intervalHours === b.intervalHours && a.keep === b.keep),
+        Stream.runForEach(arm)
+      )
+    )
   })
 )
