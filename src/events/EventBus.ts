@@ -17,6 +17,8 @@ export type EventName =
   | "quota.exceeded"
   | "combo.switched"
   | "test.ping"
+  /** A guardrail or policy acted on a request: `{ rule, mode, action, endpoint, apiKeyId, requestId, detail }` (docs/governance.md, "Audit log"). */
+  | "guardrail.action"
 
 export interface GatewayEvent {
   readonly event: EventName

@@ -202,6 +202,8 @@ export interface HookVerdict {
   readonly block?: BlockAnswer
   /** Merged into the request's metadata (any event). */
   readonly metadata?: Readonly<Record<string, unknown>>
+  /** Response headers added to the answer, however it ends (onRequest, onModelSelect): a policy's or guardrail's warning. */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 export type HookReturn = HookVerdict | void | undefined

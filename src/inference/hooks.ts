@@ -111,6 +111,8 @@ export interface HookHost {
   readonly req: { readonly method?: string | undefined; readonly headers: IncomingHttpHeaders }
   readonly res: { readonly statusCode: number; readonly headersSent: boolean }
   readonly apiKeyId: string | null
+  /** Headers the answer will carry (io.ts `responseHeaders`); a verdict's `headers` are added here. */
+  readonly responseHeaders?: Record<string, string>
   /** The hooks of this request: the registry's table when it began, plus any attached to it alone. */
   hooks?: HookTable
   /** The request as hooks see it, made when a handler first runs. */
@@ -197,6 +199,10 @@ const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { bo
       event.body = out.body
       decision = { ...decision, body: out.body }
     } else report(host, entry, name, new TypeError("body must be a JSON object"))
+  }
+  if (out.headers !== undefined && (allows & BODY) !== 0 && host.responseHeaders !== undefined) {
+    if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[k.toLowerCase()] = String(out.headers[k])
+    else report(host, entry, name, new TypeError("headers must be an object"))
   }
   if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
   return decision

@@ -7,6 +7,7 @@ import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
+import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
 import { UsageGroup } from "./usage/Api.js"
@@ -29,4 +30,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(UsageGroup)
   .add(AccountingGroup)
   .add(BackupsGroup)
-  .add(ModelsGroup) {}
+  .add(ModelsGroup)
+  .add(PoliciesGroup) {}

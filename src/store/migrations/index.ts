@@ -9,6 +9,7 @@ import m0007 from "./0007_name_keys.js"
 import m0008 from "./0008_media_jobs.js"
 import m0009 from "./0009_files_batches.js"
 import m0010 from "./0010_native_batches.js"
+import m0016 from "./0016_governance.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -25,5 +26,6 @@ export const loader = Migrator.fromRecord({
   "0007_name_keys": m0007,
   "0008_media_jobs": m0008,
   "0009_files_batches": m0009,
-  "0010_native_batches": m0010
+  "0010_native_batches": m0010,
+  "0016_governance": m0016
 })
