@@ -171,3 +171,115 @@ describe("policies on the request path", () => {
     await call(`${gw.url}/api/pricing`, { method: "DELETE", body: { provider: "openai-compatible", model: "m1" }, headers: admin })
   })
 })
+
+describe("TOOL_POLICY_MODE", () => {
+  const denyShell = () => policy({ name: "tools", tools: { deny: ["shell_*"] } })
+
+  it("disabled: tool rules are not applied; the upstream gets every tool", async () => {
+    await denyShell()
+    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    expect(upstreamTools()).toEqual(["shell_exec", "read_file"])
+    expect(r.response.headers.get("x-gateway-policy-warning")).toBeNull()
+  })
+
+  it("block, OpenAI chat (SDK): a denied tool is removed from the request and named in a header", async () => {
+    await denyShell()
+    await setMode("block")
+    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    expect(r.data.choices[0]?.message.content).toBe("Hello from upstream")
+    expect(upstreamTools()).toEqual(["read_file"])
+    expect(r.response.headers.get("x-gateway-policy-removed-tools")).toBe("shell_exec")
+  })
+
+  it("block, streaming: the denied tool is removed before the stream opens", async () => {
+    await denyShell()
+    await setMode("block")
+    const stream = await openai.chat.completions.create({ model: "m1", stream: true, messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] })
+    let text = ""
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ""
+    expect(text).toBe("Hello from upstream")
+    expect(upstreamTools()).toEqual(["read_file"])
+  })
+
+  it("block, every inbound format: Responses, Anthropic (SDK), Gemini, Ollama declare tools; the upstream never sees the denied one", async () => {
+    await policy({ name: "tools", tools: { allow: ["read_*", "shell_exec"], deny: ["shell_*"] } })
+    await setMode("block")
+    const responses = await openai.responses.create({ model: "m1", input: "hi", tools: [{ type: "function", name: "shell_exec", parameters: { type: "object", properties: {} }, strict: false }, { type: "function", name: "read_file", parameters: { type: "object", properties: {} }, strict: false }] })
+    expect(responses.output_text).toBe("Hello from upstream")
+    expect(upstreamTools()).toEqual(["read_file"])
+
+    const messages = await anthropic.messages.create({
+      model: "m1",
+      max_tokens: 50,
+      messages: [{ role: "user", content: "hi" }],
+      tools: [{ name: "shell_exec", input_schema: { type: "object", properties: {} } }, { name: "read_file", input_schema: { type: "object", properties: {} } }, { name: "write_file", input_schema: { type: "object", properties: {} } }]
+    })
+    expect(messages.content[0]).toMatchObject({ type: "text", text: "Hello from upstream" })
+    // write_file is not in the allow list.
+    expect(upstreamTools()).toEqual(["read_file"])
+
+    const gemini = await call(`${gw.url}/v1beta/models/m1:generateContent`, {
+      headers: { "x-goog-api-key": USER },
+      body: { contents: [{ role: "user", parts: [{ text: "hi" }] }], tools: [{ functionDeclarations: [{ name: "shell_exec", parameters: { type: "object", properties: {} } }, { name: "read_file", parameters: { type: "object", properties: {} } }] }] }
+    })
+    expect(gemini.status).toBe(200)
+    expect(gemini.headers.get("x-gateway-policy-removed-tools")).toBe("shell_exec")
+    expect(upstreamTools()).toEqual(["read_file"])
+
+    const ollama = await call(`${gw.url}/api/chat`, {
+      headers: { authorization: `Bearer ${USER}` },
+      body: { model: "m1", stream: false, messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }
+    })
+    expect(ollama.status).toBe(200)
+    expect(upstreamTools()).toEqual(["read_file"])
+
+    // Only denied tools: the request goes on without tools (and without its tool_choice).
+    await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec")], tool_choice: "auto" })
+    expect(upstream.requests.at(-1)?.body.tools).toBeUndefined()
+    expect(upstream.requests.at(-1)?.body.tool_choice).toBeUndefined()
+  })
+
+  it("block: a request that forces a denied tool, requires a tool when all are denied, or carries a denied call is refused", async () => {
+    await denyShell()
+    await setMode("block")
+    const forced = await openai.chat.completions
+      .create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")], tool_choice: { type: "function", function: { name: "shell_exec" } } })
+      .catch((x) => x)
+    expect(forced).toBeInstanceOf(OpenAI.PermissionDeniedError)
+    expect(forced.message).toMatch(/policy "tools" v\d+, rule tools.deny: the request forces tool "shell_exec" is denied/)
+    const required = await anthropic.messages
+      .create({ model: "m1", max_tokens: 50, messages: [{ role: "user", content: "hi" }], tools: [{ name: "shell_run", input_schema: { type: "object", properties: {} } }], tool_choice: { type: "any" } })
+      .catch((x) => x)
+    expect(required).toBeInstanceOf(Anthropic.PermissionDeniedError)
+    expect(required.error.error.message).toContain("requires a tool call")
+    // The client sends back a call of a denied tool (made before the policy, or invented by the model): refused.
+    const history = await openai.chat.completions
+      .create({
+        model: "m1",
+        messages: [
+          { role: "user", content: "list files" },
+          { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "shell_exec", arguments: '{"cmd":"rm -rf /"}' } }] },
+          { role: "tool", tool_call_id: "c1", content: "done" }
+        ]
+      })
+      .catch((x) => x)
+    expect(history).toBeInstanceOf(OpenAI.PermissionDeniedError)
+    expect(history.message).toContain('the conversation carries a call of tool "shell_exec"')
+    const geminiHistory = await call(`${gw.url}/v1beta/models/m1:generateContent`, {
+      headers: { "x-goog-api-key": USER },
+      body: { contents: [{ role: "user", parts: [{ text: "hi" }] }, { role: "model", parts: [{ functionCall: { name: "shell_exec", args: { cmd: "ls" } } }] }, { role: "user", parts: [{ functionResponse: { name: "shell_exec", response: { out: "a" } } }] }] }
+    })
+    expect(geminiHistory.status).toBe(403)
+    expect(geminiHistory.body.error.message).toContain("tools.deny")
+    expect(upstream.requests).toHaveLength(0)
+  })
+
+  it("warn: the request goes unchanged, with a warning header", async () => {
+    await denyShell()
+    await setMode("warn")
+    const r = await openai.chat.completions.create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")] }).withResponse()
+    expect(upstreamTools()).toEqual(["shell_exec", "read_file"])
+    expect(r.response.headers.get("x-gateway-policy-warning")).toMatch(/policy "tools" v\d+, rule tools.deny: tool "shell_exec" is denied/)
+  })
+})
+
