@@ -31,6 +31,7 @@ import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
 import { Backups, ScheduledBackups } from "./store/Backups.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
+import { AuditLog } from "./governance/AuditLog.js"
 import { Policies } from "./governance/Policies.js"
 import { EventBus } from "./events/EventBus.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
@@ -78,7 +79,7 @@ export const ServerLayer = Layer.merge(BatchRunner.layer, ScheduledBackups).pipe
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, Policies.layer)),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, Policies.layer, AuditLog.layer)),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),

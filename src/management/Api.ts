@@ -7,6 +7,7 @@ import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
+import { ComplianceGroup } from "./compliance/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
@@ -31,4 +32,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(AccountingGroup)
   .add(BackupsGroup)
   .add(ModelsGroup)
-  .add(PoliciesGroup) {}
+  .add(PoliciesGroup)
+  .add(ComplianceGroup) {}

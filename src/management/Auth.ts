@@ -7,6 +7,7 @@ import { ApiKeys } from "../auth/ApiKeys.js"
 import { safeEqual } from "../auth/password.js"
 import { Forbidden, Unauthorized } from "../domain/errors.js"
 import { bearerToken } from "../http/request.js"
+import { notePrincipal } from "./compliance/capture.js"
 import { ManagementAuth } from "./Principal.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -27,7 +28,8 @@ export const ManagementAuthLive = Layer.effect(
   Effect.gen(function* () {
     const keys = yield* ApiKeys
     const admin = yield* AdminAuth
-    return Effect.gen(function* () {
+    // The principal is noted for the request's audit row (compliance/capture.ts).
+    return Effect.tap(Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       const token = bearerToken(req.headers["authorization"])
       if (token) {
@@ -55,6 +57,6 @@ export const ManagementAuthLive = Layer.effect(
       return yield* new Unauthorized({
         message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
       })
-    })
+    }), notePrincipal)
   })
 )
