@@ -8,6 +8,7 @@ import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
+import { evalCommand } from "./commands/evals.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
 import { providersCommand } from "./commands/providers.js"
@@ -29,7 +30,7 @@ const command = gateway.pipe(
     })
   ),
   Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand])
+  Command.withSubcommands([setupCommand, doctorCommand, providersCommand, keysCommand, statusCommand, comboCommand, quotaCommand, cacheCommand, backupCommand, restoreCommand, evalCommand])
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })

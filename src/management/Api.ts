@@ -8,6 +8,7 @@ import { HealthGroup } from "./health/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { ComplianceGroup } from "./compliance/Api.js"
+import { EvalsGroup } from "./evals/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
@@ -33,4 +34,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(BackupsGroup)
   .add(ModelsGroup)
   .add(PoliciesGroup)
-  .add(ComplianceGroup) {}
+  .add(ComplianceGroup)
+  .add(EvalsGroup) {}

@@ -11,6 +11,7 @@ import { HealthLive } from "./health/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { ComplianceLive } from "./compliance/Http.js"
+import { EvalsLive } from "./evals/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
@@ -18,6 +19,6 @@ import { UsageLive } from "./usage/Http.js"
 
 /** The management API with every area's group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
-  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive, PoliciesLive, ComplianceLive]),
+  Layer.provide([HealthLive, AuthLive, KeysLive, ProvidersLive, FeatureFlagsLive, CombosLive, ResilienceLive, UsageLive, AccountingLive, BackupsLive, ModelsLive, PoliciesLive, ComplianceLive, EvalsLive]),
   Layer.provide(ManagementAuthLive)
 )
