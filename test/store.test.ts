@@ -54,7 +54,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(10)
+      expect(again[0]!.n).toBe(11)
     })
   )
 })

@@ -1,17 +1,18 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 /** Eval sets and runs (docs/governance.md, "Evals"). */
 
 const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000))
 
 export const Grader = Schema.Union(
-  Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }),
-  Schema.Struct({ type: Schema.Literal("contains"), expected: Text, caseSensitive: Schema.optional(Schema.Boolean) }),
-  Schema.Struct({ type: Schema.Literal("regex"), pattern: Text, flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" }))) }),
+  Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
+  Schema.Struct({ type: Schema.Literal("contains"), expected: Text, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
+  Schema.Struct({ type: Schema.Literal("regex"), pattern: Text, flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" }))) }).annotations(strict),
   /** The answer must be JSON valid against `schema` (the subset in docs/governance.md). */
-  Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }),
+  Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }).annotations(strict),
   /** A model (through the gateway) scores the answer from 0 to 10 against the rubric. */
-  Schema.Struct({ type: Schema.Literal("judge"), model: Text, rubric: Text })
+  Schema.Struct({ type: Schema.Literal("judge"), model: Text, rubric: Text }).annotations(strict)
 )
 export type Grader = typeof Grader.Type
 
@@ -21,14 +22,14 @@ export const EvalCase = Schema.Struct({
   system: Schema.optional(Text),
   maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
   grader: Grader
-})
+}).annotations(strict)
 export type EvalCase = typeof EvalCase.Type
 
 export const CreateEvalSet = Schema.Struct({
   name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
   description: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))),
   cases: Schema.Array(EvalCase).pipe(Schema.minItems(1, { message: () => "cases: give at least one case" }), Schema.maxItems(500))
-})
+}).annotations(strict)
 export type CreateEvalSet = typeof CreateEvalSet.Type
 
 export const EvalSetView = Schema.Struct({
@@ -43,7 +44,7 @@ export type EvalSetView = typeof EvalSetView.Type
 
 export const StartRun = Schema.Struct({
   models: Schema.Array(Schema.String.pipe(Schema.minLength(1))).pipe(Schema.minItems(1, { message: () => "models: give at least one model id" }), Schema.maxItems(20))
-})
+}).annotations(strict)
 
 export const CaseResult = Schema.Struct({
   caseId: Schema.String,

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { strict } from "./parse.js"
 
 /**
  * Policy documents (docs/governance.md, "Policies"): what the gateway lets a request do, applied
@@ -18,7 +19,7 @@ export const ToolRules = Schema.Struct({
   allow: Schema.optional(Schema.Array(Pattern).pipe(Schema.maxItems(500))),
   /** Tools matching one of these may never be declared or called (deny wins over allow). */
   deny: Schema.optional(Schema.Array(Pattern).pipe(Schema.maxItems(500)))
-})
+}).annotations(strict)
 export type ToolRules = typeof ToolRules.Type
 
 /** Policy rules; each optional, at least one required (checked by the service). */
@@ -40,7 +41,7 @@ export const CreatePolicy = Schema.Struct({
   /** Default true; a disabled version is kept and listed but not applied. */
   enabled: Schema.optional(Schema.Boolean),
   ...PolicyRules
-})
+}).annotations(strict)
 export type CreatePolicy = typeof CreatePolicy.Type
 
 export const PolicyView = Schema.Struct({

@@ -10,15 +10,15 @@ type Json = Record<string, unknown>
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /** `*` any run of characters, `?` one; everything else literal; case-insensitive, whole string. */
-export const globToRegExp = (glob: string): RegExp =>
-  new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`, "i")
+export const patternToRegExp = (pattern: string): RegExp =>
+  new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`, "i")
 
 export interface Matcher {
   readonly pattern: string
   readonly re: RegExp
 }
 const matchers = (patterns: ReadonlyArray<string> | undefined | null): ReadonlyArray<Matcher> | undefined =>
-  patterns && patterns.length > 0 ? patterns.map((pattern) => ({ pattern, re: globToRegExp(pattern) })) : undefined
+  patterns && patterns.length > 0 ? patterns.map((pattern) => ({ pattern, re: patternToRegExp(pattern) })) : undefined
 export const firstMatch = (list: ReadonlyArray<Matcher>, value: string): Matcher | undefined => list.find((m) => m.re.test(value))
 
 export interface CompiledPolicy {
