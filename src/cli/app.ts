@@ -6,6 +6,7 @@ import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
+import { evalCommand } from "./commands/evals.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
 import { modelsCommand, providerCommand } from "./commands/models.js"
@@ -48,7 +49,8 @@ const command = gateway.pipe(
     healthCommand,
     logsCommand,
     modelsCommand,
-    providerCommand
+    providerCommand,
+    evalCommand
   ])
 )
 

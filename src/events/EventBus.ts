@@ -17,8 +17,12 @@ export type EventName =
   | "quota.exceeded"
   | "combo.switched"
   | "test.ping"
-  /** A guardrail acted on a request or answer (src/guardrails): rule id, mode, endpoint, key id; never the matched text. */
-  | "guardrail.triggered"
+  /**
+   * A guardrail or policy acted on a request or answer: `{ rule, mode, action, endpoint, apiKeyId,
+   * requestId }` plus the engine's own fields (`detail`, or the guardrails' `guardrail`, `count`,
+   * `ruleVersion`, `format`); never the matched text (docs/governance.md, "Audit log").
+   */
+  | "guardrail.action"
 
 export interface GatewayEvent {
   readonly event: EventName

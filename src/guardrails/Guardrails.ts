@@ -4,7 +4,7 @@
  * request as one lifecycle hook (docs/ARCHITECTURE.md, "Seam 2") when any of their flags is on.
  * With all of them off nothing is attached: the request pays one synchronous flag read.
  *
- * Every action is published on the event bus as `guardrail.triggered` (guardrail, rule, mode,
+ * Every action is published on the event bus as `guardrail.action` (guardrail, rule, mode,
  * action, endpoint, format, key id, request id; never the matched text), for the audit log.
  */
 import * as Context from "effect/Context"
@@ -102,7 +102,7 @@ export interface GuardrailsShape {
 
 const hookFor = (bus: EventBusShape, host: HookHost, settings: GuardrailSettings) => (event: RequestEvent): HookVerdict | undefined => {
   const base = { endpoint: event.endpoint, format: event.format, apiKeyId: host.apiKeyId, requestId: host.requestId }
-  const publish = (data: Record<string, unknown>) => bus.publish("guardrail.triggered", { ...data, ...base })
+  const publish = (data: Record<string, unknown>) => bus.publish("guardrail.action", { ...data, ...base })
   const verdict = guardRequest(settings, event.format, event.body)
   if (verdict.sanitized !== 0) publish({ guardrail: "input-sanitizer", rule: "sanitizer", mode: "on", action: "sanitized", count: verdict.sanitized })
   const action = settings.injection === "block" ? "blocked" : settings.injection === "redact" ? "redacted" : "warned"

@@ -20,7 +20,6 @@ export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
-  { area: "evals, policies and compliance", pattern: /^\/api\/(evals|policies|compliance)(\/|$)/ },
   { area: "proxy registry", pattern: /^\/api\/v1\/management\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
   { area: "playground", pattern: /^\/api\/playground\// }

@@ -224,6 +224,8 @@ export interface HookVerdict {
   readonly metadata?: Readonly<Record<string, unknown>>
   /** Rewrites the answer as it is written (onRequest). */
   readonly rewrite?: AnswerRewrite
+  /** Response headers added to the answer, however it ends (onRequest, onModelSelect): a policy's or guardrail's warning. */
+  readonly headers?: Readonly<Record<string, string>>
 }
 
 export type HookReturn = HookVerdict | void | undefined

@@ -111,6 +111,8 @@ export interface HookHost {
   readonly req: { readonly method?: string | undefined; readonly headers: IncomingHttpHeaders }
   readonly res: { readonly statusCode: number; readonly headersSent: boolean }
   readonly apiKeyId: string | null
+  /** Headers the answer will carry (io.ts `responseHeaders`); a verdict's `headers` are added here. */
+  readonly responseHeaders?: Record<string, string>
   /** The hooks of this request: the registry's table when it began, plus any attached to it alone. */
   hooks?: HookTable
   /** The request as hooks see it, made when a handler first runs. */
@@ -229,6 +231,10 @@ const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { bo
   if (out.rewrite !== undefined && (allows & REWRITE) !== 0) {
     if (isObject(out.rewrite)) host.rewrite = chain(host.rewrite, out.rewrite as AnswerRewrite)
     else report(host, entry, name, new TypeError("rewrite must be an object of functions"))
+  }
+  if (out.headers !== undefined && (allows & BODY) !== 0 && host.responseHeaders !== undefined) {
+    if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[k.toLowerCase()] = String(out.headers[k])
+    else report(host, entry, name, new TypeError("headers must be an object"))
   }
   if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
   return decision

@@ -10,6 +10,9 @@ import { KeysGroup } from "./keys/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
+import { ComplianceGroup } from "./compliance/Api.js"
+import { EvalsGroup } from "./evals/Api.js"
+import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
@@ -45,4 +48,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(CloudGroup)
   .add(SyncGroup)
   .add(NodesGroup)
-  .add(SettingsGroup) {}
+  .add(SettingsGroup)
+  .add(PoliciesGroup)
+  .add(ComplianceGroup)
+  .add(EvalsGroup) {}

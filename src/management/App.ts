@@ -17,6 +17,9 @@ import { newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../http/planned.js"
 import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { AuditLog } from "../governance/AuditLog.js"
+import { audited } from "./compliance/capture.js"
 import { ManagementApiLive } from "./Http.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../domain/errors.js"
@@ -128,7 +131,7 @@ const withoutBody = (req: HttpServerRequest.HttpServerRequest): HttpServerReques
 }
 
 /** Request id, version headers, body limit, access log and JSON fallbacks for every management response. */
-const managementMiddleware = HttpMiddleware.make((app) =>
+const managementMiddleware = (deps: Parameters<typeof audited>[0]) => HttpMiddleware.make((app) =>
   Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     const requestId = newRequestId()
@@ -145,7 +148,8 @@ const managementMiddleware = HttpMiddleware.make((app) =>
               Effect.provideService(notTooDeep(req, app), HttpServerRequest.HttpServerRequest, withoutBody(req)),
               Option.some(MAX_MANAGEMENT_BODY_BYTES)
             )
-    return yield* guarded.pipe(
+    // Every change is written to the audit log once answered (compliance/capture.ts).
+    return yield* audited(deps, req, app, guarded).pipe(
       Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
       Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
       Effect.tap((res) => Effect.logInfo(`${req.method} ${req.url.split("?")[0]} ${res.status} ${Date.now() - started}ms`)),
@@ -163,7 +167,7 @@ export class ManagementHandler extends Context.Tag("gateway/ManagementHandler")<
     Effect.gen(function* () {
       const app = yield* HttpApiBuilder.httpApp
       // Applied to the app itself: makeHandler writes the response before an outer middleware runs.
-      return yield* NodeHttpServer.makeHandler(managementMiddleware(app))
+      return yield* NodeHttpServer.makeHandler(managementMiddleware({ audit: yield* AuditLog, flags: yield* FeatureFlags })(app))
     })
   ).pipe(
     Layer.provide(Layer.mergeAll(ManagementApiLive, BadInputAsBadRequest)),

@@ -10,6 +10,7 @@ import { isLoopbackHost } from "../config/AppConfig.js"
 import { bearerToken } from "../http/request.js"
 import { Settings } from "../settings/Settings.js"
 import type * as http from "node:http"
+import { notePrincipal } from "./compliance/capture.js"
 import { ManagementAuth } from "./Principal.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
@@ -58,7 +59,8 @@ export const ManagementAuthLive = Layer.effect(
     const keys = yield* ApiKeys
     const admin = yield* AdminAuth
     const settings = yield* Settings
-    return Effect.gen(function* () {
+    // The principal is noted for the request's audit row (compliance/capture.ts).
+    return Effect.tap(Effect.gen(function* () {
       const req = yield* HttpServerRequest.HttpServerRequest
       const token = bearerToken(req.headers["authorization"])
       if (token) {
@@ -87,6 +89,6 @@ export const ManagementAuthLive = Layer.effect(
       return yield* new Unauthorized({
         message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
       })
-    })
+    }), notePrincipal)
   })
 )

@@ -13,6 +13,9 @@ import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { NodesLive } from "./nodes/Http.js"
+import { ComplianceLive } from "./compliance/Http.js"
+import { EvalsLive } from "./evals/Http.js"
+import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
@@ -43,7 +46,10 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     CloudLive,
     SyncLive,
     NodesLive,
-    SettingsLive
+    SettingsLive,
+    PoliciesLive,
+    ComplianceLive,
+    EvalsLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

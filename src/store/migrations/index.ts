@@ -9,8 +9,9 @@ import m0007 from "./0007_name_keys.js"
 import m0008 from "./0008_media_jobs.js"
 import m0009 from "./0009_files_batches.js"
 import m0010 from "./0010_native_batches.js"
-import m0012 from "./0012_oauth_tokens.js"
-import m0015 from "./0015_cloud_bundles.js"
+import m0011 from "./0011_oauth_tokens.js"
+import m0012 from "./0012_cloud_bundles.js"
+import m0013 from "./0013_governance.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -28,6 +29,7 @@ export const loader = Migrator.fromRecord({
   "0008_media_jobs": m0008,
   "0009_files_batches": m0009,
   "0010_native_batches": m0010,
-  "0012_oauth_tokens": m0012,
-  "0015_cloud_bundles": m0015
+  "0011_oauth_tokens": m0011,
+  "0012_cloud_bundles": m0012,
+  "0013_governance": m0013
 })
