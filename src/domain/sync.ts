@@ -19,7 +19,7 @@ export const BundleSetting = Schema.Struct({ namespace: Schema.String, key: Sche
 export type BundleSetting = typeof BundleSetting.Type
 
 /** The sections a bundle carries; each replaces the receiver's whole section on import. */
-export const BUNDLE_SECTIONS = ["connections", "apiKeys", "combos", "pricing", "budgets", "tokenLimits", "flags", "settings"] as const
+export const BUNDLE_SECTIONS = ["connections", "oauthGrants", "apiKeys", "combos", "pricing", "budgets", "tokenLimits", "flags", "settings"] as const
 export type BundleSection = (typeof BUNDLE_SECTIONS)[number]
 
 export const BUNDLE_SCHEMA = 1
@@ -33,6 +33,8 @@ export const BundleContent = Schema.Struct({
   migrations: Schema.Array(Schema.String),
   sections: Schema.Struct({
     connections: Schema.Array(BundleRow),
+    /** The rest of OAuth connections' grants (refresh and id tokens, expiry, account). */
+    oauthGrants: Schema.Array(BundleRow),
     apiKeys: Schema.Array(BundleRow),
     combos: Schema.Array(BundleRow),
     pricing: Schema.Array(BundleRow),

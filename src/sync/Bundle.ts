@@ -51,6 +51,15 @@ const TABLES: ReadonlyArray<TableSection> = [
     volatile: ["test_status", "last_tested_at", "rate_limited_until", "last_error", "last_error_type", "error_code", "backoff_level", "updated_at"],
     label: (r) => String(r["name"] ?? r["id"])
   },
+  // After connections: a grant references its connection (and goes with it on delete).
+  {
+    section: "oauthGrants",
+    table: "oauth_tokens",
+    key: ["connection_id"],
+    // A refresh rotates these on its own schedule: not a configuration change.
+    volatile: ["refresh_token_enc", "id_token_enc", "expires_at", "refreshed_at", "refresh_error", "updated_at", "obtained_at"],
+    label: (r) => String(r["connection_id"])
+  },
   { section: "apiKeys", table: "api_keys", key: ["id"], volatile: ["last_used_at"], label: (r) => `${r["name"]} (${r["masked"]})` },
   { section: "combos", table: "combos", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
   { section: "pricing", table: "pricing_overrides", key: ["provider", "model"], volatile: [], label: (r) => `${r["provider"]}/${r["model"]}` },
