@@ -11,6 +11,7 @@ import m0009 from "./0009_files_batches.js"
 import m0010 from "./0010_native_batches.js"
 import m0012 from "./0012_oauth_tokens.js"
 import m0015 from "./0015_cloud_bundles.js"
+import m0017 from "./0017_key_rate_limits.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -29,5 +30,6 @@ export const loader = Migrator.fromRecord({
   "0009_files_batches": m0009,
   "0010_native_batches": m0010,
   "0012_oauth_tokens": m0012,
-  "0015_cloud_bundles": m0015
+  "0015_cloud_bundles": m0015,
+  "0017_key_rate_limits": m0017
 })
