@@ -4,6 +4,7 @@ import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { backgroundJob } from "../flags/background.js"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as fs from "node:fs"
@@ -191,6 +192,7 @@ export const ScheduledBackups = Layer.scopedDiscard(
   Effect.gen(function* () {
     const { intervalHours, keep } = yield* Effect.orDie(BackupScheduleConfig)
     if (!(intervalHours > 0) || !(keep > 0)) return yield* Effect.logInfo("scheduled backups off")
+    if (!(yield* backgroundJob("scheduled backups"))) return
     const backups = yield* Backups
     const run = Effect.gen(function* () {
       yield* backups.create("scheduled")
