@@ -61,6 +61,7 @@ import { Idempotency } from "./accounting/Idempotency.js"
 import { Pricing } from "./accounting/Pricing.js"
 import { ResponseCache } from "./accounting/ResponseCache.js"
 import { TokenLimits } from "./accounting/TokenLimits.js"
+import { InboundLimits } from "./accounting/InboundLimits.js"
 import { InFlight } from "./usage/InFlight.js"
 import { SharedState } from "./state/SharedState.js"
 import { Lifecycle } from "./system/Lifecycle.js"
@@ -97,7 +98,7 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provide(Router.layer),
   Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
-  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer, Guardrails.layer)),
+  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, InboundLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer, Guardrails.layer)),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer, Lifecycle.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)

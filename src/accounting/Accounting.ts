@@ -11,6 +11,7 @@ import { AccountingConfig } from "./AccountingConfig.js"
 import { type BudgetCheck, Budgets } from "./Budgets.js"
 import { type MediaUnits, mediaCost, tokenCost } from "./cost.js"
 import { Pricing } from "./Pricing.js"
+import { InboundLimits } from "./InboundLimits.js"
 import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
 import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
 import { BoundedMap } from "../util/BoundedMap.js"
@@ -91,6 +92,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const pricing = yield* Pricing
       const budgets = yield* Budgets
       const limits = yield* TokenLimits
+      const inbound = yield* InboundLimits
       const bus = yield* EventBus
       const connections = yield* Connections
       const config = yield* AccountingConfig
@@ -156,6 +158,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
           if (s.apiKeyId !== null && s.costUsd > 0) budgets.unsafeRecord(s.apiKeyId, s.costUsd, now)
           const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
           if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
+          inbound.settle(s.requestId, s.apiKeyId, tokens)
           if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
             limits.unsafeRecord(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) }, tokens, now)
           }

@@ -6,7 +6,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
 import { Conflict, NotFound } from "../domain/errors.js"
-import type { ApiKeyScope, ApiKeyView, CreateApiKey, CreatedApiKey } from "../domain/keys.js"
+import type { ApiKeyScope, ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../domain/keys.js"
 import { maskSecret } from "../observability/redact.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { toIso } from "../store/Db.js"
@@ -24,6 +24,9 @@ export interface ApiKeyRecord {
   readonly createdAt: number
   readonly expiresAt: number | null
   readonly lastUsedAt: number | null
+  /** Inbound limits per minute set on the key (null: none). */
+  readonly rpm: number | null
+  readonly tpm: number | null
 }
 
 export interface ApiKeysShape {
@@ -32,6 +35,11 @@ export interface ApiKeysShape {
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyView>>
   /** Removes a key by id or by name. */
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
+  /** Changes a key's name or limits, by id or by name. */
+  readonly update: (idOrName: string, input: UpdateApiKey, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
+  /** A key by id from memory when the cached keys are known fresh (undefined: unknown or not fresh; use `byId`). */
+  readonly peekById: (id: string) => ApiKeyRecord | undefined
+  readonly byId: (id: string) => Effect.Effect<ApiKeyRecord | undefined>
   /** The active key for a presented secret, if any. Expired and disabled keys do not verify. */
   readonly verify: (secret: string) => Effect.Effect<Option.Option<ApiKeyRecord>>
   /** `verify` from memory when the cached keys are known fresh, else undefined (use `verify`). */
@@ -50,6 +58,8 @@ interface Row {
   readonly created_at: number
   readonly expires_at: number | null
   readonly last_used_at: number | null
+  readonly rpm_limit: number | null
+  readonly tpm_limit: number | null
 }
 
 const toRecord = (row: Row): ApiKeyRecord => ({
@@ -60,7 +70,9 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   enabled: row.enabled === 1,
   createdAt: row.created_at,
   expiresAt: row.expires_at,
-  lastUsedAt: row.last_used_at
+  lastUsedAt: row.last_used_at,
+  rpm: row.rpm_limit ?? null,
+  tpm: row.tpm_limit ?? null
 })
 
 export const toView = (r: ApiKeyRecord): ApiKeyView => ({
@@ -71,7 +83,9 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   enabled: r.enabled,
   createdAt: toIso(r.createdAt)!,
   expiresAt: toIso(r.expiresAt),
-  lastUsedAt: toIso(r.lastUsedAt)
+  lastUsedAt: toIso(r.lastUsedAt),
+  rpm: r.rpm,
+  tpm: r.tpm
 })
 
 /**
@@ -121,11 +135,13 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
           if (existing) {
             // Adopting the same secret twice (re-running setup) updates the key instead of failing.
             const merged: Array<ApiKeyScope> = Array.from(new Set([...existing.scopes, ...scopes]))
-            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1 WHERE id = ${existing.id}`.pipe(
+            const rpm = input.rpm === undefined ? existing.rpm : input.rpm
+            const tpm = input.tpm === undefined ? existing.tpm : input.tpm
+            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm} WHERE id = ${existing.id}`.pipe(
               Effect.orDie
             )
             yield* byHash.invalidate
-            const record = { ...existing, scopes: merged, enabled: true }
+            const record = { ...existing, scopes: merged, enabled: true, rpm, tpm }
             return { ...toView(record), secret }
           }
           const record: ApiKeyRecord = {
@@ -136,7 +152,9 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             enabled: true,
             createdAt: Date.now(),
             expiresAt: input.expiresAt ? input.expiresAt.getTime() : null,
-            lastUsedAt: null
+            lastUsedAt: null,
+            rpm: input.rpm ?? null,
+            tpm: input.tpm ?? null
           }
           yield* sql`INSERT INTO api_keys ${sql.insert({
             id: record.id,
@@ -146,7 +164,9 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             scopes: JSON.stringify(record.scopes),
             enabled: 1,
             created_at: record.createdAt,
-            expires_at: record.expiresAt
+            expires_at: record.expiresAt,
+            rpm_limit: record.rpm,
+            tpm_limit: record.tpm
           })}`.pipe(Effect.orDie)
           yield* byHash.invalidate
           audit(options.actor ?? "system", "api_key.create", record.id)
@@ -159,6 +179,49 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
           .sort((a, b) => a.createdAt - b.createdAt)
           .map((r) => toView({ ...r, lastUsedAt: touched.get(r.id) ?? r.lastUsedAt }))
       )
+
+      const find = (idOrName: string) =>
+        Effect.gen(function* () {
+          const all = Array.from((yield* byHash.get).values())
+          const byId = all.find((r) => r.id === idOrName)
+          const byName = all.filter((r) => r.name === idOrName)
+          if (!byId && byName.length > 1) {
+            return yield* new Conflict({
+              message: `several keys are named '${idOrName}'; name one by id (${byName.map((r) => r.id).join(", ")})`
+            })
+          }
+          const target = byId ?? byName[0]
+          if (!target) return yield* new NotFound({ message: `no API key with id or name '${idOrName}'` })
+          return target
+        })
+
+      const update: ApiKeysShape["update"] = (idOrName, input, actor = "system") =>
+        Effect.gen(function* () {
+          const target = yield* find(idOrName)
+          const next: ApiKeyRecord = {
+            ...target,
+            name: input.name ?? target.name,
+            rpm: input.rpm === undefined ? target.rpm : input.rpm,
+            tpm: input.tpm === undefined ? target.tpm : input.tpm
+          }
+          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm} WHERE id = ${target.id}`.pipe(Effect.orDie)
+          yield* byHash.invalidate
+          audit(actor, "api_key.update", target.id)
+          return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })
+        })
+
+      // Keys by id, indexed once per loaded key set.
+      const idIndex = new WeakMap<ReadonlyMap<string, ApiKeyRecord>, Map<string, ApiKeyRecord>>()
+      const indexOf = (m: ReadonlyMap<string, ApiKeyRecord>) => {
+        let index = idIndex.get(m)
+        if (index === undefined) idIndex.set(m, (index = new Map(Array.from(m.values(), (r) => [r.id, r]))))
+        return index
+      }
+      const peekById = (id: string) => {
+        const m = byHash.peek()
+        return m === undefined ? undefined : indexOf(m).get(id)
+      }
+      const byId = (id: string) => Effect.map(byHash.get, (m) => indexOf(m).get(id))
 
       const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>
         Effect.gen(function* () {
@@ -197,6 +260,9 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
         create,
         list,
         remove,
+        update,
+        peekById,
+        byId,
         verify,
         peekVerify,
         hasAdminKey: Effect.map(byHash.get, (m) => Array.from(m.values()).some((r) => r.scopes.includes("admin")))

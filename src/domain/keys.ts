@@ -10,7 +10,16 @@ export const ApiKeyName = Schema.Trim.pipe(
   Schema.maxLength(64, { message: () => "name must be at most 64 characters" })
 )
 
+/** A per-minute limit: a positive integer, or null for none. */
+export const PerMinuteLimit = Schema.NullOr(
+  Schema.Int.pipe(Schema.between(1, 1_000_000_000, { message: () => "a rate limit must be an integer from 1 to 1000000000, or null for none" }))
+)
+
 export const CreateApiKey = Schema.Struct({
+  /** Requests per minute this key may make (inbound rate limit); null or absent: none (or the automatic default). */
+  rpm: Schema.optional(PerMinuteLimit),
+  /** Tokens (input plus output) per minute. */
+  tpm: Schema.optional(PerMinuteLimit),
   name: Schema.optional(ApiKeyName),
   scopes: Schema.optional(
     Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))
@@ -21,6 +30,14 @@ export const CreateApiKey = Schema.Struct({
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
+/** `PATCH /api/keys/{id}`: the fields given change; null removes a limit. */
+export const UpdateApiKey = Schema.Struct({
+  name: Schema.optional(ApiKeyName),
+  rpm: Schema.optional(PerMinuteLimit),
+  tpm: Schema.optional(PerMinuteLimit)
+}).annotations(strict)
+export type UpdateApiKey = typeof UpdateApiKey.Type
+
 export const ApiKeyView = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
@@ -30,7 +47,10 @@ export const ApiKeyView = Schema.Struct({
   enabled: Schema.Boolean,
   createdAt: Schema.String,
   expiresAt: Schema.NullOr(Schema.String),
-  lastUsedAt: Schema.NullOr(Schema.String)
+  lastUsedAt: Schema.NullOr(Schema.String),
+  /** The key's own inbound limits (null: none set; RATE_LIMIT_AUTO_ENABLE may apply a default). */
+  rpm: Schema.NullOr(Schema.Number),
+  tpm: Schema.NullOr(Schema.Number)
 })
 export type ApiKeyView = typeof ApiKeyView.Type
 

@@ -238,10 +238,35 @@ export const RateLimitStatus = Schema.Struct({
   )
 })
 
+const InboundLimitUse = Schema.Struct({
+  limit: Schema.Number,
+  used: Schema.Number,
+  remaining: Schema.Number,
+  /** `key`: set on the key; `auto`: RATE_LIMIT_AUTO_ENABLE's default. */
+  source: Schema.Literal("key", "auto")
+})
+
+/** A gateway key's inbound limits (per minute) and this window's use. */
+export const InboundKeyLimitStatus = Schema.Struct({
+  apiKeyId: Schema.String,
+  name: Schema.String,
+  requests: Schema.NullOr(InboundLimitUse),
+  tokens: Schema.NullOr(InboundLimitUse),
+  resetSeconds: Schema.Number
+})
+
 export const RateLimitConfig = Schema.Struct({
   connectionCooldown: ResilienceSettings.fields.connectionCooldown,
   quotaShareConcurrencyLimit: ResilienceSettings.fields.quotaShareConcurrencyLimit,
   comboCooldownWait: ResilienceSettings.fields.comboCooldownWait,
-  /** Inbound request-rate limits per API key: not part of this build (the spec leaves them open). */
-  perKeyRequestLimit: Schema.Null
+  /** The automatic per-key limit while RATE_LIMIT_AUTO_ENABLE is on (keys' own limits win), else null. */
+  perKeyRequestLimit: Schema.NullOr(Schema.Struct({ rpm: Schema.Number, tpm: Schema.Number })),
+  /** Inbound per-key rate limits: the switch, the defaults and the window; `keys` counts keys with a limit now. */
+  inbound: Schema.Struct({
+    autoEnabled: Schema.Boolean,
+    defaultRpm: Schema.Number,
+    defaultTpm: Schema.Number,
+    windowSeconds: Schema.Number,
+    keys: Schema.Number
+  })
 })

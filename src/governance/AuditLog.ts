@@ -6,6 +6,7 @@
  * event on the bus: policies and guardrails acting on a request) and `service` (the rows services
  * wrote before this, kind NULL). Rows older than GATEWAY_AUDIT_RETENTION_DAYS are pruned hourly.
  */
+import { backgroundJob } from "../flags/background.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -128,7 +129,7 @@ export class AuditLog extends Context.Tag("gateway/AuditLog")<AuditLog, AuditLog
         const deleted = yield* sql<{ n: number }>`DELETE FROM audit_log WHERE ts < ${cutoff} RETURNING 1 AS n`
         if (deleted.length > 0) yield* Effect.logInfo(`audit retention: deleted ${deleted.length} entries older than ${retentionDays} days`)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("audit retention failed; will retry", cause)))
-      yield* Effect.forkScoped(Effect.repeat(prune, Schedule.spaced("1 hour")))
+      if (yield* backgroundJob("audit log retention")) yield* Effect.forkScoped(Effect.repeat(prune, Schedule.spaced("1 hour")))
 
       const where = (q: AuditQuery) => {
         const conditions = []

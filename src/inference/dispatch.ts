@@ -28,6 +28,7 @@ import { explicitSession } from "./session.js"
 import { badRequest, errorBody, InferenceError, toCanonical } from "./errors.js"
 import { recordAnswer } from "./builtinHooks.js"
 import { endRequest, RequestHooks } from "./hooks.js"
+import { InboundLimits } from "../accounting/InboundLimits.js"
 import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
@@ -169,6 +170,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const hooks = yield* RequestHooks
       const files = yield* Files
       const internal = yield* InternalCalls
+      const inboundLimits = yield* InboundLimits
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -227,13 +229,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
               })
             : Effect.flatMap(authenticateInference(keys, flags, access, req, ctx.query, token), (id) => {
               ctx.apiKeyId = id
-              return serveIt()
+              // Inbound rate limits of the key (undefined: it has none).
+              const admission = id === null ? undefined : inboundLimits.admit(ctx, id)
+              return admission === undefined ? serveIt() : Effect.zipRight(admission, Effect.suspend(serveIt))
             })
         const idempotent = (clientKey: string) => Effect.gen(function* () {
           if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
           // The same key with another body is another request (X-Request-Id is often a correlation id
           // passed along); callers without a recognised key are told apart by what they presented.
-          ctx.body = yield* readBody(req)
+          ctx.body ??= yield* readBody(req)
           const caller = ctx.apiKeyId ?? `anon:${digest(presentedKey(req, ctx.query, token) ?? clientAddress(req, false))}`
           const key = idempotencyKey({ apiKeyId: caller, method: route.method, path, clientKey: `${clientKey}\u0000${digest(ctx.body)}` })
           // The first request with a key runs; duplicates within 5 s (or while it runs) get its answer.

@@ -30,7 +30,10 @@ export const encodeFor = (connection: Connection, req: CanonicalRequest): { read
 }
 
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
-  clientError(clientFormat, {
+  e.kind === "blocked"
+    ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
+      clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
+    : clientError(clientFormat, {
     status: e.kind === "timeout" ? 504 : 502,
     kind: e.kind === "timeout" ? "timeout" : "upstream",
     message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,

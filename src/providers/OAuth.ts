@@ -42,6 +42,7 @@ import {
   type TokenSet
 } from "./oauthWire.js"
 import { checkProviderUrl } from "./urlPolicy.js"
+import { backgroundJob } from "../flags/background.js"
 
 /** A refresh that did not give a usable token. `permanent`: the grant is gone (the connection is now `expired`). */
 export class OAuthRefreshFailed extends Data.TaggedError("OAuthRefreshFailed")<{ readonly message: string; readonly permanent: boolean }> {}
@@ -545,7 +546,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         yield* Effect.forEach(due, (c) => Effect.ignore(refresh(c.id)), { concurrency: 2, discard: true })
       })
 
-      if (config.checkSeconds > 0) {
+      if (config.checkSeconds > 0 && (yield* backgroundJob("oauth refresh schedule"))) {
         yield* Effect.forkScoped(
           sweep.pipe(
             Effect.catchAllCause((cause) => Effect.logWarning("oauth refresh sweep failed", cause)),

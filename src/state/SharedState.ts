@@ -2,6 +2,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import { BoundedMap } from "../util/BoundedMap.js"
 
 /**
  * The shared-state seam (docs/ARCHITECTURE.md, "Seam 4: shared state").
@@ -44,7 +45,42 @@ export interface StateChannel<A> {
   readonly publish: (change: A) => void
 }
 
+/**
+ * Counters per fixed time window, exact across processes: the one thing pub/sub cannot give.
+ * A window of `windowMs` holds `now` when `floor(now / windowMs)` is its number (windows are
+ * aligned to the epoch, so every process agrees on them). A Redis layer implements `add` as
+ * `INCRBY gateway:count:<key>:<window>` plus `PEXPIRE` to the window's end, `get` as `GET`.
+ */
+export interface WindowCounters {
+  /** Adds `by` (may be negative) to `key`'s counter in the window holding `now`; answers the total after, atomically. */
+  readonly add: (key: string, by: number, windowMs: number, now: number) => Effect.Effect<number>
+  /** The counter's value in the window holding `now` (0 when nothing was added there). */
+  readonly get: (key: string, windowMs: number, now: number) => Effect.Effect<number>
+}
+
+/** Window counters in this process's memory: at most 100,000 live counters, expired ones dropped as new ones come. */
+export const makeMemoryCounters = (): WindowCounters => {
+  const counters = new BoundedMap<string, { window: number; value: number }>({ maxEntries: 100_000 })
+  const current = (key: string, windowMs: number, now: number) => {
+    const window = Math.floor(now / windowMs)
+    const c = counters.get(key)
+    return c !== undefined && c.window === window ? c : { window, value: 0 }
+  }
+  return {
+    add: (key, by, windowMs, now) =>
+      Effect.sync(() => {
+        const c = current(key, windowMs, now)
+        const next = { window: c.window, value: c.value + by }
+        counters.set(key, next)
+        return next.value
+      }),
+    get: (key, windowMs, now) => Effect.sync(() => current(key, windowMs, now).value)
+  }
+}
+
 export interface SharedStateShape {
+  /** Exact counters shared by every process of the gateway (rate limits). */
+  readonly counters: WindowCounters
   /**
    * The channel `topic`, opened once per service instance when its layer is built. `apply` is
    * called (synchronously, outside any fiber) with each change another process published on the
@@ -56,7 +92,7 @@ export interface SharedStateShape {
 const LOCAL_CHANNEL: StateChannel<never> = { shared: false, publish: () => {} }
 
 /** One process: nothing to tell anyone. */
-export const localSharedState: SharedStateShape = { channel: () => LOCAL_CHANNEL as StateChannel<any> }
+export const localSharedState: SharedStateShape = { channel: () => LOCAL_CHANNEL as StateChannel<any>, counters: makeMemoryCounters() }
 
 /**
  * Gateways in one process linked as if by Redis pub/sub: what one node publishes on a topic
@@ -77,12 +113,15 @@ export const makeMemoryCluster = (): MemoryCluster => {
   const published = new Map<string, number>()
   const errors: Array<unknown> = []
   let nodes = 0
+  // One counter store for the whole cluster, as one Redis would be.
+  const counters = makeMemoryCounters()
   return {
     published,
     errors,
     join: () => {
       const node = ++nodes
       return {
+        counters,
         channel: <A>(topic: string, apply: (change: A) => void, codec: Codec<A> = jsonCodec) => {
           let subscribers = topics.get(topic)
           if (subscribers === undefined) topics.set(topic, (subscribers = []))
@@ -117,7 +156,7 @@ export const makeMemoryCluster = (): MemoryCluster => {
  */
 export class SharedState extends Context.Tag("gateway/SharedState")<SharedState, SharedStateShape>() {
   /** One process (the default): publishing is a no-op, no remote change ever arrives. */
-  static readonly layer = Layer.succeed(SharedState, localSharedState)
+  static readonly layer = Layer.sync(SharedState, (): SharedStateShape => ({ channel: localSharedState.channel, counters: makeMemoryCounters() }))
 
   /** A node of `cluster`, one per build of the layer (two gateways, two builds, two nodes). */
   static readonly layerCluster = (cluster: MemoryCluster) => Layer.sync(SharedState, () => cluster.join())

@@ -10,6 +10,7 @@ import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { AppConfig } from "../config/AppConfig.js"
+import { backgroundJob } from "../flags/background.js"
 import { BACKUP_ID_PATTERN, type BackupKind, type BackupView, type RestoreResult } from "../domain/backups.js"
 import { BadRequest, NotFound } from "../domain/errors.js"
 import { DB_FILENAME, knownMigrations, migrate } from "./Db.js"
@@ -189,6 +190,7 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
  */
 export const ScheduledBackups = Layer.scopedDiscard(
   Effect.gen(function* () {
+    if (!(yield* backgroundJob("scheduled backups"))) return
     const backups = yield* Backups
     const settings = yield* Settings
     const armed = yield* FiberHandle.make()

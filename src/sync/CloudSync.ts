@@ -24,6 +24,7 @@ import {
 import { ManagementApi } from "../management/Api.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { Secrets } from "../store/Secrets.js"
+import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { ConfigBundle, counts, diff, digest, openBundle, sealBundle } from "./Bundle.js"
 
 export const SYNC_NAMESPACE = "sync"
@@ -88,6 +89,8 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
       const bundle = yield* ConfigBundle
       const timeout = Duration.millis(yield* Effect.orDie(SyncTimeout))
       const lock = yield* Effect.makeSemaphore(1)
+      // The sync server is an outbound call like any other: through the agent that enforces the SSRF guard.
+      const http = yield* UpstreamHttp
 
       const load: Effect.Effect<Option.Option<SyncState>> = Effect.map(kv.get(SYNC_NAMESPACE, STATE_KEY), (raw) =>
         Option.flatMap(raw, (text) => Option.getRight(Schema.decodeUnknownEither(StateJson)(text)))
@@ -102,7 +105,7 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
         const client = HttpApiClient.make(ManagementApi, {
           baseUrl: serverUrl.replace(/\/+$/, ""),
           transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
-        }).pipe(Effect.provide(FetchHttpClient.layer))
+        }).pipe(Effect.provide(FetchHttpClient.layer), Effect.provideService(FetchHttpClient.Fetch, http.fetch))
         /** One call with the timeout and the transport retry; failures other than `keep` become SyncServerError. */
         const call = <A, E>(label: string, f: (c: Effect.Effect.Success<typeof client>) => Effect.Effect<A, E>) =>
           Effect.flatMap(client, (c) =>

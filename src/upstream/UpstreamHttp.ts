@@ -5,8 +5,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
-import { Agent, errors as undiciErrors, type request } from "undici"
+import * as Option from "effect/Option"
+import { Agent, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
 import { positiveInteger } from "../config/AppConfig.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
+import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
+import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from "./egressGuard.js"
 import { BoundedMap } from "../util/BoundedMap.js"
 import { VERSION } from "../version.js"
 
@@ -46,7 +50,8 @@ const tooLarge = (limit: number) => new UpstreamBodyError("too_large", `upstream
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
-  readonly kind: "connect" | "timeout" | "network"
+  /** `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent. */
+  readonly kind: "connect" | "timeout" | "network" | "blocked"
   readonly message: string
 }> {}
 
@@ -91,6 +96,8 @@ export interface UpstreamHttpShape {
   readonly userAgent: string
   /** Largest whole answer read (GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES): for callers of `readUpstreamBody`. */
   readonly maxResponseBytes: number
+  /** `fetch` over the same guarded agent, for clients built on the platform's HttpClient (the sync server). */
+  readonly fetch: typeof globalThis.fetch
 }
 
 /**
@@ -156,6 +163,7 @@ const bodyFailure = (e: Error, ms: number | undefined): Error =>
 const classify = (cause: unknown): UpstreamTransportError => {
   const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
   const code = err.code ?? err.cause?.code ?? ""
+  if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
   const message = err.cause?.message ?? err.message ?? String(cause)
   if (cause instanceof undiciErrors.HeadersTimeoutError) {
     return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
@@ -173,13 +181,13 @@ const classify = (cause: unknown): UpstreamTransportError => {
 }
 
 /** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
-const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string } | string>({ maxEntries: 1000 })
-const splitUrl = (url: string): { readonly origin: string; readonly path: string } | string => {
+const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string; readonly host: string } | string>({ maxEntries: 1000 })
+const splitUrl = (url: string): { readonly origin: string; readonly path: string; readonly host: string } | string => {
   let hit = parsed.get(url)
   if (hit === undefined) {
     try {
       const u = new URL(url)
-      hit = u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search } : `unsupported upstream URL scheme ${u.protocol}`
+      hit = u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname } : `unsupported upstream URL scheme ${u.protocol}`
     } catch {
       hit = `invalid upstream URL: ${url}`
     }
@@ -191,28 +199,71 @@ const splitUrl = (url: string): { readonly origin: string; readonly path: string
 /**
  * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin
  * (node's http client and the platform client cost measurably more per request).
+ *
+ * Every outbound call of the gateway (inference, media, provider tests, OAuth token endpoints,
+ * quota probes, native batches, the sync server) goes through this agent, so the outbound policy
+ * (OUTBOUND_SSRF_GUARD_ENABLED and the two allow flags) is enforced here once: a host written as
+ * an address (or `localhost`, a metadata name) is judged before anything is sent, and a name is
+ * judged by the agent's `lookup` on every address it resolves to, which is also what the socket
+ * connects to (src/upstream/egressGuard.ts).
  */
 export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHttp, UpstreamHttpShape>() {
   static readonly layer = Layer.scoped(
     UpstreamHttp,
     Effect.gen(function* () {
+      // Without FeatureFlags (a client built alone), the flags' defaults.
+      const flags = yield* Effect.serviceOption(FeatureFlags)
+      const resolver = yield* DnsResolver
+      const peekPolicy = (): UrlPolicyFlags | undefined => {
+        if (Option.isNone(flags)) return DEFAULT_URL_POLICY
+        const f = flags.value
+        const guard = f.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
+        const allowLocal = f.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
+        const allowPrivate = f.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? { guard, allowLocal, allowPrivate } : undefined
+      }
+      const readPolicy = (): Promise<UrlPolicyFlags> => {
+        const f = Option.getOrThrow(flags)
+        return Effect.runPromise(
+          Effect.all({ guard: f.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), allowLocal: f.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), allowPrivate: f.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS") })
+        )
+      }
+      const lookup = guardedLookup(() => resolver, () => peekPolicy() ?? readPolicy())
       const agent = new Agent({
         keepAliveTimeout: 30_000,
         keepAliveMaxTimeout: 600_000,
-        connect: { timeout: 10_000 },
+        connect: { timeout: 10_000, lookup },
         bodyTimeout: BODY_IDLE_TIMEOUT_MS,
         headersTimeout: 0
       })
       yield* Effect.addFinalizer(() => Effect.promise(() => agent.destroy().catch(() => undefined)))
       const userAgent = `gateway/${VERSION}`
       const maxResponseBytes = yield* positiveInteger(MAX_RESPONSE_BYTES_ENV, "bytes", DEFAULT_MAX_RESPONSE_BYTES)
+      const guardedFetch = ((input: Parameters<typeof globalThis.fetch>[0], init?: Parameters<typeof globalThis.fetch>[1]) => {
+        const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url
+        const target = splitUrl(url)
+        const policy = peekPolicy() ?? DEFAULT_URL_POLICY
+        const refused = typeof target === "string" ? undefined : checkHostLiteral(target.host, policy)
+        if (refused) return Promise.reject(new TypeError("fetch failed", { cause: refused }))
+        return undiciFetch(input as never, { ...(init as object), dispatcher: agent } as never) as unknown as Promise<Response>
+      }) as typeof globalThis.fetch
       return {
         userAgent,
         maxResponseBytes,
-        request: (req) =>
-          Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
+        fetch: guardedFetch,
+        request: (req) => {
+          // The flags are almost always fresh: no effect to read them.
+          const policy = peekPolicy()
+          return policy !== undefined ? send(req, policy) : Effect.flatMap(Effect.promise(readPolicy), (p) => send(req, p))
+        }
+      } satisfies UpstreamHttpShape
+      function send(req: UpstreamRequest, policy: UrlPolicyFlags) {
+        return Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
             const target = splitUrl(req.url)
             if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
+            // An address written in the URL is never looked up: judged here, before anything is sent.
+            const refused = checkHostLiteral(target.host, policy)
+            if (refused) return resume(Effect.fail(new UpstreamTransportError({ kind: "blocked", message: refused.message })))
             // One plain timer covers connecting, sending and waiting for the headers, and undici
             // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
             const abort = new EventEmitter()

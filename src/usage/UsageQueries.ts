@@ -1,3 +1,4 @@
+import { backgroundJob } from "../flags/background.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -286,6 +287,7 @@ export const UsageRetention = Layer.scopedDiscard(
       const excess = edge ? yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE id <= ${edge.id} LIMIT ${CHUNK}) RETURNING 1 AS n`, count)) : 0
       if (old + excess > 0) yield* Effect.logInfo(`usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`)
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("usage retention failed; will retry", cause)))
+    if (!(yield* backgroundJob("usage retention"))) return
     yield* Effect.forkScoped(Effect.sleep("1 minute").pipe(Effect.zipRight(Effect.repeat(prune, Schedule.spaced("1 hour")))))
   })
 )

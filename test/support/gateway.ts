@@ -17,6 +17,7 @@ import { Cooldowns } from "../../src/resilience/Cooldowns.js"
 import { Lockouts } from "../../src/resilience/Lockouts.js"
 import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 import { SharedState } from "../../src/state/SharedState.js"
+import { DnsResolver, type Resolve } from "../../src/upstream/egressGuard.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
@@ -41,6 +42,8 @@ export const startGateway = async (
     readonly timeouts?: Partial<StreamTimeoutsShape>
     /** How this gateway shares state with others (`SharedState.layerCluster`); default: it does not. */
     readonly sharedState?: Layer.Layer<SharedState>
+    /** How outbound connections resolve host names (default: the system resolver). */
+    readonly dns?: Resolve
   } = {}
 ) => {
   const dataDir = options.dataDir ?? tempDir()
@@ -53,6 +56,7 @@ export const startGateway = async (
   const layer = ServerLayer.pipe(
     Layer.provide(StreamTimeouts.layerTest(options.timeouts ?? {})),
     Layer.provide(options.sharedState ?? SharedState.layer),
+    Layer.provide(options.dns ? Layer.succeed(DnsResolver, options.dns) : Layer.empty),
     Layer.provideMerge(config),
     Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),

@@ -5,7 +5,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ApiKeys } from "../../auth/ApiKeys.js"
-import { CreateApiKey } from "../../domain/keys.js"
+import { CreateApiKey, UpdateApiKey } from "../../domain/keys.js"
 import { decodeOrBadRequest } from "../../domain/parse.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
@@ -21,6 +21,8 @@ const add = Command.make(
       Options.repeated
     ),
     expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO 8601 expiry date."), Options.optional),
+    rpm: Options.integer("rpm").pipe(Options.withDescription("Requests per minute this key may make."), Options.optional),
+    tpm: Options.integer("tpm").pipe(Options.withDescription("Tokens (input plus output) per minute this key may use."), Options.optional),
     json
   },
   (opts) =>
@@ -29,7 +31,9 @@ const add = Command.make(
         const input = yield* decodeOrBadRequest(CreateApiKey)({
           name: Option.getOrUndefined(opts.name),
           scopes: opts.scope.length > 0 ? opts.scope : undefined,
-          expiresAt: Option.getOrUndefined(opts.expiresAt)
+          expiresAt: Option.getOrUndefined(opts.expiresAt),
+          rpm: Option.getOrUndefined(opts.rpm),
+          tpm: Option.getOrUndefined(opts.tpm)
         })
         const created = yield* (yield* ApiKeys).create(input, { actor: "cli" })
         if (opts.json) return yield* printJson(created)
@@ -49,8 +53,8 @@ const list = Command.make("list", { json }, (opts) =>
       if (keys.length === 0) return yield* Console.log("no API keys yet: create one with `gateway keys add`")
       yield* Console.log(
         table(
-          ["ID", "NAME", "KEY", "SCOPES", "CREATED", "EXPIRES", "LAST USED"],
-          keys.map((k) => [k.id, k.name, k.key, k.scopes.join(","), k.createdAt, orDash(k.expiresAt), orDash(k.lastUsedAt)])
+          ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "CREATED", "EXPIRES", "LAST USED"],
+          keys.map((k) => [k.id, k.name, k.key, k.scopes.join(","), orDash(k.rpm === null ? null : String(k.rpm)), orDash(k.tpm === null ? null : String(k.tpm)), k.createdAt, orDash(k.expiresAt), orDash(k.lastUsedAt)])
         )
       )
     })
@@ -70,7 +74,29 @@ const remove = Command.make(
     )
 ).pipe(Command.withDescription("Remove an API key by id or name."))
 
+/** `--rpm 0` / `--tpm 0` remove a limit; an option left out keeps it. */
+const limitOption = (o: Option.Option<number>) => Option.match(o, { onNone: () => undefined, onSome: (n) => (n === 0 ? null : n) })
+
+const limits = Command.make(
+  "limits",
+  {
+    id: Args.text({ name: "id-or-name" }),
+    rpm: Options.integer("rpm").pipe(Options.withDescription("Requests per minute (0 removes the limit)."), Options.optional),
+    tpm: Options.integer("tpm").pipe(Options.withDescription("Tokens per minute (0 removes the limit)."), Options.optional),
+    json
+  },
+  (opts) =>
+    withLocalGateway(
+      Effect.gen(function* () {
+        const input = yield* decodeOrBadRequest(UpdateApiKey)({ rpm: limitOption(opts.rpm), tpm: limitOption(opts.tpm) })
+        const updated = yield* (yield* ApiKeys).update(opts.id, input, "cli")
+        if (opts.json) return yield* printJson(updated)
+        yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
+      })
+    )
+).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute)."))
+
 export const keysCommand = Command.make("keys").pipe(
   Command.withDescription("Manage gateway API keys in the local database."),
-  Command.withSubcommands([add, list, remove])
+  Command.withSubcommands([add, list, limits, remove])
 )

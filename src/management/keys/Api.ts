@@ -2,7 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
 import { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
-import { ApiKeyView, CreateApiKey, CreatedApiKey } from "../../domain/keys.js"
+import { ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../../domain/keys.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 
 export class KeysGroup extends HttpApiGroup.make("keys")
@@ -12,6 +12,15 @@ export class KeysGroup extends HttpApiGroup.make("keys")
       .setPayload(CreateApiKey)
       .addSuccess(CreatedApiKey, { status: 201 })
       .addError(BadRequest)
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/api/keys/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateApiKey)
+      .addSuccess(ApiKeyView)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
   )
   .add(
     HttpApiEndpoint.del("remove", "/api/keys/:id")

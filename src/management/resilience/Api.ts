@@ -2,7 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as Schema from "effect/Schema"
 import { BadRequest } from "../../domain/errors.js"
-import { ClearModelCooldowns, LockoutViewSchema, PatchResilience, RateLimitConfig, RateLimitStatus, ResetResilienceBody, ResetResult, ResilienceSettings, ResilienceStatus } from "../../domain/resilience.js"
+import { ClearModelCooldowns, InboundKeyLimitStatus, LockoutViewSchema, PatchResilience, RateLimitConfig, RateLimitStatus, ResetResilienceBody, ResetResult, ResilienceSettings, ResilienceStatus } from "../../domain/resilience.js"
 import { ManagementAuth } from "../Principal.js"
 
 export class ResilienceGroup extends HttpApiGroup.make("resilience")
@@ -16,6 +16,6 @@ export class ResilienceGroup extends HttpApiGroup.make("resilience")
       .addSuccess(Schema.Struct({ cleared: Schema.Number }))
       .addError(BadRequest)
   )
-  .add(HttpApiEndpoint.get("rateLimits", "/api/rate-limits").addSuccess(Schema.Struct({ accounts: Schema.Array(RateLimitStatus) })))
+  .add(HttpApiEndpoint.get("rateLimits", "/api/rate-limits").addSuccess(Schema.Struct({ accounts: Schema.Array(RateLimitStatus), inbound: Schema.Array(InboundKeyLimitStatus) })))
   .add(HttpApiEndpoint.get("rateLimit", "/api/rate-limit").addSuccess(RateLimitConfig))
   .middleware(ManagementAuth) {}

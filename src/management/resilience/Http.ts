@@ -11,6 +11,7 @@ import { AutoEngine } from "../../routing/AutoEngine.js"
 import { RoutingMemory } from "../../routing/RoutingMemory.js"
 import { toIso } from "../../store/Db.js"
 import { BadRequest } from "../../domain/errors.js"
+import { InboundLimits } from "../../accounting/InboundLimits.js"
 import { ManagementApi } from "../Api.js"
 
 const lockoutView = (l: LockoutView) => ({ ...l, expiresAt: new Date(l.expiresAt).toISOString() })
@@ -25,6 +26,7 @@ export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", 
     const connections = yield* Connections
     const memory = yield* RoutingMemory
     const engine = yield* AutoEngine
+    const inbound = yield* InboundLimits
 
     const connectionStates = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
@@ -118,14 +120,24 @@ export const ResilienceLive = HttpApiBuilder.group(ManagementApi, "resilience", 
                     }
                   : null
               }
-            })
+            }),
+            // Inbound limits of the gateway's own keys (docs/guardrails.md "Rate limits").
+            inbound: yield* inbound.status
           }
         })
       )
       .handle("rateLimit", () =>
-        Effect.sync(() => {
+        Effect.gen(function* () {
           const s = config.current()
-          return { connectionCooldown: s.connectionCooldown, quotaShareConcurrencyLimit: s.quotaShareConcurrencyLimit, comboCooldownWait: s.comboCooldownWait, perKeyRequestLimit: null }
+          const c = yield* inbound.config
+          const keys = (yield* inbound.status).length
+          return {
+            connectionCooldown: s.connectionCooldown,
+            quotaShareConcurrencyLimit: s.quotaShareConcurrencyLimit,
+            comboCooldownWait: s.comboCooldownWait,
+            perKeyRequestLimit: c.autoEnabled ? { rpm: c.defaultRpm, tpm: c.defaultTpm } : null,
+            inbound: { ...c, keys }
+          }
         })
       )
   })
