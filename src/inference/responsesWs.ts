@@ -1,14 +1,18 @@
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
+import { InboundLimits } from "../accounting/InboundLimits.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
+import { Guardrails } from "../guardrails/Guardrails.js"
 import { type CanonicalError, newId } from "../formats/canonical.js"
 import { obj, str, tryJson } from "../formats/common.js"
 import { openAiResponses } from "../formats/openai-responses.js"
@@ -16,13 +20,15 @@ import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { Connections } from "../providers/Connections.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import type { Candidate } from "../routing/types.js"
-import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, newTracking, recordRequest } from "./attempts.js"
+import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, newTracking, type Tracking } from "./attempts.js"
 import { authenticateInference } from "./auth.js"
+import { attachUsageRow } from "./builtinHooks.js"
 import type { InferenceCall } from "./call.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
-import { errorBody, type InferenceError } from "./errors.js"
+import { errorBody, InferenceError } from "./errors.js"
 import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
-import { gatewayHeaders, type RequestContext } from "./io.js"
+import { endRequest, observe, RequestHooks, requestReceived, routeResolved } from "./hooks.js"
+import { gatewayHeaders, type RequestContext, responseHeaders } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
 import { makeRelay, streamEnded } from "./relays.js"
 import { type Expanded, type Origin, ResponseStore } from "./responseStore.js"
@@ -47,10 +53,22 @@ const refuse = (socket: net.Socket, requestId: string, status: number, reason: s
   socket.end(`${head.join("\r\n")}\r\n\r\n${body}`)
 }
 
-/** An error sent as a frame, shaped like the Responses API's own `error` event. */
-const errorFrame = (e: InferenceError) => {
+/**
+ * An error sent as a frame, shaped like the Responses API's own `error` event; `headers` (what an
+ * HTTP answer would carry in its head: `retry-after`, the rate-limit fields, a guardrail's
+ * warning) go in the event's `headers` object, where Codex reads them.
+ */
+const errorFrame = (e: InferenceError, headers?: Readonly<Record<string, string>>) => {
   const body = obj(errorBody(e, openAiResponses))?.["error"] ?? { message: e.message }
-  return JSON.stringify({ type: "error", status: e.status, error: body })
+  return JSON.stringify({ type: "error", status: e.status, error: body, ...(headers ? { headers } : {}) })
+}
+
+/** The head fields of an error answer: the rate-limit fields the request got, then the error's own. */
+const errorHeaders = (ctx: RequestContext, e: InferenceError): Record<string, string> | undefined => {
+  let out: Record<string, string> | undefined
+  for (const k in ctx.responseHeaders) if (k.startsWith("ratelimit-") || k.startsWith("x-ratelimit-")) (out ??= {})[k] = ctx.responseHeaders[k]!
+  if (e.headers) for (const k in e.headers) (out ??= {})[k.toLowerCase()] = e.headers[k]!
+  return out
 }
 
 /**
@@ -68,31 +86,97 @@ const socketEvents = (): EventFraming => ({
     JSON.stringify({ type: "error", status: e.status, error: { type: e.kind === "timeout" ? "timeout_error" : "upstream_error", code: e.code ?? null, message: e.message } }) + RS
 })
 
+/** Messages (each followed by RS) as the Responses API's SSE events, for an answer rewrite written for the HTTP stream. */
+const toSse = (text: string): string => {
+  let out = ""
+  for (const m of text.split(RS)) if (m !== "") out += `data: ${m.replace(/\n/g, "\ndata: ")}\n\n`
+  return out
+}
+
+/** SSE events back into messages (each followed by RS); comments (a rewrite's warning) have no message. */
+const fromSse = (text: string): string => {
+  let out = ""
+  for (const block of text.split("\n\n")) {
+    if (block === "" || block.startsWith(":")) continue
+    const data: Array<string> = []
+    for (const line of block.split("\n")) if (line.startsWith("data:")) data.push(line.slice(line[5] === " " ? 6 : 5))
+    if (data.length !== 0) out += data.join("\n") + RS
+  }
+  return out
+}
+
+/**
+ * What the lifecycle reads of a WebSocket response where an HTTP request has its response
+ * (`HookHost.res`): the status it ended with, and whether its answer began.
+ */
+interface SocketAnswer {
+  statusCode: number
+  headersSent: boolean
+}
+
 /**
  * A relayed stream's sink on a WebSocket: one message per event (see `socketEvents`). Nothing is
- * committed until a message went out, so the response can still go to another candidate. A
+ * committed until the relay wrote, so the response can still go to another candidate. A
  * cancelled response (`response.cancel`, the socket closed) interrupts the relay's fiber.
+ *
+ * It is the WebSocket's counterpart of io.ts's stream writers: the answer rewrite given at
+ * onRequest (guardrails: placeholders restored, response sanitization) runs on each write, on
+ * the events as SSE (what it was written for), before the messages go out; onStreamStart fires
+ * at the first write, onFrame once per message (`text`: the message), onStreamEnd at the end.
+ * Without a rewrite or handlers a write costs what it did before: a split on RS.
  */
 class SocketSink implements StreamSink {
-  /** A message of this response went out. */
+  /** The relay wrote: the response is committed. */
   sent = false
 
   constructor(
+    private readonly ctx: RequestContext,
+    private readonly answer: SocketAnswer,
     private readonly send: (text: string) => void,
     private readonly open: () => boolean
   ) {}
 
-  write(text: string): boolean {
+  private start(): void {
+    if (this.answer.headersSent) return
+    this.answer.headersSent = true
+    const { ctx } = this
+    const listeners = ctx.hooks?.onStreamStart
+    const head = ctx.rewrite?.head
+    if (head === undefined && (listeners === undefined || listeners.length === 0)) return
+    let headers: Readonly<Record<string, string | number>> = responseHeaders(ctx)
+    if (head !== undefined) headers = head(headers)
+    ctx.answerHeaders = headers
+    if (listeners !== undefined && listeners.length !== 0) observe(ctx, "onStreamStart", listeners, { status: 200, headers })
+  }
+
+  private out(text: string): void {
+    const onFrame = this.ctx.hooks?.onFrame
     for (const message of text.split(RS)) {
       if (message === "") continue
-      this.sent = true
       this.send(message)
+      if (onFrame !== undefined && onFrame.length !== 0) observe(this.ctx, "onFrame", onFrame, { text: message })
     }
+  }
+
+  write(text: string): boolean {
+    this.sent = true
+    this.start()
+    const frame = this.ctx.rewrite?.frame
+    this.out(frame === undefined ? text : fromSse(frame(toSse(text))))
     return true
   }
 
-  end(tail: string): void {
-    if (tail) this.write(tail)
+  end(tail: string, error: string | null): void {
+    this.start()
+    const end = this.ctx.rewrite?.end
+    if (end !== undefined) {
+      const r = end(toSse(tail), error)
+      tail = fromSse(r.text)
+      error = r.error
+    }
+    this.out(tail)
+    const listeners = this.ctx.hooks?.onStreamEnd
+    if (listeners !== undefined && listeners.length !== 0) observe(this.ctx, "onStreamEnd", listeners, { text: tail.split(RS).filter((m) => m !== "").join("\n"), error })
   }
 
   gone(): boolean {
@@ -148,6 +232,9 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const timeouts = yield* StreamTimeouts
       const access = inferenceAccess(yield* AppConfig)
       const { deps } = yield* InferenceRoutes
+      const hooks = yield* RequestHooks
+      const guardrails = yield* Guardrails
+      const inboundLimits = yield* InboundLimits
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
       const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
@@ -211,29 +298,68 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           if (ws.readyState === ws.OPEN) ws.send(text)
         }
 
+        /** A hook blocked the response: its usage row says so. */
+        const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+
+        /** A frame the gateway cannot take (not a request: no lifecycle), answered with an error event. */
+        const invalid = (code: string, message: string) => send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code, message } }))
+
         const handle = (raw: string): Effect.Effect<void> =>
-          Effect.gen(function* () {
-            if (jsonTooDeep(raw)) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "json_too_deep", message: `frame is ${TOO_DEEP_MESSAGE}` } }))
+          Effect.suspend(() => {
+            if (jsonTooDeep(raw)) return Effect.sync(() => invalid("json_too_deep", `frame is ${TOO_DEEP_MESSAGE}`))
             const frame = obj(tryJson(raw))
-            if (!frame) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "invalid_json", message: "frames must be JSON objects" } }))
-            if (frame["type"] !== "response.create") {
-              return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "unsupported_frame", message: `expected type response.create, got ${String(frame["type"])}` } }))
-            }
+            if (!frame) return Effect.sync(() => invalid("invalid_json", "frames must be JSON objects"))
+            if (frame["type"] !== "response.create") return Effect.sync(() => invalid("unsupported_frame", `expected type response.create, got ${String(frame["type"])}`))
             const { type: _t, generate, ...body } = frame
             const model = str(body["model"])
-            if (!model) return send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code: "missing_model", message: "response.create needs a model" } }))
-            const ctx: RequestContext = { requestId: newRequestId(), startedAt: Date.now(), req, res: undefined as never, path: req.url ?? "", query: new URLSearchParams(), apiKeyId, responseHeaders: {} }
-            if (generate === false) {
-              const expanded = yield* store.expand(body, openAiResponses, true)
-              // Prewarm: remember the input, generate nothing.
-              const id = newId("resp_")
-              const created = Math.floor(Date.now() / 1000)
-              const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
-              send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
-              send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
-              store.remember(id, expanded.input, [])
-              return
-            }
+            if (!model) return Effect.sync(() => invalid("missing_model", "response.create needs a model"))
+            // Prewarm: remember the input, generate nothing (no upstream call, no lifecycle, no usage row).
+            if (generate === false) return prewarm(body, model)
+            return respond(raw, body, model)
+          }).pipe(
+            Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),
+            Effect.annotateLogs({ transport: "websocket" })
+          )
+
+        const prewarm = (body: Record<string, unknown>, model: string) =>
+          Effect.gen(function* () {
+            const expanded = yield* store.expand(body, openAiResponses, true)
+            const id = newId("resp_")
+            const created = Math.floor(Date.now() / 1000)
+            const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
+            send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
+            send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
+            store.remember(id, expanded.input, [])
+          }).pipe(Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))))
+
+        /**
+         * One `response.create`: a request of the inference plane with the lifecycle of a
+         * `POST /v1/responses` (docs/ARCHITECTURE.md, "Seam 2"): the key's inbound rate limits,
+         * the guardrails, onRequest, the budget, onModelSelect, the guarded attempt (onAttemptStart,
+         * onProviderError), the answer's rewrite and stream events through the socket's sink, and
+         * its end (onResponse or onError, with the usage row). A failure is the error event.
+         */
+        const respond = (raw: string, body: Record<string, unknown>, model: string): Effect.Effect<void> => {
+          const answer: SocketAnswer = { statusCode: 200, headersSent: false }
+          const ctx: RequestContext = {
+            requestId: newRequestId(),
+            startedAt: Date.now(),
+            req,
+            // Read by the lifecycle only (status, whether the answer began): nothing writes to it.
+            res: answer as unknown as http.ServerResponse,
+            path: req.url ?? "",
+            query: new URLSearchParams(),
+            apiKeyId,
+            responseHeaders: {},
+            hooks: hooks.current(),
+            // The frame is the request's body (the token estimate of the inbound limits reads it).
+            body: Buffer.from(raw)
+          }
+          let untrack: (() => void) | undefined
+          const serve: Effect.Effect<void, InferenceError> = Effect.gen(function* () {
+            // The key's inbound limits, per message as HTTP checks them per request.
+            const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
+            if (admission !== undefined) yield* admission
 
             // The router's plan, narrowed to the candidates that speak the Responses API natively.
             const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
@@ -241,17 +367,12 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             if (!able) {
               const other = firstOf(plan)
               if (!other) return yield* allBlocked(openAiResponses, plan)
-              return send(
-                JSON.stringify({
-                  type: "error",
-                  status: 400,
-                  error: {
-                    type: "invalid_request_error",
-                    code: "upstream_ws_provider_required",
-                    message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
-                  }
-                })
-              )
+              return yield* new InferenceError({
+                status: 400,
+                kind: "invalid_request",
+                code: "upstream_ws_provider_required",
+                message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+              })
             }
             // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
             const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
@@ -259,15 +380,36 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             const expanded = yield* expandFor(first)
             // Refused as POST /v1/responses refuses it, with the same message.
             yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
+
+            const track = newTracking(model)
+            const call: InferenceCall = { ctx, format: openAiResponses, body: expanded.body, model, stream: true, endpoint: "responses.ws" }
+            untrack = deps.inference.track(ctx, "responses.ws")
+            // One usage row per response, whatever happened (a cancelled one included): at its end.
+            attachUsageRow(deps.usage, deps.accounting, call, track)
+            // The guardrails (when any of their flags is on) and the registered hooks see the
+            // conversation as it will go upstream, as over HTTP; the body they leave goes to every
+            // candidate (without them each candidate gets its own expansion, see ResponseStore).
+            const guard = guardrails.attach(ctx)
+            if (guard) yield* guard
+            let hooked: Record<string, unknown> | undefined
+            if (ctx.hooks!.onRequest.length !== 0) {
+              hooked = yield* Effect.tapError(requestReceived(ctx, openAiResponses, call), (e) => refused(track, e))
+            }
             // Budgets hold here as on HTTP (token limits in the guarded attempt).
             const budget = deps.accounting.budget(apiKeyId)
             if (!budget.ok) {
-              return send(JSON.stringify({ type: "error", status: 429, error: { type: "rate_limit_error", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent` } }))
+              const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+              track.outcome = { status: 429, usage: undefined, ttftMs: null, error: "budget_exhausted" }
+              return yield* new InferenceError({ status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent`, headers: { "retry-after": retryAfter } })
             }
-            const untrack = deps.inference.track(ctx, "responses.ws")
-            const track = newTracking(model)
             track.hold = deps.accounting.reserve(apiKeyId)
-            const sink = new SocketSink(send, () => ws.readyState === ws.OPEN)
+            const table = ctx.hooks!
+            if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
+              const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body), (e) => refused(track, e))
+              if (selected) hooked = selected
+            }
+            const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
+            const fixed: Expanded | undefined = hooked && { ...expanded, body: hooked }
             const request: SocketRequest = {
               ctx,
               format: openAiResponses,
@@ -275,23 +417,37 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               committed: () => sink.sent,
               sink,
               body,
-              expanded: (c) => (c === first ? Effect.succeed(expanded) : expandFor(c)),
+              expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
+              // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
               remember: (id, input, output, origin) => store.remember(id, input, output, origin)
             }
-            // One usage row per response, whatever happened (a cancelled one included).
-            yield* deps.inference.guarded(request, able, track, tryResponse).pipe(
-              Effect.ensuring(
-                Effect.suspend(() => {
-                  untrack()
-                  return recordRequest(deps.usage, deps.accounting, { ctx, endpoint: "responses.ws", stream: true, model }, track)
-                })
-              )
-            )
-          }).pipe(
-            Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))),
-            Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),
-            Effect.annotateLogs({ transport: "websocket" })
+            yield* deps.inference.guarded(request, able, track, tryResponse)
+          })
+          // As the dispatcher ends an HTTP request: the error event, then the end hooks (the usage
+          // row among them), uninterruptibly, so a cancelled response still gets its row (499).
+          return Effect.uninterruptibleMask((restore) =>
+            Effect.flatMap(Effect.exit(restore(serve)), (exit) => {
+              let error: InferenceError | undefined
+              let gone = false
+              let after: Effect.Effect<void> = Effect.void
+              if (Exit.isFailure(exit)) {
+                if (Cause.isInterruptedOnly(exit.cause)) gone = true
+                else {
+                  const failure = Cause.failureOption(exit.cause)
+                  error = failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                  if (failure._tag === "None") after = Effect.logError("websocket response failed unexpectedly", Cause.pretty(exit.cause))
+                  if (!answer.headersSent) answer.statusCode = error.status
+                  const text = errorFrame(error, errorHeaders(ctx, error))
+                  ctx.answerBody = text
+                  send(text)
+                }
+              }
+              const ending = endRequest(ctx, error, gone)
+              const done = Effect.sync(() => untrack?.())
+              return Effect.zipRight(ending === undefined ? done : Effect.zipRight(ending, done), after)
+            })
           )
+        }
 
         // Frames are answered one after another; response.cancel stops the one in progress.
         const next = () => {
