@@ -235,6 +235,48 @@ describe("refresh", () => {
   })
 })
 
+describe("an upstream 401 on an OAuth connection", () => {
+  it("refreshes the token once (shared by concurrent requests) and retries the same attempt with the new token", async () => {
+    auth.accessTtl = 3600
+    auth.refreshTtl = 3600
+    await connectQwen(gw2, "qwen-401")
+    // The upstream no longer takes the token the gateway holds (revoked or rotated elsewhere).
+    const old = `Bearer ${auth.lastAccessToken}`
+    up.script((r) => (bearerOf(r) === old ? { status: 401, errorMessage: "invalid access token" } : { content: "hello again" }))
+    try {
+      const refreshes = auth.refreshCalls.length
+      const sent = up.requests.length
+      const answers = await Promise.all([1, 2, 3].map(() => chat(gw2, "qwen-401/qwen3-coder-plus")))
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200])
+      expect(auth.refreshCalls.length - refreshes).toBe(1)
+      const seen = up.requests.slice(sent).map(bearerOf)
+      expect(seen.filter((b) => b === old)).toHaveLength(3)
+      expect(seen.filter((b) => b === `Bearer ${auth.lastAccessToken}`)).toHaveLength(3)
+      const resilience = (await api(gw2, "/api/resilience")).body.connections.find((c: any) => c.name === "qwen-401")
+      expect(resilience.state).not.toBe("expired")
+    } finally {
+      up.always({ content: "hello from upstream" })
+    }
+  })
+
+  it("a second 401 with the refreshed token puts the connection in the terminal expired state; no further retries", async () => {
+    await connectQwen(gw2, "qwen-401b")
+    up.script(() => ({ status: 401, errorMessage: "account disabled" }))
+    try {
+      const refreshes = auth.refreshCalls.length
+      const sent = up.requests.length
+      const res = await chat(gw2, "qwen-401b/qwen3-coder-plus")
+      expect(res.status).toBe(401)
+      expect(auth.refreshCalls.length - refreshes).toBe(1)
+      expect(up.requests.length - sent).toBe(2)
+      const resilience = (await api(gw2, "/api/resilience")).body.connections.find((c: any) => c.name === "qwen-401b")
+      expect(resilience.state).toBe("expired")
+    } finally {
+      up.always({ content: "hello from upstream" })
+    }
+  })
+})
+
 describe("secrecy and disconnect", () => {
   it("never shows a token in listings, status, errors or logs", async () => {
     const texts = [

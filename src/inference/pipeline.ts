@@ -122,7 +122,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         })
 
       const oauth = yield* Effect.serviceOption(OAuth)
-      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts, credentials: Option.isSome(oauth) ? oauth.value.fresh : undefined })
+      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts, credentials: Option.isSome(oauth) ? oauth.value.fresh : undefined, renew: Option.isSome(oauth) ? oauth.value.renew : undefined })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>

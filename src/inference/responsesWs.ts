@@ -267,7 +267,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
           const res = yield* deps.inference
             .send({ connection, model: c.model }, "openai-responses", upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
-            .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+            .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")))
           if (res.status < 200 || res.status >= 300) {
             const { error, info } = yield* deps.inference.readFailure(res, client, client, connection)
             return yield* Effect.fail(attemptFailed(error, info))

@@ -113,13 +113,17 @@ export const errorInAnswer = (
 /** OAuth connections: the connection with a token good for the request (refreshed first when about to expire). */
 export type FreshCredentials = (connection: Connection) => Effect.Effect<Connection, { readonly message: string; readonly permanent: boolean }>
 
+/** OAuth connections: after the upstream refused the connection's token, the connection with another (refreshed) token. */
+export type RenewCredentials = FreshCredentials
+
 export const makeSending = (deps: {
   readonly connections: ConnectionsShape
   readonly http: UpstreamHttpShape
   readonly timeouts: StreamTimeoutsShape
   readonly credentials?: FreshCredentials | undefined
+  readonly renew?: RenewCredentials | undefined
 }) => {
-  const { connections, http, timeouts, credentials } = deps
+  const { connections, http, timeouts, credentials, renew } = deps
 
   /** Sends one prepared request, with its failures mapped by `fail` in the same step (the caller's own error type). */
   const sendAs = <E>(
@@ -133,12 +137,20 @@ export const makeSending = (deps: {
     // An OAuth token about to expire is refreshed (single-flight) before the request goes out;
     // one that cannot be refreshed skips this connection (code `oauth_refresh_failed`).
     if (credentials !== undefined && target.connection.oauth !== undefined) {
-      return Effect.flatMap(
-        Effect.mapError(credentials(target.connection), (e) =>
-          fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: e.message, code: "oauth_refresh_failed" }))
-        ),
-        (connection) => sendWith({ ...target, connection }, format, body, options, clientFormat, fail)
-      )
+      const refreshFailed = (e: { readonly message: string }) => fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: e.message, code: "oauth_refresh_failed" }))
+      return Effect.flatMap(Effect.mapError(credentials(target.connection), refreshFailed), (connection) => {
+        const sent = sendWith({ ...target, connection }, format, body, options, clientFormat, fail)
+        if (renew === undefined) return sent
+        // A 401 (the token revoked or rotated elsewhere, or expired early): one refresh and one
+        // more send, inside this attempt. A second 401 is read as any 401 (the connection goes
+        // terminal); a refresh refused for good has made it terminal already, a transient one
+        // skips the connection without that.
+        return Effect.flatMap(sent, (res) => {
+          if (res.status !== 401) return Effect.succeed(res)
+          if (res.bytes === undefined) res.body.destroy()
+          return Effect.flatMap(Effect.mapError(renew(connection), refreshFailed), (renewed) => sendWith({ ...target, connection: renewed }, format, body, options, clientFormat, fail))
+        })
+      })
     }
     return sendWith(target, format, body, options, clientFormat, fail)
   }

@@ -57,6 +57,12 @@ export interface OAuthShape {
   readonly refresh: (connectionId: string) => Effect.Effect<Connection, OAuthRefreshFailed>
   /** The request path: the connection with a token good for at least `SKEW_MS`, refreshed first when needed. */
   readonly fresh: (connection: Connection) => Effect.Effect<Connection, OAuthRefreshFailed>
+  /**
+   * The request path, after the upstream refused `connection`'s token (401): the connection with
+   * another token. The current one when a concurrent request refreshed it since `connection` was
+   * read, else a refresh now (single-flight: the requests refused together share it).
+   */
+  readonly renew: (connection: Connection) => Effect.Effect<Connection, OAuthRefreshFailed>
   readonly status: (provider: string) => Effect.Effect<OAuthStatus, NotFound>
   /** Forgets the grant and removes the connection. */
   readonly revoke: (provider: string, connection: string | undefined, actor: string) => Effect.Effect<Connection, BadRequest | NotFound>
@@ -483,6 +489,12 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         return Effect.catchAll(refresh(c.id), (e) => (!e.permanent && expiresAt > Date.now() ? Effect.succeed(c) : Effect.fail(e)))
       }
 
+      const renew: OAuthShape["renew"] = (c) =>
+        Effect.flatMap(Effect.orElseSucceed(connections.get(c.id), () => c), (now) => {
+          const sent = c.apiKey === null ? null : Redacted.value(c.apiKey)
+          return now.apiKey !== null && Redacted.value(now.apiKey) !== sent ? Effect.succeed(now) : refresh(c.id)
+        })
+
       const oauthConnections = (providerId: string) => Effect.map(connections.list, (all) => all.filter((c) => c.provider.id === providerId))
 
       const pick: OAuthShape["pick"] = (id, name) =>
@@ -555,7 +567,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         )
       }
 
-      return { startAuthorize, complete, startDevice, poll, refresh, fresh, status, revoke, pick, sweep }
+      return { startAuthorize, complete, startDevice, poll, refresh, fresh, renew, status, revoke, pick, sweep }
     })
   )
 }
