@@ -97,7 +97,7 @@ export const upstreamRequest = (
  * format (an Anthropic upstream takes OAuth tokens that way, not as `x-api-key`), and the
  * provider's extra headers (Anthropic's OAuth beta), merged with a client's own `anthropic-beta`.
  */
-const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+export const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
   const headers: Record<string, string> = {}
   if (connection.apiKey) headers["authorization"] = `Bearer ${Redacted.value(connection.apiKey)}`
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION

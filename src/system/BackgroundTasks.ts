@@ -1,0 +1,8 @@
+/**
+ * The periodic background services of docs/operations.md, "Background tasks", in one layer for
+ * src/Gateway.ts: the connection health checks.
+ */
+import * as Layer from "effect/Layer"
+import { HealthChecks } from "../providers/HealthChecks.js"
+
+export const BackgroundTasks = Layer.mergeAll(HealthChecks)
