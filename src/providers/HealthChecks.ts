@@ -23,7 +23,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { backgroundJob } from "../flags/background.js"
 import { classify } from "../resilience/classify.js"
@@ -33,6 +32,7 @@ import { type Connection, Connections } from "./Connections.js"
 import { OAuth } from "./OAuth.js"
 import { ProviderChecks } from "./ProviderChecks.js"
 import { classifyHost } from "./urlPolicy.js"
+import { periodic } from "../system/periodic.js"
 
 const HealthConfig = Config.all({
   localSeconds: Config.number("GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS").pipe(Config.withDefault(30)),
@@ -57,18 +57,6 @@ const refOf = (c: Connection): ConnectionRef => ({
   name: c.name,
   provider: { id: c.provider.id, authClass: c.provider.authClass, origin: originOf(c.effectiveBaseUrl) }
 })
-
-/** A schedule every `seconds`, each wait jittered between 80% and 120%. */
-const every = (seconds: number) => Schedule.spaced(Duration.millis(seconds * 1000)).pipe(Schedule.jittered)
-
-/** Runs `round` on the schedule, its first run one interval after start; a failed round is logged, never fatal. */
-const periodic = (name: string, seconds: number, round: Effect.Effect<void>) =>
-  Effect.forkScoped(
-    Effect.schedule(
-      round.pipe(Effect.catchAllCause((cause) => Effect.logWarning(`${name}: round failed`, cause))),
-      every(seconds)
-    )
-  )
 
 export const HealthChecks = Layer.scopedDiscard(
   Effect.gen(function* () {

@@ -1,8 +1,9 @@
 /**
  * The periodic background services of docs/operations.md, "Background tasks", in one layer for
- * src/Gateway.ts: the connection health checks.
+ * src/Gateway.ts: the connection health checks, the runtime tasks (quota refresh, cloud sync).
  */
 import * as Layer from "effect/Layer"
 import { HealthChecks } from "../providers/HealthChecks.js"
+import { RuntimeTasks } from "./RuntimeTasks.js"
 
-export const BackgroundTasks = Layer.mergeAll(HealthChecks)
+export const BackgroundTasks = Layer.mergeAll(HealthChecks, RuntimeTasks)
