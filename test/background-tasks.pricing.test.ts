@@ -41,7 +41,7 @@ const row = async (gw: TestGateway, provider: string, model: string) =>
   ((await api(gw, "/api/pricing")).body.prices as Array<any>).find((r) => r.provider === provider && r.model === model)
 
 beforeAll(async () => {
-  server = http.createServer((req, res) => {
+  server = http.createServer((_req, res) => {
     served++
     res.writeHead(200, { "content-type": "application/json" })
     res.end(JSON.stringify(LITELLM))
