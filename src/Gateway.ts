@@ -26,6 +26,7 @@ import { ProcessGuard } from "./observability/ProcessGuard.js"
 import { Connections } from "./providers/Connections.js"
 import { OAuth } from "./providers/OAuth.js"
 import { ProviderChecks } from "./providers/ProviderChecks.js"
+import { BackgroundTasks } from "./system/BackgroundTasks.js"
 import { BatchWriter } from "./store/BatchWriter.js"
 import * as Db from "./store/Db.js"
 import { KeyValue } from "./store/KeyValue.js"
@@ -85,7 +86,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, EvalRunner).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, EvalRunner, BackgroundTasks).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),

@@ -39,6 +39,18 @@ export interface PricingShape {
   readonly setOverride: (input: unknown) => Effect.Effect<PriceRow, BadRequest>
   /** `DELETE /api/pricing`: whether an override was removed. */
   readonly removeOverride: (provider: string, model: string) => Effect.Effect<boolean>
+  /**
+   * Replaces the synced price layer (the pricing sync): between the built-in catalog and the
+   * overrides, below the custom models' own prices. In memory; an empty list removes it.
+   */
+  readonly setSynced: (prices: ReadonlyArray<SyncedPrice>) => Effect.Effect<void>
+}
+
+/** One synced price: the fields the price list gave for a provider's model (USD per 1M tokens, per image...). */
+export interface SyncedPrice {
+  readonly provider: string
+  readonly model: string
+  readonly fields: Partial<ModelPricing>
 }
 
 interface Row {
@@ -184,16 +196,40 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
         })
       })
 
-      const priceOf = (provider: string, model: string) => effectivePrice(catalogPrice(provider, model, currentSpecs()), snapshot.byKey.get(keyOf(provider, model))?.fields)
+      let synced: ReadonlyMap<string, Partial<ModelPricing>> = new Map()
+
+      /**
+       * Below the overrides: a custom model's or a provider-models override's own price (a spec price
+       * that is not the built-in one), else the synced price over the built-in one, else the built-in.
+       */
+      const basePrice = (provider: string, model: string): ModelPricing | undefined => {
+        const builtin = findProvider(provider)?.models.find((m) => m.id === model)?.pricing
+        const own = catalogPrice(provider, model, currentSpecs())
+        if (own !== undefined && own !== builtin) return own
+        if (synced.size > 0) {
+          const s = synced.get(keyOf(provider, model))
+          if (s !== undefined) return { ...(builtin ?? { input: 0, output: 0 }), ...s }
+        }
+        return builtin
+      }
+
+      const priceOf = (provider: string, model: string) => effectivePrice(basePrice(provider, model), snapshot.byKey.get(keyOf(provider, model))?.fields)
 
       const rowFor = (provider: string, model: string): PriceRow | undefined => {
         const spec = findProvider(provider)?.models.find((m) => m.id === model)
         const override = snapshot.byKey.get(keyOf(provider, model))
-        const price = effectivePrice(spec?.pricing, override?.fields)
+        const fromSync = synced.get(keyOf(provider, model))
+        const base = fromSync && spec ? { ...spec.pricing, ...fromSync } : spec?.pricing
+        const price = effectivePrice(base, override?.fields)
         if (!price) return undefined
-        const source: PriceSource = spec ? (override ? "catalog+override" : "catalog") : "override"
+        const source: PriceSource = spec ? (fromSync ? (override ? "synced+override" : "synced") : override ? "catalog+override" : "catalog") : "override"
         return toPriceRow(findProvider(provider)?.id ?? provider, model, spec?.kind ?? null, price, source, override)
       }
+
+      const setSynced = (prices: ReadonlyArray<SyncedPrice>) =>
+        Effect.sync(() => {
+          synced = new Map(prices.map((p) => [keyOf(findProvider(p.provider)?.id ?? p.provider, p.model), p.fields]))
+        })
 
       const list = Effect.map(refresh, () => {
         const out: Array<PriceRow> = []
@@ -234,7 +270,7 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
           return true
         })
 
-      return { priceOf, refresh, list, setOverride, removeOverride }
+      return { priceOf, refresh, list, setOverride, removeOverride, setSynced }
     })
   )
 }

@@ -58,7 +58,8 @@ export const SetPrice = Schema.Struct({
   )
 export type SetPrice = typeof SetPrice.Type
 
-export const PriceSource = Schema.Literal("catalog", "override", "catalog+override")
+/** `synced`: the pricing sync's price list (PRICING_SYNC_ENABLED, docs/accounting.md). */
+export const PriceSource = Schema.Literal("catalog", "override", "catalog+override", "synced", "synced+override")
 export type PriceSource = typeof PriceSource.Type
 
 /** One row of `GET /api/pricing`: the effective price of a model. */

@@ -19,6 +19,7 @@ import { isUniqueViolation } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { findProvider, PROVIDERS, type ProviderSpec } from "./catalog.js"
+import { CC_COMPATIBLE_PROVIDER_ID } from "./ccCompatible.js"
 import { applyRecords, type CustomModelRecord, parseRecords, PROVIDER_MODELS_NAMESPACE } from "./customModels.js"
 import { type NodeRecord, nodeSpec, parseNodes, PROVIDER_NODES_NAMESPACE } from "./nodeRecords.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
@@ -424,6 +425,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             return yield* new BadRequest({
               message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).concat(s.nodes.map((n) => n.record.id)).join(", ")}`
             })
+          }
+          if (provider.id === CC_COMPATIBLE_PROVIDER_ID && !(yield* flags.enabled("ENABLE_CC_COMPATIBLE_PROVIDER"))) {
+            return yield* new BadRequest({ message: `provider ${provider.id} needs the flag ENABLE_CC_COMPATIBLE_PROVIDER (takes effect after restart)` })
           }
           if (provider.node) {
             const existing = s.all.filter((c) => c.provider.id === provider.id)

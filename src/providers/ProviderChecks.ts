@@ -1,4 +1,5 @@
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -7,7 +8,8 @@ import { BadRequest, NotFound } from "../domain/errors.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { findProvider, PROVIDERS } from "./catalog.js"
 import { type Connection, Connections, connectionModelIds } from "./Connections.js"
-import { probeProvider } from "./probe.js"
+import { oauthHeaders } from "../upstream/executors.js"
+import { type ProbedModel, probeProvider } from "./probe.js"
 import { checkProviderUrl } from "./urlPolicy.js"
 
 export interface ProviderChecksShape {
@@ -17,6 +19,11 @@ export interface ProviderChecksShape {
   readonly validate: (input: ValidateProvider) => Effect.Effect<ProbeResult, BadRequest>
   /** The upstream's own model list, or the catalog's when the upstream cannot be asked. */
   readonly models: (idOrName: string) => Effect.Effect<ConnectionModels, NotFound>
+  /**
+   * Probes a connection as given (the model list, authenticated as its requests are: an OAuth
+   * grant's bearer token and headers included) and records nothing: the health checks.
+   */
+  readonly probe: (c: Connection, timeout?: Duration.Duration) => Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }>
 }
 
 const unreachable = (error: string) => ({ ok: false, status: null, latencyMs: 0, modelCount: null, error, models: [] })
@@ -28,16 +35,20 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
       const connections = yield* Connections
       const http = yield* UpstreamHttp
 
-      const probeConnection = (c: Connection) =>
+      const probeConnection = (c: Connection, timeout?: Duration.Duration) =>
         Effect.gen(function* () {
           if (c.keyError) return unreachable(c.keyError)
           if (!c.effectiveBaseUrl) return unreachable("connection has no base URL")
           const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
           if (!verdict.ok) return unreachable(`baseUrl rejected: ${verdict.reason}`)
-          return yield* probeProvider(http, c.provider, c.format, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined)
+          return yield* probeProvider(http, c.provider, c.format, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined, {
+            ...(c.provider.oauth ? { authHeaders: oauthHeaders(c, c.format, undefined) } : {}),
+            ...(timeout ? { timeout } : {})
+          })
         })
 
       return {
+        probe: probeConnection,
         test: (idOrName) =>
           Effect.gen(function* () {
             const c = yield* connections.get(idOrName)

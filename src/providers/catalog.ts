@@ -8,6 +8,7 @@ export * from "./modelSpec.js"
 import { chat, embedding, media, type ModelKind, type ModelSpec, type ProviderSpec, type WireFormat } from "./modelSpec.js"
 import { MEDIA_PROVIDERS } from "./mediaProviders.js"
 import { OAUTH_PROVIDERS } from "./oauthProviders.js"
+import { CC_COMPATIBLE_PROVIDER } from "./ccCompatible.js"
 
 // ---------------------------------------------------------------- image models (docs/media.md, "Images")
 // Prices as the vendors published them when this was written, none confirmed against a live price page.
@@ -317,7 +318,8 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     docsUrl: "https://platform.openai.com/docs/api-reference/chat",
     offers: ["chat", "embedding", "image", "video", "music", "speech", "transcription", "rerank", "moderation"],
     models: []
-  }
+  },
+  CC_COMPATIBLE_PROVIDER
 ]
 
 /**

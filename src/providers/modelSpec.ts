@@ -121,6 +121,17 @@ export interface ProviderSpec {
    * used as is, whatever its family.
    */
   readonly node?: { readonly prefix: string; readonly headers: Readonly<Record<string, Redacted.Redacted<string>>> }
+  /**
+   * A provider that serves one coding client's traffic only and checks that it is that client
+   * (`claude-code-compatible`, ENABLE_CC_COMPATIBLE_PROVIDER): the client's headers, sent with every
+   * call (`anthropic-beta` merged with a client's own), the key also as `Authorization: Bearer`,
+   * and a system-prompt preamble put first in every generate request.
+   */
+  readonly clientCompat?: {
+    readonly headers: Readonly<Record<string, string>>
+    readonly bearerToo: boolean
+    readonly systemPreamble?: string
+  }
 }
 
 export type Caps = Partial<ModelCapabilities>

@@ -64,8 +64,15 @@ export const probeProvider = (
   provider: ProviderSpec,
   format: FormatId,
   baseUrl: string,
-  apiKey: string | undefined
+  apiKey: string | undefined,
+  options: {
+    /** Replaces the auth headers `providerAuthHeaders` would send (an OAuth grant's). */
+    readonly authHeaders?: Readonly<Record<string, string>>
+    /** Replaces PROBE_TIMEOUT (the local health check waits less). */
+    readonly timeout?: Duration.Duration
+  } = {}
 ): Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }> => {
+  const timeout = options.timeout ?? PROBE_TIMEOUT
   const started = Date.now()
   const elapsed = () => Date.now() - started
   return http
@@ -75,15 +82,15 @@ export const probeProvider = (
       headers: {
         accept: "application/json",
         "user-agent": http.userAgent,
-        ...providerAuthHeaders(provider, format, apiKey)
+        ...(options.authHeaders ?? providerAuthHeaders(provider, format, apiKey))
       },
-      headersTimeout: PROBE_TIMEOUT
+      headersTimeout: timeout
     })
     .pipe(
       Effect.flatMap((res) =>
         readUpstreamBody(res.body, 16 * 1024 * 1024).pipe(
           Effect.map((buf) => buf.toString("utf8")),
-          Effect.timeout(PROBE_TIMEOUT),
+          Effect.timeout(timeout),
           Effect.orElseSucceed(() => ""),
           Effect.map((text) => {
             if (res.status < 200 || res.status >= 300) {

@@ -71,6 +71,12 @@ export interface QuotaAnswer {
 export interface QuotasShape {
   /** `GET /v1/quotas/check`: `apiKeyId` is the caller's gateway key (its budget and token limits). */
   readonly check: (query: QuotaQuery, apiKeyId: string | null) => Effect.Effect<QuotaAnswer, InferenceError>
+  /**
+   * Asks the upstream of every enabled connection (its probe model) and keeps each view for
+   * `maxAgeMs`: `check` answers from it while it is that fresh (`details.upstream.refreshedAt`)
+   * instead of calling the upstream. The periodic quota refresh (GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS).
+   */
+  readonly refresh: (maxAgeMs: number) => Effect.Effect<number>
 }
 
 /** How long a probe may wait for the upstream's headers. */
@@ -301,6 +307,8 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
       const limits = yield* TokenLimits
       const resilience = yield* Resilience
       const cooldowns = yield* Cooldowns
+      /** The periodic refresh's views, per connection id and probe model. */
+      const refreshed = new Map<string, { readonly view: UpstreamView; readonly at: number; readonly until: number }>()
 
       /** The connection a query names: by name (checked against `provider` when both are given), else the provider's first enabled one. */
       const pick = (query: QuotaQuery): Effect.Effect<Connection, InferenceError> =>
@@ -348,7 +356,9 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
           }
           const applicable = apiKeyId === null ? [] : (yield* limits.list(apiKeyId)).filter((l) => limitApplies(l, target))
 
-          const upstream = yield* askUpstream(inference, connection, model, now)
+          const kept = refreshed.get(`${connection.id}\u0000${model}`)
+          const fresh = kept !== undefined && now < kept.until ? kept : undefined
+          const upstream = fresh ? { ...fresh.view, details: { ...fresh.view.details, refreshedAt: iso(fresh.at) } } : yield* askUpstream(inference, connection, model, now)
           if (!upstream.ok) refusals.unshift({ by: "upstream", reason: upstream.reason ?? "the upstream says no", resetsAt: upstream.resetsAt })
 
           const ok = refusals.length === 0
@@ -384,7 +394,24 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
           return answer
         })
 
-      return { check } satisfies QuotasShape
+      const refresh = (maxAgeMs: number) =>
+        Effect.gen(function* () {
+          const all = (yield* connections.list).filter((c) => c.enabled && readerFor(c) !== undefined)
+          yield* Effect.forEach(
+            all,
+            (c) =>
+              Effect.gen(function* () {
+                const model = probeModel(c, undefined)
+                const at = yield* Clock.currentTimeMillis
+                const view = yield* askUpstream(inference, c, model, at)
+                refreshed.set(`${c.id}\u0000${model}`, { view, at, until: at + maxAgeMs })
+              }),
+            { concurrency: 4, discard: true }
+          )
+          return all.length
+        })
+
+      return { check, refresh } satisfies QuotasShape
     })
   )
 }

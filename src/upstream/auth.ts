@@ -58,9 +58,31 @@ const styleHeaders = (style: AuthStyle, apiKey: string | undefined): Record<stri
  * operator's header wins over the gateway's).
  */
 export const providerAuthHeaders = (provider: ProviderSpec, format: FormatId, apiKey: string | undefined): Record<string, string> => {
+  if (provider.clientCompat) return { ...upstreamAuthHeaders(provider.authStyle, format, apiKey), ...compatHeaders(provider, apiKey, undefined) }
   if (!provider.node) return upstreamAuthHeaders(provider.authStyle, format, apiKey)
   const headers: Record<string, string> = styleHeaders(provider.authStyle, apiKey)
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
   for (const [name, value] of Object.entries(provider.node.headers)) headers[name.toLowerCase()] = Redacted.value(value)
   return headers
+}
+
+/**
+ * A client-compatible provider's own headers (`clientCompat`): the client's headers, a list header
+ * (`anthropic-beta`) merged with the value a client sent, and the key also as a bearer token.
+ */
+export const compatHeaders = (provider: ProviderSpec, apiKey: string | undefined, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+  const compat = provider.clientCompat
+  if (!compat) return {}
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(compat.headers)) headers[name] = mergeList(value, forward?.[name])
+  if (compat.bearerToo && apiKey) headers["authorization"] = `Bearer ${apiKey}`
+  return headers
+}
+
+/** `ours` with the client's comma-separated values it lacks appended (`anthropic-beta`). */
+export const mergeList = (ours: string, client: string | undefined): string => {
+  if (!client) return ours
+  const have = new Set(ours.split(",").map((s) => s.trim()))
+  const extra = client.split(",").map((s) => s.trim()).filter((s) => s !== "" && !have.has(s))
+  return extra.length === 0 ? ours : `${ours},${extra.join(",")}`
 }

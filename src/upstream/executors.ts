@@ -2,7 +2,7 @@ import * as Redacted from "effect/Redacted"
 import type { Readable } from "node:stream"
 import type { FormatId } from "../formats/canonical.js"
 import type { Connection } from "../providers/Connections.js"
-import { ANTHROPIC_VERSION, joinUrl, providerAuthHeaders } from "./auth.js"
+import { ANTHROPIC_VERSION, compatHeaders, joinUrl, providerAuthHeaders } from "./auth.js"
 import type { UpstreamRequest } from "./UpstreamHttp.js"
 import { encodeComponent } from "../http/untrusted.js"
 
@@ -75,6 +75,8 @@ export const upstreamRequest = (
   const op = options.op ?? "generate"
   const payload = format === "gemini" ? withoutModel(body) : { ...body, model: options.model }
   if (format === "ollama" && op === "generate") payload["stream"] = options.stream
+  const compat = connection.provider.clientCompat
+  if (compat?.systemPreamble && format === "anthropic" && op === "generate") payload["system"] = withPreamble(payload["system"], compat.systemPreamble)
   return {
     url: joinUrl(connection.effectiveBaseUrl ?? "", path(format, op, options.model, options.stream)),
     method: "POST",
@@ -86,7 +88,8 @@ export const upstreamRequest = (
       ...options.forward,
       ...(connection.provider.oauth
         ? oauthHeaders(connection, format, options.forward)
-        : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined))
+        : providerAuthHeaders(connection.provider, format, connection.apiKey ? Redacted.value(connection.apiKey) : undefined)),
+      ...(compat ? compatHeaders(connection.provider, connection.apiKey ? Redacted.value(connection.apiKey) : undefined, options.forward) : {})
     },
     body: JSON.stringify(payload)
   }
@@ -97,7 +100,7 @@ export const upstreamRequest = (
  * format (an Anthropic upstream takes OAuth tokens that way, not as `x-api-key`), and the
  * provider's extra headers (Anthropic's OAuth beta), merged with a client's own `anthropic-beta`.
  */
-const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
+export const oauthHeaders = (connection: Connection, format: FormatId, forward: Readonly<Record<string, string>> | undefined): Record<string, string> => {
   const headers: Record<string, string> = {}
   if (connection.apiKey) headers["authorization"] = `Bearer ${Redacted.value(connection.apiKey)}`
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
@@ -139,10 +142,23 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
       "user-agent": userAgent,
       ...(connection.provider.format === "anthropic" && style === "x-api-key" ? { "anthropic-version": ANTHROPIC_VERSION } : {}),
       ...auth,
-      ...(connection.provider.node ? providerAuthHeaders(connection.provider, connection.provider.format, key) : {})
+      ...(connection.provider.node ? providerAuthHeaders(connection.provider, connection.provider.format, key) : {}),
+      ...compatHeaders(connection.provider, key, undefined)
     },
     ...(body !== undefined ? { body } : {})
   }
+}
+
+/** An Anthropic `system` with `preamble` as its first text block (once). */
+export const withPreamble = (system: unknown, preamble: string): unknown => {
+  const block = { type: "text", text: preamble }
+  if (system === undefined || system === null || system === "") return [block]
+  if (typeof system === "string") return system.startsWith(preamble) ? system : [block, { type: "text", text: system }]
+  if (Array.isArray(system)) {
+    const first = system[0] as { text?: unknown } | undefined
+    return typeof first?.text === "string" && first.text.startsWith(preamble) ? system : [block, ...system]
+  }
+  return system
 }
 
 const withoutModel = (body: Record<string, unknown>): Record<string, unknown> => {

@@ -60,7 +60,9 @@ export const startGateway = async (
     Layer.provideMerge(config),
     Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(options.env ?? {})))))
+    // The local health check would probe every fake upstream on loopback every 30 s and show up
+    // in its recorded requests: off unless a test sets its interval (test/background-tasks.test.ts).
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...options.env })))))
   )
   const runtime = ManagedRuntime.make(layer)
   const server = await runtime.runPromise(GatewayServer)

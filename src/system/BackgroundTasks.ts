@@ -1,0 +1,10 @@
+/**
+ * The periodic background services of docs/operations.md, "Background tasks", in one layer for
+ * src/Gateway.ts: the connection health checks, the runtime tasks (quota refresh, cloud sync), the pricing sync.
+ */
+import * as Layer from "effect/Layer"
+import { HealthChecks } from "../providers/HealthChecks.js"
+import { RuntimeTasks } from "./RuntimeTasks.js"
+import { PricingSync } from "../accounting/PricingSync.js"
+
+export const BackgroundTasks = Layer.mergeAll(HealthChecks, RuntimeTasks, PricingSync)
