@@ -224,7 +224,7 @@ describe("delivery through the gateway", () => {
         expect(again[1]!.headers["webhook-id"]).toBe(first!.headers["webhook-id"])
         expect(again.slice(1).map((d) => d.body.data.consecutive_failures)).toEqual([1, 2])
         for (const d of again) expect(verifyWithLibrary(created.secret, d)).toMatchObject({ event: "provider.error" })
-        await waitUntil(async () => queryDb(dir, "SELECT count(*) AS n FROM webhook_deliveries")[0].n === 0)
+        await waitUntil(async () => queryDb(dir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 0)
       } finally {
         await gw2.close()
       }
