@@ -20,6 +20,7 @@ import { InitGroup, SystemGroup } from "./system/Api.js"
 import { SyncGroup } from "./sync/Api.js"
 import { SettingsGroup } from "./settings/Api.js"
 import { UsageGroup } from "./usage/Api.js"
+import { WebhooksGroup } from "./webhooks/Api.js"
 
 export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
 
@@ -51,4 +52,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(SettingsGroup)
   .add(PoliciesGroup)
   .add(ComplianceGroup)
-  .add(EvalsGroup) {}
+  .add(EvalsGroup)
+  .add(WebhooksGroup) {}

@@ -23,6 +23,7 @@ import { InitLive, SystemLive } from "./system/Http.js"
 import { SyncLive } from "./sync/Http.js"
 import { SettingsLive } from "./settings/Http.js"
 import { UsageLive } from "./usage/Http.js"
+import { WebhooksLive } from "./webhooks/Http.js"
 
 /** The management API with every area's group implemented. */
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
@@ -49,7 +50,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     SettingsLive,
     PoliciesLive,
     ComplianceLive,
-    EvalsLive
+    EvalsLive,
+    WebhooksLive
   ]),
   Layer.provide(ManagementAuthLive)
 )
