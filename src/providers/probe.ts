@@ -1,3 +1,4 @@
+import type { Dispatcher } from "undici"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { ProbeResult } from "../domain/connections.js"
@@ -64,7 +65,9 @@ export const probeProvider = (
   provider: ProviderSpec,
   format: FormatId,
   baseUrl: string,
-  apiKey: string | undefined
+  apiKey: string | undefined,
+  /** A proxy's dispatcher (src/egress/); unset: direct. */
+  dispatcher?: Dispatcher
 ): Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }> => {
   const started = Date.now()
   const elapsed = () => Date.now() - started
@@ -77,7 +80,8 @@ export const probeProvider = (
         "user-agent": http.userAgent,
         ...providerAuthHeaders(provider, format, apiKey)
       },
-      headersTimeout: PROBE_TIMEOUT
+      headersTimeout: PROBE_TIMEOUT,
+      ...(dispatcher ? { dispatcher } : {})
     })
     .pipe(
       Effect.flatMap((res) =>

@@ -13,6 +13,7 @@ import m0011 from "./0011_oauth_tokens.js"
 import m0012 from "./0012_cloud_bundles.js"
 import m0013 from "./0013_governance.js"
 import m0014 from "./0014_key_rate_limits.js"
+import m0017 from "./0017_proxies.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -33,5 +34,6 @@ export const loader = Migrator.fromRecord({
   "0011_oauth_tokens": m0011,
   "0012_cloud_bundles": m0012,
   "0013_governance": m0013,
-  "0014_key_rate_limits": m0014
+  "0014_key_rate_limits": m0014,
+  "0017_proxies": m0017
 })
