@@ -42,7 +42,7 @@ const hostOf = (url: string): string => {
 
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
   e.kind === "proxy_family"
-    ? clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${e.message}`, code: PROXY_FAMILY_UNAVAILABLE })
+    ? clientError(clientFormat, { status: 503, kind: "overloaded", message: `${PROXY_FAMILY_UNAVAILABLE}: ${connection.name}: ${e.message}`, code: PROXY_FAMILY_UNAVAILABLE })
     : e.kind === "blocked"
     ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
       clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
@@ -209,7 +209,7 @@ export const makeSending = (deps: {
     const targetHost = hostOf(options.custom?.url ?? connection.effectiveBaseUrl ?? "")
     return Effect.flatMap(
       Effect.mapError(egress.dispatcherFor(connection.proxyId, "inference", targetHost), (e) =>
-        fail(clientError(clientFormat, { status: e.status, kind: e.status === 403 ? "permission" : "overloaded", message: `${connection.name}: ${e.message}`, code: e.code }))
+        fail(clientError(clientFormat, { status: e.status, kind: e.status === 403 ? "permission" : "overloaded", message: `${e.code}: ${connection.name}: ${e.message}`, code: e.code }))
       ),
       (dispatcher) => (known ? request(known, dispatcher) : Effect.flatMap(connections.urlPolicy, (p) => request(p, dispatcher)))
     )

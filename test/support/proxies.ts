@@ -28,7 +28,7 @@ const familyOf = (s: Socket): "IPv4" | "IPv6" => (s.remoteFamily === "IPv6" ? "I
  * A real HTTP proxy (the `proxy` package: CONNECT tunnels and absolute-URI forwarding) on
  * `host`, recording what passed; with `auth`, `Proxy-Authorization: Basic` must match.
  */
-export const httpProxy = async (host: string, auth?: { user: string; password: string }): Promise<TestProxy> => {
+export const httpProxy = async (host: string, auth?: { user: string; password: string }, port = 0): Promise<TestProxy> => {
   const server = createProxy(http.createServer())
   const sockets = new Set<Socket>()
   server.on("connection", (s: Socket) => {
@@ -47,7 +47,7 @@ export const httpProxy = async (host: string, auth?: { user: string; password: s
     else self.passed.push({ target: req.method === "CONNECT" ? `CONNECT ${req.url}` : (req.url ?? ""), family: familyOf(req.socket), credentials })
     return ok
   }
-  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(0, host, resolve))
+  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(port, host, resolve))
   ;(self as { port: number }).port = (server.address() as AddressInfo).port
   self.close = () =>
     new Promise<void>((resolve) => {
@@ -58,7 +58,7 @@ export const httpProxy = async (host: string, auth?: { user: string; password: s
 }
 
 /** A real SOCKS5 server (`simple-socks`) on `host`, recording each CONNECT; with `auth`, RFC 1929 user/password. */
-export const socksProxy = async (host: string, auth?: { user: string; password: string }): Promise<TestProxy> => {
+export const socksProxy = async (host: string, auth?: { user: string; password: string }, port = 0): Promise<TestProxy> => {
   const self: TestProxy = { host, port: 0, passed: [], refused: 0, close: async () => undefined }
   const users = new Map<Socket, string>()
   const server = createSocksServer({
@@ -89,7 +89,7 @@ export const socksProxy = async (host: string, auth?: { user: string; password: 
     sockets.add(s)
     s.once("close", () => sockets.delete(s))
   })
-  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(0, host, resolve))
+  await new Promise<void>((resolve, reject) => server.once("error", reject).listen(port, host, resolve))
   ;(self as { port: number }).port = (server.address() as AddressInfo).port
   self.close = () =>
     new Promise<void>((resolve) => {
@@ -97,4 +97,22 @@ export const socksProxy = async (host: string, auth?: { user: string; password: 
       server.close(() => resolve())
     })
   return self
+}
+
+/**
+ * One proxy port on both loopbacks: a listener on 127.0.0.1 and one on ::1 with the same port,
+ * so a name that resolves to both reaches whichever family the gateway picks, and each side
+ * records what it saw. Retries with another port if ::1 has that port taken.
+ */
+export const dualStack = async (make: (host: string, port?: number) => Promise<TestProxy>): Promise<{ v4: TestProxy; v6: TestProxy; port: number; close(): Promise<void> }> => {
+  for (let attempt = 0; ; attempt++) {
+    const v4 = await make("127.0.0.1")
+    try {
+      const v6 = await make("::1", v4.port)
+      return { v4, v6, port: v4.port, close: () => Promise.all([v4.close(), v6.close()]).then(() => undefined) }
+    } catch (e) {
+      await v4.close()
+      if (attempt >= 5) throw e
+    }
+  }
 }
