@@ -3,6 +3,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as net from "node:net"
 import type { Dispatcher } from "undici"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { Connections } from "../providers/Connections.js"
@@ -59,6 +60,15 @@ const noProxyMatch = (host: string, entries: ReadonlyArray<string>): boolean => 
   return entries.some((raw) => {
     const e = raw.toLowerCase().replace(/:\d+$/, "")
     if (e === "*") return true
+    if (e.includes("/")) {
+      // A CIDR matches an IP-literal host only (a name is not resolved to decide).
+      const [base, bits] = e.split("/")
+      const kind = net.isIP(base!)
+      if (kind === 0 || net.isIP(h) !== kind) return false
+      const list = new net.BlockList()
+      list.addSubnet(base!, Number(bits), kind === 6 ? "ipv6" : "ipv4")
+      return list.check(h, kind === 6 ? "ipv6" : "ipv4")
+    }
     if (e.startsWith(".")) return h.endsWith(e) || h === e.slice(1)
     return h === e || h.endsWith(`.${e}`)
   })
