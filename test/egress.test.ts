@@ -288,3 +288,26 @@ describe("POST /api/settings/proxy/test", () => {
     expect(typeof res.body.latencyMs).toBe("number")
   })
 })
+
+describe("ENABLE_SOCKS5_PROXY=false", () => {
+  it("refuses socks5 entries (400 naming the flag) and refuses calls through a stored one (503 PROXY_DISABLED), never direct", async () => {
+    const p = await createProxy({ name: "socks-before-off", type: "socks5", host: "127.0.0.1", port: socks.port })
+    const c = await connection(p.id)
+    const off = await startGateway({ dataDir: gw.dataDir, env: { ENABLE_SOCKS5_PROXY: "false" } })
+    try {
+      const created = await call(`${off.url}${PROXIES}`, { body: { name: "socks-off", type: "socks5", host: "127.0.0.1", port: socks.port }, headers: admin })
+      expect(created.status).toBe(400)
+      expect(created.body.message).toContain("ENABLE_SOCKS5_PROXY")
+      const upstreamBefore = fake.upstream.chatRequests.length
+      const res = await call(`${off.url}/v1/chat/completions`, { body: { model: `${c.name}/m1`, messages: [{ role: "user", content: "hi" }] }, headers: admin })
+      expect(res.status).toBe(503)
+      expect(res.body.error.code).toBe("PROXY_DISABLED")
+      expect(fake.upstream.chatRequests.length).toBe(upstreamBefore)
+      // HTTP proxies are unaffected.
+      const http = await call(`${off.url}${PROXIES}`, { body: { name: "http-while-off", type: "http", host: "127.0.0.1", port: plain.port }, headers: admin })
+      expect(http.status).toBe(201)
+    } finally {
+      await off.close()
+    }
+  })
+})
