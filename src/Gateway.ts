@@ -37,6 +37,8 @@ import { ConfigBundle } from "./sync/Bundle.js"
 import { CloudStore } from "./sync/CloudStore.js"
 import { CloudSync } from "./sync/CloudSync.js"
 import { Settings } from "./settings/Settings.js"
+import { Egress } from "./egress/Egress.js"
+import { ProxyRegistry } from "./egress/ProxyRegistry.js"
 import { SettingsHooks } from "./settings/SettingsHooks.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { AuditLog } from "./governance/AuditLog.js"
@@ -74,7 +76,10 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 )
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer, Settings.layer).pipe(
+export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
+  // Upstream proxies (src/egress/): the registry, the global default of the settings, one dispatcher per proxy.
+  Layer.provideMerge(Egress.layer),
+  Layer.provideMerge(Layer.mergeAll(Settings.layer, ProxyRegistry.layer)),
   Layer.provideMerge(Backups.layer),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),

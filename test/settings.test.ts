@@ -37,14 +37,14 @@ describe("the settings document", () => {
     const res = await api("/api/settings")
     expect(res.status).toBe(200)
     expect(res.body).toEqual({
-      proxy: { url: null, noProxy: [] },
+      proxy: { url: null, family: "auto", noProxy: [] },
       ipFilter: { allow: [], deny: [] },
       thinkingBudget: { mode: "passthrough", maxTokens: 8192, effort: "medium", budgetTokens: 8192 },
       systemPrompt: { enabled: false, text: "", position: "prepend", skipKeyIds: [] },
       compression: { enabled: false, engine: "rtk", level: 5, minTokens: 4000, toolResults: true },
       requireLogin: true,
       backups: { intervalHours: null, keep: null },
-      info: { restartRequired: [], storedOnly: ["proxy", "compression"], backups: { intervalHours: 24, keep: 7, source: "env" } }
+      info: { restartRequired: [], storedOnly: ["compression"], backups: { intervalHours: 24, keep: 7, source: "env" } }
     })
   })
 
@@ -115,7 +115,7 @@ describe("the settings document", () => {
   it("the proxy password is stored encrypted, masked on GET, and kept when the mask is sent back", async () => {
     const put = await api("/api/settings/proxy", { method: "PUT", body: { url: "http://alice:s3cret-pw@127.0.0.1:3128", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] } })
     expect(put.status).toBe(200)
-    expect(put.body).toEqual({ url: "http://alice:****@127.0.0.1:3128", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] })
+    expect(put.body).toEqual({ url: "http://alice:****@127.0.0.1:3128", family: "auto", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] })
     expect((await api("/api/settings")).text).not.toContain("s3cret-pw")
     const stored = await gw.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ value: string }>`SELECT value FROM kv WHERE namespace = 'settings'`))
     expect(stored[0]!.value).not.toContain("s3cret-pw")
@@ -255,7 +255,7 @@ describe("proxy test", () => {
       await api("/api/settings/proxy", { method: "PUT", body: { url: withCreds } })
       const ok = await api("/api/settings/proxy/test", { body: { url: `${targetUrl}/health` } })
       expect(ok.status).toBe(200)
-      expect(ok.body).toEqual({ ok: true, status: 204, latencyMs: expect.any(Number), error: null, proxy: proxy.url.replace("http://", "http://carol:****@") })
+      expect(ok.body).toEqual({ ok: true, status: 204, latencyMs: expect.any(Number), error: null, proxy: proxy.url.replace("http://", "http://carol:****@"), family: "ipv4" })
       expect(proxy.tunnels).toEqual([new URL(targetUrl).host])
 
       const missing = await api("/api/settings/proxy/test", { body: { url: `${targetUrl}/nothing` } })

@@ -82,7 +82,9 @@ const connectionFields = {
   upstreamFormat: Schema.optional(Schema.NullOr(UpstreamFormat)),
   accountTier: Schema.optional(Schema.NullOr(AccountTier)),
   /** Upstream timeouts for this connection; null (or {}) uses the gateway's. */
-  timeouts: Schema.optional(Schema.NullOr(ConnectionTimeouts))
+  timeouts: Schema.optional(Schema.NullOr(ConnectionTimeouts)),
+  /** The registry proxy this connection's upstream calls go through (docs/egress.md); null: the global default, if any. */
+  proxyId: Schema.optional(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" }))))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -113,6 +115,8 @@ export const ConnectionView = Schema.Struct({
   accountTier: AccountTier,
   /** The connection's own upstream timeouts (ms); null: the gateway's. */
   timeouts: Schema.NullOr(ConnectionTimeouts),
+  /** The registry proxy its calls go through; null: the global default (`/api/settings/proxy`), if any. */
+  proxyId: Schema.NullOr(Schema.String),
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { ProxyFamilySchema } from "./proxies.js"
 import * as SchemaAST from "effect/SchemaAST"
 import { isIP } from "node:net"
 import { oneOf, strict } from "./parse.js"
@@ -89,6 +90,11 @@ export const ProxySettings = strictStruct({
    * proxy. Listings show the password as `****`; sending `****` back keeps the stored one.
    */
   url: Schema.optionalWith(Schema.NullOr(ProxyUrl), { default: () => null }),
+  /**
+   * The egress family (docs/egress.md): `auto`, or `ipv4`/`ipv6` to pin the connection to the
+   * proxy to that family with no fallback (spec document 2, "Egress family policy behavior").
+   */
+  family: Schema.optionalWith(ProxyFamilySchema, { default: () => "auto" as const }),
   /** Hosts that go direct. */
   noProxy: Schema.optionalWith(Schema.Array(NoProxyEntry).pipe(Schema.maxItems(500, { message: () => "at most 500 entries" })), { default: () => [] })
 })
@@ -108,6 +114,8 @@ export const ProxyTestRequest = Schema.Struct({
   ),
   /** The proxy to go through; default the configured one. */
   proxy: Schema.optional(ProxyUrl),
+  /** The family to pin the connection to the proxy to; default the configured proxy's (`auto` for a given URL). */
+  family: Schema.optional(ProxyFamilySchema),
   timeoutMs: Schema.optional(whole(100, 60_000, "timeoutMs must be a whole number of ms between 100 and 60000"))
 }).annotations(strict)
 export type ProxyTestRequest = typeof ProxyTestRequest.Type
@@ -119,7 +127,9 @@ export const ProxyTestResult = Schema.Struct({
   latencyMs: Schema.Number,
   error: Schema.NullOr(Schema.String),
   /** The proxy used, password masked. */
-  proxy: Schema.String
+  proxy: Schema.String,
+  /** The address family of the gateway's connection to the proxy (its egress family); null when none was made. */
+  family: Schema.NullOr(Schema.Literal("ipv4", "ipv6"))
 })
 export type ProxyTestResult = typeof ProxyTestResult.Type
 

@@ -15,12 +15,10 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
 
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "webhooks", pattern: /^\/api\/webhooks(\/|$)/ },
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
-  { area: "proxy registry", pattern: /^\/api\/v1\/management\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
   { area: "playground", pattern: /^\/api\/playground\// }
 ]

@@ -47,6 +47,7 @@ import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
+import { Egress } from "../egress/Egress.js"
 
 /** Features of a request that could not be decoded: the router still needs something. */
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
@@ -122,7 +123,15 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         })
 
       const oauth = yield* Effect.serviceOption(OAuth)
-      const { sendAs, send, readFailure, wholeText } = makeSending({ connections, http, timeouts, credentials: Option.isSome(oauth) ? oauth.value.fresh : undefined, renew: Option.isSome(oauth) ? oauth.value.renew : undefined })
+      const egress = yield* Effect.serviceOption(Egress)
+      const { sendAs, send, readFailure, wholeText } = makeSending({
+        connections,
+        http,
+        timeouts,
+        credentials: Option.isSome(oauth) ? oauth.value.fresh : undefined,
+        renew: Option.isSome(oauth) ? oauth.value.renew : undefined,
+        egress: Option.getOrUndefined(egress)
+      })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>

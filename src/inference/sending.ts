@@ -6,6 +6,9 @@
  */
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import type { Dispatcher } from "undici"
+import type { EgressShape } from "../egress/Egress.js"
+import { PROXY_FAMILY_UNAVAILABLE } from "../egress/family.js"
 import type { CanonicalRequest, FormatId } from "../formats/canonical.js"
 import { tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
@@ -29,8 +32,18 @@ export const encodeFor = (connection: Connection, req: CanonicalRequest): { read
   return { format: upstream.id, body: upstream.encodeRequest(req, connection.provider.quirks) }
 }
 
+const hostOf = (url: string): string => {
+  try {
+    return new URL(url).hostname
+  } catch {
+    return ""
+  }
+}
+
 const transportError = (clientFormat: WireFormat, connection: Connection) => (e: UpstreamTransportError) =>
-  e.kind === "blocked"
+  e.kind === "proxy_family"
+    ? clientError(clientFormat, { status: 503, kind: "overloaded", message: `${PROXY_FAMILY_UNAVAILABLE}: ${connection.name}: ${e.message}`, code: PROXY_FAMILY_UNAVAILABLE })
+    : e.kind === "blocked"
     ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
       clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
     : clientError(clientFormat, {
@@ -122,8 +135,10 @@ export const makeSending = (deps: {
   readonly timeouts: StreamTimeoutsShape
   readonly credentials?: FreshCredentials | undefined
   readonly renew?: RenewCredentials | undefined
+  /** Upstream proxies (src/egress/); without it every call goes direct. */
+  readonly egress?: EgressShape | undefined
 }) => {
-  const { connections, http, timeouts, credentials, renew } = deps
+  const { connections, http, timeouts, credentials, renew, egress } = deps
 
   /** Sends one prepared request, with its failures mapped by `fail` in the same step (the caller's own error type). */
   const sendAs = <E>(
@@ -167,7 +182,7 @@ export const makeSending = (deps: {
     if (connection.keyError) {
       return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
     }
-    const request = (policy: UrlPolicyFlags) => {
+    const request = (policy: UrlPolicyFlags, dispatcher?: Dispatcher) => {
       const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
       if (!verdict.ok) {
         return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
@@ -192,14 +207,24 @@ export const makeSending = (deps: {
           headersTimeout,
           ...(bodyIdleTimeout !== undefined ? { bodyIdleTimeout } : {}),
           ...(options.readWhole ? { readWhole: true } : {}),
-          ...(options.abortWhen ? { abortWhen: options.abortWhen } : {})
+          ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}),
+          ...(dispatcher ? { dispatcher } : {})
         }),
         (e) => fail(toClient(e))
       )
     }
     // The flags are almost always fresh: no effect to read them.
     const known = connections.peekUrlPolicy()
-    return known ? request(known) : Effect.flatMap(connections.urlPolicy, request)
+    // A connection without a proxy (and no global default, no auto-select) is decided here, synchronously.
+    if (egress === undefined || egress.isDirect(connection.proxyId)) return known ? request(known) : Effect.flatMap(connections.urlPolicy, (p) => request(p))
+    // Through a proxy: inference never falls back to a direct call (the egress address would change).
+    const targetHost = hostOf(options.custom?.url ?? connection.effectiveBaseUrl ?? "")
+    return Effect.flatMap(
+      Effect.mapError(egress.dispatcherFor(connection.proxyId, "inference", targetHost), (e) =>
+        fail(clientError(clientFormat, { status: e.status, kind: e.status === 403 ? "permission" : "overloaded", message: `${e.code}: ${connection.name}: ${e.message}`, code: e.code }))
+      ),
+      (dispatcher) => (known ? request(known, dispatcher) : Effect.flatMap(connections.urlPolicy, (p) => request(p, dispatcher)))
+    )
   }
 
   const send = (target: ResolvedTarget, format: FormatId, body: Record<string, unknown>, options: SendOptions, clientFormat: WireFormat) =>

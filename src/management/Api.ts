@@ -14,6 +14,7 @@ import { ComplianceGroup } from "./compliance/Api.js"
 import { EvalsGroup } from "./evals/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
+import { ProxiesGroup } from "./proxies/Api.js"
 import { ResilienceGroup } from "./resilience/Api.js"
 import { SessionsGroup } from "./sessions/Api.js"
 import { InitGroup, SystemGroup } from "./system/Api.js"
@@ -53,4 +54,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(PoliciesGroup)
   .add(ComplianceGroup)
   .add(EvalsGroup)
-  .add(WebhooksGroup) {}
+  .add(WebhooksGroup)
+  .add(ProxiesGroup) {}

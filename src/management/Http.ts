@@ -17,6 +17,7 @@ import { ComplianceLive } from "./compliance/Http.js"
 import { EvalsLive } from "./evals/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
+import { ProxiesLive } from "./proxies/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
 import { InitLive, SystemLive } from "./system/Http.js"
@@ -51,7 +52,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     PoliciesLive,
     ComplianceLive,
     EvalsLive,
-    WebhooksLive
+    WebhooksLive,
+    ProxiesLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

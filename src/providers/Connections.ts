@@ -47,6 +47,8 @@ export interface Connection {
   readonly accountTier: AccountTier
   /** The connection's own upstream timeouts (ms), replacing the gateway's; unset: the gateway's. */
   readonly timeouts?: ConnectionTimeouts | null
+  /** The registry proxy its upstream calls go through (docs/egress.md); unset: the global default, if any. */
+  readonly proxyId?: string | null
   readonly priority: number
   readonly enabled: boolean
   readonly testStatus: string | null
@@ -140,6 +142,7 @@ interface Row {
   readonly account_tier: string | null
   /** JSON of ConnectionTimeouts, or null. */
   readonly timeouts: string | null
+  readonly proxy_id: string | null
   /** From `oauth_tokens` (LEFT JOIN): null for API-key connections. */
   readonly oauth_flow: string | null
   readonly oauth_expires_at: number | null
@@ -189,6 +192,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   upstreamFormat: c.format,
   accountTier: c.accountTier,
   timeouts: c.timeouts ?? null,
+  proxyId: c.proxyId ?? null,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,
@@ -298,6 +302,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             maxConcurrent: row.max_concurrent,
             accountTier: (row.account_tier as AccountTier | null) ?? "standard",
             timeouts: timeoutsOf(row.timeouts),
+            proxyId: row.proxy_id ?? null,
             priority: row.priority,
             enabled: row.enabled === 1,
             testStatus: row.test_status,
@@ -414,6 +419,12 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           }
         })
 
+      /** A connection may only name a proxy of the registry (read from its table: no dependency on the egress layer). */
+      const checkProxy = (proxyId: string) =>
+        Effect.flatMap(sql<{ id: string }>`SELECT id FROM proxies WHERE id = ${proxyId}`.pipe(Effect.orDie), (rows) =>
+          rows.length > 0 ? Effect.void : Effect.fail(new BadRequest({ message: `proxyId: no proxy with id '${proxyId}' (GET /api/v1/management/proxies lists them)` }))
+        )
+
       const audit = (actor: string, action: string, target: string) =>
         writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
@@ -449,6 +460,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           // A node's first connection is named by the node's prefix, so its models list as `<prefix>/<model>`.
           const name = input.name ?? provider.node?.prefix ?? provider.id
           yield* checkName(s, name, provider)
+          if (input.proxyId) yield* checkProxy(input.proxyId)
           const t = Date.now()
           const id = "conn_" + crypto.randomBytes(8).toString("hex")
           yield* sql`INSERT INTO connections ${sql.insert({
@@ -465,6 +477,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             upstream_format: input.upstreamFormat ?? null,
             account_tier: input.accountTier ?? null,
             timeouts: storedTimeouts(input.timeouts),
+            proxy_id: input.proxyId ?? null,
             created_at: t,
             updated_at: t
           })}`.pipe(nameTaken(name))
@@ -524,6 +537,10 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           if (patch.upstreamFormat !== undefined) fields["upstream_format"] = patch.upstreamFormat
           if (patch.accountTier !== undefined) fields["account_tier"] = patch.accountTier
           if (patch.timeouts !== undefined) fields["timeouts"] = storedTimeouts(patch.timeouts)
+          if (patch.proxyId !== undefined) {
+            if (patch.proxyId !== null) yield* checkProxy(patch.proxyId)
+            fields["proxy_id"] = patch.proxyId
+          }
           yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)

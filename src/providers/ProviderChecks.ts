@@ -5,6 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type { ConnectionModels, ConnectionTestResult, ProbeResult, ValidateProvider } from "../domain/connections.js"
 import { BadRequest, NotFound } from "../domain/errors.js"
+import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { findProvider, PROVIDERS } from "./catalog.js"
 import { type Connection, Connections, connectionModelIds } from "./Connections.js"
@@ -34,6 +35,10 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
     Effect.gen(function* () {
       const connections = yield* Connections
       const http = yield* UpstreamHttp
+      const egress = yield* Egress
+      /** Control-plane egress: the connection's proxy, which may fall back to direct (GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK). */
+      const via = (proxyId: string | null | undefined, baseUrl: string) =>
+        egress.isDirect(proxyId) ? Effect.succeed(undefined) : egress.dispatcherFor(proxyId, "control", new URL(baseUrl).hostname)
 
       const probeConnection = (c: Connection, timeout?: Duration.Duration) =>
         Effect.gen(function* () {
@@ -41,9 +46,12 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
           if (!c.effectiveBaseUrl) return unreachable("connection has no base URL")
           const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
           if (!verdict.ok) return unreachable(`baseUrl rejected: ${verdict.reason}`)
+          const dispatcher = yield* Effect.either(via(c.proxyId, c.effectiveBaseUrl))
+          if (dispatcher._tag === "Left") return unreachable(`${dispatcher.left.code}: ${dispatcher.left.message}`)
           return yield* probeProvider(http, c.provider, c.format, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined, {
             ...(c.provider.oauth ? { authHeaders: oauthHeaders(c, c.format, undefined) } : {}),
-            ...(timeout ? { timeout } : {})
+            ...(timeout ? { timeout } : {}),
+            ...(dispatcher.right ? { dispatcher: dispatcher.right } : {})
           })
         })
 
@@ -71,7 +79,12 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
             if (!baseUrl) return yield* new BadRequest({ message: `baseUrl is required for provider ${provider.id}` })
             const verdict = checkProviderUrl(baseUrl, yield* connections.urlPolicy)
             if (!verdict.ok) return yield* new BadRequest({ message: `baseUrl rejected: ${verdict.reason}` })
-            const { models: _models, ...result } = yield* probeProvider(http, provider, provider.format, baseUrl, input.apiKey ?? undefined)
+            const dispatcher = yield* Effect.either(via(null, baseUrl))
+            if (dispatcher._tag === "Left") {
+              const { models: _none, ...refused } = unreachable(`${dispatcher.left.code}: ${dispatcher.left.message}`)
+              return refused
+            }
+            const { models: _models, ...result } = yield* probeProvider(http, provider, provider.format, baseUrl, input.apiKey ?? undefined, dispatcher.right ? { dispatcher: dispatcher.right } : {})
             return result
           }),
         models: (idOrName) =>

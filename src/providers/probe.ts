@@ -1,3 +1,4 @@
+import type { Dispatcher } from "undici"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { ProbeResult } from "../domain/connections.js"
@@ -70,6 +71,8 @@ export const probeProvider = (
     readonly authHeaders?: Readonly<Record<string, string>>
     /** Replaces PROBE_TIMEOUT (the local health check waits less). */
     readonly timeout?: Duration.Duration
+    /** A proxy's dispatcher (src/egress/); unset: direct. */
+    readonly dispatcher?: Dispatcher
   } = {}
 ): Effect.Effect<ProbeResult & { readonly models: ReadonlyArray<ProbedModel> }> => {
   const timeout = options.timeout ?? PROBE_TIMEOUT
@@ -84,7 +87,8 @@ export const probeProvider = (
         "user-agent": http.userAgent,
         ...(options.authHeaders ?? providerAuthHeaders(provider, format, apiKey))
       },
-      headersTimeout: timeout
+      headersTimeout: timeout,
+      ...(options.dispatcher ? { dispatcher: options.dispatcher } : {})
     })
     .pipe(
       Effect.flatMap((res) =>

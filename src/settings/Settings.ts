@@ -225,7 +225,7 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         view: (doc) => ({
           ...doc,
           proxy: { ...doc.proxy, url: doc.proxy.url === null ? null : maskProxyUrl(doc.proxy.url) },
-          info: { restartRequired: [], storedOnly: ["proxy", "compression"], backups: backupSchedule(doc) }
+          info: { restartRequired: [], storedOnly: ["compression"], backups: backupSchedule(doc) }
         }),
         replace: (doc, actor, caller) =>
           Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),

@@ -4,6 +4,8 @@ import * as http from "node:http"
 import * as net from "node:net"
 import * as tls from "node:tls"
 import type { ProxyTestResult } from "../domain/settings.js"
+import type { ProxyFamily } from "../domain/proxies.js"
+import { familyNumber, literalContradiction, type LookupFunction, pinnedLookup, ProxyFamilyUnavailable } from "../egress/family.js"
 import { maskProxyUrl } from "./Settings.js"
 
 /**
@@ -56,20 +58,29 @@ const readUntil = (socket: net.Socket, enough: (b: Buffer) => number | undefined
     socket.resume()
   })
 
-const connectTo = async (host: string, port: number, secure: boolean): Promise<net.Socket> => {
+/** How the test reaches the proxy: the egress layer's guarded lookup and the pinned family (docs/egress.md). */
+export interface ProxyReach {
+  readonly lookup?: LookupFunction
+  readonly family: ProxyFamily
+}
+const connectTo = async (host: string, port: number, secure: boolean, reach: ProxyReach): Promise<net.Socket> => {
   const bare = host.replace(/^\[|\]$/g, "")
+  const contradiction = literalContradiction(bare, reach.family)
+  if (contradiction) throw new ProxyFamilyUnavailable(contradiction)
+  const family = familyNumber(reach.family)
+  const pinned = { ...(reach.lookup ? { lookup: (family === 0 ? reach.lookup : pinnedLookup(reach.lookup, reach.family)) as never } : {}), ...(family === 0 ? {} : { family, autoSelectFamily: false }) }
   if (secure) {
-    const s = tls.connect({ host: bare, port, servername: net.isIP(bare) ? undefined : bare })
+    const s = tls.connect({ host: bare, port, servername: net.isIP(bare) ? undefined : bare, ...pinned })
     await once(s, "secureConnect")
     return s
   }
-  const s = net.connect({ host: bare, port })
+  const s = net.connect({ host: bare, port, ...pinned })
   await once(s, "connect")
   return s
 }
 
-const httpTunnel = async (proxy: URL, host: string, port: number): Promise<net.Socket> => {
-  const socket = await connectTo(proxy.hostname, Number(proxy.port || (proxy.protocol === "https:" ? 443 : 80)), proxy.protocol === "https:")
+const httpTunnel = async (proxy: URL, host: string, port: number, reach: ProxyReach): Promise<net.Socket> => {
+  const socket = await connectTo(proxy.hostname, Number(proxy.port || (proxy.protocol === "https:" ? 443 : 80)), proxy.protocol === "https:", reach)
   const auth = proxy.username ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString("base64")}\r\n` : ""
   const authority = net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`
   socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`)
@@ -87,8 +98,8 @@ const httpTunnel = async (proxy: URL, host: string, port: number): Promise<net.S
   return socket
 }
 
-const socksTunnel = async (proxy: URL, host: string, port: number): Promise<net.Socket> => {
-  const socket = await connectTo(proxy.hostname, Number(proxy.port || 1080), false)
+const socksTunnel = async (proxy: URL, host: string, port: number, reach: ProxyReach): Promise<net.Socket> => {
+  const socket = await connectTo(proxy.hostname, Number(proxy.port || 1080), false, reach)
   const user = decodeURIComponent(proxy.username)
   const pass = decodeURIComponent(proxy.password)
   socket.write(Buffer.from(user ? [5, 2, 0, 2] : [5, 1, 0]))
@@ -150,7 +161,7 @@ const fetchOver = async (socket: net.Socket, target: URL): Promise<number> => {
   })
 }
 
-export const testProxy = (proxyUrl: string, targetUrl: string, timeoutMs: number): Effect.Effect<ProxyTestResult> =>
+export const testProxy = (proxyUrl: string, targetUrl: string, timeoutMs: number, via: ProxyReach = { family: "auto" }): Effect.Effect<ProxyTestResult> =>
   Effect.gen(function* () {
     const started = Date.now()
     const proxy = new URL(proxyUrl)
@@ -158,9 +169,11 @@ export const testProxy = (proxyUrl: string, targetUrl: string, timeoutMs: number
     const port = Number(target.port || (target.protocol === "https:" ? 443 : 80))
     const host = target.hostname
     let socket: net.Socket | undefined
+    let family: "ipv4" | "ipv6" | null = null
     const attempt = Effect.tryPromise({
       try: async () => {
-        socket = proxy.protocol.startsWith("socks") ? await socksTunnel(proxy, host, port) : await httpTunnel(proxy, host, port)
+        socket = proxy.protocol.startsWith("socks") ? await socksTunnel(proxy, host, port, via) : await httpTunnel(proxy, host, port, via)
+        family = socket.remoteFamily === "IPv6" ? "ipv6" : socket.remoteFamily === "IPv4" ? "ipv4" : null
         return await fetchOver(socket, target)
       },
       catch: (e) => (e instanceof Error ? e.message : String(e))
@@ -175,6 +188,6 @@ export const testProxy = (proxyUrl: string, targetUrl: string, timeoutMs: number
     // An error message may quote the URL: never with its password.
     const scrub = (m: string) => (proxy.password ? m.split(proxy.password).join("****") : m)
     return outcome._tag === "Right"
-      ? { ok: outcome.right >= 200 && outcome.right < 400, status: outcome.right, latencyMs, error: null, proxy: masked }
-      : { ok: false, status: null, latencyMs, error: scrub(outcome.left), proxy: masked }
+      ? { ok: outcome.right >= 200 && outcome.right < 400, status: outcome.right, latencyMs, error: null, proxy: masked, family }
+      : { ok: false, status: null, latencyMs, error: scrub(outcome.left), proxy: masked, family }
   })

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import * as Option from "effect/Option"
-import { Agent, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
+import { Agent, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
 import { positiveInteger } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
@@ -50,8 +50,11 @@ const tooLarge = (limit: number) => new UpstreamBodyError("too_large", `upstream
 
 /** The upstream could not be reached or did not answer in time; no HTTP status exists. */
 export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
-  /** `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent. */
-  readonly kind: "connect" | "timeout" | "network" | "blocked"
+  /**
+   * `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent.
+   * `proxy_family`: the call's proxy has no address in its pinned family (docs/egress.md).
+   */
+  readonly kind: "connect" | "timeout" | "network" | "blocked" | "proxy_family"
   readonly message: string
 }> {}
 
@@ -85,6 +88,8 @@ export interface UpstreamRequest {
    * A streamed answer's body stays covered until it is read to its end or destroyed.
    */
   readonly abortWhen?: (abort: () => void) => () => void
+  /** Where the call goes out: a proxy's dispatcher (src/egress/); unset: the direct, guarded agent. */
+  readonly dispatcher?: Dispatcher
 }
 
 export interface UpstreamHttpShape {
@@ -164,6 +169,7 @@ const classify = (cause: unknown): UpstreamTransportError => {
   const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
   const code = err.code ?? err.cause?.code ?? ""
   if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
+  if (code === "PROXY_FAMILY_UNAVAILABLE") return new UpstreamTransportError({ kind: "proxy_family", message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family" })
   const message = err.cause?.message ?? err.message ?? String(cause)
   if (cause instanceof undiciErrors.HeadersTimeoutError) {
     return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
@@ -306,7 +312,8 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
               })
               if (settled) return
             }
-            agent.request(
+            const via = req.dispatcher ?? agent
+            via.request(
               { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout },
               (err, data) => {
                 clearTimeout(timer)

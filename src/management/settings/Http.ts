@@ -8,6 +8,7 @@ import type { SettingsDocument } from "../../domain/settings.js"
 import { FeatureFlags } from "../../flags/FeatureFlags.js"
 import { clientAddress } from "../../http/request.js"
 import { purgeRequestHistory } from "../../settings/purge.js"
+import { Egress } from "../../egress/Egress.js"
 import { testProxy } from "../../settings/proxyTest.js"
 import { Settings } from "../../settings/Settings.js"
 import { ManagementApi } from "../Api.js"
@@ -17,6 +18,7 @@ import { actor } from "../Principal.js"
 export const SettingsLive = HttpApiBuilder.group(ManagementApi, "settings", (handlers) =>
   Effect.gen(function* () {
     const settings = yield* Settings
+    const egress = yield* Egress
     const flags = yield* FeatureFlags
     const sql = yield* SqlClient.SqlClient
 
@@ -52,9 +54,11 @@ export const SettingsLive = HttpApiBuilder.group(ManagementApi, "settings", (han
       .handle("put-proxy", ({ payload }) => putSection("proxy", payload))
       .handle("test-proxy", ({ payload }) =>
         Effect.gen(function* () {
-          const proxy = payload.proxy ?? (yield* settings.get).proxy.url
+          const configured = (yield* settings.get).proxy
+          const proxy = payload.proxy ?? configured.url
           if (!proxy) return yield* new BadRequest({ message: "proxy: no proxy is configured (PUT /api/settings/proxy) and none was given" })
-          return yield* testProxy(proxy, payload.url, payload.timeoutMs ?? 10_000)
+          const family = payload.family ?? (payload.proxy ? "auto" : configured.family)
+          return yield* testProxy(proxy, payload.url, payload.timeoutMs ?? 10_000, { family, lookup: egress.lookup })
         })
       )
       .handle("get-ip-filter", () => getSection("ipFilter"))

@@ -13,7 +13,8 @@ import m0011 from "./0011_oauth_tokens.js"
 import m0012 from "./0012_cloud_bundles.js"
 import m0013 from "./0013_governance.js"
 import m0014 from "./0014_key_rate_limits.js"
-import m0016 from "./0016_webhooks.js"
+import m0015 from "./0015_webhooks.js"
+import m0016 from "./0016_proxies.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -35,5 +36,6 @@ export const loader = Migrator.fromRecord({
   "0012_cloud_bundles": m0012,
   "0013_governance": m0013,
   "0014_key_rate_limits": m0014,
-  "0016_webhooks": m0016
+  "0015_webhooks": m0015,
+  "0016_proxies": m0016
 })
