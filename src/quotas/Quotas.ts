@@ -346,8 +346,12 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
           const availability = cooldowns.availability(connection.id, now)
 
           const budget = accounting.budget(apiKeyId)
-          if (!budget.ok) refusals.push({ by: "budget", reason: `the key's ${budget.window} budget is spent ($${budget.spentUsd} of $${budget.limitUsd})`, resetsAt: now + budget.retryAfterMs })
           const budgetStatus = apiKeyId === null ? undefined : (yield* budgets.status(apiKeyId))[0]
+          // The window's own end when known: `now + retryAfterMs` mixes two clocks' readings (off by a millisecond or so).
+          if (!budget.ok) {
+            const resetsAt = budgetStatus ? Date.parse(budgetStatus.resetsAt) : now + budget.retryAfterMs
+            refusals.push({ by: "budget", reason: `the key's ${budget.window} budget is spent ($${budget.spentUsd} of $${budget.limitUsd})`, resetsAt })
+          }
 
           const target: LimitTarget = { provider: connection.provider.id, model, requestedModel: query.model?.trim() || `${connection.name}/${model}`, connection: connection.name }
           const tokenCheck = accounting.tokenLimit(apiKeyId, target)
