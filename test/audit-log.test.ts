@@ -6,7 +6,7 @@ import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
- * The audit log (docs/governance.md, "Audit log"): every management change with who, from where,
+ * The audit log (docs/guardrails.md, "Audit log"): every management change with who, from where,
  * what, before and after (secrets masked), and every policy action on a request; append-only,
  * paginated, filtered, exported as JSONL, pruned by retention.
  */

@@ -8,7 +8,7 @@ import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**
- * Evals (docs/governance.md, "Evals"): eval sets with every grader, run against two models
+ * Evals (docs/guardrails.md, "Evals"): eval sets with every grader, run against two models
  * through the gateway (the fake upstream answers per model), scored per model and case with
  * latency and cost; the usage rows show the calls went through the inference path. The CLI is
  * spawned against the same gateway (`npm run build` first).

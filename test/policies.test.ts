@@ -8,7 +8,7 @@ import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
- * Policies (docs/governance.md): validated and versioned through /api/policies, applied on the
+ * Policies (docs/guardrails.md): validated and versioned through /api/policies, applied on the
  * request path, with the tool policy in every inbound format. The gateway runs for real against a
  * fake OpenAI-compatible upstream on 127.0.0.1; the tests assert what the upstream received and
  * what the client (the official SDKs where they exist) got.

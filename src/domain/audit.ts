@@ -1,6 +1,6 @@
 import * as Schema from "effect/Schema"
 
-/** One audit log entry (docs/governance.md, "Audit log"). */
+/** One audit log entry (docs/guardrails.md, "Audit log"). */
 export const AuditEntry = Schema.Struct({
   id: Schema.Number,
   ts: Schema.String,

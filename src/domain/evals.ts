@@ -1,7 +1,7 @@
 import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
 
-/** Eval sets and runs (docs/governance.md, "Evals"). */
+/** Eval sets and runs (docs/guardrails.md, "Evals"). */
 
 const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000))
 
@@ -9,7 +9,7 @@ export const Grader = Schema.Union(
   Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
   Schema.Struct({ type: Schema.Literal("contains"), expected: Text, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
   Schema.Struct({ type: Schema.Literal("regex"), pattern: Text, flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" }))) }).annotations(strict),
-  /** The answer must be JSON valid against `schema` (the subset in docs/governance.md). */
+  /** The answer must be JSON valid against `schema` (the subset in docs/guardrails.md). */
   Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }).annotations(strict),
   /** A model (through the gateway) scores the answer from 0 to 10 against the rubric. */
   Schema.Struct({ type: Schema.Literal("judge"), model: Text, rubric: Text }).annotations(strict)

@@ -2,7 +2,7 @@ import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
 
 /**
- * Policy documents (docs/governance.md, "Policies"): what the gateway lets a request do, applied
+ * Policy documents (docs/guardrails.md, "Policies"): what the gateway lets a request do, applied
  * on the request path. Each POST of a name creates its next version; the current versions of all
  * names apply together (a request must pass every one).
  */

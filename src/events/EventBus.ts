@@ -20,7 +20,7 @@ export type EventName =
   /**
    * A guardrail or policy acted on a request or answer: `{ rule, mode, action, endpoint, apiKeyId,
    * requestId }` plus the engine's own fields (`detail`, or the guardrails' `guardrail`, `count`,
-   * `ruleVersion`, `format`); never the matched text (docs/governance.md, "Audit log").
+   * `ruleVersion`, `format`); never the matched text (docs/guardrails.md, "Audit log").
    */
   | "guardrail.action"
 

@@ -1,5 +1,5 @@
 /**
- * The audit log (docs/governance.md, "Audit log"): one append-only table, `audit_log`, written
+ * The audit log (docs/guardrails.md, "Audit log"): one append-only table, `audit_log`, written
  * through the batched writer. Three kinds of rows: `management` (every change through the
  * management API, written by the management middleware: who, from where, what, the status, the
  * resource before and the answer after, secrets masked), `guardrail` (every `guardrail.action`

@@ -1,5 +1,5 @@
 /**
- * Evals (docs/governance.md, "Evals"): eval sets (prompts with graders) stored in `eval_sets`,
+ * Evals (docs/guardrails.md, "Evals"): eval sets (prompts with graders) stored in `eval_sets`,
  * runs in `eval_runs`. A run calls each model THROUGH the gateway (the loopback inference path
  * batches use: POST /v1/chat/completions with the process's internal secret, on behalf of the
  * admin key that started it), so routing, fallback, usage rows and cost apply as for any client.

@@ -1,5 +1,5 @@
 /**
- * Policies (docs/governance.md): versioned policy documents in the `policies` table, and the
+ * Policies (docs/guardrails.md): versioned policy documents in the `policies` table, and the
  * request-path hook that applies the current ones. The hook reads a compiled in-memory snapshot
  * (no database read per request) and is registered only while at least one enabled policy
  * exists, so a gateway without policies pays nothing. Changes made here apply at once; changes

@@ -1,5 +1,5 @@
 /**
- * The JSON Schema subset the `json-schema` grader checks (docs/governance.md, "Evals"): `type`
+ * The JSON Schema subset the `json-schema` grader checks (docs/guardrails.md, "Evals"): `type`
  * (one or a list), `properties`, `required`, `additionalProperties: false`, `items`, `enum`,
  * `const`, `minimum`, `maximum`, `minLength`, `maxLength`, `pattern`, `minItems`, `maxItems`.
  * Other keywords are ignored. Answers the first violation, or undefined.

@@ -1,5 +1,5 @@
 /**
- * Policy rules compiled for the request path (docs/governance.md): globs as regular expressions,
+ * Policy rules compiled for the request path (docs/guardrails.md): globs as regular expressions,
  * blocked terms lower-cased, and the checks as plain synchronous functions over the client's
  * JSON body. Policies.ts keeps the compiled snapshot and turns the findings into verdicts.
  */

@@ -1,5 +1,5 @@
 /**
- * Tools in a request body, per inbound format (docs/governance.md, "Tool policy"): the tools it
+ * Tools in a request body, per inbound format (docs/guardrails.md, "Tool policy"): the tools it
  * declares, the one it forces (`tool_choice` and its equivalents), and the tool calls already in
  * its conversation with their arguments. Plain functions over the client's JSON, no decoding:
  * they run on the request path before routing.

@@ -12,7 +12,7 @@ import { decodeOrBadRequest } from "../../domain/parse.js"
 import { printJson, table } from "../output.js"
 import { explain, remote, remoteOptions } from "../remote.js"
 
-/** `gateway eval`: eval sets and runs on the running server (docs/governance.md, "Evals"). */
+/** `gateway eval`: eval sets and runs on the running server (docs/guardrails.md, "Evals"). */
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
 
 const usd = (n: number) => `$${n.toFixed(6)}`

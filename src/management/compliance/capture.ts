@@ -1,5 +1,5 @@
 /**
- * The management middleware's audit capture (docs/governance.md, "Audit log"): every request
+ * The management middleware's audit capture (docs/guardrails.md, "Audit log"): every request
  * that may change something (POST, PUT, PATCH, DELETE) is written to the audit log once it was
  * answered: the actor (from the principal the auth middleware established), the client address,
  * method, route, target, status, the resource before (for PUT, PATCH and DELETE: the answer of a

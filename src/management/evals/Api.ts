@@ -7,7 +7,7 @@ import { IdPath, ManagementAuth } from "../Principal.js"
 
 const RunPath = Schema.Struct({ id: Schema.String, runId: Schema.String })
 
-/** `/api/evals`: eval sets, and runs of them against models through the gateway (docs/governance.md). */
+/** `/api/evals`: eval sets, and runs of them against models through the gateway (docs/guardrails.md). */
 export class EvalsGroup extends HttpApiGroup.make("evals")
   .add(HttpApiEndpoint.get("list", "/api/evals").addSuccess(Schema.Struct({ evals: Schema.Array(EvalSetView) })))
   .add(HttpApiEndpoint.post("create", "/api/evals").setPayload(CreateEvalSet).addSuccess(EvalSetView, { status: 201 }).addError(BadRequest))

@@ -5,7 +5,7 @@ import { BadRequest, NotFound } from "../../domain/errors.js"
 import { CreatePolicy, PolicyDetail, PolicyList, PolicyView } from "../../domain/policies.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
 
-/** `/api/policies`: versioned policy documents applied on the request path (docs/governance.md). */
+/** `/api/policies`: versioned policy documents applied on the request path (docs/guardrails.md). */
 export class PoliciesGroup extends HttpApiGroup.make("policies")
   .add(HttpApiEndpoint.get("list", "/api/policies").addSuccess(PolicyList))
   .add(HttpApiEndpoint.post("create", "/api/policies").setPayload(CreatePolicy).addSuccess(PolicyView, { status: 201 }).addError(BadRequest))

@@ -2,7 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 
 /**
- * Governance (docs/governance.md): versioned policy documents, the audit log's request columns
+ * Governance (docs/guardrails.md): versioned policy documents, the audit log's request columns
  * (kind, client address, method, route, status, before and after as masked JSON), eval sets and
  * their runs.
  */
