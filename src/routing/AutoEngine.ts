@@ -1,5 +1,6 @@
 import * as Context from "effect/Context"
 import * as Layer from "effect/Layer"
+import { LeaderboardSnapshot } from "./auto/leaderboard.js"
 import { RouterRegistry } from "./auto/routers.js"
 import { SelfHealing } from "./auto/selfHealing.js"
 import { seededRandom, systemRandom } from "./random.js"
@@ -14,6 +15,8 @@ export interface AutoEngineShape {
   readonly random: RandomSource
   /** Registers a custom router strategy (`name`, `description`, `select(pool, context)`); throws when invalid. */
   readonly register: (strategy: RouterStrategy) => void
+  /** Leaderboard ELO fitness (LEADERBOARD_ELO_SYNC_ENABLED), filled by LeaderboardSync; empty: the built-in table. */
+  readonly leaderboard: LeaderboardSnapshot
 }
 
 /**
@@ -25,7 +28,7 @@ export class AutoEngine extends Context.Tag("gateway/AutoEngine")<AutoEngine, Au
   static readonly make = (random: RandomSource = systemRandom, custom: ReadonlyArray<RouterStrategy> = []): AutoEngineShape => {
     const registry = new RouterRegistry()
     for (const s of custom) registry.register(s)
-    return { registry, healing: new SelfHealing(), random, register: (s) => registry.register(s) }
+    return { registry, healing: new SelfHealing(), random, register: (s) => registry.register(s), leaderboard: new LeaderboardSnapshot() }
   }
 
   static readonly layer = Layer.sync(AutoEngine, () => AutoEngine.make())

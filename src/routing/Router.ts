@@ -253,7 +253,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
               ...(lastKnownGood ? { lastKnownGood } : {}),
               lkgpEnabled: true,
               now,
-              random: engine.random
+              random: engine.random,
+              ...(engine.leaderboard.size > 0 ? { fitness: (m: string, p: string) => engine.leaderboard.lookup(m, p) } : {})
             },
             explorationRate: config.explorationRate ?? spec.explorationRate,
             budgetUsd: budgetFromHeader(input.budget) ?? config.budgetCap,

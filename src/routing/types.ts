@@ -202,6 +202,8 @@ export interface RoutingContext {
   readonly lkgpEnabled: boolean
   readonly now: number
   readonly random: RandomSource
+  /** Synced leaderboard fitness (0..1) of a model, overriding the built-in taskFit table; undefined: not listed. */
+  readonly fitness?: (model: string, provider: string) => number | undefined
 }
 
 /** A candidate with the inputs the scorer and router strategies read. */

@@ -123,7 +123,7 @@ export const factorScores = (
       known(entry.p95LatencyMs) && stats.minP95 !== undefined && stats.maxP95 !== undefined
         ? inverseNormalized(entry.p95LatencyMs, stats.minP95, stats.maxP95)
         : 0.5,
-    taskFit: taskFit(entry.model, entry.provider, f.taskType),
+    taskFit: ctx.fitness?.(entry.model, entry.provider) ?? taskFit(entry.model, entry.provider, f.taskType),
     stability: stabilityScore(entry),
     tierPriority: TIER_PRIORITY[entry.accountTier] ?? 0,
     tierAffinity: tierAffinityScore(entry.modelTier, recommendedTier(f)),

@@ -1,7 +1,7 @@
 /**
  * The static task-fitness map of the `taskFit` factor. The spec leaves per-model scores
- * unshown and the leaderboard-sync flag is off in this build, so fitness comes from this
- * table: wildcard model-id patterns (`*` = any run of characters, case-insensitive) matched
+ * unshown, so fitness comes from this table (a synced leaderboard ELO, LEADERBOARD_ELO_SYNC_ENABLED,
+ * overrides it per listed model: src/routing/auto/leaderboard.ts): wildcard model-id patterns (`*` = any run of characters, case-insensitive) matched
  * against the model id and against `<provider>/<model>`; the first matching entry wins, so
  * entries go from most specific to least, ending with `*` (0.5 for every task).
  * The numbers are this build's judgement of each family, on a 0..1 scale.
