@@ -225,16 +225,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
 
       const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>
         Effect.gen(function* () {
-          const all = Array.from((yield* byHash.get).values())
-          const byId = all.find((r) => r.id === idOrName)
-          const byName = all.filter((r) => r.name === idOrName)
-          if (!byId && byName.length > 1) {
-            return yield* new Conflict({
-              message: `several keys are named '${idOrName}'; remove one by id (${byName.map((r) => r.id).join(", ")})`
-            })
-          }
-          const target = byId ?? byName[0]
-          if (!target) return yield* new NotFound({ message: `no API key with id or name '${idOrName}'` })
+          const target = yield* find(idOrName)
           yield* sql`DELETE FROM api_keys WHERE id = ${target.id}`.pipe(Effect.orDie)
           touched.delete(target.id)
           yield* byHash.invalidate
