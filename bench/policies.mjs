@@ -5,57 +5,22 @@
 // gateway; also a policy without tool rules (no audit row per request). Prints requests per second and p50/p99 latency per condition and the ratio to none.
 //   node bench/policies.mjs [--seconds 4] [--rounds 2] [--concurrency 16]
 // Needs dist/ (npm run build). Everything listens on 127.0.0.1.
-import * as http from "node:http"
+import { makeClosedLoop, numberArg } from "./lib/closedLoop.mjs"
 import { cleanup } from "./lib/proc.mjs"
 import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 
-const arg = (name, dflt) => {
-  const i = process.argv.indexOf(`--${name}`)
-  return i > 0 ? Number(process.argv[i + 1]) : dflt
-}
-const SECONDS = arg("seconds", 4)
-const ROUNDS = arg("rounds", 2)
-const CONCURRENCY = arg("concurrency", 16)
+
+const SECONDS = numberArg("seconds", 4)
+const ROUNDS = numberArg("rounds", 2)
+const CONCURRENCY = numberArg("concurrency", 16)
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
 
 const tool = (name) => ({ type: "function", function: { name, description: name, parameters: { type: "object", properties: {} } } })
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-const post = (url, headers, body) =>
-  new Promise((resolve, reject) => {
-    const u = new URL(url)
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent }, (res) => {
-      res.resume()
-      res.on("end", () => resolve(res.statusCode))
-    })
-    req.on("error", reject)
-    req.end(body)
-  })
-const admin = async (t, method, p, body) => {
-  const res = await fetch(`${t.baseUrl}${p}`, { method, headers: t.adminHeaders, body: body === undefined ? undefined : JSON.stringify(body) })
-  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`)
-}
-
-const load = async (t, body) => {
-  const latencies = []
-  const until = Date.now() + SECONDS * 1000
-  let errors = 0
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (Date.now() < until) {
-        const started = process.hrtime.bigint()
-        const status = await post(t.chatUrl, t.headers, body)
-        if (status !== 200) errors++
-        latencies.push(Number(process.hrtime.bigint() - started) / 1e6)
-      }
-    })
-  )
-  latencies.sort((a, b) => a - b)
-  return { rps: latencies.length / SECONDS, p50: latencies[Math.floor(latencies.length * 0.5)], p99: latencies[Math.floor(latencies.length * 0.99)], errors }
-}
+const { agent, admin, load } = makeClosedLoop({ seconds: SECONDS, concurrency: CONCURRENCY })
 
 try {
   const mock = await startMock({ benchDir })
