@@ -6,6 +6,7 @@ import { FeatureFlags } from "../src/flags/FeatureFlags.js"
 import { type HookEvent, RequestHooks } from "../src/inference/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { connectWs, type WsClient } from "./support/wsClient.js"
 
 /**
  * Each `response.create` over the Responses WebSocket goes through the same request lifecycle as
@@ -19,38 +20,10 @@ const admin = { authorization: `Bearer ${ADMIN}` }
 let gw: TestGateway
 let up: FakeUpstream
 
-type Client = { ws: WebSocket; frames: Array<any>; until: (type: string, count?: number) => Promise<any>; send: (frame: unknown) => void }
+type Client = WsClient
 
-/** A WebSocket client that collects messages and waits for the nth of a type. */
-const connect = (key = KEY) =>
-  new Promise<Client>((resolve, reject) => {
-    const ws = new WebSocket(gw.url.replace(/^http/, "ws") + "/v1/responses", { headers: { authorization: `Bearer ${key}` } })
-    const frames: Array<any> = []
-    const waiters: Array<() => void> = []
-    ws.on("message", (data) => {
-      frames.push(JSON.parse(String(data)))
-      for (const w of waiters.splice(0)) w()
-    })
-    ws.once("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)))
-    ws.once("error", reject)
-    ws.once("open", () =>
-      resolve({
-        ws,
-        frames,
-        send: (frame) => ws.send(JSON.stringify(frame)),
-        until: (type, count = 1) =>
-          new Promise((done, fail) => {
-            const check = () => {
-              const hits = frames.filter((f) => f.type === type)
-              if (hits.length >= count) return done(hits[count - 1])
-              waiters.push(check)
-            }
-            setTimeout(() => fail(new Error(`no ${type} message; got ${frames.map((f) => f.type).join(", ")}`)), 5000).unref()
-            check()
-          })
-      })
-    )
-  })
+/** A WebSocket client on /v1/responses with a key (test/support/wsClient.ts). */
+const connect = (key = KEY): Promise<Client> => connectWs(gw.url.replace(/^http/, "ws") + "/v1/responses", { authorization: `Bearer ${key}` })
 
 const user = (text: string) => ({ type: "message", role: "user", content: [{ type: "input_text", text }] })
 const create = (text: string) => ({ type: "response.create", model: "gpt-5", input: [user(text)], store: false })

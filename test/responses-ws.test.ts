@@ -1,47 +1,19 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { connectWs } from "./support/wsClient.js"
 
 const ADMIN = "gwk_ws_admin_key_0123456789abcdefghij"
 const KEY = "gwk_ws_client_key_0123456789abcdefghi"
 let gw: TestGateway
 let up: FakeUpstream
 
-/** A WebSocket client that collects frames and can wait for one of a type. */
-const connect = (url: string, headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) =>
-  new Promise<{ ws: WebSocket; frames: Array<any>; until: (type: string, count?: number) => Promise<any>; send: (frame: unknown) => void }>((resolve, reject) => {
-    const ws = new WebSocket(url, { headers })
-    const frames: Array<any> = []
-    const waiters: Array<() => void> = []
-    ws.on("message", (data) => {
-      frames.push(JSON.parse(String(data)))
-      for (const w of waiters.splice(0)) w()
-    })
-    ws.once("unexpected-response", (_req, res) => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode })))
-    ws.once("error", reject)
-    ws.once("open", () =>
-      resolve({
-        ws,
-        frames,
-        send: (frame) => ws.send(JSON.stringify(frame)),
-        until: (type, count = 1) =>
-          new Promise((done, fail) => {
-            const check = () => {
-              const hits = frames.filter((f) => f.type === type)
-              if (hits.length >= count) return done(hits[count - 1])
-              waiters.push(check)
-            }
-            setTimeout(() => fail(new Error(`no ${type} frame; got ${frames.map((f) => f.type).join(", ")}`)), 5000).unref()
-            check()
-          })
-      })
-    )
-  })
+/** A WebSocket client with this file's key by default (test/support/wsClient.ts). */
+const connect = (url: string, headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) => connectWs(url, headers)
 
 const wsUrl = (path = "/v1/responses") => gw.url.replace(/^http/, "ws") + path
 
