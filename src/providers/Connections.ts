@@ -1,20 +1,18 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
-import type { ConnectionTimeouts, ConnectionView, CreateConnection, UpdateConnection } from "../domain/connections.js"
+import type { ConnectionTimeouts, CreateConnection, UpdateConnection } from "../domain/connections.js"
 import type { FormatId } from "../formats/canonical.js"
 import type { AccountTier } from "../routing/types.js"
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { maskSecret } from "../observability/redact.js"
 import { BatchWriter } from "../store/BatchWriter.js"
-import { toIso } from "../store/Db.js"
 import { isUniqueViolation } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
@@ -23,68 +21,9 @@ import { CC_COMPATIBLE_PROVIDER_ID } from "./ccCompatible.js"
 import { applyRecords, type CustomModelRecord, parseRecords, PROVIDER_MODELS_NAMESPACE } from "./customModels.js"
 import { type NodeRecord, nodeSpec, parseNodes, PROVIDER_NODES_NAMESPACE } from "./nodeRecords.js"
 import { checkProviderUrl, type UrlPolicyFlags } from "./urlPolicy.js"
+import { type Connection, connectionModelIds, ModelNotFound, type ResolvedTarget } from "./connection.js"
 
-export interface Connection {
-  readonly id: string
-  readonly provider: ProviderSpec
-  readonly name: string
-  /** The stored override, if any. */
-  readonly baseUrl: string | null
-  /** The override, else the catalog's default. */
-  readonly effectiveBaseUrl: string | null
-  readonly apiKey: Redacted.Redacted<string> | null
-  readonly apiKeyMasked: string | null
-  /** Set when the stored key cannot be decrypted with the current storage key. */
-  readonly keyError: string | null
-  readonly defaultModel: string | null
-  readonly models: ReadonlyArray<string>
-  /** The format spoken to the upstream: the connection's override, else the provider's. */
-  readonly format: FormatId
-  /** Every format the upstream serves natively (a client in one of them is passed through). */
-  readonly formats: ReadonlyArray<FormatId>
-  readonly maxConcurrent: number | null
-  /** The account's plan (auto routing's `tierPriority`). */
-  readonly accountTier: AccountTier
-  /** The connection's own upstream timeouts (ms), replacing the gateway's; unset: the gateway's. */
-  readonly timeouts?: ConnectionTimeouts | null
-  /** The registry proxy its upstream calls go through (docs/egress.md); unset: the global default, if any. */
-  readonly proxyId?: string | null
-  readonly priority: number
-  readonly enabled: boolean
-  readonly testStatus: string | null
-  readonly lastTestedAt: number | null
-  readonly rateLimitedUntil: number | null
-  readonly lastError: string | null
-  readonly lastErrorType: string | null
-  readonly errorCode: string | null
-  readonly backoffLevel: number
-  readonly createdAt: number
-  readonly updatedAt: number
-  /** Models left out of model lists and bare-id routing (`/api/provider-models` hide); still routable as `<connection>/<model>`. */
-  readonly hiddenModels?: ReadonlySet<string>
-  /** Models only `/api/provider-models` knows (not in the provider catalog). */
-  readonly customModels?: ReadonlySet<string>
-  /** An OAuth connection's grant (its access token is `apiKey`); absent for API-key connections. */
-  readonly oauth?: ConnectionOAuth
-}
-
-/** What the request path and listings know of an OAuth grant (the tokens stay in src/providers/OAuth.ts). */
-export interface ConnectionOAuth {
-  /** When the access token expires (epoch ms); null when the token endpoint did not say. */
-  readonly expiresAt: number | null
-  readonly email: string | null
-  readonly accountId: string | null
-  readonly hasRefreshToken: boolean
-  readonly refreshedAt: number | null
-}
-
-/** What a model id resolved to: a connection and the model name the upstream knows. */
-export interface ResolvedTarget {
-  readonly connection: Connection
-  readonly model: string
-}
-
-export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly message: string }> {}
+export { type Connection, type ConnectionOAuth, connectionModelIds, connectionView, ModelNotFound, type ResolvedTarget } from "./connection.js"
 
 export interface ConnectionsShape {
   readonly list: Effect.Effect<ReadonlyArray<Connection>>
@@ -177,47 +116,6 @@ const UNKNOWN_PROVIDER: ProviderSpec = {
   requiresBaseUrl: true,
   docsUrl: "",
   models: []
-}
-
-export const connectionView = (c: Connection): ConnectionView => ({
-  id: c.id,
-  provider: c.provider.id,
-  name: c.name,
-  baseUrl: c.baseUrl,
-  effectiveBaseUrl: c.effectiveBaseUrl,
-  apiKey: c.keyError ? "<undecryptable>" : c.apiKeyMasked,
-  hasApiKey: c.apiKey !== null || c.keyError !== null,
-  defaultModel: c.defaultModel,
-  models: c.models,
-  upstreamFormat: c.format,
-  accountTier: c.accountTier,
-  timeouts: c.timeouts ?? null,
-  proxyId: c.proxyId ?? null,
-  max_concurrent: c.maxConcurrent,
-  priority: c.priority,
-  enabled: c.enabled,
-  testStatus: c.testStatus,
-  lastTestedAt: toIso(c.lastTestedAt),
-  rateLimitedUntil: toIso(c.rateLimitedUntil),
-  lastError: c.lastError,
-  lastErrorType: c.lastErrorType,
-  errorCode: c.errorCode,
-  backoffLevel: c.backoffLevel,
-  createdAt: toIso(c.createdAt)!,
-  updatedAt: toIso(c.updatedAt)!,
-  authType: c.provider.authClass === "oauth" ? "oauth" : "apikey",
-  ...(c.oauth
-    ? { oauth: { email: c.oauth.email, accountId: c.oauth.accountId, expiresAt: toIso(c.oauth.expiresAt), hasRefreshToken: c.oauth.hasRefreshToken, refreshedAt: toIso(c.oauth.refreshedAt) } }
-    : {})
-})
-
-/** Every model id a connection serves: catalog models, configured extras and its default. */
-export const connectionModelIds = (c: Connection): ReadonlyArray<string> => {
-  const ids = new Set<string>(c.provider.models.map((m) => m.id))
-  for (const m of c.models) ids.add(m)
-  if (c.defaultModel) ids.add(c.defaultModel)
-  if (c.hiddenModels) for (const m of c.hiddenModels) ids.delete(m)
-  return Array.from(ids)
 }
 
 /**
