@@ -46,6 +46,7 @@ import { EvalRunner, Evals } from "./governance/Evals.js"
 import { Policies } from "./governance/Policies.js"
 import { EventBus } from "./events/EventBus.js"
 import { Webhooks } from "./webhooks/Webhooks.js"
+import { SkillCatalog } from "./skills/SkillCatalog.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
 import { Resilience } from "./resilience/Resilience.js"
 import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
@@ -98,7 +99,7 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer)),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer)),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
