@@ -95,6 +95,28 @@ describe("the server process", () => {
     }
   })
 
+  it("keeps serving, quietly, when its stdout and stderr readers are gone (EPIPE), and still ends on SIGTERM", async () => {
+    // What happens when the reader of a piped stdout exits (`gateway | tee` killed, a supervisor
+    // restarted): every log write fails with EPIPE. Unhandled, each failure was reported as an
+    // uncaught exception, written to the same dead pipe: a busy loop that also kept SIGTERM from
+    // ending the process.
+    const dataDir = tempDir()
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      server.child.stdout!.destroy()
+      server.child.stderr!.destroy()
+      for (let i = 0; i < 20; i++) expect((await fetch(`${server.url}/api/hello?n=${i}`)).status).toBe(200)
+      // The log file still has every line (it is flushed every 250 ms).
+      const logFile = path.join(dataDir, "logs", "gateway.log")
+      const answered = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, "utf8").split("GET /api/hello 200").length - 1 : 0)
+      await expect.poll(answered, { timeout: 10_000 }).toBe(20)
+      expect(fs.readFileSync(logFile, "utf8")).not.toMatch(/uncaught exception|EPIPE/)
+      expect(server.child.exitCode).toBeNull()
+    } finally {
+      expect(await server.stop("SIGTERM")).toBe(0)
+    }
+  })
+
   it("on SIGTERM, an answer in flight says Connection: close and every kept-alive socket ends with a FIN, not a reset", async () => {
     const dataDir = tempDir()
     expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)

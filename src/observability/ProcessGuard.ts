@@ -23,15 +23,25 @@ export const ProcessGuard = Layer.scopedDiscard(
     }
     const onException = report("uncaught exception")
     const onRejection = report("unhandled promise rejection")
+    // A log sink that is gone (the reader of a piped stdout exited, a closed terminal) fails each
+    // write with EPIPE, emitted as an 'error' on the stream. Unhandled, that is an uncaught
+    // exception, whose report is one more write, which fails again: a busy loop that also kept
+    // SIGTERM from ending the process. The stream's own listener takes those errors: lines
+    // written there are lost (the log file, GATEWAY_LOG_FILE, still has them), nothing else.
+    const onStreamError = () => {}
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         process.on("uncaughtException", onException)
         process.on("unhandledRejection", onRejection)
+        process.stdout.on("error", onStreamError)
+        process.stderr.on("error", onStreamError)
       }),
       () =>
         Effect.sync(() => {
           process.off("uncaughtException", onException)
           process.off("unhandledRejection", onRejection)
+          process.stdout.off("error", onStreamError)
+          process.stderr.off("error", onStreamError)
         })
     )
   })

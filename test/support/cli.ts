@@ -41,6 +41,15 @@ export interface ServerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
 
+/**
+ * Server processes still running: killed when this test worker exits, so a test that times out
+ * before its `finally` cannot leave a gateway running after the suite.
+ */
+const running = new Set<ChildProcess>()
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
 /** Starts `gateway` (the server) as its own process on a free port and waits until it listens. */
 export const startServerProcess = (env: Record<string, string>, args: ReadonlyArray<string> = [], options: { readonly prefix?: ReadonlyArray<string> } = {}): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
@@ -48,7 +57,13 @@ export const startServerProcess = (env: Record<string, string>, args: ReadonlyAr
     const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...env }), stdio: ["ignore", "pipe", "pipe"] })
     let out = ""
     let settled = false
-    const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)))
+    running.add(child)
+    const exited = new Promise<number | null>((r) =>
+      child.on("close", (code) => {
+        running.delete(child)
+        r(code)
+      })
+    )
     const onData = (c: Buffer) => {
       out += c.toString()
       const m = /listening on (http:\/\/[^ "]+)/.exec(out)
