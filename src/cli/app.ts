@@ -20,7 +20,7 @@ import { gateway } from "./root.js"
 import { serve } from "../system/serve.js"
 
 /** With no subcommand, `gateway` serves. */
-const command = gateway.pipe(
+export const command = gateway.pipe(
   Command.withHandler((root) =>
     Effect.gen(function* () {
       if (root.mcp) {
