@@ -6,6 +6,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import type { GenerateOptions, GenerateReport } from "./generate.js"
 
 /** The 22 REST API skills of the catalog; each one's area is its id without `gw-`. */
 export const API_SKILL_IDS = [
@@ -63,6 +64,8 @@ export interface SkillCatalogShape {
   readonly coverage: Effect.Effect<SkillCoverage>
   /** Where the skill files live (one `<id>.md` per skill). */
   readonly dir: string
+  /** Regenerates the files in `dir` from the gateway's own definitions (generate.ts). */
+  readonly generate: (options?: GenerateOptions) => Effect.Effect<GenerateReport>
 }
 
 /** The skills shipped with the package: `skills/` at the package root. */
@@ -119,6 +122,8 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
     )
     return {
       dir,
+      // The generator and what it reads (the whole API and CLI) load on first use only.
+      generate: (options) => Effect.flatMap(Effect.promise(() => import("./generate.js")), (g) => g.generateSkills(dir, options)),
       list: (filter = {}, baseUrl) =>
         Effect.gen(function* () {
           const have = yield* present

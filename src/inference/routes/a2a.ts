@@ -63,6 +63,19 @@ const card = (deps: RouteDeps, access: InferenceAccess) => (ctx: RequestContext)
   })
 
 export const a2aRoutes = (deps: RouteDeps, catalog: SkillCatalogShape, access: InferenceAccess): ReadonlyArray<RouteDef> => [
-  { method: "POST", path: A2A_PATH, format: openAiChat, handle: send(deps, catalog) },
-  { method: "GET", path: AGENT_CARD_PATH, format: openAiChat, public: true, handle: card(deps, access) }
+  {
+    method: "POST",
+    path: A2A_PATH,
+    format: openAiChat,
+    summary: "A2A JSON-RPC 2.0: `message/send` or `SendMessage` with `params.skill` `list-capabilities` and `params.messages` (`role`, `content`); the result's first artifact `content` is a markdown table of every skill with its raw URL. JSON-RPC errors (-32700, -32600, -32601, -32602) come with status 200.",
+    handle: send(deps, catalog)
+  },
+  {
+    method: "GET",
+    path: AGENT_CARD_PATH,
+    format: openAiChat,
+    public: true,
+    summary: "The A2A agent card: name, description, `url` of the JSON-RPC endpoint, version, capabilities, skills (`list-capabilities`), protocol version.",
+    handle: card(deps, access)
+  }
 ]
