@@ -180,11 +180,16 @@ export interface CliSource {
 }
 
 const REMOTE =
-  "Commands with `--url` talk to the running server (default `http://127.0.0.1:<port>`, the port from `--port` or `PORT`) and authenticate with an admin API key: `--api-key`, else the `GATEWAY_API_KEY` environment variable."
+  "Commands with `--url` talk to the running server (default `http://127.0.0.1:<port>`, the port from `--port` or `PORT`). Their `--api-key` (default: the `GATEWAY_API_KEY` environment variable) is an admin API key unless the option's description says otherwise."
 const LOCAL = "Commands without `--url` work on this machine: the database in `DATA_DIR` (or `--data-dir`), no server and no key needed."
 
 /** Sections for the 20 CLI skills from the root command, and the top-level commands no skill claims. */
-export const cliSource = (root: { readonly descriptor: Descriptor.Command<any> }, related: (id: SkillId) => SkillId | undefined): CliSource => {
+/** What the generator needs of the root `Command`. */
+export interface CommandTree {
+  readonly descriptor: Descriptor.Command<any>
+}
+
+export const cliSource = (root: CommandTree, related: (id: SkillId) => SkillId | undefined): CliSource => {
   const tree = asNode(root.descriptor)
   const top = tree._tag === "Subcommands" ? tree : undefined
   const bySkill = new Map<SkillId, Array<CommandDoc>>(CLI_SKILL_IDS.map((id) => [id, []]))

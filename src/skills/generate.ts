@@ -3,7 +3,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { apiSource } from "./apiSource.js"
 import { SKILL_TEXT } from "./catalogText.js"
-import { cliSource } from "./cliSource.js"
+import { type CommandTree, cliSource } from "./cliSource.js"
 import { customSection, renderSkill, type SkillDocument } from "./markdown.js"
 import { API_SKILL_IDS, CLI_SKILL_IDS, isSkillId, type SkillId } from "./SkillCatalog.js"
 
@@ -39,12 +39,15 @@ export interface GenerateReport {
   readonly errors: ReadonlyArray<GenerateError>
 }
 
+const CLI_APP: string = "../cli/app.js"
+
 /** Every skill's document, and what the sources could not place. */
 export const skillDocuments = async (): Promise<{ readonly docs: ReadonlyMap<SkillId, SkillDocument>; readonly errors: ReadonlyArray<GenerateError> }> => {
   const api = apiSource()
-  // Loaded when generating, not with this module: the CLI tree imports the server it can start.
-  const { command } = await import("../cli/app.js")
-  const cli = cliSource(command, (id) => SKILL_TEXT[id].api)
+  // Loaded when generating, not with this module: the CLI tree imports the server it can start
+  // (which holds this generator). Named through a variable so that its type is not part of this one's.
+  const app: { readonly command: CommandTree } = await import(CLI_APP)
+  const cli = cliSource(app.command, (id) => SKILL_TEXT[id].api)
   const docs = new Map<SkillId, SkillDocument>()
   for (const id of [...API_SKILL_IDS, ...CLI_SKILL_IDS]) {
     const text = SKILL_TEXT[id]

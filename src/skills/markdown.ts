@@ -36,7 +36,7 @@ const yamlString = (text: string): string => JSON.stringify(text)
 export const renderSkill = (doc: SkillDocument, custom: string): string =>
   [
     "---",
-    `name: ${doc.id}`,
+    `name: ${yamlString(doc.title)}`,
     `description: ${yamlString(doc.description)}`,
     "---",
     "",
