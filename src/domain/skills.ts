@@ -1,5 +1,5 @@
 import * as Schema from "effect/Schema"
-import { API_SKILL_IDS, CLI_SKILL_IDS } from "../skills/SkillCatalog.js"
+import { SKILL_IDS } from "../skills/SkillCatalog.js"
 import { oneOf, strict } from "./parse.js"
 
 /**
@@ -7,8 +7,6 @@ import { oneOf, strict } from "./parse.js"
  * docs/skills.md): 42 markdown files, listed, served raw, and regenerated from the gateway's
  * own definitions.
  */
-
-export const SKILL_IDS: ReadonlyArray<string> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]
 
 const Category = Schema.Literal("api", "cli")
 

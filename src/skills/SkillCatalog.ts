@@ -88,7 +88,8 @@ export const parseFrontMatter = (markdown: string): Record<string, string> => {
   return out
 }
 
-const ORDER: ReadonlyArray<string> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]
+/** The 42 ids in catalog order: the API skills, then the CLI skills. */
+export const SKILL_IDS: ReadonlyArray<SkillId> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]
 
 const rawUrlOf = (id: string, baseUrl?: string) => `${(baseUrl ?? "").replace(/\/+$/, "")}/api/agent-skills/${id}/raw`
 
@@ -127,7 +128,7 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
       list: (filter = {}, baseUrl) =>
         Effect.gen(function* () {
           const have = yield* present
-          const ids = ORDER.filter(
+          const ids = SKILL_IDS.filter(
             (id) =>
               have.has(id) &&
               (filter.category === undefined || skillCategory(id) === filter.category) &&

@@ -5,7 +5,7 @@ import { apiSource } from "./apiSource.js"
 import { SKILL_TEXT } from "./catalogText.js"
 import { type CommandTree, cliSource } from "./cliSource.js"
 import { customSection, renderSkill, type SkillDocument } from "./markdown.js"
-import { API_SKILL_IDS, CLI_SKILL_IDS, isSkillId, type SkillId } from "./SkillCatalog.js"
+import { isSkillId, SKILL_IDS, type SkillId } from "./SkillCatalog.js"
 
 /**
  * The skill generator (docs/skills.md, "The generator"): the 42 files from the management
@@ -49,7 +49,7 @@ export const skillDocuments = async (): Promise<{ readonly docs: ReadonlyMap<Ski
   const app: { readonly command: CommandTree } = await import(CLI_APP)
   const cli = cliSource(app.command, (id) => SKILL_TEXT[id].api)
   const docs = new Map<SkillId, SkillDocument>()
-  for (const id of [...API_SKILL_IDS, ...CLI_SKILL_IDS]) {
+  for (const id of SKILL_IDS) {
     const text = SKILL_TEXT[id]
     const sections = api.sections.get(id) ?? cli.sections.get(id)!
     docs.set(id, {
