@@ -68,7 +68,6 @@ describe("a request no inference route takes", () => {
     const management = await call(`${gw.url}/api/no-such-thing`, { headers: admin })
     expect(management.status).toBe(404)
     expect(management.body._tag).toBe("NotFound")
-    expect((await call(`${gw.url}/a2a`, { body: { jsonrpc: "2.0", id: 1, method: "message/send" } })).body.error.code).toBe("not_implemented")
     expect((await call(`${gw.url}/api/tunnels/quick`, { headers: admin })).status).toBe(501)
   })
 })

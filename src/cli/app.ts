@@ -3,6 +3,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { VERSION } from "../version.js"
+import { a2aCommand } from "./commands/a2a.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
@@ -19,8 +20,8 @@ import { exitWith } from "./output.js"
 import { gateway } from "./root.js"
 import { serve } from "../system/serve.js"
 
-/** With no subcommand, `gateway` serves. */
-const command = gateway.pipe(
+/** With no subcommand, `gateway` serves. The tree is exported for the agent-skill generator (src/skills/cliSource.ts). */
+export const command = gateway.pipe(
   Command.withHandler((root) =>
     Effect.gen(function* () {
       if (root.mcp) {
@@ -50,7 +51,8 @@ const command = gateway.pipe(
     logsCommand,
     modelsCommand,
     providerCommand,
-    evalCommand
+    evalCommand,
+    a2aCommand
   ])
 )
 

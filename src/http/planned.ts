@@ -9,14 +9,11 @@ export interface PlannedArea {
 }
 
 /** Client-facing (inference) routes: answered in the OpenAI error format. */
-export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = [
-  { area: "agent-to-agent (A2A)", pattern: /^\/a2a$/ }
-]
+export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
-  { area: "agent skills", pattern: /^\/api\/agent-skills(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
   { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },

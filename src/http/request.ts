@@ -25,3 +25,19 @@ export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): s
   }
   return req.socket.remoteAddress ?? "unknown"
 }
+
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/
+
+/**
+ * The origin a client used to reach this server, for absolute URLs in answers: the `Host`
+ * header when it is a plain host name or address (else the local socket's address), `https`
+ * when the socket is TLS or, with trusted proxy headers, `X-Forwarded-Proto` says so.
+ */
+export const requestOrigin = (req: http.IncomingMessage, trustProxy: boolean): string => {
+  const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true
+  const proto = encrypted || (trustProxy && trimmedHeader(req, "x-forwarded-proto")?.toLowerCase() === "https") ? "https" : "http"
+  const host = trimmedHeader(req, "host")
+  if (host !== undefined && HOST.test(host)) return `${proto}://${host}`
+  const address = req.socket.localAddress ?? "127.0.0.1"
+  return `${proto}://${address.includes(":") ? `[${address}]` : address}:${req.socket.localPort ?? 20128}`
+}

@@ -32,22 +32,13 @@ import { InboundLimits } from "../accounting/InboundLimits.js"
 import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { ResponseStore } from "./responseStore.js"
-import { anthropicRoutes } from "./routes/anthropic.js"
-import { audioRoutes } from "./routes/audio.js"
-import { extraRoutes } from "./routes/extras.js"
-import { mediaJobRoutes } from "./routes/mediaJobs.js"
-import { geminiRoutes, isGoogleClient, listGeminiModels } from "./routes/gemini.js"
-import { imageRoutes } from "./routes/images.js"
-import { ollamaRoutes } from "./routes/ollama.js"
-import { openAiRoutes, type RouteDeps } from "./routes/openai.js"
-import { quotaRoutes } from "./routes/quotas.js"
-import { rerankRoutes } from "./routes/rerank.js"
-import { searchRoutes } from "./routes/search.js"
+import { isGoogleClient, listGeminiModels } from "./routes/gemini.js"
+import { inferenceRouteDefs } from "./routes/index.js"
+import type { RouteDeps } from "./routes/openai.js"
 import { WebSearch } from "../search/WebSearch.js"
-import { fileRoutes } from "./routes/files.js"
 import { Files } from "../files/Files.js"
-import { batchRoutes } from "./routes/batches.js"
 import { NativeBatches } from "../batches/native.js"
+import { SkillCatalog } from "../skills/SkillCatalog.js"
 import { Batches, INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../batches/Batches.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
@@ -183,7 +174,20 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         virtualModels: router.virtualModels,
         accounting: yield* Accounting
       }
-      const table = buildTable([...openAiRoutes(deps), ...anthropicRoutes(deps), ...geminiRoutes(deps), ...ollamaRoutes(deps), ...extraRoutes(deps), ...rerankRoutes(deps), ...imageRoutes(deps), ...audioRoutes(deps), ...mediaJobRoutes(deps, yield* MediaJobs), ...searchRoutes(deps, yield* WebSearch), ...quotaRoutes(deps, yield* Quotas, yield* IssueTracker), ...fileRoutes(files), ...batchRoutes(yield* Batches, files, yield* NativeBatches)])
+      const table = buildTable(
+        inferenceRouteDefs({
+          deps,
+          jobs: yield* MediaJobs,
+          search: yield* WebSearch,
+          quotas: yield* Quotas,
+          issues: yield* IssueTracker,
+          files,
+          batches: yield* Batches,
+          native: yield* NativeBatches,
+          skills: yield* SkillCatalog,
+          access
+        })
+      )
       const listGemini = listGeminiModels(deps)
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {

@@ -20,6 +20,7 @@ import { SessionsGroup } from "./sessions/Api.js"
 import { InitGroup, SystemGroup } from "./system/Api.js"
 import { SyncGroup } from "./sync/Api.js"
 import { SettingsGroup } from "./settings/Api.js"
+import { AgentSkillsGroup } from "./skills/Api.js"
 import { UsageGroup } from "./usage/Api.js"
 import { WebhooksGroup } from "./webhooks/Api.js"
 
@@ -55,4 +56,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ComplianceGroup)
   .add(EvalsGroup)
   .add(WebhooksGroup)
-  .add(ProxiesGroup) {}
+  .add(ProxiesGroup)
+  .add(AgentSkillsGroup) {}

@@ -21,6 +21,7 @@ import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { AuditLog } from "../governance/AuditLog.js"
 import { audited } from "./compliance/capture.js"
 import { ManagementApiLive } from "./Http.js"
+import { OpenApiRoute } from "./openapi.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../domain/errors.js"
 import { describeIssues } from "../domain/parse.js"
@@ -170,7 +171,7 @@ export class ManagementHandler extends Context.Tag("gateway/ManagementHandler")<
       return yield* NodeHttpServer.makeHandler(managementMiddleware({ audit: yield* AuditLog, flags: yield* FeatureFlags })(app))
     })
   ).pipe(
-    Layer.provide(Layer.mergeAll(ManagementApiLive, BadInputAsBadRequest)),
+    Layer.provide(Layer.mergeAll(ManagementApiLive, BadInputAsBadRequest, OpenApiRoute)),
     Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer]),
     Layer.provide([NodeHttpPlatform.layer, Etag.layerWeak, NodeContext.layer])
   )

@@ -23,6 +23,7 @@ import { SessionsLive } from "./sessions/Http.js"
 import { InitLive, SystemLive } from "./system/Http.js"
 import { SyncLive } from "./sync/Http.js"
 import { SettingsLive } from "./settings/Http.js"
+import { AgentSkillsLive } from "./skills/Http.js"
 import { UsageLive } from "./usage/Http.js"
 import { WebhooksLive } from "./webhooks/Http.js"
 
@@ -53,7 +54,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     ComplianceLive,
     EvalsLive,
     WebhooksLive,
-    ProxiesLive
+    ProxiesLive,
+    AgentSkillsLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

@@ -6,6 +6,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import type { GenerateOptions, GenerateReport } from "./generate.js"
 
 /** The 22 REST API skills of the catalog; each one's area is its id without `gw-`. */
 export const API_SKILL_IDS = [
@@ -63,6 +64,8 @@ export interface SkillCatalogShape {
   readonly coverage: Effect.Effect<SkillCoverage>
   /** Where the skill files live (one `<id>.md` per skill). */
   readonly dir: string
+  /** Regenerates the files in `dir` from the gateway's own definitions (generate.ts). */
+  readonly generate: (options?: GenerateOptions) => Effect.Effect<GenerateReport>
 }
 
 /** The skills shipped with the package: `skills/` at the package root. */
@@ -85,7 +88,8 @@ export const parseFrontMatter = (markdown: string): Record<string, string> => {
   return out
 }
 
-const ORDER: ReadonlyArray<string> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]
+/** The 42 ids in catalog order: the API skills, then the CLI skills. */
+export const SKILL_IDS: ReadonlyArray<SkillId> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]
 
 const rawUrlOf = (id: string, baseUrl?: string) => `${(baseUrl ?? "").replace(/\/+$/, "")}/api/agent-skills/${id}/raw`
 
@@ -119,10 +123,12 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
     )
     return {
       dir,
+      // The generator and what it reads (the whole API and CLI) load on first use only.
+      generate: (options) => Effect.flatMap(Effect.promise(() => import("./generate.js")), (g) => g.generateSkills(dir, options)),
       list: (filter = {}, baseUrl) =>
         Effect.gen(function* () {
           const have = yield* present
-          const ids = ORDER.filter(
+          const ids = SKILL_IDS.filter(
             (id) =>
               have.has(id) &&
               (filter.category === undefined || skillCategory(id) === filter.category) &&

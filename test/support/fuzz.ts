@@ -157,7 +157,9 @@ export const loadCorpus = (upstream: string): { http: Array<Template>; frames: A
     inference("POST", "/api/v1/editor/{token}/chat/completions", chat, { token: CLIENT_KEY }),
     inference("POST", "/api/v1/editor/{token}/responses", responses, { token: CLIENT_KEY }),
     inference("POST", "/api/v1/editor/{token}/api/chat", ollamaChat, { token: CLIENT_KEY }),
-    inference("GET", "/api/v1/editor/{token}/api/tags", undefined, { token: CLIENT_KEY })
+    inference("GET", "/api/v1/editor/{token}/api/tags", undefined, { token: CLIENT_KEY }),
+    inference("POST", "/a2a", { jsonrpc: "2.0", id: 1, method: "message/send", params: { skill: "list-capabilities", messages: [{ role: "user", content: "hi" }] } }),
+    inference("GET", "/.well-known/agent-card.json")
   )
   const mgmt = (method: string, p: string, body?: unknown, params?: Record<string, string>, query?: string): Template => ({
     plane: "management",
@@ -171,6 +173,11 @@ export const loadCorpus = (upstream: string): { http: Array<Template>; frames: A
   const id = { id: "conn_doesnotexist" }
   http.push(
     mgmt("GET", "/api/health/ping"),
+    mgmt("GET", "/api/openapi.json"),
+    mgmt("GET", "/api/agent-skills", undefined, undefined, "category=api&area=auth"),
+    mgmt("GET", "/api/agent-skills/coverage"),
+    mgmt("GET", "/api/agent-skills/{id}", undefined, { id: "gw-auth" }),
+    mgmt("GET", "/api/agent-skills/{id}/raw", undefined, { id: "cli-keys" }),
     mgmt("POST", "/api/auth/login", { password: "a long admin password" }),
     mgmt("POST", "/api/auth/logout", {}),
     mgmt("GET", "/api/auth/session"),

@@ -14,6 +14,8 @@ export interface RouteDef {
   readonly handle: Handler
   /** Routes without gateway-key authentication (health probes). */
   readonly public?: boolean
+  /** One line for the agent-skill files, where the wire format alone does not say what the route does. */
+  readonly summary?: string
 }
 
 /**
