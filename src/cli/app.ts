@@ -4,6 +4,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { VERSION } from "../version.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
+import { codingToolCommands } from "./commands/clitools.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { evalCommand } from "./commands/evals.js"
@@ -50,7 +51,8 @@ const command = gateway.pipe(
     logsCommand,
     modelsCommand,
     providerCommand,
-    evalCommand
+    evalCommand,
+    ...codingToolCommands
   ])
 )
 

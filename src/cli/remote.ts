@@ -12,12 +12,18 @@ export const remoteOptions = {
   apiKey: Options.text("api-key").pipe(Options.withDescription("Admin API key (default GATEWAY_API_KEY)."), Options.optional)
 }
 
-/** The running server's management client, authenticated with the admin key. */
-export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>
+/** The local server's address from the configuration (HOST, PORT, root options); `port` overrides. */
+export const localServerUrl = (port?: number) =>
   Effect.gen(function* () {
     const config = yield* Effect.provide(AppConfig, AppConfig.layer(yield* cliConfig))
     const connectHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
-    const url = Option.getOrElse(opts.url, () => `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${config.port}`)
+    return `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${port ?? config.port}`
+  })
+
+/** The running server's management client, authenticated with the admin key. */
+export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>
+  Effect.gen(function* () {
+    const url = Option.isSome(opts.url) ? opts.url.value : yield* localServerUrl()
     const adminKey = Option.getOrUndefined(opts.apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
     if (!adminKey) return yield* new BadRequest({ message: "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
     return { url, client: yield* managementClient(url, adminKey) }

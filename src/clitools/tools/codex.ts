@@ -46,7 +46,7 @@ export const codex: ToolModule = {
       // Otherwise Codex syncs its plugins from github.com at start.
       table(config, "features").plugins = false
     }
-    return [{ path: file, content: `${TOML.stringify(config)}\n` }]
+    return [{ path: file, content: `${TOML.stringify(config).trimEnd()}\n` }]
   },
   read: (env, current) => {
     const file = configFile(env)
