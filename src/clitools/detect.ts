@@ -51,7 +51,7 @@ const VERSION = /\d+\.\d+(?:\.\d+)?(?:[-+][0-9A-Za-z.-]+)?/
 const MAX_OUTPUT = 64 * 1024
 
 /** One line of what a command printed, cut short and with anything key-shaped masked. */
-export const sanitise = (text: string): string => redactText((text.trim().split(/\r?\n/)[0] ?? "").slice(0, 200))
+export const sanitise = (text: string): string => redactText((text.trim().split(/\r?\n/)[0] ?? "").slice(0, 400))
 
 interface Ran {
   readonly code: number | null
