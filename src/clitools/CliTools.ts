@@ -8,6 +8,7 @@ import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { catalogEntries, entryKind } from "../inference/catalog.js"
 import { maskSecret } from "../observability/redact.js"
 import { Connections } from "../providers/Connections.js"
+import { Router } from "../routing/Router.js"
 import { CLI_TOOLS, findTool, toolEnabled, toolUnavailable } from "./catalog.js"
 import { CliToolsConfig } from "./CliToolsConfig.js"
 import { detect, findOnPath, mtimeOf, sanitise } from "./detect.js"
@@ -48,6 +49,7 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
       const flags = yield* FeatureFlags
       const connections = yield* Connections
       const keys = yield* ApiKeys
+      const router = yield* Router
       const { env } = config
       const cache = new Map<string, Cached>()
 
@@ -110,12 +112,12 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
       const readState = (module: ToolModule) =>
         Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: fsMessage(e) }) })
 
-      /** The gateway's chat models, as `GET /v1/models` lists them. */
-      const chatModels = Effect.map(connections.list, (list) =>
-        catalogEntries(list)
-          .filter((e) => !e.alias && entryKind(e) === "chat")
-          .map((e) => e.id)
-      )
+      /** The gateway's chat models, as `GET /v1/models` lists them (connections' models, then auto ids and combos). */
+      const chatModels = Effect.gen(function* () {
+        const entries = catalogEntries(yield* connections.list).filter((e) => !e.alias && entryKind(e) === "chat")
+        const virtual = (yield* router.virtualModels).filter((v) => v.serves === "chat")
+        return [...entries.map((e) => e.id), ...virtual.map((v) => v.id)]
+      })
 
       const keyFor = (input: SaveToolSettings, current: ToolState) =>
         Effect.gen(function* () {
