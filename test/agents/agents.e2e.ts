@@ -62,7 +62,7 @@ interface Agent {
   /** The upstream family behind the gateway for this agent (not its own format). */
   readonly upstream: Family
   readonly model: string
-  command(prompt: string): { readonly cmd: string; readonly args: ReadonlyArray<string> }
+  command(prompt: string): { readonly cmd: string; readonly args: ReadonlyArray<string>; readonly env?: Record<string, string> }
 }
 
 const tools = (prompt: string, ...flags: ReadonlyArray<string>) => (prompt.includes("USE_TOOL") ? flags : [])
@@ -70,7 +70,14 @@ const tools = (prompt: string, ...flags: ReadonlyArray<string>) => (prompt.inclu
 const AGENTS: ReadonlyArray<Agent> = [
   { name: "codex", upstream: "anthropic", model: "up-anthropic/claude-sonnet-4-5", command: (prompt) => ({ cmd: bin("codex"), args: ["exec", "--skip-git-repo-check", prompt] }) },
   { name: "claude", upstream: "gemini", model: "up-gemini/gemini-2.5-flash", command: (prompt) => ({ cmd: bin("claude"), args: [...tools(prompt, "--allowedTools", "Bash"), "-p", prompt] }) },
-  { name: "gemini", upstream: "openai-chat", model: "up-openai-chat/m1", command: (prompt) => ({ cmd: bin("gemini"), args: [...tools(prompt, "--yolo"), "-p", prompt] }) },
+  // Headless Gemini CLI runs only in a trusted folder (what a user confirms on first use; its docs
+  // name this variable for automated runs).
+  {
+    name: "gemini",
+    upstream: "openai-chat",
+    model: "up-openai-chat/m1",
+    command: (prompt) => ({ cmd: bin("gemini"), args: [...tools(prompt, "--yolo"), "-p", prompt], env: { GEMINI_CLI_TRUST_WORKSPACE: "true" } })
+  },
   { name: "opencode", upstream: "ollama", model: "up-ollama/llama3.2", command: (prompt) => ({ cmd: bin("opencode"), args: ["run", prompt] }) },
   { name: "qwen", upstream: "openai-responses", model: "up-openai-responses/m1", command: (prompt) => ({ cmd: bin("qwen"), args: [...tools(prompt, "--yolo"), "-p", prompt] }) },
   { name: "kilo", upstream: "anthropic", model: "up-anthropic/claude-haiku-4-5", command: (prompt) => ({ cmd: bin("kilo"), args: ["run", prompt] }) }
@@ -135,8 +142,8 @@ for (const agent of AGENTS) {
       const work = tempDir(`gw-agent-${agent.name}-work-`)
       const env = await setUp(agent, home)
       up.requests.length = 0
-      const { cmd, args } = agent.command("say hi")
-      const r = await run(cmd, args, env, work)
+      const { cmd, args, env: runEnv } = agent.command("say hi")
+      const r = await run(cmd, args, { ...env, ...runEnv }, work)
       expect(r.stdout, r.stderr.slice(-2000)).toContain(HELLO)
       expect(r.code).toBe(0)
       expect(up.violations).toEqual([])
@@ -148,8 +155,8 @@ for (const agent of AGENTS) {
       const work = tempDir(`gw-agent-${agent.name}-work-`)
       const env = await setUp(agent, home)
       up.requests.length = 0
-      const { cmd, args } = agent.command("USE_TOOL run echo")
-      const r = await run(cmd, args, env, work)
+      const { cmd, args, env: runEnv } = agent.command("USE_TOOL run echo")
+      const r = await run(cmd, args, { ...env, ...runEnv }, work)
       expect(r.stdout, r.stderr.slice(-2000)).toContain(SEEN)
       expect(r.stdout).toContain("TOOL_OK")
       expect(r.code).toBe(0)

@@ -4,10 +4,9 @@ import { dirFrom, gatewayRoot, jsonText, mergeDotenv, objectAt, parseDotenv, par
 /**
  * Gemini CLI (`@google/gemini-cli`): `~/.gemini/settings.json` (JSON; `$GEMINI_CLI_HOME`
  * replaces the home directory) selects API-key authentication and the default model;
- * `~/.gemini/.env` holds `GEMINI_API_KEY` and `GOOGLE_GEMINI_BASE_URL`. Gemini CLI reads
- * the base URL only from the environment, and takes it from that `.env` only in folders it
- * trusts (the key it takes everywhere), so setup also asks for `GOOGLE_GEMINI_BASE_URL` in the
- * shell: without it an untrusted folder would send the gateway key to Google.
+ * `~/.gemini/.env` holds `GEMINI_API_KEY` and `GOOGLE_GEMINI_BASE_URL`. Gemini CLI reads the
+ * base URL only from the environment, and reads `~/.gemini/.env` only in folders it trusts, so
+ * setup also asks for both variables in the shell (most folders are not trusted yet).
  */
 const geminiDir = (env: ToolEnv) => path.join(dirFrom(env, "GEMINI_CLI_HOME", env.home), ".gemini")
 const settingsFile = (env: ToolEnv) => path.join(geminiDir(env), "settings.json")
@@ -47,7 +46,7 @@ export const gemini: ToolModule = {
       model: stringAt(settings, "model", "name")
     }
   },
-  userEnv: (target) => ({ GOOGLE_GEMINI_BASE_URL: target.baseUrl }),
+  userEnv: (target) => ({ GEMINI_API_KEY: target.apiKey, GOOGLE_GEMINI_BASE_URL: target.baseUrl }),
   launch: (target, tempDir) => ({
     env: {
       GEMINI_API_KEY: target.apiKey,
@@ -60,7 +59,8 @@ export const gemini: ToolModule = {
     tempFiles: { "settings.json": jsonText({ security: { auth: AUTH } }) }
   }),
   notes: [
-    "Gemini CLI reads GOOGLE_GEMINI_BASE_URL from ~/.gemini/.env only in folders it trusts: export it in your shell profile as well.",
+    "Gemini CLI reads ~/.gemini/.env only in folders it trusts: export GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL in your shell profile as well.",
+    "Headless runs (-p) need a trusted folder: trust it once interactively, or set GEMINI_CLI_TRUST_WORKSPACE=true.",
     "The model id goes into the URL path (/v1beta/models/<provider>/<model>:generateContent); the gateway reads it there."
   ]
 }
