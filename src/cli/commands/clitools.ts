@@ -2,6 +2,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import { CLI_TOOLS } from "../../clitools/catalog.js"
 import { gateway } from "../root.js"
 
@@ -22,10 +23,10 @@ const connection = {
 }
 
 export interface ConnectionOptions {
-  readonly remote: import("effect/Option").Option<string>
-  readonly apiKey: import("effect/Option").Option<string>
-  readonly port: import("effect/Option").Option<number>
-  readonly model: import("effect/Option").Option<string>
+  readonly remote: Option.Option<string>
+  readonly apiKey: Option.Option<string>
+  readonly port: Option.Option<number>
+  readonly model: Option.Option<string>
 }
 
 const impl = Effect.promise(() => import("./clitools.impl.js"))
