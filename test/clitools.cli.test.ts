@@ -71,7 +71,8 @@ const expectations: Record<string, (home: string) => void> = {
   }
 }
 
-describe("gateway setup-<tool>", () => {
+// Each test spawns several CLI processes (a few seconds each on a busy 2-core machine).
+describe("gateway setup-<tool>", { timeout: 120_000 }, () => {
   for (const tool of Object.keys(expectations)) {
     it(`${tool}: --dry-run prints the files and where they go and writes nothing; --yes writes them`, async () => {
       const home = tempDir(`gw-setup-${tool}-`)
@@ -166,7 +167,7 @@ describe("gateway setup-<tool>", () => {
   })
 })
 
-describe("gateway launch", () => {
+describe("gateway launch", { timeout: 120_000 }, () => {
   const bin = fakeToolDir(() => ({
     codex: 'echo "key=$GATEWAY_CODEX_API_KEY"\nfor a in "$@"; do echo "arg=$a"; done\nexit 7',
     claude: 'echo "token=$ANTHROPIC_AUTH_TOKEN base=$ANTHROPIC_BASE_URL model=$ANTHROPIC_MODEL"\necho "settings=$2"\ncat "$2"'
