@@ -47,6 +47,9 @@ import { Policies } from "./governance/Policies.js"
 import { EventBus } from "./events/EventBus.js"
 import { Webhooks } from "./webhooks/Webhooks.js"
 import { SkillCatalog } from "./skills/SkillCatalog.js"
+import { AcpAgents } from "./clitools/AcpAgents.js"
+import { CliTools } from "./clitools/CliTools.js"
+import { CliToolsConfig } from "./clitools/CliToolsConfig.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
 import { Resilience } from "./resilience/Resilience.js"
 import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
@@ -100,6 +103,8 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer)),
+  // Coding tools and ACP agents on the server's machine (src/clitools/, docs/coding-tools.md).
+  Layer.provideMerge(Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer))),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),

@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import { VERSION } from "../version.js"
 import { a2aCommand } from "./commands/a2a.js"
 import { cacheCommand, quotaCommand } from "./commands/accounting.js"
+import { codingToolCommands } from "./commands/clitools.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { evalCommand } from "./commands/evals.js"
@@ -52,7 +53,8 @@ export const command = gateway.pipe(
     modelsCommand,
     providerCommand,
     evalCommand,
-    a2aCommand
+    a2aCommand,
+    ...codingToolCommands
   ])
 )
 

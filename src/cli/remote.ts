@@ -12,13 +12,17 @@ export const remoteOptions = {
   apiKey: Options.text("api-key").pipe(Options.withDescription("Admin API key (default GATEWAY_API_KEY)."), Options.optional)
 }
 
-/** The running server's address: `--url`, else this machine's bind address and port (`--port`, PORT). */
-export const serverUrl = (url: Option.Option<string>) =>
+/** The local server's address from the configuration (HOST, PORT, root options); `port` overrides. */
+export const localServerUrl = (port?: number) =>
   Effect.gen(function* () {
     const config = yield* Effect.provide(AppConfig, AppConfig.layer(yield* cliConfig))
     const connectHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
-    return Option.getOrElse(url, () => `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${config.port}`)
+    return `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${port ?? config.port}`
   })
+
+/** The running server's address: `--url`, else this machine's bind address and port (`--port`, PORT). */
+export const serverUrl = (url: Option.Option<string>) =>
+  Option.isSome(url) ? Effect.succeed(url.value) : localServerUrl()
 
 /** The running server's management client, authenticated with the admin key. */
 export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>

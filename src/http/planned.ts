@@ -15,7 +15,6 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
   { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
-  { area: "CLI tools and ACP agents", pattern: /^\/api\/(cli-tools|acp)\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
   { area: "playground", pattern: /^\/api\/playground\// }
 ]

@@ -1,7 +1,9 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import { AccountingGroup } from "./accounting/Api.js"
+import { AcpGroup } from "./acp/Api.js"
 import { AuthGroup } from "./auth/Api.js"
 import { BackupsGroup } from "./backups/Api.js"
+import { CliToolsGroup } from "./clitools/Api.js"
 import { CloudGroup } from "./cloud/Api.js"
 import { CombosGroup } from "./combos/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
@@ -57,4 +59,6 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(EvalsGroup)
   .add(WebhooksGroup)
   .add(ProxiesGroup)
-  .add(AgentSkillsGroup) {}
+  .add(AgentSkillsGroup)
+  .add(CliToolsGroup)
+  .add(AcpGroup) {}

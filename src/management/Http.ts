@@ -1,10 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Layer from "effect/Layer"
 import { AccountingLive } from "./accounting/Http.js"
+import { AcpLive } from "./acp/Http.js"
 import { ManagementApi } from "./Api.js"
 import { AuthLive } from "./auth/Http.js"
 import { ManagementAuthLive } from "./Auth.js"
 import { BackupsLive } from "./backups/Http.js"
+import { CliToolsLive } from "./clitools/Http.js"
 import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
@@ -55,7 +57,9 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     EvalsLive,
     WebhooksLive,
     ProxiesLive,
-    AgentSkillsLive
+    AgentSkillsLive,
+    CliToolsLive,
+    AcpLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

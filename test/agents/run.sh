@@ -4,6 +4,7 @@
 # nothing an agent tries can leave the machine. Not part of `npm test`: the agents are large.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+npm run build >/dev/null
 export GATEWAY_AGENTS_DIR="$(bash test/agents/install.sh | tail -n 1)"
 if [ -z "${GATEWAY_AGENTS_ISOLATED:-}" ] && unshare -n true 2>/dev/null; then
   exec unshare -n env GATEWAY_AGENTS_ISOLATED=1 bash -c 'ip link set lo up && exec npx vitest run --config vitest.agents.config.ts'
