@@ -4,7 +4,9 @@
 // 204, so every request is also one signed delivery), interleaved rounds in one run, one gateway.
 // Prints requests per second and p50/p99 latency per condition, the ratio to none, and how many
 // deliveries the receiver got.
-//   node bench/webhooks.mjs [--seconds 4] [--rounds 2] [--concurrency 16]
+//   node bench/webhooks.mjs [--seconds 4] [--rounds 2] [--concurrency 16] [--base <dir>]
+// --base <dir>: also measure another build (a directory with its own bin/ and dist/, e.g. a copy of
+// an older commit's), interleaved with this one, each build's ratio against its own "none".
 // Needs dist/ (npm run build). Everything listens on 127.0.0.1.
 import * as http from "node:http"
 import { makeClosedLoop, numberArg } from "./lib/closedLoop.mjs"
@@ -13,13 +15,13 @@ import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 
-
 const SECONDS = numberArg("seconds", 4)
 const ROUNDS = numberArg("rounds", 2)
 const CONCURRENCY = numberArg("concurrency", 16)
+const baseAt = process.argv.indexOf("--base")
+const BASE = baseAt > 0 ? path.resolve(process.argv[baseAt + 1]) : undefined
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
-
 
 const { agent, admin, load } = makeClosedLoop({ seconds: SECONDS, concurrency: CONCURRENCY })
 
@@ -35,26 +37,33 @@ try {
   await new Promise((r) => receiver.listen(0, "127.0.0.1", r))
   const hookUrl = `http://127.0.0.1:${receiver.address().port}/hook`
   const mock = await startMock({ benchDir })
-  const t = await startGateway({ rootDir, mock })
-  if (!t.ok) throw new Error(t.error)
-  const body = chatBody(t.model("json-1k"))
-  await load(t, body) // warm-up
-  const results = { none: [], "one webhook (request.completed)": [] }
+  const builds = [["this build", rootDir], ...(BASE ? [["base", BASE]] : [])]
+  const targets = []
+  for (const [label, dir] of builds) {
+    const t = await startGateway({ rootDir: dir, mock, name: `gateway (${label})` })
+    if (!t.ok) throw new Error(`${label}: ${t.error}`)
+    const body = chatBody(t.model("json-1k"))
+    await load(t, body) // warm-up
+    targets.push({ label, t, body, none: [], hook: [] })
+  }
   for (let r = 0; r < ROUNDS; r++) {
-    results.none.push(await load(t, body))
-    const res = await fetch(`${t.baseUrl}/api/webhooks`, { method: "POST", headers: t.adminHeaders, body: JSON.stringify({ url: hookUrl, events: ["request.completed"] }) })
-    if (res.status !== 201) throw new Error(`POST /api/webhooks: ${res.status} ${await res.text()}`)
-    const { id } = await res.json()
-    results["one webhook (request.completed)"].push(await load(t, body))
-    await admin(t, "DELETE", `/api/webhooks/${id}`)
+    for (const x of targets) {
+      x.none.push(await load(x.t, x.body))
+      const res = await fetch(`${x.t.baseUrl}/api/webhooks`, { method: "POST", headers: x.t.adminHeaders, body: JSON.stringify({ url: hookUrl, events: ["request.completed"] }) })
+      if (res.status !== 201) throw new Error(`POST /api/webhooks: ${res.status} ${await res.text()}`)
+      const { id } = await res.json()
+      x.hook.push(await load(x.t, x.body))
+      await admin(x.t, "DELETE", `/api/webhooks/${id}`)
+    }
   }
   const mean = (xs, k) => xs.reduce((s, x) => s + x[k], 0) / xs.length
-  const none = { rps: mean(results.none, "rps"), p50: mean(results.none, "p50"), p99: mean(results.none, "p99") }
-  console.log(`| condition | req/s | p50 ms | p99 ms | req/s vs none | errors |`)
-  console.log(`|---|---|---|---|---|---|`)
-  for (const [name, xs] of Object.entries(results)) {
-    const c = { rps: mean(xs, "rps"), p50: mean(xs, "p50"), p99: mean(xs, "p99") }
-    console.log(`| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${(c.rps / none.rps).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`)
+  console.log(`| build | condition | req/s | p50 ms | p99 ms | req/s vs none | errors |`)
+  console.log(`|---|---|---|---|---|---|---|`)
+  for (const x of targets) {
+    const none = mean(x.none, "rps")
+    for (const [name, xs] of [["none", x.none], ["one webhook (request.completed)", x.hook]]) {
+      console.log(`| ${x.label} | ${name} | ${mean(xs, "rps").toFixed(0)} | ${mean(xs, "p50").toFixed(2)} | ${mean(xs, "p99").toFixed(2)} | ${(mean(xs, "rps") / none).toFixed(3)} | ${xs.reduce((s, y) => s + y.errors, 0)} |`)
+    }
   }
   console.log(`deliveries received: ${received}`)
 } finally {
