@@ -2,15 +2,17 @@
 // What webhooks cost on the request path: the same chat load (json-1k through the gateway) with no
 // webhook, then with one webhook subscribed to request.completed (a receiver on 127.0.0.1 answering
 // 204, so every request is also one signed delivery), interleaved rounds in one run, one gateway.
-// Prints requests per second and p50/p99 latency per condition, the ratio to none, and how many
-// deliveries the receiver got.
-//   node bench/webhooks.mjs [--seconds 4] [--rounds 2] [--concurrency 16] [--base <dir>]
-// --base <dir>: also measure another build (a directory with its own bin/ and dist/, e.g. a copy of
-// an older commit's), interleaved with this one, each build's ratio against its own "none".
+// Prints requests per second and p50/p99 latency per condition, the ratio to none, the gateway
+// process's CPU time per request (from /proc: steadier than req/s on a machine shared with other
+// work, whose share is printed too), and how many deliveries the receiver got.
+//   node bench/webhooks.mjs [--seconds 4] [--rounds 2] [--concurrency 16] [--base <commit>]
+// --base <commit>: also build and measure that commit (lib/baseBuild.mjs), interleaved with this
+// tree, each build's ratios against its own "none".
 // Needs dist/ (npm run build). Everything listens on 127.0.0.1.
 import * as http from "node:http"
 import { makeClosedLoop, numberArg } from "./lib/closedLoop.mjs"
-import { cleanup } from "./lib/proc.mjs"
+import { buildBase } from "./lib/baseBuild.mjs"
+import { cleanup, cpuSeconds, cpuSnapshot, foreignSince } from "./lib/proc.mjs"
 import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -19,11 +21,18 @@ const SECONDS = numberArg("seconds", 4)
 const ROUNDS = numberArg("rounds", 2)
 const CONCURRENCY = numberArg("concurrency", 16)
 const baseAt = process.argv.indexOf("--base")
-const BASE = baseAt > 0 ? path.resolve(process.argv[baseAt + 1]) : undefined
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.resolve(benchDir, "..")
+const base = baseAt > 0 ? buildBase(rootDir, process.argv[baseAt + 1], "webhooks-bench-base-") : undefined
 
-const { agent, admin, load } = makeClosedLoop({ seconds: SECONDS, concurrency: CONCURRENCY })
+const { agent, admin, load: closedLoop } = makeClosedLoop({ seconds: SECONDS, concurrency: CONCURRENCY })
+/** One closed-loop round, plus the gateway's CPU ms per request and other processes' share of the machine. */
+const load = async (t, body) => {
+  const cpu = cpuSeconds(t.pid)
+  const snap = cpuSnapshot()
+  const r = await closedLoop(t, body)
+  return { ...r, cpuMs: ((cpuSeconds(t.pid) - cpu) * 1000) / Math.max(1, r.rps * SECONDS), foreign: foreignSince(snap) ?? 0 }
+}
 
 let received = 0
 const receiver = http.createServer((req, res) => {
@@ -37,7 +46,7 @@ try {
   await new Promise((r) => receiver.listen(0, "127.0.0.1", r))
   const hookUrl = `http://127.0.0.1:${receiver.address().port}/hook`
   const mock = await startMock({ benchDir })
-  const builds = [["this build", rootDir], ...(BASE ? [["base", BASE]] : [])]
+  const builds = [["this tree", rootDir], ...(base ? [[`base ${process.argv[baseAt + 1].slice(0, 10)}`, base.dir]] : [])]
   const targets = []
   for (const [label, dir] of builds) {
     const t = await startGateway({ rootDir: dir, mock, name: `gateway (${label})` })
@@ -57,12 +66,14 @@ try {
     }
   }
   const mean = (xs, k) => xs.reduce((s, x) => s + x[k], 0) / xs.length
-  console.log(`| build | condition | req/s | p50 ms | p99 ms | req/s vs none | errors |`)
-  console.log(`|---|---|---|---|---|---|---|`)
+  console.log(`| build | condition | req/s | p50 ms | p99 ms | req/s vs none | gateway CPU ms/req | CPU vs none | other load | errors |`)
+  console.log(`|---|---|---|---|---|---|---|---|---|---|`)
   for (const x of targets) {
     const none = mean(x.none, "rps")
+    const noneCpu = mean(x.none, "cpuMs")
     for (const [name, xs] of [["none", x.none], ["one webhook (request.completed)", x.hook]]) {
-      console.log(`| ${x.label} | ${name} | ${mean(xs, "rps").toFixed(0)} | ${mean(xs, "p50").toFixed(2)} | ${mean(xs, "p99").toFixed(2)} | ${(mean(xs, "rps") / none).toFixed(3)} | ${xs.reduce((s, y) => s + y.errors, 0)} |`)
+      const cells = [mean(xs, "rps").toFixed(0), mean(xs, "p50").toFixed(2), mean(xs, "p99").toFixed(2), (mean(xs, "rps") / none).toFixed(3), mean(xs, "cpuMs").toFixed(3), (mean(xs, "cpuMs") / noneCpu).toFixed(3), `${(mean(xs, "foreign") * 100).toFixed(0)}%`]
+      console.log(`| ${x.label} | ${name} | ${cells.join(" | ")} | ${xs.reduce((s, y) => s + y.errors, 0)} |`)
     }
   }
   console.log(`deliveries received: ${received}`)
@@ -71,4 +82,5 @@ try {
   receiver.closeAllConnections()
   receiver.close()
   await cleanup()
+  base?.remove()
 }
