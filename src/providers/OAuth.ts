@@ -20,6 +20,7 @@ import { originOf } from "../resilience/types.js"
 import { toIso } from "../store/Db.js"
 import { upsert } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
+import type { Dispatcher } from "undici"
 import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { BoundedMap } from "../util/BoundedMap.js"
@@ -186,11 +187,9 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       const post = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined, form = false): Effect.Effect<TokenOutcome> => {
         const body = form ? tokenBody({ ...spec, tokenRequest: "form" }, params) : tokenBody(spec, params)
         const hide = Object.entries(params).filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method").map(([, v]) => v)
-        return Effect.flatMap(Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(proxyId, url))), ([started, via]) =>
-          via._tag === "Left"
-            ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` })
-            : http
-            .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024, ...(via.right ? { dispatcher: via.right } : {}) })
+        const send = (started: number, dispatcher: Dispatcher | undefined) =>
+          http
+            .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024, ...(dispatcher ? { dispatcher } : {}) })
             .pipe(
               Effect.map((res): TokenOutcome => {
                 const raw = res.bytes?.toString("utf8") ?? ""
@@ -206,6 +205,9 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
               }),
               Effect.catchAll((e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` }))
             )
+        // A proxy that refuses (family rules, unreachable without the fallback) is a transient failure: the grant is not at fault.
+        return Effect.flatMap(Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(proxyId, url))), ([started, via]) =>
+          via._tag === "Left" ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` }) : send(started, via.right)
         )
       }
 
