@@ -25,7 +25,7 @@ let dataDir: string
 
 /** Points the setup's connection at a new https registry proxy on the TLS proxy. */
 const viaTlsProxy = async (url: string) => {
-  const created = await call(`${url}/api/v1/management/proxies`, { body: { name: `tls-${Date.now()}`, type: "https", host: "127.0.0.1", port: proxy.port }, headers: admin })
+  const created = await call(`${url}/api/v1/management/proxies`, { body: { name: "tls-proxy", type: "https", host: "127.0.0.1", port: proxy.port }, headers: admin })
   expect(created.status, created.text).toBe(201)
   expect(created.body.url).toBe(`https://127.0.0.1:${proxy.port}/`)
   const put = await call(`${url}/api/providers/openai-compatible`, { method: "PUT", body: { proxyId: created.body.id }, headers: admin })
@@ -39,7 +39,7 @@ beforeAll(async () => {
   expect(setup.code, setup.stderr).toBe(0)
   trusting = await startServerProcess({ DATA_DIR: dataDir, NODE_EXTRA_CA_CERTS: CERT })
   await viaTlsProxy(trusting.url)
-}, 60_000)
+}, 90_000)
 
 afterAll(async () => {
   await trusting?.stop("SIGTERM")
@@ -47,7 +47,8 @@ afterAll(async () => {
 })
 
 describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () => {
-  it("chat completions, streamed and not, tunnel through the TLS proxy with the OpenAI SDK", async () => {
+  // Each test starts gateway processes: generous limits for a loaded machine (nothing here asserts a time).
+  it("chat completions, streamed and not, tunnel through the TLS proxy with the OpenAI SDK", { timeout: 90_000 }, async () => {
     fake.upstream.always({ content: "Hello over TLS to the proxy", chunks: 3 })
     const before = proxy.passed.length
     const upstreamBefore = fake.upstream.requests.length
@@ -66,10 +67,14 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
     expect(proxy.tlsErrors).toBe(0)
   })
 
-  it("a gateway that does not trust the proxy's certificate refuses the handshake: 502, and the call never goes direct", async () => {
-    // A second process on the same data directory (same connection and proxy), without NODE_EXTRA_CA_CERTS.
-    const untrusting = await startServerProcess({ DATA_DIR: dataDir })
+  it("a gateway that does not trust the proxy's certificate refuses the handshake: 502, and the call never goes direct", { timeout: 90_000 }, async () => {
+    // A second gateway set up the same way (its own data directory), without NODE_EXTRA_CA_CERTS.
+    const otherDir = tempDir()
+    const setup = await setupWithProvider(otherDir, fake.upstream.baseUrl)
+    expect(setup.code, setup.stderr).toBe(0)
+    const untrusting = await startServerProcess({ DATA_DIR: otherDir })
     try {
+      await viaTlsProxy(untrusting.url)
       const upstreamBefore = fake.upstream.requests.length
       const tlsErrorsBefore = proxy.tlsErrors
       const res = await call(`${untrusting.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })

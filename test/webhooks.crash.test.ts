@@ -23,7 +23,8 @@ afterAll(() => receiver?.close())
 const pendingRows = (dir: string) => queryDb<{ n: number }>(dir, "SELECT count(*) AS n FROM webhook_deliveries")[0]!.n
 
 describe("pending deliveries and a crash", () => {
-  it("deliveries pending when the process is killed with SIGKILL are sent again after the restart, with the same webhook-id", async () => {
+  // Three process starts (setup, the gateway, its restart): a generous limit for a loaded machine (nothing here asserts a time).
+  it("deliveries pending when the process is killed with SIGKILL are sent again after the restart, with the same webhook-id", { timeout: 90_000 }, async () => {
     fake.upstream.always({ content: "hi" })
     const dataDir = tempDir()
     expect((await setupWithProvider(dataDir, fake.upstream.baseUrl)).code).toBe(0)
