@@ -7,11 +7,9 @@
 //   node bench/egress-direct.mjs [--base <commit>] [--seconds 5] [--rounds 3]
 //
 // Prints p50/p90/mean per gateway and the ratio this-tree / base (1.00: no extra cost).
-import { execFileSync } from "node:child_process"
-import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { buildBase, mergeBase } from "./lib/baseBuild.mjs"
 import { latencyRun } from "./lib/load.mjs"
 import { cleanup } from "./lib/proc.mjs"
 import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
@@ -22,20 +20,13 @@ const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const base = arg("base", execFileSync("git", ["merge-base", "HEAD", "main"], { cwd: rootDir }).toString().trim())
+const base = arg("base", mergeBase(rootDir))
 const seconds = Number(arg("seconds", "5"))
 const rounds = Number(arg("rounds", "3"))
 
-const tsc = path.join(rootDir, "node_modules/typescript/bin/tsc")
-const build = (dir) => execFileSync(process.execPath, [tsc, "-p", "tsconfig.build.json", "--incremental", "false"], { cwd: dir, stdio: "inherit" })
-
-const baseDir = mkdtempSync(path.join(os.tmpdir(), "egress-bench-base-"))
+const built = buildBase(rootDir, base, "egress-bench-base-")
+const baseDir = built.dir
 try {
-  process.stderr.write(`building base ${base.slice(0, 10)} in ${baseDir} and this tree\n`)
-  execFileSync("sh", ["-c", `git archive ${base} | tar -x -C ${baseDir}`], { cwd: rootDir })
-  symlinkSync(path.join(rootDir, "node_modules"), path.join(baseDir, "node_modules"))
-  build(baseDir)
-  build(rootDir)
 
   const mock = await startMock({ benchDir, core: undefined, pin: false })
   const gateways = {
@@ -67,5 +58,5 @@ try {
   console.log(`| ratio egress/base | | ${(e.p50 / b.p50).toFixed(3)} | ${(e.p90 / b.p90).toFixed(3)} | ${(e.mean / b.mean).toFixed(3)} |`)
 } finally {
   await cleanup()
-  rmSync(baseDir, { recursive: true, force: true })
+  built.remove()
 }

@@ -205,6 +205,44 @@ describe("delivery through the gateway", () => {
     }
   })
 
+  vit("a full queue (GATEWAY_WEBHOOK_QUEUE_SIZE) drops new deliveries, keeps the queued ones in order, warns once, and takes new ones once drained", async () => {
+    const gw = await setup({ GATEWAY_WEBHOOK_QUEUE_SIZE: "3" })
+    const receiver = await Receiver.start()
+    receiver.answer = () => "hang"
+    try {
+      const created = await hook(gw.url, { url: receiver.url, events: ["request.completed"] })
+      const chat = async () => {
+        const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] } })
+        expect(res.status).toBe(200)
+        return res.headers.get("x-gateway-request-id")!
+      }
+      const dropping = () => gw.logs.filter((l) => l.message.includes(`webhook ${created.id}: 3 deliveries pending, dropping new 'request.completed' deliveries`))
+      // The first delivery hangs in flight and two wait behind it: the queue is full.
+      const traces = [await chat(), await chat(), await chat()]
+      await receiver.waitFor(1)
+      await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 3)
+      expect(dropping()).toHaveLength(0)
+      // Three more requests: their deliveries are dropped, with one warning, and nothing is persisted for them.
+      for (let i = 0; i < 3; i++) await chat()
+      await waitUntil(() => dropping().length > 0)
+      expect(queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]).toEqual({ n: 3 })
+
+      // The receiver answers again: the queued three arrive in order; once drained, a new one is taken.
+      receiver.answer = () => 200
+      receiver.release()
+      await waitUntil(() => queryDb(gw.dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 0)
+      const after = await chat()
+      await receiver.waitFor(1, (d) => d.body.data.trace_id === after)
+      const delivered = new Map(receiver.deliveries.map((d) => [String(d.headers["webhook-id"]), d.body.data.trace_id as string]))
+      expect([...delivered.values()]).toEqual([...traces, after])
+      for (const d of receiver.deliveries) expect(verifyWithLibrary(created.secret, d)).toMatchObject({ event: "request.completed" })
+      expect(dropping()).toHaveLength(1)
+    } finally {
+      await gw.close()
+      await receiver.close()
+    }
+  })
+
   vit("pending deliveries survive a restart and are delivered again with the same webhook-id", async () => {
     const receiver = await Receiver.start()
     receiver.answer = () => "hang"

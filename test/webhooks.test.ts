@@ -268,6 +268,36 @@ describe("events from their sources", () => {
     expect(data[1]).toMatchObject({ source: "budget", api_key_id: keyId, window: "daily", limit_usd: 0.00015 })
   })
 
+  it("a token limit crossed by real inference fires quota.exceeded once (source token_limit); the next request is refused", async () => {
+    const created = (await hooks({ url: receiver.url, events: ["quota.exceeded"] })).body
+    const secret = "gwk_webhooks_tokens_key_0123456789abcdef"
+    const keyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "token-limited", scopes: ["inference"] }, { secret })))).id
+    const limit = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: keyId, scope: "model", model: "oai/gpt-4o", maxTokens: 30, window: "day" }, headers: admin })
+    expect(limit.status, limit.text).toBe(201)
+    // 11 + 7 tokens a request: the first stays under 30, the second crosses it.
+    expect((await chat("oai/gpt-4o", secret)).status).toBe(200)
+    expect(receiver.deliveries.length).toBe(0)
+    expect((await chat("oai/gpt-4o", secret)).status).toBe(200)
+    const [d] = await receiver.waitFor(1)
+    expect(verified(created.secret, d!).data).toMatchObject({
+      source: "token_limit",
+      kind: "exceeded",
+      api_key_id: keyId,
+      limit_id: limit.body.id,
+      scope: "model",
+      model: "oai/gpt-4o",
+      window: "day",
+      used_tokens: 36,
+      max_tokens: 30
+    })
+    const refused = await chat("oai/gpt-4o", secret)
+    expect(refused.status).toBe(429)
+    // Announced once per window: a request refused by the spent limit publishes nothing more.
+    expect((await hooks(undefined, "POST", `/${created.id}/test`)).body.delivered).toBe(true)
+    await receiver.waitFor(2)
+    expect(receiver.of("quota.exceeded").length).toBe(1)
+  })
+
   it("a combo whose primary target fails over fires combo.switched", async () => {
     const created = (await hooks({ url: receiver.url, events: ["combo.switched"] })).body
     const combo = await call(`${gw.url}/api/combos`, { body: { name: "hookpair", strategy: "priority", targets: [{ model: "alt/m1" }, { model: "oai/gpt-4o" }] }, headers: admin })

@@ -44,6 +44,11 @@ export interface EgressShape {
   readonly isDirect: (proxyId: string | null | undefined) => boolean
   /** The dispatcher for a call to `targetHost` (undefined: direct). */
   readonly dispatcherFor: (proxyId: string | null | undefined, purpose: EgressPurpose, targetHost: string) => Effect.Effect<Dispatcher | undefined, EgressRefused>
+  /**
+   * A control-plane call to `url` (provider checks, OAuth token endpoints, provider-node probes,
+   * the sync server): `dispatcherFor(proxyId, "control", host)`, skipped when `isDirect`.
+   */
+  readonly control: (proxyId: string | null | undefined, url: string) => Effect.Effect<Dispatcher | undefined, EgressRefused>
   /** Which proxy a call would use (for the proxy test and the docs' examples); undefined: direct. */
   readonly choose: (proxyId: string | null | undefined, targetHost: string) => Effect.Effect<EgressChoice | undefined, EgressRefused>
   /** The guard's lookup, for a caller that opens its own socket to a proxy (the proxy test). */
@@ -236,9 +241,17 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
           return built.right
         })
 
+      const isDirect: EgressShape["isDirect"] = (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false
+
       return {
-        isDirect: (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false,
+        isDirect,
         dispatcherFor,
+        control: (proxyId, url) => {
+          if (isDirect(proxyId)) return Effect.succeed(undefined)
+          // An unparsable URL is refused by the caller's own URL check; here it simply has no host to choose for.
+          const host = URL.canParse(url) ? new URL(url).hostname : ""
+          return dispatcherFor(proxyId, "control", host)
+        },
         choose,
         lookup
       } satisfies EgressShape

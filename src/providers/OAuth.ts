@@ -20,6 +20,8 @@ import { originOf } from "../resilience/types.js"
 import { toIso } from "../store/Db.js"
 import { upsert } from "../store/dialect.js"
 import { Secrets } from "../store/Secrets.js"
+import type { Dispatcher } from "undici"
+import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { BoundedMap } from "../util/BoundedMap.js"
 import { PROVIDERS, findProvider } from "./catalog.js"
@@ -139,6 +141,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       const secrets = yield* Secrets
       const connections = yield* Connections
       const http = yield* UpstreamHttp
+      const egress = yield* Egress
       const cooldowns = yield* Cooldowns
       const config = yield* Effect.orDie(OAuthConfig)
       const env = new Map<string, Record<string, string>>()
@@ -173,13 +176,20 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           return verdict.ok ? Effect.void : Effect.fail(new BadRequest({ message: `${field} rejected: ${verdict.reason}` }))
         })
 
-      /** One POST to a token (or device authorization) endpoint, read whole. */
-      const post = (spec: OAuthSpec, url: string, params: Record<string, string>, form = false): Effect.Effect<TokenOutcome> => {
+      /**
+       * The proxy of the connection a flow re-authorizes (or refreshes): token endpoints are
+       * control-plane calls through the connection's proxy, else the global default (docs/egress.md).
+       */
+      const proxyOf = (connection: string | undefined) =>
+        connection === undefined ? Effect.succeed(undefined) : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? c.value.proxyId : undefined))
+
+      /** One POST to a token (or device authorization) endpoint, read whole, through `proxyId`'s egress. */
+      const post = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined, form = false): Effect.Effect<TokenOutcome> => {
         const body = form ? tokenBody({ ...spec, tokenRequest: "form" }, params) : tokenBody(spec, params)
         const hide = Object.entries(params).filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method").map(([, v]) => v)
-        return Effect.flatMap(Clock.currentTimeMillis, (started) =>
+        const send = (started: number, dispatcher: Dispatcher | undefined) =>
           http
-            .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024 })
+            .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024, ...(dispatcher ? { dispatcher } : {}) })
             .pipe(
               Effect.map((res): TokenOutcome => {
                 const raw = res.bytes?.toString("utf8") ?? ""
@@ -195,12 +205,15 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
               }),
               Effect.catchAll((e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` }))
             )
+        // A proxy that refuses (family rules, unreachable without the fallback) is a transient failure: the grant is not at fault.
+        return Effect.flatMap(Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(proxyId, url))), ([started, via]) =>
+          via._tag === "Left" ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` }) : send(started, via.right)
         )
       }
 
       /** A token request retried on transient failures (5xx, 429, network) with backoff. */
-      const postRetried = (spec: OAuthSpec, url: string, params: Record<string, string>) =>
-        post(spec, url, params).pipe(
+      const postRetried = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined) =>
+        post(spec, url, params, proxyId).pipe(
           Effect.flatMap((o) => (o._tag === "transient" ? Effect.fail(new Transient({ message: o.message })) : Effect.succeed(o))),
           Effect.retry(retrySchedule),
           Effect.catchTag("Transient", (e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: e.message }))
@@ -311,7 +324,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
             client_id: e.clientId,
             code_verifier: p.verifier!,
             ...(spec.tokenRequest === "json" ? { state: pasted.state } : {})
-          })
+          }, yield* proxyOf(p.connection))
           if (outcome._tag === "refused") return yield* new BadRequest({ message: `the token endpoint refused the code: ${describeRefusal(outcome)}` })
           if (outcome._tag === "transient") return yield* new BadGateway({ message: `the token endpoint failed: ${outcome.message}` })
           return yield* connect(p, provider, outcome.tokens, actor)
@@ -328,6 +341,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           yield* checkUrl("tokenUrl", e.tokenUrl)
           if (input.connection) yield* connections.get(input.connection)
           const pkce = spec.devicePkce ? pkcePair() : undefined
+          const via = yield* Effect.mapError(egress.control(yield* proxyOf(input.connection), e.deviceAuthorizationUrl), (err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.code}: ${err.message}` }))
           const res = yield* http
             .request({
               url: e.deviceAuthorizationUrl,
@@ -336,7 +350,8 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
               body: new URLSearchParams({ client_id: e.clientId, scope: e.scopes.join(" "), ...(pkce ? { code_challenge: pkce.challenge, code_challenge_method: "S256" } : {}) }).toString(),
               headersTimeout: "15 seconds",
               readWhole: true,
-              maxBodyBytes: 64 * 1024
+              maxBodyBytes: 64 * 1024,
+              ...(via ? { dispatcher: via } : {})
             })
             .pipe(Effect.mapError((err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.kind}: ${err.message}` })))
           const json = tryJson(res.bytes?.toString("utf8") ?? "") as Record<string, unknown> | undefined
@@ -379,7 +394,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
             device_code: p.deviceCode!,
             client_id: e.clientId,
             ...(p.verifier ? { code_verifier: p.verifier } : {})
-          }, true)
+          }, yield* proxyOf(p.connection), true)
           const now = yield* Clock.currentTimeMillis
           if (outcome._tag === "ok") {
             flows.delete(state)
@@ -447,7 +462,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           }
           const overrides = row?.endpoints ? (JSON.parse(row.endpoints) as EndpointOverrides) : {}
           const e: OAuthEndpoints = endpointsOf(c.provider, spec, overrides)
-          const outcome = yield* postRetried(spec, e.tokenUrl, { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId })
+          const outcome = yield* postRetried(spec, e.tokenUrl, { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId }, c.proxyId)
           if (outcome._tag === "ok") {
             yield* storeGrant(c.id, c.provider, row?.flow ?? "pkce", outcome.tokens, null, true)
             yield* Effect.logInfo(`oauth: ${c.name} token refreshed`)

@@ -37,8 +37,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
       const http = yield* UpstreamHttp
       const egress = yield* Egress
       /** Control-plane egress: the connection's proxy, which may fall back to direct (GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK). */
-      const via = (proxyId: string | null | undefined, baseUrl: string) =>
-        egress.isDirect(proxyId) ? Effect.succeed(undefined) : egress.dispatcherFor(proxyId, "control", new URL(baseUrl).hostname)
+      const via = egress.control
 
       const probeConnection = (c: Connection, timeout?: Duration.Duration) =>
         Effect.gen(function* () {

@@ -16,6 +16,7 @@ import { maskSecret } from "../observability/redact.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { Secrets } from "../store/Secrets.js"
+import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { findProvider } from "./catalog.js"
 import { type Connection, Connections } from "./Connections.js"
@@ -52,6 +53,7 @@ export class ProviderNodes extends Context.Tag("gateway/ProviderNodes")<Provider
       const secrets = yield* Secrets
       const writer = yield* BatchWriter
       const http = yield* UpstreamHttp
+      const egress = yield* Egress
 
       const usersOf = (id: string, all: ReadonlyArray<Connection>) => all.filter((c) => c.provider.id === id)
 
@@ -211,7 +213,12 @@ export class ProviderNodes extends Context.Tag("gateway/ProviderNodes")<Provider
           if (!verdict.ok) return yield* new BadRequest({ message: `baseUrl rejected: ${verdict.reason}` })
           const first = usersOf(current.id, yield* connections.list)[0]
           const key = input.apiKey ?? (first?.apiKey ? Redacted.value(first.apiKey) : undefined)
-          const probed = yield* probeProvider(http, spec, current.family, current.baseUrl, key)
+          // A control-plane call: through the proxy of the node's first connection, else the global default (docs/egress.md).
+          const via = yield* Effect.either(egress.control(first?.proxyId, current.baseUrl))
+          const probed =
+            via._tag === "Left"
+              ? { ok: false, status: null, latencyMs: 0, error: `${via.left.code}: ${via.left.message}`, models: [] }
+              : yield* probeProvider(http, spec, current.family, current.baseUrl, key, via.right ? { dispatcher: via.right } : {})
           const known = new Set(current.models.map((m) => m.id))
           const imported = input.importModels === true && probed.ok ? probed.models.map((m) => m.id).filter((m) => !known.has(m)) : []
           if (imported.length > 0) {

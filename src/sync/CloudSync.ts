@@ -24,6 +24,7 @@ import {
 import { ManagementApi } from "../management/Api.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { Secrets } from "../store/Secrets.js"
+import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { ConfigBundle, counts, diff, digest, openBundle, sealBundle } from "./Bundle.js"
 
@@ -69,6 +70,7 @@ const describe = (e: unknown): string => {
   if (tag === "RequestError") return `no answer (${message ?? "connection failed"})`
   if (tag === "TimeoutException") return "no answer within the timeout (GATEWAY_SYNC_TIMEOUT_MS)"
   if (tag === "Unauthorized" || tag === "Forbidden") return `the API key was refused (it must be an admin key of the sync server): ${message ?? ""}`.trim()
+  if (tag === "EgressRefused") return `${(e as { code: string }).code}: ${message ?? ""}`
   if (tag === "ResponseError") return `unexpected answer: ${message ?? ""}`.trim()
   return `${tag ?? "error"}: ${message ?? String(e)}`
 }
@@ -91,6 +93,7 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
       const lock = yield* Effect.makeSemaphore(1)
       // The sync server is an outbound call like any other: through the agent that enforces the SSRF guard.
       const http = yield* UpstreamHttp
+      const egress = yield* Egress
 
       const load: Effect.Effect<Option.Option<SyncState>> = Effect.map(kv.get(SYNC_NAMESPACE, STATE_KEY), (raw) =>
         Option.flatMap(raw, (text) => Option.getRight(Schema.decodeUnknownEither(StateJson)(text)))
@@ -100,12 +103,20 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
       const reveal = (stored: string) =>
         Effect.mapError(secrets.decrypt(stored), () => new BadRequest({ message: "the stored sync credentials do not decrypt with this storage key: initialize again" }))
 
-      /** The sync server's client: the derived management client, pointed only at the operator's server URL. */
+      /**
+       * The sync server's client: the derived management client, pointed only at the operator's
+       * server URL, through the control-plane egress (the global default proxy, docs/egress.md).
+       */
       const server = (serverUrl: string, apiKey: string) => {
-        const client = HttpApiClient.make(ManagementApi, {
-          baseUrl: serverUrl.replace(/\/+$/, ""),
-          transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
-        }).pipe(Effect.provide(FetchHttpClient.layer), Effect.provideService(FetchHttpClient.Fetch, http.fetch))
+        const client = Effect.flatMap(egress.control(null, serverUrl), (via) =>
+          HttpApiClient.make(ManagementApi, {
+            baseUrl: serverUrl.replace(/\/+$/, ""),
+            transformClient: (c) => HttpClient.mapRequest(c, HttpClientRequest.bearerToken(apiKey))
+          }).pipe(
+            Effect.provide(FetchHttpClient.layer),
+            Effect.provideService(FetchHttpClient.Fetch, via ? (input, init) => http.fetch(input, { ...init, dispatcher: via } as unknown as RequestInit) : http.fetch)
+          )
+        )
         /** One call with the timeout and the transport retry; failures other than `keep` become SyncServerError. */
         const call = <A, E>(label: string, f: (c: Effect.Effect.Success<typeof client>) => Effect.Effect<A, E>) =>
           Effect.flatMap(client, (c) =>

@@ -101,7 +101,10 @@ export interface UpstreamHttpShape {
   readonly userAgent: string
   /** Largest whole answer read (GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES): for callers of `readUpstreamBody`. */
   readonly maxResponseBytes: number
-  /** `fetch` over the same guarded agent, for clients built on the platform's HttpClient (the sync server). */
+  /**
+   * `fetch` over the same guarded agent, for clients built on the platform's HttpClient (the sync
+   * server); `init.dispatcher` (a proxy's, src/egress/) replaces the agent.
+   */
   readonly fetch: typeof globalThis.fetch
 }
 
@@ -251,7 +254,8 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         const policy = peekPolicy() ?? DEFAULT_URL_POLICY
         const refused = typeof target === "string" ? undefined : checkHostLiteral(target.host, policy)
         if (refused) return Promise.reject(new TypeError("fetch failed", { cause: refused }))
-        return undiciFetch(input as never, { ...(init as object), dispatcher: agent } as never) as unknown as Promise<Response>
+        // A caller may name a proxy's dispatcher (src/egress/) in `init`; else the direct, guarded agent.
+        return undiciFetch(input as never, { ...(init as object), dispatcher: (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? agent } as never) as unknown as Promise<Response>
       }) as typeof globalThis.fetch
       return {
         userAgent,

@@ -25,6 +25,7 @@ import { Connections } from "../providers/Connections.js"
 import { checkProviderUrl } from "../providers/urlPolicy.js"
 import { Secrets } from "../store/Secrets.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
+import { makeBookkeeping } from "./bookkeeping.js"
 import { type AttemptOutcome, attempt, deliver, envelope } from "./delivery.js"
 
 /**
@@ -84,6 +85,8 @@ interface Hook {
   all: boolean
   names: ReadonlySet<string>
   enabled: boolean
+  /** Failed deliveries in a row, as this process counts them (the column is written in batches). */
+  failures: number
   /** Deliveries queued or in flight (what the queue bound counts). */
   pending: number
   readonly queue: Queue.Queue<Job>
@@ -113,6 +116,8 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
       const connections = yield* Connections
       const retryBase = Duration.millis(yield* positiveInteger(RETRY_BASE_ENV, "milliseconds", 1000))
       const capacity = yield* positiveInteger(QUEUE_SIZE_ENV, "deliveries", 1000)
+      // Made before the workers' FiberMap: at shutdown the workers stop first, then the bookkeeping is written.
+      const books = yield* makeBookkeeping(DISABLE_AFTER)
       const workers = yield* FiberMap.make<string>()
       const hooks = new Map<string, Hook>()
       let seq = 0
@@ -135,8 +140,10 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
 
       const readRow = (id: string) =>
         Effect.flatMap(
-          Effect.orDie(
-            sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks WHERE id = ${id}`
+          // What every finished delivery did to the row is written first.
+          Effect.zipRight(
+            books.flush,
+            Effect.orDie(sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks WHERE id = ${id}`)
           ),
           (rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new NotFound({ message: `no webhook '${id}'` })))
         )
@@ -147,36 +154,18 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
           return verdict.ok ? Effect.void : Effect.fail(new BadRequest({ message: `url: ${verdict.reason}` }))
         })
 
-      /** Database trouble in the background is logged, never fatal to a worker. */
-      const quietly = <A, E>(what: string, effect: Effect.Effect<A, E>) =>
-        Effect.catchAllCause(Effect.asVoid(effect), (cause) => Effect.logWarning(`webhooks: ${what} failed`, cause))
-
       const recordAttempt = (id: string, o: AttemptOutcome) =>
-        quietly(
-          "recording an attempt",
-          Effect.flatMap(Clock.currentTimeMillis, (now) => sql`UPDATE webhooks SET last_triggered_at = ${now}, last_status = ${o.status} WHERE id = ${id}`)
-        )
-
-      const forget = (ids: ReadonlyArray<string>) =>
-        ids.length === 0 ? Effect.void : quietly("removing finished deliveries", sql`DELETE FROM webhook_deliveries WHERE ${sql.in("id", ids)}`)
+        Effect.map(Clock.currentTimeMillis, (now) => books.attempted(id, now, o.status))
 
       /** After a delivery's last attempt: the failure count, maybe disabling, and the pending row. */
       const finish = (hook: Hook, job: Job, outcome: AttemptOutcome) =>
-        Effect.gen(function* () {
-          if (outcome.ok) {
-            yield* quietly("resetting failure_count", sql`UPDATE webhooks SET failure_count = 0 WHERE id = ${hook.id}`)
-          } else {
-            yield* quietly(
-              "counting a failure",
-              sql`UPDATE webhooks SET failure_count = failure_count + 1, enabled = CASE WHEN failure_count + 1 >= ${DISABLE_AFTER} THEN 0 ELSE enabled END WHERE id = ${hook.id}`
-            )
-            const rows = yield* Effect.orElseSucceed(sql<{ enabled: number; failure_count: number }>`SELECT enabled, failure_count FROM webhooks WHERE id = ${hook.id}`, () => [])
-            if (rows[0] && !rows[0].enabled && hook.enabled) {
-              hook.enabled = false
-              yield* Effect.logWarning(`webhook ${hook.id} disabled after ${rows[0].failure_count} failed deliveries in a row (${outcome.error ?? "failed"})`)
-            }
-          }
-          yield* forget([job.id])
+        Effect.suspend(() => {
+          books.counted(hook.id, outcome.ok)
+          books.finished(job.id)
+          hook.failures = outcome.ok ? 0 : hook.failures + 1
+          if (outcome.ok || hook.failures < DISABLE_AFTER || !hook.enabled) return Effect.void
+          hook.enabled = false
+          return Effect.logWarning(`webhook ${hook.id} disabled after ${hook.failures} failed deliveries in a row (${outcome.error ?? "failed"})`)
         })
 
       /** A webhook's worker: its deliveries one after another, in the order the events came. */
@@ -186,7 +175,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
             const job = yield* Queue.take(hook.queue)
             if (!hook.enabled) {
               hook.pending--
-              return yield* forget([job.id])
+              return books.finished(job.id)
             }
             const outcome = yield* deliver(http, () => hook, job, { retryBase, onAttempt: (o) => recordAttempt(hook.id, o) })
             // Interrupted before this point (shutdown), the row stays and is delivered again at the next start.
@@ -207,8 +196,6 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
       const fanOut = (events: Chunk.Chunk<GatewayEvent>) =>
         Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
-          const rows: Array<{ id: string; webhook_id: string; event: string; body: string; created_at: number; seq: number }> = []
-          const handed: Array<readonly [Hook, Job]> = []
           for (const e of events) {
             if (!EVENT_NAMES.has(e.event)) continue
             let body: string | undefined
@@ -231,13 +218,10 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
               }
               const job: Job = { id: messageId(), event: e.event, body }
               hook.pending++
-              rows.push({ id: job.id, webhook_id: hook.id, event: e.event, body, created_at: now, seq: seq++ })
-              handed.push([hook, job])
+              books.persist({ id: job.id, webhook_id: hook.id, event: e.event, body, created_at: now, seq: seq++ })
+              Queue.unsafeOffer(hook.queue, job)
             }
           }
-          if (rows.length === 0) return
-          yield* quietly("persisting deliveries", sql`INSERT INTO webhook_deliveries ${sql.insert(rows)}`)
-          for (const [hook, job] of handed) Queue.unsafeOffer(hook.queue, job)
         })
 
       const dispatcher = Effect.forever(
@@ -273,6 +257,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
             all: events.includes("*"),
             names: new Set(events),
             enabled: row.enabled === 1,
+            failures: row.failure_count,
             pending: 0,
             queue: yield* Queue.unbounded<Job>(),
             lastDropLog: 0
@@ -305,7 +290,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
           Queue.unsafeOffer(hook.queue, { id: p.id, event: p.event, body: p.body })
         }
         if (pending.length > dropped.length) yield* Effect.logInfo(`webhooks: ${pending.length - dropped.length} pending deliveries resumed`)
-        for (let i = 0; i < dropped.length; i += 500) yield* forget(dropped.slice(i, i + 500))
+        for (const id of dropped) books.finished(id)
       })
       yield* Effect.orDie(start)
       yield* Effect.forkScoped(dispatcher)
@@ -367,6 +352,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
           hook.all = events.includes("*")
           hook.names = new Set(events)
           hook.enabled = row.enabled === 1
+          hook.failures = row.failure_count
           if (hook.enabled) yield* listen
           return saved(toView(row, secret), events)
         })
@@ -374,6 +360,8 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
       const remove: WebhooksShape["remove"] = (id) =>
         Effect.gen(function* () {
           const row = yield* readRow(id)
+          books.forget(id)
+          yield* books.flush
           yield* Effect.orDie(sql`DELETE FROM webhooks WHERE id = ${id}`)
           yield* Effect.orDie(sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${id}`)
           hooks.delete(id)
@@ -394,8 +382,11 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
 
       return {
         list: Effect.flatMap(
-          Effect.orDie(
-            sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks ORDER BY created_at, id`
+          Effect.zipRight(
+            books.flush,
+            Effect.orDie(
+              sql<Row>`SELECT id, url, events, secret, enabled, description, created_at, last_triggered_at, last_status, failure_count FROM webhooks ORDER BY created_at, id`
+            )
           ),
           (rows) => Effect.forEach(rows, (row) => Effect.map(reveal(row.secret), (s) => toView(row, maskSecret(s))))
         ),

@@ -1,4 +1,5 @@
 import * as http from "node:http"
+import * as https from "node:https"
 import type { AddressInfo, Socket } from "node:net"
 import { createProxy } from "proxy"
 import { createServer as createSocksServer } from "simple-socks"
@@ -19,6 +20,8 @@ export interface TestProxy {
   readonly passed: Array<Passed>
   /** Attempts refused for bad or missing credentials. */
   refused: number
+  /** TLS handshakes that failed (an HTTPS proxy whose certificate the client refused). */
+  tlsErrors: number
   close(): Promise<void>
 }
 
@@ -26,16 +29,19 @@ const familyOf = (s: Socket): "IPv4" | "IPv6" => (s.remoteFamily === "IPv6" ? "I
 
 /**
  * A real HTTP proxy (the `proxy` package: CONNECT tunnels and absolute-URI forwarding) on
- * `host`, recording what passed; with `auth`, `Proxy-Authorization: Basic` must match.
+ * `host`, recording what passed; with `auth`, `Proxy-Authorization: Basic` must match. With
+ * `tls` (a key and certificate) it is an HTTPS proxy: clients speak TLS to it, then CONNECT.
  */
-export const httpProxy = async (host: string, auth?: { user: string; password: string }, port = 0): Promise<TestProxy> => {
-  const server = createProxy(http.createServer())
+export const httpProxy = async (host: string, auth?: { user: string; password: string }, port = 0, tls?: { key: string | Buffer; cert: string | Buffer }): Promise<TestProxy> => {
+  const server = createProxy(tls ? https.createServer(tls) : http.createServer())
   const sockets = new Set<Socket>()
   server.on("connection", (s: Socket) => {
     sockets.add(s)
     s.once("close", () => sockets.delete(s))
   })
-  const self: TestProxy = { host, port: 0, passed: [], refused: 0, close: async () => undefined }
+  const self: TestProxy = { host, port: 0, passed: [], refused: 0, tlsErrors: 0, close: async () => undefined }
+  // A client that does not trust the certificate aborts the handshake: counted, never a tunnel.
+  server.on("tlsClientError", () => self.tlsErrors++)
   const credentialsOf = (req: http.IncomingMessage) => {
     const h = req.headers["proxy-authorization"]
     return h?.startsWith("Basic ") ? Buffer.from(h.slice(6), "base64").toString("utf8") : null
@@ -59,7 +65,7 @@ export const httpProxy = async (host: string, auth?: { user: string; password: s
 
 /** A real SOCKS5 server (`simple-socks`) on `host`, recording each CONNECT; with `auth`, RFC 1929 user/password. */
 export const socksProxy = async (host: string, auth?: { user: string; password: string }, port = 0): Promise<TestProxy> => {
-  const self: TestProxy = { host, port: 0, passed: [], refused: 0, close: async () => undefined }
+  const self: TestProxy = { host, port: 0, passed: [], refused: 0, tlsErrors: 0, close: async () => undefined }
   const users = new Map<Socket, string>()
   const server = createSocksServer({
     ...(auth

@@ -90,6 +90,12 @@ export class Receiver {
     })
   }
 
+  /** Answers every request left hanging so far with `status`. */
+  release(status = 200): void {
+    for (const res of this.hanging) res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ received: true }))
+    this.hanging.clear()
+  }
+
   of(event: string): ReadonlyArray<Delivery> {
     return this.deliveries.filter((d) => d.headers["x-webhook-event"] === event)
   }
