@@ -9,6 +9,7 @@ import { comboCommand } from "./commands/combos.js"
 import { evalCommand } from "./commands/evals.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
+import { mcpCommand } from "./commands/mcp.js"
 import { modelsCommand, providerCommand } from "./commands/models.js"
 import { providersCommand } from "./commands/providers.js"
 import { setupCommand } from "./commands/setup.js"
@@ -24,8 +25,8 @@ const command = gateway.pipe(
   Command.withHandler((root) =>
     Effect.gen(function* () {
       if (root.mcp) {
-        yield* Console.error("the MCP stdio server is not built in this version yet")
-        return yield* exitWith(2)
+        const { serveStdio } = yield* Effect.promise(() => import("../mcp/stdio.js"))
+        return yield* serveStdio(overridesFrom(root))
       }
       return yield* serve(overridesFrom(root))
     })
@@ -50,7 +51,8 @@ const command = gateway.pipe(
     logsCommand,
     modelsCommand,
     providerCommand,
-    evalCommand
+    evalCommand,
+    mcpCommand
   ])
 )
 
