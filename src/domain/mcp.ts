@@ -1,6 +1,6 @@
 import * as Schema from "effect/Schema"
 import { HistoryQuery } from "./usage.js"
-import { strict } from "./parse.js"
+import { oneOf, strict } from "./parse.js"
 
 /**
  * The MCP server's contract (docs/mcp.md): the scopes its tools are grouped under, the
@@ -28,21 +28,24 @@ export const ANONYMOUS_SCOPES: ReadonlyArray<McpScope> = ["read:catalog"]
 
 const described = <A, I>(schema: Schema.Schema<A, I>, description: string): Schema.Schema<A, I> => schema.annotations({ description })
 
+/** A string with something in it besides spaces; the tools trim it. (No Trim transformation: it would hide the description from the JSON Schema.) */
+const NonBlank = (what: string, description: string) =>
+  described(Schema.String.pipe(Schema.filter((s) => s.trim() !== "" || `${what} must not be empty`)), description)
+
 export const SkillsListArgs = Schema.Struct({
   category: Schema.optional(
-    described(Schema.Literal("api", "cli"), "api: REST API skills; cli: command-line skills.").annotations({ message: () => "category must be api or cli" })
+    oneOf(["api", "cli"], "category").annotations({ description: "api: REST API skills; cli: command-line skills.", jsonSchema: { enum: ["api", "cli"] } })
   ),
   area: Schema.optional(described(Schema.String, "The skill's area: its id without the gw- prefix (providers, budget, ...), or the cli- id itself."))
 }).annotations(strict)
 
 export const SkillsGetArgs = Schema.Struct({
-  id: described(Schema.String.pipe(Schema.minLength(1, { message: () => "id must not be empty" })), "A skill id such as gw-providers or cli-keys.")
+  id: NonBlank("id", "A skill id such as gw-providers or cli-keys.")
 }).annotations(strict)
 
 export const NoArgs = Schema.Struct({}).annotations(strict)
 
-const IdOrName = (what: string) =>
-  described(Schema.Trim.pipe(Schema.minLength(1, { message: () => `${what} must not be empty` })), `The ${what}'s id or name.`)
+const IdOrName = (what: string) => NonBlank(what, `The ${what}'s id or name.`)
 
 export const ProviderTestArgs = Schema.Struct({ provider: IdOrName("provider connection") }).annotations(strict)
 
@@ -50,10 +53,7 @@ export const KeyRevokeArgs = Schema.Struct({ key: IdOrName("API key") }).annotat
 
 export const ComboSwitchArgs = Schema.Struct({
   combo: IdOrName("combo"),
-  model: described(
-    Schema.Trim.pipe(Schema.minLength(1, { message: () => "model must not be empty" })),
-    "The target to make primary, <provider>/<model>; added in front when the combo does not have it."
-  ),
+  model: NonBlank("model", "The target to make primary, <provider>/<model>; added in front when the combo does not have it."),
   weight: Schema.optional(described(Schema.Number, "Its weight (weighted strategies)."))
 }).annotations(strict)
 

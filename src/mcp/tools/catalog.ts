@@ -29,7 +29,7 @@ export const catalogTools = (catalog: SkillCatalogShape): ReadonlyArray<McpTool>
     args: SkillsGetArgs,
     readOnly: true,
     run: (args, { caller }) =>
-      Effect.flatMap(catalog.get(args.id, caller.baseUrl), (found) =>
+      Effect.flatMap(catalog.get(args.id.trim(), caller.baseUrl), (found) =>
         Option.isNone(found)
           ? Effect.fail(new NotFound({ message: `no agent skill '${args.id}'; gateway_agent_skills_list names the skills present` }))
           : Effect.succeed({ skill: found.value.skill, markdown: found.value.markdown })

@@ -54,13 +54,14 @@ export const keyTools = (keys: ApiKeysShape): ReadonlyArray<McpTool> => [
     destructive: true,
     run: (args, { caller, enforce }) =>
       Effect.gen(function* () {
+        const key = args.key.trim()
         if (enforce && !caller.admin) {
-          const named = (yield* keys.list).filter((k) => k.id === args.key || k.name === args.key)
+          const named = (yield* keys.list).filter((k) => k.id === key || k.name === key)
           if (named.some((k) => k.scopes.includes("admin"))) {
-            return yield* new Forbidden({ message: `'${args.key}' names an admin key, which only an admin may revoke` })
+            return yield* new Forbidden({ message: `'${key}' names an admin key, which only an admin may revoke` })
           }
         }
-        return { revoked: yield* keys.remove(args.key, actorOf(caller)) }
+        return { revoked: yield* keys.remove(key, actorOf(caller)) }
       })
   })
 ]

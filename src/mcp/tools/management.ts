@@ -39,7 +39,7 @@ export const managementTools = (deps: ManagementToolDeps): ReadonlyArray<McpTool
     args: ProviderTestArgs,
     readOnly: false,
     openWorld: true,
-    run: (args) => Effect.map(deps.checks.test(args.provider), (result) => ({ ...result }))
+    run: (args) => Effect.map(deps.checks.test(args.provider.trim()), (result) => ({ ...result }))
   }),
   tool({
     name: "gateway_combos_list",
@@ -60,7 +60,7 @@ export const managementTools = (deps: ManagementToolDeps): ReadonlyArray<McpTool
     args: ComboSwitchArgs,
     readOnly: false,
     run: (args, { caller }) =>
-      Effect.map(switchPrimary(deps.combos, args.combo, { model: args.model, weight: args.weight }, actorOf(caller)), (s) => ({
+      Effect.map(switchPrimary(deps.combos, args.combo.trim(), { model: args.model.trim(), weight: args.weight }, actorOf(caller)), (s) => ({
         combo: comboView(s.combo),
         primary: s.primary,
         added: s.added
