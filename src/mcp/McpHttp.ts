@@ -1,7 +1,6 @@
 import * as Cookies from "@effect/platform/Cookies"
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
+import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -20,7 +19,6 @@ import { makeIdentify } from "../management/Auth.js"
 import { Settings } from "../settings/Settings.js"
 import { callerOfIdentity, type McpCaller } from "./caller.js"
 import { McpTools } from "./McpTools.js"
-import { LATEST_PROTOCOL, makeMcpServer, PROTOCOL_VERSIONS } from "./server.js"
 
 /** Where the streamable HTTP transport answers, on the gateway's own port. */
 export const MCP_PATH = "/mcp"
@@ -64,6 +62,21 @@ const baseUrlOf = (req: http.IncomingMessage): string | undefined => {
 
 const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
 
+/** An initialize request (or a batch holding one): what may open a session. The SDK checks the rest. */
+const isInitialize = (body: unknown): boolean =>
+  Array.isArray(body) ? body.some(isInitialize) : typeof body === "object" && body !== null && (body as { method?: unknown }).method === "initialize"
+
+/**
+ * The SDK, loaded at the first MCP request: it takes most of a second to import (zod, ajv,
+ * hono), which every CLI command would otherwise pay, since they import the gateway's layers.
+ */
+let sdk: Promise<typeof import("./server.js") & { readonly Transport: typeof StreamableHTTPServerTransport }> | undefined
+const loadSdk = () =>
+  (sdk ??= Promise.all([import("./server.js"), import("@modelcontextprotocol/sdk/server/streamableHttp.js")]).then(([server, http]) => ({
+    ...server,
+    Transport: http.StreamableHTTPServerTransport
+  })))
+
 /**
  * MCP over streamable HTTP on the gateway's port: sessions (`Mcp-Session-Id`) each with their own
  * SDK server and transport, callers authenticated on every request as the management plane
@@ -94,13 +107,14 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       /** A new session for `caller`; it is registered when the SDK has given it an id (after initialize). */
       const open = (caller: McpCaller) =>
         Effect.gen(function* () {
+          const { makeMcpServer, Transport } = yield* Effect.promise(loadSdk)
           if (sessions.size >= MAX_MCP_SESSIONS) {
             const oldest = [...sessions.values()].reduce((a, b) => (b.lastSeen < a.lastSeen ? b : a))
             yield* close(oldest)
           }
           const server = makeMcpServer(tools, run, (extra) => (extra.authInfo?.extra?.["caller"] as McpCaller | undefined) ?? caller)
           const holder: { session?: Session } = {}
-          const transport = new StreamableHTTPServerTransport({
+          const transport = new Transport({
             sessionIdGenerator: () => randomUUID(),
             onsessioninitialized: (id) => {
               holder.session = { id, transport, server, owner: ownerOf(caller), lastSeen: Date.now() }
@@ -166,8 +180,7 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
             if (session) yield* serve(session.transport, caller, req, res, body)
             return
           }
-          const initializing = Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body)
-          if (!initializing) return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
+          if (!isInitialize(body)) return reply(res, 400, -32000, "Bad Request: no Mcp-Session-Id header; a session begins with an initialize request")
           yield* serve(yield* open(caller), caller, req, res, body)
         }).pipe(
           Effect.catchAllCause((cause) =>
@@ -179,7 +192,7 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
 
       return {
         handle: (req, res) => void Runtime.runFork(runtime)(handleRequest(req, res)),
-        status: Effect.map(tools.settings, (s) => ({
+        status: Effect.map(Effect.zip(tools.settings, Effect.promise(loadSdk)), ([s, { LATEST_PROTOCOL, PROTOCOL_VERSIONS }]) => ({
           transports: [
             { name: "streamable-http" as const, endpoint: MCP_PATH },
             { name: "stdio" as const, endpoint: "gateway --mcp" }
