@@ -268,6 +268,13 @@ describe("MCP over streamable HTTP", () => {
     const deep = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, "[".repeat(200) + "]".repeat(200))
     expect(deep.status).toBe(400)
     expect((await rawCall(gw.url, "PUT", "/mcp", admin)).status).toBe(405)
+    for (const hostile of ['{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}', '{"jsonrpc":"2.0","id":1,"method":"initialize"}', '[{"method":"initialize"},7]']) {
+      const r = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, hostile)
+      expect(r.status, hostile).toBeGreaterThanOrEqual(200)
+      expect(r.status, hostile).toBeLessThan(500)
+    }
+    const noAccept = await rawCall(gw.url, "GET", "/mcp", { ...admin, "mcp-session-id": "x" })
+    expect(noAccept.status).toBeLessThan(500)
 
     // A session belongs to the caller that opened it.
     const opened = await initialize(LATEST_PROTOCOL_VERSION)
