@@ -50,6 +50,8 @@ import { SkillCatalog } from "./skills/SkillCatalog.js"
 import { AcpAgents } from "./clitools/AcpAgents.js"
 import { CliTools } from "./clitools/CliTools.js"
 import { CliToolsConfig } from "./clitools/CliToolsConfig.js"
+import { McpHttp } from "./mcp/McpHttp.js"
+import { McpTools } from "./mcp/McpTools.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
 import { Resilience } from "./resilience/Resilience.js"
 import { ResilienceConfig } from "./resilience/ResilienceConfig.js"
@@ -100,6 +102,8 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  Layer.provideMerge(McpHttp.layer),
+  Layer.provideMerge(McpTools.layer),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer)),

@@ -14,6 +14,7 @@ import { GatewayServer } from "../src/http/Server.js"
 import { InferenceRoutes } from "../src/inference/dispatch.js"
 import { ResponsesWebSocket } from "../src/inference/responsesWs.js"
 import { ManagementHandler } from "../src/management/App.js"
+import { McpHttp } from "../src/mcp/McpHttp.js"
 import { scrubSecrets } from "../src/observability/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
@@ -320,6 +321,7 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(InferenceRoutes, routes)),
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
       Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),
+      Layer.provide(Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
       Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),
       Layer.provide(Layer.succeed(ApiKeys, { hasAdminKey: Effect.succeed(true) } as never)),

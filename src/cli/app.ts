@@ -11,6 +11,7 @@ import { comboCommand } from "./commands/combos.js"
 import { evalCommand } from "./commands/evals.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { keysCommand } from "./commands/keys.js"
+import { mcpCommand } from "./commands/mcp.js"
 import { modelsCommand, providerCommand } from "./commands/models.js"
 import { providersCommand } from "./commands/providers.js"
 import { setupCommand } from "./commands/setup.js"
@@ -26,8 +27,8 @@ export const command = gateway.pipe(
   Command.withHandler((root) =>
     Effect.gen(function* () {
       if (root.mcp) {
-        yield* Console.error("the MCP stdio server is not built in this version yet")
-        return yield* exitWith(2)
+        const { serveStdio } = yield* Effect.promise(() => import("../mcp/stdio.js"))
+        return yield* serveStdio(overridesFrom(root))
       }
       return yield* serve(overridesFrom(root))
     })
@@ -54,6 +55,7 @@ export const command = gateway.pipe(
     providerCommand,
     evalCommand,
     a2aCommand,
+    mcpCommand,
     ...codingToolCommands
   ])
 )

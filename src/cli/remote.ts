@@ -1,4 +1,3 @@
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { AppConfig } from "../config/AppConfig.js"
@@ -6,11 +5,7 @@ import { BadRequest } from "../domain/errors.js"
 import { managementClient } from "./commands/status.js"
 import { cliConfig } from "./local.js"
 
-/** Options of commands that operate a running server. */
-export const remoteOptions = {
-  url: Options.text("url").pipe(Options.withDescription("Server address (default http://127.0.0.1:<port>)."), Options.optional),
-  apiKey: Options.text("api-key").pipe(Options.withDescription("Admin API key (default GATEWAY_API_KEY)."), Options.optional)
-}
+export { remoteOptions } from "./remoteOptions.js"
 
 /** The local server's address from the configuration (HOST, PORT, root options); `port` overrides. */
 export const localServerUrl = (port?: number) =>

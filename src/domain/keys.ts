@@ -1,8 +1,13 @@
 import * as Schema from "effect/Schema"
+import { MCP_SCOPES } from "./mcp.js"
 import { strict } from "./parse.js"
 
-/** `inference` keys call the model routes; `admin` keys also manage the gateway. */
-export const ApiKeyScope = Schema.Literal("inference", "admin")
+/**
+ * `inference` keys call the model routes; `admin` keys also manage the gateway. The MCP scopes
+ * (docs/mcp.md) let a non-admin key call those MCP tools; every valid key calls the model routes.
+ */
+export const API_KEY_SCOPES = ["inference", "admin", ...MCP_SCOPES] as const
+export const ApiKeyScope = Schema.Literal(...API_KEY_SCOPES)
 export type ApiKeyScope = typeof ApiKeyScope.Type
 
 export const ApiKeyName = Schema.Trim.pipe(

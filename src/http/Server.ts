@@ -22,6 +22,7 @@ import { InferenceRoutes, newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
+import { MCP_PATH, McpHttp } from "../mcp/McpHttp.js"
 import { clientAddress } from "./request.js"
 import { ipRefusal } from "../settings/ipFilter.js"
 import { Settings } from "../settings/Settings.js"
@@ -63,7 +64,8 @@ const listen = (server: http.Server, port: number, host: string) =>
 
 /**
  * One node:http server for both planes. Inference routes run as Effect programs forked on a
- * prepared runtime and tracked in a FiberSet; everything else goes to the management HttpApi.
+ * prepared runtime and tracked in a FiberSet; `/mcp` goes to the MCP transport; everything else
+ * goes to the management HttpApi.
  * On shutdown the server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes,
  * then cuts what is left; only after that do the layers below (the batched writer) close.
  */
@@ -75,6 +77,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const inference = yield* InferenceRoutes
       const management = yield* ManagementHandler
       const websocket = yield* ResponsesWebSocket
+      const mcp = yield* McpHttp
       const flags = yield* FeatureFlags
       const settings = yield* Settings
       const fibers = yield* FiberSet.make<void, never>()
@@ -130,7 +133,13 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
         const url = req.url ?? "/"
         const q = url.indexOf("?")
-        const taken = inference.route(req, res, q === -1 ? url : url.slice(0, q), q === -1 ? "" : url.slice(q + 1))
+        const path = q === -1 ? url : url.slice(0, q)
+        // MCP over streamable HTTP (src/mcp/McpHttp.ts): its own sessions and long-lived streams.
+        if (path === MCP_PATH) {
+          res.once("close", () => open.delete(res))
+          return mcp.handle(req, res)
+        }
+        const taken = inference.route(req, res, path, q === -1 ? "" : url.slice(q + 1))
         if (taken === undefined) {
           managementInFlight++
           res.once("close", () => {

@@ -9,6 +9,7 @@ import { CombosGroup } from "./combos/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { KeysGroup } from "./keys/Api.js"
+import { McpGroup } from "./mcp/Api.js"
 import { ModelsGroup } from "./models/Api.js"
 import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
@@ -61,4 +62,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ProxiesGroup)
   .add(AgentSkillsGroup)
   .add(CliToolsGroup)
-  .add(AcpGroup) {}
+  .add(AcpGroup)
+  .add(McpGroup) {}

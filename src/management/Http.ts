@@ -12,6 +12,7 @@ import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
 import { KeysLive } from "./keys/Http.js"
+import { McpLive } from "./mcp/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { NodesLive } from "./nodes/Http.js"
@@ -59,7 +60,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     ProxiesLive,
     AgentSkillsLive,
     CliToolsLive,
-    AcpLive
+    AcpLive,
+    McpLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

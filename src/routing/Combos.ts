@@ -4,8 +4,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
-import type { ComboConfig, ComboTarget, ComboView, CreateCombo, UpdateCombo } from "../domain/combos.js"
+import { type ComboConfig, type ComboTarget, type ComboView, type CreateCombo, UpdateCombo } from "../domain/combos.js"
 import { BadRequest, Conflict, NotFound } from "../domain/errors.js"
+import { decodeOrBadRequest } from "../domain/parse.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { toIso } from "../store/Db.js"
 import { isUniqueViolation } from "../store/dialect.js"
@@ -80,6 +81,26 @@ export const comboProblems = (c: Pick<Combo, "strategy" | "targets" | "config">)
   }
   return out
 }
+
+/**
+ * Makes `target` the combo's primary (first) target: moved to the front when the combo has it
+ * (its weight replaced when one is given), added in front when it does not. `gateway combo
+ * switch` and the MCP tool both switch through this.
+ */
+export const switchPrimary = (
+  combos: CombosShape,
+  idOrName: string,
+  target: { readonly model: string; readonly weight?: number | undefined },
+  actor: string
+): Effect.Effect<{ readonly combo: Combo; readonly primary: ComboTarget; readonly added: boolean }, BadRequest | NotFound | Conflict> =>
+  Effect.gen(function* () {
+    const combo = yield* combos.get(idOrName)
+    const existing = combo.targets.find((t) => t.model === target.model)
+    const first = existing ? { ...existing, ...(target.weight !== undefined ? { weight: target.weight } : {}) } : { model: target.model, ...(target.weight !== undefined ? { weight: target.weight } : {}) }
+    const patch = yield* decodeOrBadRequest(UpdateCombo)({ targets: [first, ...combo.targets.filter((t) => t.model !== target.model)] })
+    const updated = yield* combos.update(combo.id, patch, actor)
+    return { combo: updated, primary: updated.targets[0] ?? first, added: !existing }
+  })
 
 const nameTaken =
   (name: string) =>

@@ -5,10 +5,10 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { CreateCombo, UpdateCombo } from "../../domain/combos.js"
+import { CreateCombo } from "../../domain/combos.js"
 import { BadRequest } from "../../domain/errors.js"
 import { decodeOrBadRequest } from "../../domain/parse.js"
-import { comboView, Combos } from "../../routing/Combos.js"
+import { comboView, Combos, switchPrimary } from "../../routing/Combos.js"
 import { STRATEGY_NAMES } from "../../routing/types.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
@@ -89,23 +89,17 @@ const remove = Command.make("delete", { id: Args.text({ name: "id-or-name" }), j
   )
 ).pipe(Command.withDescription("Delete a routing combo."))
 
-const switchPrimary = Command.make("switch", { id: Args.text({ name: "id-or-name" }), model: Args.text({ name: "model" }), json }, (opts) =>
+const switchCommand = Command.make("switch", { id: Args.text({ name: "id-or-name" }), model: Args.text({ name: "model" }), json }, (opts) =>
   withLocalGateway(
     Effect.gen(function* () {
-      const combos = yield* Combos
-      const combo = yield* combos.get(opts.id)
-      const target = parseTarget(opts.model)
-      const existing = combo.targets.find((t) => t.model === target.model)
-      const first = existing ? { ...existing, ...(target.weight !== undefined ? { weight: target.weight } : {}) } : target
-      const patch = yield* decode(UpdateCombo, { targets: [first, ...combo.targets.filter((t) => t.model !== target.model)] })
-      const updated = yield* combos.update(combo.id, patch, "cli")
-      if (opts.json) return yield* printJson(comboView(updated))
-      yield* Console.log(`combo ${updated.name}: primary target is now ${first.model}${existing ? "" : " (added)"}`)
+      const switched = yield* switchPrimary(yield* Combos, opts.id, parseTarget(opts.model), "cli")
+      if (opts.json) return yield* printJson(comboView(switched.combo))
+      yield* Console.log(`combo ${switched.combo.name}: primary target is now ${switched.primary.model}${switched.added ? " (added)" : ""}`)
     })
   )
 ).pipe(Command.withDescription("Make a model the combo's primary (first) target, adding it when missing."))
 
 export const comboCommand = Command.make("combo").pipe(
   Command.withDescription("Manage routing combos in the local database (a running server sees changes within a second)."),
-  Command.withSubcommands([list, create, remove, switchPrimary])
+  Command.withSubcommands([list, create, remove, switchCommand])
 )

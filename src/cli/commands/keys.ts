@@ -5,7 +5,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ApiKeys } from "../../auth/ApiKeys.js"
-import { CreateApiKey, UpdateApiKey } from "../../domain/keys.js"
+import { API_KEY_SCOPES, CreateApiKey, UpdateApiKey } from "../../domain/keys.js"
 import { decodeOrBadRequest } from "../../domain/parse.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
@@ -16,8 +16,8 @@ const add = Command.make(
   "add",
   {
     name: Options.text("name").pipe(Options.withDescription("A label for the key."), Options.optional),
-    scope: Options.choice("scope", ["inference", "admin"]).pipe(
-      Options.withDescription("inference (default): model routes only; admin: also the management API."),
+    scope: Options.choice("scope", API_KEY_SCOPES).pipe(
+      Options.withDescription("inference (default): model routes only; admin: also the management API; an MCP scope (read:usage, write:keys, ...): also those MCP tools (docs/mcp.md)."),
       Options.repeated
     ),
     expiresAt: Options.text("expires-at").pipe(Options.withDescription("ISO 8601 expiry date."), Options.optional),

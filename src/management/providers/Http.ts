@@ -1,9 +1,9 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
 import { type Connection, Connections, connectionView } from "../../providers/Connections.js"
+import { liveConnectionView } from "../../providers/liveView.js"
 import { ProviderChecks } from "../../providers/ProviderChecks.js"
 import { Cooldowns } from "../../resilience/Cooldowns.js"
-import { toIso } from "../../store/Db.js"
 import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
@@ -12,13 +12,7 @@ export const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (h
     const connections = yield* Connections
     const checks = yield* ProviderChecks
     const cooldowns = yield* Cooldowns
-    /** The stored connection with its live cooldown state (the request path keeps it in memory). */
-    const live = (c: Connection) => {
-      const view = connectionView(c)
-      const h = cooldowns.healthAt(c.id, Date.now())
-      if (h.testStatus === null && h.lastError === null && h.backoffLevel === 0) return view
-      return { ...view, testStatus: h.testStatus ?? view.testStatus, rateLimitedUntil: toIso(h.rateLimitedUntil), lastError: h.lastError, lastErrorType: h.lastErrorType, errorCode: h.errorCode, backoffLevel: h.backoffLevel }
-    }
+    const live = (c: Connection) => liveConnectionView(cooldowns, c)
     return handlers
       .handle("list", () => Effect.map(connections.list, (list) => ({ connections: list.map(live) })))
       .handle("create", ({ payload }) =>

@@ -1,0 +1,8 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
+import { McpHttp } from "../../mcp/McpHttp.js"
+import { ManagementApi } from "../Api.js"
+
+export const McpLive = HttpApiBuilder.group(ManagementApi, "mcp", (handlers) =>
+  Effect.map(McpHttp, (mcp) => handlers.handle("status", () => mcp.status).handle("restart", () => mcp.restart))
+)
