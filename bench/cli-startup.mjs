@@ -10,7 +10,7 @@
 // by another build (a checkout of an older commit, built) to the same rounds, labelled `(other)`.
 // Needs `npm run build`.
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -43,27 +43,12 @@ const once = (args, extraEnv = {}) => {
   return { ms, stderr: r.stderr }
 }
 
-// Modules loaded: a loader hook that lists every module URL on stderr after a marker.
-const hookDir = mkdtempSync(path.join(os.tmpdir(), "cli-startup-hook-"))
-writeFileSync(path.join(hookDir, "hooks.mjs"), 'let port\nexport function initialize(data) { port = data.port }\nexport async function load(url, context, next) { port.postMessage(url); return next(url, context) }\n')
-writeFileSync(
-  path.join(hookDir, "count.mjs"),
-  [
-    'import { register } from "node:module"',
-    'import { MessageChannel } from "node:worker_threads"',
-    "const { port1, port2 } = new MessageChannel()",
-    "const seen = new Set()",
-    "port1.on('message', (u) => seen.add(u))",
-    "port1.unref()",
-    'register("./hooks.mjs", import.meta.url, { data: { port: port2 }, transferList: [port2] })',
-    "process.on('exit', () => process.stderr.write(`\\n@@modules ${seen.size}\\n`))"
-  ].join("\n")
-)
+// Modules loaded: bench/lib/moduleTrace.mjs lists them.
+const traceFile = path.join(dataDir, "modules.txt")
 const modulesOf = (args) => {
   if (args[0] === "-e") return 0
-  const { stderr } = once(["--import", path.join(hookDir, "count.mjs"), ...args])
-  const m = /@@modules (\d+)/.exec(stderr)
-  return m ? Number(m[1]) : null
+  once(["--import", path.join(BENCH, "lib/moduleTrace.mjs"), ...args], { MODULE_TRACE_OUT: traceFile })
+  return readFileSync(traceFile, "utf8").split("\n").filter((l) => l !== "").length
 }
 
 try {
@@ -99,5 +84,4 @@ try {
   say(`wrote ${path.relative(process.cwd(), file)}`)
 } finally {
   rmSync(dataDir, { recursive: true, force: true })
-  rmSync(hookDir, { recursive: true, force: true })
 }
