@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as Effect from "effect/Effect"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { ADMIN_KEY, BIN, cleanEnv, runCli, type CliResult } from "./support/cli.js"
