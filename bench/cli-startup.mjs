@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// `node bench/cli-startup.mjs [--runs N] [--compare <other bin/gateway>]`: how long `gateway` takes to answer commands that need
-// no server, hyperfine-style. Each round runs, in turn, a `node -e 0` baseline (the cost of
-// starting Node at all) and every command below, each as a fresh process in one temporary
-// DATA_DIR (prepared by one unmeasured `keys list`, so the database exists); N rounds
-// (default 15) after one warm-up round. Prints per command the median and min–max wall time,
+// `node bench/cli-startup.mjs [--runs N] [--compare <other bin/gateway>]`: how long `gateway`
+// takes to answer commands that need no server, hyperfine-style. Each round runs, in turn, a
+// `node -e 0` baseline (the cost of starting Node at all), @effect/cli's Command module loaded
+// alone (the floor of any CLI built on it) and every command below, each as a fresh process in
+// one temporary DATA_DIR (prepared by one unmeasured `keys list`, so the database exists); N
+// rounds (default 15) after one warm-up round. Prints per command the median and min–max wall time,
 // the median minus the baseline (what the gateway itself costs) and the ratio to the baseline,
 // plus the modules the command loads (a deterministic figure: it moves only when the imports
 // do, so it shows a regression that noisy timings hide). `--compare` adds the same commands run
@@ -27,8 +28,11 @@ const dataDir = mkdtempSync(path.join(os.tmpdir(), "cli-startup-"))
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dataDir, DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dataDir, ".env"), NO_COLOR: "1" }
 
 const COMMANDS = [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["keys", "list"]]
+// The least any @effect/cli program can load: the library's Command module (resolved from the repo).
+const FLOOR = `import(${JSON.stringify(path.resolve(BENCH, "../node_modules/@effect/cli/dist/esm/Command.js"))})`
 const cases = [
   { label: "node -e 0 (baseline)", args: ["-e", "0"], baseline: true },
+  { label: "@effect/cli's Command module alone (floor)", args: ["--input-type=module", "-e", FLOOR] },
   ...COMMANDS.flatMap((c) => [
     { label: `gateway ${c.join(" ")}`, args: [BIN, ...c] },
     ...(other ? [{ label: `gateway ${c.join(" ")} (other)`, args: [other, ...c] }] : [])
