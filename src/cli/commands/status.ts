@@ -4,12 +4,8 @@ import { json, remoteOptions } from "../options.js"
 
 const impl = () => import("./status.impl.js")
 
-export const statusOptions = {
-  url: remoteOptions.url,
-  apiKey: remoteOptions.apiKey,
-  json
-}
-export const healthOptions = { ...remoteOptions, json }
+export const statusOptions = { ...remoteOptions, json }
+export const healthOptions = statusOptions
 
 export const statusCommand = Command.make("status", statusOptions, lazy(impl, (m) => m.status)).pipe(
   Command.withDescription("Is the server running? Version, uptime, and with an admin key its providers and keys. Exit 1 when no server answers.")
