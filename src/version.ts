@@ -2,5 +2,11 @@ import { createRequire } from "node:module"
 
 const require = createRequire(import.meta.url)
 
-/** Build version, read once from package.json (one level above both src/ and dist/). */
-export const VERSION: string = (require("../package.json") as { version: string }).version
+/** package.json (one level above both src/ and dist/), read once. */
+const pkg = require("../package.json") as { name: string; version: string }
+
+/** Build version. */
+export const VERSION: string = pkg.version
+
+/** The npm package this build is (what `gateway update` looks up). */
+export const PACKAGE_NAME: string = pkg.name

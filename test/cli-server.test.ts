@@ -63,17 +63,17 @@ describe("setup, then serve, then the openai SDK (the README flow)", () => {
     expect(list.connections[0]).toMatchObject({ defaultModel: "m2", hasApiKey: true })
   })
 
-  it("reports bad setup input clearly with a non-zero exit", async () => {
+  it("reports bad setup input clearly as a usage error (exit 2, one line naming the option)", async () => {
     const dataDir = tempDir()
     const noProvider = await runCli(["setup", "--non-interactive", "--add-provider"], { DATA_DIR: dataDir })
-    expect(noProvider.code).toBe(1)
-    expect(noProvider.stderr).toContain("--add-provider needs --provider")
+    expect(noProvider.code).toBe(2)
+    expect(noProvider.stderr.trim()).toBe("error: --provider: --add-provider needs --provider (see `gateway providers available`)")
     const badUrl = await runCli(["setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", "ftp://x"], { DATA_DIR: dataDir })
-    expect(badUrl.code).toBe(1)
-    expect(badUrl.stderr).toContain("http or https")
+    expect(badUrl.code).toBe(2)
+    expect(badUrl.stderr.trim()).toBe("error: --provider-base-url: baseUrl must use http or https")
     const shortPw = await runCli(["setup", "--non-interactive", "--password", "short"], { DATA_DIR: dataDir })
-    expect(shortPw.code).toBe(1)
-    expect(shortPw.stderr).toContain("at least 8 characters")
+    expect(shortPw.code).toBe(2)
+    expect(shortPw.stderr.trim()).toBe("error: --password: password must be at least 8 characters")
   })
 
   it("setup without a terminal and without --non-interactive says how to run it", async () => {

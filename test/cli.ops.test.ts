@@ -208,11 +208,12 @@ describe("recovery commands", () => {
 
   it("reset-password sets the admin password (login works with it) and --clear removes it", async () => {
     const dataDir = await configured()
+    // Usage errors (exit 2): a value the API's schema refuses, and nothing to prompt on.
     const short = await runCli(["reset-password", "--password", "short"], { DATA_DIR: dataDir })
-    expect(short.code).toBe(1)
-    expect(short.stderr).toContain("password")
+    expect(short.code).toBe(2)
+    expect(short.stderr.trim()).toBe("error: --password: password must be at least 8 characters")
     const noTty = await runCli(["reset-password"], { DATA_DIR: dataDir })
-    expect(noTty.code).toBe(1)
+    expect(noTty.code).toBe(2)
     expect(noTty.stderr).toContain("--password")
     expect((await runCli(["reset-password", "--password", "a brand new password"], { DATA_DIR: dataDir })).code).toBe(0)
     const gw = await spawnGateway({ DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dataDir, "none.env") })
@@ -253,8 +254,8 @@ describe("config, env and health commands", () => {
     expect(missing.code).toBe(1)
     expect(missing.stderr).toContain("NOPE")
     const bad = await runCli(["env", "set", "1BAD", "x"], env)
-    expect(bad.code).toBe(1)
-    expect(bad.stderr).toContain("name")
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toContain("<name>: not a variable name")
 
     // config show: the env file's values are loaded at start; secrets masked.
     const cfg = await runCli(["config", "show", "--json"], env)

@@ -8,56 +8,66 @@ import { cacheCommand, quotaCommand } from "./commands/accounting.js"
 import { codingToolCommands } from "./commands/clitools.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
-import { evalCommand } from "./commands/evals.js"
+import { completionCommand } from "./commands/completion.js"
 import { doctorCommand } from "./commands/doctor.js"
+import { configCommand, envCommand } from "./commands/env.js"
+import { evalCommand } from "./commands/evals.js"
 import { keysCommand } from "./commands/keys.js"
+import { logsCommand } from "./commands/logs.js"
 import { mcpCommand } from "./commands/mcp.js"
 import { modelsCommand, providerCommand } from "./commands/models.js"
 import { providersCommand } from "./commands/providers.js"
+import { resetEncryptedColumnsCommand, resetPasswordCommand } from "./commands/recovery.js"
 import { setupCommand } from "./commands/setup.js"
-import { statusCommand } from "./commands/status.js"
-import { configCommand, envCommand, healthCommand, logsCommand, resetEncryptedColumnsCommand, resetPasswordCommand } from "./commands/system.js"
-import { overridesFrom } from "./local.js"
-import { exitWith } from "./output.js"
+import { healthCommand, statusCommand } from "./commands/status.js"
+import { testCommand } from "./commands/test.js"
+import { tunnelCommand } from "./commands/tunnel.js"
+import { updateCommand } from "./commands/update.js"
+import { lazy } from "./handler.js"
+import { colourOn, exitWith, red } from "./output.js"
 import { gateway } from "./root.js"
-import { serve } from "../system/serve.js"
+import { describeValidationError, withParserConsole } from "./usage.js"
 
-/** With no subcommand, `gateway` serves. The tree is exported for the agent-skill generator (src/skills/cliSource.ts). */
+/**
+ * The command tree. Every module imported here is light (see handler.ts): what a command does
+ * is loaded when it runs.
+ */
+export const subcommands = [
+  setupCommand,
+  doctorCommand,
+  providersCommand,
+  keysCommand,
+  statusCommand,
+  comboCommand,
+  quotaCommand,
+  cacheCommand,
+  backupCommand,
+  restoreCommand,
+  resetPasswordCommand,
+  resetEncryptedColumnsCommand,
+  configCommand,
+  envCommand,
+  healthCommand,
+  logsCommand,
+  modelsCommand,
+  providerCommand,
+  evalCommand,
+  tunnelCommand,
+  testCommand,
+  updateCommand,
+  completionCommand,
+  a2aCommand,
+  mcpCommand,
+  ...codingToolCommands
+] as const
+
+/** With no subcommand, `gateway` serves. */
 export const command = gateway.pipe(
-  Command.withHandler((root) =>
-    Effect.gen(function* () {
-      if (root.mcp) {
-        const { serveStdio } = yield* Effect.promise(() => import("../mcp/stdio.js"))
-        return yield* serveStdio(overridesFrom(root))
-      }
-      return yield* serve(overridesFrom(root))
-    })
+  Command.withHandler(lazy(() => import("./commands/serve.impl.js"), (m) => m.serve)),
+  Command.withDescription(
+    "Self-hosted AI gateway. Without a subcommand: start the server (port 20128). Every command takes --help (-h) and --version (-v), and --json where its output is data. Exit status: 0 done, 1 failed, 2 bad command line."
   ),
-  Command.withDescription("Self-hosted AI gateway. Without a subcommand: start the server (port 20128)."),
-  Command.withSubcommands([
-    setupCommand,
-    doctorCommand,
-    providersCommand,
-    keysCommand,
-    statusCommand,
-    comboCommand,
-    quotaCommand,
-    cacheCommand,
-    backupCommand,
-    restoreCommand,
-    resetPasswordCommand,
-    resetEncryptedColumnsCommand,
-    configCommand,
-    envCommand,
-    healthCommand,
-    logsCommand,
-    modelsCommand,
-    providerCommand,
-    evalCommand,
-    a2aCommand,
-    mcpCommand,
-    ...codingToolCommands
-  ])
+  Command.withSubcommands(subcommands)
 )
 
 const run = Command.run(command, { name: "gateway", version: VERSION })
@@ -67,13 +77,21 @@ export const normaliseArgv = (argv: ReadonlyArray<string>): Array<string> =>
   argv.map((a, i) => (i >= 2 && a === "-v" ? "--version" : a))
 
 /**
- * The whole CLI for an argv (`[node, script, ...args]`). Domain errors print `error: ...` and
- * set exit status 1; bad arguments (already explained by the parser) set 2.
+ * The whole CLI for an argv (`[node, script, ...args]`). Exit status: 0 done; 1 the command
+ * failed (`error: <message>`); 2 the command line is wrong (`error: <option>: <problem>`, one
+ * line, the same shape for every command), before anything ran.
  */
-export const cli = (argv: ReadonlyArray<string>) =>
-  run(normaliseArgv(argv)).pipe(
-    Effect.catchIf(ValidationError.isValidationError, () => exitWith(2)),
-    Effect.catchAll((e) =>
-      Console.error(`error: ${(e as { message?: string }).message ?? String(e)}`).pipe(Effect.zipRight(exitWith(1)))
-    )
+export const cli = (argv: ReadonlyArray<string>) => {
+  const args = normaliseArgv(argv)
+  const words = args.slice(2)
+  const json = words.includes("--json")
+  const fail = (code: number, line: string) =>
+    Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
+  return withParserConsole(run(args), json).pipe(
+    Effect.catchIf(ValidationError.isValidationError, (e) => fail(2, describeValidationError(e, words, command, subcommands))),
+    Effect.catchAll((e) => {
+      const error = e as { readonly _tag?: string; readonly message?: string }
+      return fail(error._tag === "UsageError" ? 2 : 1, error.message ?? String(e))
+    })
   )
+}

@@ -1,5 +1,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as LogLevel from "effect/LogLevel"
+import * as Logging from "../observability/Logging.js"
 
 /** Prints rows as an aligned plain-text table (no colours, so it pipes cleanly). */
 export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
@@ -22,3 +24,26 @@ export const exitWith = (code: number) =>
 
 export const orDash = (v: string | number | null | undefined): string =>
   v === null || v === undefined || v === "" ? "-" : String(v)
+
+/**
+ * Colours only on a terminal: never when the stream is a pipe or a file, with `NO_COLOR` set
+ * (no-color.org), `TERM=dumb`, or JSON output.
+ */
+export const colourOn = (stream: { readonly isTTY?: boolean }, json = false): boolean =>
+  stream.isTTY === true && !json && !process.env.NO_COLOR && process.env.TERM !== "dumb"
+
+const sgr = (code: number) => (text: string, on: boolean) => (on ? `\x1b[${code}m${text}\x1b[0m` : text)
+export const red = sgr(31)
+export const green = sgr(32)
+export const yellow = sgr(33)
+export const bold = sgr(1)
+
+/** ANSI escape sequences (colours, styles) in a text. */
+export const ANSI = /\x1b\[[0-9;]*m/g
+
+/** Logs of CLI commands go to stderr, warnings and above, so that stdout stays clean output. */
+export const cliLogger = Logging.layer(
+  process.env.LOG_FORMAT === "json" ? "json" : "pretty",
+  Logging.levelFromEnv(LogLevel.Warning),
+  { stderr: true }
+)

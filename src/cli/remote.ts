@@ -1,29 +1,43 @@
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { AppConfig } from "../config/AppConfig.js"
 import { BadRequest } from "../domain/errors.js"
-import { managementClient } from "./commands/status.js"
-import { cliConfig } from "./local.js"
+import { ManagementApi } from "../management/Api.js"
+import { appConfig } from "./root.js"
 
-export { remoteOptions } from "./remoteOptions.js"
+/** A client for the running server, derived from the same HttpApi the server implements. */
+export const managementClient = (baseUrl: string, adminKey: string | undefined) =>
+  HttpApiClient.make(ManagementApi, {
+    baseUrl,
+    transformClient: (client) => (adminKey ? HttpClient.mapRequest(client, HttpClientRequest.bearerToken(adminKey)) : client)
+  })
+
+/** The running server's address: `--url`, else the configured host (a wildcard bind reached on loopback) and port. */
+export const serverUrl = (url: Option.Option<string>) =>
+  Effect.map(appConfig, (config) => {
+    const connectHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
+    return Option.getOrElse(url, () => `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${config.port}`)
+  })
 
 /** The local server's address from the configuration (HOST, PORT, root options); `port` overrides. */
 export const localServerUrl = (port?: number) =>
-  Effect.gen(function* () {
-    const config = yield* Effect.provide(AppConfig, AppConfig.layer(yield* cliConfig))
+  Effect.map(appConfig, (config) => {
     const connectHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
     return `http://${connectHost.includes(":") ? `[${connectHost}]` : connectHost}:${port ?? config.port}`
   })
 
-/** The running server's address: `--url`, else this machine's bind address and port (`--port`, PORT). */
-export const serverUrl = (url: Option.Option<string>) =>
-  Option.isSome(url) ? Effect.succeed(url.value) : localServerUrl()
+/** `--api-key`, else GATEWAY_API_KEY. */
+export const adminKeyOf = (apiKey: Option.Option<string>): string | undefined =>
+  Option.getOrUndefined(apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
 
 /** The running server's management client, authenticated with the admin key. */
 export const remote = (opts: { readonly url: Option.Option<string>; readonly apiKey: Option.Option<string> }) =>
   Effect.gen(function* () {
     const url = yield* serverUrl(opts.url)
-    const adminKey = Option.getOrUndefined(opts.apiKey) ?? (process.env.GATEWAY_API_KEY?.trim() || undefined)
+    const adminKey = adminKeyOf(opts.apiKey)
     if (!adminKey) return yield* new BadRequest({ message: "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
     return { url, client: yield* managementClient(url, adminKey) }
   })
@@ -36,3 +50,6 @@ export const explain = (url: string) => (e: unknown) => {
   if (tag === "Unauthorized") return new BadRequest({ message: "the admin key was refused" })
   return new BadRequest({ message: message ?? String(e) })
 }
+
+/** Provides the fetch-based HTTP client the management client and raw calls use. */
+export const withHttp = Effect.provide(FetchHttpClient.layer)

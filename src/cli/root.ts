@@ -1,12 +1,20 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { AppConfig, type AppConfigShape } from "../config/AppConfig.js"
+import { intFromText, schemaOption } from "./schema.js"
+
+/** A TCP port; 0 lets the system pick a free one (tests). */
+export const Port = Schema.Int.pipe(Schema.between(0, 65535, { message: () => "must be an integer from 0 to 65535" }))
 
 /**
  * The root command `gateway`. Its options are shared by the subcommands (`gateway --port 3000
  * status`). Its own action, with no subcommand, starts the server.
  */
 export const rootOptions = {
-  port: Options.integer("port").pipe(Options.withDescription("Port to listen on (default 20128, or PORT)."), Options.optional),
+  port: schemaOption("port", intFromText(Port)).pipe(Options.withDescription("Port to listen on (default 20128, or PORT)."), Options.optional),
   host: Options.text("host").pipe(
     Options.withDescription("Interface to bind (default 127.0.0.1, or HOST). A non-loopback address exposes the gateway to the network; inference there needs a gateway key unless GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true."),
     Options.optional
@@ -14,7 +22,29 @@ export const rootOptions = {
   dataDir: Options.text("data-dir").pipe(Options.withDescription("Where the database lives (default ./data, or DATA_DIR)."), Options.optional),
   noOpen: Options.boolean("no-open").pipe(Options.withDescription("Do not open a browser (accepted for compatibility; the gateway has no dashboard to open).")),
   mcp: Options.boolean("mcp").pipe(Options.withDescription("Serve MCP over stdio instead of HTTP.")),
-  nonInteractive: Options.boolean("non-interactive").pipe(Options.withDescription("Never prompt."))
+  nonInteractive: Options.boolean("non-interactive").pipe(Options.withDescription("Never prompt.")),
+  json: Options.boolean("json").pipe(Options.withDescription("Print JSON: `gateway --json <command>` is `gateway <command> --json`."))
 }
 
 export const gateway = Command.make("gateway", rootOptions)
+
+/** Overrides of AppConfig from the root options (`--port`, `--host`, `--data-dir`). */
+export const overridesFrom = (root: {
+  readonly port: Option.Option<number>
+  readonly host: Option.Option<string>
+  readonly dataDir: Option.Option<string>
+}): Partial<AppConfigShape> => {
+  const overrides: Partial<AppConfigShape> = {}
+  if (Option.isSome(root.port)) Object.assign(overrides, { port: root.port.value })
+  if (Option.isSome(root.host)) Object.assign(overrides, { host: root.host.value })
+  if (Option.isSome(root.dataDir)) Object.assign(overrides, { dataDir: root.dataDir.value })
+  return overrides
+}
+
+/** AppConfig overrides for a subcommand: the environment, overridden by the root options. */
+export const cliConfig = Effect.map(gateway, overridesFrom)
+
+/** The effective AppConfig (environment and root options), without building anything. */
+export const appConfig = Effect.gen(function* () {
+  return yield* Effect.provide(AppConfig, AppConfig.layer(yield* cliConfig))
+})

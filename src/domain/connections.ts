@@ -31,7 +31,7 @@ export const BaseUrl = Schema.Trim.pipe(
   )
 )
 
-const ModelId = Schema.Trim.pipe(
+export const ModelId = Schema.Trim.pipe(
   Schema.minLength(1, { message: () => "model id must not be empty" }),
   Schema.maxLength(256, { message: () => "model id must be at most 256 characters" })
 )

@@ -1,13 +1,13 @@
 import * as Schema from "effect/Schema"
 import { MCP_SCOPES } from "./mcp.js"
-import { strict } from "./parse.js"
+import { oneOf, strict } from "./parse.js"
 
 /**
  * `inference` keys call the model routes; `admin` keys also manage the gateway. The MCP scopes
  * (docs/mcp.md) let a non-admin key call those MCP tools; every valid key calls the model routes.
  */
 export const API_KEY_SCOPES = ["inference", "admin", ...MCP_SCOPES] as const
-export const ApiKeyScope = Schema.Literal(...API_KEY_SCOPES)
+export const ApiKeyScope = oneOf(API_KEY_SCOPES, "scope")
 export type ApiKeyScope = typeof ApiKeyScope.Type
 
 export const ApiKeyName = Schema.Trim.pipe(
@@ -15,10 +15,14 @@ export const ApiKeyName = Schema.Trim.pipe(
   Schema.maxLength(64, { message: () => "name must be at most 64 characters" })
 )
 
+/** A per-minute rate: a positive integer. */
+export const PerMinute = Schema.Int.pipe(Schema.between(1, 1_000_000_000, { message: () => "a rate limit must be an integer from 1 to 1000000000, or null for none" }))
+
 /** A per-minute limit: a positive integer, or null for none. */
-export const PerMinuteLimit = Schema.NullOr(
-  Schema.Int.pipe(Schema.between(1, 1_000_000_000, { message: () => "a rate limit must be an integer from 1 to 1000000000, or null for none" }))
-)
+export const PerMinuteLimit = Schema.NullOr(PerMinute)
+
+/** When a key stops working: an ISO 8601 date. */
+export const ApiKeyExpiry = Schema.DateFromString.pipe(Schema.validDate({ message: () => "expiresAt must be an ISO 8601 date" }))
 
 export const CreateApiKey = Schema.Struct({
   /** Requests per minute this key may make (inbound rate limit); null or absent: none (or the automatic default). */
@@ -29,9 +33,7 @@ export const CreateApiKey = Schema.Struct({
   scopes: Schema.optional(
     Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))
   ),
-  expiresAt: Schema.optional(
-    Schema.NullOr(Schema.DateFromString.pipe(Schema.validDate({ message: () => "expiresAt must be an ISO 8601 date" })))
-  )
+  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry))
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 

@@ -17,7 +17,8 @@ export type WireFormat = FormatId
 export type AuthStyle = "bearer" | "x-api-key" | "x-goog-api-key" | "xi-api-key" | "x-subscription-token" | "token" | "none"
 /** Breaker and cooldown profiles differ per class (spec document 1). */
 export type AuthClass = "apikey" | "oauth" | "local"
-export type ProviderCategory = "cloud" | "aggregator" | "local" | "custom"
+export const PROVIDER_CATEGORIES = ["cloud", "aggregator", "local", "custom"] as const
+export type ProviderCategory = (typeof PROVIDER_CATEGORIES)[number]
 /** What a model does: chat and embeddings, the media modalities (docs/media.md) and web search (docs/search.md). */
 export type ModelKind = "chat" | "embedding" | "image" | "video" | "music" | "speech" | "transcription" | "rerank" | "moderation" | "search"
 

@@ -5,15 +5,7 @@ import { spawn } from "node:child_process"
 import type { AppConfigShape } from "../config/AppConfig.js"
 import { live } from "../Gateway.js"
 import { Lifecycle, RESTART_EXIT_CODE, restartMode } from "./Lifecycle.js"
-
-/**
- * The environment the process started with, before the env file was loaded into it: a restarted
- * gateway reads the env file afresh, so a changed value takes effect (set by main.ts).
- */
-let startEnv: NodeJS.ProcessEnv = { ...process.env }
-export const rememberStartEnv = (env: NodeJS.ProcessEnv) => {
-  startEnv = { ...env }
-}
+import { startingEnv } from "./startEnv.js"
 
 /**
  * Runs the gateway as this process's child, with the same node options, argv and starting
@@ -25,7 +17,7 @@ const supervise = Effect.async<number>((resume) => {
   let child: ReturnType<typeof spawn>
   const start = () => {
     child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-      env: { ...startEnv, GATEWAY_SUPERVISED: "1" },
+      env: { ...startingEnv(), GATEWAY_SUPERVISED: "1" },
       stdio: "inherit"
     })
     child.once("exit", (code, signal) => {

@@ -20,9 +20,13 @@ export const cleanEnv = (env: Record<string, string>): Record<string, string> =>
   ...env
 })
 
-export const runCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: { readonly prefix?: ReadonlyArray<string> } = {}): Promise<CliResult> =>
+export const runCli = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string> = {},
+  options: { readonly prefix?: ReadonlyArray<string>; readonly nodeArgs?: ReadonlyArray<string> } = {}
+): Promise<CliResult> =>
   new Promise((resolve, reject) => {
-    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, ...args]
+    const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, ...(options.nodeArgs ?? []), BIN, ...args]
     const child = spawn(cmd!, rest, { env: cleanEnv(env), stdio: ["ignore", "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""

@@ -1,102 +1,32 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
-import * as Effect from "effect/Effect"
-import * as fs from "node:fs"
-import * as path from "node:path"
-import * as Option from "effect/Option"
-import { BACKUP_ID_PATTERN } from "../../domain/backups.js"
-import { BadRequest, NotFound } from "../../domain/errors.js"
-import { Backups } from "../../store/Backups.js"
-import { Secrets } from "../../store/Secrets.js"
-import { ARCHIVE, databaseOf, isArchive, openStorageKey } from "../../sync/Archive.js"
-import { withLocalGateway } from "../local.js"
-import { printJson, table } from "../output.js"
+import { lazy } from "../handler.js"
+import { json } from "../options.js"
 
-const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
+const impl = () => import("./backup.impl.js")
+
+export const backupOptions = { list: Options.boolean("list").pipe(Options.withDescription("List the backups instead of creating one.")), json }
+export const restoreOptions = {
+  source: Args.text({ name: "id|file" }).pipe(Args.withDescription("A backup id (gateway backup --list), a database file or an exportAll archive (.tar.gz).")),
+  passphrase: Options.text("passphrase").pipe(
+    Options.withDescription("The archive's passphrase: also restore the storage key it carries (exportAll?includeKey=true)."),
+    Options.optional
+  ),
+  json
+}
 
 /** `gateway backup`: a manual backup of the local database now; prints its id. `--list` lists them. */
-export const backupCommand = Command.make(
-  "backup",
-  { list: Options.boolean("list").pipe(Options.withDescription("List the backups instead of creating one.")), json },
-  (opts) =>
-    withLocalGateway(
-      Effect.gen(function* () {
-        const backups = yield* Backups
-        if (opts.list) {
-          const list = yield* backups.list
-          if (opts.json) return yield* printJson({ backups: list })
-          if (list.length === 0) return yield* Console.log("no backups yet: create one with `gateway backup`")
-          return yield* Console.log(table(["ID", "CREATED", "SIZE", "KIND"], list.map((b) => [b.id, b.createdAt, String(b.size), b.kind])))
-        }
-        const made = yield* backups.create("manual")
-        if (opts.json) return yield* printJson(made)
-        yield* Console.log(made.id)
-        yield* Console.error(`backup ${made.id} written (${made.size} bytes); restore it with \`gateway restore ${made.id}\``)
-      })
-    )
-).pipe(Command.withDescription("Back up the local database (SQLite online backup) into DATA_DIR/backups; prints the backup id."))
+export const backupCommand = Command.make("backup", backupOptions, lazy(impl, (m) => m.backup)).pipe(
+  Command.withDescription("Back up the local database (SQLite online backup) into DATA_DIR/backups; prints the backup id.")
+)
 
 /**
  * `gateway restore <id|file>`: the same checks and safety backup as `POST /api/db-backups`. An
  * exportAll archive restores its database; with `--passphrase` also its storage key (into the key
  * file, the old one kept beside it), which a running server reads at its next start.
  */
-export const restoreCommand = Command.make(
-  "restore",
-  {
-    source: Args.text({ name: "id|file" }).pipe(Args.withDescription("A backup id (gateway backup --list), a database file or an exportAll archive (.tar.gz).")),
-    passphrase: Options.text("passphrase").pipe(
-      Options.withDescription("The archive's passphrase: also restore the storage key it carries (exportAll?includeKey=true)."),
-      Options.optional
-    ),
-    json
-  },
-  (opts) =>
-    withLocalGateway(
-      Effect.gen(function* () {
-        const backups = yield* Backups
-        const file = BACKUP_ID_PATTERN.test(opts.source)
-          ? yield* backups.fileOf(opts.source)
-          : fs.existsSync(opts.source)
-            ? path.resolve(opts.source)
-            : yield* Effect.fail(new NotFound({ message: `${JSON.stringify(opts.source)} is neither a backup id nor a file` }))
-        if (!isArchive(file)) {
-          if (Option.isSome(opts.passphrase)) return yield* new BadRequest({ message: "--passphrase is for exportAll archives; this is a database file" })
-          const result = yield* backups.restoreFile(file, opts.source)
-          if (opts.json) return yield* printJson(result)
-          return yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}`)
-        }
-        const found = yield* databaseOf(file, path.dirname(backups.tempFile("")), opts.source, [ARCHIVE.key])
-        return yield* Effect.gen(function* () {
-          const sealedKey = found.files[ARCHIVE.key]
-          // The key is opened before anything changes: a wrong passphrase restores nothing.
-          const key = Option.isSome(opts.passphrase)
-            ? sealedKey
-              ? yield* openStorageKey(fs.readFileSync(sealedKey, "utf8"), opts.passphrase.value)
-              : yield* new BadRequest({ message: `${opts.source} carries no storage key (exported without includeKey=true)` })
-            : undefined
-          const secrets = yield* Secrets
-          if (key !== undefined && secrets.source === "env") {
-            return yield* new BadRequest({ message: "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself" })
-          }
-          const result = yield* backups.restoreFile(found.db, opts.source)
-          let keyNote = ""
-          if (key !== undefined) {
-            const current = fs.existsSync(secrets.keyFile) ? fs.readFileSync(secrets.keyFile, "utf8").trim() : ""
-            if (current !== key) {
-              if (current) fs.copyFileSync(secrets.keyFile, `${secrets.keyFile}.${result.safetyBackup.id}.bak`)
-              fs.writeFileSync(secrets.keyFile, key + "\n", { mode: 0o600 })
-              keyNote = `; storage key restored into ${secrets.keyFile} (the previous one kept as ${path.basename(secrets.keyFile)}.${result.safetyBackup.id}.bak): restart a running server`
-            }
-          }
-          if (opts.json) return yield* printJson({ ...result, storageKey: key !== undefined })
-          yield* Console.log(`restored ${opts.source}; the previous state is backup ${result.safetyBackup.id}${keyNote}`)
-        }).pipe(Effect.ensuring(Effect.sync(() => Object.values(found.files).forEach((f) => fs.rmSync(f, { force: true })))))
-      })
-    )
-).pipe(
+export const restoreCommand = Command.make("restore", restoreOptions, lazy(impl, (m) => m.restore)).pipe(
   Command.withDescription(
     "Replace the local database with a backup, a database file or an exportAll archive (and, with --passphrase, its storage key), after an integrity and schema check and a safety backup."
   )

@@ -1,13 +1,10 @@
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import { remoteOptions } from "../remoteOptions.js"
+import { json, remoteOptions } from "../options.js"
 
 // Light on purpose: the management client (and the API contract under it) loads when a command runs.
 const loaded = Effect.promise(() => Promise.all([import("../remote.js"), import("../output.js"), import("@effect/platform/FetchHttpClient")]))
-
-const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
 
 const status = Command.make("status", { ...remoteOptions, json }, (opts) =>
   Effect.gen(function* () {

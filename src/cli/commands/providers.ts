@@ -1,129 +1,33 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
-import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import type { ConnectionTestResult } from "../../domain/connections.js"
-import { PROVIDERS, searchProviders } from "../../providers/catalog.js"
-import { type Connection, Connections, connectionView } from "../../providers/Connections.js"
-import { ProviderChecks } from "../../providers/ProviderChecks.js"
-import { checkProviderUrl } from "../../providers/urlPolicy.js"
-import { withLocalGateway } from "../local.js"
-import { exitWith, orDash, printJson, table } from "../output.js"
+import { oneOf } from "../../domain/parse.js"
+import { PROVIDER_CATEGORIES } from "../../providers/modelSpec.js"
+import { lazy } from "../handler.js"
+import { json } from "../options.js"
+import { schemaOption } from "../schema.js"
 
-const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
+const impl = () => import("./providers.impl.js")
 
-const available = Command.make(
-  "available",
-  {
-    search: Options.text("search").pipe(Options.withDescription("Filter by id, name or model."), Options.optional),
-    category: Options.choice("category", ["cloud", "aggregator", "local", "custom"]).pipe(Options.optional),
-    json
-  },
-  (opts) =>
-    Effect.gen(function* () {
-      const found = searchProviders({ search: Option.getOrUndefined(opts.search), category: Option.getOrUndefined(opts.category) })
-      if (opts.json) return yield* printJson({ providers: found })
-      yield* Console.log(
-        table(
-          ["ID", "NAME", "FORMAT", "CATEGORY", "MODELS", "BASE URL"],
-          found.map((p) => [p.id, p.name, p.format, p.category, String(p.models.length), p.baseUrl ?? "(you supply it)"])
-        )
-      )
-    })
-).pipe(Command.withDescription(`The provider catalog (${PROVIDERS.length} providers).`))
-
-const list = Command.make("list", { json }, (opts) =>
-  withLocalGateway(
-    Effect.gen(function* () {
-      const connections = (yield* (yield* Connections).list).map(connectionView)
-      if (opts.json) return yield* printJson({ connections })
-      if (connections.length === 0) return yield* Console.log("no provider connections yet: add one with `gateway setup`")
-      yield* Console.log(
-        table(
-          ["ID", "NAME", "PROVIDER", "BASE URL", "API KEY", "DEFAULT MODEL", "ENABLED", "STATUS"],
-          connections.map((c) => [
-            c.id,
-            c.name,
-            c.provider,
-            orDash(c.effectiveBaseUrl),
-            orDash(c.apiKey),
-            orDash(c.defaultModel),
-            c.enabled ? "yes" : "no",
-            orDash(c.testStatus)
-          ])
-        )
-      )
-    })
-  )
-).pipe(Command.withDescription("List provider connections from the local database (keys masked)."))
-
-const printTests = (results: ReadonlyArray<ConnectionTestResult>, asJson: boolean) =>
-  Effect.gen(function* () {
-    if (asJson) yield* printJson(results.length === 1 ? results[0] : { results })
-    else
-      yield* Console.log(
-        table(
-          ["NAME", "PROVIDER", "RESULT", "STATUS", "LATENCY", "MODELS", "ERROR"],
-          results.map((r) => [r.name, r.provider, r.ok ? "ok" : "FAILED", orDash(r.status), `${r.latencyMs}ms`, orDash(r.modelCount), orDash(r.error)])
-        )
-      )
-    if (results.some((r) => !r.ok)) yield* exitWith(1)
-  })
-
-const test = Command.make("test", { id: Args.text({ name: "id-or-name" }), json }, (opts) =>
-  withLocalGateway(Effect.flatMap(ProviderChecks, (c) => c.test(opts.id)).pipe(Effect.flatMap((r) => printTests([r], opts.json))))
-).pipe(Command.withDescription("Test one connection against its upstream (lists its models)."))
-
-const testAll = Command.make("test-all", { json }, (opts) =>
-  withLocalGateway(
-    Effect.gen(function* () {
-      const checks = yield* ProviderChecks
-      const all = yield* (yield* Connections).list
-      const results = yield* Effect.forEach(all, (c) => checks.test(c.id), { concurrency: 4 })
-      if (results.length === 0) return yield* Console.log("no provider connections to test")
-      yield* printTests(results, opts.json)
-    })
-  )
-).pipe(Command.withDescription("Test every connection."))
-
-/** Static checks of a stored connection: nothing is sent upstream. */
-const problemsOf = (c: Connection, policy: Parameters<typeof checkProviderUrl>[1]): ReadonlyArray<string> => {
-  const problems: Array<string> = []
-  if (c.provider.id === "unknown" || !PROVIDERS.some((p) => p.id === c.provider.id)) problems.push(`unknown provider '${c.provider.id}'`)
-  if (c.keyError) problems.push(c.keyError)
-  if (c.provider.requiresApiKey && !c.apiKey && !c.keyError) problems.push("no API key")
-  if (!c.effectiveBaseUrl) problems.push("no base URL")
-  else {
-    const verdict = checkProviderUrl(c.effectiveBaseUrl, policy)
-    if (!verdict.ok) problems.push(verdict.reason)
-  }
-  if (c.provider.models.length === 0 && !c.defaultModel && c.models.length === 0) problems.push("no models: set a default model")
-  return problems
+export const availableOptions = {
+  search: Options.text("search").pipe(Options.withDescription("Filter by id, name or model."), Options.optional),
+  category: schemaOption("category", oneOf(PROVIDER_CATEGORIES, "category")).pipe(Options.withDescription(`One of ${PROVIDER_CATEGORIES.join(", ")}.`), Options.optional),
+  json
 }
+export const listOptions = { json }
+export const testOptions = { id: Args.text({ name: "id-or-name" }), json }
+export const testAllOptions = { json }
+export const validateOptions = { json }
 
-const validate = Command.make("validate", { json }, (opts) =>
-  withLocalGateway(
-    Effect.gen(function* () {
-      const connections = yield* Connections
-      const policy = yield* connections.urlPolicy
-      const results = (yield* connections.list).map((c) => ({ id: c.id, name: c.name, provider: c.provider.id, problems: problemsOf(c, policy) }))
-      if (opts.json) yield* printJson({ valid: results.every((r) => r.problems.length === 0), connections: results })
-      else if (results.length === 0) yield* Console.log("no provider connections to validate")
-      else
-        yield* Console.log(
-          table(
-            ["NAME", "PROVIDER", "RESULT", "PROBLEMS"],
-            results.map((r) => [r.name, r.provider, r.problems.length === 0 ? "ok" : "INVALID", r.problems.join("; ") || "-"])
-          )
-        )
-      if (results.some((r) => r.problems.length > 0)) yield* exitWith(1)
-    })
-  )
-).pipe(Command.withDescription("Check stored connections for configuration problems (offline)."))
+const available = Command.make("available", availableOptions, lazy(impl, (m) => m.available)).pipe(Command.withDescription("The provider catalog."))
+const list = Command.make("list", listOptions, lazy(impl, (m) => m.list)).pipe(Command.withDescription("List provider connections from the local database (keys masked)."))
+const test = Command.make("test", testOptions, lazy(impl, (m) => m.test)).pipe(Command.withDescription("Test one connection against its upstream (lists its models); exit 1 when it fails."))
+const testAll = Command.make("test-all", testAllOptions, lazy(impl, (m) => m.testAll)).pipe(Command.withDescription("Test every connection; exit 1 when one fails."))
+const validate = Command.make("validate", validateOptions, lazy(impl, (m) => m.validate)).pipe(
+  Command.withDescription("Check stored connections for configuration problems (offline); exit 1 when one has a problem.")
+)
 
 export const providersCommand = Command.make("providers").pipe(
-  Command.withDescription("The provider catalog and the local provider connections."),
+  Command.withDescription("The provider catalog and the local provider connections (no server needed)."),
   Command.withSubcommands([available, list, test, testAll, validate])
 )

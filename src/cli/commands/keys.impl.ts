@@ -1,0 +1,60 @@
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { ApiKeys } from "../../auth/ApiKeys.js"
+import type { Parsed } from "../handler.js"
+import { withLocalGateway } from "../local.js"
+import { orDash, printJson, table } from "../output.js"
+import type { addOptions, limitsOptions, listOptions, removeOptions } from "./keys.js"
+
+export const add = (opts: Parsed<typeof addOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const created = yield* (yield* ApiKeys).create(
+        {
+          name: Option.getOrUndefined(opts.name),
+          scopes: opts.scope.length > 0 ? opts.scope : undefined,
+          expiresAt: Option.getOrUndefined(opts.expiresAt),
+          rpm: Option.getOrUndefined(opts.rpm),
+          tpm: Option.getOrUndefined(opts.tpm)
+        },
+        { actor: "cli" }
+      )
+      if (opts.json) return yield* printJson(created)
+      yield* Console.log(created.secret)
+      yield* Console.error(`created ${created.id} (${created.name}, scopes ${created.scopes.join(", ")}). The key is shown only now; store it safely.`)
+    })
+  )
+
+export const list = (opts: Parsed<typeof listOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const keys = yield* (yield* ApiKeys).list
+      if (opts.json) return yield* printJson({ keys })
+      if (keys.length === 0) return yield* Console.log("no API keys yet: create one with `gateway keys add`")
+      yield* Console.log(
+        table(
+          ["ID", "NAME", "KEY", "SCOPES", "RPM", "TPM", "CREATED", "EXPIRES", "LAST USED"],
+          keys.map((k) => [k.id, k.name, k.key, k.scopes.join(","), orDash(k.rpm), orDash(k.tpm), k.createdAt, orDash(k.expiresAt), orDash(k.lastUsedAt)])
+        )
+      )
+    })
+  )
+
+export const remove = (opts: Parsed<typeof removeOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const removed = yield* (yield* ApiKeys).remove(opts.id, "cli")
+      if (opts.json) return yield* printJson({ removed })
+      yield* Console.log(`removed ${removed.id} (${removed.name})`)
+    })
+  )
+
+export const limits = (opts: Parsed<typeof limitsOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const updated = yield* (yield* ApiKeys).update(opts.id, { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) }, "cli")
+      if (opts.json) return yield* printJson(updated)
+      yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
+    })
+  )
