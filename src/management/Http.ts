@@ -9,6 +9,7 @@ import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
+import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { ModelsLive } from "./models/Http.js"
 import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
@@ -30,6 +31,7 @@ import { WebhooksLive } from "./webhooks/Http.js"
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
   Layer.provide([
     HealthLive,
+    MetricsLive,
     AuthLive,
     KeysLive,
     ProvidersLive,
