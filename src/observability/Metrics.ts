@@ -81,6 +81,7 @@ const families = () => {
   const fallbacks = new Counter({ name: "gateway.fallback.attempts", description: "Failed attempts that fell back to another target", unit: "{attempt}", labels: ["requested_model", "provider", "model"] })
   const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
   const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
+  inFlight.add([], 0)
   return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, inFlight }
 }
 
