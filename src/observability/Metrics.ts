@@ -87,6 +87,10 @@ const families = () => {
 
 const NO_LABELS: ReadonlyArray<string> = []
 
+/** Status codes as label values, one string each (the metric store's lookups then hash nothing new). */
+const STATUS: Array<string> = []
+const statusText = (status: number): string => (STATUS[status] ??= String(status))
+
 /**
  * The metrics and their readers. The readers (the OpenTelemetry SDK's Prometheus serializer and,
  * with `push`, the OTLP periodic reader) are loaded when metrics are first read, or at once when
@@ -136,7 +140,7 @@ export const makeGatewayMetrics = (options: {
     requestEnded: (m) => {
       f.inFlight.add(NO_LABELS, -1)
       const row = m.row
-      const status = String(m.status)
+      const status = statusText(m.status)
       const key = m.keyId ?? ""
       const provider = row?.provider ?? ""
       const model = row?.model ?? ""

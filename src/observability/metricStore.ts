@@ -26,9 +26,7 @@ const DOUBLE = 1 as ValueType.DOUBLE
 /** Label sets kept per metric family before further ones go to the overflow series. */
 export const MAX_SERIES = 2000
 
-const OVERFLOW_KEY = "\u0000overflow"
 const OVERFLOW: Attributes = Object.freeze({ "otel.metric.overflow": true })
-const SEP = "\u0001"
 
 interface Descriptor {
   /** The OpenTelemetry name (`gen_ai.client.token.usage`); Prometheus gets it with `.` → `_`. */
@@ -47,25 +45,51 @@ const attributesOf = (names: ReadonlyArray<string>, values: ReadonlyArray<string
   return out
 }
 
+/** One level of the label trie: the next label's value → the level below (or, last, the series). */
+type Level<S> = Map<string, Level<S> | Series<S>>
+interface Series<S> {
+  readonly attributes: Attributes
+  readonly state: S
+}
+
 abstract class Family<S> {
-  protected readonly series = new Map<string, { readonly attributes: Attributes; readonly state: S }>()
+  /**
+   * Series by label values, one map level per label: a lookup hashes each value, and values that
+   * come from configuration (provider ids, model names, route templates) are the same string
+   * objects on every request, whose hash V8 keeps; a joined key would be a new string to hash.
+   */
+  private readonly root: Level<S> = new Map()
+  protected readonly series: Array<Series<S>> = []
+  private overflow: Series<S> | undefined
   constructor(readonly descriptor: Descriptor) {}
   protected abstract fresh(): S
   /** The series of a label set (created on first use, or the overflow series past the bound). */
   protected at(labels: ReadonlyArray<string>): S {
-    const key = labels.length === 1 ? labels[0]! : labels.join(SEP)
-    const found = this.series.get(key)
-    if (found !== undefined) return found.state
-    if (this.series.size >= MAX_SERIES) {
-      const overflow = this.series.get(OVERFLOW_KEY)
-      if (overflow !== undefined) return overflow.state
-      const state = this.fresh()
-      this.series.set(OVERFLOW_KEY, { attributes: OVERFLOW, state })
-      return state
+    const last = labels.length - 1
+    if (last < 0) return (this.series[0] ??= { attributes: {}, state: this.fresh() }).state
+    let level = this.root
+    for (let i = 0; i < last; i++) {
+      const value = labels[i]!
+      let next = level.get(value) as Level<S> | undefined
+      if (next === undefined) {
+        next = new Map()
+        level.set(value, next)
+      }
+      level = next
     }
-    const state = this.fresh()
-    this.series.set(key, { attributes: attributesOf(this.descriptor.labels, labels), state })
-    return state
+    const found = level.get(labels[last]!) as Series<S> | undefined
+    if (found !== undefined) return found.state
+    if (this.series.length >= MAX_SERIES) {
+      this.overflow ??= this.added({ attributes: OVERFLOW, state: this.fresh() })
+      return this.overflow.state
+    }
+    const created = this.added({ attributes: attributesOf(this.descriptor.labels, labels), state: this.fresh() })
+    level.set(labels[last]!, created)
+    return created.state
+  }
+  private added(series: Series<S>): Series<S> {
+    this.series.push(series)
+    return series
   }
   abstract data(start: HrTime, now: HrTime): MetricData | undefined
   protected otelDescriptor() {
@@ -82,8 +106,8 @@ export class Counter extends Family<{ value: number }> {
     this.at(labels).value += value
   }
   data(start: HrTime, now: HrTime): MetricData | undefined {
-    if (this.series.size === 0) return undefined
-    const dataPoints = [...this.series.values()].map(({ attributes, state }) => ({ startTime: start, endTime: now, attributes, value: state.value }))
+    if (this.series.length === 0) return undefined
+    const dataPoints = this.series.map(({ attributes, state }) => ({ startTime: start, endTime: now, attributes, value: state.value }))
     return { descriptor: this.otelDescriptor(), aggregationTemporality: CUMULATIVE, dataPointType: SUM, isMonotonic: true, dataPoints }
   }
 }
@@ -97,8 +121,8 @@ export class UpDown extends Family<{ value: number }> {
     this.at(labels).value += value
   }
   data(start: HrTime, now: HrTime): MetricData | undefined {
-    if (this.series.size === 0) return undefined
-    const dataPoints = [...this.series.values()].map(({ attributes, state }) => ({ startTime: start, endTime: now, attributes, value: state.value }))
+    if (this.series.length === 0) return undefined
+    const dataPoints = this.series.map(({ attributes, state }) => ({ startTime: start, endTime: now, attributes, value: state.value }))
     return { descriptor: this.otelDescriptor(), aggregationTemporality: CUMULATIVE, dataPointType: SUM, isMonotonic: false, dataPoints }
   }
 }
@@ -132,9 +156,9 @@ export class Histogram extends Family<Buckets> {
     if (value > b.max) b.max = value
   }
   data(start: HrTime, now: HrTime): MetricData | undefined {
-    if (this.series.size === 0) return undefined
+    if (this.series.length === 0) return undefined
     const boundaries = this.boundaries.slice()
-    const dataPoints = [...this.series.values()].map(({ attributes, state }) => ({
+    const dataPoints = this.series.map(({ attributes, state }) => ({
       startTime: start,
       endTime: now,
       attributes,
