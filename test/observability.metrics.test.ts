@@ -149,14 +149,17 @@ describe("GET /metrics: what it counts", () => {
     const stream = await chat("good/gpt-4o", user, { stream: true })
     expect(stream.status).toBe(200)
     expect((await call(`${gw.url}/v1/no/such/route`)).status).toBe(404)
+    const unknown = await chat("nope/some-client-made-up-model", user)
+    expect(unknown.status).toBeGreaterThanOrEqual(400)
     expect((await call(`${gw.url}/v1/chat/completions`, { body: { model: "good/gpt-4o", messages: "not a list" }, headers: user })).status).toBe(400)
     const after = await scrape()
     const delta = (name: string, l: Record<string, string> = {}) => total(after, name, l) - total(before, name, l)
     expect(delta("gen_ai_client_operation_time_to_first_chunk_count", { gen_ai_provider_name: "openai", gen_ai_request_model: "gpt-4o" })).toBe(1)
     expect(delta("gateway_requests_total", { route: "unmatched", status: "404" })).toBe(1)
     expect(delta("gateway_requests_total", { route: "/v1/chat/completions", status: "400", provider: "", key_id: userKeyId })).toBe(1)
-    // The path's own text is never a label.
-    expect(after.some((s) => Object.values(s.labels).some((v) => v.includes("/v1/no/such")))).toBe(false)
+    expect(delta("gateway_requests_total", { route: "/v1/chat/completions", status: String(unknown.status), provider: "", model: "" })).toBe(1)
+    // Neither the path's own text nor a model no configuration has is ever a label.
+    expect(after.some((s) => Object.values(s.labels).some((v) => v.includes("/v1/no/such") || v.includes("made-up")))).toBe(false)
   })
 })
 

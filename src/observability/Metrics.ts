@@ -143,7 +143,8 @@ export const makeGatewayMetrics = (options: {
       const status = statusText(m.status)
       const key = m.keyId ?? ""
       const provider = row?.provider ?? ""
-      const model = row?.model ?? ""
+      // A row whose request reached no target names the model as the client wrote it: no label.
+      const model = provider === "" ? "" : (row?.model ?? "")
       f.requests.add([m.route, status, provider, model, key])
       f.requestDuration.record([m.route, status], m.seconds)
       if (m.upstreamSeconds !== undefined) f.overhead.record([m.route], Math.max(0, m.seconds - m.upstreamSeconds))
