@@ -75,6 +75,7 @@ import { InboundLimits } from "./accounting/InboundLimits.js"
 import { InFlight } from "./usage/InFlight.js"
 import { SharedState } from "./state/SharedState.js"
 import { Lifecycle } from "./system/Lifecycle.js"
+import { Observability } from "./observability/Observability.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
@@ -113,6 +114,7 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provide(Inference.layer),
   Layer.provide(StreamWatchdog.layer),
   Layer.provide(Router.layer),
+  Layer.provideMerge(Observability.layer),
   Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
   Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, InboundLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer, Guardrails.layer)),

@@ -148,14 +148,17 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
           })
           return management(req, res)
         }
-        // The fiber is the request's own: its log annotation is set when it is forked, at no cost of effects.
+        // The fiber is the request's own: its log annotations (request id, trace id when there is
+        // one) are set when it is forked, at no cost of effects.
         const fiber = run(taken.program, {
-          updateRefs: (refs, id) =>
-            FiberRefs.updateAs(refs, {
+          updateRefs: (refs, id) => {
+            const annotations = HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", taken.requestId as unknown)
+            return FiberRefs.updateAs(refs, {
               fiberId: id,
               fiberRef: FiberRef.currentLogAnnotations,
-              value: HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", taken.requestId as unknown)
+              value: taken.traceId === undefined ? annotations : HashMap.set(annotations, "traceId", taken.traceId as unknown)
             })
+          }
         })
         res.once("close", () => {
           open.delete(res)

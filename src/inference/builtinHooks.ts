@@ -23,7 +23,12 @@ const FIRST = Number.NEGATIVE_INFINITY
  * 499); the row goes on the event (`usage`) for the hooks after it.
  */
 export const attachUsageRow = (usage: UsageShape, accounting: AccountingShape, call: InferenceCall, track: Tracking): void => {
-  const write = (event: ResponseEvent | ErrorEvent) => recordRequest(usage, accounting, call, track, (row) => setUsage(event, row))
+  const write = (event: ResponseEvent | ErrorEvent) =>
+    recordRequest(usage, accounting, call, track, (row) => {
+      setUsage(event, row)
+      // The request's metrics read it when it ends (src/observability/Observability.ts).
+      call.ctx.usageRow = row
+    })
   attach(call.ctx, { name: "gateway.usage", priority: FIRST, onResponse: write, onError: write })
 }
 

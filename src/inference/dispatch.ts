@@ -31,6 +31,7 @@ import { endRequest, RequestHooks } from "./hooks.js"
 import { InboundLimits } from "../accounting/InboundLimits.js"
 import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
+import { observabilityOrNone } from "../observability/Observability.js"
 import { ResponseStore } from "./responseStore.js"
 import { isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
@@ -49,6 +50,8 @@ export type InferenceProgram = Effect.Effect<void>
 export interface InferenceRequest {
   readonly program: InferenceProgram
   readonly requestId: string
+  /** The trace id of its log lines: its span's, else the one of the client's `traceparent`. */
+  readonly traceId?: string | undefined
 }
 
 export interface InferenceRoutesShape {
@@ -81,12 +84,37 @@ const methodsOf = (table: Table, path: string): Array<string> => {
 }
 
 /** Paths under /api/ that no inference route has belong to the management plane (its own 404 shape). */
-const isManagementPath = (path: string): boolean => path === "/api" || path.startsWith("/api/")
+const isManagementPath = (path: string): boolean => path === "/api" || path.startsWith("/api/") || path === "/metrics"
+
+/** Requests no route has: one label for all of them in metrics and spans (their paths are the client's). */
+const UNMATCHED = "unmatched"
+
+const labels = new WeakMap<RegExp, string>()
+
+/**
+ * A route's label in metrics and spans: its path, or for a pattern its template
+ * (`/v1/providers/{provider}/embeddings`); never the concrete path, whose parameters are the
+ * client's (and, for the editor routes, a key).
+ */
+const routeLabel = (route: RouteDef): string => {
+  const p = route.path
+  if (typeof p === "string") return p
+  let label = labels.get(p)
+  if (label === undefined) {
+    label = p.source
+      .replace(/^\^/, "")
+      .replace(/\$$/, "")
+      .replace(/\(\?<(\w+)>(?:[^()]|\([^()]*\))*\)/g, "{$1}")
+      .replace(/\\(.)/g, "$1")
+    labels.set(p, label)
+  }
+  return label
+}
 
 /** A 404 (no route has the path) or 405 (another method has it) in the OpenAI error shape, before authentication. */
 const noRoute = (method: string, path: string, allowed: ReadonlyArray<string>): RouteDef => ({
   method: "GET",
-  path,
+  path: UNMATCHED,
   format: openAiChat,
   public: true,
   handle: () =>
@@ -162,6 +190,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const files = yield* Files
       const internal = yield* InternalCalls
       const inboundLimits = yield* InboundLimits
+      const observability = yield* observabilityOrNone
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -207,8 +236,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           apiKeyId: null,
           responseHeaders: { "x-gateway-session-id": explicitSession(req) ?? `sess_${requestId.slice(4)}` },
           // The request's hooks: the registry's table as it is now (hooks.ts).
-          hooks: hooks.current()
+          hooks: hooks.current(),
+          route: routeLabel(route),
+          endpoint: undefined,
+          span: undefined,
+          upstreamMs: undefined,
+          usageRow: undefined
         }
+        // In flight, its span while tracing is on, and the trace id its log lines carry.
+        const traceId = observability.begin(ctx)
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
@@ -290,6 +326,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             }
             // The request's end: onResponse or onError (its usage row among them), unless the recorded run ended it.
             const ending = endRequest(ctx, error, gone)
+            // Its metrics and span: after the end hooks' synchronous part, which put its usage row on ctx.
+            observability.end(ctx, gone ? 499 : res.statusCode, error)
             // Its usage row (if it writes one) is queued by now: no longer written ahead.
             if (ending === undefined) {
               inflight.end(ctx.requestId)
@@ -301,7 +339,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             })
           })
         )
-        return { program, requestId }
+        return { program, requestId, traceId }
       }
 
       const editorInfo: RouteDef = {

@@ -10,7 +10,9 @@ import type { Blocked, RoutePlan } from "../routing/plan.js"
 import type { RouterShape } from "../routing/Router.js"
 import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
 import type { Candidate } from "../routing/types.js"
-import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, type Tracking } from "./attempts.js"
+import type { ObservabilityShape } from "../observability/Observability.js"
+import { failureType } from "../observability/genai.js"
+import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "./attempts.js"
 import { InferenceError } from "./errors.js"
 import { attemptStarted, type HookTable, upstreamFailed } from "./hooks.js"
 import { committed, type RequestContext } from "./io.js"
@@ -66,6 +68,8 @@ export interface GuardedAttemptDeps {
   readonly now: () => number
   /** Whether info lines are written (log annotations cost effects on every attempt). */
   readonly infoOn: boolean
+  /** Each attempt's metrics, and its span while tracing is on. */
+  readonly observability: ObservabilityShape
 }
 
 /**
@@ -77,12 +81,14 @@ export interface GuardedAttemptDeps {
  * (`X-Gateway-Fallback-Attempts`, progress events). `track` says what the request's usage row
  * will record; the caller writes it.
  */
-export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn }: GuardedAttemptDeps) => {
+export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn, observability }: GuardedAttemptDeps) => {
+  const tracing = observability.tracing
   /** Tries the plan's candidates in order, falling back on retryable failures; answers the outcome of the one that served. */
   const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
       const { ctx, format: client } = request
       if (track.tried === undefined) track.tried = plan.candidates[0]
+      if (tracing) observability.routed(ctx, plan)
       const dispatch = Effect.gen(function* () {
         let attempts = 0
         let lastError: InferenceError | undefined
@@ -129,6 +135,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
               attempts++
               const startedAt = Date.now()
               const probe = gate.probe || plan.probes.has(candidate.key)
+              const span = tracing ? observability.attemptBegin(ctx, ctx.endpoint, candidate, attempts, probe) : undefined
               // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
               const starting = ctx.hooks?.onAttemptStart
               const tryIt =
@@ -160,7 +167,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
               else {
                 const failure = Cause.failureOption(exit.cause)
                 if (failure._tag === "None") {
-                  if (Cause.isInterrupted(exit.cause)) yield* releaseProbe
+                  const interrupted = Cause.isInterrupted(exit.cause)
+                  observability.attemptEnd(ctx, span, { endpoint: ctx.endpoint, candidate, latencyMs: Date.now() - startedAt, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
+                  if (interrupted) yield* releaseProbe
                   // Interrupted or a defect: no typed failure is in this cause.
                   return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
                 }
@@ -172,6 +181,15 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
                 memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
                 track.outcome = result.right
                 const broken = result.right.streamFailure
+                observability.attemptEnd(ctx, span, {
+                  endpoint: ctx.endpoint,
+                  candidate,
+                  latencyMs: latency,
+                  errorType: broken ? failureType(broken) : "",
+                  usage: result.right.usage,
+                  ttftMs: result.right.ttftMs,
+                  ...(span ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
+                })
                 const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
                 if (!broken) resilience.succeeded(candidate, result.right.headers, now())
                 yield* router.served(plan, candidate)
@@ -181,6 +199,15 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
                 return { kind: "served" as const, outcome: result.right }
               }
               const failed = result.left
+              observability.attemptEnd(ctx, span, {
+                endpoint: ctx.endpoint,
+                candidate,
+                latencyMs: latency,
+                errorType: failed.failure ? failureType(failed.failure) : (failed.error.code ?? String(failed.error.status)),
+                usage: undefined,
+                ttftMs: null,
+                message: failed.error.message
+              })
               track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
               if (!failed.failure) {
                 yield* releaseProbe

@@ -6,6 +6,8 @@ import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untruste
 import { VERSION } from "../version.js"
 import { badRequest, InferenceError } from "./errors.js"
 import { type HookHost, observe } from "./hooks.js"
+import type { Span as OtelSpan } from "@opentelemetry/api"
+import type { UsageRecord } from "../usage/Usage.js"
 
 /** Largest JSON body accepted on inference routes (images travel inline as base64). */
 export const MAX_JSON_BODY_BYTES = 32 * 1024 * 1024
@@ -31,6 +33,16 @@ export interface RequestContext extends HookHost {
   progress?: Progress
   /** The request body, when it was read before the route ran (idempotency fingerprints it). */
   body?: Buffer
+  /** The usage label of a request that writes a usage row (`chat.completions`, `images.generations`, ...). */
+  endpoint?: string
+  /** Observability (src/observability/Observability.ts): the route's label (its template, never the concrete path). */
+  route?: string
+  /** The request's span, while tracing is on. */
+  span?: OtelSpan | undefined
+  /** Milliseconds spent in upstream attempts so far (the rest is the gateway's own). */
+  upstreamMs?: number
+  /** The usage row the request wrote (its metrics' provider, model, tokens and cost). */
+  usageRow?: UsageRecord
 }
 
 /** Progress events of one streamed request (`X-Gateway-Progress: true`). */

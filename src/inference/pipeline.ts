@@ -35,6 +35,7 @@ import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { makeGuardedAttempt } from "./fallback.js"
+import { observabilityOrNone } from "../observability/Observability.js"
 import { clientError, decodeFailure, type InferenceError } from "./errors.js"
 import { makeFusion } from "./fusion.js"
 import { requestReceived, routeResolved } from "./hooks.js"
@@ -80,6 +81,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const timeouts = yield* StreamTimeouts
       const inflight = yield* InFlight
       const writeAhead = (ctx: RequestContext, endpoint: string) => {
+        ctx.endpoint = endpoint
         inflight.begin({ requestId: ctx.requestId, startedAt: ctx.startedAt, endpoint, apiKeyId: ctx.apiKeyId })
         return () => inflight.end(ctx.requestId)
       }
@@ -215,7 +217,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
         })
 
-      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
+      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn, observability: yield* observabilityOrNone })
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
       const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> => guarded(call, plan, track, attempt)
 

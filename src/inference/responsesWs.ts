@@ -23,6 +23,7 @@ import type { Candidate } from "../routing/types.js"
 import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, newTracking, type Tracking } from "./attempts.js"
 import { authenticateInference } from "./auth.js"
 import { attachUsageRow } from "./builtinHooks.js"
+import { observabilityOrNone } from "../observability/Observability.js"
 import type { InferenceCall } from "./call.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
 import { errorBody, InferenceError } from "./errors.js"
@@ -235,6 +236,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const hooks = yield* RequestHooks
       const guardrails = yield* Guardrails
       const inboundLimits = yield* InboundLimits
+      const observability = yield* observabilityOrNone
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
       const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
@@ -353,8 +355,11 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             responseHeaders: {},
             hooks: hooks.current(),
             // The frame is the request's body (the token estimate of the inbound limits reads it).
-            body: Buffer.from(raw)
+            body: Buffer.from(raw),
+            route: `websocket ${(req.url ?? "").split("?")[0]}`
           }
+          // In flight, its span while tracing is on; its log lines carry its request and trace ids.
+          const traceId = observability.begin(ctx)
           let untrack: (() => void) | undefined
           const serve: Effect.Effect<void, InferenceError> = Effect.gen(function* () {
             // The key's inbound limits, per message as HTTP checks them per request.
@@ -443,10 +448,11 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 }
               }
               const ending = endRequest(ctx, error, gone)
+              observability.end(ctx, gone ? 499 : answer.statusCode, error)
               const done = Effect.sync(() => untrack?.())
               return Effect.zipRight(ending === undefined ? done : Effect.zipRight(ending, done), after)
             })
-          )
+          ).pipe(Effect.annotateLogs(traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }))
         }
 
         // Frames are answered one after another; response.cancel stops the one in progress.

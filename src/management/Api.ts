@@ -8,6 +8,7 @@ import { CloudGroup } from "./cloud/Api.js"
 import { CombosGroup } from "./combos/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
+import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
 import { ModelsGroup } from "./models/Api.js"
@@ -36,6 +37,7 @@ export { ManagementAuth, Principal, type PrincipalShape } from "./Principal.js"
  */
 export class ManagementApi extends HttpApi.make("gateway")
   .add(HealthGroup)
+  .add(MetricsGroup)
   .add(AuthGroup)
   .add(KeysGroup)
   .add(ProvidersGroup)

@@ -11,6 +11,7 @@ import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
+import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
 import { ModelsLive } from "./models/Http.js"
@@ -34,6 +35,7 @@ import { WebhooksLive } from "./webhooks/Http.js"
 export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
   Layer.provide([
     HealthLive,
+    MetricsLive,
     AuthLive,
     KeysLive,
     ProvidersLive,

@@ -1,0 +1,282 @@
+/**
+ * Observability of the inference plane (docs/observability.md): the metrics of every request
+ * and upstream attempt (always), OpenTelemetry spans of both (only when an OTLP traces endpoint
+ * is configured), and the trace id that request log lines carry.
+ *
+ * The request path calls it at four points it already has: the request's start and end (the
+ * dispatcher and the WebSocket transport) and each attempt's start and end (the guarded attempt).
+ * With tracing off, a request costs a few counter and histogram updates (metricStore.ts) and no
+ * allocation beyond their label arrays; no span, context or Effect is created, and the OpenTelemetry
+ * SDK is not even loaded until `GET /metrics` is first read.
+ */
+import type * as OtelApi from "@opentelemetry/api"
+import type { Sampler } from "@opentelemetry/sdk-trace-base"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type { Usage } from "../formats/canonical.js"
+import type { RequestContext } from "../inference/io.js"
+import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
+import type { RoutePlan } from "../routing/plan.js"
+import type { Candidate } from "../routing/types.js"
+import * as Config from "effect/Config"
+import { ATTR, operationName, statusErrorType } from "./genai.js"
+import { GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics } from "./Metrics.js"
+import { readOtelSettings, type OtelSettings } from "./otelConfig.js"
+import { loadResource, loadTraceExporter, resourceAttributes } from "./otlp.js"
+
+/** What the guarded attempt tells about one attempt when it ends. */
+export interface AttemptEnd {
+  /** The usage label of the request (`chat.completions`, `embeddings`, ...). */
+  readonly endpoint: string | undefined
+  readonly candidate: Candidate
+  readonly latencyMs: number
+  /** Empty when it answered; else the upstream's status or what went wrong (`timeout`, `cut`, ...). */
+  readonly errorType: string
+  readonly usage: Partial<Usage> | undefined
+  readonly ttftMs: number | null
+  /** The answer's cost (spans only; computed by the caller only when `span` is set). */
+  readonly costUsd?: number
+  readonly message?: string
+}
+
+export interface ObservabilityShape {
+  readonly metrics: GatewayMetricsShape
+  /** Whether spans are made (an OTLP traces endpoint is configured). */
+  readonly tracing: boolean
+  /** A request began (its `route` label set): in flight, its span; answers the trace id its log lines carry. */
+  readonly begin: (ctx: RequestContext) => string | undefined
+  /** The request ended with `status` (499: the client left); once per `begin`. */
+  readonly end: (ctx: RequestContext, status: number, error?: { readonly code: string | null; readonly message: string }) => void
+  /** The plan a request is tried over (spans: route kind, combo, strategy). Call only when `tracing`. */
+  readonly routed: (ctx: RequestContext, plan: RoutePlan) => void
+  /** An attempt's span; call only when `tracing`. */
+  readonly attemptBegin: (ctx: RequestContext, endpoint: string | undefined, candidate: Candidate, attempt: number, probe: boolean) => OtelApi.Span
+  readonly attemptEnd: (ctx: RequestContext, span: OtelApi.Span | undefined, end: AttemptEnd) => void
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
+
+/** The W3C `traceparent` a client sent, when it is well formed (and not the all-zero ids). */
+export const parseTraceparent = (header: string | Array<string> | undefined): { readonly traceId: string; readonly spanId: string; readonly flags: number } | undefined => {
+  if (typeof header !== "string") return undefined
+  const m = TRACEPARENT.exec(header.trim().toLowerCase())
+  if (!m || m[1] === "ff" || /^0+$/.test(m[2]!) || /^0+$/.test(m[3]!)) return undefined
+  return { traceId: m[2]!, spanId: m[3]!, flags: parseInt(m[4]!, 16) }
+}
+
+interface Tracing {
+  readonly api: typeof OtelApi
+  readonly tracer: OtelApi.Tracer
+}
+
+const samplerOf = (sdk: typeof import("@opentelemetry/sdk-trace-base"), s: OtelSettings["sampler"]): Sampler => {
+  const ratio = new sdk.TraceIdRatioBasedSampler(s.ratio)
+  switch (s.name) {
+    case "always_on":
+      return new sdk.AlwaysOnSampler()
+    case "always_off":
+      return new sdk.AlwaysOffSampler()
+    case "traceidratio":
+      return ratio
+    case "parentbased_always_off":
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOffSampler() })
+    case "parentbased_traceidratio":
+      return new sdk.ParentBasedSampler({ root: ratio })
+    default:
+      return new sdk.ParentBasedSampler({ root: new sdk.AlwaysOnSampler() })
+  }
+}
+
+/** The tracer over @effect/opentelemetry's tracer provider layer (a batch span processor to the OTLP exporter), for this layer's scope. */
+const loadTracing = (target: NonNullable<OtelSettings["traces"]>, settings: OtelSettings, resource: () => Promise<import("@opentelemetry/resources").Resource>) =>
+  Effect.gen(function* () {
+    const [api, sdk, NodeSdk, Tracer, EffectResource, exporter, res] = yield* Effect.promise(() =>
+      Promise.all([
+        import("@opentelemetry/api"),
+        import("@opentelemetry/sdk-trace-base"),
+        import("@effect/opentelemetry/NodeSdk"),
+        import("@effect/opentelemetry/Tracer"),
+        import("@effect/opentelemetry/Resource"),
+        loadTraceExporter(target),
+        resource()
+      ])
+    )
+    const processor = new sdk.BatchSpanProcessor(exporter, settings.batch)
+    const tracerLayer = Tracer.layerTracer.pipe(
+      Layer.provide(NodeSdk.layerTracerProvider(processor, { sampler: samplerOf(sdk, settings.sampler), shutdownTimeout: "5 seconds" })),
+      Layer.provide(Layer.succeed(EffectResource.Resource, res))
+    )
+    const built = yield* Layer.build(tracerLayer)
+    return { api, tracer: Context.get(built, Tracer.OtelTracer) } satisfies Tracing
+  })
+
+const setUsage = (span: OtelApi.Span, u: { readonly input?: number | null | undefined; readonly output?: number | null | undefined; readonly cached?: number | null | undefined; readonly cacheWrite?: number | null | undefined; readonly reasoning?: number | null | undefined }) => {
+  if (u.input != null) span.setAttribute(ATTR.inputTokens, u.input)
+  if (u.output != null) span.setAttribute(ATTR.outputTokens, u.output)
+  if (u.cached != null) span.setAttribute(ATTR.cacheReadTokens, u.cached)
+  if (u.cacheWrite != null) span.setAttribute(ATTR.cacheCreationTokens, u.cacheWrite)
+  if (u.reasoning != null) span.setAttribute(ATTR.reasoningTokens, u.reasoning)
+}
+
+const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): ObservabilityShape => {
+  const api = tracing?.api
+  const tracer = tracing?.tracer
+  return {
+    metrics,
+    tracing: tracing !== undefined,
+    begin: (ctx) => {
+      metrics.requestStarted()
+      const remote = parseTraceparent(ctx.req.headers["traceparent"])
+      if (tracer === undefined || api === undefined) return remote?.traceId
+      const parent = remote
+        ? api.trace.setSpanContext(api.ROOT_CONTEXT, { traceId: remote.traceId, spanId: remote.spanId, traceFlags: remote.flags & 1, isRemote: true })
+        : api.ROOT_CONTEXT
+      const method = ctx.req.method ?? "GET"
+      const span = tracer.startSpan(
+        `${method} ${ctx.route}`,
+        { kind: api.SpanKind.SERVER, startTime: ctx.startedAt, attributes: { [ATTR.httpMethod]: method, [ATTR.httpRoute]: ctx.route ?? "", [ATTR.requestId]: ctx.requestId } },
+        parent
+      )
+      ctx.span = span
+      return span.spanContext().traceId
+    },
+    end: (ctx, status, error) => {
+      const now = Date.now()
+      const row = ctx.usageRow
+      metrics.requestEnded({
+        route: ctx.route ?? "unmatched",
+        status,
+        keyId: ctx.apiKeyId,
+        seconds: (now - ctx.startedAt) / 1000,
+        upstreamSeconds: ctx.upstreamMs === undefined ? undefined : ctx.upstreamMs / 1000,
+        row
+      })
+      const span = ctx.span
+      if (span === undefined || api === undefined) return
+      span.setAttribute(ATTR.httpStatus, status)
+      if (ctx.apiKeyId !== null) span.setAttribute(ATTR.apiKeyId, ctx.apiKeyId)
+      if (row !== undefined) {
+        span.setAttribute(ATTR.endpoint, row.endpoint)
+        span.setAttribute(ATTR.operationName, operationName(row.endpoint))
+        if (row.provider) span.setAttribute(ATTR.providerName, row.provider)
+        span.setAttribute(ATTR.requestModel, row.requestedModel ?? row.model ?? "")
+        if (row.model) span.setAttribute(ATTR.responseModel, row.model)
+        span.setAttribute(ATTR.stream, row.stream)
+        setUsage(span, row.usage)
+        span.setAttribute(ATTR.fallbackAttempts, row.fallbackAttempts ?? 0)
+        span.setAttribute(ATTR.cacheHit, row.cacheHit ?? false)
+        if (row.costUsd != null) span.setAttribute(ATTR.costUsd, row.costUsd)
+        if (row.ttftMs != null) span.setAttribute(ATTR.ttftSeconds, row.ttftMs / 1000)
+      }
+      const errorType = statusErrorType(status)
+      if (errorType !== "") {
+        span.setAttribute(ATTR.errorType, error?.code ?? errorType)
+        span.setStatus({ code: api.SpanStatusCode.ERROR, message: error?.message ?? (status === 499 ? "client closed the request" : `status ${status}`) })
+      }
+      span.end(now)
+      ctx.span = undefined
+    },
+    routed: (ctx, plan) => {
+      const span = ctx.span
+      if (span === undefined) return
+      span.setAttribute(ATTR.routeKind, plan.kind)
+      span.setAttribute(ATTR.strategy, plan.strategy)
+      if (plan.kind !== "direct") span.setAttribute(ATTR.combo, plan.scope)
+    },
+    attemptBegin: (ctx, endpoint, candidate, attempt, probe) => {
+      const operation = operationName(endpoint)
+      return tracer!.startSpan(
+        `${operation} ${candidate.model}`,
+        {
+          kind: api!.SpanKind.CLIENT,
+          attributes: {
+            [ATTR.operationName]: operation,
+            [ATTR.providerName]: candidate.connection.provider.id,
+            [ATTR.requestModel]: candidate.model,
+            [ATTR.connection]: candidate.connection.name,
+            [ATTR.attempt]: attempt,
+            [ATTR.probe]: probe,
+            ...(ctx.span ? {} : { [ATTR.requestId]: ctx.requestId })
+          }
+        },
+        ctx.span ? api!.trace.setSpan(api!.ROOT_CONTEXT, ctx.span) : api!.ROOT_CONTEXT
+      )
+    },
+    attemptEnd: (ctx, span, e) => {
+      ctx.upstreamMs = (ctx.upstreamMs ?? 0) + e.latencyMs
+      const provider = e.candidate.connection.provider.id
+      metrics.attemptEnded({
+        operation: operationName(e.endpoint),
+        provider,
+        requestModel: e.candidate.model,
+        responseModel: e.candidate.model,
+        seconds: e.latencyMs / 1000,
+        errorType: e.errorType,
+        usage: e.usage,
+        ttftMs: e.ttftMs
+      })
+      if (span === undefined || api === undefined) return
+      span.setAttribute(ATTR.responseModel, e.candidate.model)
+      const u = e.usage
+      if (u) setUsage(span, { input: u.inputTokens, output: u.outputTokens, cached: u.cachedInputTokens, cacheWrite: u.cacheCreationTokens, reasoning: u.reasoningTokens })
+      if (e.ttftMs !== null) span.setAttribute(ATTR.ttftSeconds, e.ttftMs / 1000)
+      if (e.costUsd !== undefined) span.setAttribute(ATTR.costUsd, e.costUsd)
+      if (e.errorType !== "") {
+        span.setAttribute(ATTR.errorType, e.errorType)
+        span.setStatus({ code: api.SpanStatusCode.ERROR, message: e.message ?? e.errorType })
+      }
+      span.end()
+    }
+  }
+}
+
+const noop = () => undefined
+
+/** Where no Observability layer is provided (services built alone in tests): nothing is measured. */
+export const NO_OBSERVABILITY: ObservabilityShape = {
+  metrics: { requestStarted: noop, requestEnded: noop, attemptEnded: noop, scrape: Effect.succeed("") },
+  tracing: false,
+  begin: (ctx) => parseTraceparent(ctx.req.headers["traceparent"])?.traceId,
+  end: noop,
+  routed: noop,
+  attemptBegin: () => {
+    throw new Error("tracing is off")
+  },
+  attemptEnd: noop
+}
+
+/**
+ * Observability's layer: reads the `OTEL_*` settings, builds the metrics (and their OTLP push
+ * when configured) and, with a traces endpoint, the tracer. Provides `GatewayMetrics` too (the
+ * `/metrics` route reads it). Spans are flushed, and metrics pushed a last time, when it closes.
+ */
+export class Observability extends Context.Tag("gateway/Observability")<Observability, ObservabilityShape>() {
+  static readonly layer = Layer.scopedContext(
+    Effect.gen(function* () {
+      const settings = yield* readOtelSettings
+      for (const w of settings.warnings) yield* Effect.logWarning(`OpenTelemetry: ${w}`)
+      const serviceName = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.string("OTEL_SERVICE_NAME"))))
+      const attributes = Option.getOrUndefined(yield* Effect.orDie(Config.option(Config.string("OTEL_RESOURCE_ATTRIBUTES"))))
+      let resource: Promise<import("@opentelemetry/resources").Resource> | undefined
+      const loadedResource = () => (resource ??= loadResource(resourceAttributes(serviceName, attributes)))
+      const breakers = yield* Effect.serviceOption(CircuitBreakers)
+      const made = makeGatewayMetrics({ resource: loadedResource, breakers: Option.getOrUndefined(breakers), runtime: yield* Effect.runtime<never>(), push: settings.metrics })
+      yield* Effect.addFinalizer(() => Effect.promise(made.close))
+      // Pushing starts now (loading the SDK in the background); `/metrics` alone loads it when first read.
+      if (settings.metrics) void made.start().catch(() => undefined)
+      const tracing = settings.traces ? yield* loadTracing(settings.traces, settings, loadedResource) : undefined
+      if (settings.traces || settings.metrics) {
+        yield* Effect.logInfo(
+          `OpenTelemetry: ${[settings.traces && `traces to ${settings.traces.url} (${settings.traces.protocol})`, settings.metrics && `metrics to ${settings.metrics.url} (${settings.metrics.protocol}, every ${settings.metrics.intervalMillis} ms)`].filter(Boolean).join(", ")}`
+        )
+      }
+      const observability = make(made.metrics, tracing)
+      return Context.make(Observability, observability).pipe(Context.add(GatewayMetrics, made.metrics))
+    })
+  )
+}
+
+/** The Observability service when provided, else `NO_OBSERVABILITY`. */
+export const observabilityOrNone: Effect.Effect<ObservabilityShape> = Effect.map(Effect.serviceOption(Observability), Option.getOrElse(() => NO_OBSERVABILITY))
