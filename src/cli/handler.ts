@@ -39,3 +39,9 @@ export const lazy =
       const m = yield* Effect.promise(load)
       return yield* pick(m)(merged)
     }).pipe(Effect.locally(inHandler, true))
+
+/** A handler defined in place (nothing to load): its output is its own, and the root `--json` applies. */
+export const own =
+  <A, E, R>(handler: (opts: A) => Effect.Effect<void, E, R>) =>
+  (opts: A): Effect.Effect<void, E, R> =>
+    lazy(() => Promise.resolve(handler), (h) => h)(opts)

@@ -31,6 +31,7 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/api/usage": "gw-usage-logs",
   "/api/telemetry": "gw-usage-logs",
   "/api/monitoring": "gw-usage-logs",
+  "/metrics": "gw-usage-logs",
   "/api/compliance": "gw-usage-logs",
   "/api/usage/budget": "gw-budget",
   "/api/usage/token-limits": "gw-budget",

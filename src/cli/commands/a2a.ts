@@ -1,6 +1,6 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Effect from "effect/Effect"
+import { lazy } from "../handler.js"
 
 /**
  * `gateway a2a status|card`: the running server's A2A endpoint, from its agent card. Only the
@@ -10,7 +10,7 @@ import * as Effect from "effect/Effect"
 const url = Options.text("url").pipe(Options.withDescription("Server address (default http://127.0.0.1:<port>)."), Options.optional)
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON."))
 
-const run = () => Effect.promise(() => import("./a2aRun.js"))
+const run = () => import("./a2aRun.js")
 
 const status = Command.make(
   "status",
@@ -22,10 +22,10 @@ const status = Command.make(
     ),
     json
   },
-  (opts) => Effect.flatMap(run(), (m) => m.a2aStatus(opts))
+  lazy(run, (m) => m.a2aStatus)
 ).pipe(Command.withDescription("Is the A2A endpoint answering? Reads the agent card, then asks the endpoint it names for list-capabilities; exits 1 when either fails."))
 
-const card = Command.make("card", { url, json }, (opts) => Effect.flatMap(run(), (m) => m.a2aCard(opts))).pipe(
+const card = Command.make("card", { url, json }, lazy(run, (m) => m.a2aCard)).pipe(
   Command.withDescription("Print the running server's A2A agent card (/.well-known/agent-card.json): a summary, or the card itself with --json.")
 )
 

@@ -4,6 +4,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import { CLI_TOOLS } from "../../clitools/catalog.js"
+import { lazy, type Parsed } from "../handler.js"
 import { gateway } from "../root.js"
 
 /**
@@ -29,31 +30,38 @@ export interface ConnectionOptions {
   readonly model: Option.Option<string>
 }
 
-const impl = Effect.promise(() => import("./clitools.impl.js"))
+const impl = () => import("./clitools.impl.js")
+
+const setupOptions = {
+  ...connection,
+  dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the files and where they would go; write nothing.")),
+  yes: Options.boolean("yes").pipe(Options.withAlias("y"), Options.withDescription("Write without asking.")),
+  offline: Options.boolean("offline").pipe(Options.withDescription("Also turn off the tool's update checks, telemetry and other calls home.")),
+  json: Options.boolean("json").pipe(Options.withDescription("Print JSON."))
+}
+type SetupOptions = typeof setupOptions
 
 const setupCommand = (id: string, name: string) =>
   Command.make(
     `setup-${id}`,
-    {
-      ...connection,
-      dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the files and where they would go; write nothing.")),
-      yes: Options.boolean("yes").pipe(Options.withAlias("y"), Options.withDescription("Write without asking.")),
-      offline: Options.boolean("offline").pipe(Options.withDescription("Also turn off the tool's update checks, telemetry and other calls home.")),
-      json: Options.boolean("json").pipe(Options.withDescription("Print JSON."))
-    },
-    (opts) => Effect.flatMap(Effect.zip(impl, gateway), ([m, root]) => m.setupTool(id, opts, root.nonInteractive))
+    setupOptions,
+    lazy(impl, (m) => (opts: Parsed<SetupOptions>) => Effect.flatMap(gateway, (root) => m.setupTool(id, opts, root.nonInteractive)))
   ).pipe(Command.withDescription(`Point ${name} at this gateway: write its own configuration (models from the live catalog), keeping a backup.`))
 
 const launchArgs = Args.repeated(Args.text({ name: "args" })).pipe(Args.withDescription("Arguments for the tool (after `--`)."))
 
+const launchOptions = { ...connection, tool: Args.text({ name: "tool" }).pipe(Args.withDescription(`One of ${CLI_TOOLS.map((t) => t.id).join(", ")}.`)), args: launchArgs }
+type LaunchOptions = typeof launchOptions
+const launchCodexOptions = { ...connection, args: launchArgs }
+type LaunchCodexOptions = typeof launchCodexOptions
+
 const launchCommand = Command.make(
   "launch",
-  { ...connection, tool: Args.text({ name: "tool" }).pipe(Args.withDescription(`One of ${CLI_TOOLS.map((t) => t.id).join(", ")}.`)), args: launchArgs },
-  (opts) => Effect.flatMap(impl, (m) => m.launchTool(opts.tool, opts, opts.args))
+  launchOptions,
+  lazy(impl, (m) => (opts: Parsed<LaunchOptions>) => m.launchTool(opts.tool, opts, opts.args))
 ).pipe(Command.withDescription("Start a coding tool pointed at this gateway (environment and arguments only; writes no configuration). Exits with the tool's exit code."))
 
-const launchCodexCommand = Command.make("launch-codex", { ...connection, args: launchArgs }, (opts) =>
-  Effect.flatMap(impl, (m) => m.launchTool("codex", opts, opts.args))
+const launchCodexCommand = Command.make("launch-codex", launchCodexOptions, lazy(impl, (m) => (opts: Parsed<LaunchCodexOptions>) => m.launchTool("codex", opts, opts.args))
 ).pipe(Command.withDescription("Start Codex pointed at this gateway (same as `gateway launch codex`)."))
 
 /** Every coding-tool command, for the root's subcommand list. */

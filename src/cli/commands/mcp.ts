@@ -1,12 +1,14 @@
 import * as Command from "@effect/cli/Command"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import { own, type Parsed } from "../handler.js"
 import { json, remoteOptions } from "../options.js"
 
 // Light on purpose: the management client (and the API contract under it) loads when a command runs.
 const loaded = Effect.promise(() => Promise.all([import("../remote.js"), import("../output.js"), import("@effect/platform/FetchHttpClient")]))
 
-const status = Command.make("status", { ...remoteOptions, json }, (opts) =>
+const statusOptions = { ...remoteOptions, json }
+const status = Command.make("status", statusOptions, own((opts: Parsed<typeof statusOptions>) =>
   Effect.gen(function* () {
     const [{ remote, explain }, { printJson }, FetchHttpClient] = yield* loaded
     const s = yield* Effect.gen(function* () {
@@ -19,10 +21,10 @@ const status = Command.make("status", { ...remoteOptions, json }, (opts) =>
     yield* Console.log(`protocol: ${s.latestProtocolVersion} (also ${s.protocolVersions.filter((v) => v !== s.latestProtocolVersion).join(", ")})`)
     yield* Console.log(`sessions active: ${s.sessionsActive}; started ${s.startedAt}${s.restartedAt ? `, restarted ${s.restartedAt}` : ""}`)
     yield* Console.log(`scopes enforced: ${s.enforceScopes ? "yes" : "no"}; descriptions compressed: ${s.compressDescriptions ? "yes" : "no"}`)
-  })
+  }))
 ).pipe(Command.withDescription("The running server's MCP state: transports, protocol revisions, tools, active sessions."))
 
-const restart = Command.make("restart", { ...remoteOptions, json }, (opts) =>
+const restart = Command.make("restart", statusOptions, own((opts: Parsed<typeof statusOptions>) =>
   Effect.gen(function* () {
     const [{ remote, explain }, { printJson }, FetchHttpClient] = yield* loaded
     const r = yield* Effect.gen(function* () {
@@ -31,7 +33,7 @@ const restart = Command.make("restart", { ...remoteOptions, json }, (opts) =>
     }).pipe(Effect.provide(FetchHttpClient.layer))
     if (opts.json) return yield* printJson(r)
     yield* Console.log(`MCP restarted: ${r.closedSessions} HTTP session(s) closed, ${r.tools} tools listed`)
-  })
+  }))
 ).pipe(Command.withDescription("Closes the running server's MCP HTTP sessions and builds the tool list again (clients reconnect)."))
 
 export const mcpCommand = Command.make("mcp").pipe(
