@@ -44,6 +44,15 @@ const start = async (tag: string, env: Record<string, string>) => {
 }
 const chat = (gw: TestGateway) => call(`${gw.url}/v1/chat/completions`, { body: { model: "auto", messages: [{ role: "user", content: "hi" }] } })
 const answeredBy = (res: { body: any }) => res.body.choices?.[0]?.message?.content as string | undefined
+const mostlyAnsweredBy = async (gw: TestGateway) => {
+  const counts = new Map<string | undefined, number>()
+  for (let i = 0; i < 5; i++) {
+    const res = await chat(gw)
+    expect(res.status).toBe(200)
+    counts.set(answeredBy(res), (counts.get(answeredBy(res)) ?? 0) + 1)
+  }
+  return [...counts].find(([, n]) => n >= 3)?.[0]
+}
 const snapshotSize = (gw: TestGateway) => gw.run(Effect.map(AutoEngine, (e) => e.leaderboard.size))
 
 beforeAll(async () => {
@@ -82,14 +91,12 @@ describe("LEADERBOARD_ELO_SYNC_ENABLED", () => {
     await until("the flag-on gateway synced twice", () => fetched.filter((u) => u.includes("gw=on")).length >= 2)
     await until("the flag-on snapshot", async () => (await snapshotSize(on)) > 0)
 
-    const offRes = await chat(off)
-    expect(offRes.status).toBe(200)
-    expect(answeredBy(offRes)).toBe("answer from a")
+    // `auto` explores a random other target 5% of the time (system randomness): the choice is
+    // the answer most of five requests got.
+    expect(await mostlyAnsweredBy(off)).toBe("answer from a")
     expect(await snapshotSize(off)).toBe(0)
 
-    const onRes = await chat(on)
-    expect(onRes.status).toBe(200)
-    expect(answeredBy(onRes)).toBe("answer from b")
+    expect(await mostlyAnsweredBy(on)).toBe("answer from b")
 
     expect(fetched.some((u) => u.includes("gw=off"))).toBe(false)
   })
