@@ -1,9 +1,9 @@
-import { createRequire } from "node:module"
+import { readFileSync } from "node:fs"
+import path from "node:path"
+import { PACKAGE_ROOT } from "./packageRoot.js"
 
-const require = createRequire(import.meta.url)
-
-/** package.json (one level above both src/ and dist/), read once. */
-const pkg = require("../package.json") as { name: string; version: string }
+/** package.json at the package root, read once. */
+const pkg = JSON.parse(readFileSync(path.join(PACKAGE_ROOT, "package.json"), "utf8")) as { name: string; version: string }
 
 /** Build version. */
 export const VERSION: string = pkg.version

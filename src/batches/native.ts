@@ -28,6 +28,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import * as readline from "node:readline"
 import { Accounting } from "../accounting/Accounting.js"
 import { positiveInteger } from "../config/AppConfig.js"
@@ -517,9 +518,14 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           const current = yield* load(b.id)
           const state = current?.state
           if (!state?.upstreamId || state.cancelSent) return
+          // A runner step in flight holds the batch: wait for it (briefly) so the cancel goes out
+          // now rather than at the next poll, which may be half a minute away.
+          yield* Effect.repeat(Effect.sync(() => busy.has(b.id)), { schedule: Schedule.spaced("20 millis"), while: (held) => held, times: 250 })
+          const fresh = (yield* load(b.id))?.state
+          if (!fresh?.upstreamId || fresh.cancelSent) return
           yield* exclusive(
             b.id,
-            Effect.flatMap(connectionOf(state), (connection) => sendCancel(b, state, connection))
+            Effect.flatMap(connectionOf(fresh), (connection) => sendCancel(b, fresh, connection))
           )
         }).pipe(Effect.catchAll((e) => Effect.logWarning(`native batch ${b.id}: forwarding the cancel failed (tried again by the runner): ${e.message}`)))
 

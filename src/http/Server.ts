@@ -23,6 +23,7 @@ import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
 import { MCP_PATH, McpHttp } from "../mcp/McpHttp.js"
+import { lingerOnClose } from "./lingering.js"
 import { clientAddress } from "./request.js"
 import { ipRefusal } from "../settings/ipFilter.js"
 import { Settings } from "../settings/Settings.js"
@@ -186,6 +187,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         // During shutdown the answer says `Connection: close` and node closes the socket after it.
         if (closing) res.shouldKeepAlive = false
         else open.add(res)
+        lingerOnClose(req, res)
         try {
           screened(req, res)
         } catch (e) {

@@ -5,7 +5,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { PACKAGE_ROOT } from "../packageRoot.js"
 import type { GenerateOptions, GenerateReport } from "./generate.js"
 
 /** The 22 REST API skills of the catalog; each one's area is its id without `gw-`. */
@@ -69,7 +69,7 @@ export interface SkillCatalogShape {
 }
 
 /** The skills shipped with the package: `skills/` at the package root. */
-export const DEFAULT_SKILLS_DIR = fileURLToPath(new URL("../../skills", import.meta.url))
+export const DEFAULT_SKILLS_DIR = path.join(PACKAGE_ROOT, "skills")
 
 /** Front matter: the `key: value` lines between the leading `---` fences. */
 export const parseFrontMatter = (markdown: string): Record<string, string> => {

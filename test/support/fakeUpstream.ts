@@ -1,4 +1,5 @@
 import * as http from "node:http"
+import { makePng } from "./fakeImages.js"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll } from "vitest"
 
@@ -266,8 +267,17 @@ export class FakeUpstream {
         return responsesAnswer(plan, body, body?.stream === true, ctx.reply.failed === true, ctx.reply.errorMessage ?? "fake upstream failure")
       case "anthropic":
         return anthropicAnswer(plan, body?.stream === true)
-      case "gemini":
-        return geminiAnswer(plan, route.action === "streamGenerateContent")
+      case "gemini": {
+        // Asked for images (what the gateway's /v1/images routes send), it answers like an image model.
+        const modalities = body?.generationConfig?.responseModalities
+        const image = Array.isArray(modalities) && modalities.some((m: unknown) => String(m).toUpperCase() === "IMAGE")
+        const answer = geminiAnswer(plan, route.action === "streamGenerateContent")
+        if (image && answer.kind === "json") {
+          const parts = (answer.body as any).candidates[0].content.parts as Array<unknown>
+          parts.push({ inlineData: { mimeType: "image/png", data: makePng([255, 0, 0, 255]).toString("base64") } })
+        }
+        return answer
+      }
       default:
         return ollamaAnswer(plan, body?.stream !== false)
     }

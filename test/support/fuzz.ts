@@ -868,7 +868,8 @@ export const judge = (c: FuzzCase, o: Outcome, crashed: string | undefined, caus
   for (const f of o.ws5xx ?? []) add(/"status":500\b/.test(f) ? "500" : "5xx", `ws error frame ${errorCode(f)}`, f)
   // A browser page from a foreign origin, without a valid key, must not be served on the inference plane.
   const served = c.kind === "ws" ? o.upgraded === true : o.status !== undefined && o.status >= 200 && o.status < 300
-  const publicRoute = c.kind === "http" && (c.route.endsWith("/api/hello") || c.plane !== "inference")
+  // Public by design: the liveness probe and the A2A agent card (a discovery document other agents fetch).
+  const publicRoute = c.kind === "http" && (c.route.endsWith("/api/hello") || c.route.endsWith("/.well-known/agent-card.json") || c.plane !== "inference")
   if (served && !publicRoute && c.key === "none" && foreignOrigin(c.origin)) add("origin-bypass", `origin ${c.origin}`, `${o.status} ${o.excerpt.slice(0, 200)}`)
   return out
 }

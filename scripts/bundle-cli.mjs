@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+// Bundles the compiled CLI (dist/cli/main.js) into dist/bundle/: one entry file and chunks for
+// what is imported lazily (each command's implementation, the server). A CLI start is mostly
+// module loading: ~650 small ESM files cost Node about a second before the first line; the
+// bundle is a few files and starts in about a third of that (docs/performance.md, "CLI start-up").
+// bin/gateway runs the bundle when it is there and dist/cli/main.js otherwise.
+// Part of `npm run build`, after tsc.
+import * as esbuild from "esbuild"
+import { rmSync, writeFileSync } from "node:fs"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const outdir = path.join(root, "dist/bundle")
+rmSync(outdir, { recursive: true, force: true })
+
+const result = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { gateway: "dist/cli/main.js" },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  outExtension: { ".js": ".mjs" },
+  chunkNames: "chunk-[hash]",
+  // Native addons and packages that locate their own files at run time stay in node_modules.
+  external: ["better-sqlite3"],
+  // CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
+  banner: { js: 'import { createRequire as __gatewayRequire } from "node:module"; const require = __gatewayRequire(import.meta.url);' },
+  legalComments: "none",
+  logLevel: "warning",
+  metafile: true
+})
+// Which source modules each output file holds: what test/cli-contract.test.ts reads to tell that
+// a light command loads no server code, and what to look at when a chunk grows.
+const outputs = Object.fromEntries(
+  Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)])
+)
+writeFileSync(path.join(outdir, "modules.json"), JSON.stringify(outputs))
