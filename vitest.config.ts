@@ -6,6 +6,8 @@ const jsonReport = process.env.GATEWAY_TEST_REPORT
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The scale-out suite needs PostgreSQL, Redis and nginx: `npm run test:scale` (vitest.scale.config.ts).
+    exclude: ["test/scale/**", "**/node_modules/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
