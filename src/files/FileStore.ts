@@ -9,14 +9,18 @@
  * source ended within the limit. Over the limit, a source error, or interruption (the client
  * went away): the temporary file is removed and nothing is left.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Readable } from "node:stream"
 import { AppConfig } from "../config/AppConfig.js"
+import { dbFileStore, removeOrphans } from "./dbFileStore.js"
 
 /** What a stored object is: its size and sha256 (hex). */
 export interface Stored {
@@ -50,12 +54,24 @@ export interface FileStoreShape {
 }
 
 export class FileStore extends Context.Tag("gateway/FileStore")<FileStore, FileStoreShape>() {
-  /** Local disk under `DATA_DIR/files`. */
+  /**
+   * `GATEWAY_FILE_STORE`: `disk` (under `DATA_DIR/files`) or `database` (the store's database,
+   * src/files/dbFileStore.ts). Default: `database` when the store is PostgreSQL (DATABASE_URL,
+   * several gateways share it), else `disk`.
+   */
   static readonly layer = Layer.effect(
     FileStore,
     Effect.gen(function* () {
       const config = yield* AppConfig
-      return localFileStore(path.join(config.dataDir, "files"))
+      const chosen = yield* Config.option(Config.literal("disk", "database")("GATEWAY_FILE_STORE"))
+      const shared = Option.isSome(yield* Config.option(Config.nonEmptyString("DATABASE_URL")))
+      const kind = Option.getOrElse(chosen, () => (shared ? "database" : "disk"))
+      if (kind === "disk") return localFileStore(path.join(config.dataDir, "files"))
+      const sql = yield* SqlClient.SqlClient
+      const runtime = yield* Effect.runtime<never>()
+      // Uploads a crashed gateway left half written: removed in the background, never before serving.
+      yield* Effect.forkDaemon(Effect.flatMap(removeOrphans(sql, Date.now()), (n) => (n > 0 ? Effect.logInfo(`file store: removed ${n} unfinished upload(s)`) : Effect.void)))
+      return dbFileStore(sql, runtime)
     })
   )
 }

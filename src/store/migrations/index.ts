@@ -15,6 +15,7 @@ import m0013 from "./0013_governance.js"
 import m0014 from "./0014_key_rate_limits.js"
 import m0015 from "./0015_webhooks.js"
 import m0016 from "./0016_proxies.js"
+import m0017 from "./0017_file_chunks.js"
 
 /**
  * The SQLite migration set: numbered migrations, bundled as modules (no file-system loader needed
@@ -37,5 +38,6 @@ export const loader = Migrator.fromRecord({
   "0013_governance": m0013,
   "0014_key_rate_limits": m0014,
   "0015_webhooks": m0015,
-  "0016_proxies": m0016
+  "0016_proxies": m0016,
+  "0017_file_chunks": m0017
 })
