@@ -143,4 +143,26 @@ describe("the server process", () => {
       if (server.child.exitCode === null) await server.stop("SIGKILL")
     }
   })
+
+  it("on SIGTERM, a connection whose request is still on its way is answered (Connection: close), not reset", async () => {
+    const dataDir = tempDir()
+    expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
+    const server = await startServerProcess({ DATA_DIR: dataDir })
+    try {
+      // Connected, half of the request sent: node counts the connection as idle.
+      const late = await connect(server.url)
+      const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
+      late.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n`)
+      const exit = server.stop("SIGTERM")
+      await new Promise((r) => setTimeout(r, 300))
+      late.socket.write(`authorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      expect(await late.ended).toEqual(["end"])
+      expect(await exit).toBe(0)
+      expect(late.data()).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+      expect(late.data()).toMatch(/\r\nconnection: close\r\n/i)
+      expect(late.data()).toContain("Hello from upstream")
+    } finally {
+      if (server.child.exitCode === null) await server.stop("SIGKILL")
+    }
+  })
 })

@@ -12,7 +12,7 @@ import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as Schedule from "effect/Schedule"
 import * as http from "node:http"
-import type * as net from "node:net"
+import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import { AdminAuth } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
@@ -37,6 +37,8 @@ export interface GatewayServerShape {
 
 /** How long in-flight requests get to finish on shutdown before their connections are cut. */
 export const SHUTDOWN_GRACE = Duration.seconds(10)
+/** How long, at shutdown, a connection that has not sent its request yet gets to send it. */
+export const FRESH_GRACE = Duration.seconds(1)
 
 export class ServerStartError extends Error {}
 
@@ -187,6 +189,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         // During shutdown the answer says `Connection: close` and node closes the socket after it.
         if (closing) res.shouldKeepAlive = false
         else open.add(res)
+        fresh.delete(req.socket)
         lingerOnClose(req, res)
         try {
           screened(req, res)
@@ -195,8 +198,23 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         }
       })
 
+      // Connections accepted that have not sent a complete request yet. Node counts them as idle,
+      // so closing idle connections at shutdown would reset a client whose request is on its way
+      // (it connected just before the signal, or the server was busy): they get FRESH_GRACE.
+      const fresh = new Set<net.Socket>()
+      const sockets = new Set<net.Socket>()
+      server.on("connection", (socket: net.Socket) => {
+        sockets.add(socket)
+        fresh.add(socket)
+        socket.once("close", () => {
+          sockets.delete(socket)
+          fresh.delete(socket)
+        })
+      })
+
       // WebSocket upgrades: the Responses transport; any other path is not upgradable.
       server.on("upgrade", (req, socket, head) => {
+        fresh.delete(socket as net.Socket)
         try {
           const refused = settings.ipFilter().active ? refusal(req, flags.peekEnabled(TRUST) ?? trustProxy) : undefined
           if (refused) {
@@ -223,7 +241,16 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
           closing = true
           for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false
           server.close()
-          server.closeIdleConnections()
+          // Idle keep-alive sockets (they were answered and wait for another request) close now;
+          // a socket still to send its first request is left FRESH_GRACE to send it (answered
+          // with `Connection: close`), then closed.
+          const busy = new Set<unknown>([...open].map((res) => res.socket))
+          for (const socket of sockets) if (!fresh.has(socket) && !busy.has(socket)) socket.destroy()
+          yield* Effect.repeat(
+            Effect.sync(() => fresh.size),
+            { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
+          ).pipe(Effect.timeout(FRESH_GRACE), Effect.ignore)
+          for (const socket of fresh) socket.destroy()
           const managementDone = Effect.repeat(
             Effect.sync(() => managementInFlight),
             { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
