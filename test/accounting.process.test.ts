@@ -61,6 +61,7 @@ describe("requests in flight at a kill -9", () => {
     expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
     up.always({ content: "too late", delayMs: 5000 })
     const server = await startServerProcess({ DATA_DIR: dataDir })
+    const before = up.requests.length
     const send = (stream: boolean) =>
       fetch(`${server.url}/v1/chat/completions`, {
         method: "POST",
@@ -71,8 +72,9 @@ describe("requests in flight at a kill -9", () => {
         () => "gone"
       )
     const pending = [send(false), send(true), send(false), send(true), fetch(`${server.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "openai-compatible/e1", input: "hi" }) }).catch(() => "gone")]
-    // Well past the write-ahead's ~100 ms, on a loaded machine too.
-    await new Promise((r) => setTimeout(r, 800))
+    // All five reached the upstream (so they are running), then well past the write-ahead's ~100 ms.
+    await expect.poll(() => up.requests.length - before, { timeout: 15_000 }).toBe(5)
+    await new Promise((r) => setTimeout(r, 500))
     server.child.kill("SIGKILL")
     await Promise.all(pending)
     expect(queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n).toBe(0)
