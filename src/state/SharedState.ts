@@ -1,3 +1,4 @@
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -150,8 +151,7 @@ export const makeMemoryTotals = (exact: boolean): SharedTotals => {
   return {
     exact,
     claim: (entries, by) =>
-      Effect.sync(() => {
-        const now = Date.now()
+      Effect.map(Clock.currentTimeMillis, (now) => {
         sweep(now)
         const current = entries.map((e) => read(e, now))
         const values = current.map((t) => t.value)
@@ -160,10 +160,10 @@ export const makeMemoryTotals = (exact: boolean): SharedTotals => {
         return { ok, values }
       }),
     add: (entries, by) => {
-      const now = Date.now()
+      // Synchronous, so without the Clock: an expired total is reset by the next `claim`.
       for (const e of entries) {
         const t = totals.get(e.key)
-        if (t !== undefined && t.expireAt > now) t.value += by
+        if (t !== undefined) t.value += by
         else totals.set(e.key, { value: e.init, expireAt: e.expireAt })
       }
     }
@@ -183,21 +183,20 @@ export const makeMemoryKeys = (exact: boolean): SharedKeys => {
   return {
     exact,
     claim: (key, value, ttlMs) =>
-      Effect.sync(() => {
-        const now = Date.now()
+      Effect.map(Clock.currentTimeMillis, (now) => {
         if (live(key, now) !== undefined) return false
+        if (keys.size >= 10_000) for (const [k, v] of keys) if (v.expireAt <= now) keys.delete(k)
         keys.set(key, { value, expireAt: now + ttlMs })
         return true
       }),
-    get: (key) => Effect.sync(() => live(key, Date.now())?.value),
+    get: (key) => Effect.map(Clock.currentTimeMillis, (now) => live(key, now)?.value),
     replace: (key, owner, value, ttlMs) =>
-      Effect.sync(() => {
-        const now = Date.now()
+      Effect.map(Clock.currentTimeMillis, (now) => {
         if (live(key, now)?.value === owner) keys.set(key, { value, expireAt: now + ttlMs })
       }),
     release: (key, owner) =>
-      Effect.sync(() => {
-        if (live(key, Date.now())?.value === owner) keys.delete(key)
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (live(key, now)?.value === owner) keys.delete(key)
       })
   }
 }
