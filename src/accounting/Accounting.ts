@@ -24,6 +24,7 @@ export interface Reservation {
 }
 
 const NO_RESERVATION: Reservation = { costUsd: 0, tokens: 0, release: () => {} }
+const NOT_HELD = { budget: { ok: true } as BudgetCheck, hold: NO_RESERVATION }
 
 /** Weight of the latest request in a key's running average. */
 const EWMA_WEIGHT = 0.3
@@ -57,6 +58,14 @@ export interface AccountingShape {
    * spend far past the limit before the first answers are counted.
    */
   readonly budget: (apiKeyId: string | null) => BudgetCheck
+  /** True when budgets are exact across processes (Redis): the pipeline calls `admit` instead of `budget` and `reserve`. */
+  readonly exact: boolean
+  /**
+   * `budget` and `reserve` in one step that is atomic across processes: the hold counts in every
+   * process's check at once, so a burst split across gateways cannot spend past the limit. The
+   * hold is answered even when the budget refuses (release it as usual).
+   */
+  readonly admit: (apiKeyId: string | null) => Effect.Effect<{ readonly budget: BudgetCheck; readonly hold: Reservation }>
   /**
    * Holds the key's expected cost and tokens for a request until it settles; answers the hold
    * (pass it to `tokenLimit`, release it once settled).
@@ -212,6 +221,28 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         prepared,
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
+        exact: budgets.exact,
+        admit: (apiKeyId) => {
+          if (apiKeyId === null) return Effect.succeed(NOT_HELD)
+          const now = clock.unsafeCurrentTimeMillis()
+          const hold = reserve(apiKeyId)
+          return Effect.map(budgets.claim(apiKeyId, hold.costUsd, now), (claimed) => {
+            // The shared store unreachable: this process's view, as with one process.
+            if (claimed === undefined) return { budget: budgets.check(apiKeyId, now, Math.max(0, (held.get(apiKeyId)?.costUsd ?? 0) - hold.costUsd)), hold }
+            if (!claimed.check.ok) return { budget: claimed.check, hold }
+            return {
+              budget: claimed.check,
+              hold: {
+                costUsd: hold.costUsd,
+                tokens: hold.tokens,
+                release: () => {
+                  hold.release()
+                  claimed.release()
+                }
+              }
+            }
+          })
+        },
         tokenLimit: (apiKeyId, target, own) =>
           apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, clock.unsafeCurrentTimeMillis(), Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),
         emergencyModel
