@@ -182,6 +182,7 @@ describe("two whole gateways on one database, linked by Redis", () => {
   const ADMIN = "gwk_redis_scale_admin_0123456789abcdef"
   const admin = { authorization: `Bearer ${ADMIN}` }
   const BUDGET_SECRET = "gwk_redis_scale_budget_0123456789abcdef"
+  const TOKENS_SECRET = "gwk_redis_scale_tokens_0123456789abcdef"
   const RPM_SECRET = "gwk_redis_scale_rpm_0123456789abcdefghi"
   const p = prefix("gateways")
   const env = { GATEWAY_EMERGENCY_FALLBACK: "false" }
@@ -202,6 +203,10 @@ describe("two whole gateways on one database, linked by Redis", () => {
     budgetKeyId = budgetKey.id
     expect((await call(`${a.url}/api/usage/budget`, { body: { apiKeyId: budgetKeyId, dailyLimitUsd: GPT4O_COST * 6.5 }, headers: admin })).status).toBe(200)
     await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "rpm", scopes: ["inference"], rpm: 5 }, { secret: RPM_SECRET })))
+    const tokensKey = await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "tokens", scopes: ["inference"] }, { secret: TOKENS_SECRET })))
+    // 18 tokens per fake answer (11 in, 7 out): room for 6.5 answers.
+    const limit = await call(`${a.url}/api/usage/token-limits`, { body: { apiKeyId: tokensKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 117 }, headers: admin })
+    expect(limit.status, limit.text).toBeLessThan(300)
     // The second process starts on the same database file, as a second replica would on PostgreSQL.
     b = await startGateway({ env, dataDir: a.dataDir, sharedState: layerRedis(url, { prefix: p }) })
   })
@@ -272,6 +277,25 @@ describe("two whole gateways on one database, linked by Redis", () => {
         const status = (await call(`${b.url}/api/usage/budget?apiKeyId=${budgetKeyId}`, { headers: admin })).body.budgets[0]
         return Math.abs(status.spentUsd - spent) < 1e-9
       })
+    } finally {
+      up.always({ content: "ok" })
+    }
+  })
+
+  it("a token limit raced by a burst split across both gateways is not overrun by more than one request", async () => {
+    const auth = { authorization: `Bearer ${TOKENS_SECRET}` }
+    up.always({ content: "ok" })
+    expect((await chat(a, auth)).status).toBe(200)
+    expect((await chat(b, auth)).status).toBe(200)
+    up.requests.length = 0
+    up.always({ content: "slow", delayMs: 300 })
+    try {
+      const burst = await Promise.all(Array.from({ length: 20 }, (_, i) => chat(i % 2 ? a : b, auth)))
+      const ok = burst.filter((r) => r.status === 200).length
+      expect(ok).toBeLessThanOrEqual(5)
+      expect(ok).toBeGreaterThanOrEqual(3)
+      expect(burst.filter((r) => r.status !== 200).every((r) => r.status === 429 && r.body.error.code === "token_limit_exceeded")).toBe(true)
+      expect(up.requests.length).toBe(ok)
     } finally {
       up.always({ content: "ok" })
     }
