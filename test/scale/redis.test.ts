@@ -9,11 +9,20 @@ import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import { ApiKeys } from "../../src/auth/ApiKeys.js"
+import { EventBus } from "../../src/events/EventBus.js"
+import * as Db from "../../src/store/Db.js"
+import { CircuitBreakers } from "../../src/resilience/CircuitBreakers.js"
+import { classify } from "../../src/resilience/classify.js"
+import { Cooldowns } from "../../src/resilience/Cooldowns.js"
+import { type LockoutRef, Lockouts } from "../../src/resilience/Lockouts.js"
+import { ResilienceConfig } from "../../src/resilience/ResilienceConfig.js"
+import type { ConnectionRef, FailureInfo, ProviderRef } from "../../src/resilience/types.js"
+import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 import { AppConfig } from "../../src/config/AppConfig.js"
 import { layerRedis } from "../../src/state/redis.js"
 import { SharedState, type SharedStateShape } from "../../src/state/SharedState.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
-import { call, startGateway, type TestGateway } from "../support/gateway.js"
+import { call, startGateway, tempDir, type TestGateway } from "../support/gateway.js"
 
 /**
  * SharedState on a real Redis (docs/scale-out.md, "Redis"): the transport itself, then two whole
@@ -172,6 +181,82 @@ describe("SharedState on Redis", () => {
       )
     )
     expect(good.redisUrl).toBe("rediss://:pw@127.0.0.1:6380/2")
+  })
+})
+
+describe("services on two Redis nodes: a change reaches the other within 1 s", () => {
+  const OPENAI: ProviderRef = { id: "openai", authClass: "apikey", origin: "https://api.openai.com" }
+  const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
+  /** Two nodes on one prefix, each with `make` built over it (one "process" each). */
+  const pair = async <S>(name: string, make: (shared: Layer.Layer<SharedState>) => Effect.Effect<S, never, Scope.Scope>) => {
+    const p = prefix(name)
+    const scope = Effect.runSync(Scope.make())
+    const build = (n: Layer.Layer<SharedState>) => Effect.runPromise(Scope.extend(make(n), scope).pipe(Effect.provide(quiet)))
+    const a = await build(layerRedis(url, { prefix: p }))
+    const b = await build(layerRedis(url, { prefix: p }))
+    return { a, b, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+  }
+
+  it("a breaker opened by one node is open in the other; a reset closes both", async () => {
+    const { a, b, close } = await pair("breakers", (n) =>
+      Effect.map(
+        Layer.build(CircuitBreakers.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer, n)))),
+        Context.get(CircuitBreakers)
+      )
+    )
+    try {
+      for (let i = 0; i < 3; i++) await Effect.runPromise(a.onFailure(OPENAI, 503))
+      expect(await within(1000, () => b.stateAt(OPENAI, Date.now()) === "OPEN")).toBeLessThan(1000)
+      await Effect.runPromise(b.reset("openai"))
+      await within(1000, () => a.stateAt(OPENAI, Date.now()) === "CLOSED")
+    } finally {
+      await close()
+    }
+  })
+
+  it("a model lockout seen by one node holds in the other; a clear in either lifts it", async () => {
+    const { a, b, close } = await pair("lockouts", (n) =>
+      Effect.map(Layer.build(Lockouts.layer.pipe(Layer.provide(Layer.merge(ResilienceConfig.layerTest({ modelLockout: { enabled: true } }), n)))), Context.get(Lockouts))
+    )
+    try {
+      const GPT: LockoutRef = { provider: "openai", connectionId: "c1", connectionName: "openai-main", model: "gpt-4o" }
+      await Effect.runPromise(a.onFailure(GPT, 404, "not_found"))
+      await within(1000, () => b.lockedAt("openai", "c1", "gpt-4o", Date.now()).locked)
+      expect(await Effect.runPromise(b.clear({ provider: "openai", model: "gpt-4o" }))).toBe(1)
+      await within(1000, () => !a.lockedAt("openai", "c1", "gpt-4o", Date.now()).locked)
+    } finally {
+      await close()
+    }
+  })
+
+  it("a cooldown started by one node holds the connection in the other (separate databases: only Redis carries it)", async () => {
+    const { a, b, close } = await pair("cooldowns", (n) =>
+      Effect.map(
+        Layer.build(Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: tempDir() }))), n)))),
+        Context.get(Cooldowns)
+      )
+    )
+    try {
+      const KEY: ConnectionRef = { id: "c-key", name: "openai-main", provider: { id: "openai", authClass: "apikey" } }
+      const f429: FailureInfo = { status: 429, kind: "http", message: "rate limited", code: "rate_limit_error", headers: { "retry-after": "30" } }
+      const now = Date.now()
+      await Effect.runPromise(a.onFailure(KEY, classify(f429, now), f429))
+      await within(1000, () => b.availability(KEY.id, Date.now()).ok === false)
+      b.unsafeOnSuccess(KEY.id)
+      await within(1000, () => a.availability(KEY.id, Date.now()).ok)
+    } finally {
+      await close()
+    }
+  })
+
+  it("a sticky session set by one node sticks in the other", async () => {
+    const { a, b, close } = await pair("sessions", (n) => Effect.map(Layer.build(RoutingMemory.layer.pipe(Layer.provide(n))), Context.get(RoutingMemory)))
+    try {
+      a.setSticky("team", "s1", "openai/gpt-4o", Date.now())
+      await within(1000, () => b.sticky("team", "s1", Date.now()) === "openai/gpt-4o")
+    } finally {
+      await close()
+    }
   })
 })
 
