@@ -50,7 +50,7 @@ export interface StateChannel<A> {
  * Counters per fixed time window, exact across processes: the one thing pub/sub cannot give.
  * A window of `windowMs` holds `now` when `floor(now / windowMs)` is its number (windows are
  * aligned to the epoch, so every process agrees on them). A Redis layer implements `add` as
- * `INCRBY gateway:count:<key>:<window>` plus `PEXPIRE` to the window's end, `get` as `GET`.
+ * `INCRBYFLOAT <prefix>count:<key>:<window>` plus `PEXPIREAT` past the window's end (one Lua script), `get` as `GET`.
  */
 export interface WindowCounters {
   /** Adds `by` (may be negative) to `key`'s counter in the window holding `now`; answers the total after, atomically. */
