@@ -21,7 +21,9 @@ import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 import { AppConfig } from "../../src/config/AppConfig.js"
 import { layerRedis } from "../../src/state/redis.js"
 import { SharedState, type SharedStateShape } from "../../src/state/SharedState.js"
+import { queryDb } from "../support/db.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
+import { Receiver } from "../support/webhookReceiver.js"
 import { call, startGateway, tempDir, type TestGateway } from "../support/gateway.js"
 
 /**
@@ -436,6 +438,45 @@ describe("a gateway whose Redis is unreachable", () => {
     } finally {
       await gw.close()
       await up.close()
+    }
+  })
+})
+
+describe("webhook deliveries of two gateways on one database, with Redis", () => {
+  it("a delivery queued by a live gateway is not resumed by one starting meanwhile; a graceful stop gives it back to the next start", async () => {
+    const receiver = await Receiver.start()
+    receiver.answer = () => "hang"
+    const p = prefix("webhooks")
+    const ADMIN = "gwk_redis_hooks_admin_0123456789abcdef"
+    const a = await startGateway({ sharedState: layerRedis(url, { prefix: p }) })
+    const dataDir = a.dataDir
+    let b: TestGateway | undefined
+    let c: TestGateway | undefined
+    let aOpen = true
+    try {
+      await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const created = await call(`${a.url}/api/webhooks`, { body: { url: receiver.url, events: ["provider.error"] }, headers: { authorization: `Bearer ${ADMIN}` } })
+      expect(created.status).toBe(201)
+      await a.run(Effect.map(EventBus, (bus) => bus.publish("provider.error", { provider: "p", status: 503, consecutive_failures: 1, circuit_state: "CLOSED" })))
+      const [first] = await receiver.waitFor(1)
+      await within(2000, () => queryDb(dataDir, "SELECT count(*) AS n FROM webhook_deliveries")[0]?.n === 1)
+      // A second process on the same database: the row is pending, but the first one holds it.
+      b = await startGateway({ dataDir, sharedState: layerRedis(url, { prefix: p }) })
+      expect(b.logs.some((l) => l.message.includes("webhooks: 1 pending deliveries left to the processes that queued them"))).toBe(true)
+      await sleep(300)
+      expect(receiver.deliveries.length).toBe(1)
+      // The first stops gracefully: its claim is given back, and the next process to start sends it.
+      receiver.answer = () => 200
+      await a.close()
+      aOpen = false
+      c = await startGateway({ dataDir, sharedState: layerRedis(url, { prefix: p }) })
+      const again = await receiver.waitFor(2)
+      expect(again[1]!.headers["webhook-id"]).toBe(first!.headers["webhook-id"])
+    } finally {
+      await c?.close()
+      await b?.close()
+      if (aOpen) await a.close()
+      await receiver.close()
     }
   })
 })
