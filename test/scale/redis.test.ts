@@ -8,6 +8,7 @@ import * as Logger from "effect/Logger"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
+import * as net from "node:net"
 import { ApiKeys } from "../../src/auth/ApiKeys.js"
 import { EventBus } from "../../src/events/EventBus.js"
 import * as Db from "../../src/store/Db.js"
@@ -161,6 +162,62 @@ describe("SharedState on Redis", () => {
       expect(n.logs.filter((l) => l.includes("is unreachable")).length).toBe(1)
     } finally {
       await n.close()
+    }
+  })
+
+  it("an outage: the node says so once, counts locally, and after Redis is back says so and is linked again", async () => {
+    // A TCP proxy in front of Redis that the test cuts and restores.
+    const target = new URL(url)
+    const sockets = new Set<net.Socket>()
+    let server: net.Server | undefined
+    const open = (port: number) =>
+      new Promise<number>((resolve) => {
+        server = net.createServer((client) => {
+          const upstream = net.connect(Number(target.port || 6379), target.hostname)
+          for (const s of [client, upstream]) {
+            sockets.add(s)
+            s.on("error", () => {})
+            s.on("close", () => sockets.delete(s))
+          }
+          client.pipe(upstream).pipe(client)
+        })
+        server.listen(port, "127.0.0.1", () => resolve((server!.address() as net.AddressInfo).port))
+      })
+    const cut = () =>
+      new Promise<void>((resolve) => {
+        server!.close(() => resolve())
+        for (const s of sockets) s.destroy()
+      })
+    const port = await open(0)
+    const proxied = new URL(url)
+    proxied.host = `127.0.0.1:${port}`
+    const p = prefix("outage")
+    const n = await node(p, proxied.toString())
+    const m = await node(p)
+    try {
+      const got: Array<number> = []
+      const cn = n.shared.channel<number>("t", (x) => got.push(x))
+      const cm = m.shared.channel<number>("t", () => {})
+      cm.publish(1)
+      await within(1000, () => got.length === 1)
+      await cut()
+      await within(2000, () => n.logs.some((l) => l.includes("is unreachable")))
+      expect(() => cn.publish(2)).not.toThrow()
+      expect(await Effect.runPromise(n.shared.counters.add("k", 3, 60_000, Date.now()))).toBe(3)
+      await sleep(700)
+      expect(n.logs.filter((l) => l.includes("is unreachable")).length).toBe(1)
+      await open(port)
+      await within(5000, () => n.logs.some((l) => l.includes("is reachable again")))
+      // Subscribed again: changes flow both ways.
+      await within(2000, async () => {
+        cm.publish(3)
+        await sleep(50)
+        return got.includes(3)
+      })
+    } finally {
+      await n.close()
+      await m.close()
+      await cut()
     }
   })
 
