@@ -1,3 +1,4 @@
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AdminAuth } from "./auth/AdminAuth.js"
 import { ApiKeys } from "./auth/ApiKeys.js"
@@ -123,12 +124,19 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(CoreLayer)
 )
 
+/** Shared state of this process: Redis when `REDIS_URL` is set (docs/scale-out.md, "Redis"), else this process's own. */
+const SharedStateLive = Layer.unwrapEffect(
+  Effect.flatMap(AppConfig, (c) =>
+    c.redisUrl === undefined ? Effect.succeed(SharedState.layer) : Effect.promise(() => import("./state/redis.js")).pipe(Effect.map((r) => r.layerRedis(c.redisUrl!, { prefix: c.redisPrefix })))
+  )
+)
+
 /** The server with configuration from the environment (plus overrides) and the process logger. */
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
   return Layer.merge(ServerLayer, ProcessGuard).pipe(
-    // One process; a multi-process transport (Redis) is chosen here.
-    Layer.provide(SharedState.layer),
+    // One process, or Redis when REDIS_URL is set (loaded only then).
+    Layer.provide(SharedStateLive),
     Layer.provide(StreamTimeouts.layer),
     Layer.provide(Logging.layerWithFile),
     Layer.provide(config),

@@ -24,6 +24,7 @@ export interface Reservation {
 }
 
 const NO_RESERVATION: Reservation = { costUsd: 0, tokens: 0, release: () => {} }
+const NOT_HELD = { budget: { ok: true } as BudgetCheck, hold: NO_RESERVATION }
 
 /** Weight of the latest request in a key's running average. */
 const EWMA_WEIGHT = 0.3
@@ -57,6 +58,14 @@ export interface AccountingShape {
    * spend far past the limit before the first answers are counted.
    */
   readonly budget: (apiKeyId: string | null) => BudgetCheck
+  /** True when budgets are exact across processes (Redis): the pipeline calls `admit` instead of `budget` and `reserve`. */
+  readonly exact: boolean
+  /**
+   * `budget` and `reserve` in one step that is atomic across processes: the hold counts in every
+   * process's check at once, so a burst split across gateways cannot spend past the limit. The
+   * hold is answered even when the budget refuses (release it as usual).
+   */
+  readonly admit: (apiKeyId: string | null) => Effect.Effect<{ readonly budget: BudgetCheck; readonly hold: Reservation }>
   /**
    * Holds the key's expected cost and tokens for a request until it settles; answers the hold
    * (pass it to `tokenLimit`, release it once settled).
@@ -64,6 +73,12 @@ export interface AccountingShape {
   readonly reserve: (apiKeyId: string | null) => Reservation
   /** A token limit that stops the key from using a target now (sync, at the Clock's time, as `settle` records); other in-flight requests count. */
   readonly tokenLimit: (apiKeyId: string | null, target: LimitTarget, own?: Reservation) => TokenLimitCheck
+  /**
+   * `tokenLimit` atomic across processes (with `exact`): holds `own`'s expected tokens in each
+   * applicable limit until `own` is released. `own` must come from `admit`; otherwise (or with
+   * the shared store unreachable) it is `tokenLimit`.
+   */
+  readonly claimTokens: (apiKeyId: string | null, target: LimitTarget, own?: Reservation) => Effect.Effect<TokenLimitCheck>
   /** USD of one answer at the prices in force (0 when unpriced). */
   readonly cost: (provider: string, model: string, usage: Partial<Usage> | undefined) => number
   /** USD of one media answer: its tokens (where reported) plus its units (images, seconds, characters, searches) at the prices in force. */
@@ -126,6 +141,8 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       // Per key: the running average of a request's cost and tokens, and what is held in flight.
       const averages = new BoundedMap<string, { costUsd: number; tokens: number }>({ maxEntries: 10_000 })
       const held = new Map<string, { costUsd: number; tokens: number; count: number }>()
+      /** Holds made by `admit`: what their release gives back to the shared totals. */
+      const sharedHolds = new WeakMap<Reservation, Array<() => void>>()
       const learn = (apiKeyId: string, costUsd: number, tokens: number) => {
         const a = averages.get(apiKeyId)
         averages.set(apiKeyId, a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens })
@@ -212,6 +229,41 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         prepared,
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
+        exact: budgets.exact,
+        admit: (apiKeyId) => {
+          if (apiKeyId === null) return Effect.succeed(NOT_HELD)
+          const now = clock.unsafeCurrentTimeMillis()
+          const local = reserve(apiKeyId)
+          // Shared holds taken for this request (its budget windows, then token limits per target).
+          const releases: Array<() => void> = []
+          const hold: Reservation = {
+            costUsd: local.costUsd,
+            tokens: local.tokens,
+            release: () => {
+              local.release()
+              for (const r of releases.splice(0)) r()
+            }
+          }
+          sharedHolds.set(hold, releases)
+          return Effect.map(budgets.claim(apiKeyId, local.costUsd, now), (claimed) => {
+            // The shared store unreachable: this process's view, as with one process.
+            if (claimed === undefined) return { budget: budgets.check(apiKeyId, now, Math.max(0, (held.get(apiKeyId)?.costUsd ?? 0) - local.costUsd)), hold }
+            releases.push(claimed.release)
+            return { budget: claimed.check, hold }
+          })
+        },
+        claimTokens: (apiKeyId, target, own) => {
+          if (apiKeyId === null) return Effect.succeed({ ok: true } as TokenLimitCheck)
+          const releases = own === undefined ? undefined : sharedHolds.get(own)
+          const now = clock.unsafeCurrentTimeMillis()
+          const localCheck = () => limits.check(apiKeyId, target, now, Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0)))
+          if (releases === undefined) return Effect.sync(localCheck)
+          return Effect.map(limits.claim(apiKeyId, target, own!.tokens, now), (claimed) => {
+            if (claimed === undefined) return localCheck()
+            releases.push(claimed.release)
+            return claimed.check
+          })
+        },
         tokenLimit: (apiKeyId, target, own) =>
           apiKeyId === null ? { ok: true } : limits.check(apiKeyId, target, clock.unsafeCurrentTimeMillis(), Math.max(0, (held.get(apiKeyId)?.tokens ?? 0) - (own?.tokens ?? 0))),
         emergencyModel

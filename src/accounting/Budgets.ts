@@ -15,7 +15,7 @@ import {
 } from "../domain/accounting.js"
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
-import { SharedState } from "../state/SharedState.js"
+import { SharedState, type TotalEntry } from "../state/SharedState.js"
 import { toIso } from "../store/Db.js"
 import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { windowEnd, windowStart } from "./windows.js"
@@ -45,12 +45,28 @@ export interface BudgetsShape {
   readonly record: (apiKeyId: string | null, costUsd: number) => Effect.Effect<void>
   /** `record` at `now`, synchronously (the request path). */
   readonly unsafeRecord: (apiKeyId: string | null, costUsd: number, now: number) => void
+  /** True when spend is exact across processes (`SharedState.totals` on Redis): the request path calls `claim`. */
+  readonly exact: boolean
+  /**
+   * Across processes, atomically: refuses while a window's spend plus every process's holds has
+   * reached its limit; else holds `estimateUsd` in each window until `release`. `undefined` when
+   * the shared store is unreachable (the caller checks its own view with `check`).
+   */
+  readonly claim: (apiKeyId: string, estimateUsd: number, now: number) => Effect.Effect<BudgetClaim | undefined>
   /**
    * Picks up budgets another process (the CLI) wrote. Queries only when `StoreVersion` is
    * provided and reports a commit from another connection; otherwise a no-op.
    */
   readonly refresh: Effect.Effect<void>
 }
+
+export interface BudgetClaim {
+  readonly check: BudgetCheck
+  /** Gives the hold back (once the request's spend is recorded). */
+  readonly release: () => void
+}
+
+const NOTHING_HELD = () => {}
 
 interface Row {
   readonly api_key_id: string
@@ -344,6 +360,43 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
           }
         }
         if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
+        if (local && totals.exact) totals.add(entries(state, now), costUsd)
+      }
+
+      const totals = shared.totals
+      const HOUR_MS = 3_600_000
+      /** The shared totals of the key's limited windows at `now` (each starts from this process's view of it). */
+      const entries = (state: BudgetState, now: number): Array<TotalEntry> => {
+        const out: Array<TotalEntry> = []
+        for (const kind of BUDGET_INTERVALS) {
+          const limit = budgetLimit(state.config, kind)
+          if (limit === null) continue
+          const w = state.windows[kind]
+          roll(kind, state.config.resetTime, w, now)
+          out.push({ key: `budget:${state.config.apiKeyId}:${kind}:${w.start}`, limit, init: w.spent, expireAt: w.end + HOUR_MS })
+        }
+        return out
+      }
+
+      const claim = (apiKeyId: string, estimateUsd: number, now: number): Effect.Effect<BudgetClaim | undefined> => {
+        const state = states.get(apiKeyId)
+        if (!state) return Effect.succeed({ check: { ok: true }, release: NOTHING_HELD })
+        const held = entries(state, now)
+        if (held.length === 0) return Effect.succeed({ check: { ok: true }, release: NOTHING_HELD })
+        const by = Number.isFinite(estimateUsd) && estimateUsd > 0 ? estimateUsd : 0
+        return Effect.map(totals.claim(held, by), (claimed): BudgetClaim | undefined => {
+          if (claimed === undefined) return undefined
+          if (claimed.ok) return { check: { ok: true }, release: by === 0 ? NOTHING_HELD : () => totals.add(held, -by) }
+          let worst: BudgetCheck = { ok: true }
+          const kinds = BUDGET_INTERVALS.filter((k) => budgetLimit(state.config, k) !== null)
+          held.forEach((e, i) => {
+            const spentUsd = claimed.values[i] ?? 0
+            if (!reached(spentUsd, e.limit)) return
+            const retryAfterMs = Math.max(0, state.windows[kinds[i]!].end - now)
+            if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kinds[i]!, limitUsd: e.limit, spentUsd, retryAfterMs }
+          })
+          return { check: worst, release: NOTHING_HELD }
+        })
       }
 
       const channel = shared.channel<BudgetSpend>("budgets", (s) => {
@@ -357,7 +410,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
 
       const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
 
-      return { set, remove, status, check, record, unsafeRecord, refresh }
+      return { set, remove, status, check, record, unsafeRecord, refresh, exact: totals.exact, claim }
     })
   )
 }

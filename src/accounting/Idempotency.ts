@@ -1,9 +1,12 @@
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { randomUUID } from "node:crypto"
 import { type Codec, SharedState } from "../state/SharedState.js"
 import { BoundedMap } from "../util/BoundedMap.js"
 
@@ -72,6 +75,31 @@ const changeCodec: Codec<IdempotencyChange> = {
   }
 }
 
+/** How long a process's claim on a key lasts without being renewed (renewed every third of it while the request runs). */
+export const CLAIM_TTL_MS = 30_000
+/** How often a duplicate waiting for another process's answer looks for it. */
+const POLL_MS = 25
+/** A claim's value while its request runs (`p:<owner>`), and once answered (`a:<encoded response>`). */
+const IN_FLIGHT = "p:"
+const ANSWER = "a:"
+
+const encodeResponse = (r: RecordedResponse) => JSON.stringify({ status: r.status, headers: r.headers, body: r.body.toString("base64") })
+const decodeResponse = (text: string): RecordedResponse | undefined => {
+  try {
+    const r = JSON.parse(text)
+    return { status: r.status, headers: r.headers, body: Buffer.from(r.body, "base64") }
+  } catch {
+    return undefined
+  }
+}
+
+/** This process's turn on a key across processes: produce (holding the claim, or alone), or another process's answer. */
+type Turn =
+  | { readonly kind: "claimed"; readonly owner: string }
+  | { readonly kind: "local" }
+  | { readonly kind: "answered"; readonly response: RecordedResponse }
+const LOCAL_TURN: Turn = { kind: "local" }
+
 /** A key whose first request is running: completes with the response, or `undefined` when it failed or was interrupted. */
 interface Pending {
   readonly done: Deferred.Deferred<RecordedResponse | undefined>
@@ -103,6 +131,47 @@ export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency,
         changeCodec
       )
 
+      const keys = shared.keys
+
+      /** Ends this process's slot with another process's answer (or with none: its waiters start over). */
+      const settle = (key: string, slot: Pending, response: RecordedResponse | undefined) =>
+        Effect.gen(function* () {
+          const owned = pending.get(key) === slot
+          if (owned) pending.delete(key)
+          if (owned && response !== undefined) completed.set(key, response, yield* Clock.currentTimeMillis)
+          yield* Deferred.succeed(slot.done, response)
+        })
+
+      /**
+       * The key across processes (`SharedState.keys`): claimed here (this process produces), or
+       * answered by the process holding the claim (polled every 25 ms, or sooner through the
+       * channel's "done"). A claim that disappears unanswered (its producer failed) is taken over;
+       * Redis unreachable: produced here.
+       */
+      const remoteTurn = (key: string): Effect.Effect<Turn> =>
+        Effect.gen(function* () {
+          const owner = IN_FLIGHT + randomUUID()
+          for (;;) {
+            const now = yield* Clock.currentTimeMillis
+            const local = completed.get(key, now)
+            if (local !== undefined) return { kind: "answered", response: local } as const
+            const claimed = yield* keys.claim(key, owner, CLAIM_TTL_MS)
+            if (claimed === undefined) return LOCAL_TURN
+            if (claimed) return { kind: "claimed", owner } as const
+            const value = yield* keys.get(key)
+            if (value?.startsWith(ANSWER)) {
+              const response = decodeResponse(value.slice(ANSWER.length))
+              if (response !== undefined) return { kind: "answered", response } as const
+            }
+            // In flight elsewhere (or just gone: claim again).
+            if (value !== undefined) yield* Effect.sleep(POLL_MS)
+          }
+        })
+
+      /** Keeps this process's claim alive while its request runs (a process that died lets go within `CLAIM_TTL_MS`). */
+      const keepAlive = (key: string, owner: string) =>
+        Effect.repeat(keys.replace(key, owner, owner, CLAIM_TTL_MS), Schedule.spaced(Duration.millis(CLAIM_TTL_MS / 3))).pipe(Effect.delay(Duration.millis(CLAIM_TTL_MS / 3)))
+
       type Claim =
         | { readonly kind: "stored"; readonly response: RecordedResponse }
         | { readonly kind: "wait"; readonly done: Deferred.Deferred<RecordedResponse | undefined> }
@@ -132,7 +201,15 @@ export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency,
                 // The producer failed or was interrupted: start over (one waiter becomes the producer).
                 return response === undefined ? yield* restore(attempt) : { response, duplicate: true }
               }
-              return yield* restore(produce).pipe(
+              // Several processes (Redis): the key is claimed there too; another process's claim means
+              // its answer is awaited instead of produced here (this process's duplicates wait for it).
+              const turn: Turn = keys.exact ? yield* restore(remoteTurn(key)).pipe(Effect.onInterrupt(() => settle(key, c.slot, undefined))) : LOCAL_TURN
+              if (turn.kind === "answered") {
+                yield* settle(key, c.slot, turn.response)
+                return { response: turn.response, duplicate: true }
+              }
+              const owner = turn.kind === "claimed" ? turn.owner : undefined
+              return yield* restore(owner === undefined ? produce : Effect.raceFirst(produce, Effect.zipRight(keepAlive(key, owner), Effect.never))).pipe(
                 Effect.onExit((exit) =>
                   Effect.gen(function* () {
                     // Not ours any more after a clear: the answer is not kept.
@@ -143,9 +220,11 @@ export class Idempotency extends Context.Tag("gateway/Idempotency")<Idempotency,
                         const completedAt = yield* Clock.currentTimeMillis
                         completed.set(key, exit.value, completedAt)
                         if (channel.shared) channel.publish({ op: "done", key, response: exit.value, at: completedAt })
-                      }
+                        if (owner !== undefined) yield* keys.replace(key, owner, ANSWER + encodeResponse(exit.value), WINDOW_MS)
+                      } else if (owner !== undefined) yield* keys.release(key, owner)
                       yield* Deferred.succeed(done, exit.value)
                     } else {
+                      if (owner !== undefined) yield* keys.release(key, owner)
                       yield* Deferred.succeed(done, undefined)
                     }
                   })

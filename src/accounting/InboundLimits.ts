@@ -124,16 +124,19 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
           if (limits.tpm !== null) {
             if (ctx.req.method === "POST" && ctx.body === undefined) ctx.body = yield* readBody(ctx.req)
             const estimate = estimateTokens(ctx.body)
-            const used = yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
+            // Added first and taken back when refused (as requests are): exact when processes race on shared counters.
+            const after = estimate > 0 ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now) : yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
+            const used = after - estimate
             h["x-ratelimit-limit-tokens"] = String(limits.tpm)
             // The window's first request runs whatever its size; after it, one whose estimate does not fit waits.
             if (used >= limits.tpm || (used > 0 && used + estimate > limits.tpm)) {
+              if (estimate > 0) yield* counters.add(tokensKey(id), -estimate, RATE_WINDOW_MS, now)
               if (requests !== undefined) yield* counters.add(requestsKey(id), -1, RATE_WINDOW_MS, now)
               h["x-ratelimit-remaining-tokens"] = String(Math.max(0, limits.tpm - used))
               setIetf(h, limits.tpm, 0, resetSeconds)
               return yield* refuse("tokens", limits.tpm, resetSeconds)
             }
-            tokensUsed = estimate > 0 ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now) : used
+            tokensUsed = after
             if (estimate > 0) pending.set(ctx.requestId, { apiKeyId: id, estimate, window }, now)
             h["x-ratelimit-remaining-tokens"] = String(Math.max(0, limits.tpm - tokensUsed))
           }

@@ -16,7 +16,7 @@ import {
 import { type BadRequest, NotFound } from "../domain/errors.js"
 import { EventBus } from "../events/EventBus.js"
 import { findProvider } from "../providers/catalog.js"
-import { SharedState } from "../state/SharedState.js"
+import { SharedState, type TotalEntry } from "../state/SharedState.js"
 import { toIso } from "../store/Db.js"
 import { makeVersionedReload, StoreVersion } from "../store/StoreVersion.js"
 import { fixedWindow } from "./windows.js"
@@ -58,9 +58,24 @@ export interface TokenLimitsShape {
   readonly record: (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.Effect<void>
   /** `record` at `now`, synchronously (the request path). */
   readonly unsafeRecord: (apiKeyId: string | null, target: LimitTarget, tokens: number, now: number) => void
+  /** True when token use is exact across processes (`SharedState.totals` on Redis): the pipeline calls `claim`. */
+  readonly exact: boolean
+  /**
+   * Across processes, atomically: refuses while an applicable limit's use plus every process's
+   * holds has reached it; else holds `estimate` tokens in each until `release`. `undefined` when
+   * the shared store is unreachable (the caller checks its own view with `check`).
+   */
+  readonly claim: (apiKeyId: string, target: LimitTarget, estimate: number, now: number) => Effect.Effect<TokenLimitClaim | undefined>
   /** Picks up limits another process wrote (only with `StoreVersion` provided; otherwise a no-op). */
   readonly refresh: Effect.Effect<void>
 }
+
+export interface TokenLimitClaim {
+  readonly check: TokenLimitCheck
+  readonly release: () => void
+}
+
+const NOTHING_HELD = () => {}
 
 interface Row {
   readonly id: string
@@ -315,6 +330,38 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
           }
         }
         if (local && channel.shared) channel.publish({ apiKeyId, target, tokens, at: now })
+        if (local && totals.exact) totals.add(entries(limits, target, now), tokens)
+      }
+
+      const totals = shared.totals
+      /** The shared totals of the limits that apply to `target` at `now` (each starts from this process's view). */
+      const entries = (limits: ReadonlyArray<LimitState>, target: LimitTarget, now: number) => {
+        const out: Array<TotalEntry & { readonly state: LimitState }> = []
+        for (const l of limits) {
+          if (!limitApplies(l, target)) continue
+          roll(l, now)
+          out.push({ key: `tokens:${l.id}:${l.start}`, limit: l.maxTokens, init: l.used, expireAt: l.end + 3_600_000, state: l })
+        }
+        return out
+      }
+
+      const claim = (apiKeyId: string, target: LimitTarget, estimate: number, now: number): Effect.Effect<TokenLimitClaim | undefined> => {
+        const limits = byKey.get(apiKeyId)
+        const held = limits === undefined ? [] : entries(limits, target, now)
+        if (held.length === 0) return Effect.succeed({ check: { ok: true }, release: NOTHING_HELD })
+        const by = Number.isFinite(estimate) && estimate > 0 ? estimate : 0
+        return Effect.map(totals.claim(held, by), (claimed): TokenLimitClaim | undefined => {
+          if (claimed === undefined) return undefined
+          if (claimed.ok) return { check: { ok: true }, release: by === 0 ? NOTHING_HELD : () => totals.add(held, -by) }
+          let worst: { limit: LimitState; retryAfterMs: number } | undefined
+          held.forEach((e, i) => {
+            if ((claimed.values[i] ?? 0) < e.limit - 1e-10) return
+            const retryAfterMs = Math.max(0, e.state.end - now)
+            if (!worst || retryAfterMs > worst.retryAfterMs) worst = { limit: e.state, retryAfterMs }
+          })
+          const w = worst as { limit: LimitState; retryAfterMs: number } | undefined
+          return { check: w ? { ok: false, limit: view(w.limit), retryAfterMs: w.retryAfterMs } : { ok: true }, release: NOTHING_HELD }
+        })
       }
 
       const channel = shared.channel<TokenUse>("token-limits", (u) => {
@@ -328,7 +375,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
 
       const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
 
-      return { list, create, remove, check, record, unsafeRecord, refresh }
+      return { list, create, remove, check, record, unsafeRecord, refresh, exact: totals.exact, claim }
     })
   )
 }

@@ -1,10 +1,12 @@
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { isIPv4, isIPv6 } from "node:net"
 import * as path from "node:path"
+import { invalidRedisUrl } from "../state/redisUrl.js"
 
 export const DEFAULT_PORT = 20128
 export const DEFAULT_HOST = "127.0.0.1"
@@ -29,6 +31,13 @@ export interface AppConfigShape {
    * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`.
    */
   readonly allowUnauthenticatedRemote: boolean
+  /**
+   * `REDIS_URL` (`redis://` or `rediss://`): shared state (breakers, budgets, idempotency, …) on
+   * Redis, for several gateway processes (docs/scale-out.md, "Redis"). Unset: one process.
+   */
+  readonly redisUrl?: string | undefined
+  /** `GATEWAY_REDIS_PREFIX`: prefix of the gateway's Redis keys and channels (default `gateway:`). */
+  readonly redisPrefix?: string | undefined
 }
 
 /** Process-level settings: where to listen and where state lives. Feature flags are separate. */
@@ -44,6 +53,13 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
         const logFormat = yield* Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.option)
         const origins = yield* Config.string("GATEWAY_ALLOWED_ORIGINS").pipe(Config.withDefault(""))
         const allowUnauthenticatedRemote = yield* Config.boolean("GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE").pipe(Config.withDefault(false))
+        const redisUrl = overrides.redisUrl ?? Option.getOrUndefined(yield* Config.string("REDIS_URL").pipe(Config.option))
+        if (redisUrl !== undefined && redisUrl !== "") {
+          // The message never repeats the URL: it may carry a password.
+          const invalid = invalidRedisUrl(redisUrl)
+          if (invalid !== undefined) return yield* Effect.fail(ConfigError.InvalidData(["REDIS_URL"], invalid))
+        }
+        const redisPrefix = yield* Config.string("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gateway:"))
         return {
           port: overrides.port ?? port,
           host: overrides.host ?? host,
@@ -55,7 +71,9 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
               .split(",")
               .map((o) => o.trim().replace(/\/+$/, ""))
               .filter((o) => o.length > 0),
-          allowUnauthenticatedRemote: overrides.allowUnauthenticatedRemote ?? allowUnauthenticatedRemote
+          allowUnauthenticatedRemote: overrides.allowUnauthenticatedRemote ?? allowUnauthenticatedRemote,
+          redisUrl: redisUrl === "" ? undefined : redisUrl,
+          redisPrefix: overrides.redisPrefix ?? redisPrefix
         }
       })
     )

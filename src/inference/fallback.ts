@@ -107,11 +107,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
             skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
             continue
           }
-          const limit = accounting.tokenLimit(
-            ctx.apiKeyId,
-            { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name },
-            track.hold
-          )
+          const limitTarget = { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name }
+          // Several processes (Redis): the check holds the request's expected tokens atomically across them.
+          const limit = accounting.exact ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold) : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
           if (!limit.ok) {
             skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
             continue

@@ -17,6 +17,7 @@ import { InFlight } from "../usage/InFlight.js"
 import { Usage as UsageService } from "../usage/Usage.js"
 import { Accounting } from "../accounting/Accounting.js"
 import { AccountingConfig } from "../accounting/AccountingConfig.js"
+import type { BudgetCheck } from "../accounting/Budgets.js"
 import { formatCost } from "../accounting/cost.js"
 import { ResponseCache } from "../accounting/ResponseCache.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
@@ -272,7 +273,13 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               if (body) current = { ...current, body }
             }
             // Budget: a spent window sends the request to the free fallback model, or refuses it.
-            const budget = accounting.budget(ctx.apiKeyId)
+            // Several processes (Redis): the check and the hold are one atomic step across them.
+            let budget: BudgetCheck
+            if (accounting.exact) {
+              const admitted = yield* accounting.admit(ctx.apiKeyId)
+              track.hold = admitted.hold
+              budget = admitted.budget
+            } else budget = accounting.budget(ctx.apiKeyId)
             let routed = current
             if (!budget.ok) {
               const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
@@ -290,7 +297,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
               track.model = emergency
             }
 
-            track.hold = accounting.reserve(ctx.apiKeyId)
+            if (!accounting.exact) track.hold = accounting.reserve(ctx.apiKeyId)
 
             // Progress events need the answer open early: SSE streams only (NDJSON and JSON arrays have no comments).
             if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)

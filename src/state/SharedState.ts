@@ -1,3 +1,4 @@
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -49,7 +50,7 @@ export interface StateChannel<A> {
  * Counters per fixed time window, exact across processes: the one thing pub/sub cannot give.
  * A window of `windowMs` holds `now` when `floor(now / windowMs)` is its number (windows are
  * aligned to the epoch, so every process agrees on them). A Redis layer implements `add` as
- * `INCRBY gateway:count:<key>:<window>` plus `PEXPIRE` to the window's end, `get` as `GET`.
+ * `INCRBYFLOAT <prefix>count:<key>:<window>` plus `PEXPIREAT` past the window's end (one Lua script), `get` as `GET`.
  */
 export interface WindowCounters {
   /** Adds `by` (may be negative) to `key`'s counter in the window holding `now`; answers the total after, atomically. */
@@ -78,9 +79,135 @@ export const makeMemoryCounters = (): WindowCounters => {
   }
 }
 
+/** One total of `SharedTotals`: its key, the level it may not reach, its value when missing, when it expires. */
+export interface TotalEntry {
+  readonly key: string
+  /** `claim` refuses when the total has reached this (within 1e-10); `add` ignores it. */
+  readonly limit: number
+  /** The total when the store does not hold it yet (or lost it): this process's own view of it. */
+  readonly init: number
+  /** Epoch ms after which the store may forget the total (the end of its period, plus slack). */
+  readonly expireAt: number
+}
+
+/** What `claim` answers: whether `by` was added, and each total before the add. */
+export interface TotalsClaim {
+  readonly ok: boolean
+  readonly values: ReadonlyArray<number>
+}
+
+/**
+ * Float totals over periods the caller names (budget windows), with an atomic check-and-add:
+ * what makes budgets exact across processes (docs/scale-out.md, "Redis"). A Redis layer runs
+ * each call as one Lua script.
+ */
+export interface SharedTotals {
+  /** True when the totals are shared by several processes; the services take the exact path only then. */
+  readonly exact: boolean
+  /**
+   * Atomically: reads every entry's total (a missing one starts at its `init`); when none has
+   * reached its `limit`, adds `by` to each. `undefined` when the store is unreachable (the caller
+   * falls back to its own read model).
+   */
+  readonly claim: (entries: ReadonlyArray<TotalEntry>, by: number) => Effect.Effect<TotalsClaim | undefined>
+  /**
+   * Adds `by` to each entry (a missing one is set to its `init` instead, which already holds
+   * this process's view). Fire and forget; calls of one process apply in call order.
+   */
+  readonly add: (entries: ReadonlyArray<TotalEntry>, by: number) => void
+}
+
+/**
+ * Short-lived keys with an atomic claim (`SET NX PX`): the idempotency claim that makes a
+ * duplicate on another process wait for the first one's answer.
+ */
+export interface SharedKeys {
+  /** True when the keys are shared by several processes. */
+  readonly exact: boolean
+  /** Sets `key` to `value` for `ttlMs` when no one holds it: true when this call did. `undefined` when the store is unreachable. */
+  readonly claim: (key: string, value: string, ttlMs: number) => Effect.Effect<boolean | undefined>
+  /** The value, `undefined` when missing (or the store is unreachable). */
+  readonly get: (key: string) => Effect.Effect<string | undefined>
+  /** Replaces the value of `key` when it is still `owner` (a claim this process made), with `ttlMs`. */
+  readonly replace: (key: string, owner: string, value: string, ttlMs: number) => Effect.Effect<void>
+  /** Deletes `key` when its value is still `owner`. */
+  readonly release: (key: string, owner: string) => Effect.Effect<void>
+}
+
+/** Totals in one map (one process, or every node of a memory cluster). */
+export const makeMemoryTotals = (exact: boolean): SharedTotals => {
+  const totals = new Map<string, { value: number; expireAt: number }>()
+  const read = (e: TotalEntry, now: number) => {
+    const t = totals.get(e.key)
+    if (t !== undefined && t.expireAt > now) return t
+    const fresh = { value: e.init, expireAt: e.expireAt }
+    totals.set(e.key, fresh)
+    return fresh
+  }
+  const sweep = (now: number) => {
+    if (totals.size < 10_000) return
+    for (const [k, t] of totals) if (t.expireAt <= now) totals.delete(k)
+  }
+  return {
+    exact,
+    claim: (entries, by) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        sweep(now)
+        const current = entries.map((e) => read(e, now))
+        const values = current.map((t) => t.value)
+        const ok = entries.every((e, i) => values[i]! < e.limit - 1e-10)
+        if (ok) for (const t of current) t.value += by
+        return { ok, values }
+      }),
+    add: (entries, by) => {
+      // Synchronous, so without the Clock: an expired total is reset by the next `claim`.
+      for (const e of entries) {
+        const t = totals.get(e.key)
+        if (t !== undefined) t.value += by
+        else totals.set(e.key, { value: e.init, expireAt: e.expireAt })
+      }
+    }
+  }
+}
+
+/** Keys in one map (one process, or every node of a memory cluster). */
+export const makeMemoryKeys = (exact: boolean): SharedKeys => {
+  const keys = new Map<string, { value: string; expireAt: number }>()
+  const live = (key: string, now: number) => {
+    const k = keys.get(key)
+    if (k === undefined) return undefined
+    if (k.expireAt > now) return k
+    keys.delete(key)
+    return undefined
+  }
+  return {
+    exact,
+    claim: (key, value, ttlMs) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (live(key, now) !== undefined) return false
+        if (keys.size >= 10_000) for (const [k, v] of keys) if (v.expireAt <= now) keys.delete(k)
+        keys.set(key, { value, expireAt: now + ttlMs })
+        return true
+      }),
+    get: (key) => Effect.map(Clock.currentTimeMillis, (now) => live(key, now)?.value),
+    replace: (key, owner, value, ttlMs) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (live(key, now)?.value === owner) keys.set(key, { value, expireAt: now + ttlMs })
+      }),
+    release: (key, owner) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        if (live(key, now)?.value === owner) keys.delete(key)
+      })
+  }
+}
+
 export interface SharedStateShape {
   /** Exact counters shared by every process of the gateway (rate limits). */
   readonly counters: WindowCounters
+  /** Exact float totals with an atomic check-and-add (budgets). */
+  readonly totals: SharedTotals
+  /** Atomic short-lived claims (idempotency). */
+  readonly keys: SharedKeys
   /**
    * The channel `topic`, opened once per service instance when its layer is built. `apply` is
    * called (synchronously, outside any fiber) with each change another process published on the
@@ -92,7 +219,12 @@ export interface SharedStateShape {
 const LOCAL_CHANNEL: StateChannel<never> = { shared: false, publish: () => {} }
 
 /** One process: nothing to tell anyone. */
-export const localSharedState: SharedStateShape = { channel: () => LOCAL_CHANNEL as StateChannel<any>, counters: makeMemoryCounters() }
+export const localSharedState: SharedStateShape = {
+  channel: () => LOCAL_CHANNEL as StateChannel<any>,
+  counters: makeMemoryCounters(),
+  totals: makeMemoryTotals(false),
+  keys: makeMemoryKeys(false)
+}
 
 /**
  * Gateways in one process linked as if by Redis pub/sub: what one node publishes on a topic
@@ -115,6 +247,8 @@ export const makeMemoryCluster = (): MemoryCluster => {
   let nodes = 0
   // One counter store for the whole cluster, as one Redis would be.
   const counters = makeMemoryCounters()
+  const totals = makeMemoryTotals(true)
+  const keys = makeMemoryKeys(true)
   return {
     published,
     errors,
@@ -122,6 +256,8 @@ export const makeMemoryCluster = (): MemoryCluster => {
       const node = ++nodes
       return {
         counters,
+        totals,
+        keys,
         channel: <A>(topic: string, apply: (change: A) => void, codec: Codec<A> = jsonCodec) => {
           let subscribers = topics.get(topic)
           if (subscribers === undefined) topics.set(topic, (subscribers = []))
@@ -156,7 +292,10 @@ export const makeMemoryCluster = (): MemoryCluster => {
  */
 export class SharedState extends Context.Tag("gateway/SharedState")<SharedState, SharedStateShape>() {
   /** One process (the default): publishing is a no-op, no remote change ever arrives. */
-  static readonly layer = Layer.sync(SharedState, (): SharedStateShape => ({ channel: localSharedState.channel, counters: makeMemoryCounters() }))
+  static readonly layer = Layer.sync(
+    SharedState,
+    (): SharedStateShape => ({ channel: localSharedState.channel, counters: makeMemoryCounters(), totals: makeMemoryTotals(false), keys: makeMemoryKeys(false) })
+  )
 
   /** A node of `cluster`, one per build of the layer (two gateways, two builds, two nodes). */
   static readonly layerCluster = (cluster: MemoryCluster) => Layer.sync(SharedState, () => cluster.join())

@@ -23,6 +23,7 @@ import {
 import { EventBus, type GatewayEvent } from "../events/EventBus.js"
 import { Connections } from "../providers/Connections.js"
 import { checkProviderUrl } from "../providers/urlPolicy.js"
+import { SharedState } from "../state/SharedState.js"
 import { Secrets } from "../store/Secrets.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
 import { makeBookkeeping } from "./bookkeeping.js"
@@ -50,6 +51,13 @@ export interface WebhooksShape {
   /** Deliveries queued or in flight, all webhooks together (tests, the bench). */
   readonly pending: Effect.Effect<number>
 }
+
+/**
+ * How long a process's claim on a queued delivery lasts (several processes, Redis): longer than a
+ * delivery's retries take, so a live process's deliveries are never resumed by another; those of
+ * a process that died are resumed by the next process to start after it lapsed.
+ */
+export const DELIVERY_CLAIM_MS = 3_600_000
 
 /** Failed deliveries in a row that disable a webhook. */
 export const DISABLE_AFTER = 10
@@ -121,6 +129,19 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
       const workers = yield* FiberMap.make<string>()
       const hooks = new Map<string, Hook>()
       let seq = 0
+      // Several processes on one database (Redis): each delivery is claimed by the process that
+      // queued it, so another one starting meanwhile does not resume (and send) it too.
+      const claims = (yield* SharedState.orLocal).keys
+      const owner = `webhooks:${crypto.randomUUID()}`
+      const claimKey = (deliveryId: string) => `webhook:${deliveryId}`
+      /** Deliveries this process claimed and has not finished: given back at shutdown, so the next start resumes them. */
+      const claimed = new Set<string>()
+      const claim = (deliveryId: string) =>
+        Effect.map(claims.claim(claimKey(deliveryId), owner, DELIVERY_CLAIM_MS), (got) => {
+          if (got === true) claimed.add(deliveryId)
+          return got
+        })
+      if (claims.exact) yield* Effect.addFinalizer(() => Effect.forEach([...claimed], (id) => claims.release(claimKey(id), owner), { discard: true }))
 
       const reveal = (stored: string) =>
         Effect.match(secrets.decrypt(stored), { onFailure: () => "", onSuccess: (r) => Redacted.value(r) })
@@ -179,7 +200,15 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
             }
             const outcome = yield* deliver(http, () => hook, job, { retryBase, onAttempt: (o) => recordAttempt(hook.id, o) })
             // Interrupted before this point (shutdown), the row stays and is delivered again at the next start.
-            yield* Effect.uninterruptible(Effect.ensuring(finish(hook, job, outcome), Effect.sync(() => hook.pending--)))
+            yield* Effect.uninterruptible(
+              Effect.ensuring(
+                finish(hook, job, outcome),
+                Effect.sync(() => {
+                  hook.pending--
+                  claimed.delete(job.id)
+                })
+              )
+            )
           })
         )
 
@@ -219,6 +248,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
               const job: Job = { id: messageId(), event: e.event, body }
               hook.pending++
               books.persist({ id: job.id, webhook_id: hook.id, event: e.event, body, created_at: now, seq: seq++ })
+              if (claims.exact) yield* claim(job.id)
               Queue.unsafeOffer(hook.queue, job)
             }
           }
@@ -280,7 +310,13 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
         }
         const pending = yield* sql<Job & { webhook_id: string }>`SELECT id, webhook_id, event, body FROM webhook_deliveries ORDER BY created_at, seq`
         const dropped: Array<string> = []
+        let others = 0
         for (const p of pending) {
+          // Held by another live process (it queued it): not ours to send. Redis unreachable: ours, as with one process.
+          if (claims.exact && (yield* claim(p.id)) === false) {
+            others++
+            continue
+          }
           const hook = hooks.get(p.webhook_id)
           if (!hook || !hook.enabled || hook.pending >= capacity) {
             dropped.push(p.id)
@@ -289,7 +325,8 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
           hook.pending++
           Queue.unsafeOffer(hook.queue, { id: p.id, event: p.event, body: p.body })
         }
-        if (pending.length > dropped.length) yield* Effect.logInfo(`webhooks: ${pending.length - dropped.length} pending deliveries resumed`)
+        if (pending.length > dropped.length + others) yield* Effect.logInfo(`webhooks: ${pending.length - dropped.length - others} pending deliveries resumed`)
+        if (others > 0) yield* Effect.logInfo(`webhooks: ${others} pending deliveries left to the processes that queued them`)
         for (const id of dropped) books.finished(id)
       })
       yield* Effect.orDie(start)
