@@ -74,6 +74,7 @@ import { TokenLimits } from "./accounting/TokenLimits.js"
 import { InboundLimits } from "./accounting/InboundLimits.js"
 import { InFlight } from "./usage/InFlight.js"
 import { SharedState } from "./state/SharedState.js"
+import { layerForProcess } from "./state/clusterIpc.js"
 import { Lifecycle } from "./system/Lifecycle.js"
 import { Observability } from "./observability/Observability.js"
 
@@ -127,8 +128,9 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
   return Layer.merge(ServerLayer, ProcessGuard).pipe(
-    // One process; a multi-process transport (Redis) is chosen here.
-    Layer.provide(SharedState.layer),
+    // One process; a multi-process transport (Redis) is chosen here. A worker of `gateway
+    // --workers N` without REDIS_URL talks to its siblings through the primary (src/state/clusterIpc.ts).
+    Layer.provide(layerForProcess(SharedState.layer)),
     Layer.provide(StreamTimeouts.layer),
     Layer.provide(Logging.layerWithFile),
     Layer.provide(config),

@@ -1,0 +1,190 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type { Worker } from "node:cluster"
+import { type Codec, jsonCodec, makeMemoryCounters, SharedState, type SharedStateShape, type StateChannel, type WindowCounters } from "./SharedState.js"
+
+/**
+ * The shared-state transport of `gateway --workers N` without Redis (docs/scale-out.md,
+ * "Workers"): the workers of one node:cluster talk through the primary over the IPC channel node
+ * gives every worker. It implements `SharedStateShape` (docs/ARCHITECTURE.md, "Seam 4: shared
+ * state") and nothing per service:
+ *
+ * - `channel(topic).publish(change)` sends `{ gw: "pub", topic, text }` to the primary, which
+ *   relays it as `{ gw: "msg", topic, text }` to every other live worker; there it goes through
+ *   the codec to the `apply`s registered for the topic. At most once, unordered between workers
+ *   (a worker that is restarting misses what was published meanwhile), like Redis pub/sub.
+ * - `counters` are held by the primary (one memory store for the whole node): `add` and `get`
+ *   are one request and answer each over IPC, so a rate limit is exact across the workers. A
+ *   worker whose channel to the primary is gone (the primary died) counts in its own memory.
+ *
+ * Messages are plain JSON objects whose `gw` field names them; node's own cluster messages
+ * (`cmd: "NODE_…"`) do not have one.
+ */
+
+/** What a worker sends its primary. */
+export type ToPrimary =
+  | { readonly gw: "pub"; readonly topic: string; readonly text: string }
+  | { readonly gw: "count"; readonly id: number; readonly op: "add" | "get"; readonly key: string; readonly by: number; readonly windowMs: number; readonly now: number }
+  | { readonly gw: "stop"; readonly intent: "shutdown" | "restart" }
+
+/** What the primary sends a worker. */
+export type ToWorker =
+  | { readonly gw: "msg"; readonly topic: string; readonly text: string }
+  | { readonly gw: "counted"; readonly id: number; readonly value: number }
+
+const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
+  typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
+
+/**
+ * The primary's side: relays channel messages between `workers()` and answers counter requests
+ * from one memory store. Returns the handler to attach to each worker's `message` event; `stop`
+ * messages go to `onStop`.
+ */
+export const makeRelay = (options: {
+  readonly workers: () => Iterable<Worker>
+  readonly onStop: (intent: "shutdown" | "restart", from: Worker) => void
+  /** Counts relayed messages per topic (tests and the start-up log read it). */
+  readonly relayed?: Map<string, number>
+}) => {
+  const counters = makeMemoryCounters()
+  const send = (w: Worker, m: ToWorker) => {
+    if (!w.isConnected()) return
+    try {
+      w.send(m)
+    } catch {
+      // The worker is going away: it misses this change, as a Redis subscriber that dropped would.
+    }
+  }
+  return (from: Worker, message: unknown) => {
+    if (!isGatewayMessage(message)) return
+    const m = message as ToPrimary
+    switch (m.gw) {
+      case "pub": {
+        const out: ToWorker = { gw: "msg", topic: m.topic, text: m.text }
+        for (const w of options.workers()) if (w !== from) send(w, out)
+        if (options.relayed) options.relayed.set(m.topic, (options.relayed.get(m.topic) ?? 0) + 1)
+        return
+      }
+      case "count": {
+        const value = Effect.runSync(m.op === "add" ? counters.add(m.key, m.by, m.windowMs, m.now) : counters.get(m.key, m.windowMs, m.now))
+        return send(from, { gw: "counted", id: m.id, value })
+      }
+      case "stop":
+        return options.onStop(m.intent, from)
+    }
+  }
+}
+
+/** Whether this process is a worker of `gateway --workers N` with an IPC channel to its primary. */
+export const isClusterWorker = (): boolean => process.env.GATEWAY_WORKER_ID !== undefined && typeof process.send === "function"
+
+/** Sends a message to the primary; false when the channel is closed. */
+export const toPrimary = (m: ToPrimary): boolean => {
+  if (typeof process.send !== "function" || !process.connected) return false
+  try {
+    process.send(m)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The worker's side, as a `SharedState` layer: one `message` listener for the process (removed
+ * when the layer closes), dispatching by topic. An `apply` that throws is logged and the others
+ * still run.
+ */
+export const layerWorker = Layer.scoped(
+  SharedState,
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const logWarning = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+    const subscribers = new Map<string, Array<(text: string) => void>>()
+    const waiting = new Map<number, (value: number) => void>()
+    let nextId = 0
+    const local: WindowCounters = makeMemoryCounters()
+
+    const onMessage = (message: unknown) => {
+      if (!isGatewayMessage(message)) return
+      const m = message as ToWorker
+      if (m.gw === "counted") {
+        const resume = waiting.get(m.id)
+        if (resume !== undefined) {
+          waiting.delete(m.id)
+          resume(m.value)
+        }
+        return
+      }
+      if (m.gw === "msg") {
+        const list = subscribers.get(m.topic)
+        if (list === undefined) return
+        for (const deliver of list) deliver(m.text)
+      }
+    }
+    // The primary went away: what was waiting for a count is answered from this process's memory.
+    const onDisconnect = () => {
+      for (const [id, resume] of waiting) {
+        waiting.delete(id)
+        resume(Number.NaN)
+      }
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        process.on("message", onMessage)
+        process.on("disconnect", onDisconnect)
+      }),
+      () =>
+        Effect.sync(() => {
+          process.off("message", onMessage)
+          process.off("disconnect", onDisconnect)
+        })
+    )
+
+    const ask = (op: "add" | "get", key: string, by: number, windowMs: number, now: number): Effect.Effect<number> =>
+      Effect.flatMap(
+        Effect.async<number>((resume) => {
+          const id = ++nextId
+          waiting.set(id, (value) => resume(Effect.succeed(value)))
+          if (!toPrimary({ gw: "count", id, op, key, by, windowMs, now })) {
+            waiting.delete(id)
+            resume(Effect.succeed(Number.NaN))
+          }
+        }),
+        (value) => (Number.isNaN(value) ? (op === "add" ? local.add(key, by, windowMs, now) : local.get(key, windowMs, now)) : Effect.succeed(value))
+      )
+
+    const shape: SharedStateShape = {
+      counters: {
+        add: (key, by, windowMs, now) => ask("add", key, by, windowMs, now),
+        get: (key, windowMs, now) => ask("get", key, 0, windowMs, now)
+      },
+      channel: <A>(topic: string, apply: (change: A) => void, codec: Codec<A> = jsonCodec): StateChannel<A> => {
+        let list = subscribers.get(topic)
+        if (list === undefined) subscribers.set(topic, (list = []))
+        list.push((text) => {
+          try {
+            apply(codec.decode(text))
+          } catch (e) {
+            logWarning(`shared state: a change on "${topic}" from another worker could not be applied: ${String(e)}`)
+          }
+        })
+        return {
+          shared: true,
+          publish: (change: A) => {
+            toPrimary({ gw: "pub", topic, text: codec.encode(change) })
+          }
+        }
+      }
+    }
+    return shape
+  })
+)
+
+/**
+ * The shared-state layer for this process: the workers' IPC transport when this is a worker of
+ * `gateway --workers N` and no other multi-process transport was chosen (`fallback` is what
+ * src/Gateway.ts would use otherwise: one process, or Redis when REDIS_URL is set).
+ */
+export const layerForProcess = <E, R>(fallback: Layer.Layer<SharedState, E, R>): Layer.Layer<SharedState, E, R> =>
+  isClusterWorker() && !process.env.REDIS_URL ? layerWorker : fallback
