@@ -185,6 +185,11 @@ describe("gateway --workers 2", () => {
     const created = await request(`${gw.url}/api/keys`, a, { body: { name: "rpm4", rpm: 4 }, headers: admin })
     expect(created.status).toBe(201)
     const key = created.body.secret as string
+    // Worker 2 learns of the new key from the database (within its store's 1 s check).
+    await until("worker 2 knows the key's limit", async () => {
+      const r = await request(`${gw.url}/api/rate-limits`, b, { headers: admin })
+      return (r.body.inbound as Array<{ apiKeyId: string }>).some((k) => k.apiKeyId === created.body.id)
+    })
     up.always({ content: "hello" })
     const statuses: Array<number> = []
     for (let i = 0; i < 8; i++) statuses.push((await chat(gw.url, i % 2 === 0 ? a : b, key)).status)
