@@ -79,6 +79,12 @@ export const makeRelay = (options: {
 /** Whether this process is a worker of `gateway --workers N` with an IPC channel to its primary. */
 export const isClusterWorker = (): boolean => process.env.GATEWAY_WORKER_ID !== undefined && typeof process.send === "function"
 
+/**
+ * Whether this process runs the work that must run once per gateway, not once per worker (the
+ * batch sweep): every process but workers 2..N of `gateway --workers N`.
+ */
+export const runsOncePerGateway = (): boolean => !isClusterWorker() || process.env.GATEWAY_WORKER_ID === "1"
+
 /** Sends a message to the primary; false when the channel is closed. */
 export const toPrimary = (m: ToPrimary): boolean => {
   if (typeof process.send !== "function" || !process.connected) return false
