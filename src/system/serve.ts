@@ -27,7 +27,7 @@ export const serve = (overrides: Partial<AppConfigShape>) => {
     )
     if (intent === "shutdown" || worker) return yield* Effect.sync(() => process.exit(0))
     if (restartMode() === "exit") return yield* Effect.sync(() => process.exit(RESTART_EXIT_CODE))
-    const code = yield* supervise
+    const code = yield* supervise()
     return yield* Effect.sync(() => process.exit(code))
   })
   return worker ? Effect.annotateLogs(program, "worker", Number(process.env.GATEWAY_WORKER_ID)) : program

@@ -5,15 +5,15 @@ import { startingEnv } from "./startEnv.js"
 
 /**
  * Runs the gateway as this process's child, with the same node options, argv and starting
- * environment (plus GATEWAY_SUPERVISED=1), stdio shared; again whenever it exits 75 (its own
+ * environment (plus `extraEnv` and GATEWAY_SUPERVISED=1), stdio shared; again whenever it exits 75 (its own
  * restart). Answers its final exit status. Interrupted (SIGINT/SIGTERM to this process), it
  * passes SIGTERM on and waits for the child's graceful stop.
  */
-export const supervise = Effect.async<number>((resume) => {
+export const supervise = (extraEnv: Record<string, string> = {}) => Effect.async<number>((resume) => {
   let child: ReturnType<typeof spawn>
   const start = () => {
     child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-      env: { ...startingEnv(), GATEWAY_SUPERVISED: "1" },
+      env: { ...startingEnv(), ...extraEnv, GATEWAY_SUPERVISED: "1" },
       stdio: "inherit"
     })
     child.once("exit", (code, signal) => {

@@ -55,7 +55,7 @@ export const sharingReport = (n: number, config: Pick<AppConfigShape, "dataDir">
     `workers: ${n} processes share the port; each is a whole gateway`,
     `workers: shared through ${store}: API keys, providers and connections, combos, settings and feature flags, usage rows, budget and limit configuration, files and batches, webhooks and their deliveries, audit log`,
     `workers: shared through ${stateVia}: circuit breakers, cooldowns, lockouts, budget and token-limit spend, inbound rate-limit counters (${env.REDIS_URL ? "in Redis" : "held by the primary, exact"}), idempotent answers, the response cache's memory tier, sticky sessions, previous_response_id`,
-    `workers: per worker: a breaker's half-open probe, idempotency keys still in flight, routing latency windows and in-flight counts, WebSocket conversations, MCP sessions, cache hit statistics, in-memory caches (refreshed from the store), background tasks (each worker runs its own)`
+    `workers: per worker: a breaker's half-open probe, idempotency keys still in flight, routing latency windows and in-flight counts, WebSocket conversations, MCP sessions, cache hit statistics, in-memory caches (refreshed from the store), background tasks (each worker runs its own; the batch sweep only worker 1)`
   ]
 }
 
@@ -90,7 +90,9 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     // With `--port 0` the primary picks the port once, so that every worker (and each restart,
     // even while no other worker holds it) listens on the same one: node's cluster shares a
     // listening socket between workers that ask for the same address and port.
-    const port = config.port === 0 ? yield* freePort(config.host) : config.port
+    // A primary restarted by one (`POST /api/restart`) keeps the port its predecessor picked.
+    const inherited = Number(process.env.GATEWAY_WORKER_PORT)
+    const port = config.port !== 0 ? config.port : Number.isInteger(inherited) && inherited > 0 ? inherited : yield* freePort(config.host)
     const stopAsked = yield* Deferred.make<StopIntent>()
     const relay = makeRelay({
       workers: live,
@@ -178,6 +180,6 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     yield* stopAll
     if (intent === "shutdown") return yield* Effect.sync(() => process.exit(0))
     if (restartMode() === "exit") return yield* Effect.sync(() => process.exit(RESTART_EXIT_CODE))
-    const code = yield* supervise
+    const code = yield* supervise({ GATEWAY_WORKER_PORT: String(port) })
     return yield* Effect.sync(() => process.exit(code))
   }).pipe(Effect.annotateLogs("worker", "primary"), Effect.provide(Logging.layerFromConfig), Effect.provide(AppConfig.layer(overrides)))
