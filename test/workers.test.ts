@@ -181,7 +181,7 @@ describe("gateway --workers 2", () => {
   it("an inbound rate limit counts the requests of both workers exactly", { timeout: 60_000 }, async () => {
     // Limits count in fixed minutes: start early in one.
     const left = 60_000 - (Date.now() % 60_000)
-    if (left < 30_000) await new Promise((r) => setTimeout(r, left + 50))
+    if (left < 20_000) await new Promise((r) => setTimeout(r, left + 50))
     const created = await request(`${gw.url}/api/keys`, a, { body: { name: "rpm4", rpm: 4 }, headers: admin })
     expect(created.status).toBe(201)
     const key = created.body.secret as string
