@@ -108,7 +108,7 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     const fork = (slot: Slot, listening?: Deferred.Deferred<string>) =>
       Effect.async<{ code: number | null; signal: string | null; startedAt: number }>((resume) => {
         const startedAt = Date.now()
-        const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKERS: String(n), GATEWAY_WORKER_PORT: String(port) })
+        const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKER_PORT: String(port) })
         slot.worker = w
         w.on("message", (m: unknown) => relay(w, m))
         w.once("listening", (address) => {
