@@ -75,6 +75,7 @@ import { TokenLimits } from "./accounting/TokenLimits.js"
 import { InboundLimits } from "./accounting/InboundLimits.js"
 import { InFlight } from "./usage/InFlight.js"
 import { SharedState } from "./state/SharedState.js"
+import { layerForProcess } from "./state/clusterIpc.js"
 import { Lifecycle } from "./system/Lifecycle.js"
 import { Observability } from "./observability/Observability.js"
 
@@ -135,8 +136,9 @@ const SharedStateLive = Layer.unwrapEffect(
 export const live = (overrides: Partial<AppConfigShape> = {}) => {
   const config = AppConfig.layer(overrides)
   return Layer.merge(ServerLayer, ProcessGuard).pipe(
-    // One process, or Redis when REDIS_URL is set (loaded only then).
-    Layer.provide(SharedStateLive),
+    // Redis when REDIS_URL is set (loaded only then); else a worker of `gateway --workers N`
+    // talks to its siblings through the primary (src/state/clusterIpc.ts); else one process.
+    Layer.provide(layerForProcess(SharedStateLive)),
     Layer.provide(StreamTimeouts.layer),
     Layer.provide(Logging.layerWithFile),
     Layer.provide(config),

@@ -21,6 +21,7 @@ import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
 import * as readline from "node:readline"
 import { Readable } from "node:stream"
+import { runsOncePerGateway } from "../state/clusterIpc.js"
 import { positiveInteger } from "../config/AppConfig.js"
 import { Files, randomId } from "../files/Files.js"
 import { GatewayServer } from "../http/Server.js"
@@ -511,7 +512,8 @@ export class BatchRunner {
           )
         }
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the batch sweep failed", cause)))
-      yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(pollMs))))
+      // With `gateway --workers N`, worker 1 runs every batch (the others would run the same lines again).
+      if (runsOncePerGateway()) yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(pollMs))))
     })
   )
 }

@@ -21,6 +21,10 @@ export const rootOptions = {
   ),
   dataDir: Options.text("data-dir").pipe(Options.withDescription("Where the database lives (default ./data, or DATA_DIR)."), Options.optional),
   noOpen: Options.boolean("no-open").pipe(Options.withDescription("Do not open a browser (accepted for compatibility; the gateway has no dashboard to open).")),
+  workers: Options.text("workers").pipe(
+    Options.withDescription("Server processes sharing the port: a whole number from 1 to 64, or `auto` (one per core). Default 1. See docs/scale-out.md."),
+    Options.optional
+  ),
   mcp: Options.boolean("mcp").pipe(Options.withDescription("Serve MCP over stdio instead of HTTP.")),
   nonInteractive: Options.boolean("non-interactive").pipe(Options.withDescription("Never prompt.")),
   json: Options.boolean("json").pipe(Options.withDescription("Print JSON: `gateway --json <command>` is `gateway <command> --json`."))

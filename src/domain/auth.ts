@@ -32,5 +32,9 @@ export const HealthPing = Schema.Struct({
   ok: Schema.Boolean,
   version: Schema.String,
   uptimeSeconds: Schema.Number,
-  time: Schema.String
+  time: Schema.String,
+  /** The process that answered. */
+  pid: Schema.Number,
+  /** With `gateway --workers N`: which worker (1..N) answered. */
+  worker: Schema.optional(Schema.Number)
 })

@@ -12,6 +12,7 @@ import {
   resilienceProblems,
   ResilienceSettings
 } from "../domain/resilience.js"
+import { SharedState } from "../state/SharedState.js"
 import { KeyValue } from "../store/KeyValue.js"
 
 export interface ResilienceConfigShape {
@@ -26,7 +27,8 @@ const KEY = "resilience"
 
 /**
  * Resilience settings: defaults, overridden by the document stored in the kv table (read once
- * at start; PATCH /api/resilience writes it and the new values apply at once).
+ * at start; PATCH /api/resilience writes it and the new values apply at once, in every gateway
+ * process sharing state: the `resilience-settings` channel carries the settings after the change).
  */
 export class ResilienceConfig extends Context.Tag("gateway/ResilienceConfig")<ResilienceConfig, ResilienceConfigShape>() {
   static readonly layer = Layer.effect(
@@ -40,6 +42,10 @@ export class ResilienceConfig extends Context.Tag("gateway/ResilienceConfig")<Re
         if (decoded._tag === "Right") settings = { ...decoded.right, providerBreaker: { ...decoded.right.providerBreaker, local: DEFAULT_RESILIENCE.providerBreaker.local } }
         else yield* Effect.logWarning(`stored resilience settings are invalid and were ignored: ${describeParseError(decoded.left)}`)
       }
+      // The settings after a change reach the other gateway processes (SharedState), which apply them as theirs.
+      const channel = (yield* SharedState.orLocal).channel<ResilienceSettings>("resilience-settings", (next) => {
+        settings = next
+      })
       return {
         current: () => settings,
         update: (patch) =>
@@ -49,6 +55,7 @@ export class ResilienceConfig extends Context.Tag("gateway/ResilienceConfig")<Re
             if (problems.length > 0) return yield* new BadRequest({ message: problems.join("; ") })
             yield* kv.set(NAMESPACE, KEY, JSON.stringify(next))
             settings = next
+            if (channel.shared) channel.publish(next)
             return next
           })
       }

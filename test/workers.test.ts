@@ -1,0 +1,273 @@
+import * as http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess, type ServerProcess } from "./support/cli.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { tempDir } from "./support/gateway.js"
+import { until } from "./support/until.js"
+
+/**
+ * `gateway --workers 2` (docs/scale-out.md, "Workers"): two worker processes of one node:cluster
+ * on one port, no Redis. Shared state travels through the primary over IPC (src/state/clusterIpc.ts):
+ * a breaker opened through one worker is open on the other within a second, an inbound rate limit
+ * counts the requests of both exactly. A worker killed with -9 is started again while the port
+ * keeps answering; SIGTERM to the primary stops every worker, and so does POST /api/shutdown.
+ *
+ * Which worker answered: `GET /api/health/ping` says (`pid`, `worker`). Node's cluster hands each
+ * new connection to a worker, so a keep-alive connection (an agent with one socket) stays with
+ * the worker it landed on: the test keeps one per worker.
+ */
+const admin = { authorization: `Bearer ${ADMIN_KEY}` }
+
+interface Answer {
+  readonly status: number
+  readonly body: any
+}
+
+/** One request on `agent`'s connection (`false`: a new connection). */
+const request = (url: string, agent: http.Agent | false, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> =>
+  new Promise((resolve, reject) => {
+    const data = init.body === undefined ? undefined : JSON.stringify(init.body)
+    const req = http.request(
+      url,
+      {
+        agent,
+        method: init.method ?? (data === undefined ? "GET" : "POST"),
+        headers: { ...(data === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(data) }), ...init.headers }
+      },
+      (res) => {
+        let text = ""
+        res.setEncoding("utf8")
+        res.on("data", (c: string) => (text += c))
+        res.on("end", () => {
+          let body: unknown = text
+          try {
+            body = JSON.parse(text)
+          } catch {
+            // not JSON
+          }
+          resolve({ status: res.statusCode ?? 0, body })
+        })
+      }
+    )
+    req.on("error", reject)
+    req.setTimeout(10_000, () => req.destroy(new Error(`no answer from ${url} within 10 s`)))
+    req.end(data)
+  })
+
+const ping = async (url: string, agent: http.Agent | false) => {
+  const r = await request(`${url}/api/health/ping`, agent)
+  expect(r.status).toBe(200)
+  return r.body as { pid: number; worker?: number }
+}
+
+/** A keep-alive connection held by worker `n`: new ones until the cluster hands one to it. */
+const connectionTo = async (url: string, n: number) =>
+  until(`a connection to worker ${n}`, async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    if ((await ping(url, agent)).worker === n) return agent
+    agent.destroy()
+    return undefined
+  }, 30_000)
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const chat = (url: string, agent: http.Agent, key = ADMIN_KEY) =>
+  request(`${url}/v1/chat/completions`, agent, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+
+let up: FakeUpstream
+beforeAll(async () => {
+  up = await FakeUpstream.start()
+})
+afterAll(() => up?.close())
+
+const configured = async () => {
+  const dataDir = tempDir("gw-workers-")
+  const r = await setupWithProvider(dataDir, up.baseUrl("openai-chat"))
+  expect(r.code, r.stderr).toBe(0)
+  return dataDir
+}
+
+describe("--workers: the command line", () => {
+  it.each([["0"], ["65"], ["two"], ["1.5"], ["-1"]])("--workers %s is refused with exit 2 and a clear message", async (value) => {
+    const r = await runCli(["--port", "0", "--workers", value], { DATA_DIR: tempDir() })
+    expect(r.code).toBe(2)
+    expect(r.stderr).toContain(`--workers: must be a whole number from 1 to 64 or "auto", got "${value}"`)
+  })
+})
+
+describe("gateway --workers 2", () => {
+  let gw: ServerProcess
+  let a: http.Agent
+  let b: http.Agent
+  beforeAll(async () => {
+    gw = await startServerProcess({ DATA_DIR: await configured(), LOG_LEVEL: "info" }, ["--workers", "2"])
+    // The first "listening" line is worker 1's; worker 2 starts after it.
+    a = await connectionTo(gw.url, 1)
+    b = await connectionTo(gw.url, 2)
+  }, 60_000)
+  afterAll(async () => {
+    a?.destroy()
+    b?.destroy()
+    if (gw && gw.child.exitCode === null) await gw.stop("SIGKILL")
+  })
+
+  it("serves from both workers, two processes other than the primary, and the primary says at start what is shared", async () => {
+    const seen = new Map<number, number>()
+    for (let i = 0; i < 40 && seen.size < 2; i++) {
+      const p = await ping(gw.url, false)
+      seen.set(p.worker!, p.pid)
+    }
+    expect([...seen.keys()].sort()).toEqual([1, 2])
+    expect(seen.get(1)).not.toBe(seen.get(2))
+    expect([...seen.values()]).not.toContain(gw.child.pid)
+    const out = gw.output()
+    expect(out).toContain("workers: 2 processes share the port")
+    expect(out).toMatch(/workers: shared through the SQLite file [^"]*gateway\.db/)
+    expect(out).toContain("shared through the primary over IPC (no REDIS_URL): circuit breakers")
+    expect(out).toContain("workers: per worker:")
+  })
+
+  it("a breaker opened by failures seen through worker 1 is open on worker 2 within 1 s; a reset through worker 2 closes it on worker 1", async () => {
+    const patch = await request(`${gw.url}/api/resilience`, a, {
+      method: "PATCH",
+      body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+      headers: admin
+    })
+    expect(patch.status).toBe(200)
+    // The settings are in the database; worker 2 reads them when it notices the change.
+    const breakerOf = async (agent: http.Agent) => {
+      const r = await request(`${gw.url}/api/resilience`, agent, { headers: admin })
+      expect(r.status).toBe(200)
+      return r.body as { settings: any; breakers: Array<{ provider: string; state: string }> }
+    }
+    await until("worker 2 has the new thresholds", async () => (await breakerOf(b)).settings.providerBreaker.apikey.failureThreshold === 2)
+    up.requests.length = 0
+    up.always({ status: 503 })
+    try {
+      expect((await chat(gw.url, a)).status).toBeGreaterThanOrEqual(500)
+      await new Promise((r) => setTimeout(r, 5))
+      expect((await chat(gw.url, a)).status).toBeGreaterThanOrEqual(500)
+      expect(up.requests.length).toBe(2)
+      const state = async (agent: http.Agent) => (await breakerOf(agent)).breakers.find((x) => x.provider === "openai-compatible")?.state
+      expect(await state(a)).toBe("OPEN")
+      const opened = Date.now()
+      await until("the breaker is open on worker 2", async () => (await state(b)) === "OPEN", 1000)
+      expect(Date.now() - opened).toBeLessThan(1000)
+      // Worker 2 refuses without calling the upstream: the breaker is its own read model's.
+      const refused = await chat(gw.url, b)
+      expect(refused.status).toBe(503)
+      expect(up.requests.length).toBe(2)
+
+      const reset = await request(`${gw.url}/api/resilience/reset`, b, { body: {}, headers: admin })
+      expect(reset.status).toBe(200)
+      await until("the breaker is closed on worker 1", async () => (await state(a)) !== "OPEN", 1000)
+    } finally {
+      up.always({ content: "hello" })
+      await request(`${gw.url}/api/resilience`, a, {
+        method: "PATCH",
+        body: { providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } }, connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } },
+        headers: admin
+      })
+    }
+  })
+
+  it("an inbound rate limit counts the requests of both workers exactly", { timeout: 60_000 }, async () => {
+    // Limits count in fixed minutes: start early in one.
+    const left = 60_000 - (Date.now() % 60_000)
+    if (left < 20_000) await new Promise((r) => setTimeout(r, left + 50))
+    const created = await request(`${gw.url}/api/keys`, a, { body: { name: "rpm4", rpm: 4 }, headers: admin })
+    expect(created.status).toBe(201)
+    const key = created.body.secret as string
+    // Worker 2 learns of the new key from the database (within its store's 1 s check).
+    await until("worker 2 knows the key's limit", async () => {
+      const r = await request(`${gw.url}/api/rate-limits`, b, { headers: admin })
+      return (r.body.inbound as Array<{ apiKeyId: string }>).some((k) => k.apiKeyId === created.body.id)
+    })
+    up.always({ content: "hello" })
+    const statuses: Array<number> = []
+    for (let i = 0; i < 8; i++) statuses.push((await chat(gw.url, i % 2 === 0 ? a : b, key)).status)
+    // Each worker alone would let its own four through.
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429, 429, 429])
+  })
+
+  it("an idempotent burst split across both workers makes one upstream call (the claim is held by the primary)", async () => {
+    up.always({ content: "only once", delayMs: 300 })
+    try {
+      const before = up.requests.length
+      const send = (agent: http.Agent) =>
+        request(`${gw.url}/v1/chat/completions`, agent, {
+          body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] },
+          headers: { authorization: `Bearer ${ADMIN_KEY}`, "idempotency-key": `burst-${before}` }
+        })
+      const answers = await Promise.all([a, b, a, b, a, b].map(send))
+      for (const r of answers) expect(r.status).toBe(200)
+      expect(new Set(answers.map((r) => r.body.id)).size).toBe(1)
+      expect(up.requests.length - before).toBe(1)
+    } finally {
+      up.always({})
+    }
+  })
+
+  it("a worker killed with -9 is started again and the port keeps answering", async () => {
+    const victim = (await ping(gw.url, b)).pid
+    b.destroy()
+    process.kill(victim, "SIGKILL")
+    const failures: Array<unknown> = []
+    const back = await until(
+      "worker 2 answers again",
+      async () => {
+        try {
+          const p = await ping(gw.url, false)
+          return p.worker === 2 && p.pid !== victim ? p : undefined
+        } catch (e) {
+          failures.push(e)
+          return undefined
+        }
+      },
+      30_000
+    )
+    expect(back.pid).not.toBe(victim)
+    expect(alive(victim)).toBe(false)
+    // At most the one connection the cluster handed the worker as it died.
+    expect(failures.length).toBeLessThanOrEqual(1)
+    for (let i = 0; i < 6; i++) await ping(gw.url, false)
+    expect(gw.output()).toMatch(/worker 2 exited \(SIGKILL\); starting it again in/)
+    b = await connectionTo(gw.url, 2)
+  }, 45_000)
+
+  it("SIGTERM to the primary stops every worker gracefully and exits 0", async () => {
+    const pids = [(await ping(gw.url, a)).pid, (await ping(gw.url, b)).pid]
+    a.destroy()
+    b.destroy()
+    expect(await gw.stop("SIGTERM")).toBe(0)
+    for (const pid of pids) expect(alive(pid)).toBe(false)
+    expect(gw.output().match(/server stopped/g)?.length).toBeGreaterThanOrEqual(2)
+  }, 30_000)
+})
+
+describe("gateway --workers 2: operator stop", () => {
+  it("POST /api/shutdown through one worker stops both and the primary exits 0", async () => {
+    const gw = await startServerProcess({ DATA_DIR: await configured() }, ["--workers", "2"])
+    try {
+      const a = await connectionTo(gw.url, 1)
+      const b = await connectionTo(gw.url, 2)
+      const pids = [(await ping(gw.url, a)).pid, (await ping(gw.url, b)).pid]
+      const stop = await request(`${gw.url}/api/shutdown`, b, { method: "POST", headers: admin })
+      expect(stop.status).toBe(202)
+      a.destroy()
+      b.destroy()
+      const code = await new Promise<number | null>((r) => (gw.child.exitCode !== null ? r(gw.child.exitCode) : gw.child.once("exit", (c) => r(c))))
+      expect(code).toBe(0)
+      for (const pid of pids) expect(alive(pid)).toBe(false)
+    } finally {
+      if (gw.child.exitCode === null) gw.child.kill("SIGKILL")
+    }
+  }, 60_000)
+})
