@@ -30,6 +30,7 @@ import { ProviderChecks } from "./providers/ProviderChecks.js"
 import { BackgroundTasks } from "./system/BackgroundTasks.js"
 import { BatchWriter } from "./store/BatchWriter.js"
 import * as Db from "./store/Db.js"
+import { SharedStorageKeyCheck } from "./store/keyCheck.js"
 import { KeyValue } from "./store/KeyValue.js"
 import { Secrets } from "./store/Secrets.js"
 import { StoreVersion } from "./store/StoreVersion.js"
@@ -101,7 +102,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, EvalRunner, BackgroundTasks).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
