@@ -40,7 +40,7 @@ export default Effect.gen(function* () {
   yield* sql`CREATE TABLE connections (
     id TEXT PRIMARY KEY,
     provider TEXT NOT NULL,
-    name TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL, -- unique regardless of case: connections_name_key on lower(name), 0007
     base_url TEXT,
     api_key_enc TEXT,
     default_model TEXT,

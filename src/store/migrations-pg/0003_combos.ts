@@ -7,7 +7,7 @@ export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE combos (
     id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL, -- unique regardless of case: combos_name_key on lower(name), 0007
     strategy TEXT NOT NULL,
     targets TEXT NOT NULL DEFAULT '[]',
     config TEXT NOT NULL DEFAULT '{}',
