@@ -101,6 +101,8 @@ const [url, text, params] = JSON.parse(process.argv[1])
 const c = new pg.Client({ connectionString: url })
 c.connect().then(() => c.query(text, params)).then((r) => { process.stdout.write(JSON.stringify(r.rows ?? [])); return c.end() })
  .catch((e) => { process.stderr.write(String(e && e.message)); process.exit(1) })`
-  const out = execFileSync(process.execPath, ["-e", script, JSON.stringify([url, text, params])], { cwd: process.cwd(), encoding: "utf8" })
+  // better-sqlite3 binds the elements of an array argument: the same here.
+  const flat = params.flatMap((p) => (Array.isArray(p) ? p : [p]))
+  const out = execFileSync(process.execPath, ["-e", script, JSON.stringify([url, text, flat])], { cwd: process.cwd(), encoding: "utf8" })
   return JSON.parse(out) as Array<T>
 }
