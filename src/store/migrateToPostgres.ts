@@ -6,7 +6,8 @@
  *    would apply them); the target gets the PostgreSQL set.
  * 2. A target holding any row is refused unless `force` (then its rows are replaced).
  * 3. One PostgreSQL transaction: every table in foreign-key order, read from the source in
- *    rowid batches inside one read transaction (a consistent snapshot), inserted in batches;
+ *    batches (the gateway must be stopped: a source that changes meanwhile fails the count check),
+ *    inserted in batches;
  *    the identity sequences of `usage.id` and `audit_log.id` set past the copied ids; the row
  *    count of every table checked against the source's. Any failure rolls all of it back.
  */
@@ -14,6 +15,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -45,6 +47,14 @@ export interface MigrateResult {
 const BATCH = 500
 
 const INTEGER_TYPES = new Set(["bigint", "integer", "smallint"])
+
+/**
+ * Runs a statement of the source outside the target's transaction: @effect/sql keeps the open
+ * transaction's connection in the context under one tag for every client, so a SQLite statement
+ * inside the PostgreSQL transaction would otherwise be sent to PostgreSQL.
+ */
+const onSource = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.mapInputContext(effect, (ctx: Context.Context<never>) => Context.omit(SqlClient.TransactionConnection)(ctx) as Context.Context<never>)
 
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`
 
@@ -105,14 +115,14 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         if (occupied.length > 0) yield* dst.unsafe(`TRUNCATE ${tables.map(quote).join(", ")} RESTART IDENTITY CASCADE`)
         const copied: Array<TableCopied> = []
         for (const table of tables) {
-          const columns = yield* Sqlite.columnsOf(src, table)
+          const columns = yield* onSource(Sqlite.columnsOf(src, table))
           const types = targetColumns.get(table)!
           const unknown = columns.filter((c) => !types.has(c))
           if (unknown.length > 0) return yield* new MigrateError({ message: `${table}: columns the PostgreSQL schema lacks: ${unknown.join(", ")}` })
           let after = 0
           let rows = 0
           for (;;) {
-            const batch = yield* Sqlite.rowsAfter(src, table, after, BATCH)
+            const batch = yield* onSource(Sqlite.rowsAfter(src, table, after, BATCH))
             if (batch.length === 0) break
             after = Number(batch[batch.length - 1]!.__rowid)
             const out = batch.map((row) => {
@@ -141,17 +151,19 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         }
         // Every table holds what the source holds.
         for (const c of copied) {
-          const inSource = (yield* src.unsafe<{ n: number }>(`SELECT count(*) AS n FROM ${quote(c.table)}`))[0]?.n ?? 0
+          const inSource = (yield* onSource(src.unsafe<{ n: number }>(`SELECT count(*) AS n FROM ${quote(c.table)}`)))[0]?.n ?? 0
           const inTarget = (yield* dst.unsafe<{ n: number }>(`SELECT count(*) AS n FROM ${quote(c.table)}`))[0]?.n ?? 0
           if (inSource !== c.rows || inTarget !== c.rows) {
-            return yield* new MigrateError({ message: `${c.table}: ${inSource} rows in the source, ${c.rows} copied, ${inTarget} in the target; nothing was copied` })
+            return yield* new MigrateError({
+              message: `${c.table}: ${inSource} rows in the source, ${c.rows} copied, ${inTarget} in the target; nothing was copied (stop the gateway before migrating: the source must not change meanwhile)`
+            })
           }
         }
         return copied
       })
 
-      // One read transaction on the source (a snapshot even if something writes meanwhile) inside one write transaction on the target.
-      const copied = yield* dst.withTransaction(src.withTransaction(copyAll)).pipe(
+      // One write transaction on the target; the counts check catches a source that changed meanwhile.
+      const copied = yield* dst.withTransaction(copyAll).pipe(
         Effect.catchTag("SqlError", (e) => Effect.fail(new MigrateError({ message: `copy failed, nothing was copied: ${String((e.cause as Error | undefined)?.message ?? e.message)}` })))
       )
       return {
