@@ -21,9 +21,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import { migrate } from "./Db.js"
-import { connectError } from "./postgres.js"
+import { connectError, typeParsers } from "./postgres.js"
 import * as Sqlite from "./sqlite.js"
 import { maskUrl } from "./StoreKind.js"
 
@@ -58,11 +57,6 @@ const onSource = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
 
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`
 
-const pgTypes = () => {
-  const types = (createRequire(import.meta.url)("pg") as { types: { getTypeParser(oid: number, format?: string): (v: string) => unknown } }).types
-  return { getTypeParser: (oid: number, format?: string) => (oid === 20 || oid === 1700 ? (v: string) => Number(v) : types.getTypeParser(oid, format)) }
-}
-
 export const migrateToPostgres = (options: { readonly from: string; readonly to: Redacted.Redacted<string>; readonly force: boolean }) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -77,7 +71,7 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         Effect.mapError((e) => new MigrateError({ message: `--from ${options.from}: cannot bring it to this build's schema: ${e.message}` }))
       )
 
-      const dst = yield* PgClient.make({ url: options.to, maxConnections: 2, connectTimeout: Duration.seconds(10), applicationName: "gateway-migrate", types: pgTypes() as never }).pipe(
+      const dst = yield* PgClient.make({ url: options.to, maxConnections: 2, connectTimeout: Duration.seconds(10), applicationName: "gateway-migrate", types: typeParsers() as never }).pipe(
         Effect.mapError((e) => new MigrateError({ message: connectError(options.to, e) }))
       )
       const applied = yield* Effect.provideService(migrate, SqlClient.SqlClient, dst).pipe(

@@ -40,7 +40,7 @@ const NUMERIC = 1700
  * integers) as strings, because they may exceed 2^53. The gateway's integers are epoch-ms times,
  * counts and token sums, far below that: they are parsed to numbers, as better-sqlite3 answers them.
  */
-const typeParsers = () => {
+export const typeParsers = () => {
   const types = pg().types
   return {
     getTypeParser: (oid: number, format?: string) =>
