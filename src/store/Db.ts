@@ -10,7 +10,6 @@ import { AppConfig } from "../config/AppConfig.js"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { loader } from "./migrations/index.js"
-import { loader as pgLoader } from "./migrations-pg/index.js"
 import * as Sqlite from "./sqlite.js"
 import { DatabaseUrl, maskUrl, StoreKind, type StoreKindShape } from "./StoreKind.js"
 
@@ -23,8 +22,28 @@ const runMigrations = Migrator.make({})
  * (`0009_files_batches`). The set is the SQLite one unless the client is PostgreSQL's.
  */
 export const migrate = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  Effect.map(runMigrations({ loader: sql.onDialectOrElse({ pg: () => pgLoader, orElse: () => loader }), table: "schema_migrations" }), (applied) =>
-    applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+  Effect.flatMap(
+    // The PostgreSQL set is loaded only for a PostgreSQL client.
+    sql.onDialectOrElse({ pg: () => Effect.promise(() => import("./migrations-pg/index.js")).pipe(Effect.map((m) => m.loader)), orElse: () => Effect.succeed(loader) }),
+    (set) =>
+      Effect.map(runMigrations({ loader: set, table: "schema_migrations" }), (applied) => applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`))
+  )
+)
+
+/**
+ * PostgreSQL: the migrations under an advisory lock held by a connection of its own, so gateways
+ * starting together on an empty database migrate one after the other (the second finds the
+ * work done) instead of racing to create `schema_migrations`. (Not one transaction: the
+ * migrator probes for its table with a statement that may fail, which would abort it.)
+ */
+const MIGRATION_LOCK = 7_023_512_641
+const migrateLocked = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const lock = yield* sql.reserve
+      yield* lock.executeRaw(`SELECT pg_advisory_lock(${MIGRATION_LOCK})`, [])
+      return yield* migrate.pipe(Effect.ensuring(Effect.ignore(lock.executeRaw(`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`, []))))
+    })
   )
 )
 
@@ -49,7 +68,7 @@ const preparePg = (check: (sql: SqlClient.SqlClient) => Effect.Effect<unknown, u
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       yield* check(sql)
-      const applied = yield* migrate
+      const applied = yield* migrateLocked
       if (applied.length > 0) yield* Effect.logInfo(`database migrated: ${applied.join(", ")}`)
     }).pipe(Effect.orDie)
   )

@@ -104,6 +104,20 @@ describe("DATABASE_URL", () => {
 })
 
 describe("two processes on one database", () => {
+  it("both start when they start together on an empty database (the migrations run once)", async () => {
+    const url = await database()
+    const [a, b] = await Promise.all([startGateway({ env: { DATABASE_URL: url } }), startGateway({ env: { DATABASE_URL: url } })])
+    try {
+      expect((await call(`${a.url}/api/health/ping`)).status).toBe(200)
+      expect((await call(`${b.url}/api/health/ping`)).status).toBe(200)
+      const rows = await withClient(url, (c) => c.query("SELECT count(*) AS n FROM schema_migrations"))
+      expect(Number(rows.rows[0]!.n)).toBe(16)
+    } finally {
+      await a.close()
+      await b.close()
+    }
+  }, 30_000)
+
   it("a key added by one is accepted by the other within a second (LISTEN/NOTIFY)", async () => {
     const url = await database()
     const env = { DATABASE_URL: url }
