@@ -121,6 +121,7 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
   Effect.gen(function* () {
     let version = 0
     let listening = false
+    let warned = false
     const shape: StoreVersionShape = {
       peek: () => (listening ? version : undefined),
       current: Effect.sync(() => version)
@@ -148,6 +149,7 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
           if (done) return
           version++
           listening = true
+          warned = false
         })
         .catch(fail)
       return Effect.sync(() => {
@@ -156,8 +158,18 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
         client.end().catch(() => undefined)
       })
     })
+    // One warning per outage, not one per attempt.
     yield* session.pipe(
-      Effect.tapError((e) => Effect.logWarning(`store change listener: ${e.message}; reconnecting`)),
+      Effect.tapError((e) =>
+        warned
+          ? Effect.void
+          : Effect.zipRight(
+              Effect.sync(() => {
+                warned = true
+              }),
+              Effect.logWarning(`store change listener: ${e.message}; reconnecting every 500 ms`)
+            )
+      ),
       Effect.retry(Schedule.spaced(Duration.millis(500))),
       Effect.forkScoped
     )

@@ -146,6 +146,40 @@ describe("two processes on one database", () => {
   }, 20_000)
 })
 
+describe("the change listener", () => {
+  it("reconnects after its connection is killed, and changes made meanwhile are then seen", async () => {
+    const url = await database()
+    const env = { DATABASE_URL: url }
+    const dbName = new URL(url).pathname.slice(1)
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const server = yield* Layer.buildWithScope(localCore(tempDir(), env), scope)
+        const serverKeys = yield* Effect.provide(ApiKeys, server)
+        const secret = "gwk_added_while_not_listening_012345"
+        expect(Option.isNone(yield* serverKeys.verify(secret))).toBe(true)
+        const killed = yield* Effect.promise(() =>
+          withClient(maintenance, (c) => c.query("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND application_name = 'gateway-listen'", [dbName]))
+        )
+        expect(killed.rows.length).toBe(1)
+        yield* Effect.provide(
+          Effect.flatMap(ApiKeys, (k) => k.create({ name: "other" }, { secret })),
+          localCore(tempDir(), env)
+        )
+        const start = Date.now()
+        let seen = false
+        while (!seen && Date.now() - start < 5000) {
+          seen = Option.isSome(yield* serverKeys.verify(secret))
+          if (!seen) yield* Effect.sleep("50 millis")
+        }
+        expect(seen).toBe(true)
+        expect(Date.now() - start).toBeLessThan(2000)
+        yield* Scope.close(scope, Exit.void)
+      })
+    )
+  }, 20_000)
+})
+
 describe("backups on PostgreSQL", () => {
   it("answer 409 saying to use pg_dump", async () => {
     const gw = await startGateway({ env: { DATABASE_URL: await database() } })
