@@ -9,6 +9,7 @@ import { codingToolCommands } from "./commands/clitools.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { completionCommand } from "./commands/completion.js"
+import { dbCommand } from "./commands/db.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { configCommand, envCommand } from "./commands/env.js"
 import { evalCommand } from "./commands/evals.js"
@@ -43,6 +44,7 @@ export const subcommands = [
   cacheCommand,
   backupCommand,
   restoreCommand,
+  dbCommand,
   resetPasswordCommand,
   resetEncryptedColumnsCommand,
   configCommand,

@@ -43,6 +43,7 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
   backup: "cli-backup-sync",
   restore: "cli-backup-sync",
   sync: "cli-backup-sync",
+  db: "cli-backup-sync",
   policy: "cli-policy-audit",
   audit: "cli-policy-audit",
   batch: "cli-batches",

@@ -15,7 +15,9 @@ import { BACKUP_ID_PATTERN, type BackupKind, type BackupView, type RestoreResult
 import { BadRequest, NotFound } from "../domain/errors.js"
 import { DB_FILENAME, knownMigrations, migrate } from "./Db.js"
 import { checkDatabaseFile, copyDatabase } from "./sqlite.js"
+import { StoreKind } from "./StoreKind.js"
 import { StoreVersion } from "./StoreVersion.js"
+import * as Option from "effect/Option"
 import { type BackupSchedule, Settings } from "../settings/Settings.js"
 
 export const BACKUP_DIR = "backups"
@@ -52,6 +54,31 @@ export interface BackupsShape {
   readonly snapshot: Effect.Effect<string>
   /** Where uploads are written before they are checked. */
   readonly tempFile: (suffix: string) => string
+  /**
+   * Why backups cannot be made here, or undefined: on PostgreSQL (DATABASE_URL) the database is
+   * backed up with its own tools (pg_dump), and the backup routes answer 409 with this.
+   */
+  readonly unavailable: string | undefined
+}
+
+/** The answer of the backup routes and commands on a PostgreSQL store (docs/scale-out.md, "PostgreSQL"). */
+export const BACKUPS_UNAVAILABLE_ON_POSTGRES =
+  "backups_unavailable: the database is PostgreSQL (DATABASE_URL); the gateway's backups copy a SQLite file. Back it up with pg_dump (pg_dump -Fc \"$DATABASE_URL\" > gateway.dump) and restore with pg_restore; GET /api/db-backups/exportAll is unavailable too, GET /api/sync/bundle exports the configuration"
+
+/** Backups on PostgreSQL: none made, none listed; every action answers `unavailable`. */
+const unavailableBackups = (dataDir: string): BackupsShape => {
+  const never = Effect.dieMessage(BACKUPS_UNAVAILABLE_ON_POSTGRES)
+  return {
+    list: Effect.succeed([]),
+    create: () => never,
+    fileOf: () => Effect.fail(new NotFound({ message: BACKUPS_UNAVAILABLE_ON_POSTGRES })),
+    restoreFile: () => Effect.fail(new BadRequest({ message: BACKUPS_UNAVAILABLE_ON_POSTGRES })),
+    check: () => Effect.succeed(BACKUPS_UNAVAILABLE_ON_POSTGRES),
+    prune: () => Effect.succeed([]),
+    snapshot: never,
+    tempFile: (suffix) => path.join(dataDir, BACKUP_DIR, `.tmp-${process.pid}-${Date.now()}${suffix}`),
+    unavailable: BACKUPS_UNAVAILABLE_ON_POSTGRES
+  }
 }
 
 export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShape>() {
@@ -60,6 +87,8 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
     Backups,
     Effect.gen(function* () {
       const { dataDir } = yield* AppConfig
+      const kind = yield* Effect.serviceOption(StoreKind)
+      if (Option.isSome(kind) && kind.value._tag === "postgres") return unavailableBackups(dataDir)
       const sqlite = yield* SqliteClient.SqliteClient
       const sql = yield* SqlClient.SqlClient
       const version = yield* StoreVersion
@@ -178,7 +207,7 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
         }
       })
 
-      return { list, create, fileOf, restoreFile, check, prune, snapshot, tempFile } satisfies BackupsShape
+      return { list, create, fileOf, restoreFile, check, prune, snapshot, tempFile, unavailable: undefined } satisfies BackupsShape
     })
   )
 }
@@ -192,6 +221,7 @@ export const ScheduledBackups = Layer.scopedDiscard(
   Effect.gen(function* () {
     if (!(yield* backgroundJob("scheduled backups"))) return
     const backups = yield* Backups
+    if (backups.unavailable !== undefined) return yield* Effect.logInfo("scheduled backups off: the database is PostgreSQL (back it up with pg_dump)")
     const settings = yield* Settings
     const armed = yield* FiberHandle.make()
     const arm = ({ intervalHours, keep }: BackupSchedule) =>

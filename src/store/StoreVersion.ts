@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { dataVersion } from "./sqlite.js"
+import { StoreKind } from "./StoreKind.js"
 
 /**
  * How in-memory caches learn that another process (the CLI, a second gateway) committed to the
@@ -52,11 +53,22 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
 }
 
 export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
-  /** SQLite: `PRAGMA data_version`, polled at most once per `intervalMs`. */
+  /**
+   * SQLite: `PRAGMA data_version`, polled at most once per `intervalMs`. PostgreSQL (`StoreKind`
+   * says which): LISTEN on the change notifications of the tables' triggers (src/store/postgres.ts).
+   */
   static readonly layer = (intervalMs = 1000) =>
-    Layer.effect(
+    Layer.scoped(
       StoreVersion,
-      Effect.map(SqlClient.SqlClient, (sql) => polledVersion(dataVersion(sql), intervalMs))
+      Effect.gen(function* () {
+        const kind = yield* Effect.serviceOption(StoreKind)
+        if (Option.isSome(kind) && kind.value._tag === "postgres") {
+          const pg = yield* Effect.promise(() => import("./postgres.js"))
+          return yield* pg.listenedVersion(kind.value.url)
+        }
+        const sql = yield* SqlClient.SqlClient
+        return polledVersion(dataVersion(sql), intervalMs)
+      })
     )
 }
 

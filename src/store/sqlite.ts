@@ -95,3 +95,33 @@ export const copyDatabase = (source: string, target: string): Promise<void> => {
     .then(() => undefined)
     .finally(() => src.close())
 }
+
+/**
+ * The gateway's tables in a file (not SQLite's own, not `schema_migrations`), each after the
+ * tables its foreign keys reference: the order `gateway db migrate-to-postgres` copies them in.
+ */
+export const tablesInDependencyOrder = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const names = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`).map((r) => r.name)
+    const refs = new Map<string, Array<string>>()
+    for (const t of names) refs.set(t, (yield* sql.unsafe<{ table: string }>(`PRAGMA foreign_key_list("${t.replace(/"/g, '""')}")`)).map((r) => r.table))
+    const ordered: Array<string> = []
+    const visit = (t: string, path: ReadonlyArray<string>) => {
+      if (ordered.includes(t) || path.includes(t)) return
+      for (const r of refs.get(t) ?? []) if (r !== t && names.includes(r)) visit(r, [...path, t])
+      ordered.push(t)
+    }
+    for (const t of names) visit(t, [])
+    return ordered
+  })
+
+/** A table's column names in a file, in declaration order. */
+export const columnsOf = (sql: SqlClient.SqlClient, table: string) =>
+  Effect.map(sql.unsafe<{ name: string }>(`PRAGMA table_info("${table.replace(/"/g, '""')}")`), (rows) => rows.map((r) => r.name))
+
+/**
+ * Up to `limit` rows of `table` after the row `after` (SQLite's rowid; 0 to start), in rowid
+ * order, each with its rowid as `__rowid`: a table read in batches without OFFSET.
+ */
+export const rowsAfter = (sql: SqlClient.SqlClient, table: string, after: number, limit: number) =>
+  sql.unsafe<Record<string, unknown>>(`SELECT rowid AS __rowid, * FROM "${table.replace(/"/g, '""')}" WHERE rowid > ? ORDER BY rowid LIMIT ?`, [after, limit])

@@ -265,15 +265,17 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
         Effect.gen(function* () {
           const problem = check(content)
           if (problem !== undefined) return yield* new BadRequest({ message: `cannot import the configuration: ${problem}` })
-          const safety = yield* backups.create("pre-restore")
+          // On PostgreSQL there is no file to back up (pg_dump is the operator's) and no second
+          // connection is needed: the tables' triggers notify every process, this one included.
+          const safety = backups.unavailable === undefined ? yield* backups.create("pre-restore") : undefined
           const before = yield* version.current
-          yield* withSecondConnection(dbFile, (db) => write(db, content)).pipe(
+          yield* (backups.unavailable === undefined ? withSecondConnection(dbFile, (db) => write(db, content)) : write(sql, content)).pipe(
             Effect.catchTag("SqlError", (e) =>
               Effect.fail(new BadRequest({ message: `cannot import the configuration (nothing changed): its rows do not fit this gateway's tables: ${String(e.cause ?? e.message).slice(0, 300)}` }))
             )
           )
           yield* awaitReload(before)
-          yield* Effect.logWarning(`configuration imported (${BUNDLE_SECTIONS.map((s) => `${content.sections[s].length} ${s}`).join(", ")}; safety backup ${safety.id})`)
+          yield* Effect.logWarning(`configuration imported (${BUNDLE_SECTIONS.map((s) => `${content.sections[s].length} ${s}`).join(", ")}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`)
           return counts(content)
         }).pipe(Effect.uninterruptible, Effect.withSpan("ConfigBundle.apply"))
 

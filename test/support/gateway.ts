@@ -18,6 +18,7 @@ import { Lockouts } from "../../src/resilience/Lockouts.js"
 import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 import { SharedState } from "../../src/state/SharedState.js"
 import { DnsResolver, type Resolve } from "../../src/upstream/egressGuard.js"
+import { databaseFor, databaseOf, onPostgres } from "./pgStore.js"
 
 export const tempDir = (prefix = "gw-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
@@ -32,7 +33,9 @@ export type TestGateway = Awaited<ReturnType<typeof startGateway>>
 
 /**
  * The real gateway (every layer, a real SQLite file, a real HTTP server on 127.0.0.1:0),
- * configured only from `env` (the process environment is not read).
+ * configured only from `env` (the process environment is not read). With
+ * GATEWAY_TEST_STORE=postgres the database is a fresh PostgreSQL one per data directory
+ * (test/support/pgStore.ts) unless `env` names a DATABASE_URL.
  */
 export const startGateway = async (
   options: {
@@ -47,6 +50,7 @@ export const startGateway = async (
   } = {}
 ) => {
   const dataDir = options.dataDir ?? tempDir()
+  const env = onPostgres() && options.env?.DATABASE_URL === undefined ? { ...options.env, DATABASE_URL: await databaseFor(dataDir) } : options.env
   const logs: Array<CapturedLog> = []
   const capture = Logger.make(({ annotations, logLevel, message }) => {
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
@@ -62,7 +66,7 @@ export const startGateway = async (
     Layer.provide(Logger.minimumLogLevel(LogLevel.Debug)),
     // The local health check would probe every fake upstream on loopback every 30 s and show up
     // in its recorded requests: off unless a test sets its interval (test/background-tasks.test.ts).
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...options.env })))))
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ GATEWAY_LOCAL_HEALTHCHECK_INTERVAL_SECONDS: "0", ...env })))))
   )
   const runtime = ManagedRuntime.make(layer)
   const server = await runtime.runPromise(GatewayServer)
@@ -131,6 +135,12 @@ export const rawCall = (base: string, method: string, path: string, headers: Rec
     req.end(body)
   })
 
+/** `env` plus the DATABASE_URL of the PostgreSQL database a test gateway on `dataDir` used, if any. */
+const withDatabaseOf = (dataDir: string, env: Record<string, string>): Record<string, string> => {
+  const url = env.DATABASE_URL === undefined ? databaseOf(dataDir) : undefined
+  return url === undefined ? env : { ...env, DATABASE_URL: url }
+}
+
 /**
  * The gateway's services without the server, on `dataDir`: a second process's view of the same
  * database (what the CLI does). Use with `Effect.provide`.
@@ -138,6 +148,6 @@ export const rawCall = (base: string, method: string, path: string, headers: Rec
 export const localCore = (dataDir: string, env: Record<string, string> = {}) =>
   CoreLayer.pipe(
     Layer.provide(AppConfig.layerTest({ dataDir })),
-    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
+    Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(withDatabaseOf(dataDir, env)))))),
     Layer.provide(Logger.replace(Logger.defaultLogger, Logger.none))
   )

@@ -4,7 +4,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { BACKUP_ID_PATTERN } from "../../domain/backups.js"
-import { BadRequest, NotFound } from "../../domain/errors.js"
+import { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
 import { Backups } from "../../store/Backups.js"
 import { Secrets } from "../../store/Secrets.js"
 import { ARCHIVE, databaseOf, isArchive, openStorageKey } from "../../sync/Archive.js"
@@ -17,6 +17,7 @@ export const backup = (opts: Parsed<typeof backupOptions>) =>
   withLocalGateway(
     Effect.gen(function* () {
       const backups = yield* Backups
+      if (backups.unavailable !== undefined) return yield* new Conflict({ message: backups.unavailable })
       if (opts.list) {
         const list = yield* backups.list
         if (opts.json) return yield* printJson({ backups: list })
@@ -34,6 +35,7 @@ export const restore = (opts: Parsed<typeof restoreOptions>) =>
   withLocalGateway(
     Effect.gen(function* () {
       const backups = yield* Backups
+      if (backups.unavailable !== undefined) return yield* new Conflict({ message: backups.unavailable })
       const file = BACKUP_ID_PATTERN.test(opts.source)
         ? yield* backups.fileOf(opts.source)
         : fs.existsSync(opts.source)

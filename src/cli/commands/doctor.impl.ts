@@ -1,6 +1,8 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as net from "node:net"
@@ -12,6 +14,7 @@ import { resolveFlag } from "../../flags/FeatureFlags.js"
 import { DB_FILENAME } from "../../store/Db.js"
 import { loader } from "../../store/migrations/index.js"
 import { engineVersion, fileHealth } from "../../store/sqlite.js"
+import { DatabaseUrl, maskUrl } from "../../store/StoreKind.js"
 import { deriveKey, makeCipher, STORAGE_KEY_FILE } from "../../store/Secrets.js"
 import { VERSION } from "../../version.js"
 import type { Parsed } from "../handler.js"
@@ -97,6 +100,45 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
     db?.close()
   }
 }
+
+/**
+ * The database check on PostgreSQL (DATABASE_URL): the server answers, its version, the
+ * database's collation (C expected) and the migrations; the same facts as the SQLite file check
+ * for the security and storage checks. The driver is loaded only here.
+ */
+const checkPostgres = (url: Redacted.Redacted<string>, display: string) =>
+  Effect.gen(function* () {
+    const empty = { overrides: new Map<string, string>(), secrets: [] as Array<string>, adminAuth: false }
+    const pg = yield* Effect.promise(() => import("../../store/postgres.js"))
+    const PgClient = yield* Effect.promise(() => import("@effect/sql-pg/PgClient"))
+    const Reactivity = yield* Effect.promise(() => import("@effect/experimental/Reactivity"))
+    const probe = Effect.gen(function* () {
+      const sql = yield* PgClient.make({ url, maxConnections: 1, connectTimeout: Duration.seconds(5), applicationName: "gateway-doctor", types: pg.typeParsers() as never })
+      const facts = yield* pg.serverFacts(sql)
+      const known = (yield* Effect.orDie(loader)).length
+      const hasSchema = (yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'`)[0]?.n ?? 0
+      const where = `PostgreSQL ${facts.version} at ${display}`
+      if (hasSchema === 0) return { ...empty, check: { name: "database", status: "warn" as Status, message: `${where}: no tables yet; they are created on first start` } }
+      const applied = (yield* sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`)[0]?.n ?? 0
+      const overrides = new Map((yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = 'feature_flags'`).map((r) => [r.key, r.value] as const))
+      const secrets = (yield* sql<{ api_key_enc: string }>`SELECT api_key_enc FROM connections WHERE api_key_enc IS NOT NULL`).map((r) => r.api_key_enc)
+      const adminAuth =
+        ((yield* sql<{ n: number }>`SELECT count(*) AS n FROM kv WHERE namespace = 'auth' AND key = 'admin_password'`)[0]?.n ?? 0) > 0 ||
+        ((yield* sql<{ n: number }>`SELECT count(*) AS n FROM api_keys WHERE scopes LIKE '%admin%' AND enabled = 1`)[0]?.n ?? 0) > 0
+      const problems: Array<string> = []
+      if (applied > known) problems.push(`schema is newer (${applied} migrations) than this build (${known}); upgrade the gateway`)
+      const notC = facts.collate !== "C" && facts.collate !== "POSIX"
+      const status: Status = problems.length > 0 ? "fail" : notC || applied < known ? "warn" : "ok"
+      const message =
+        problems.join("; ") ||
+        `${where}: database ${facts.database}, collation ${facts.collate}${notC ? " (C expected: text sorts may differ; see docs/scale-out.md)" : ""}, ${applied}/${known} migrations${applied < known ? " (the rest apply on next start)" : ""}`
+      return { check: { name: "database", status, message }, overrides, secrets, adminAuth }
+    })
+    return yield* Effect.scoped(probe).pipe(
+      Effect.provide(Reactivity.layer),
+      Effect.catchAll((e) => Effect.succeed({ ...empty, check: { name: "database", status: "fail" as Status, message: pg.connectError(url, e) } }))
+    )
+  })
 
 const checkStorage = (dataDir: string, secrets: ReadonlyArray<string>): Check => {
   const envKey = process.env.STORAGE_ENCRYPTION_KEY?.trim()
@@ -186,7 +228,13 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
     checks.push(checkConfig(config.dataDir, config.port, host))
     checks.push(checkRuntime())
     checks.push(checkNative())
-    const db = yield* Effect.promise(() => checkDatabase(path.join(config.dataDir, DB_FILENAME)))
+    const databaseUrl = yield* Effect.either(DatabaseUrl)
+    const db =
+      databaseUrl._tag === "Left"
+        ? { overrides: new Map<string, string>(), secrets: [], adminAuth: false, check: { name: "database", status: "fail" as Status, message: String(databaseUrl.left).replace(/^\(Invalid data at \): /, "") } }
+        : Option.isSome(databaseUrl.right)
+          ? yield* checkPostgres(databaseUrl.right.value, maskUrl(Redacted.value(databaseUrl.right.value)))
+          : yield* Effect.promise(() => checkDatabase(path.join(config.dataDir, DB_FILENAME)))
     checks.push(db.check)
     checks.push(checkStorage(config.dataDir, db.secrets))
     checks.push(checkMemory())

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { EXPORT_PASSPHRASE_HEADER } from "../../domain/backups.js"
-import { BadRequest, PayloadTooLarge } from "../../domain/errors.js"
+import { BadRequest, Conflict, PayloadTooLarge } from "../../domain/errors.js"
 import { field, filesOf, parseMultipart } from "../../http/multipart.js"
 import { AppConfig } from "../../config/AppConfig.js"
 import { Backups } from "../../store/Backups.js"
@@ -116,13 +116,16 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
           return out
         }).pipe(Effect.ensuring(removeFile(snapshot)))
       })
+    // On PostgreSQL every backup route answers 409 saying to use pg_dump (backups.unavailable).
+    const available = backups.unavailable === undefined ? Effect.void : Effect.fail(new Conflict({ message: backups.unavailable }))
     return handlers
-      .handle("list", () => Effect.map(backups.list, (list) => ({ backups: list })))
-      .handle("create", () => backups.create("manual"))
-      .handle("restore", ({ payload }) => Effect.flatMap(backups.fileOf(payload.id), (file) => backups.restoreFile(file, payload.id)))
-      .handle("export", () => Effect.flatMap(backups.snapshot, (file) => download(file, `gateway-${stampNow()}.db`)))
+      .handle("list", () => Effect.zipRight(available, Effect.map(backups.list, (list) => ({ backups: list }))))
+      .handle("create", () => Effect.zipRight(available, backups.create("manual")))
+      .handle("restore", ({ payload }) => Effect.zipRight(available, Effect.flatMap(backups.fileOf(payload.id), (file) => backups.restoreFile(file, payload.id))))
+      .handle("export", () => Effect.zipRight(available, Effect.flatMap(backups.snapshot, (file) => download(file, `gateway-${stampNow()}.db`))))
       .handle("import", () =>
         Effect.gen(function* () {
+          yield* available
           const req = yield* HttpServerRequest.HttpServerRequest
           const declared = Number(req.headers["content-length"] ?? NaN)
           if (declared > importLimit) return yield* Effect.fail(tooLarge())
@@ -151,6 +154,7 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
       )
       .handle("exportAll", ({ urlParams }) =>
         Effect.gen(function* () {
+          yield* available
           if (urlParams.passphrase !== undefined) {
             return yield* new BadRequest({ message: `passphrase: send it in the X-Export-Passphrase header, not in the URL (URLs end up in logs)` })
           }

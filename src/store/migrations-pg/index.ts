@@ -1,0 +1,47 @@
+import * as Migrator from "@effect/sql/Migrator"
+import m0001 from "./0001_init.js"
+import m0002 from "./0002_upstream_format.js"
+import m0003 from "./0003_combos.js"
+import m0004 from "./0004_accounting.js"
+import m0005 from "./0005_connection_timeouts.js"
+import m0006 from "./0006_usage_inflight.js"
+import m0007 from "./0007_name_keys.js"
+import m0008 from "./0008_media_jobs.js"
+import m0009 from "./0009_files_batches.js"
+import m0010 from "./0010_native_batches.js"
+import m0011 from "./0011_oauth_tokens.js"
+import m0012 from "./0012_cloud_bundles.js"
+import m0013 from "./0013_governance.js"
+import m0014 from "./0014_key_rate_limits.js"
+import m0015 from "./0015_webhooks.js"
+import m0016 from "./0016_proxies.js"
+import m0017 from "./0017_file_chunks.js"
+
+/**
+ * The PostgreSQL migration set (chosen by Db.ts when DATABASE_URL is set): the same numbers and
+ * names as the SQLite set (`../migrations/`), so `schema_migrations` reads alike, with the same
+ * tables, columns and indexes in PostgreSQL types: BIGINT for every integer (epoch-ms times,
+ * counters, 0/1 flags), identity columns for `usage.id` and `audit_log.id`, DOUBLE PRECISION,
+ * BYTEA, no NOCASE (the `lower(name)` indexes of 0007 decide). Tables caches load from carry a
+ * change trigger (`notify.ts`). Every schema change adds a migration to both sets;
+ * test/scale/store.pg.test.ts compares them (docs/ARCHITECTURE.md, "Seam 3").
+ */
+export const loader = Migrator.fromRecord({
+  "0001_init": m0001,
+  "0002_upstream_format": m0002,
+  "0003_combos": m0003,
+  "0004_accounting": m0004,
+  "0005_connection_timeouts": m0005,
+  "0006_usage_inflight": m0006,
+  "0007_name_keys": m0007,
+  "0008_media_jobs": m0008,
+  "0009_files_batches": m0009,
+  "0010_native_batches": m0010,
+  "0011_oauth_tokens": m0011,
+  "0012_cloud_bundles": m0012,
+  "0013_governance": m0013,
+  "0014_key_rate_limits": m0014,
+  "0015_webhooks": m0015,
+  "0016_proxies": m0016,
+  "0017_file_chunks": m0017
+})
