@@ -25,8 +25,11 @@ const result = await esbuild.build({
   target: "node20",
   outExtension: { ".js": ".mjs" },
   chunkNames: "chunk-[hash]",
-  // Native addons and packages that locate their own files at run time stay in node_modules.
-  external: ["better-sqlite3"],
+  // Stay in node_modules, loaded by Node itself: native addons (better-sqlite3), and the
+  // OpenTelemetry packages, CommonJS modules the gateway imports dynamically (only when tracing
+  // or /metrics is used): a bundled chunk of a CommonJS module exports only `default`, so their
+  // named exports (resourceFromAttributes, ...) would be missing.
+  external: ["better-sqlite3", "@opentelemetry/*"],
   // CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
   banner: { js: 'import { createRequire as __gatewayRequire } from "node:module"; const require = __gatewayRequire(import.meta.url);' },
   legalComments: "none",

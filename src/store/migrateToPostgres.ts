@@ -144,25 +144,6 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
           }
           copied.push({ table, rows })
         }
-        // The files' bytes, from the disk beside the source into the database file store.
-        const runtime = yield* Effect.runtime<never>()
-        const store = dbFileStore(dst, runtime)
-        const stored = new Set((yield* onSource(src<{ id: string }>`SELECT id FROM file_objects`)).map((r) => r.id))
-        const fileIds = tables.includes("files") ? (yield* onSource(src<{ id: string }>`SELECT id FROM files ORDER BY id`)).map((r) => r.id) : []
-        const files = { copied: 0, bytes: 0, missing: [] as Array<string> }
-        for (const id of fileIds) {
-          if (stored.has(id)) continue
-          const onDisk = path.join(path.dirname(options.from), "files", id)
-          if (!/^[A-Za-z0-9_-]{1,128}$/.test(id) || !fs.existsSync(onDisk)) {
-            files.missing.push(id)
-            continue
-          }
-          const put = yield* store.put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER).pipe(
-            Effect.mapError((e) => new MigrateError({ message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}` }))
-          )
-          files.copied++
-          files.bytes += put.bytes
-        }
         // Identity columns continue after the copied ids.
         for (const [table, column] of [
           ["usage", "id"],
@@ -180,6 +161,26 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
               message: `${c.table}: ${inSource} rows in the source, ${c.rows} copied, ${inTarget} in the target; nothing was copied (stop the gateway before migrating: the source must not change meanwhile)`
             })
           }
+        }
+        // The files' bytes, from the disk beside the source into the database file store (after
+        // the row counts: these tables were just checked as copied from the source).
+        const runtime = yield* Effect.runtime<never>()
+        const store = dbFileStore(dst, runtime)
+        const stored = new Set((yield* onSource(src<{ id: string }>`SELECT id FROM file_objects`)).map((r) => r.id))
+        const fileIds = tables.includes("files") ? (yield* onSource(src<{ id: string }>`SELECT id FROM files ORDER BY id`)).map((r) => r.id) : []
+        const files = { copied: 0, bytes: 0, missing: [] as Array<string> }
+        for (const id of fileIds) {
+          if (stored.has(id)) continue
+          const onDisk = path.join(path.dirname(options.from), "files", id)
+          if (!/^[A-Za-z0-9_-]{1,128}$/.test(id) || !fs.existsSync(onDisk)) {
+            files.missing.push(id)
+            continue
+          }
+          const put = yield* store.put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER).pipe(
+            Effect.mapError((e) => new MigrateError({ message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}` }))
+          )
+          files.copied++
+          files.bytes += put.bytes
         }
         return { copied, files }
       })

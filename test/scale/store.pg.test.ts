@@ -106,7 +106,9 @@ describe("DATABASE_URL", () => {
 describe("two processes on one database", () => {
   it("both start when they start together on an empty database (the migrations run once)", async () => {
     const url = await database()
-    const [a, b] = await Promise.all([startGateway({ env: { DATABASE_URL: url } }), startGateway({ env: { DATABASE_URL: url } })])
+    // Gateways on one database share the storage key (src/store/keyCheck.ts refuses a different one).
+    const env = { DATABASE_URL: url, STORAGE_ENCRYPTION_KEY: "store.pg test key" }
+    const [a, b] = await Promise.all([startGateway({ env }), startGateway({ env })])
     try {
       expect((await call(`${a.url}/api/health/ping`)).status).toBe(200)
       expect((await call(`${b.url}/api/health/ping`)).status).toBe(200)
