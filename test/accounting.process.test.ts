@@ -19,6 +19,7 @@ describe("usage rows survive a SIGTERM during a burst", () => {
     expect((await setupWithProvider(dataDir, up.baseUrl("openai-chat"))).code).toBe(0)
     up.always({ content: "slow answer", delayMs: 400 })
     const server = await startServerProcess({ DATA_DIR: dataDir })
+    const before = up.requests.length
     const burst = Array.from({ length: 40 }, (_, i) =>
       fetch(`${server.url}/v1/chat/completions`, {
         method: "POST",
@@ -28,7 +29,9 @@ describe("usage rows survive a SIGTERM during a burst", () => {
         .then(async (r) => ({ status: r.status, id: r.headers.get("x-gateway-request-id"), text: await r.text() }))
         .catch(() => undefined)
     )
-    await new Promise((r) => setTimeout(r, 150))
+    // Every request is in flight (the upstream has it, its answer 400 ms away) when SIGTERM comes:
+    // on a busy machine a fixed pause could signal before some had even connected.
+    await expect.poll(() => up.requests.length - before, { timeout: 15_000 }).toBe(40)
     const code = await server.stop("SIGTERM")
     expect(code).toBe(0)
     const answered = (await Promise.all(burst)).filter((r): r is { status: number; id: string; text: string } => r !== undefined && r.id !== null)

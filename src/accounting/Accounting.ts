@@ -15,6 +15,7 @@ import { InboundLimits } from "./InboundLimits.js"
 import { type LimitTarget, type TokenLimitCheck, TokenLimits } from "./TokenLimits.js"
 import { Usage as UsageService, type UsageRecord } from "../usage/Usage.js"
 import { BoundedMap } from "../util/BoundedMap.js"
+import { SharedState } from "../state/SharedState.js"
 
 /** A request's hold on its key's budget and token limits while it runs. */
 export interface Reservation {
@@ -143,13 +144,37 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       const held = new Map<string, { costUsd: number; tokens: number; count: number }>()
       /** Holds made by `admit`: what their release gives back to the shared totals. */
       const sharedHolds = new WeakMap<Reservation, Array<() => void>>()
+      // Every key's requests together: what a key this process has not served yet is expected to
+      // cost (without it, a new key's first burst would hold nothing, and with several processes a
+      // key another process served would race its budget unheld).
+      let overall: { costUsd: number; tokens: number } | undefined
+      const ewma = (a: { costUsd: number; tokens: number } | undefined, costUsd: number, tokens: number) =>
+        a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens }
+      // With several processes a key's average goes to the others on the `averages` channel: a
+      // process that has not served the key yet holds what it really costs (its first request
+      // anywhere, then at most once a second per key). A received average is blended in like a request.
+      type AverageChange = { readonly k: string; readonly c: number; readonly t: number }
+      const averagesChannel = (yield* SharedState.orLocal).channel<AverageChange>("averages", (m) => {
+        if (typeof m?.k !== "string" || !Number.isFinite(m.c) || !Number.isFinite(m.t)) return
+        averages.set(m.k, ewma(averages.get(m.k), m.c, m.t))
+      })
+      const publishedAt = new BoundedMap<string, number>({ maxEntries: 10_000 })
       const learn = (apiKeyId: string, costUsd: number, tokens: number) => {
-        const a = averages.get(apiKeyId)
-        averages.set(apiKeyId, a ? { costUsd: a.costUsd + EWMA_WEIGHT * (costUsd - a.costUsd), tokens: a.tokens + EWMA_WEIGHT * (tokens - a.tokens) } : { costUsd, tokens })
+        const a = ewma(averages.get(apiKeyId), costUsd, tokens)
+        averages.set(apiKeyId, a)
+        overall = ewma(overall, costUsd, tokens)
+        if (averagesChannel.shared) {
+          const now = clock.unsafeCurrentTimeMillis()
+          const last = publishedAt.get(apiKeyId)
+          if (last === undefined || now - last >= 1_000) {
+            publishedAt.set(apiKeyId, now)
+            averagesChannel.publish({ k: apiKeyId, c: a.costUsd, t: a.tokens })
+          }
+        }
       }
       const reserve: AccountingShape["reserve"] = (apiKeyId) => {
         if (apiKeyId === null) return NO_RESERVATION
-        const a = averages.get(apiKeyId) ?? { costUsd: 0, tokens: 0 }
+        const a = averages.get(apiKeyId) ?? overall ?? { costUsd: 0, tokens: 0 }
         const h = held.get(apiKeyId) ?? { costUsd: 0, tokens: 0, count: 0 }
         h.costUsd += a.costUsd
         h.tokens += a.tokens

@@ -246,17 +246,19 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
           // with `Connection: close`), then closed.
           const busy = new Set<unknown>([...open].map((res) => res.socket))
           for (const socket of sockets) if (!fresh.has(socket) && !busy.has(socket)) socket.destroy()
-          yield* Effect.repeat(
-            Effect.sync(() => fresh.size),
-            { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
-          ).pipe(Effect.timeout(FRESH_GRACE), Effect.ignore)
+          // Bounded by the schedule itself: a finalizer is uninterruptible, so a timeout around
+          // the wait could not end it.
+          yield* Effect.repeat(Effect.sync(() => fresh.size), {
+            until: (n) => n === 0,
+            schedule: Schedule.spaced("10 millis").pipe(Schedule.upTo(FRESH_GRACE))
+          })
           for (const socket of fresh) socket.destroy()
           const managementDone = Effect.repeat(
             Effect.sync(() => managementInFlight),
             { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
           )
-          const drained = yield* FiberSet.awaitEmpty(fibers).pipe(
-            Effect.zipRight(managementDone),
+          // Interruptible, or the timeout could not end the wait (a finalizer is uninterruptible).
+          const drained = yield* Effect.interruptible(Effect.zipRight(FiberSet.awaitEmpty(fibers), managementDone)).pipe(
             Effect.timeout(SHUTDOWN_GRACE),
             Effect.option
           )
