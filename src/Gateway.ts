@@ -42,6 +42,9 @@ import { Settings } from "./settings/Settings.js"
 import { Egress } from "./egress/Egress.js"
 import { ProxyRegistry } from "./egress/ProxyRegistry.js"
 import { SettingsHooks } from "./settings/SettingsHooks.js"
+import { Compression } from "./context/Compression.js"
+import { ContextHooks } from "./context/ContextHooks.js"
+import { ContextStore } from "./context/ContextStore.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { AuditLog } from "./governance/AuditLog.js"
 import { EvalRunner, Evals } from "./governance/Evals.js"
@@ -89,7 +92,7 @@ export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, Stor
 export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
   // Upstream proxies (src/egress/): the registry, the global default of the settings, one dispatcher per proxy.
   Layer.provideMerge(Egress.layer),
-  Layer.provideMerge(Layer.mergeAll(Settings.layer, ProxyRegistry.layer)),
+  Layer.provideMerge(Layer.mergeAll(Settings.layer, ProxyRegistry.layer, ContextStore.layer)),
   Layer.provideMerge(Backups.layer),
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
@@ -102,7 +105,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
@@ -110,7 +113,7 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(McpTools.layer),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer)),
+  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer, Compression.layer)),
   // Coding tools and ACP agents on the server's machine (src/clitools/, docs/coding-tools.md).
   Layer.provideMerge(Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer))),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),

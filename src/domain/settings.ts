@@ -164,17 +164,35 @@ export const SystemPromptSettings = strictStruct({
 })
 export type SystemPromptSettings = typeof SystemPromptSettings.Type
 
-// ---------------------------------------------------------------- compression (stored only)
+// ---------------------------------------------------------------- compression and context
 
-export const CompressionSettings = strictStruct({
+/** A compression combo by id or name, or `engine:<id>` (one engine with its configured settings). */
+const ProfileRef = Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "must not be empty (null for none)" }), Schema.maxLength(200)))
+
+export const CompressionAutoTrigger = strictStruct({
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => false }),
-  engine: Schema.optionalWith(oneOf(["rtk", "llmlingua", "truncate"] as const, "engine"), { default: () => "rtk" as const }),
-  /** 1 (light) to 9 (aggressive). */
-  level: Schema.optionalWith(whole(1, 9, "level must be a whole number from 1 to 9"), { default: () => 5 }),
-  /** Requests whose prompt is shorter than this many tokens are left alone. */
-  minTokens: Schema.optionalWith(Tokens("minTokens"), { default: () => 4000 }),
-  /** Compress tool results (the usual bulk of agent prompts). */
-  toolResults: Schema.optionalWith(Schema.Boolean, { default: () => true })
+  /** Compress when the prompt's estimated tokens reach this (null: this test is off). */
+  thresholdTokens: Schema.optionalWith(Schema.NullOr(whole(1, 10_000_000, "thresholdTokens must be a whole number of tokens from 1 to 10000000")), { default: () => 64_000 }),
+  /** Or when they reach this share of the target model's context window (null: off). */
+  windowShare: Schema.optionalWith(
+    Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0.05, 1, { message: () => "windowShare must be between 0.05 and 1" }))),
+    { default: () => 0.75 }
+  )
+})
+
+/** docs/compression.md, "Selection": what compresses a request, and the memory and skill injection budget. */
+export const CompressionSettings = strictStruct({
+  /** The global switch: off, nothing compresses (the request header cannot turn it on). */
+  enabled: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  /** What `default` means (the header's `default`, the auto-trigger, compressByDefault): null is the built-in default combo. */
+  defaultCombo: Schema.optionalWith(ProfileRef, { default: () => null }),
+  /** The profile every request uses unless the header or a routing assignment says otherwise. */
+  activeProfile: Schema.optionalWith(ProfileRef, { default: () => null }),
+  autoTrigger: Schema.optionalWith(CompressionAutoTrigger, { default: () => Schema.decodeUnknownSync(CompressionAutoTrigger)({}) }),
+  /** The panel default: compress every eligible request with the default combo when nothing else chose. */
+  compressByDefault: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Memory entries and skills added to a request's system prompt, at most this many tokens (0: none). */
+  injectionMaxTokens: Schema.optionalWith(Tokens("injectionMaxTokens"), { default: () => 2_000 })
 })
 export type CompressionSettings = typeof CompressionSettings.Type
 
@@ -230,7 +248,16 @@ export const SettingsPatch = Schema.Struct({
   ipFilter: Schema.optional(Schema.partial(IpFilterSettings.pipe(Schema.typeSchema)).annotations(strict)),
   thinkingBudget: Schema.optional(Schema.partial(ThinkingBudgetSettings.pipe(Schema.typeSchema)).annotations(strict)),
   systemPrompt: Schema.optional(Schema.partial(SystemPromptSettings.pipe(Schema.typeSchema)).annotations(strict)),
-  compression: Schema.optional(Schema.partial(CompressionSettings.pipe(Schema.typeSchema)).annotations(strict)),
+  compression: Schema.optional(
+    Schema.Struct({
+      enabled: Schema.optional(Schema.Boolean),
+      defaultCombo: Schema.optional(ProfileRef),
+      activeProfile: Schema.optional(ProfileRef),
+      compressByDefault: Schema.optional(Schema.Boolean),
+      injectionMaxTokens: Schema.optional(Tokens("injectionMaxTokens")),
+      autoTrigger: Schema.optional(Schema.partial(CompressionAutoTrigger.pipe(Schema.typeSchema)).annotations(strict))
+    }).annotations(strict)
+  ),
   requireLogin: Schema.optional(Schema.Boolean),
   backups: Schema.optional(Schema.partial(BackupSettings.pipe(Schema.typeSchema)).annotations(strict)),
   info: Schema.optional(SettingsInfo)

@@ -14,7 +14,6 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
-  { area: "compression and context", pattern: /^\/api\/(compression|context)\// },
   { area: "traffic inspector and capture", pattern: /^\/api\/tools\// },
   { area: "playground", pattern: /^\/api\/playground\// }
 ]

@@ -74,6 +74,9 @@ export interface ComboResolveEvent {
 /** The model id resolved to where the request goes (every pipeline request, after onComboResolve). */
 export interface ModelSelectEvent {
   readonly model: string
+  /** The client's wire format and the endpoint's usage label (as in onRequest): how `body` reads. */
+  readonly format: FormatId
+  readonly endpoint: string
   readonly route: RoutePlan["kind"]
   readonly strategy: string
   /** The first candidate (undefined when every candidate is blocked). */

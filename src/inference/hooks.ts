@@ -330,13 +330,13 @@ export const requestReceived = (
 }
 
 /** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */
-export const routeResolved = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+export const routeResolved = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>, endpoint: string): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
   const table = host.hooks!
   const candidates = plan.candidates.map(targetOf)
   const select = (): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
     if (table.onModelSelect.length === 0) return Effect.succeed(undefined)
     const first = plan.candidates[0] ?? plan.fusion?.judge
-    const event = { model, route: plan.kind, strategy: plan.strategy, target: first ? targetOf(first) : undefined, candidates, body }
+    const event = { model, format: format.id, endpoint, route: plan.kind, strategy: plan.strategy, target: first ? targetOf(first) : undefined, candidates, body }
     return settle(host, format, runFrom(table.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined))
   }
   if (plan.kind === "direct" || table.onComboResolve.length === 0) return select()

@@ -324,7 +324,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
             const hooks = ctx.hooks!
             if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
-              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body), (e) => refused(track, e))
+              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body, served.endpoint), (e) => refused(track, e))
               if (body) served = { ...served, body }
             }
             if (first.fusion) yield* fuse(served, first, first.fusion, track)

@@ -410,7 +410,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             track.hold = deps.accounting.reserve(apiKeyId)
             const table = ctx.hooks!
             if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
-              const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body), (e) => refused(track, e))
+              const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
               if (selected) hooked = selected
             }
             const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)

@@ -6,6 +6,7 @@ import { BackupsGroup } from "./backups/Api.js"
 import { CliToolsGroup } from "./clitools/Api.js"
 import { CloudGroup } from "./cloud/Api.js"
 import { CombosGroup } from "./combos/Api.js"
+import { ContextGroup } from "./context/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
@@ -65,4 +66,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(AgentSkillsGroup)
   .add(CliToolsGroup)
   .add(AcpGroup)
-  .add(McpGroup) {}
+  .add(McpGroup)
+  .add(ContextGroup) {}

@@ -22,6 +22,7 @@ import { EvalsLive } from "./evals/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ProxiesLive } from "./proxies/Http.js"
+import { ContextLive } from "./context/Http.js"
 import { ResilienceLive } from "./resilience/Http.js"
 import { SessionsLive } from "./sessions/Http.js"
 import { InitLive, SystemLive } from "./system/Http.js"
@@ -63,7 +64,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     AgentSkillsLive,
     CliToolsLive,
     AcpLive,
-    McpLive
+    McpLive,
+    ContextLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

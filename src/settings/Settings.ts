@@ -116,6 +116,19 @@ export const deepMerge = (base: unknown, patch: unknown): unknown => {
 }
 
 const decodeDocument = Schema.decodeUnknownEither(SettingsDocument)
+
+/**
+ * Before compression was built its section was stored only (`engine`, `level`, `minTokens`,
+ * `toolResults`, an `enabled` nothing read): such a section is dropped, so it takes today's
+ * defaults and the rest of the document still decodes.
+ */
+const withoutLegacyCompression = (doc: unknown): unknown => {
+  if (!isPlainObject(doc) || !isPlainObject(doc["compression"])) return doc
+  const c = doc["compression"]
+  if (!("engine" in c || "level" in c || "minTokens" in c || "toolResults" in c)) return doc
+  const { compression: _, ...rest } = doc
+  return rest
+}
 const encodeDocument = Schema.encodeSync(SettingsDocument)
 const strip = ({ info: _, ...doc }: typeof SettingsDocument.Type): SettingsDocument => doc
 
@@ -144,7 +157,7 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
           yield* Effect.logWarning("stored settings are not JSON; using defaults")
           return DEFAULT_SETTINGS
         }
-        const decoded = decodeDocument(stored.value.document)
+        const decoded = decodeDocument(withoutLegacyCompression(stored.value.document))
         if (Either.isLeft(decoded)) {
           yield* Effect.logWarning(`stored settings do not decode (${describeParseError(decoded.left)}); using defaults`)
           return DEFAULT_SETTINGS
@@ -225,7 +238,7 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
         view: (doc) => ({
           ...doc,
           proxy: { ...doc.proxy, url: doc.proxy.url === null ? null : maskProxyUrl(doc.proxy.url) },
-          info: { restartRequired: [], storedOnly: ["compression"], backups: backupSchedule(doc) }
+          info: { restartRequired: [], storedOnly: [], backups: backupSchedule(doc) }
         }),
         replace: (doc, actor, caller) =>
           Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),

@@ -1,0 +1,395 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as crypto from "node:crypto"
+import { Pricing } from "../accounting/Pricing.js"
+import type { ContextAnalytics, EngineStep, PreviewPayload } from "../domain/context.js"
+import { BadRequest, NotFound } from "../domain/errors.js"
+import type { FormatId } from "../formats/canonical.js"
+import { Settings } from "../settings/Settings.js"
+import { toIso } from "../store/Db.js"
+import { KeyValue } from "../store/KeyValue.js"
+import { ContextStore } from "./ContextStore.js"
+import { ENGINES, type EngineEntry } from "./engines/index.js"
+import { countText, estimateTokensSync, loadTokenizer, tokenizerFamily } from "./estimate.js"
+import { defaultProfile, type Profile, resolveRef } from "./select.js"
+import type { EngineId, Segment } from "./types.js"
+import { mapSegments } from "./walk.js"
+
+/** How long a raw tool output rtk cut stays retrievable. */
+export const RAW_OUTPUT_TTL_MS = 24 * 3_600_000
+const FLUSH_EVERY = "5 seconds"
+const CONFIG_NAMESPACE = "compression.engines"
+
+/** What one engine changed in a request: each changed piece of text, before and after. */
+export interface EngineRun {
+  readonly engine: EngineId
+  readonly pairs: ReadonlyArray<readonly [before: string, after: string]>
+}
+
+/** What one request's compression did, per engine (only engines that changed something). */
+export interface Applied {
+  readonly body: Record<string, unknown> | undefined
+  readonly engines: ReadonlyArray<EngineRun>
+}
+
+/** Tokens of an engine's changes, before and after. */
+export const tokensOf = (run: EngineRun) => {
+  let tokensBefore = 0
+  let tokensAfter = 0
+  for (const [b, a] of run.pairs) {
+    tokensBefore += countText(b)
+    tokensAfter += countText(a)
+  }
+  return { engine: run.engine, tokensBefore, tokensAfter }
+}
+
+export interface CompressionShape {
+  /** Runs a profile's steps over a body in its wire format (deterministic). */
+  readonly apply: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>) => Applied
+  /** Whether an engine can run (all can; summarize needs its model). */
+  readonly available: (engine: EngineId) => boolean
+  /** Counts a compressed request (or injected context) for analytics; written in the background. */
+  readonly record: (r: { readonly combo: string; readonly model: string; readonly engines: Applied["engines"]; readonly injected?: { readonly kind: "memory" | "skills"; readonly tokens: number }; readonly provider?: string | undefined; readonly upstreamModel?: string | undefined }) => void
+  readonly analytics: (q: { readonly from?: string; readonly to?: string }) => Effect.Effect<ContextAnalytics, BadRequest>
+  readonly preview: (p: PreviewPayload) => Effect.Effect<{ readonly mode: string; readonly engines: ReadonlyArray<{ engine: string; tokensBefore: number; tokensAfter: number; tokensSaved: number }>; readonly tokensBefore: number; readonly tokensAfter: number; readonly tokenizer: string; readonly body: Record<string, unknown> }, BadRequest>
+  /** An engine's configured settings (defaults merged). */
+  readonly config: (engine: EngineId) => Effect.Effect<Record<string, unknown>>
+  readonly setConfig: (engine: EngineId, input: unknown) => Effect.Effect<Record<string, unknown>, BadRequest>
+  /** Checks a combo's steps (each step's settings over the engine's). */
+  readonly checkSteps: (steps: ReadonlyArray<EngineStep>) => Effect.Effect<void, BadRequest>
+  readonly keepRaw: (text: string) => string
+  readonly rawOutput: (id: string) => Effect.Effect<{ id: string; text: string; createdAt: string; expiresAt: string }, NotFound>
+  /** Writes what is pending (stats, raw outputs) now. */
+  readonly flush: Effect.Effect<void>
+}
+
+interface StatRow {
+  requests: number
+  tokensBefore: number
+  tokensAfter: number
+  savedUsd: number
+  injectedTokens: number
+}
+
+const day = (ms: number) => new Date(ms).toISOString().slice(0, 10)
+
+/**
+ * The compression engines at work (docs/compression.md): their settings (kv), a profile's steps
+ * run over a body of any wire format, the savings per day, engine, combo and model, and the raw
+ * tool outputs rtk cut.
+ */
+export class Compression extends Context.Tag("gateway/Compression")<Compression, CompressionShape>() {
+  static readonly layer = Layer.scoped(
+    Compression,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const kv = yield* KeyValue
+      const pricing = yield* Pricing
+      const settings = yield* Settings
+      const store = yield* ContextStore
+      // The exact tokenizer for the savings (the estimate until it is loaded).
+      yield* Effect.forkScoped(Effect.promise(() => loadTokenizer().catch(() => undefined)))
+
+      // Each engine's configured settings, decoded once per change.
+      const configured = new Map<EngineId, unknown>()
+      for (const [id] of ENGINES) {
+        const stored = yield* kv.get(CONFIG_NAMESPACE, id)
+        if (Option.isSome(stored)) {
+          try {
+            configured.set(id, JSON.parse(stored.value))
+          } catch {
+            yield* Effect.logWarning(`the stored settings of compression engine ${id} are not JSON; using its defaults`)
+          }
+        }
+      }
+      const decoded = new Map<string, unknown>()
+      /** An engine's settings: configured, then a step's own over them; cached by their text. */
+      const settingsOf = (entry: EngineEntry, own: Readonly<Record<string, unknown>> | undefined): Either.Either<unknown, string> => {
+        const base = configured.get(entry.engine.id)
+        const merged = own ? { ...(typeof base === "object" && base !== null ? base : {}), ...own } : (base ?? {})
+        const key = `${entry.engine.id}\u0000${JSON.stringify(merged)}`
+        const hit = decoded.get(key)
+        if (hit !== undefined) return Either.right(hit)
+        const d = entry.decode(merged)
+        if (Either.isRight(d)) {
+          if (decoded.size > 1000) decoded.clear()
+          decoded.set(key, d.right)
+        }
+        return d
+      }
+
+      // ------------------------------------------------------------ raw outputs
+      const pendingRaw = new Map<string, { text: string; at: number }>()
+      const keepRaw = (text: string): string => {
+        // Named by content: the same output cut again (every later turn) gives the same marker, so
+        // the compressed prefix is the same and prompt caches still hit.
+        const id = "raw_" + crypto.createHash("sha256").update(text).digest("hex").slice(0, 24)
+        pendingRaw.set(id, { text, at: Date.now() })
+        return id
+      }
+      const context = { keepRaw }
+
+      // ------------------------------------------------------------ stats
+      const stats = new Map<string, StatRow>()
+      const bump = (d: string, engine: string, combo: string, model: string, f: (r: StatRow) => void) => {
+        const key = `${d}\u0000${engine}\u0000${combo}\u0000${model}`
+        let r = stats.get(key)
+        if (!r) stats.set(key, (r = { requests: 0, tokensBefore: 0, tokensAfter: 0, savedUsd: 0, injectedTokens: 0 }))
+        f(r)
+      }
+
+      const flush = Effect.gen(function* () {
+        const now = Date.now()
+        for (const u of uncounted.splice(0)) count(u, tokensOf)
+        const rows = [...stats]
+        stats.clear()
+        const raws = [...pendingRaw]
+        pendingRaw.clear()
+        if (rows.length === 0 && raws.length === 0) return
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            for (const [key, r] of rows) {
+              const [d, engine, combo, model] = key.split("\u0000") as [string, string, string, string]
+              yield* sql`INSERT INTO compression_stats (day, engine, combo, model, requests, tokens_before, tokens_after, saved_usd, injected_tokens)
+                VALUES (${d}, ${engine}, ${combo}, ${model}, ${r.requests}, ${r.tokensBefore}, ${r.tokensAfter}, ${r.savedUsd}, ${r.injectedTokens})
+                ON CONFLICT (day, engine, combo, model) DO UPDATE SET
+                  requests = compression_stats.requests + excluded.requests,
+                  tokens_before = compression_stats.tokens_before + excluded.tokens_before,
+                  tokens_after = compression_stats.tokens_after + excluded.tokens_after,
+                  saved_usd = compression_stats.saved_usd + excluded.saved_usd,
+                  injected_tokens = compression_stats.injected_tokens + excluded.injected_tokens`
+            }
+            for (const [id, r] of raws) {
+              yield* sql`INSERT INTO rtk_raw_outputs (id, text, created_at, expires_at) VALUES (${id}, ${r.text}, ${r.at}, ${r.at + RAW_OUTPUT_TTL_MS})
+                ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`
+            }
+          })
+        ).pipe(
+          Effect.catchAll((e) =>
+            Effect.sync(() => {
+              // Kept for the next flush (a busy or briefly unreachable database loses nothing).
+              for (const [k, r] of rows) {
+                const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
+                bump(d, engine, combo, model, (x) => {
+                  x.requests += r.requests
+                  x.tokensBefore += r.tokensBefore
+                  x.tokensAfter += r.tokensAfter
+                  x.savedUsd += r.savedUsd
+                  x.injectedTokens += r.injectedTokens
+                })
+              }
+              for (const [id, r] of raws) if (!pendingRaw.has(id)) pendingRaw.set(id, r)
+            }).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))
+          )
+        )
+        yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
+      })
+      yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
+      yield* Effect.addFinalizer(() => flush)
+
+      const available = (engine: EngineId) => ENGINES.has(engine)
+
+      const apply: CompressionShape["apply"] = (format, endpoint, body, steps) => {
+        const runs: Array<{ entry: EngineEntry; config: unknown; pairs: Array<readonly [string, string]> }> = []
+        for (const step of steps) {
+          const entry = ENGINES.get(step.engine)
+          if (!entry) continue
+          const c = settingsOf(entry, step.config)
+          // A step whose settings no longer decode (an engine's settings changed under a combo) is skipped.
+          if (Either.isLeft(c)) continue
+          runs.push({ entry, config: c.right, pairs: [] })
+        }
+        if (runs.length === 0) return { body: undefined, engines: [] }
+        const out = mapSegments(format, endpoint, body, (text: string, segment: Segment) => {
+          let t = text
+          for (const r of runs) {
+            if (!r.entry.engine.applies(segment)) continue
+            const next = r.entry.engine.apply(t, segment, r.config, context)
+            if (next !== t) {
+              // Counted later (the flush), off the request path: o200k costs milliseconds on a long prompt.
+              r.pairs.push([t, next])
+              t = next
+            }
+          }
+          return t
+        })
+        return { body: out, engines: runs.filter((r) => r.pairs.length > 0).map((r) => ({ engine: r.entry.engine.id, pairs: r.pairs })) }
+      }
+
+      // Requests' changes waiting to be counted by the flush; past the bound, counted at once by the
+      // approximation (a burst never holds unbounded text).
+      const uncounted: Array<{ readonly d: string; readonly combo: string; readonly model: string; readonly inputPrice: number | undefined; readonly runs: ReadonlyArray<EngineRun> }> = []
+      const MAX_UNCOUNTED = 2_000
+      const count = (u: (typeof uncounted)[number], tokens: (run: EngineRun) => { tokensBefore: number; tokensAfter: number }) => {
+        for (const run of u.runs) {
+          const t = tokens(run)
+          bump(u.d, run.engine, u.combo, u.model, (x) => {
+            x.requests++
+            x.tokensBefore += t.tokensBefore
+            x.tokensAfter += t.tokensAfter
+            x.savedUsd += u.inputPrice !== undefined ? ((t.tokensBefore - t.tokensAfter) * u.inputPrice) / 1_000_000 : 0
+          })
+        }
+      }
+      const approximately = (run: EngineRun) => {
+        let tokensBefore = 0
+        let tokensAfter = 0
+        for (const [b, a] of run.pairs) {
+          tokensBefore += Math.ceil(b.length / 4)
+          tokensAfter += Math.ceil(a.length / 4)
+        }
+        return { tokensBefore, tokensAfter }
+      }
+
+      const record: CompressionShape["record"] = (r) => {
+        const d = day(Date.now())
+        if (r.engines.length > 0) {
+          const price = r.provider && r.upstreamModel ? pricing.priceOf(r.provider, r.upstreamModel) : undefined
+          const u = { d, combo: r.combo, model: r.model, inputPrice: price?.input, runs: r.engines }
+          if (uncounted.length < MAX_UNCOUNTED) uncounted.push(u)
+          else count(u, approximately)
+        }
+        if (r.injected && r.injected.tokens > 0) {
+          bump(d, r.injected.kind, "-", r.model, (x) => {
+            x.requests++
+            x.injectedTokens += r.injected!.tokens
+          })
+        }
+      }
+
+      const analytics: CompressionShape["analytics"] = (q) =>
+        Effect.gen(function* () {
+          const to = q.to ?? day(Date.now())
+          const from = q.from ?? day(Date.now() - 29 * 86_400_000)
+          if (Number.isNaN(Date.parse(from)) || Number.isNaN(Date.parse(to))) return yield* new BadRequest({ message: "from and to must be real days (YYYY-MM-DD)" })
+          if (from > to) return yield* new BadRequest({ message: `from (${from}) is after to (${to})` })
+          yield* flush
+          const rows = yield* sql<{ day: string; engine: string; combo: string; model: string; requests: number; tokens_before: number; tokens_after: number; saved_usd: number; injected_tokens: number }>`
+            SELECT * FROM compression_stats WHERE day >= ${from} AND day <= ${to} ORDER BY day, engine, combo, model`.pipe(Effect.orDie)
+          const zero = () => ({ requests: 0, tokensBefore: 0, tokensAfter: 0, tokensSaved: 0, savedUsd: 0, injectedTokens: 0 })
+          const add = (a: ReturnType<typeof zero>, r: (typeof rows)[number]) => {
+            a.requests += Number(r.requests)
+            a.tokensBefore += Number(r.tokens_before)
+            a.tokensAfter += Number(r.tokens_after)
+            a.tokensSaved += Number(r.tokens_before) - Number(r.tokens_after)
+            a.savedUsd += Number(r.saved_usd)
+            a.injectedTokens += Number(r.injected_tokens)
+          }
+          const group = <K extends string>(field: "engine" | "combo" | "model" | "day", name: K) => {
+            const m = new Map<string, ReturnType<typeof zero>>()
+            for (const r of rows) {
+              let a = m.get(r[field])
+              if (!a) m.set(r[field], (a = zero()))
+              add(a, r)
+            }
+            return [...m].map(([k, v]) => ({ [name]: k, ...v }) as { [P in K]: string } & ReturnType<typeof zero>)
+          }
+          const totals = zero()
+          for (const r of rows) add(totals, r)
+          return {
+            from,
+            to,
+            rows: rows.map((r) => {
+              const a = zero()
+              add(a, r)
+              return { day: r.day, engine: r.engine, combo: r.combo, model: r.model, ...a }
+            }),
+            totals,
+            byEngine: group("engine", "engine"),
+            byCombo: group("combo", "combo"),
+            byModel: group("model", "model"),
+            byDay: group("day", "day")
+          }
+        })
+
+      const checkSteps: CompressionShape["checkSteps"] = (steps) =>
+        Effect.forEach(
+          steps,
+          (step, i) => {
+            const entry = ENGINES.get(step.engine)
+            if (!entry) return Effect.fail(new BadRequest({ message: `engines[${i}]: engine ${step.engine} is not available in this build` }))
+            const c = entry.decode(step.config ?? {})
+            return Either.isLeft(c) ? Effect.fail(new BadRequest({ message: `engines[${i}].config: ${c.left}` })) : Effect.void
+          },
+          { discard: true }
+        )
+
+      const preview: CompressionShape["preview"] = (p) =>
+        Effect.gen(function* () {
+          yield* Effect.promise(() => loadTokenizer().catch(() => undefined))
+          const snapshot = yield* store.snapshot
+          const s = settings.current().compression
+          const lower = p.mode.trim().toLowerCase()
+          const profile: Profile | undefined = lower === "off" ? undefined : lower === "default" ? defaultProfile(s, snapshot, available) : resolveRef(p.mode, snapshot, available)
+          if (lower !== "off" && !profile) return yield* new BadRequest({ message: `mode: '${p.mode}' names no engine (engine:<id>) or compression combo; 'default' and 'off' also work` })
+          const endpoint = p.endpoint ?? DEFAULT_ENDPOINT[p.format]
+          const before = estimateTokensSync(p.format, endpoint, p.body)
+          const applied = profile ? apply(p.format, endpoint, p.body, profile.steps) : { body: undefined, engines: [] }
+          const body = applied.body ?? p.body
+          const provider = p.model?.split("/")[0]
+          return {
+            mode: profile?.mode ?? "off",
+            engines: applied.engines.map((run) => {
+              const t = tokensOf(run)
+              return { ...t, tokensSaved: t.tokensBefore - t.tokensAfter }
+            }),
+            tokensBefore: before,
+            tokensAfter: applied.body ? estimateTokensSync(p.format, endpoint, body) : before,
+            tokenizer: tokenizerFamily(provider ?? "openai").label,
+            body: body as Record<string, unknown>
+          }
+        })
+
+      return {
+        apply,
+        available,
+        record,
+        analytics,
+        preview,
+        config: (engine) =>
+          Effect.sync(() => {
+            const entry = ENGINES.get(engine)!
+            const c = settingsOf(entry, undefined)
+            return (Either.isRight(c) ? entry.encode(c.right) : entry.encode(Either.getOrThrow(entry.decode({})))) as Record<string, unknown>
+          }),
+        setConfig: (engine, input) =>
+          Effect.gen(function* () {
+            const entry = ENGINES.get(engine)!
+            const d = entry.decode(input)
+            if (Either.isLeft(d)) return yield* new BadRequest({ message: d.left })
+            const encoded = entry.encode(d.right) as Record<string, unknown>
+            yield* kv.set(CONFIG_NAMESPACE, engine, JSON.stringify(encoded))
+            configured.set(engine, encoded)
+            decoded.clear()
+            return encoded
+          }),
+        checkSteps,
+        keepRaw,
+        rawOutput: (id) =>
+          Effect.gen(function* () {
+            const pending = pendingRaw.get(id)
+            if (pending) return { id, text: pending.text, createdAt: toIso(pending.at)!, expiresAt: toIso(pending.at + RAW_OUTPUT_TTL_MS)! }
+            const rows = yield* sql<{ id: string; text: string; created_at: number; expires_at: number }>`SELECT * FROM rtk_raw_outputs WHERE id = ${id} AND expires_at >= ${Date.now()}`.pipe(Effect.orDie)
+            const r = rows[0]
+            if (!r) return yield* new NotFound({ message: `no raw output '${id}' (raw outputs are kept ${RAW_OUTPUT_TTL_MS / 3_600_000} hours)` })
+            return { id: r.id, text: r.text, createdAt: toIso(Number(r.created_at))!, expiresAt: toIso(Number(r.expires_at))! }
+          }),
+        flush
+      } satisfies CompressionShape
+    })
+  )
+}
+
+/** The endpoint label a preview assumes for a format when none is given. */
+const DEFAULT_ENDPOINT: Record<FormatId, string> = {
+  "openai-chat": "chat.completions",
+  "openai-responses": "responses",
+  anthropic: "messages",
+  gemini: "generateContent",
+  ollama: "api.chat"
+}
