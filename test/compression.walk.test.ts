@@ -6,7 +6,7 @@ import type { FormatId } from "../src/formats/canonical.js"
 import { decodeGenerateRequest } from "../src/formats/ollama.js"
 import { FORMATS } from "../src/formats/registry.js"
 import { countTextTokens } from "../src/formats/tokens.js"
-import { estimateTokens, estimateTokensSync, loadTokenizer, tokenizerFamily, tokenizerLoaded } from "../src/context/estimate.js"
+import { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerFamily, tokenizerLoaded } from "../src/context/estimate.js"
 import type { Segment } from "../src/context/types.js"
 import { commandOf, mapSegments, segmentsOf } from "../src/context/walk.js"
 
@@ -516,25 +516,32 @@ describe("recorded client requests", () => {
 // ---------------------------------------------------------------- estimate
 
 describe("estimate", () => {
+  /** o200k packs a repeated common word far tighter than characters / 4: the two counts differ. */
+  const LONG = "information ".repeat(20).trim()
   const body = {
     model: "m",
     messages: [
       { role: "system", content: "You are terse." },
-      { role: "user", content: "hello world" }
+      { role: "user", content: "hello world" },
+      { role: "user", content: LONG }
     ],
     tools: [{ type: "function", function: { name: "f", parameters: {} } }]
   }
   const tools = JSON.stringify(body.tools)
+  const approx = Math.ceil(14 / 4) + Math.ceil(11 / 4) + Math.ceil(LONG.length / 4) + Math.ceil(tools.length / 4)
 
   it("approximates with characters / 4 before the tokenizer is loaded, then counts with o200k", async () => {
     expect(tokenizerLoaded()).toBe(false)
-    expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(Math.ceil(14 / 4) + Math.ceil(11 / 4) + Math.ceil(tools.length / 4))
+    expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(approx)
     await loadTokenizer()
     expect(tokenizerLoaded()).toBe(true)
-    const exact = await countTextTokens(["You are terse.", "hello world", tools])
+    const exact = await countTextTokens(["You are terse.", "hello world", LONG, tools])
+    expect(exact).toBeLessThan(approx - 20)
     expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(exact)
     expect(await estimateTokens("openai-chat", "chat.completions", body)).toBe(exact)
     expect(await estimateTokens("openai-chat", "chat.completions", { model: "m", messages: [{ role: "user", content: "hello world" }] })).toBe(2)
+    // approximateTokens stays characters / 4 once the tokenizer is loaded.
+    expect(approximateTokens("openai-chat", "chat.completions", body)).toBe(approx)
   })
 
   it("says which tokenizer counts a target family, honestly", () => {

@@ -8,6 +8,7 @@
  * The tokenizer loads asynchronously on first use. `estimateTokens` waits for it;
  * `estimateTokensSync` counts with it when it is loaded and approximates (characters / 4) before,
  * so a request path never waits: `loadTokenizer` at start-up makes the sync count exact.
+ * `approximateTokens` always approximates (o200k costs milliseconds on a long agent request).
  */
 import * as Effect from "effect/Effect"
 import type { FormatId } from "../formats/canonical.js"
@@ -51,6 +52,13 @@ export const estimateTokens = async (format: FormatId, endpoint: string, body: B
 /** The prompt's tokens: by the o200k tokenizer when it is loaded, else characters / 4. Never waits. */
 export const estimateTokensSync = (format: FormatId, endpoint: string, body: Body): number =>
   count(loadedCounter() ?? approximate, format, endpoint, body)
+
+/**
+ * The prompt's tokens as characters / 4, whether or not the tokenizer is loaded: microseconds
+ * where o200k takes milliseconds on a long agent request (bench/compression-walk.ts), for a
+ * threshold check on the request path that needs only the order of magnitude.
+ */
+export const approximateTokens = (format: FormatId, endpoint: string, body: Body): number => count(approximate, format, endpoint, body)
 
 /** Whether `estimateTokensSync` counts exactly (the tokenizer is loaded) or approximates. */
 export const tokenizerLoaded = (): boolean => loadedCounter() !== undefined
