@@ -478,7 +478,6 @@ describe("recorded client requests", () => {
     expect(new Set(all.map((r) => r.format))).toEqual(new Set(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]))
     const agents = fs.readdirSync(path.join(CLIENTS, "cli")).filter((f) => f.endsWith(".requests.jsonl"))
     for (const file of agents) {
-      if (file === "claude-p-say-hi.requests.jsonl" || file.startsWith("codex") || file.startsWith("all-clients")) continue
       expect(all.some((r) => r.name.startsWith(`cli/${file}#`)), file).toBe(true)
     }
     expect(all.filter((r) => r.name.startsWith("cli/")).length).toBeGreaterThan(60)
