@@ -9,8 +9,12 @@ import type { CanonicalRequest, ContentBlock, ImageBlock } from "./canonical.js"
 type Counter = (text: string) => number
 
 let counter: Promise<Counter> | undefined
-const loadCounter = (): Promise<Counter> =>
-  (counter ??= import("gpt-tokenizer/encoding/o200k_base").then((m) => (text: string) => (text ? m.countTokens(text) : 0)))
+let loaded: Counter | undefined
+/** The o200k counter, loading it on first use. */
+export const loadCounter = (): Promise<Counter> =>
+  (counter ??= import("gpt-tokenizer/encoding/o200k_base").then((m) => (loaded = (text: string) => (text ? m.countTokens(text) : 0))))
+/** The o200k counter once loaded (synchronous callers fall back to an approximation before that). */
+export const loadedCounter = (): Counter | undefined => loaded
 
 const MAX_IMAGE_TOKENS = 1600
 /** Per-message framing tokens (role markers), as chat formats add them. */
