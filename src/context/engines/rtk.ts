@@ -151,7 +151,10 @@ const progressKeepingErrors = (lines: ReadonlyArray<string>): Array<string> => {
 /** Runs rtk over one tool output: the new text and what was done (for `POST /api/context/rtk/test`). */
 export const run = (text: string, command: string | undefined, config: RtkConfig, context: EngineContext): RtkResult => {
   const envelope = unwrap(text)
-  const input = envelope.body.split(/\r?\n/)
+  // A final newline stays a final newline (not an empty last line the steps would see).
+  const newline = /\r?\n$/.exec(envelope.body)?.[0] ?? ""
+  const body = newline ? envelope.body.slice(0, -newline.length) : envelope.body
+  const input = body.split(/\r?\n/)
   const steps: Array<string> = []
   let lines = input
   const step = (name: string, next: Array<string>) => {
@@ -162,8 +165,8 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
   const keep = (): string => (rawId ??= context.keepRaw(text))
 
   if (config.ansi) {
-    const stripped = stripAnsi(envelope.body)
-    if (stripped !== envelope.body) step("ansi", stripped.split(/\r?\n/))
+    const stripped = stripAnsi(body)
+    if (stripped !== body) step("ansi", stripped.split(/\r?\n/))
   }
   if (config.progress && lines.some((l) => l.includes("\r") || l.includes("%") || /[\]|█▉▊▋▌▍▎▏░▒▓━■]/.test(l))) {
     step("progress", progressKeepingErrors(lines))
@@ -180,7 +183,7 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
   if (truncated) step("truncate", truncated)
 
   const changed = steps.length > 0
-  const output = changed ? envelope.head + lines.join("\n") + envelope.foot : text
+  const output = changed ? envelope.head + lines.join("\n") + (newline ? "\n" : "") + envelope.foot : text
   return { output, filter: filter?.id ?? null, linesBefore: input.length, linesAfter: changed ? lines.length : input.length, steps }
 }
 

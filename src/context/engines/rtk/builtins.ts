@@ -32,7 +32,7 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     id: "git-log",
     description: "git log: one line per commit (short hash, refs, subject); author, date and body dropped",
     match: { command: cmd("git(?:\\s+-C\\s+\\S+)?\\s+log\\b(?!.*\\s(?:-p|--patch|--stat|-L))"), output: "^commit [0-9a-f]{40}" },
-    records: { start: "^commit ([0-9a-f]{10})[0-9a-f]*(?: \\((.*)\\))?$", fields: ["^ {4}(\\S.*)$"] }
+    records: { start: "^commit ([0-9a-f]{10})[0-9a-f]*( \\(.*\\))?$", fields: ["^ {4}(\\S.*)$"] }
   },
   {
     id: "test-js",
@@ -49,7 +49,8 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
       "^\\s*Start at\\s",
       "^\\s*Duration\\s+[\\d.]+m?s\\s*\\(",
       "^\\s*Ran all test suites"
-    ]
+    ],
+    replace: [{ pattern: "^⎯{5,}\\s*(.*?)\\s*⎯*$", with: "⎯⎯⎯ $1" }]
   },
   {
     id: "test-pytest",
@@ -128,7 +129,7 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
       command: cmd("ls\\s+(?:-\\w*l\\w*|--format=long)"),
       output: "^total \\d+\\n[-dlcbps][rwxsStT-]{9}"
     },
-    drop: ["^total \\d+(?:\\.\\d+)?[KMGT]?$"],
+    drop: ["^total \\d+(?:\\.\\d+)?[KMGT]?$", "^d[rwxsStT-]{9}[@+.]?\\s.*\\s\\.\\.?$"],
     replace: [
       {
         pattern: "^d[rwxsStT-]{9}[@+.]?\\s+\\d+\\s+\\S+\\s+\\S+\\s+\\S+\\s+(?:\\w{3}\\s+\\d{1,2}|\\d{1,2}\\s+\\w{3}|\\d{4}-\\d\\d-\\d\\d)\\s+(?:\\d{1,2}:\\d\\d(?::\\d\\d(?:\\.\\d+)?)?(?: [+-]\\d{4})?|\\d{4})\\s(.*)$",
@@ -145,7 +146,7 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     description: "find/fd: duplicate paths dropped; over 30 paths, grouped by directory as dir/{a,b,c}",
     match: { command: cmd("(?:find|fd|fdfind)\\s") },
     dedupe: true,
-    group: { pattern: "^((?:[^/\\n]*/)+)([^/\\n{}]+)$", minLines: 30, format: "braces" }
+    group: { pattern: "^(.*/)([^/{}]+)$", minLines: 30, format: "braces" }
   },
   {
     id: "grep",
@@ -173,6 +174,10 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     id: "build-make",
     description: "make/cmake/ninja: keeps error and warning lines with 2 lines of context and make's own failure lines; drops compiler invocations and directory changes",
     match: { command: cmd("(?:make|gmake|cmake\\s+--build|ninja)\\b"), output: "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory" },
+    drop: [
+      "^\\s*(?:cc|gcc|g\\+\\+|c\\+\\+|clang|clang\\+\\+|ar|ld|libtool|ranlib)\\s",
+      "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory"
+    ],
     keep: ["(?:^|\\s)(?:error|warning|Error|Warning|ERROR|WARNING)\\b", "^make(?:\\[\\d+\\])?: \\*\\*\\*", "^\\S+:\\d+(?::\\d+)?: "],
     context: 2
   }

@@ -25,56 +25,60 @@ const makeFilterSchema = (Regex: typeof SafeRegexSource | typeof TrustedRegexSou
     description: Schema.String.pipe(Schema.maxLength(300)),
     /** When the filter applies: the command line matches `command`, or (no command matched) the output matches `output`. */
     match: Schema.Struct({
-      command: Schema.optional(Regex),
-      output: Schema.optional(Regex)
+      command: Schema.optionalWith(Regex, { exact: true }),
+      output: Schema.optionalWith(Regex, { exact: true })
     }).annotations(strict),
     /** Lines matching any of these are dropped. */
-    drop: Schema.optional(Schema.Array(Regex).pipe(Schema.maxItems(50))),
+    drop: Schema.optionalWith(Schema.Array(Regex).pipe(Schema.maxItems(50)), { exact: true }),
     /** When present, only lines matching one of these (plus `context` lines around, plus error lines) are kept. */
-    keep: Schema.optional(Schema.Array(Regex).pipe(Schema.maxItems(50))),
+    keep: Schema.optionalWith(Schema.Array(Regex).pipe(Schema.maxItems(50)), { exact: true }),
     /** Lines of context kept before and after each kept line (keep mode). */
-    context: Schema.optional(Count(20)),
+    context: Schema.optionalWith(Count(20), { exact: true }),
     /** Lines right after a kept line that match this are kept too (continuation lines of a message). */
-    continuation: Schema.optional(Regex),
+    continuation: Schema.optionalWith(Regex, { exact: true }),
     /** Line rewrites, first matching rule wins: `$1`… name capture groups. */
-    replace: Schema.optional(
-      Schema.Array(Schema.Struct({ pattern: Regex, with: Schema.String.pipe(Schema.maxLength(200)) }).annotations(strict)).pipe(Schema.maxItems(20))
+    replace: Schema.optionalWith(
+      Schema.Array(Schema.Struct({ pattern: Regex, with: Schema.String.pipe(Schema.maxLength(200)) }).annotations(strict)).pipe(Schema.maxItems(20)),
+      { exact: true }
     ),
     /**
      * Multi-line records folded into one line: a record starts at a line matching `start`; the
      * capture groups of `start` and of the first line matching each of `fields` are joined by a space;
      * the record's other lines are dropped (git log → `hash subject`).
      */
-    records: Schema.optional(
-      Schema.Struct({ start: Regex, fields: Schema.Array(Regex).pipe(Schema.maxItems(10)) }).annotations(strict)
+    records: Schema.optionalWith(
+      Schema.Struct({ start: Regex, fields: Schema.Array(Regex).pipe(Schema.maxItems(10)) }).annotations(strict),
+      { exact: true }
     ),
     /**
      * Long sections (from a line matching `start` to before the next `start` or `end` line) cut to
      * `head` and `tail` lines when longer than `maxLines` (git diff hunks).
      */
-    sections: Schema.optional(
+    sections: Schema.optionalWith(
       Schema.Struct({
         start: Regex,
-        end: Schema.optional(Regex),
+        end: Schema.optionalWith(Regex, { exact: true }),
         maxLines: Count(10_000),
         head: Count(1000),
         tail: Count(1000)
       })
         .annotations(strict)
-        .pipe(Schema.filter((s) => s.head + s.tail < s.maxLines || "sections: head + tail must be less than maxLines"))
+        .pipe(Schema.filter((s) => s.head + s.tail < s.maxLines || "sections: head + tail must be less than maxLines")),
+      { exact: true }
     ),
     /**
      * Lines matching `pattern` grouped by its capture group 1 (the key; group 2 is the rest) when at
      * least `minLines` lines match: `braces` writes `key{a,b,c}` (find), `indent` writes `key:` then
      * `  rest` lines (grep).
      */
-    group: Schema.optional(
-      Schema.Struct({ pattern: Regex, minLines: Count(100_000), format: Schema.Literal("braces", "indent") }).annotations(strict)
+    group: Schema.optionalWith(
+      Schema.Struct({ pattern: Regex, minLines: Count(100_000), format: Schema.Literal("braces", "indent") }).annotations(strict),
+      { exact: true }
     ),
     /** Drops repeated lines (not only consecutive ones), keeping the first. */
-    dedupe: Schema.optional(Schema.Boolean),
+    dedupe: Schema.optionalWith(Schema.Boolean, { exact: true }),
     /** Head-and-tail truncation threshold for this command's output (overrides the config's `maxLines`). */
-    maxLines: Schema.optional(Schema.Int.pipe(Schema.between(10, 100_000)))
+    maxLines: Schema.optionalWith(Schema.Int.pipe(Schema.between(10, 100_000)), { exact: true })
   }).annotations(strict)
 
 /** A filter as a project file or the config's `customFilters` gives it: every regex shape-checked. */
@@ -201,7 +205,7 @@ const foldRecords = (lines: ReadonlyArray<string>, r: { start: RegExp; fields: R
     const m = line.length <= MAX_TEST_LINE ? r.start.exec(line) : null
     if (m) {
       flush()
-      current = { parts: m.slice(1).filter((x): x is string => x !== undefined && x !== ""), found: r.fields.map(() => undefined) }
+      current = { parts: m.slice(1).filter((x): x is string => x !== undefined && x.trim() !== "").map((x) => x.trim()), found: r.fields.map(() => undefined) }
       if (current.parts.length === 0) current.parts.push(line)
       continue
     }
