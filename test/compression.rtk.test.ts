@@ -120,6 +120,11 @@ describe("rtk invariants", () => {
     expect(out.length).toBeLessThan(input.length / 5)
   })
 
+  it("leaves decorative rules and short repeats in file contents alone", () => {
+    const text = "# ━━━━━━━━━━ Section ━━━━━━━━━━\n+=======+=======+\n|=======|=======|\n  }\n}\n"
+    expect(rtk.apply(text, seg(), DEFAULT_RTK_CONFIG, store().context)).toBe(text)
+  })
+
   it("cuts a single huge line by characters, with the marker", () => {
     const input = "x".repeat(50_000)
     const { kept, context } = store()

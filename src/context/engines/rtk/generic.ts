@@ -16,9 +16,15 @@ export const stripAnsi = (text: string): string => (HAS_ANSI.test(text) ? text.r
 const BAR = /\[[=#>\-.*~ ]{4,}\]|[█▉▊▋▌▍▎▏░▒▓━■]{2,}|\|[█▉▊▋▌▍▎▏#= ]{3,}\|/
 const UNIT_WORDS = new Set(["eta", "kib", "mib", "gib", "tib", "kb", "mb", "gb", "tb", "bytes", "elapsed", "remaining", "left", "of"])
 
-/** A line that is only a progress bar (with its numbers, units and at most a short label). */
+/** What a bar shows besides the bar: a percentage, a fraction (`1.2/19.0`, `45/100`), a rate or an eta. */
+const MEASURE = /\d{1,3}(?:\.\d+)?\s?%|\d+(?:\.\d+)?\s?[kKMGT]?i?B?\s?\/\s?\d+(?:\.\d+)?|\bit\/s\b|\beta\b/
+
+/**
+ * A line that is only a progress bar: a bar graphic with a measure (so a decorative rule like
+ * `━━━━ Section ━━━━` in a file is not one), its numbers, units and at most a short label.
+ */
 export const isProgressBar = (line: string): boolean => {
-  if (line.length > 400 || !BAR.test(line) || ERROR_LINE.test(line)) return false
+  if (line.length > 400 || !BAR.test(line) || !MEASURE.test(line) || ERROR_LINE.test(line)) return false
   const words = line.replace(BAR, " ").match(/\b[A-Za-z]{3,}\b/g) ?? []
   return words.filter((w) => !UNIT_WORDS.has(w.toLowerCase())).length <= 3
 }
