@@ -145,6 +145,8 @@ describe("rtk invariants", () => {
     expect(rtkTest(status, "git status", DEFAULT_RTK_CONFIG).filter).toBe("git-status")
     expect(rtkTest(status, undefined, DEFAULT_RTK_CONFIG).filter).toBe("git-status")
     expect(rtkTest(status, "cd repo && git -C sub status --short", DEFAULT_RTK_CONFIG).filter).toBe("git-status")
+    expect(rtkTest(status, `bash -lc 'git status'`, DEFAULT_RTK_CONFIG).filter).toBe("git-status")
+    expect(rtkTest("x\n", "gitk status", DEFAULT_RTK_CONFIG).filter).toBeNull()
     const off = rtkTest(status, "git status", config({ disabledFilters: ["git-status"] }))
     expect(off.filter).toBeNull()
     expect(off.output).toContain('(use "git add <file>..." to update what will be committed)')

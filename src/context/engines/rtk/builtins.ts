@@ -5,8 +5,8 @@
  */
 import type { FilterSpec } from "./filter.js"
 
-/** A command at the start of the line or after `&&`, `;`, `|`, `(`, `sudo`, `env X=1`… */
-const cmd = (body: string): string => `(?:^|[;&|(]\\s*|\\s)${body}`
+/** A command at the start of the line, after `&&`, `;`, `|`, `(`, a quote (`bash -lc 'git status'`) or a space (`sudo`, `env X=1`…). */
+const cmd = (body: string): string => `(?:^|[;&|('"\`]\\s*|\\s)${body}`
 
 export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   {
