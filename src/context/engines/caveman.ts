@@ -167,7 +167,7 @@ const tidy = (content: string): string =>
     .replace(/,(?=[ \t]*[.;:!?](?:\s|$))/g, "")
     .replace(/,[ \t]*,/g, ",")
     .replace(/^[ \t]*[,;:][ \t]*/, "")
-    .replace(/([.!?])[ \t]*,[ \t]*/g, "$1 ")
+    .replace(/([.!?])[ \t]+,[ \t]*/g, "$1 ")
     .replace(/[ \t]+$/, "")
     .replace(/^[ \t]+/, "")
 

@@ -35,7 +35,7 @@ export const en: LanguagePack = {
     { id: "in-my-opinion", phrase: "(in my opinion|to be honest|honestly|frankly),?" },
     { id: "sort-of", phrase: "(sort|kind) of" },
     { id: "might-want-to", phrase: "(you )?(might|may) want to" },
-    { id: "if-possible", phrase: "if (possible|you can)" },
+    { id: "if-possible", phrase: "if possible" },
     ...words("probably", "perhaps", "maybe", "possibly", "somewhat", "presumably", "arguably", "likely"),
   ],
   connectives: [
