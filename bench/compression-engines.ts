@@ -81,8 +81,9 @@ if (FIXTURES && fs.existsSync(FIXTURES)) {
     }
   }
   console.log(`recorded traffic: ${texts.size} distinct texts`)
-  for (const e of engines) {
-    const cfg = (Schema.decodeUnknownSync as any)(e.config)({})
+  const runs = [...engines.map((e) => ({ ...e, label: e.id, raw: {} })), ...(["lite", "ultra"] as const).map((level) => ({ ...engines[0], label: `caveman/${level}`, raw: { level } }))]
+  for (const e of runs) {
+    const cfg = (Schema.decodeUnknownSync as any)(e.config)(e.raw)
     let before = 0
     let after = 0
     let touched = 0
@@ -93,6 +94,6 @@ if (FIXTURES && fs.existsSync(FIXTURES)) {
       after += countTokens(out)
       if (out !== text) touched++
     }
-    console.log(`${e.id.padEnd(10)} recorded, applicable ${String(before).padStart(7)} → ${String(after).padStart(7)}  ${(((before - after) / before) * 100).toFixed(1)}%  (${touched} texts changed)`)
+    console.log(`${e.label.padEnd(14)} recorded, applicable ${String(before).padStart(7)} → ${String(after).padStart(7)}  ${(((before - after) / before) * 100).toFixed(1)}%  (${touched} texts changed)`)
   }
 }
