@@ -106,6 +106,16 @@ describe("caveman rules", () => {
   it("collapses a line or sentence repeated right after itself", () => {
     expect(run("Run the build.\nRun the build.\nRun the tests. Run the tests. Then stop.")).toBe("Run build.\nRun tests. Then stop.")
   })
+  it("keeps repeated lines that are not prose (code pasted without a fence)", () => {
+    expect(run("Please close the block:\n  }\n  }\nend\nend")).toBe("Close block:\n  }\n  }\nend\nend")
+  })
+  it("keeps words that carry meaning in context", () => {
+    for (const t of ["It looks good to me.", "The job is likely to fail.", "So how could you fix this bug?", "Determine if you can adjust it.", "I feel strongly about it."]) {
+      expect(run(t, { level: "full" }).replace(/^The job/, "Job")).toBe(t.replace(/^The job/, "Job"))
+    }
+    expect(run("Veo que el archivo puede fallar.", { language: "es" })).toBe("Veo que archivo puede fallar.")
+    expect(run("Hola, ¿podrías revisar el archivo?", { language: "es" })).toBe("Revisar archivo?")
+  })
   it("drops a line that was only politeness, without leaving two blank lines", () => {
     expect(run("Fix the bug.\n\nThank you so much!\n\nBye")).toBe("Fix bug.\n\nBye")
   })

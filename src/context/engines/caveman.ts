@@ -55,6 +55,7 @@ interface CompiledRule {
   readonly regex: RegExp
   readonly replace: string | undefined
   readonly article: boolean
+  readonly start: boolean
 }
 
 const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article = false): CompiledRule => {
@@ -67,6 +68,7 @@ const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article =
     description: rule.replace === undefined ? `drop "${rule.phrase}"` : `"${rule.phrase}" → "${rule.replace}"`,
     regex: new RegExp(`${head}${BEFORE}(?:${body})${AFTER}${tail}[ \\t]*`, "giu"),
     replace: rule.replace,
+    start: rule.start === true,
     article
   }
 }
@@ -145,6 +147,7 @@ const applyRule = (content: string, rule: CompiledRule): string =>
     // An ALL-CAPS word is a name or a constant, not prose.
     if (word.length > 1 && word === word.toUpperCase() && word !== word.toLowerCase() && word !== "I") return match
     const start = isSentenceStart(whole.slice(0, offset))
+    if (rule.start && !start) return match
     const capital = isUpper(first) && !/^I\b/u.test(match)
     // A capitalised word inside a sentence is a name ("Plan A", "The Matrix"): left alone.
     if (capital && !start) return match
@@ -155,8 +158,9 @@ const applyRule = (content: string, rule: CompiledRule): string =>
 
 /** Capitalises a plain lowercase word after a CAP mark (a dropped sentence start); never an identifier. */
 const resolveCaps = (content: string): string =>
-  content.replace(/\uE000+[ \t]*(?:[,;:][ \t]*)?(?:(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu, (_, word: string | undefined) =>
-    word === undefined ? "" : capitalise(word)
+  content.replace(
+    /\uE000+[ \t]*(?:[,;:][ \t]*)?(?:([¿¡]?)(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu,
+    (_, mark: string | undefined, word: string | undefined) => (word === undefined ? "" : (mark ?? "") + capitalise(word))
   )
 
 /** Tidies what dropping words leaves: doubled spaces, spaces before punctuation, orphan commas. */
@@ -167,7 +171,7 @@ const tidy = (content: string): string =>
     .replace(/,(?=[ \t]*[.;:!?](?:\s|$))/g, "")
     .replace(/,[ \t]*,/g, ",")
     .replace(/^[ \t]*[,;:][ \t]*/, "")
-    .replace(/([.!?])[ \t]*,[ \t]*/g, "$1 ")
+    .replace(/([.!?])[ \t]+,[ \t]*/g, "$1 ")
     .replace(/[ \t]+$/, "")
     .replace(/^[ \t]+/, "")
 
@@ -250,7 +254,8 @@ const rewrite = (text: string, rules: ReadonlyArray<CompiledRule>): string => {
       continue
     }
     const next = prefix + rewritten + cr
-    if (next === lastProse) continue
+    // Repeated prose is dropped; a repeated "}" or "end" (code pasted without a fence) is not prose.
+    if (next === lastProse && (content.match(/\p{L}{2,}/gu)?.length ?? 0) >= 3) continue
     out.push(next)
     lastProse = next
   }

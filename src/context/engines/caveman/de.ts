@@ -6,10 +6,10 @@ export const de: LanguagePack = {
   politeness: [
     { id: "danke", phrase: "(vielen )?(dank|danke)( schön| sehr)?( im voraus)?( für (deine|ihre|die) hilfe)?[.!]*" },
     { id: "bitte", phrase: "bitte,?" },
-    { id: "koenntest-du", phrase: "(könntest du|kannst du|könnten sie|würdest du|würden sie)( mal)?(?= [\\p{L}]+)" },
+    { id: "koenntest-du", phrase: "(könntest du|kannst du|könnten sie|würdest du|würden sie)( mal)?(?= [\\p{L}]+)", start: true },
     { id: "freundlicherweise", phrase: "(freundlicherweise|netterweise)" },
     { id: "ich-haette-gern-dass", phrase: "ich (hätte gern|möchte),? dass" },
-    { id: "gruss", phrase: "(hallo|hi|guten tag|moin)( zusammen)?[,!.]+" },
+    { id: "gruss", phrase: "(hallo|hi|guten tag|moin)( zusammen)?[,!.]+", start: true },
   ],
   filler: [
     { id: "um-zu", phrase: "mit dem ziel,? zu", replace: "um zu" },

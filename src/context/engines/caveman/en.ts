@@ -6,11 +6,11 @@ export const en: LanguagePack = {
   politeness: [
     { id: "thank-you", phrase: "(thank you|thanks)( (so|very) much)?( in advance)?( for (your|the) help)?[.!]*" },
     { id: "please", phrase: "please,?" },
-    { id: "could-you", phrase: "(could|would|can) you( please| kindly)?( be so kind as to)?(?= [a-z]+ )" },
+    { id: "could-you", phrase: "(could|would|can) you( please| kindly)?( be so kind as to)?(?= [a-z]+ )", start: true },
     { id: "kindly", phrase: "kindly" },
     { id: "i-would-like-you-to", phrase: "i('d| would) (like|love) (you )?to" },
     { id: "i-would-appreciate-it-if-you", phrase: "i('d| would) (really )?appreciate (it )?if you( could)?" },
-    { id: "greeting", phrase: "(hi|hello|hey)( there)?[,!.]+" },
+    { id: "greeting", phrase: "(hi|hello|hey)( there)?[,!.]+", start: true },
     { id: "sorry", phrase: "sorry( to bother you)?,? but" },
   ],
   filler: [
@@ -30,13 +30,13 @@ export const en: LanguagePack = {
   ],
   articles: ["the", "a", "an"],
   hedges: [
-    { id: "i-think", phrase: "i (think|believe|guess|suppose|feel)( that)?,?" },
-    { id: "it-seems", phrase: "it (seems|appears|looks)( like| that)?,?" },
+    { id: "i-think", phrase: "i (think|believe|guess|suppose)( that)?,?" },
+    { id: "it-seems", phrase: "it (seems|appears|looks) (like|that),?" },
     { id: "in-my-opinion", phrase: "(in my opinion|to be honest|honestly|frankly),?" },
     { id: "sort-of", phrase: "(sort|kind) of" },
     { id: "might-want-to", phrase: "(you )?(might|may) want to" },
-    { id: "if-possible", phrase: "if (possible|you can)" },
-    ...words("probably", "perhaps", "maybe", "possibly", "somewhat", "presumably", "arguably", "likely"),
+    { id: "if-possible", phrase: "if possible" },
+    ...words("probably", "perhaps", "maybe", "possibly", "somewhat", "presumably", "arguably"),
   ],
   connectives: [
     { id: "for-example", phrase: "for (example|instance)", replace: "e.g." },

@@ -6,10 +6,10 @@ export const es: LanguagePack = {
   politeness: [
     { id: "gracias", phrase: "¡?(muchas )?gracias( de antemano)?( por (tu|su) ayuda)?[.!]*" },
     { id: "por-favor", phrase: "por favor,?" },
-    { id: "podrias", phrase: "(¿)?(podrías|podría|puedes|puede|podrían)( por favor)?(?= [\\p{L}]+)" },
+    { id: "podrias", phrase: "¿?(podrías|podría|puedes|puede|podrían)( por favor)?(?= [\\p{L}]+)", start: true },
     { id: "amablemente", phrase: "amablemente" },
     { id: "me-gustaria-que", phrase: "me gustaría que" },
-    { id: "saludo", phrase: "(hola|buenas|buenos días|buenas tardes)[,!.]+" },
+    { id: "saludo", phrase: "(hola|buenas|buenos días|buenas tardes)[,!.]+", start: true },
     { id: "te-agradeceria-que", phrase: "(te|le) agradecería (mucho )?(que|si)" },
   ],
   filler: [
@@ -19,7 +19,7 @@ export const es: LanguagePack = {
     { id: "en-este-momento", phrase: "en este momento", replace: "ahora" },
     { id: "asegurate-de-que", phrase: "asegúrate de que", replace: "verifica que" },
     { id: "es-importante-destacar-que", phrase: "es importante (destacar|señalar|tener en cuenta) que,?" },
-    ...words("básicamente", "simplemente", "realmente", "literalmente", "totalmente", "solamente", "sencillamente", "en realidad,?", "de hecho,?", "obviamente"),
+    ...words("básicamente", "simplemente", "realmente", "literalmente", "totalmente", "sencillamente", "en realidad,?", "de hecho,?", "obviamente"),
   ],
   articles: ["el", "la", "los", "las", "un", "una", "unos", "unas"],
   hedges: [

@@ -10,6 +10,8 @@ export interface PhraseRule {
   readonly phrase: string
   /** What the phrase becomes; absent: it is dropped. */
   readonly replace?: string
+  /** Only at the start of a sentence ("Could you …", not "… how could you …"). */
+  readonly start?: boolean
 }
 
 export interface LanguagePack {
