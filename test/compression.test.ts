@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -378,7 +378,7 @@ describe("memory and skill injection", () => {
     const catalog = await api("/api/context/skills", { method: "POST", body: { name: "gateway-api", catalogId: "gw-inference", trigger: { keywords: ["gateway api"] } } })
     expect(catalog.status, catalog.text).toBe(201)
     expect(catalog.body.source).toBe("catalog")
-    expect(catalog.body.text).toContain("gw-inference")
+    expect(catalog.body.text).toContain("Inference endpoints")
 
     const plain = systemText((await send()).upstream)
     expect(plain).toContain("Answer in short sentences.")
@@ -388,6 +388,9 @@ describe("memory and skill injection", () => {
     ;(withKeyword.messages as any[])[1].content = "Set up docker for this."
     const docker = systemText((await send({}, withKeyword)).upstream)
     expect(docker).toContain("Prefer docker compose v2.")
+    expect(docker).not.toContain("Inference endpoints")
+    ;(withKeyword.messages as any[])[1].content = "How do I call the Gateway API?"
+    expect(systemText((await send({}, withKeyword)).upstream)).toContain("Inference endpoints")
 
     expect((await api("/api/context/skills", { method: "POST", body: { name: "x", catalogId: "gw-nope" } })).status).toBe(400)
     expect((await api("/api/context/skills", { method: "POST", body: { name: "y" } })).status).toBe(400)

@@ -88,7 +88,7 @@ beforeAll(async () => {
       systemPrompt: { enabled: true, text: "Answer briefly.", position: "prepend" },
       thinkingBudget: { mode: "cap", maxTokens: 4096 },
       ipFilter: { allow: [], deny: ["203.0.113.0/24"] },
-      compression: { enabled: true, level: 3 },
+      compression: { enabled: true, activeProfile: "engine:json" },
       backups: { intervalHours: 12, keep: 4 }
     }
   })

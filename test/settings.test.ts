@@ -41,10 +41,10 @@ describe("the settings document", () => {
       ipFilter: { allow: [], deny: [] },
       thinkingBudget: { mode: "passthrough", maxTokens: 8192, effort: "medium", budgetTokens: 8192 },
       systemPrompt: { enabled: false, text: "", position: "prepend", skipKeyIds: [] },
-      compression: { enabled: false, engine: "rtk", level: 5, minTokens: 4000, toolResults: true },
+      compression: { enabled: true, defaultCombo: null, activeProfile: null, autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 }, compressByDefault: false, injectionMaxTokens: 2000 },
       requireLogin: true,
       backups: { intervalHours: null, keep: null },
-      info: { restartRequired: [], storedOnly: ["compression"], backups: { intervalHours: 24, keep: 7, source: "env" } }
+      info: { restartRequired: [], storedOnly: [], backups: { intervalHours: 24, keep: 7, source: "env" } }
     })
   })
 
@@ -54,22 +54,24 @@ describe("the settings document", () => {
   })
 
   it("PATCH merges into the stored document; PUT replaces it, missing fields taking their defaults", async () => {
-    const patched = await api("/api/settings", { method: "PATCH", body: { systemPrompt: { text: "Be brief." }, compression: { level: 7 } } })
+    const patched = await api("/api/settings", { method: "PATCH", body: { systemPrompt: { text: "Be brief." }, compression: { injectionMaxTokens: 700, autoTrigger: { enabled: true } } } })
     expect(patched.status).toBe(200)
     expect(patched.body.systemPrompt).toEqual({ enabled: false, text: "Be brief.", position: "prepend", skipKeyIds: [] })
-    expect(patched.body.compression.level).toBe(7)
+    expect(patched.body.compression.injectionMaxTokens).toBe(700)
+    // A nested object merges too: the trigger's other fields keep their values.
+    expect(patched.body.compression.autoTrigger).toEqual({ enabled: true, thresholdTokens: 64000, windowShare: 0.75 })
     const again = await api("/api/settings", { method: "PATCH", body: { systemPrompt: { position: "append" } } })
     expect(again.body.systemPrompt).toMatchObject({ text: "Be brief.", position: "append" })
-    expect(again.body.compression.level).toBe(7)
+    expect(again.body.compression.injectionMaxTokens).toBe(700)
 
-    const replaced = await api("/api/settings", { method: "PUT", body: { compression: { enabled: true } } })
+    const replaced = await api("/api/settings", { method: "PUT", body: { compression: { enabled: false } } })
     expect(replaced.status).toBe(200)
     expect(replaced.body.systemPrompt).toEqual({ enabled: false, text: "", position: "prepend", skipKeyIds: [] })
-    expect(replaced.body.compression).toEqual({ enabled: true, engine: "rtk", level: 5, minTokens: 4000, toolResults: true })
+    expect(replaced.body.compression).toEqual({ enabled: false, defaultCombo: null, activeProfile: null, autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 }, compressByDefault: false, injectionMaxTokens: 2000 })
     // What GET answered may be PUT back as it is (info is read-only and ignored).
     const roundTrip = await api("/api/settings", { method: "PUT", body: (await api("/api/settings")).body })
     expect(roundTrip.status).toBe(200)
-    expect(roundTrip.body.compression.enabled).toBe(true)
+    expect(roundTrip.body.compression.enabled).toBe(false)
     await api("/api/settings", { method: "PUT", body: {} })
   })
 
@@ -86,7 +88,9 @@ describe("the settings document", () => {
       ["PATCH", "/api/settings", { colour: "blue" }, /colour: is unexpected/],
       ["PUT", "/api/settings", { systemPrompt: { txt: "typo" } }, /systemPrompt\.txt: is unexpected/],
       ["PUT", "/api/settings/ip-filter", { allow: [], block: ["10.0.0.1"] }, /block: is unexpected/],
-      ["PUT", "/api/settings/compression", { level: 12 }, /level: level must be a whole number from 1 to 9/],
+      ["PUT", "/api/settings/compression", { level: 5 }, /level: is unexpected/],
+      ["PUT", "/api/settings/compression", { autoTrigger: { windowShare: 2 } }, /autoTrigger\.windowShare: windowShare must be between 0\.05 and 1/],
+      ["PATCH", "/api/settings", { compression: { injectionMaxTokens: -1 } }, /compression\.injectionMaxTokens: injectionMaxTokens must be a whole number of tokens/],
       ["PUT", "/api/settings/require-login", { requireLogin: "no" }, /requireLogin: expected boolean/],
       ["POST", "/api/settings/purge-request-history", { olderThanDays: -1 }, /olderThanDays: olderThanDays must be a number of days/]
     ]
@@ -100,8 +104,8 @@ describe("the settings document", () => {
   })
 
   it("each section has its own GET and PUT, answering the section", async () => {
-    expect((await api("/api/settings/compression", { method: "PUT", body: { engine: "llmlingua", minTokens: 1000 } })).body).toEqual({ enabled: false, engine: "llmlingua", level: 5, minTokens: 1000, toolResults: true })
-    expect((await api("/api/settings/compression")).body.engine).toBe("llmlingua")
+    expect((await api("/api/settings/compression", { method: "PUT", body: { activeProfile: "engine:rtk", compressByDefault: true } })).body).toMatchObject({ enabled: true, activeProfile: "engine:rtk", compressByDefault: true })
+    expect((await api("/api/settings/compression")).body.activeProfile).toBe("engine:rtk")
     expect((await api("/api/settings/require-login")).body).toEqual({ requireLogin: true })
     expect((await api("/api/settings/thinking-budget", { method: "PUT", body: { mode: "cap", maxTokens: 2048 } })).body).toMatchObject({ mode: "cap", maxTokens: 2048 })
     expect((await api("/api/settings/system-prompt")).body).toEqual({ enabled: false, text: "", position: "prepend", skipKeyIds: [] })
@@ -130,7 +134,7 @@ describe("the settings document", () => {
 
 describe("persistence", () => {
   it("the document survives a restart on the same DATA_DIR", async () => {
-    await api("/api/settings", { method: "PATCH", body: { compression: { level: 9 }, thinkingBudget: { mode: "force", effort: "low" }, proxy: { url: "socks5://bob:pw@127.0.0.1:1080" } } })
+    await api("/api/settings", { method: "PATCH", body: { compression: { activeProfile: "engine:json" }, thinkingBudget: { mode: "force", effort: "low" }, proxy: { url: "socks5://bob:pw@127.0.0.1:1080" } } })
     const before = (await api("/api/settings")).body
     await gw.close()
     gw = await startGateway({ dataDir })
@@ -138,6 +142,25 @@ describe("persistence", () => {
     expect(after.status).toBe(200)
     expect(after.body).toEqual(before)
     expect(after.body.proxy.url).toBe("socks5://bob:****@127.0.0.1:1080")
+    await api("/api/settings", { method: "PUT", body: {} })
+  })
+})
+
+describe("a document stored before compression was built", () => {
+  it("keeps its other sections; the old stored-only compression section takes today's defaults", async () => {
+    const legacy = {
+      document: {
+        systemPrompt: { enabled: true, text: "Kept.", position: "append", skipKeyIds: [] },
+        compression: { enabled: false, engine: "rtk", level: 5, minTokens: 4000, toolResults: true }
+      }
+    }
+    await gw.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE kv SET value = ${JSON.stringify(legacy)} WHERE namespace = 'settings' AND key = 'document'`))
+    await gw.close()
+    gw = await startGateway({ dataDir })
+    const after = (await api("/api/settings")).body
+    expect(after.systemPrompt.text).toBe("Kept.")
+    expect(after.compression.enabled).toBe(true)
+    expect(after.compression.activeProfile).toBeNull()
     await api("/api/settings", { method: "PUT", body: {} })
   })
 })

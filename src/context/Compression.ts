@@ -6,15 +6,20 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { AppConfig } from "../config/AppConfig.js"
+import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { Pricing } from "../accounting/Pricing.js"
 import type { ContextAnalytics, EngineStep, PreviewPayload } from "../domain/context.js"
 import { BadRequest, NotFound } from "../domain/errors.js"
 import type { FormatId } from "../formats/canonical.js"
 import { Settings } from "../settings/Settings.js"
 import { toIso } from "../store/Db.js"
+import { BoundedMap } from "../util/BoundedMap.js"
 import { KeyValue } from "../store/KeyValue.js"
 import { ContextStore } from "./ContextStore.js"
-import { ENGINES, type EngineEntry } from "./engines/index.js"
+import { ENGINES, type EngineEntry, LANGUAGE_PACKS, rtk, type Rule, RULES } from "./engines/index.js"
 import { countText, estimateTokensSync, loadTokenizer, tokenizerFamily } from "./estimate.js"
 import { defaultProfile, type Profile, resolveRef } from "./select.js"
 import type { EngineId, Segment } from "./types.js"
@@ -66,6 +71,26 @@ export interface CompressionShape {
   readonly rawOutput: (id: string) => Effect.Effect<{ id: string; text: string; createdAt: string; expiresAt: string }, NotFound>
   /** Writes what is pending (stats, raw outputs) now. */
   readonly flush: Effect.Effect<void>
+  readonly languagePacks: ReadonlyArray<{ readonly id: string; readonly name: string; readonly rules: number }>
+  readonly rules: ReadonlyArray<Rule>
+  /** rtk's filters: built-in, the configured custom ones, and the project files' (read again now). */
+  readonly rtkFilters: Effect.Effect<RtkFilters>
+  readonly rtkTest: (p: { readonly text: string; readonly command?: string | undefined; readonly config?: Readonly<Record<string, unknown>> | undefined }) => Effect.Effect<RtkTestAnswer, BadRequest>
+}
+
+export interface RtkFilters {
+  readonly filters: ReadonlyArray<{ readonly id: string; readonly description: string; readonly source: "builtin" | "custom" | "project"; readonly enabled: boolean; readonly match: unknown }>
+  readonly project: { readonly dir: string; readonly trusted: boolean; readonly files: ReadonlyArray<{ readonly file: string; readonly filters: number; readonly errors: ReadonlyArray<string> }> }
+}
+
+export interface RtkTestAnswer {
+  readonly output: string
+  readonly filter: string | null
+  readonly linesBefore: number
+  readonly linesAfter: number
+  readonly tokensBefore: number
+  readonly tokensAfter: number
+  readonly steps: ReadonlyArray<string>
 }
 
 interface StatRow {
@@ -92,6 +117,8 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const pricing = yield* Pricing
       const settings = yield* Settings
       const store = yield* ContextStore
+      const flags = yield* FeatureFlags
+      const appConfig = yield* AppConfig
       // The exact tokenizer for the savings (the estimate until it is loaded).
       yield* Effect.forkScoped(Effect.promise(() => loadTokenizer().catch(() => undefined)))
 
@@ -115,13 +142,65 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const key = `${entry.engine.id}\u0000${JSON.stringify(merged)}`
         const hit = decoded.get(key)
         if (hit !== undefined) return Either.right(hit)
-        const d = entry.decode(merged)
+        let d = entry.decode(merged)
+        if (Either.isRight(d) && entry.engine.id === "rtk" && project.filters.length > 0) {
+          const c = d.right as rtk.RtkConfig
+          d = Either.right({ ...c, customFilters: [...c.customFilters, ...project.filters] })
+        }
         if (Either.isRight(d)) {
           if (decoded.size > 1000) decoded.clear()
           decoded.set(key, d.right)
         }
         return d
       }
+
+      // ------------------------------------------------------------ rtk's project filter files
+      // Each `*.json` of the directory is one project's filters (a list, or { "filters": [...] }),
+      // validated (safe regexes, no built-in id) unless GATEWAY_RTK_TRUST_PROJECT_FILTERS; a file
+      // with an error is not used at all. Read at start and again when a file or the flag changes.
+      const projectDir = process.env["GATEWAY_RTK_FILTERS_DIR"] || path.join(appConfig.dataDir, "rtk-filters")
+      let project: { key: string; filters: ReadonlyArray<rtk.FilterSpec>; files: RtkFilters["project"]["files"]; trusted: boolean } = { key: "", filters: [], files: [], trusted: false }
+      const loadProject = Effect.gen(function* () {
+        const trusted = yield* flags.enabled("GATEWAY_RTK_TRUST_PROJECT_FILTERS")
+        const names = (() => {
+          try {
+            return fs.readdirSync(projectDir).filter((n) => n.endsWith(".json")).sort()
+          } catch {
+            return []
+          }
+        })()
+        const stamps = names.map((n) => {
+          try {
+            return `${n}:${fs.statSync(path.join(projectDir, n)).mtimeMs}`
+          } catch {
+            return n
+          }
+        })
+        const key = `${trusted}|${stamps.join(",")}`
+        if (key === project.key) return
+        const filters: Array<rtk.FilterSpec> = []
+        const files: Array<{ file: string; filters: number; errors: ReadonlyArray<string> }> = []
+        for (const n of names) {
+          let parsed: unknown
+          try {
+            parsed = JSON.parse(fs.readFileSync(path.join(projectDir, n), "utf8"))
+          } catch (e) {
+            files.push({ file: n, filters: 0, errors: [`not JSON: ${(e as Error).message}`] })
+            continue
+          }
+          const r = rtk.parseProjectFilters(parsed, trusted)
+          if (r.ok) {
+            filters.push(...r.filters)
+            files.push({ file: n, filters: r.filters.length, errors: [] })
+          } else {
+            files.push({ file: n, filters: 0, errors: r.errors })
+            yield* Effect.logWarning(`rtk filter file ${n} is not used: ${r.errors.join("; ")}`)
+          }
+        }
+        project = { key, filters, files, trusted }
+        decoded.clear()
+      })
+      yield* loadProject
 
       // ------------------------------------------------------------ raw outputs
       const pendingRaw = new Map<string, { text: string; at: number }>()
@@ -189,10 +268,37 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         )
         yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
       })
-      yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced(FLUSH_EVERY)))
+      yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, loadProject), Schedule.spaced(FLUSH_EVERY)))
       yield* Effect.addFinalizer(() => flush)
 
       const available = (engine: EngineId) => ENGINES.has(engine)
+
+      // A long text (a system prompt, an old tool result) comes back on every turn of a
+      // conversation: its result is kept, by engine, settings, segment and text, so each turn does
+      // not pay caveman's ~1 ms per KB again. Engines are deterministic, so this changes no output.
+      const results = new BoundedMap<string, string>({ maxEntries: 2_000 })
+      const CACHED_FROM = 2_000
+      const configKeys = new WeakMap<object, string>()
+      const configKey = (config: unknown) => {
+        if (typeof config !== "object" || config === null) return String(config)
+        let k = configKeys.get(config)
+        if (k === undefined) configKeys.set(config, (k = crypto.createHash("sha1").update(JSON.stringify(config)).digest("hex")))
+        return k
+      }
+      const runEngine = (entry: EngineEntry, config: unknown, text: string, segment: Segment): string => {
+        // rtk is fast and keeps raw outputs as it runs (a cached answer would not renew them).
+        if (text.length < CACHED_FROM || entry.engine.id === "rtk") return entry.engine.apply(text, segment, config, context)
+        const key = crypto
+          .createHash("sha1")
+          .update(`${entry.engine.id}\u0000${configKey(config)}\u0000${segment.role}\u0000${segment.kind}\u0000${segment.toolName ?? ""}\u0000${segment.command ?? ""}\u0000${segment.turn === segment.turns - 1}\u0000`)
+          .update(text)
+          .digest("hex")
+        const hit = results.get(key)
+        if (hit !== undefined) return hit
+        const out = entry.engine.apply(text, segment, config, context)
+        results.set(key, out)
+        return out
+      }
 
       const apply: CompressionShape["apply"] = (format, endpoint, body, steps) => {
         const runs: Array<{ entry: EngineEntry; config: unknown; pairs: Array<readonly [string, string]> }> = []
@@ -209,7 +315,7 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           let t = text
           for (const r of runs) {
             if (!r.entry.engine.applies(segment)) continue
-            const next = r.entry.engine.apply(t, segment, r.config, context)
+            const next = runEngine(r.entry, r.config, t, segment)
             if (next !== t) {
               // Counted later (the flush), off the request path: o200k costs milliseconds on a long prompt.
               r.pairs.push([t, next])
@@ -379,7 +485,33 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
             if (!r) return yield* new NotFound({ message: `no raw output '${id}' (raw outputs are kept ${RAW_OUTPUT_TTL_MS / 3_600_000} hours)` })
             return { id: r.id, text: r.text, createdAt: toIso(Number(r.created_at))!, expiresAt: toIso(Number(r.expires_at))! }
           }),
-        flush
+        flush,
+        languagePacks: LANGUAGE_PACKS,
+        rules: RULES,
+        rtkFilters: Effect.gen(function* () {
+          yield* loadProject
+          const entry = ENGINES.get("rtk")!
+          const c = settingsOf(entry, undefined)
+          const config = (Either.isRight(c) ? c.right : rtk.DEFAULT_RTK_CONFIG) as rtk.RtkConfig
+          const enabled = (id: string, builtin: boolean) => !config.disabledFilters.includes(id) && (!builtin || config.filters.includes(id))
+          const projectIds = new Set(project.filters.map((f) => f.id))
+          return {
+            filters: [
+              ...config.customFilters.map((f) => ({ id: f.id, description: f.description, source: projectIds.has(f.id) ? ("project" as const) : ("custom" as const), enabled: enabled(f.id, false), match: f.match })),
+              ...rtk.listFilters().map((f) => ({ ...f, source: "builtin" as const, enabled: enabled(f.id, true) }))
+            ],
+            project: { dir: projectDir, trusted: project.trusted, files: project.files }
+          }
+        }),
+        rtkTest: (p) =>
+          Effect.gen(function* () {
+            yield* Effect.promise(() => loadTokenizer().catch(() => undefined))
+            const entry = ENGINES.get("rtk")!
+            const c = settingsOf(entry, p.config)
+            if (Either.isLeft(c)) return yield* new BadRequest({ message: `config: ${c.left}` })
+            const r = rtk.test(p.text, p.command, c.right as rtk.RtkConfig)
+            return { ...r, steps: [...r.steps], tokensBefore: countText(p.text), tokensAfter: countText(r.output) }
+          })
       } satisfies CompressionShape
     })
   )

@@ -85,3 +85,6 @@ const O200K_PROVIDERS = new Set(["openai", "azure", "azure-openai"])
  * not installed; counts differ by some percent, the relative savings much less).
  */
 export const tokenizerFamily = (provider: string): TokenizerFamily => (O200K_PROVIDERS.has(provider.toLowerCase()) ? EXACT : APPROXIMATE)
+
+/** Tokens of one text: o200k when loaded, else characters / 4 (memory entries, skills, the savings counted off the request path). */
+export const countText = (text: string): number => (loadedCounter() ?? approximate)(text)

@@ -79,9 +79,19 @@ export const CompressionRule = Schema.Struct({ engine: Schema.String, id: Schema
 export const RtkFilterView = Schema.Struct({
   id: Schema.String,
   description: Schema.String,
-  source: Schema.Literal("builtin", "project"),
+  source: Schema.Literal("builtin", "custom", "project"),
   enabled: Schema.Boolean,
   match: Schema.Unknown
+})
+
+export const RtkFilterList = Schema.Struct({
+  filters: Schema.Array(RtkFilterView),
+  /** The project filter files (GATEWAY_RTK_FILTERS_DIR, default DATA_DIR/rtk-filters): each file's filters, or why it is not used. */
+  project: Schema.Struct({
+    dir: Schema.String,
+    trusted: Schema.Boolean,
+    files: Schema.Array(Schema.Struct({ file: Schema.String, filters: Schema.Number, errors: Schema.Array(Schema.String) }))
+  })
 })
 
 export const RtkTestPayload = Schema.Struct({

@@ -19,7 +19,7 @@ import {
   PreviewPayload,
   PreviewResult,
   RawOutput,
-  RtkFilterView,
+  RtkFilterList,
   RtkTestPayload,
   RtkTestResult,
   UpdateCompressionCombo,
@@ -41,7 +41,7 @@ export class ContextGroup extends HttpApiGroup.make("context")
   .add(HttpApiEndpoint.put("setCavemanConfig", "/api/context/caveman/config").setPayload(EngineConfig).addSuccess(EngineConfig).addError(BadRequest))
   .add(HttpApiEndpoint.get("rtkConfig", "/api/context/rtk/config").addSuccess(EngineConfig))
   .add(HttpApiEndpoint.put("setRtkConfig", "/api/context/rtk/config").setPayload(EngineConfig).addSuccess(EngineConfig).addError(BadRequest))
-  .add(HttpApiEndpoint.get("rtkFilters", "/api/context/rtk/filters").addSuccess(Schema.Struct({ filters: Schema.Array(RtkFilterView) })))
+  .add(HttpApiEndpoint.get("rtkFilters", "/api/context/rtk/filters").addSuccess(RtkFilterList))
   .add(HttpApiEndpoint.post("rtkTest", "/api/context/rtk/test").setPayload(RtkTestPayload).addSuccess(RtkTestResult).addError(BadRequest).annotate(OpenApi.Summary, "Runs rtk over a text as it would over a tool result."))
   .add(HttpApiEndpoint.get("rawOutput", "/api/context/rtk/raw-output/:id").setPath(IdPath).addSuccess(RawOutput).addError(NotFound).annotate(OpenApi.Summary, "A tool output rtk cut, whole (the id its marker names)."))
   .add(HttpApiEndpoint.get("combos", "/api/context/combos").addSuccess(Schema.Struct({ combos: Schema.Array(CompressionComboView) })))

@@ -22,7 +22,7 @@ export const ContextLive = HttpApiBuilder.group(ManagementApi, "context", (handl
       .handle("setCavemanConfig", ({ payload }) => compression.setConfig("caveman", payload))
       .handle("rtkConfig", () => compression.config("rtk"))
       .handle("setRtkConfig", ({ payload }) => compression.setConfig("rtk", payload))
-      .handle("rtkFilters", () => Effect.map(compression.rtkFilters, (filters) => ({ filters })))
+      .handle("rtkFilters", () => compression.rtkFilters)
       .handle("rtkTest", ({ payload }) => compression.rtkTest(payload))
       .handle("rawOutput", ({ path }) => compression.rawOutput(path.id))
       .handle("combos", () => Effect.map(store.listCombos, (combos) => ({ combos })))
