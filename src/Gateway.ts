@@ -45,6 +45,7 @@ import { SettingsHooks } from "./settings/SettingsHooks.js"
 import { Compression } from "./context/Compression.js"
 import { ContextHooks } from "./context/ContextHooks.js"
 import { ContextStore } from "./context/ContextStore.js"
+import { SummarizerLive } from "./context/Summarizer.js"
 import { UpstreamHttp } from "./upstream/UpstreamHttp.js"
 import { AuditLog } from "./governance/AuditLog.js"
 import { EvalRunner, Evals } from "./governance/Evals.js"
@@ -105,7 +106,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
+export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, SummarizerLive, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
   Layer.provideMerge(GatewayServer.layer),
   Layer.provide(ResponsesWebSocket.layer),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),

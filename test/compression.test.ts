@@ -69,6 +69,7 @@ afterAll(async () => {
 beforeEach(async () => {
   up.always({})
   await put("/api/settings/compression", {})
+  await put("/api/context/summarize/config", {})
   for (const c of (await api("/api/context/combos")).body.combos) await api(`/api/context/combos/${c.id}`, { method: "DELETE" })
   for (const m of (await api("/api/context/memory")).body.entries) await api(`/api/context/memory/${m.id}`, { method: "DELETE" })
   for (const s of (await api("/api/context/skills")).body.skills) await api(`/api/context/skills/${s.id}`, { method: "DELETE" })
@@ -505,5 +506,70 @@ describe("management", () => {
     expect((await api("/api/context/memory?tag=t1")).body.entries).toHaveLength(1)
     expect((await api("/api/context/memory?tag=t2")).body.entries).toHaveLength(0)
     expect((await api("/api/context/memory/nope")).status).toBe(404)
+  })
+})
+
+describe("summarize", () => {
+  /** A conversation of `n` user/assistant turns, then a last question. */
+  const long = (n: number, tag: string) => ({
+    model: "up/m1",
+    messages: [
+      { role: "system", content: "You are a coding agent." },
+      ...Array.from({ length: n }, (_, i) => (i % 2 === 0 ? { role: "user", content: `${tag} step ${i}: change file${i}.ts` } : { role: "assistant", content: `Done with step ${i - 1}.` })),
+      { role: "user", content: `${tag}: what is left?` }
+    ]
+  })
+  const summaryCalls = () => up.requests.filter((r) => JSON.stringify(r.body).includes("<conversation>"))
+
+  it("needs a model: without one a combo cannot name it and engine:summarize is ignored", async () => {
+    await put("/api/context/summarize/config", {})
+    const refused = await api("/api/context/combos", { method: "POST", body: { name: "s", engines: [{ engine: "summarize" }] } })
+    expect(refused.status).toBe(400)
+    expect(refused.body.message).toMatch(/summarize needs a model/)
+    const { mode } = await send({ "x-gateway-compression": "engine:summarize" }, long(20, "a"))
+    expect(mode).toBe("off; source=default")
+    expect((await api("/api/context/summarize/config", { method: "PUT", body: { keepLastTurns: 1 } })).status).toBe(400)
+  })
+
+  it("wait: older turns become the model's summary, made once per older part; the newest turns stay whole", async () => {
+    await put("/api/context/summarize/config", { model: "up/m1", minTurns: 6, keepLastTurns: 4, mode: "wait" })
+    const c = await createCombo("sum", [{ engine: "summarize" }, { engine: "whitespace" }])
+    up.always({ content: "SUMMARY: files 0 to 7 changed." })
+    up.requests.length = 0
+    const first = await call(`${gw.url}/v1/chat/completions`, { body: long(12, "w"), headers: { ...admin, "x-gateway-compression": c.id } })
+    expect(first.status, first.text).toBe(200)
+    expect(first.headers.get("x-gateway-compression")).toBe("sum; source=request-header")
+    expect(summaryCalls()).toHaveLength(1)
+    // The summary call is never compressed itself, and carries the older turns.
+    expect(JSON.stringify(summaryCalls()[0]!.body)).toContain("w step 0: change file0.ts")
+    const sent = up.requests.find((r) => !JSON.stringify(r.body).includes("<conversation>"))!.body as any
+    expect(sent.messages[0]).toEqual({ role: "system", content: "You are a coding agent." })
+    expect(sent.messages[1].role).toBe("user")
+    expect(sent.messages[1].content).toContain("SUMMARY: files 0 to 7 changed.")
+    expect(sent.messages[2].role).toBe("assistant")
+    // 12 turns + the question: 8 summarised (the cut moves in steps of 4, before a user turn), 5 kept.
+    expect(sent.messages.slice(3).map((m: any) => m.content)).toEqual(["w step 8: change file8.ts", "Done with step 8.", "w step 10: change file10.ts", "Done with step 10.", "w: what is left?"])
+    // The next turn (same older part): the same summary, no new call, the same prefix.
+    up.requests.length = 0
+    const next = long(12, "w")
+    next.messages.push({ role: "assistant", content: "Nothing." }, { role: "user", content: "Thanks." })
+    expect((await call(`${gw.url}/v1/chat/completions`, { body: next, headers: { ...admin, "x-gateway-compression": "sum" } })).status).toBe(200)
+    expect(summaryCalls()).toHaveLength(0)
+    expect((up.requests[0]!.body as any).messages.slice(0, 3)).toEqual(sent.messages.slice(0, 3))
+    const stats = await api("/api/context/analytics")
+    expect(stats.body.byEngine.find((r: any) => r.engine === "summarize")?.tokensSaved).toBeGreaterThan(0)
+  })
+
+  it("background: the first request goes whole while the summary is made; later turns use it", async () => {
+    await put("/api/context/summarize/config", { model: "up/m1", minTurns: 6, keepLastTurns: 4 })
+    await createCombo("bg", [{ engine: "summarize" }])
+    up.always({ content: "SUMMARY B." })
+    up.requests.length = 0
+    const first = await call(`${gw.url}/v1/chat/completions`, { body: long(12, "b"), headers: { ...admin, "x-gateway-compression": "bg" } })
+    expect(first.status).toBe(200)
+    const whole = up.requests.find((r) => !JSON.stringify(r.body).includes("<conversation>"))!.body as any
+    expect(whole.messages).toHaveLength(14)
+    await expect.poll(() => summaryCalls().length, { timeout: 5_000 }).toBe(1)
+    await expect.poll(async () => (await send({ "x-gateway-compression": "bg" }, long(12, "b"))).upstream.messages[1].content, { timeout: 5_000 }).toContain("SUMMARY B.")
   })
 })

@@ -5,6 +5,12 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as FiberSet from "effect/FiberSet"
+import * as Duration from "effect/Duration"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { describeParseError } from "../domain/parse.js"
+import { cutOf, type SummarizeConfig as SummarizeSettings, SummarizeConfig, summaryPrompt, withSummary } from "./summarize.js"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -29,6 +35,8 @@ import { mapSegments } from "./walk.js"
 export const RAW_OUTPUT_TTL_MS = 24 * 3_600_000
 const FLUSH_EVERY = "5 seconds"
 const CONFIG_NAMESPACE = "compression.engines"
+/** Summaries by the hash of the model and the transcript they summarise. */
+const SUMMARY_NAMESPACE = "compression.summaries"
 
 /** What one engine changed in a request: each changed piece of text, before and after. */
 export interface EngineRun {
@@ -54,6 +62,13 @@ export const tokensOf = (run: EngineRun) => {
 }
 
 export interface CompressionShape {
+  /**
+   * Before `apply`, for a profile with a `summarize` step in `wait` mode: waits (bounded) for the
+   * summary this body needs. Otherwise nothing.
+   */
+  readonly prepare: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>) => Effect.Effect<void>
+  /** How summaries are made: set by the server (a call of the gateway's own chat completions). */
+  readonly setSummarizer: (summarizer: Summarizer | undefined) => void
   /** Runs a profile's steps over a body in its wire format (deterministic). */
   readonly apply: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>) => Applied
   /** Whether an engine can run (all can; summarize needs its model). */
@@ -77,6 +92,9 @@ export interface CompressionShape {
   readonly rtkFilters: Effect.Effect<RtkFilters>
   readonly rtkTest: (p: { readonly text: string; readonly command?: string | undefined; readonly config?: Readonly<Record<string, unknown>> | undefined }) => Effect.Effect<RtkTestAnswer, BadRequest>
 }
+
+/** Asks `model` for a summary: its text, or a failure message. */
+export type Summarizer = (model: string, prompt: string, maxTokens: number) => Effect.Effect<string, string>
 
 export interface RtkFilters {
   readonly filters: ReadonlyArray<{ readonly id: string; readonly description: string; readonly source: "builtin" | "custom" | "project"; readonly enabled: boolean; readonly match: unknown }>
@@ -271,7 +289,73 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, loadProject), Schedule.spaced(FLUSH_EVERY)))
       yield* Effect.addFinalizer(() => flush)
 
-      const available = (engine: EngineId) => ENGINES.has(engine)
+      // ------------------------------------------------------------ summarize
+      const decodeSummarize = ParseResult.decodeUnknownEither(SummarizeConfig, { onExcessProperty: "error", errors: "all" })
+      const encodeSummarize = Schema.encodeSync(SummarizeConfig)
+      let summarizeSettings: SummarizeSettings = Schema.decodeUnknownSync(SummarizeConfig)({})
+      {
+        const stored = yield* kv.get(CONFIG_NAMESPACE, "summarize")
+        if (Option.isSome(stored)) {
+          const d = Either.flatMap(Either.try(() => JSON.parse(stored.value) as unknown), (j) => decodeSummarize(j))
+          if (Either.isRight(d)) summarizeSettings = d.right
+          else yield* Effect.logWarning("the stored settings of compression engine summarize do not decode; using its defaults")
+        }
+      }
+      let summarizer: Summarizer | undefined
+      const summaries = new BoundedMap<string, string>({ maxEntries: 1_000 })
+      const making = new Map<string, Promise<void>>()
+      const fibers = yield* FiberSet.make()
+      const runFork = yield* FiberSet.runtime(fibers)<never>()
+      const summaryKey = (model: string, transcript: string) => crypto.createHash("sha256").update(model).update("\u0000").update(transcript).digest("hex").slice(0, 40)
+      /** The summary of `transcript`, made once (memory, then the database, then the model). */
+      const makeSummary = (key: string, model: string, transcript: string): Promise<void> => {
+        const pending = making.get(key)
+        if (pending) return pending
+        const ask = summarizer
+        if (!ask) return Promise.resolve()
+        const work = Effect.gen(function* () {
+          const stored = yield* kv.get(SUMMARY_NAMESPACE, key)
+          if (Option.isSome(stored)) return summaries.set(key, stored.value)
+          const text = yield* ask(model, summaryPrompt(transcript), summarizeSettings.maxSummaryTokens)
+          if (text.trim().length === 0) return
+          summaries.set(key, text)
+          yield* kv.set(SUMMARY_NAMESPACE, key, text)
+        }).pipe(
+          Effect.catchAll((message) => Effect.logWarning(`summary by ${model} not made: ${message}`)),
+          Effect.ensuring(Effect.sync(() => making.delete(key)))
+        )
+        const promise = new Promise<void>((resolve) => runFork(work).addObserver(() => resolve()))
+        making.set(key, promise)
+        return promise
+      }
+
+      const available = (engine: EngineId) => (engine === "summarize" ? summarizeSettings.model !== null && summarizer !== undefined : ENGINES.has(engine))
+
+      /** The summarize step: the older turns replaced by their summary when it is ready; else the body as it is (and the summary on its way). */
+      const summarizeStep = (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>): { body: Record<string, unknown>; run: EngineRun } | undefined => {
+        const c = summarizeSettings
+        if (c.model === null || !summarizer) return undefined
+        const cut = cutOf(format, endpoint, body, c)
+        if (!cut) return undefined
+        const key = summaryKey(c.model, cut.transcript)
+        const summary = summaries.get(key)
+        if (summary === undefined) {
+          void makeSummary(key, c.model, cut.transcript)
+          return undefined
+        }
+        return { body: withSummary(format, body, cut, summary), run: { engine: "summarize", pairs: [[cut.transcript, summary]] } }
+      }
+
+      const prepare: CompressionShape["prepare"] = (format, endpoint, body, steps) => {
+        const c = summarizeSettings
+        if (c.mode !== "wait" || c.model === null || !summarizer || !steps.some((s) => s.engine === "summarize")) return Effect.void
+        const cut = cutOf(format, endpoint, body, c)
+        if (!cut) return Effect.void
+        const key = summaryKey(c.model, cut.transcript)
+        if (summaries.get(key) !== undefined) return Effect.void
+        const model = c.model
+        return Effect.promise(() => makeSummary(key, model, cut.transcript)).pipe(Effect.timeout(Duration.millis(c.timeoutMs)), Effect.ignore)
+      }
 
       // A long text (a system prompt, an old tool result) comes back on every turn of a
       // conversation: its result is kept, by engine, settings, segment and text, so each turn does
@@ -300,7 +384,16 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         return out
       }
 
-      const apply: CompressionShape["apply"] = (format, endpoint, body, steps) => {
+      const apply: CompressionShape["apply"] = (format, endpoint, input, steps) => {
+        let body = input
+        let summarized: EngineRun | undefined
+        if (steps.some((s) => s.engine === "summarize")) {
+          const done = summarizeStep(format, endpoint, body)
+          if (done) {
+            body = done.body
+            summarized = done.run
+          }
+        }
         const runs: Array<{ entry: EngineEntry; config: unknown; pairs: Array<readonly [string, string]> }> = []
         for (const step of steps) {
           const entry = ENGINES.get(step.engine)
@@ -310,8 +403,8 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           if (Either.isLeft(c)) continue
           runs.push({ entry, config: c.right, pairs: [] })
         }
-        if (runs.length === 0) return { body: undefined, engines: [] }
-        const out = mapSegments(format, endpoint, body, (text: string, segment: Segment) => {
+        if (runs.length === 0) return summarized ? { body: body as Record<string, unknown>, engines: [summarized] } : { body: undefined, engines: [] }
+        const mapped = mapSegments(format, endpoint, body, (text: string, segment: Segment) => {
           let t = text
           for (const r of runs) {
             if (!r.entry.engine.applies(segment)) continue
@@ -324,7 +417,9 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           }
           return t
         })
-        return { body: out, engines: runs.filter((r) => r.pairs.length > 0).map((r) => ({ engine: r.entry.engine.id, pairs: r.pairs })) }
+        const out = mapped ?? (summarized ? (body as Record<string, unknown>) : undefined)
+        const engines = runs.filter((r) => r.pairs.length > 0).map((r): EngineRun => ({ engine: r.entry.engine.id, pairs: r.pairs }))
+        return { body: out, engines: summarized ? [summarized, ...engines] : engines }
       }
 
       // Requests' changes waiting to be counted by the flush; past the bound, counted at once by the
@@ -417,6 +512,10 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         Effect.forEach(
           steps,
           (step, i) => {
+            if (step.engine === "summarize") {
+              if (step.config !== undefined && Object.keys(step.config).length > 0) return Effect.fail(new BadRequest({ message: `engines[${i}].config: summarize takes its settings from PUT /api/context/summarize/config only` }))
+              return summarizeSettings.model === null ? Effect.fail(new BadRequest({ message: `engines[${i}]: summarize needs a model first (PUT /api/context/summarize/config with "model")` })) : Effect.void
+            }
             const entry = ENGINES.get(step.engine)
             if (!entry) return Effect.fail(new BadRequest({ message: `engines[${i}]: engine ${step.engine} is not available in this build` }))
             const c = entry.decode(step.config ?? {})
@@ -452,6 +551,10 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         })
 
       return {
+        prepare,
+        setSummarizer: (f) => {
+          summarizer = f
+        },
         apply,
         available,
         record,
@@ -459,12 +562,21 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         preview,
         config: (engine) =>
           Effect.sync(() => {
+            if (engine === "summarize") return encodeSummarize(summarizeSettings) as Record<string, unknown>
             const entry = ENGINES.get(engine)!
             const c = settingsOf(entry, undefined)
             return (Either.isRight(c) ? entry.encode(c.right) : entry.encode(Either.getOrThrow(entry.decode({})))) as Record<string, unknown>
           }),
         setConfig: (engine, input) =>
           Effect.gen(function* () {
+            if (engine === "summarize") {
+              const d = decodeSummarize(input)
+              if (Either.isLeft(d)) return yield* new BadRequest({ message: describeParseError(new ParseResult.ParseError({ issue: d.left })) })
+              const encoded = encodeSummarize(d.right) as Record<string, unknown>
+              yield* kv.set(CONFIG_NAMESPACE, "summarize", JSON.stringify(encoded))
+              summarizeSettings = d.right
+              return encoded
+            }
             const entry = ENGINES.get(engine)!
             const d = entry.decode(input)
             if (Either.isLeft(d)) return yield* new BadRequest({ message: d.left })

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { HookRequest, HookReturn, HookVerdict, ModelSelectEvent } from "../inference/hookEvents.js"
-import type { SettingsDocument } from "../domain/settings.js"
+import type { CompressionSettings, SettingsDocument } from "../domain/settings.js"
 import { RequestHooks } from "../inference/hooks.js"
 import { Settings } from "../settings/Settings.js"
 import { withSystemPrompt } from "../settings/bodyPolicies.js"
@@ -9,7 +9,7 @@ import { Connections } from "../providers/Connections.js"
 import { Compression } from "./Compression.js"
 import { type ContextSnapshot, ContextStore } from "./ContextStore.js"
 import { approximateTokens } from "./estimate.js"
-import { headerValue, select } from "./select.js"
+import { headerValue, select, type Selection } from "./select.js"
 import { segmentsOf } from "./walk.js"
 
 const HEADER = "x-gateway-compression"
@@ -96,7 +96,7 @@ export const ContextHooks = Layer.scopedDiscard(
       return w && w > 0 ? w : undefined
     }
 
-    const decide = (snap: ContextSnapshot, event: ModelSelectEvent, request: HookRequest): HookVerdict => {
+    const decide = (snap: ContextSnapshot, event: ModelSelectEvent, request: HookRequest): HookVerdict | Effect.Effect<HookVerdict> => {
       const s = settings.current().compression
       const header = request.headers[HEADER]
       const noMemory = String(request.headers[NO_MEMORY] ?? "").trim().toLowerCase() === "true"
@@ -112,6 +112,16 @@ export const ContextHooks = Layer.scopedDiscard(
         available: compression.available,
         size: () => ({ tokens: approximateTokens(fmt, endpoint, event.body), window: windowOf(event) })
       })
+      // A summarize step in `wait` mode waits (bounded) for its summary first.
+      if (sel.profile && sel.profile.steps.some((x) => x.engine === "summarize")) {
+        return Effect.as(compression.prepare(fmt, endpoint, event.body, sel.profile.steps), undefined).pipe(Effect.map(() => finish(snap, event, request, sel, s, noMemory, targets)))
+      }
+      return finish(snap, event, request, sel, s, noMemory, targets)
+    }
+
+    const finish = (snap: ContextSnapshot, event: ModelSelectEvent, request: HookRequest, sel: Selection, s: CompressionSettings, noMemory: boolean, targets: ReadonlyArray<string>): HookVerdict => {
+      const fmt = event.format
+      const endpoint = event.endpoint
       let body: Record<string, unknown> | undefined
       if (sel.profile) {
         const applied = compression.apply(fmt, endpoint, event.body, sel.profile.steps)
@@ -153,7 +163,7 @@ export const ContextHooks = Layer.scopedDiscard(
       onModelSelect: (event: ModelSelectEvent, request: HookRequest): HookReturn | Effect.Effect<HookReturn> => {
         const s = settings.current().compression
         const snap = store.peek()
-        if (snap === undefined) return Effect.map(store.snapshot, (fresh) => decide(fresh, event, request))
+        if (snap === undefined) return Effect.flatMap(store.snapshot, (fresh) => { const d = decide(fresh, event, request); return Effect.isEffect(d) ? d : Effect.succeed(d) })
         const injecting = s.injectionMaxTokens > 0 && (snap.memory.length > 0 || snap.skills.length > 0)
         // Nothing to do for this request: the verdict made once.
         if (!s.enabled && !injecting) return OFF_GLOBAL
