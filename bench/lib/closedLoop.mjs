@@ -21,10 +21,11 @@ export const makeClosedLoop = ({ seconds, concurrency }) => {
       req.on("error", reject)
       req.end(body)
     })
-  /** A management call with the target's admin headers; anything but 2xx throws. */
+  /** A management call with the target's admin headers: its JSON answer; anything but 2xx throws. */
   const admin = async (t, method, p, body) => {
     const res = await fetch(`${t.baseUrl}${p}`, { method, headers: t.adminHeaders, body: body === undefined ? undefined : JSON.stringify(body) })
     if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`)
+    return res.json().catch(() => undefined)
   }
   const load = async (t, body) => {
     const latencies = []
