@@ -42,7 +42,7 @@ describe("database", () => {
       expect((yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`)[0]!.journal_mode).toBe("wal")
       expect((yield* sql<{ timeout: number }>`PRAGMA busy_timeout`)[0]!.timeout).toBe(5000)
       const migrations = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM schema_migrations`
-      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init", "2_upstream_format", "3_combos", "4_accounting", "5_connection_timeouts", "6_usage_inflight", "7_name_keys", "8_media_jobs", "9_files_batches", "10_native_batches", "11_oauth_tokens", "12_cloud_bundles", "13_governance", "14_key_rate_limits", "15_webhooks", "16_proxies", "17_file_chunks"])
+      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init", "2_upstream_format", "3_combos", "4_accounting", "5_connection_timeouts", "6_usage_inflight", "7_name_keys", "8_media_jobs", "9_files_batches", "10_native_batches", "11_oauth_tokens", "12_cloud_bundles", "13_governance", "14_key_rate_limits", "15_webhooks", "16_proxies", "17_file_chunks", "18_context"])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 
@@ -54,7 +54,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(17)
+      expect(again[0]!.n).toBe(18)
     })
   )
 })

@@ -72,7 +72,8 @@ export type CompressionComboView = typeof CompressionComboView.Type
 
 // ---------------------------------------------------------------- engines
 
-export const EngineConfig = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+/** An engine's settings: any JSON object here, decoded strictly by the engine's own schema (an unknown field is a 400 naming it). */
+export const EngineConfig = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations(strict)
 
 export const LanguagePack = Schema.Struct({ id: Schema.String, name: Schema.String, rules: Schema.Number })
 export const CompressionRule = Schema.Struct({ engine: Schema.String, id: Schema.String, description: Schema.String })
