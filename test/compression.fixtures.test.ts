@@ -300,6 +300,34 @@ describe("the recorded client traffic, compressed", () => {
   }
 })
 
+describe("prompt caches across a conversation's requests", () => {
+  /** The system prompt texts of a body, in its own format. */
+  const systemOf = (r: Recorded, body: Json) =>
+    segmentsOf(r.family as FormatId, r.endpoint, body)
+      .filter((s) => s.segment.role === "system")
+      .map((s) => s.text)
+      .join("\n---\n")
+
+  it.each(["default", "engine:caveman"])("%s: a recording's requests with the same system prompt send the same compressed one upstream", async (mode) => {
+    const byRecording = new Map<string, Map<string, Set<string>>>()
+    let compared = 0
+    for (const r of all) {
+      const own = systemOf(r, r.body)
+      if (own === "") continue
+      const { upstream } = await send(r, mode)
+      const recording = r.name.split("#")[0]!
+      const seen = byRecording.get(recording) ?? byRecording.set(recording, new Map()).get(recording)!
+      const sent = seen.get(own) ?? seen.set(own, new Set()).get(own)!
+      sent.add(systemOf(r, upstream))
+      if (sent.size > 0) compared++
+    }
+    expect(compared).toBeGreaterThan(40)
+    for (const [recording, prompts] of byRecording) for (const sent of prompts.values()) expect(sent.size, recording).toBe(1)
+    // The recordings where one system prompt opens several requests (first and later turns): there are some.
+    expect([...byRecording.values()].flatMap((p) => [...p.values()]).length).toBeLessThan(compared)
+  })
+})
+
 describe("tokens saved on the recorded traffic (POST /api/compression/preview, o200k)", () => {
   it("per engine: never more tokens, and default and caveman save some", async () => {
     const table: Record<string, { before: number; after: number; requests: number; changed: number }> = {}

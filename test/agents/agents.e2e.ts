@@ -228,6 +228,7 @@ for (const agent of AGENTS) {
         if (plain !== undefined) {
           const before = systemText(agent.upstream, plain)
           const after = systemText(agent.upstream, sent[0]!.body)
+          console.log(`${agent.name}: system prompt upstream ${before.length} chars without compression, ${after.length} with`)
           expect(before.length).toBeGreaterThan(0)
           expect(after.length, `system prompt ${before.length} chars without compression, ${after.length} with`).toBeLessThan(before.length)
         }
