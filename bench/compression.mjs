@@ -2,7 +2,7 @@
 // What compression and context injection cost on the request path: the same chat load (json-1k
 // through the gateway) with the hook not registered (compression disabled, no injection budget),
 // registered with nothing to do (the defaults: on, nothing chosen), compressing every request with
-// the default combo (rtk, json, whitespace: the prompt has no tool result, so the walk and the
+// the default combo (json, rtk, whitespace: the prompt has no tool result, so the walk and the
 // engines' checks are the cost), and with one memory entry injected. Interleaved rounds, one
 // gateway. Prints requests per second and p50/p99 latency per condition and the ratio to "off".
 //   node bench/compression.mjs [--seconds 4] [--rounds 2] [--concurrency 16]

@@ -67,6 +67,13 @@ describe("caveman segments", () => {
     expect(run(text, {}, last)).toBe(text)
     expect(run(text, { preserveLastTurn: false }, last)).not.toBe(text)
   })
+  it("rewrites a system prompt also when it counts as the last turn (a one-message conversation's Anthropic system, Gemini systemInstruction)", () => {
+    const system: Segment = { role: "system", kind: "prose", turn: 0, turns: 1 }
+    const first = run(text, {}, system)
+    expect(first).not.toBe(text)
+    // The same on the conversation's next request, so the prefix (and the upstream prompt cache) holds.
+    expect(run(text, {}, { ...system, turns: 3 })).toBe(first)
+  })
   it("skips texts shorter than minChars (default 200)", () => {
     const short = "Please just check the logs."
     expect(caveman.apply(short, USER, config(), noRaw)).toBe(short)

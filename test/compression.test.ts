@@ -90,7 +90,7 @@ describe("x-gateway-compression precedence (spec document 1), one row each", () 
     expect(mode).toBe("off; source=request-header")
   })
 
-  it("`default`: the default combo (built in: rtk, json, whitespace)", async () => {
+  it("`default`: the default combo (built in: json, rtk, whitespace)", async () => {
     const { upstream, mode } = await send({ "x-gateway-compression": "default" })
     expect(toolText(upstream)).toBe(MINIFIED)
     expect(mode).toBe("default; source=request-header")

@@ -26,8 +26,11 @@ export interface Selection {
   readonly profile: Profile | undefined
 }
 
-/** The built-in default combo (settings `defaultCombo` null): the engines that keep meaning. */
-export const BUILTIN_DEFAULT: ReadonlyArray<EngineStep> = [{ engine: "rtk" }, { engine: "json" }, { engine: "whitespace" }]
+/**
+ * The built-in default combo (settings `defaultCombo` null): the engines that keep meaning. json
+ * first: a long pretty JSON output is minified whole before rtk would cut it head-and-tail.
+ */
+export const BUILTIN_DEFAULT: ReadonlyArray<EngineStep> = [{ engine: "json" }, { engine: "rtk" }, { engine: "whitespace" }]
 
 export interface SelectInput {
   readonly settings: CompressionSettings

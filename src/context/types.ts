@@ -5,7 +5,7 @@
  * the service decides which engines run with which settings.
  */
 
-/** Engine ids, in the order a default combo runs them. */
+/** Engine ids (the built-in default combo is json, rtk, whitespace: src/context/select.ts). */
 export const ENGINE_IDS = ["rtk", "json", "whitespace", "caveman", "summarize"] as const
 export type EngineId = (typeof ENGINE_IDS)[number]
 

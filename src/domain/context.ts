@@ -1,6 +1,6 @@
 import * as Schema from "effect/Schema"
 import { ENGINE_IDS } from "../context/types.js"
-import { oneOf, strict } from "./parse.js"
+import { oneOf, strict, strictStruct } from "./parse.js"
 
 /**
  * Compression and context (docs/compression.md): compression combos and their assignments,
@@ -38,11 +38,11 @@ const Steps = Schema.Array(EngineStep).pipe(
   Schema.maxItems(10, { message: () => "engines takes at most 10 steps" })
 )
 
-export const CreateCompressionCombo = Schema.Struct({
+export const CreateCompressionCombo = strictStruct({
   name: Name,
   description: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(1000)), { default: () => "" }),
   engines: Steps
-}).annotations(strict)
+})
 export type CreateCompressionCombo = typeof CreateCompressionCombo.Type
 
 export const UpdateCompressionCombo = Schema.Struct({
@@ -53,10 +53,10 @@ export const UpdateCompressionCombo = Schema.Struct({
 export type UpdateCompressionCombo = typeof UpdateCompressionCombo.Type
 
 /** Where a compression combo applies: requests for these routing combos and these models (`provider/model` or a model id). */
-export const CompressionAssignments = Schema.Struct({
+export const CompressionAssignments = strictStruct({
   routingCombos: Schema.optionalWith(Strings("routingCombos", 500), { default: () => [] }),
   models: Schema.optionalWith(Strings("models", 500), { default: () => [] })
-}).annotations(strict)
+})
 export type CompressionAssignments = typeof CompressionAssignments.Type
 
 export const CompressionComboView = Schema.Struct({
@@ -118,7 +118,7 @@ export const RawOutput = Schema.Struct({ id: Schema.String, text: Schema.String,
 
 export const FormatIdSchema = oneOf(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const, "format")
 
-export const PreviewPayload = Schema.Struct({
+export const PreviewPayload = strictStruct({
   /** The wire format of `body`; default openai-chat. */
   format: Schema.optionalWith(FormatIdSchema, { default: () => "openai-chat" as const }),
   /** The usage label of the endpoint (`chat.completions`, `messages`, `responses`, `generateContent`, `api.chat`, `api.generate`, `completions`); default from the format. */
@@ -128,7 +128,7 @@ export const PreviewPayload = Schema.Struct({
   mode: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(200)), { default: () => "default" }),
   /** The target (`provider/model`): names the tokenizer family. */
   model: Schema.optional(Schema.String.pipe(Schema.maxLength(300)))
-}).annotations(strict)
+})
 export type PreviewPayload = typeof PreviewPayload.Type
 
 export const EngineSaving = Schema.Struct({ engine: Schema.String, tokensBefore: Schema.Number, tokensAfter: Schema.Number, tokensSaved: Schema.Number })
@@ -176,14 +176,14 @@ export type ContextAnalytics = typeof ContextAnalytics.Type
 export const MEMORY_SCOPES = ["global", "key", "session"] as const
 export type MemoryScope = (typeof MEMORY_SCOPES)[number]
 
-export const CreateMemory = Schema.Struct({
+export const CreateMemory = strictStruct({
   text: Text("text", 20_000),
   /** `global`: every request; `key`: requests of the API key `scopeId`; `session`: requests whose session id (X-Session-Id) is `scopeId`. */
   scope: Schema.optionalWith(oneOf(MEMORY_SCOPES, "scope"), { default: () => "global" as const }),
   scopeId: Schema.optionalWith(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1), Schema.maxLength(200))), { default: () => null }),
   tags: Schema.optionalWith(Strings("tags", 50), { default: () => [] }),
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
-}).annotations(strict)
+})
 export type CreateMemory = typeof CreateMemory.Type
 
 export const UpdateMemory = Schema.Struct({
@@ -215,17 +215,17 @@ export const MemoryQuery = Schema.Struct({
 
 // ---------------------------------------------------------------- skills
 
-export const SkillTrigger = Schema.Struct({
+export const SkillTrigger = strictStruct({
   /** Injected into every request. */
   always: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   /** Injected when a user turn of the conversation contains one of these (case-insensitive). */
   keywords: Schema.optionalWith(Strings("keywords", 50), { default: () => [] }),
   /** Injected when the model asked matches one of these (`*` matches any run of characters). */
   models: Schema.optionalWith(Strings("models", 50), { default: () => [] })
-}).annotations(strict)
+})
 export type SkillTrigger = typeof SkillTrigger.Type
 
-export const CreateContextSkill = Schema.Struct({
+export const CreateContextSkill = strictStruct({
   name: Name,
   /** An agent-skill catalog id (`gw-inference`, `cli-chat`, ...): its file is the text. */
   catalogId: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
@@ -233,7 +233,7 @@ export const CreateContextSkill = Schema.Struct({
   text: Schema.optional(Text("text", 50_000)),
   trigger: Schema.optionalWith(SkillTrigger, { default: () => ({ always: false, keywords: [], models: [] }) }),
   enabled: Schema.optionalWith(Schema.Boolean, { default: () => true })
-}).annotations(strict)
+})
 export type CreateContextSkill = typeof CreateContextSkill.Type
 
 export const UpdateContextSkill = Schema.Struct({

@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 import { BadRequest } from "./errors.js"
 
 /** Annotation for request payloads: an unknown field is a 400 that names it, not silently dropped. */
@@ -45,3 +46,14 @@ export const oneOf = <const T extends string>(values: ReadonlyArray<T>, field: s
       message: (issue) => `${field} must be one of: ${values.join(", ")} (got ${JSON.stringify(issue.actual)})`
     })
   )
+
+/**
+ * A struct whose fields have defaults, refusing unknown fields on both sides of its
+ * transformation (the encoded body as sent and the document it becomes).
+ */
+export const strictStruct = <F extends Schema.Struct.Fields>(fields: F): Schema.Schema<Schema.Struct.Type<F>, Schema.Struct.Encoded<F>> => {
+  const ast = Schema.Struct(fields).ast
+  const options = { [SchemaAST.ParseOptionsAnnotationId]: strict.parseOptions }
+  if (ast._tag !== "Transformation") return Schema.make(SchemaAST.annotations(ast, options))
+  return Schema.make(new SchemaAST.Transformation(SchemaAST.annotations(ast.from, options), SchemaAST.annotations(ast.to, options), ast.transformation, options))
+}

@@ -1,8 +1,7 @@
 import * as Schema from "effect/Schema"
 import { ProxyFamilySchema } from "./proxies.js"
-import * as SchemaAST from "effect/SchemaAST"
 import { isIP } from "node:net"
-import { oneOf, strict } from "./parse.js"
+import { oneOf, strict, strictStruct } from "./parse.js"
 
 /**
  * The global settings document (spec document 2, "Management endpoint families", Settings):
@@ -12,17 +11,6 @@ import { oneOf, strict } from "./parse.js"
 /** A whole number in [min, max]; one message for both checks. */
 const whole = (min: number, max: number, message: string) =>
   Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
-
-/**
- * A struct whose fields have defaults, refusing unknown fields on both sides of its
- * transformation (the encoded body as sent and the document it becomes).
- */
-const strictStruct = <F extends Schema.Struct.Fields>(fields: F): Schema.Schema<Schema.Struct.Type<F>, Schema.Struct.Encoded<F>> => {
-  const ast = Schema.Struct(fields).ast
-  const options = { [SchemaAST.ParseOptionsAnnotationId]: strict.parseOptions }
-  if (ast._tag !== "Transformation") return Schema.make(SchemaAST.annotations(ast, options))
-  return Schema.make(new SchemaAST.Transformation(SchemaAST.annotations(ast.from, options), SchemaAST.annotations(ast.to, options), ast.transformation, options))
-}
 
 // ---------------------------------------------------------------- addresses
 

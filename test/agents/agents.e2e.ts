@@ -135,6 +135,46 @@ afterAll(async () => {
   await up?.close()
 })
 
+/** The system prompt texts of an upstream request, in its family's field. */
+const systemText = (family: Family | "other", body: any): string => {
+  const texts = (v: unknown): string =>
+    typeof v === "string" ? v : Array.isArray(v) ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? texts(p?.content)))).join("\n") : ""
+  switch (family) {
+    case "openai-chat":
+    case "ollama":
+      return (body.messages ?? []).filter((m: any) => m.role === "system" || m.role === "developer").map((m: any) => texts(m.content)).join("\n")
+    case "openai-responses":
+      return [texts(body.instructions), ...(Array.isArray(body.input) ? body.input : []).filter((i: any) => i.role === "system" || i.role === "developer").map((i: any) => texts(i.content))].join("\n")
+    case "anthropic":
+      return texts(body.system)
+    case "gemini":
+      return texts((body.systemInstruction ?? body.system_instruction)?.parts)
+    default:
+      return ""
+  }
+}
+
+const admin = { authorization: `Bearer ${ADMIN}` }
+
+/** Compression on for every request: the panel default, with a combo of all four engines. */
+const compressEverything = async () => {
+  const combo = await call(`${gw.url}/api/context/combos`, {
+    body: { name: `agents-all-${Date.now()}`, engines: [{ engine: "rtk" }, { engine: "json" }, { engine: "whitespace" }, { engine: "caveman" }] },
+    headers: admin
+  })
+  expect(combo.status, combo.text).toBe(201)
+  const on = await call(`${gw.url}/api/settings/compression`, { method: "PUT", body: { compressByDefault: true, defaultCombo: combo.body.id }, headers: admin })
+  expect(on.status, on.text).toBe(200)
+  return combo.body as { id: string; name: string }
+}
+const compressNothing = async () => {
+  const off = await call(`${gw.url}/api/settings/compression`, { method: "PUT", body: {}, headers: admin })
+  expect(off.status, off.text).toBe(200)
+}
+
+/** Per agent, the first upstream request of its uncompressed tool round trip (to compare the compressed one with). */
+const uncompressed = new Map<string, any>()
+
 for (const agent of AGENTS) {
   describe(`${agent.name} (upstream: ${agent.upstream})`, () => {
     it.skipIf(!fs.existsSync(bin(agent.name)))("prints the upstream's answer", async () => {
@@ -161,6 +201,45 @@ for (const agent of AGENTS) {
       expect(r.stdout).toContain("TOOL_OK")
       expect(r.code).toBe(0)
       expect(up.violations).toEqual([])
+      uncompressed.set(agent.name, up.requests.find((q) => q.family === agent.upstream)?.body)
+    })
+
+    it.skipIf(!fs.existsSync(bin(agent.name)))("completes a tool call round trip with every request compressed (rtk, json, whitespace, caveman)", async () => {
+      const home = tempDir(`gw-agent-${agent.name}-`)
+      const work = tempDir(`gw-agent-${agent.name}-work-`)
+      const env = await setUp(agent, home)
+      const combo = await compressEverything()
+      try {
+        up.requests.length = 0
+        const violations = up.violations.length
+        const { cmd, args, env: runEnv } = agent.command("USE_TOOL run echo")
+        const r = await run(cmd, args, { ...env, ...runEnv }, work)
+        expect(r.stdout, r.stderr.slice(-2000)).toContain(SEEN)
+        expect(r.stdout).toContain("TOOL_OK")
+        expect(r.code).toBe(0)
+        expect(up.violations.slice(violations)).toEqual([])
+        const sent = up.requests.filter((q) => q.family === agent.upstream)
+        // The model saw the command's output in the tool result: rtk kept `TOOL_OK` (the responder quotes the
+        // tool result it got after SEEN, and the agent printed that).
+        expect(r.stdout).toMatch(new RegExp(`${SEEN}[^\\n]*TOOL_OK`))
+        expect(sent.some((q) => JSON.stringify(q.body).includes("TOOL_OK"))).toBe(true)
+        // The requests were compressed: the system prompt the upstream got is shorter than without compression.
+        const plain = uncompressed.get(agent.name)
+        if (plain !== undefined) {
+          const before = systemText(agent.upstream, plain)
+          const after = systemText(agent.upstream, sent[0]!.body)
+          console.log(`${agent.name}: system prompt upstream ${before.length} chars without compression, ${after.length} with`)
+          expect(before.length).toBeGreaterThan(0)
+          expect(after.length, `system prompt ${before.length} chars without compression, ${after.length} with`).toBeLessThan(before.length)
+        }
+        // And the gateway counted savings for this agent's model under the combo.
+        const analytics = await call(`${gw.url}/api/context/analytics`, { headers: admin })
+        expect(analytics.status, analytics.text).toBe(200)
+        const rows = analytics.body.rows.filter((x: any) => x.combo === combo.name && x.model === agent.model)
+        expect(rows.some((x: any) => x.engine === "caveman" && x.tokensSaved > 0), JSON.stringify(analytics.body.rows)).toBe(true)
+      } finally {
+        await compressNothing()
+      }
     })
   })
 }

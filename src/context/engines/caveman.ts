@@ -266,7 +266,11 @@ const allowed = (segment: Segment, config: Config): boolean =>
   segment.kind === "prose" &&
   segment.role !== "tool" &&
   (config.roles as ReadonlyArray<string>).includes(segment.role) &&
-  !(config.preserveLastTurn && segment.turn === segment.turns - 1)
+  // A system prompt is never the last turn: where the format keeps it beside the conversation (Anthropic
+  // `system`, Gemini `systemInstruction`, Responses `instructions`) it is "turn 0", the last one of a
+  // one-message conversation; kept there and rewritten from the second request on, the conversation's
+  // prefix would change between its first and second request and the upstream prompt cache would miss.
+  !(config.preserveLastTurn && segment.role !== "system" && segment.turn === segment.turns - 1)
 
 export const caveman: TextEngine<Config> = {
   id: "caveman",
