@@ -128,7 +128,10 @@ export const comboCreate = (opts: Parsed<typeof comboCreateOptions>) =>
         engines: opts.engine,
         ...some("description", opts.description)
       })
-      yield* (yield* Compression).checkSteps(input.engines)
+      // "engines[1].config: ..." names the second --engine.
+      yield* Effect.mapError((yield* Compression).checkSteps(input.engines), (e) =>
+        new UsageError({ message: e.message.replace(/^engines\[(\d+)\](\.config)?/, (_, i: string) => `--engine ${input.engines[Number(i)]?.engine ?? ""} (step ${Number(i) + 1})`) })
+      )
       const created = yield* (yield* ContextStore).createCombo(input, "cli")
       if (opts.json) return yield* printJson(created)
       yield* Console.log(`created compression combo ${created.name} (${created.id}): ${stepText(created)}; use it with x-gateway-compression: ${created.name}`)

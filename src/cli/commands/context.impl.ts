@@ -48,7 +48,7 @@ export const memoryAdd = (opts: Parsed<typeof memoryAddOptions>) =>
         tags: opts.tag,
         enabled: !opts.disabled
       })
-      const created = yield* (yield* ContextStore).createMemory(input, "cli")
+      const created = yield* Effect.mapError((yield* ContextStore).createMemory(input, "cli"), (e) => new UsageError({ message: e.message.replace(/^scopeId:/, "--scope-id:") }))
       if (opts.json) return yield* printJson(created)
       yield* Console.log(`added memory entry ${created.id} (${created.scope === "global" ? "global" : `${created.scope} ${created.scopeId}`}, ${created.tokens} tokens${created.enabled ? "" : ", disabled"})`)
     })
