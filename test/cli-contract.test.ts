@@ -223,8 +223,8 @@ describe("start-up", () => {
     const trace = path.join(tempDir(), "modules.txt")
     const env = { DATA_DIR: tempDir(), GATEWAY_ENV_FILE: path.join(tempDir(), "x.env"), MODULE_TRACE_OUT: trace }
     const traced = (args: ReadonlyArray<string>) => runCli(args, env, { nodeArgs: ["--import", path.resolve("bench/lib/moduleTrace.mjs")] })
-    const heavy = /\/dist\/(Gateway\.js|store\/|management\/|inference\/|upstream\/|http\/Server|providers\/Connections)|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
-    for (const args of [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["tunnel", "create", "--help"]]) {
+    const heavy = /\/dist\/(Gateway\.js|store\/|management\/|inference\/|upstream\/|http\/Server|providers\/Connections|context\/(?!types\.js))|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
+    for (const args of [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["tunnel", "create", "--help"], ["compression", "preview", "--help"], ["context", "skills", "add", "--help"]]) {
       const r = await traced(args)
       expect(r.code, args.join(" ")).toBe(0)
       const loaded = expand(fs.readFileSync(trace, "utf8").split("\n").filter((l) => l !== ""))

@@ -9,6 +9,8 @@ import { codingToolCommands } from "./commands/clitools.js"
 import { backupCommand, restoreCommand } from "./commands/backup.js"
 import { comboCommand } from "./commands/combos.js"
 import { completionCommand } from "./commands/completion.js"
+import { compressionCommand } from "./commands/compression.js"
+import { contextCommand } from "./commands/context.js"
 import { dbCommand } from "./commands/db.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { configCommand, envCommand } from "./commands/env.js"
@@ -40,6 +42,8 @@ export const subcommands = [
   keysCommand,
   statusCommand,
   comboCommand,
+  compressionCommand,
+  contextCommand,
   quotaCommand,
   cacheCommand,
   backupCommand,

@@ -205,16 +205,16 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "cli-compression": {
     title: "Compression (CLI)",
-    description: "Configure prompt compression from the command line.",
-    overview: "Compression is configured on the running server.",
-    docs: "docs/operations.md",
+    description: "Preview prompt compression, manage compression combos and settings, and read the savings from the command line.",
+    overview: "`gateway compression` works on the local database (a running server sees changes within a second): preview what a mode does to a request body, run rtk over a command's output, create and assign compression combos, change the compression settings, read the tokens and cost saved.",
+    docs: "docs/cli.md",
     api: "gw-compression"
   },
   "cli-contexts": {
     title: "Context engines (CLI)",
-    description: "Configure context engines and context combos from the command line.",
-    overview: "Context engines are configured on the running server.",
-    docs: "docs/operations.md",
+    description: "Manage the memory entries and skills injected into requests' system prompts from the command line.",
+    overview: "`gateway context` works on the local database (a running server sees changes within a second): memory entries (global, per API key or per session, with tags) and skills (from the agent-skill catalog or custom, with an always, keyword or model trigger) added to the system prompt of matching requests within the token budget; `x-gateway-no-memory: true` skips both.",
+    docs: "docs/cli.md",
     api: "gw-context-rtk"
   },
   "cli-cost-usage": {
