@@ -77,15 +77,15 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "gw-compression": {
     title: "Prompt compression (REST)",
-    description: "Configure prompt compression: the compression settings, previews, language packs and rules.",
-    overview: "Compression shortens what is sent upstream. The settings document has its own route; the compression engines' routes are part of the specification.",
-    docs: "docs/operations.md"
+    description: "Configure prompt compression: the compression settings, the preview of a body in any wire format, language packs and rules.",
+    overview: "Compression sends fewer tokens for the same conversation. `x-gateway-compression` (off, default, engine:<id>, a combo) wins over routing assignments, the active profile, the auto-trigger and the panel default; the answer says which in `X-Gateway-Compression`. The settings choose the active profile, the default combo and the auto-trigger; the preview shows tokens before and after per engine.",
+    docs: "docs/compression.md"
   },
   "gw-context-rtk": {
     title: "Context engines and combos (REST)",
-    description: "Configure the context engines (caveman, RTK filters), context combos and their assignments, and read context analytics.",
-    overview: "Context engines trim and filter what a conversation carries before it goes upstream; context combos assign engines to models.",
-    docs: "docs/operations.md"
+    description: "Configure the context engines (caveman, rtk filters, summarize), compression combos and their assignments, memory entries and skills, and read the savings.",
+    overview: "Engines trim and filter what a conversation carries before it goes upstream (rtk for tool output, json, whitespace, caveman for prose, summarize for long histories); compression combos order them and are assigned to routing combos and models; memory entries and skills are added to the system prompt within a token budget; analytics count tokens and cost saved per engine, combo, model and day.",
+    docs: "docs/compression.md"
   },
   "gw-resilience": {
     title: "Resilience: breakers, cooldowns, lockouts (REST)",
@@ -207,14 +207,14 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     title: "Compression (CLI)",
     description: "Preview prompt compression, manage compression combos and settings, and read the savings from the command line.",
     overview: "`gateway compression` works on the local database (a running server sees changes within a second): preview what a mode does to a request body, run rtk over a command's output, create and assign compression combos, change the compression settings, read the tokens and cost saved.",
-    docs: "docs/cli.md",
+    docs: "docs/compression.md",
     api: "gw-compression"
   },
   "cli-contexts": {
     title: "Context engines (CLI)",
     description: "Manage the memory entries and skills injected into requests' system prompts from the command line.",
     overview: "`gateway context` works on the local database (a running server sees changes within a second): memory entries (global, per API key or per session, with tags) and skills (from the agent-skill catalog or custom, with an always, keyword or model trigger) added to the system prompt of matching requests within the token budget; `x-gateway-no-memory: true` skips both.",
-    docs: "docs/cli.md",
+    docs: "docs/compression.md",
     api: "gw-context-rtk"
   },
   "cli-cost-usage": {
