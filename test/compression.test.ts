@@ -1,4 +1,6 @@
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -571,5 +573,47 @@ describe("summarize", () => {
     expect(whole.messages).toHaveLength(14)
     await expect.poll(() => summaryCalls().length, { timeout: 5_000 }).toBe(1)
     await expect.poll(async () => (await send({ "x-gateway-compression": "bg" }, long(12, "b"))).upstream.messages[1].content, { timeout: 5_000 }).toContain("SUMMARY B.")
+  })
+})
+
+describe("rtk project filter files", () => {
+  const rtkRequest = (command: string, output: string) => ({
+    model: "up/m1",
+    messages: [
+      { role: "user", content: "Run it." },
+      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command }) } }] },
+      { role: "tool", tool_call_id: "c1", content: output }
+    ]
+  })
+  const output = ["deploy: start", "debug: x=1", "debug: y=2", "deploy: done"].join("\n")
+
+  it("a valid file's filters run; a file with an unsafe regex is refused until GATEWAY_RTK_TRUST_PROJECT_FILTERS", async () => {
+    const dir = path.join(gw.dataDir, "rtk-filters")
+    fs.mkdirSync(dir, { recursive: true })
+    fs.writeFileSync(path.join(dir, "deploy.json"), JSON.stringify({ filters: [{ id: "deploy-tool", description: "our deploy script", match: { command: "deploy\\.sh" }, drop: ["^debug: "] }] }))
+    fs.writeFileSync(path.join(dir, "risky.json"), JSON.stringify([{ id: "risky", description: "nested quantifier", match: { command: "risky" }, drop: ["^(a+)+$"] }]))
+    try {
+      const listed = await api("/api/context/rtk/filters")
+      expect(listed.status).toBe(200)
+      expect(listed.body.project.trusted).toBe(false)
+      const files = Object.fromEntries(listed.body.project.files.map((f: any) => [f.file, f]))
+      expect(files["deploy.json"]).toEqual({ file: "deploy.json", filters: 1, errors: [] })
+      expect(files["risky.json"].filters).toBe(0)
+      expect(files["risky.json"].errors.join(" ")).toMatch(/nested quantifier/)
+      expect(listed.body.filters.find((f: any) => f.id === "deploy-tool")).toMatchObject({ source: "project", enabled: true })
+      expect(listed.body.filters.some((f: any) => f.id === "risky")).toBe(false)
+
+      const { upstream } = await send({ "x-gateway-compression": "engine:rtk" }, rtkRequest("./deploy.sh prod", output))
+      expect(toolText(upstream)).toBe("deploy: start\ndeploy: done")
+
+      expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_RTK_TRUST_PROJECT_FILTERS", value: "true" } })).status).toBe(200)
+      const trusted = await api("/api/context/rtk/filters")
+      expect(trusted.body.project.trusted).toBe(true)
+      expect(trusted.body.project.files.find((f: any) => f.file === "risky.json")).toMatchObject({ filters: 1, errors: [] })
+    } finally {
+      await api("/api/settings/feature-flags", { method: "PUT", body: { key: "GATEWAY_RTK_TRUST_PROJECT_FILTERS", value: "false" } })
+      fs.rmSync(dir, { recursive: true, force: true })
+      await api("/api/context/rtk/filters")
+    }
   })
 })
