@@ -3,6 +3,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { KeyValue } from "../src/store/KeyValue.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -473,6 +474,12 @@ describe("management", () => {
     expect(test.status, test.text).toBe(200)
     expect(test.body.output).not.toContain("\u001b[")
     expect(test.body.output).toContain("error")
+  })
+
+  it("an engine's settings written by another process (the kv row) are picked up within seconds", async () => {
+    await gw.run(Effect.flatMap(KeyValue, (kv) => kv.set("compression.engines", "caveman", JSON.stringify({ language: "de" }))))
+    await expect.poll(async () => (await api("/api/context/caveman/config")).body.language, { timeout: 8_000, interval: 250 }).toBe("de")
+    await put("/api/context/caveman/config", {})
   })
 
   it("combos: validation, conflicts, assignments held by one combo", async () => {

@@ -141,18 +141,39 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       yield* Effect.forkScoped(Effect.promise(() => loadTokenizer().catch(() => undefined)))
 
       // Each engine's configured settings, decoded once per change.
+      const decodeSummarize = ParseResult.decodeUnknownEither(SummarizeConfig, { onExcessProperty: "error", errors: "all" })
+      const encodeSummarize = Schema.encodeSync(SummarizeConfig)
+      const SUMMARIZE_DEFAULTS: SummarizeSettings = Schema.decodeUnknownSync(SummarizeConfig)({})
+      let summarizeSettings: SummarizeSettings = SUMMARIZE_DEFAULTS
+      // Each engine's settings as stored (kv): read at start and again every few seconds, so a
+      // change made by another process (or a configuration bundle applied) is picked up.
       const configured = new Map<EngineId, unknown>()
-      for (const [id] of ENGINES) {
-        const stored = yield* kv.get(CONFIG_NAMESPACE, id)
-        if (Option.isSome(stored)) {
+      let storedText = ""
+      const reloadConfigs = Effect.gen(function* () {
+        const entries = yield* kv.entries(CONFIG_NAMESPACE)
+        const text = JSON.stringify([...entries].sort(([a], [b]) => (a < b ? -1 : 1)))
+        if (text === storedText) return
+        storedText = text
+        configured.clear()
+        for (const [id, value] of entries) {
+          if (id === "summarize") {
+            const d = Either.flatMap(Either.try(() => JSON.parse(value) as unknown), (j) => decodeSummarize(j))
+            if (Either.isRight(d)) summarizeSettings = d.right
+            else yield* Effect.logWarning("the stored settings of compression engine summarize do not decode; using its defaults")
+            continue
+          }
+          if (!ENGINES.has(id as EngineId)) continue
           try {
-            configured.set(id, JSON.parse(stored.value))
+            configured.set(id as EngineId, JSON.parse(value))
           } catch {
             yield* Effect.logWarning(`the stored settings of compression engine ${id} are not JSON; using its defaults`)
           }
         }
-      }
+        if (!entries.some(([id]) => id === "summarize")) summarizeSettings = SUMMARIZE_DEFAULTS
+        decoded.clear()
+      })
       const decoded = new Map<string, unknown>()
+      yield* reloadConfigs
       /** An engine's settings: configured, then a step's own over them; cached by their text. */
       const settingsOf = (entry: EngineEntry, own: Readonly<Record<string, unknown>> | undefined): Either.Either<unknown, string> => {
         const base = configured.get(entry.engine.id)
@@ -286,21 +307,10 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         )
         yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
       })
-      yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, loadProject), Schedule.spaced(FLUSH_EVERY)))
+      yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, Effect.zipRight(loadProject, reloadConfigs)), Schedule.spaced(FLUSH_EVERY)))
       yield* Effect.addFinalizer(() => flush)
 
       // ------------------------------------------------------------ summarize
-      const decodeSummarize = ParseResult.decodeUnknownEither(SummarizeConfig, { onExcessProperty: "error", errors: "all" })
-      const encodeSummarize = Schema.encodeSync(SummarizeConfig)
-      let summarizeSettings: SummarizeSettings = Schema.decodeUnknownSync(SummarizeConfig)({})
-      {
-        const stored = yield* kv.get(CONFIG_NAMESPACE, "summarize")
-        if (Option.isSome(stored)) {
-          const d = Either.flatMap(Either.try(() => JSON.parse(stored.value) as unknown), (j) => decodeSummarize(j))
-          if (Either.isRight(d)) summarizeSettings = d.right
-          else yield* Effect.logWarning("the stored settings of compression engine summarize do not decode; using its defaults")
-        }
-      }
       let summarizer: Summarizer | undefined
       const summaries = new BoundedMap<string, string>({ maxEntries: 1_000 })
       const making = new Map<string, Promise<void>>()

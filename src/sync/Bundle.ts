@@ -71,9 +71,10 @@ export const FLAGS_NAMESPACE = "feature_flags"
 
 /**
  * `kv` namespaces that describe this gateway, not its configuration: the admin password
- * (`auth`), this gateway's own sync connection (`sync`), issue-report bookkeeping (`issues`).
+ * (`auth`), this gateway's own sync connection (`sync`), issue-report bookkeeping (`issues`),
+ * summaries the summarize engine made (`compression.summaries`, a cache).
  */
-export const LOCAL_NAMESPACES: ReadonlyArray<string> = ["auth", "sync", "issues"]
+export const LOCAL_NAMESPACES: ReadonlyArray<string> = ["auth", "sync", "issues", "compression.summaries"]
 
 const SECRET_PREFIX = "v1:"
 const COLUMN = /^[a-z_][a-z0-9_]*$/
