@@ -545,8 +545,12 @@ describe("summarize", () => {
     const c = await createCombo("sum", [{ engine: "summarize" }, { engine: "whitespace" }])
     up.always({ content: "SUMMARY: files 0 to 7 changed." })
     up.requests.length = 0
-    const first = await call(`${gw.url}/v1/chat/completions`, { body: long(12, "w"), headers: { ...admin, "x-gateway-compression": c.id } })
+    const rowsOfClient = async () => (await api(`/api/usage/request-logs?limit=1000`)).body.requests.filter((r: any) => r.apiKeyId === clientKeyId).length
+    const before = await rowsOfClient()
+    const first = await call(`${gw.url}/v1/chat/completions`, { body: long(12, "w"), headers: { authorization: `Bearer ${CLIENT}`, "x-gateway-compression": c.id } })
     expect(first.status, first.text).toBe(200)
+    // The summary is charged to the key whose conversation it is: two usage rows of that key.
+    await expect.poll(rowsOfClient, { timeout: 3_000 }).toBe(before + 2)
     expect(first.headers.get("x-gateway-compression")).toBe("sum; source=request-header")
     expect(summaryCalls()).toHaveLength(1)
     // The summary call is never compressed itself, and carries the older turns.

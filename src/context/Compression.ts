@@ -66,11 +66,11 @@ export interface CompressionShape {
    * Before `apply`, for a profile with a `summarize` step in `wait` mode: waits (bounded) for the
    * summary this body needs. Otherwise nothing.
    */
-  readonly prepare: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>) => Effect.Effect<void>
+  readonly prepare: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner?: string | null) => Effect.Effect<void>
   /** How summaries are made: set by the server (a call of the gateway's own chat completions). */
   readonly setSummarizer: (summarizer: Summarizer | undefined) => void
   /** Runs a profile's steps over a body in its wire format (deterministic). */
-  readonly apply: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>) => Applied
+  readonly apply: (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, steps: ReadonlyArray<EngineStep>, owner?: string | null) => Applied
   /** Whether an engine can run (all can; summarize needs its model). */
   readonly available: (engine: EngineId) => boolean
   /** Counts a compressed request (or injected context) for analytics; written in the background. */
@@ -93,8 +93,8 @@ export interface CompressionShape {
   readonly rtkTest: (p: { readonly text: string; readonly command?: string | undefined; readonly config?: Readonly<Record<string, unknown>> | undefined }) => Effect.Effect<RtkTestAnswer, BadRequest>
 }
 
-/** Asks `model` for a summary: its text, or a failure message. */
-export type Summarizer = (model: string, prompt: string, maxTokens: number) => Effect.Effect<string, string>
+/** Asks `model` for a summary on behalf of `owner` (the API key whose conversation it is): its text, or a failure message. */
+export type Summarizer = (model: string, prompt: string, maxTokens: number, owner: string | null) => Effect.Effect<string, string>
 
 export interface RtkFilters {
   readonly filters: ReadonlyArray<{ readonly id: string; readonly description: string; readonly source: "builtin" | "custom" | "project"; readonly enabled: boolean; readonly match: unknown }>
@@ -318,7 +318,7 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const runFork = yield* FiberSet.runtime(fibers)<never>()
       const summaryKey = (model: string, transcript: string) => crypto.createHash("sha256").update(model).update("\u0000").update(transcript).digest("hex").slice(0, 40)
       /** The summary of `transcript`, made once (memory, then the database, then the model). */
-      const makeSummary = (key: string, model: string, transcript: string): Promise<void> => {
+      const makeSummary = (key: string, model: string, transcript: string, owner: string | null): Promise<void> => {
         const pending = making.get(key)
         if (pending) return pending
         const ask = summarizer
@@ -326,7 +326,7 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const work = Effect.gen(function* () {
           const stored = yield* kv.get(SUMMARY_NAMESPACE, key)
           if (Option.isSome(stored)) return summaries.set(key, stored.value)
-          const text = yield* ask(model, summaryPrompt(transcript), summarizeSettings.maxSummaryTokens)
+          const text = yield* ask(model, summaryPrompt(transcript), summarizeSettings.maxSummaryTokens, owner)
           if (text.trim().length === 0) return
           summaries.set(key, text)
           yield* kv.set(SUMMARY_NAMESPACE, key, text)
@@ -342,7 +342,7 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const available = (engine: EngineId) => (engine === "summarize" ? summarizeSettings.model !== null && summarizer !== undefined : ENGINES.has(engine))
 
       /** The summarize step: the older turns replaced by their summary when it is ready; else the body as it is (and the summary on its way). */
-      const summarizeStep = (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>): { body: Record<string, unknown>; run: EngineRun } | undefined => {
+      const summarizeStep = (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, owner: string | null): { body: Record<string, unknown>; run: EngineRun } | undefined => {
         const c = summarizeSettings
         if (c.model === null || !summarizer) return undefined
         const cut = cutOf(format, endpoint, body, c)
@@ -350,13 +350,13 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const key = summaryKey(c.model, cut.transcript)
         const summary = summaries.get(key)
         if (summary === undefined) {
-          void makeSummary(key, c.model, cut.transcript)
+          void makeSummary(key, c.model, cut.transcript, owner)
           return undefined
         }
         return { body: withSummary(format, body, cut, summary), run: { engine: "summarize", pairs: [[cut.transcript, summary]] } }
       }
 
-      const prepare: CompressionShape["prepare"] = (format, endpoint, body, steps) => {
+      const prepare: CompressionShape["prepare"] = (format, endpoint, body, steps, owner = null) => {
         const c = summarizeSettings
         if (c.mode !== "wait" || c.model === null || !summarizer || !steps.some((s) => s.engine === "summarize")) return Effect.void
         const cut = cutOf(format, endpoint, body, c)
@@ -364,7 +364,7 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const key = summaryKey(c.model, cut.transcript)
         if (summaries.get(key) !== undefined) return Effect.void
         const model = c.model
-        return Effect.promise(() => makeSummary(key, model, cut.transcript)).pipe(Effect.timeout(Duration.millis(c.timeoutMs)), Effect.ignore)
+        return Effect.promise(() => makeSummary(key, model, cut.transcript, owner)).pipe(Effect.timeout(Duration.millis(c.timeoutMs)), Effect.ignore)
       }
 
       // A long text (a system prompt, an old tool result) comes back on every turn of a
@@ -394,11 +394,11 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         return out
       }
 
-      const apply: CompressionShape["apply"] = (format, endpoint, input, steps) => {
+      const apply: CompressionShape["apply"] = (format, endpoint, input, steps, owner = null) => {
         let body = input
         let summarized: EngineRun | undefined
         if (steps.some((s) => s.engine === "summarize")) {
-          const done = summarizeStep(format, endpoint, body)
+          const done = summarizeStep(format, endpoint, body, owner)
           if (done) {
             body = done.body
             summarized = done.run

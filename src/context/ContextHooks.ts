@@ -114,7 +114,7 @@ export const ContextHooks = Layer.scopedDiscard(
       })
       // A summarize step in `wait` mode waits (bounded) for its summary first.
       if (sel.profile && sel.profile.steps.some((x) => x.engine === "summarize")) {
-        return Effect.as(compression.prepare(fmt, endpoint, event.body, sel.profile.steps), undefined).pipe(Effect.map(() => finish(snap, event, request, sel, s, noMemory, targets)))
+        return Effect.as(compression.prepare(fmt, endpoint, event.body, sel.profile.steps, request.apiKeyId), undefined).pipe(Effect.map(() => finish(snap, event, request, sel, s, noMemory, targets)))
       }
       return finish(snap, event, request, sel, s, noMemory, targets)
     }
@@ -124,7 +124,7 @@ export const ContextHooks = Layer.scopedDiscard(
       const endpoint = event.endpoint
       let body: Record<string, unknown> | undefined
       if (sel.profile) {
-        const applied = compression.apply(fmt, endpoint, event.body, sel.profile.steps)
+        const applied = compression.apply(fmt, endpoint, event.body, sel.profile.steps, request.apiKeyId)
         body = applied.body
         if (applied.engines.length > 0) {
           compression.record({ combo: sel.profile.combo, model: event.model, engines: applied.engines, provider: event.target?.provider, upstreamModel: event.target?.model })
