@@ -32,7 +32,7 @@ export const skillAddOptions = {
   file: Options.text("file").pipe(Options.withDescription("A file with the skill's instructions."), Options.optional),
   always: Options.boolean("always").pipe(Options.withDescription("Inject it into every request.")),
   keyword: Options.text("keyword").pipe(Options.repeated, Options.withDescription("Inject it when a user turn contains this (case-insensitive); repeat.")),
-  model: Options.text("model").pipe(Options.repeated, Options.withDescription("Inject it when the model asked matches this glob (`*` any run of characters); repeat.")),
+  model: Options.text("model").pipe(Options.repeated, Options.withDescription("Inject it when the model asked matches this pattern (`*` any run of characters); repeat.")),
   disabled: Options.boolean("disabled").pipe(Options.withDescription("Add it switched off.")),
   json
 }
