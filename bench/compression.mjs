@@ -5,11 +5,11 @@
 // the default combo (json, rtk, whitespace: the prompt has no tool result, so the walk and the
 // engines' checks are the cost), and with one memory entry injected. Interleaved rounds, one
 // gateway. Prints requests per second and p50/p99 latency per condition and the ratio to "off".
-//   node bench/compression.mjs [--seconds 4] [--rounds 2] [--concurrency 16]
+//   node bench/compression.mjs [--seconds 4] [--rounds 2] [--concurrency 16] [--stream]
 // Needs dist/ (npm run build). Everything listens on 127.0.0.1.
 import { makeClosedLoop, numberArg } from "./lib/closedLoop.mjs"
 import { cleanup } from "./lib/proc.mjs"
-import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
+import { chatBody, startGateway, startMock, streamBody } from "./lib/targets.mjs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -25,7 +25,7 @@ try {
   const mock = await startMock({ benchDir })
   const t = await startGateway({ rootDir, mock })
   if (!t.ok) throw new Error(t.error)
-  const body = chatBody(t.model("json-1k"))
+  const body = process.argv.includes("--stream") ? streamBody(t.model("sse-burst")) : chatBody(t.model("json-1k"))
   await load(t, body) // warm-up
   const conditions = {
     off: async () => admin(t, "PUT", "/api/settings/compression", { enabled: false, injectionMaxTokens: 0 }),

@@ -438,11 +438,19 @@ let fallback = null
 if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
   const x = t("gateway")
   fallback = await safe("fallback", async () => {
-    const before = JSON.parse((await api(x, "GET", "/api/resilience")).body).settings.providerBreaker.apikey
-    // The bad target fails on every request; with the shipped thresholds its provider's breaker
-    // opens after 12 consecutive failures and the router then skips it, which would measure
-    // something else. Raised for this run only, restored after.
-    const patch = await api(x, "PATCH", "/api/resilience", { providerBreaker: { apikey: { degradationThreshold: 1_000_000, failureThreshold: 1_000_000 } } })
+    const settings = JSON.parse((await api(x, "GET", "/api/resilience")).body).settings
+    const before = settings.providerBreaker.apikey
+    const cooldownBefore = settings.connectionCooldown
+    const lockoutBefore = settings.modelLockout
+    // The bad target fails on every request; with the shipped settings its provider's breaker
+    // opens after 12 consecutive failures, a 503 cools its connection down and may lock the model
+    // out, and the router then skips it, which would measure something else. Off for this run
+    // only, restored after.
+    const patch = await api(x, "PATCH", "/api/resilience", {
+      providerBreaker: { apikey: { degradationThreshold: 1_000_000, failureThreshold: 1_000_000 } },
+      connectionCooldown: { apiKeyBaseMs: 0, maxCooldownMs: 0 },
+      modelLockout: { enabled: false }
+    })
     if (patch.status !== 200) throw new Error(`PATCH /api/resilience: ${patch.status} ${patch.body}`)
     const prov = await api(x, "POST", "/api/providers", { provider: "openai", name: "bad", baseUrl: `${t("direct").baseUrl}/v1`, apiKey: "sk-bench", defaultModel: "fail-503", models: ["fail-503"] })
     if (prov.status >= 300) throw new Error(`POST /api/providers: ${prov.status} ${prov.body}`)
@@ -457,7 +465,7 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
     }
     if (probe.headers?.["x-gateway-fallback-attempts"] !== "1") throw new Error(`the combo does not fall back: ${probe.status} attempts=${probe.headers?.["x-gateway-fallback-attempts"]} ${String(probe.body).slice(0, 300)}`)
     const runs = await extraRun(x, body, (r) => `attempts=${r.headers["x-gateway-fallback-attempts"] ?? "0"}`)
-    await api(x, "PATCH", "/api/resilience", { providerBreaker: { apikey: before } })
+    await api(x, "PATCH", "/api/resilience", { providerBreaker: { apikey: before }, connectionCooldown: cooldownBefore, modelLockout: lockoutBefore })
     return { breakerDuringRun: { degradationThreshold: 1_000_000, failureThreshold: 1_000_000 }, breakerRestored: before, runs }
   })
   if (!fallback.error) log(`fallback: req/s ${fallback.runs.map((r) => r.c32.rps.toFixed(0)).join(", ")}; p50 ${fallback.runs.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; headers ${JSON.stringify(fallback.runs.map((r) => r.latency.checks))}`)
@@ -732,7 +740,7 @@ out.push(`Cells: median of the round medians (min–max across ${MODE.rounds} in
 out.push(`Pinning: ${pinning}.`)
 out.push(`Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`)
 out.push(`Durations: c=1 latency ${MODE.latencyMs / 1000} s, each throughput run ${MODE.throughputS} s, SSE ${MODE.sseConcurrency} concurrent paced streams (starts spread over ${MODE.sseSpreadMs} ms; new streams for ${MODE.sseMs / 1000} s, at least one per worker), burst ${MODE.burstS} s; warm-up ${MODE.warmupS} s per target (not measured).`)
-if (fallback && !fallback.error) out.push(`Fallback: combo \`fallback\` (priority: bad/fail-503 → openai-compatible/json-1k); the api-key breaker thresholds were raised for that run only (else the breaker opens after 12 failures and the bad target is skipped). Header check: ${fbChecks.good}/${fbChecks.all} answers with X-Gateway-Fallback-Attempts: 1, ${fbChecks.non2xx} non-2xx.`)
+if (fallback && !fallback.error) out.push(`Fallback: combo \`fallback\` (priority: bad/fail-503 → openai-compatible/json-1k); the api-key breaker thresholds were raised and the connection cooldown and model lockout switched off for that run only (else the bad target is skipped after its first failures). Header check: ${fbChecks.good}/${fbChecks.all} answers with X-Gateway-Fallback-Attempts: 1, ${fbChecks.non2xx} non-2xx.`)
 if (fallback?.error) out.push(`Fallback run failed: ${fallback.error}`)
 if (cache && !cache.error) out.push(`Cache: ${chChecks.good}/${chChecks.all} c=1 answers with X-Gateway-Cache: HIT (first request: ${cache.first}), ${chChecks.non2xx} non-2xx.`)
 if (cache?.error) out.push(`Cache run failed: ${cache.error}`)
