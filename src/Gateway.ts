@@ -4,6 +4,8 @@ import { AdminAuth } from "./auth/AdminAuth.js"
 import { ApiKeys } from "./auth/ApiKeys.js"
 import { AppConfig, type AppConfigShape } from "./config/AppConfig.js"
 import { FeatureFlags } from "./flags/FeatureFlags.js"
+import { Dashboard } from "./dashboard/Static.js"
+import { LiveFeed } from "./dashboard/LiveFeed.js"
 import { GatewayServer } from "./http/Server.js"
 import { InferenceRoutes } from "./inference/dispatch.js"
 import { RequestHooks } from "./inference/hooks.js"
@@ -108,7 +110,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  */
 export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, SummarizerLive, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
   Layer.provideMerge(GatewayServer.layer),
-  Layer.provide(ResponsesWebSocket.layer),
+  Layer.provide(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provideMerge(McpHttp.layer),
   Layer.provideMerge(McpTools.layer),

@@ -1,4 +1,6 @@
 import * as Effect from "effect/Effect"
+import { Dashboard } from "../src/dashboard/Static.js"
+import { LiveFeed } from "../src/dashboard/LiveFeed.js"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -321,6 +323,8 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(InferenceRoutes, routes)),
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
       Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),
+      Layer.provide(Layer.succeed(Dashboard, { handle: () => false })),
+      Layer.provide(Layer.succeed(LiveFeed, { upgrade: () => false, port: () => undefined })),
       Layer.provide(Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
       Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),

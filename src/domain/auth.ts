@@ -14,6 +14,13 @@ export const LoginRequest = Schema.Struct({
   password: Schema.String.pipe(Schema.maxLength(1024, { message: () => "password must be at most 1024 characters" }))
 }).annotations(strict)
 
+/**
+ * `POST /api/auth/setup`: the first admin password, from the dashboard's first-run page. Only
+ * while no password is set, and only from this machine directly or with an admin API key
+ * (docs/dashboard.md, "First run").
+ */
+export const SetupRequest = Schema.Struct({ password: AdminPassword }).annotations(strict)
+
 export const LoginResult = Schema.Struct({
   ok: Schema.Boolean,
   /** Send back as `X-CSRF-Token` on POST, PUT, PATCH and DELETE made with the session cookie. */

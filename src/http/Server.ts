@@ -22,6 +22,8 @@ import { InferenceRoutes, newRequestId } from "../inference/dispatch.js"
 import { gatewayHeaders } from "../inference/io.js"
 import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/App.js"
+import { Dashboard } from "../dashboard/Static.js"
+import { LiveFeed } from "../dashboard/LiveFeed.js"
 import { MCP_PATH, McpHttp } from "../mcp/McpHttp.js"
 import { lingerOnClose } from "./lingering.js"
 import { clientAddress } from "./request.js"
@@ -81,6 +83,8 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       const management = yield* ManagementHandler
       const websocket = yield* ResponsesWebSocket
       const mcp = yield* McpHttp
+      const dashboard = yield* Dashboard
+      const live = yield* LiveFeed
       const flags = yield* FeatureFlags
       const settings = yield* Settings
       const fibers = yield* FiberSet.make<void, never>()
@@ -137,6 +141,8 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const path = q === -1 ? url : url.slice(0, q)
+        // The dashboard's files (src/dashboard/Static.ts): a prefix test for every other path.
+        if (path.charCodeAt(1) === 100 /* d */ && dashboard.handle(req, res, path)) return void open.delete(res)
         // MCP over streamable HTTP (src/mcp/McpHttp.ts): its own sessions and long-lived streams.
         if (path === MCP_PATH) {
           res.once("close", () => open.delete(res))
@@ -212,7 +218,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         })
       })
 
-      // WebSocket upgrades: the Responses transport; any other path is not upgradable.
+      // WebSocket upgrades: the dashboard's live feed and the Responses transport; any other path is not upgradable.
       server.on("upgrade", (req, socket, head) => {
         fresh.delete(socket as net.Socket)
         try {
@@ -222,7 +228,7 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
             socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
             return
           }
-          if (!websocket.upgrade(req, socket as net.Socket, head)) {
+          if (!live.upgrade(req, socket as net.Socket, head) && !websocket.upgrade(req, socket as net.Socket, head)) {
             socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
           }
         } catch (e) {

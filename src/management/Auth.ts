@@ -32,7 +32,7 @@ const crossOrigin = (headers: Readonly<Record<string, string | undefined>>): boo
  * would make every remote client look local), a loopback Host (DNS rebinding), and for writes no
  * Origin but a loopback one (a web page in the operator's browser cannot post cross-site).
  */
-const directLocal = (source: http.IncomingMessage): boolean => {
+export const directLocal = (source: http.IncomingMessage): boolean => {
   const socket = source.socket?.remoteAddress
   if (!socket || !isLoopbackHost(socket)) return false
   const h = source.headers

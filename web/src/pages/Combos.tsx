@@ -1,0 +1,6 @@
+import { Page } from "../ui"
+
+// Placeholder: this page is being built (docs/dashboard.md lists what each page does).
+export default function CombosPage() {
+  return <Page title="Combos">This page is not built yet.</Page>
+}

@@ -1,0 +1,6 @@
+import { Page } from "../ui"
+
+// Placeholder: this page is being built (docs/dashboard.md lists what each page does).
+export default function SettingsPage() {
+  return <Page title="Settings">This page is not built yet.</Page>
+}
