@@ -110,7 +110,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  */
 export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, SummarizerLive, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
   Layer.provideMerge(GatewayServer.layer),
-  Layer.provide(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
+  Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provideMerge(McpHttp.layer),
   Layer.provideMerge(McpTools.layer),
