@@ -96,6 +96,7 @@ export const startDashboardGateway = async (options: { readonly env?: Record<str
  */
 export const openPage = async (browser: Browser, options: { readonly viewport?: { width: number; height: number } } = {}): Promise<{ context: BrowserContext; page: Page; problems: string[] }> => {
   const context = await browser.newContext({ viewport: options.viewport ?? { width: 1366, height: 900 } })
+  context.setDefaultTimeout(15_000)
   const page = await context.newPage()
   const problems: string[] = []
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`))
@@ -118,7 +119,8 @@ export const login = async (page: Page, url: string, password = PASSWORD) => {
   await page.goto(`${url}/dashboard/`)
   await page.getByLabel("Admin password").fill(password)
   await page.getByRole("button", { name: "Log in" }).click()
-  await page.getByRole("navigation", { name: "Dashboard" }).waitFor()
+  // The shell (its banner, on every screen size) replaces the login form.
+  await page.getByRole("link", { name: "Gateway", exact: true }).waitFor()
 }
 
 /** Opens a page of the dashboard from the navigation (as a user would) and waits for its heading. */
