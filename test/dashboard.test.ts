@@ -69,6 +69,15 @@ describe("the dashboard's files (/dashboard)", () => {
     expect(res.headers.location).toBe("/dashboard/")
   })
 
+  it("a browser at the gateway's root is sent to the dashboard; an API client's GET / is left to the API", async () => {
+    const browser = await rawCall(url, "GET", "/", { accept: "text/html,application/xhtml+xml,*/*;q=0.8" })
+    expect(browser.status).toBe(302)
+    expect(browser.headers.location).toBe("/dashboard/")
+    expect((await rawCall(url, "GET", "/", { accept: "application/json" })).status).toBe(599)
+    expect((await rawCall(url, "GET", "/")).status).toBe(599)
+    expect((await rawCall(url, "POST", "/", { accept: "text/html" }, "")).status).toBe(599)
+  })
+
   it("hashed assets are immutable for a year, compressed as the client accepts, and revalidate by ETag", async () => {
     const plain = await rawCall(url, "GET", "/dashboard/assets/index-abc123.js")
     expect(plain.status).toBe(200)

@@ -123,6 +123,14 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
       const assets = existsSync(path.join(dir, "index.html")) ? loadAssets(dir) : undefined
       return {
         handle: (req, res, p) => {
+          // A browser opening the gateway's root is sent to the dashboard; an API client asking
+          // for `/` keeps the inference plane's JSON 404.
+          if (p === "/") {
+            if ((req.method !== "GET" && req.method !== "HEAD") || !String(req.headers["accept"] ?? "").includes("text/html")) return false
+            req.resume()
+            send(req, res, 302, { location: `${DASHBOARD_PATH}/`, "cache-control": "no-cache" }, "")
+            return true
+          }
           if (p !== DASHBOARD_PATH && !p.startsWith(`${DASHBOARD_PATH}/`)) return false
           req.resume()
           if (req.method !== "GET" && req.method !== "HEAD") {

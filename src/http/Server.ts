@@ -141,8 +141,9 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
         const url = req.url ?? "/"
         const q = url.indexOf("?")
         const path = q === -1 ? url : url.slice(0, q)
-        // The dashboard's files (src/dashboard/Static.ts): a prefix test for every other path.
-        if (path.charCodeAt(1) === 100 /* d */ && dashboard.handle(req, res, path)) return void open.delete(res)
+        // The dashboard's files, and a browser at `/` sent there (src/dashboard/Static.ts): one
+        // character test for every other path.
+        if ((path.length === 1 || path.charCodeAt(1) === 100) /* "/" or "/d…" */ && dashboard.handle(req, res, path)) return void open.delete(res)
         // MCP over streamable HTTP (src/mcp/McpHttp.ts): its own sessions and long-lived streams.
         if (path === MCP_PATH) {
           res.once("close", () => open.delete(res))
