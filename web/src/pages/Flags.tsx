@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Badge, Button, Dialog, Empty, Loader, Page, Section, Stat, TextInput, useAction, useLoad } from "../ui"
 import "./operate/operate.css"
@@ -27,18 +27,27 @@ const sourceBadge = (s: Flag["source"]) =>
 const FlagValue = (p: { flag: Flag; onChanged: () => void }) => {
   const [run, busy] = useAction()
   const f = p.flag
-  const set = (value: string | undefined) =>
-    run(
-      () => ok(api.PUT("/api/settings/feature-flags", { body: value === undefined ? { key: f.key } : { key: f.key, value } })),
+  // The value being stored, shown at once; cleared when the reloaded list has the new value (or on failure).
+  const [pending, setPending] = useState<string | undefined>()
+  useEffect(() => setPending(undefined), [f.effectiveValue, f.source])
+  const value = pending ?? f.effectiveValue
+  const set = (next: string | undefined) => {
+    if (next !== undefined) setPending(next)
+    return run(
+      () => ok(api.PUT("/api/settings/feature-flags", { body: next === undefined ? { key: f.key } : { key: f.key, value: next } })),
       (r) => `${f.key}: ${r.effectiveValue} (${r.source === "db" ? "stored" : r.source})${r.requiresRestart ? " — restart required" : ""}`
-    ).then(p.onChanged)
+    ).then((r) => {
+      if (!r) setPending(undefined)
+      p.onChanged()
+    })
+  }
   const id = `flag-${f.key}`
   return (
     <div class="flag-value">
       {f.type === "boolean" ? (
         <label class="switch" for={id}>
-          <input id={id} type="checkbox" role="switch" checked={isOn(f.effectiveValue)} disabled={busy} onChange={(e) => void set((e.currentTarget as HTMLInputElement).checked ? "true" : "false")} />
-          <span>{isOn(f.effectiveValue) ? "On" : "Off"}</span>
+          <input id={id} type="checkbox" role="switch" checked={isOn(value)} disabled={busy} onChange={(e) => void set((e.currentTarget as HTMLInputElement).checked ? "true" : "false")} />
+          <span>{isOn(value) ? "On" : "Off"}</span>
           <span class="sr-only"> — {f.label}</span>
         </label>
       ) : (
@@ -46,7 +55,7 @@ const FlagValue = (p: { flag: Flag; onChanged: () => void }) => {
           <label class="sr-only" for={id}>
             {f.label}
           </label>
-          <select id={id} value={f.effectiveValue} disabled={busy} onChange={(e) => void set((e.currentTarget as HTMLSelectElement).value)}>
+          <select id={id} value={value} disabled={busy} onChange={(e) => void set((e.currentTarget as HTMLSelectElement).value)}>
             {(f.enumValues ?? []).map((v) => (
               <option key={v} value={v}>
                 {v}
