@@ -178,6 +178,14 @@ describe("dashboard: settings, feature flags, webhooks, backups", () => {
     const [db] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download database (.db)" }).click()])
     expect(readFileSync((await db.path())!).subarray(0, 16).toString("latin1")).toBe("SQLite format 3\0")
 
+    // Import it back (a multipart upload): a key made after the export is gone again.
+    expect((await gw.admin("POST", "/api/keys", { name: "made-after-the-export" })).status).toBe(201)
+    await page.getByLabel("Database file or archive").setInputFiles((await db.path())!)
+    await page.getByRole("button", { name: "Import…" }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Import and restore" }).click()
+    await page.getByText("Import restored").waitFor()
+    expect(await names()).not.toContain("made-after-the-export")
+
     await expectAccessible(page, "backups")
     await screenshot(page, "backups")
     expectNoProblems(problems)

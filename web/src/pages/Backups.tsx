@@ -64,6 +64,7 @@ const Downloads = () => {
           Download database (.db)
         </Button>
       </div>
+      <div class="sub">
       <Form onSubmit={exportAll} label="Download an archive">
         <Checkbox label="Include the storage key" checked={includeKey} onChange={setIncludeKey} hint="Without it, encrypted provider keys in the archive cannot be read by another gateway." />
         {includeKey && <TextInput label="Passphrase" type="password" value={passphrase} onInput={setPassphrase} required autoComplete="new-password" hint="At least 8 characters; needed to import the key. Sent in the X-Export-Passphrase header." />}
@@ -71,6 +72,7 @@ const Downloads = () => {
           Download archive (.tar.gz)
         </Button>
       </Form>
+      </div>
     </>
   )
 }
@@ -142,6 +144,7 @@ export default function BackupsPage() {
         </Button>
       }
     >
+      <div class="operate">
       <RestoredNote result={restored} />
       <Section title="Backups">
         <Loader of={list}>
@@ -189,6 +192,7 @@ export default function BackupsPage() {
           <Button onClick={() => setRestoring(undefined)}>Cancel</Button>
         </div>
       </Dialog>
+      </div>
     </Page>
   )
 }

@@ -243,11 +243,12 @@ const ThinkingSection = (p: { value: Settings["thinkingBudget"]; onSaved: () => 
         label="Mode"
         value={v.mode}
         options={[
-          { value: "passthrough", label: "passthrough: requests as sent" },
-          { value: "cap", label: "cap: lower budgets above the maximum" },
-          { value: "force", label: "force: every request at the level below" }
+          { value: "passthrough", label: "passthrough" },
+          { value: "cap", label: "cap" },
+          { value: "force", label: "force" }
         ]}
         onChange={(mode) => setV({ ...v, mode })}
+        hint="passthrough: requests as sent; cap: budgets above the maximum are lowered; force: every request at the effort and budget below."
       />
       <NumberInput label="Maximum budget (tokens)" value={v.maxTokens} onInput={(n) => setV({ ...v, maxTokens: n ?? 0 })} min={0} max={1000000} step={1} hint="cap: the largest reasoning budget a request keeps." />
       <Select<Effort> label="Effort" value={v.effort} options={["none", "minimal", "low", "medium", "high"]} onChange={(effort) => setV({ ...v, effort })} hint="force: for formats that take a level (OpenAI, Responses, Ollama)." />
@@ -276,10 +277,11 @@ const SystemPromptSection = (p: { value: Settings["systemPrompt"]; onSaved: () =
         label="Position"
         value={position}
         options={[
-          { value: "prepend", label: "before the client's own system prompt" },
-          { value: "append", label: "after the client's own system prompt" }
+          { value: "prepend", label: "prepend" },
+          { value: "append", label: "append" }
         ]}
         onChange={setPosition}
+        hint="Before or after the client's own system prompt."
       />
       <TextArea label="API keys that skip it" value={skip} onInput={setSkip} rows={2} mono hint="Key ids (from API keys), one a line." />
       <Button kind="primary" type="submit" busy={busy}>
@@ -382,6 +384,7 @@ export default function SettingsPage() {
   const doc = useLoad(loadSettings)
   return (
     <Page title="Settings" description="Gateway-wide settings; each takes effect at once. Compression settings are on the Compression page, switches on Feature flags.">
+      <div class="operate">
       <Loader of={doc}>
         {(d) => {
           // Each form starts from the stored values; after any save the document reloads and the forms reset to it.
@@ -428,6 +431,7 @@ export default function SettingsPage() {
           )
         }}
       </Loader>
+      </div>
     </Page>
   )
 }

@@ -132,6 +132,7 @@ export default function WebhooksPage() {
 
   return (
     <Page title="Webhooks" description="Signed HTTP deliveries of gateway events (requests, provider errors and recoveries, quotas, combo switches) to your own receivers.">
+      <div class="operate">
       <Section title="New webhook">
         {secret && (
           <div class="sub">
@@ -262,6 +263,7 @@ export default function WebhooksPage() {
           <Button onClick={() => setRemoving(undefined)}>Cancel</Button>
         </div>
       </Dialog>
+      </div>
     </Page>
   )
 }
