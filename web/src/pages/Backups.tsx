@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Checkbox, Dialog, Empty, Field, fmtBytes, fmtDate, Form, Loader, Page, Section, Table, TextInput, toast, useAction, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Dialog, Empty, Field, fmtBytes, fmtDate, Form, Loader, Page, Section, Table, TextInput, useAction, useLoad } from "../ui"
 import { BackupSchedule } from "./operate/BackupSchedule"
 import "./operate/operate.css"
 
@@ -132,7 +132,6 @@ export default function BackupsPage() {
   const onRestored = (r: Restored) => {
     setRestored(r)
     list.reload()
-    toast("The database was replaced")
   }
   return (
     <Page
