@@ -229,7 +229,7 @@ const PricingSection = () => {
                   label: "Actions",
                   render: (p) =>
                     p.source.includes("override") ? (
-                      <Button kind="danger" onClick={() => void remove(p.provider, p.model)} aria-label={`Remove the price override of ${p.provider}/${p.model}`}>
+                      <Button kind="danger" onClick={() => void remove(p.provider, p.model)} aria-label={`Remove override of ${p.provider}/${p.model}`}>
                         Remove override
                       </Button>
                     ) : (

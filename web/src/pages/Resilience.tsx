@@ -153,7 +153,7 @@ export default function ResiliencePage() {
                   {
                     label: "Actions",
                     render: (c) => (
-                      <Button onClick={() => void reset(c.provider)} disabled={busy} aria-label={`Reset ${c.provider}`}>
+                      <Button onClick={() => void reset(c.provider)} disabled={busy} aria-label={`Reset provider ${c.provider} (${c.name})`}>
                         Reset provider
                       </Button>
                     )

@@ -1,0 +1,252 @@
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeUpstream } from "../support/fakeUpstream.js"
+import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+
+// The routing pages of the dashboard (Providers, Models & aliases, Resilience, Cache), driven
+// through the browser only; the admin key arranges traffic and checks what the API holds.
+
+const SECRET = "sk-routing-e2e-secret-0123456789"
+
+describe("dashboard: providers, models, resilience, cache", () => {
+  let browser: Browser
+  let gw: DashboardGateway
+  let good: FakeUpstream
+  let refusing: FakeUpstream
+  let failing: FakeUpstream
+
+  beforeAll(async () => {
+    browser = await launchBrowser()
+    gw = await startDashboardGateway({ password: PASSWORD })
+    good = (await FakeUpstream.start()).always({ content: "hello from the fake" })
+    refusing = (await FakeUpstream.start()).always({ status: 401, errorMessage: "Incorrect API key provided (fake upstream)" })
+    failing = (await FakeUpstream.start()).always({ status: 500, errorMessage: "fake upstream is broken" })
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await gw?.stop()
+    await Promise.all([good?.close(), refusing?.close(), failing?.close()])
+  })
+
+  const row = (page: Page, text: string) => page.getByRole("row").filter({ hasText: text })
+
+  const addProvider = async (page: Page, fields: { name: string; baseUrl: string; apiKey: string; defaultModel: string }) => {
+    await page.getByRole("button", { name: "Add provider" }).click()
+    const dialog = page.getByRole("dialog", { name: "Add a provider" })
+    await dialog.waitFor()
+    expect(await dialog.getByLabel("Provider", { exact: true }).inputValue()).toBe("openai-compatible")
+    await dialog.getByLabel("Name").fill(fields.name)
+    await dialog.getByLabel("Base URL").fill(fields.baseUrl)
+    await dialog.getByLabel("API key").fill(fields.apiKey)
+    await dialog.getByLabel("Default model").fill(fields.defaultModel)
+    await dialog.getByRole("button", { name: "Add provider" }).click()
+    await dialog.waitFor({ state: "hidden" })
+    await row(page, fields.name).first().waitFor()
+  }
+
+  it("adds a provider, tests it, edits it, disables and enables it, shows a failing test's error, deletes one", async () => {
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Providers")
+    // Empty state: what to do first.
+    await page.getByText("No providers yet").waitFor()
+    await expectAccessible(page, "providers (empty)")
+    await screenshot(page, "providers-empty")
+
+    // Add: the credential check in the dialog first, then save.
+    await page.getByRole("button", { name: "Add provider" }).click()
+    const dialog = page.getByRole("dialog", { name: "Add a provider" })
+    await dialog.getByLabel("Base URL").fill(good.baseUrl("openai-chat"))
+    await dialog.getByLabel("API key").fill(SECRET)
+    await dialog.getByRole("button", { name: "Check credentials" }).click()
+    await dialog.getByRole("status").filter({ hasText: "works" }).waitFor()
+    await expectAccessible(page, "providers (add dialog)")
+    await dialog.getByRole("button", { name: "Close" }).click()
+    await addProvider(page, { name: "fakeup", baseUrl: good.baseUrl("openai-chat"), apiKey: SECRET, defaultModel: "m1" })
+
+    // The key is masked in the page, never whole.
+    const fakeRow = row(page, "fakeup")
+    expect(await page.content()).not.toContain(SECRET)
+    expect(await fakeRow.textContent()).toMatch(/sk-r.*…|\*\*\*\*/)
+
+    // Test: the page says it works, and the fake upstream saw the request with the key.
+    const before = good.requests.length
+    await page.getByRole("button", { name: "Test fakeup" }).click()
+    const result = page.getByRole("status", { name: "Test result for fakeup" })
+    await result.filter({ hasText: "fakeup works" }).waitFor()
+    expect(await result.textContent()).toContain("HTTP 200")
+    const seen = good.requests.slice(before)
+    expect(seen.some((r) => r.path === "/v1/models" && r.headers.authorization === `Bearer ${SECRET}`)).toBe(true)
+    await fakeRow.getByText("active").waitFor()
+
+    // Edit: a new default model, shown in the list and stored.
+    await page.getByRole("button", { name: "Edit fakeup" }).click()
+    const edit = page.getByRole("dialog", { name: "Edit fakeup" })
+    await edit.getByLabel("Default model").fill("m2")
+    await edit.getByRole("button", { name: "Save" }).click()
+    await edit.waitFor({ state: "hidden" })
+    await fakeRow.getByRole("cell", { name: "m2", exact: true }).waitFor()
+    const stored = (await gw.admin("GET", "/api/providers")).body.connections.find((c: any) => c.name === "fakeup")
+    expect(stored.defaultModel).toBe("m2")
+    expect(stored.hasApiKey).toBe(true)
+
+    // Disable, then enable again.
+    await page.getByRole("button", { name: "Disable fakeup" }).click()
+    await fakeRow.getByText("disabled", { exact: true }).waitFor()
+    expect((await gw.admin("GET", `/api/providers/${stored.id}`)).body.enabled).toBe(false)
+    await page.getByRole("button", { name: "Enable fakeup" }).click()
+    await page.getByRole("button", { name: "Disable fakeup" }).waitFor()
+    expect((await gw.admin("GET", `/api/providers/${stored.id}`)).body.enabled).toBe(true)
+
+    // Its models, from the upstream's list.
+    await page.getByRole("button", { name: "Models of fakeup" }).click()
+    const models = page.getByRole("dialog", { name: "Models of fakeup" })
+    await models.getByText(/As the upstream lists them|From the catalog/).waitFor()
+    await expectAccessible(page, "providers (models dialog)")
+    await page.keyboard.press("Escape")
+    await models.waitFor({ state: "hidden" })
+
+    // A provider whose upstream refuses the key: the test fails with the API's own message.
+    await addProvider(page, { name: "badkey", baseUrl: refusing.baseUrl("openai-chat"), apiKey: "sk-wrong-key-000000", defaultModel: "m1" })
+    await page.getByRole("button", { name: "Test badkey" }).click()
+    const bad = page.getByRole("status", { name: "Test result for badkey" })
+    await bad.filter({ hasText: "badkey failed" }).waitFor()
+    const badId = (await gw.admin("GET", "/api/providers")).body.connections.find((c: any) => c.name === "badkey").id
+    const apiSays = (await gw.admin("POST", `/api/providers/${badId}/test`)).body
+    expect(apiSays.ok).toBe(false)
+    expect(apiSays.error).toBeTruthy()
+    expect(await bad.textContent()).toContain(apiSays.error)
+    expect(await bad.textContent()).toContain("HTTP 401")
+
+    await expectAccessible(page, "providers")
+    await screenshot(page, "providers")
+
+    // Delete, after confirming.
+    await page.getByRole("button", { name: "Delete badkey" }).click()
+    const confirm = page.getByRole("dialog", { name: "Delete this provider?" })
+    await confirm.getByRole("button", { name: "Delete badkey" }).click()
+    await confirm.waitFor({ state: "hidden" })
+    await page.getByRole("button", { name: "Test badkey" }).waitFor({ state: "detached" })
+    expect((await gw.admin("GET", "/api/providers")).body.connections.map((c: any) => c.name)).toEqual(["fakeup"])
+
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("Providers at phone size", async () => {
+    const { page, problems, context } = await openPage(browser, { viewport: { width: 390, height: 844 } })
+    // The harness's login waits for the navigation, which a phone keeps behind the Menu button.
+    await page.goto(`${gw.url}/dashboard/`)
+    await page.getByLabel("Admin password").fill(PASSWORD)
+    await page.getByRole("button", { name: "Log in" }).click()
+    await page.getByRole("button", { name: "Menu" }).waitFor()
+    await goTo(page, "Providers")
+    await row(page, "fakeup").first().waitFor()
+    await expectAccessible(page, "providers (phone)")
+    await screenshot(page, "providers-phone")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("Models & aliases: the catalog searches, an alias is created and listed", async () => {
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Models & aliases")
+    await page.getByRole("checkbox", { name: "Every provider (not only connected ones)" }).check()
+    await page.getByLabel("Search models").fill("gpt-4o")
+    await page.getByRole("table", { name: "Model catalog" }).getByText("openai/gpt-4o", { exact: true }).first().waitFor()
+    const rows = await page.getByRole("table", { name: "Model catalog" }).getByRole("row").allTextContents()
+    expect(rows.slice(1).every((r) => r.toLowerCase().includes("gpt-4o"))).toBe(true)
+    await expectAccessible(page, "models (catalog)")
+    await screenshot(page, "models")
+
+    await page.getByRole("button", { name: "Aliases" }).click()
+    await page.getByLabel("Alias", { exact: true }).fill("fast")
+    await page.getByLabel("Target model").fill("fakeup/m2")
+    await page.getByRole("button", { name: "Save alias" }).click()
+    await page.getByRole("table", { name: "Model aliases" }).getByRole("row").filter({ hasText: "fakeup/m2" }).waitFor()
+    const aliases = (await gw.admin("GET", "/api/models/alias")).body.aliases
+    expect(aliases).toContainEqual(expect.objectContaining({ alias: "fast", target: "fakeup/m2", source: "user" }))
+    await expectAccessible(page, "models (aliases)")
+    await screenshot(page, "models-aliases")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("Resilience: a failing upstream's breaker is shown, and resetting it clears it; settings save", async () => {
+    // Arrange failing traffic: a connection whose upstream answers 500, called with the admin key.
+    const made = await gw.admin("POST", "/api/providers", { provider: "openai-compatible", name: "flaky", baseUrl: failing.baseUrl("openai-chat"), apiKey: "sk-flaky-0000000000", defaultModel: "m1" })
+    expect(made.status).toBe(201)
+    const origin = new URL(failing.url).host
+    const breakerOf = async () => ((await gw.admin("GET", "/api/resilience")).body.breakers as any[]).find((b) => String(b.origin ?? "").includes(origin))
+    for (let i = 0; i < 4 && !((await breakerOf())?.consecutiveFailures > 0); i++) {
+      const r = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "flaky/m1", messages: [{ role: "user", content: "hi" }] })
+      })
+      expect(r.status).toBeGreaterThanOrEqual(500)
+      await r.text()
+    }
+    const breaker = await breakerOf()
+    expect(breaker.consecutiveFailures).toBeGreaterThan(0)
+
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Resilience")
+    const table = page.getByRole("table", { name: "Circuit breakers" })
+    const bRow = table.getByRole("row").filter({ hasText: origin })
+    await bRow.waitFor()
+    expect(await bRow.textContent()).toContain(`${breaker.consecutiveFailures} / ${breaker.failureThreshold}`)
+    await expectAccessible(page, "resilience")
+    await screenshot(page, "resilience")
+
+    await page.getByRole("button", { name: `Reset ${breaker.key}` }).click()
+    await page.getByText(/Reset 1 breaker/).waitFor()
+    await bRow.waitFor({ state: "detached" })
+    expect(await breakerOf()).toBeUndefined()
+
+    // Settings: change the API-key breaker threshold through the form.
+    await page.getByLabel("Failures to open (API key)").fill("20")
+    await page.getByRole("button", { name: "Save settings" }).click()
+    await page.getByText("Resilience settings saved").waitFor()
+    expect((await gw.admin("GET", "/api/resilience")).body.settings.providerBreaker.apikey.failureThreshold).toBe(20)
+
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("Cache: shows the statistics and clears them", async () => {
+    // Arrange: the same deterministic request twice, the second served from the cache.
+    for (let i = 0; i < 2; i++) {
+      const r = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "fakeup/m2", temperature: 0, messages: [{ role: "user", content: "cache me" }] })
+      })
+      expect(r.status).toBe(200)
+      await r.text()
+    }
+    const hits = (await gw.admin("GET", "/api/cache/stats")).body.semanticCache.hits
+    expect(hits).toBeGreaterThanOrEqual(1)
+
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Cache")
+    const stats = page.getByLabel("Response cache statistics")
+    const hitsStat = stats.locator(".stat").filter({ hasText: "Hits" })
+    await hitsStat.getByText(String(hits), { exact: true }).waitFor()
+    await expectAccessible(page, "cache")
+    await screenshot(page, "cache")
+
+    await page.getByRole("button", { name: "Clear cache" }).click()
+    await page.getByRole("dialog", { name: "Clear the cache?" }).getByRole("button", { name: "Clear everything" }).click()
+    await page.getByText(/Cache cleared: 1 in memory/).waitFor()
+    await hitsStat.getByText("0", { exact: true }).waitFor()
+    const after = (await gw.admin("GET", "/api/cache/stats")).body.semanticCache
+    expect(after.hits).toBe(0)
+    expect(after.memorySize).toBe(0)
+    expectNoProblems(problems)
+    await context.close()
+  })
+})
