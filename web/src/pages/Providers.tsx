@@ -2,7 +2,7 @@ import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import type { paths } from "../api/schema"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtMs, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextInput, toast, useAction, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtMs, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextInput, useAction, useLoad } from "../ui"
 import { NodesSection } from "./providers/Nodes"
 import { OAuthSection } from "./providers/OAuth"
 import "./Providers.css"
@@ -111,7 +111,22 @@ const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArra
         ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {})
       }
       if (p.editing) {
-        const body = { ...common, ...(f.apiKey ? { apiKey: f.apiKey } : {}) }
+        // Only what changed: re-sending an unchanged base URL would clear the connection's test status.
+        const before = fromConnection(p.editing)
+        const changed = (k: keyof FormState) => JSON.stringify(f[k]) !== JSON.stringify(before[k])
+        const body = {
+          ...(changed("name") && common.name ? { name: common.name } : {}),
+          ...(changed("baseUrl") ? { baseUrl: common.baseUrl } : {}),
+          ...(changed("defaultModel") ? { defaultModel: common.defaultModel } : {}),
+          ...(changed("models") ? { models: common.models } : {}),
+          ...(changed("priority") && f.priority !== undefined ? { priority: f.priority } : {}),
+          ...(changed("maxConcurrent") ? { max_concurrent: common.max_concurrent } : {}),
+          ...(changed("enabled") ? { enabled: f.enabled } : {}),
+          ...(changed("accountTier") ? { accountTier: common.accountTier } : {}),
+          ...(changed("proxyId") ? { proxyId: common.proxyId } : {}),
+          ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {}),
+          ...(f.apiKey ? { apiKey: f.apiKey } : {})
+        }
         await ok(api.PUT("/api/providers/{id}", { params: { path: { id: p.editing.id } }, body }))
       } else {
         await ok(api.POST("/api/providers", { body: { provider: f.provider, ...common, ...(f.apiKey ? { apiKey: f.apiKey } : {}) } }))
@@ -224,7 +239,6 @@ export default function ProvidersPage() {
     setTesting(null)
     if (r) {
       setResults((s) => ({ ...s, [c.id]: r }))
-      toast(r.ok ? `${c.name}: test passed` : `${c.name}: test failed`, r.ok ? "ok" : "error")
       list.reload()
     }
   }
