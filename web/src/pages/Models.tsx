@@ -4,7 +4,8 @@ import { Link } from "../router"
 import { Badge, Button, Checkbox, Empty, fmtDate, fmtNumber, Form, Loader, NumberInput, Page, Section, Table, TextInput, useAction, useLoad } from "../ui"
 import "./Models.css"
 
-const price = (n: number | null | undefined) => (n === null || n === undefined ? "—" : `$${n.toFixed(n < 1 ? 3 : 2)}`)
+const price = (n: number | null | undefined) => (n === null || n === undefined ? "—" : n === 0 ? "$0" : `$${n.toFixed(n < 1 ? 3 : 2)}`)
+const count = (n: number | null | undefined) => (n ? fmtNumber(n) : "—")
 
 const CatalogSection = () => {
   const [all, setAll] = useState(false)
@@ -14,7 +15,7 @@ const CatalogSection = () => {
   const LIMIT = 200
   return (
     <Section title="Catalog">
-      <div class="form">
+      <div class="filters">
         <TextInput label="Search models" type="search" value={query} onInput={setQuery} placeholder="gpt-4o, claude, llama…" />
         <Checkbox label="Every provider (not only connected ones)" checked={all} onChange={setAll} />
       </div>
@@ -39,7 +40,7 @@ const CatalogSection = () => {
                   { label: "Model id", render: (m) => <code>{m.id}</code> },
                   { label: "Name", render: (m) => m.name },
                   { label: "Provider", render: (m) => m.provider },
-                  { label: "Context", class: "num", render: (m) => fmtNumber(m.contextWindow) },
+                  { label: "Context", class: "num", render: (m) => count(m.contextWindow) },
                   { label: "Input", class: "num", render: (m) => price(m.price.input) },
                   { label: "Output", class: "num", render: (m) => price(m.price.output) },
                   {
@@ -160,7 +161,7 @@ const CustomModelsSection = () => {
               { label: "Model", render: (m) => <code>{`${m.provider}/${m.model}`}</code> },
               { label: "Name", render: (m) => m.name ?? "—" },
               { label: "Scope", render: (m) => m.scope },
-              { label: "Context", class: "num", render: (m) => fmtNumber(m.contextLength) },
+              { label: "Context", class: "num", render: (m) => count(m.contextLength) },
               { label: "Price in / out", class: "num", render: (m) => (m.price ? `${price(m.price.input)} / ${price(m.price.output)}` : "—") },
               {
                 label: "Actions",
