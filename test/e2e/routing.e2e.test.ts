@@ -1,5 +1,6 @@
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeOAuth } from "../support/fakeOAuth.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
 
@@ -14,10 +15,16 @@ describe("dashboard: providers, models, resilience, cache", () => {
   let good: FakeUpstream
   let refusing: FakeUpstream
   let failing: FakeUpstream
+  let oauth: FakeOAuth
 
   beforeAll(async () => {
     browser = await launchBrowser()
-    gw = await startDashboardGateway({ password: PASSWORD })
+    // qwen's device flow against a fake authorization server on 127.0.0.1.
+    oauth = await FakeOAuth.start()
+    gw = await startDashboardGateway({
+      password: PASSWORD,
+      env: { GATEWAY_OAUTH_QWEN_TOKEN_URL: `${oauth.url}/token`, GATEWAY_OAUTH_QWEN_DEVICE_AUTHORIZATION_URL: `${oauth.url}/device/code` }
+    })
     good = (await FakeUpstream.start()).always({ content: "hello from the fake" })
     refusing = (await FakeUpstream.start()).always({ status: 401, errorMessage: "Incorrect API key provided (fake upstream)" })
     failing = (await FakeUpstream.start()).always({ status: 500, errorMessage: "fake upstream is broken" })
@@ -25,7 +32,7 @@ describe("dashboard: providers, models, resilience, cache", () => {
   afterAll(async () => {
     await browser?.close()
     await gw?.stop()
-    await Promise.all([good?.close(), refusing?.close(), failing?.close()])
+    await Promise.all([good?.close(), refusing?.close(), failing?.close(), oauth?.close()])
   })
 
   const row = (page: Page, text: string) => page.getByRole("row").filter({ hasText: text })
@@ -146,6 +153,37 @@ describe("dashboard: providers, models, resilience, cache", () => {
     await row(page, "fakeup").first().waitFor()
     await expectAccessible(page, "providers (phone)")
     await screenshot(page, "providers-phone")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("OAuth: the device flow shows the code, completes by polling, and the sign-in is revoked", async () => {
+    oauth.deviceInterval = 1
+    oauth.deviceScript = ["authorization_pending", "authorization_pending"]
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Providers")
+    await page.getByLabel("Account", { exact: true }).selectOption("qwen")
+    await page.getByText("No qwen account connected").waitFor()
+    await page.getByLabel("Connection name").fill("qwen1")
+    await page.getByRole("button", { name: "Connect" }).click()
+    const flow = page.getByRole("region", { name: "Finish the sign-in" })
+    await flow.getByText("ABCD-1234").waitFor()
+    expect(await flow.getByRole("link").getAttribute("href")).toBe(`${oauth.url}/device?user_code=ABCD-1234`)
+    await expectAccessible(page, "providers (device code)")
+    await screenshot(page, "providers-oauth-device")
+    // The page polls until the authorization server says yes; the connection is then listed.
+    await flow.waitFor({ state: "detached", timeout: 15_000 })
+    const oauthRow = page.getByRole("table", { name: "OAuth connections of qwen" }).getByRole("row").filter({ hasText: "qwen1" })
+    await oauthRow.getByText("active").waitFor()
+    expect(await oauthRow.textContent()).toContain("dev@example.test")
+    await page.getByRole("table", { name: "Provider connections" }).getByRole("row").filter({ hasText: "qwen1" }).getByText("OAuth").waitFor()
+    expect(oauth.deviceScript).toEqual([])
+
+    await page.getByRole("button", { name: "Revoke qwen1" }).click()
+    await page.getByRole("dialog", { name: "Revoke this sign-in?" }).getByRole("button", { name: "Revoke qwen1" }).click()
+    await page.getByText("No qwen account connected").waitFor()
+    expect((await gw.admin("GET", "/api/providers")).body.connections.map((c: any) => c.name)).not.toContain("qwen1")
     expectNoProblems(problems)
     await context.close()
   })

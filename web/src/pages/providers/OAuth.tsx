@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks"
 import { api, ok } from "../../api/client"
-import { Badge, Button, Empty, fmtDate, Form, Loader, Section, Select, Table, TextInput, toast, useAction, useLoad } from "../../ui"
+import { Badge, Button, Dialog, Empty, fmtDate, Form, Loader, Section, Select, Table, TextInput, toast, useAction, useLoad } from "../../ui"
 
 /** The OAuth providers built in (docs/operations.md, "OAuth connections"). */
 const OAUTH_PROVIDERS = [
@@ -24,6 +24,7 @@ export const OAuthSection = (p: { onChange: () => void }) => {
   const [name, setName] = useState("")
   const [flow, setFlow] = useState<Flow | null>(null)
   const [code, setCode] = useState("")
+  const [revoking, setRevoking] = useState<{ id: string; name: string } | null>(null)
   const status = useLoad(() => ok(api.GET("/api/oauth/{provider}/status", { params: { path: { provider } } })), [provider])
   const [run, busy] = useAction()
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
@@ -141,14 +142,7 @@ export const OAuthSection = (p: { onChange: () => void }) => {
               {
                 label: "Actions",
                 render: (c) => (
-                  <Button
-                    kind="danger"
-                    aria-label={`Revoke ${c.name}`}
-                    onClick={() =>
-                      confirm(`Forget the sign-in of ${c.name} and remove the connection?`) &&
-                      void run(() => ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: c.id } })), "Revoked").then(finished)
-                    }
-                  >
+                  <Button kind="danger" aria-label={`Revoke ${c.name}`} onClick={() => setRevoking({ id: c.id, name: c.name })}>
                     Revoke
                   </Button>
                 )
@@ -157,6 +151,30 @@ export const OAuthSection = (p: { onChange: () => void }) => {
           />
         )}
       </Loader>
+      <Dialog open={revoking !== null} title="Revoke this sign-in?" onClose={() => setRevoking(null)}>
+        {revoking && (
+          <>
+            <p>
+              The gateway forgets the tokens of <strong>{revoking.name}</strong> and removes the connection.
+            </p>
+            <div class="actions">
+              <Button
+                kind="danger"
+                busy={busy}
+                onClick={() =>
+                  void run(() => ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: revoking.id } })), `${revoking.name} revoked`).then(() => {
+                    setRevoking(null)
+                    finished()
+                  })
+                }
+              >
+                Revoke {revoking.name}
+              </Button>
+              <Button onClick={() => setRevoking(null)}>Cancel</Button>
+            </div>
+          </>
+        )}
+      </Dialog>
     </Section>
   )
 }
