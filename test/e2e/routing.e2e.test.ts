@@ -188,6 +188,43 @@ describe("dashboard: providers, models, resilience, cache", () => {
     await context.close()
   })
 
+  it("Provider nodes: added, tested (models imported) and deleted", async () => {
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Providers")
+    await page.getByText("No provider nodes").waitFor()
+    await page.getByRole("button", { name: "Add node" }).click()
+    const add = page.getByRole("dialog", { name: "Add a provider node" })
+    await add.getByLabel("Node id").fill("mynode")
+    await add.getByLabel("Display name").fill("My node")
+    await add.getByLabel("Family").selectOption("openai-chat")
+    await add.getByLabel("Node base URL").fill(good.baseUrl("openai-chat"))
+    await add.getByRole("button", { name: "Add node" }).click()
+    await add.waitFor({ state: "hidden" })
+    const nodeRow = page.getByRole("table", { name: "Provider nodes" }).getByRole("row").filter({ hasText: "My node" })
+    await nodeRow.waitFor()
+
+    const before = good.requests.length
+    await page.getByRole("button", { name: "Test node My node" }).click()
+    const tester = page.getByRole("dialog", { name: "Test node My node" })
+    await tester.getByLabel("Import the models it lists").check()
+    await tester.getByRole("button", { name: "Run test" }).click()
+    await tester.getByRole("status").filter({ hasText: "The node answers" }).waitFor()
+    expect(good.requests.slice(before).some((r) => r.path === "/v1/models")).toBe(true)
+    await expectAccessible(page, "providers (node test)")
+    await page.keyboard.press("Escape")
+    const stored = (await gw.admin("GET", "/api/provider-nodes/mynode")).body
+    expect(stored.models.length).toBeGreaterThan(0)
+    await nodeRow.getByRole("cell", { name: String(stored.models.length), exact: true }).waitFor()
+
+    await page.getByRole("button", { name: "Delete node My node" }).click()
+    await page.getByRole("dialog", { name: "Delete this node?" }).getByRole("button", { name: "Delete My node" }).click()
+    await page.getByText("No provider nodes").waitFor()
+    expect((await gw.admin("GET", "/api/provider-nodes/mynode")).status).toBe(404)
+    expectNoProblems(problems)
+    await context.close()
+  })
+
   it("Models & aliases: the catalog searches, an alias is created and listed", async () => {
     const { page, problems, context } = await openPage(browser)
     await login(page, gw.url)

@@ -123,7 +123,9 @@ export const OAuthSection = (p: { onChange: () => void }) => {
           <p class="muted" aria-busy="true">
             Waiting for you to approve… (checked every {flow.interval} s)
           </p>
-          <Button onClick={cancel}>Cancel</Button>
+          <div class="actions">
+            <Button onClick={cancel}>Cancel</Button>
+          </div>
         </div>
       )}
       <Loader of={status}>
