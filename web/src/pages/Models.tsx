@@ -81,13 +81,15 @@ const AliasesSection = () => {
   return (
     <Section title="Aliases">
       <p class="muted">A client asking for the alias gets the target model (any model id: a connection's, a combo's).</p>
-      <Form onSubmit={() => void add()} label="Add an alias">
-        <TextInput label="Alias" value={alias} onInput={setAlias} required placeholder="fast" />
-        <TextInput label="Target model" value={target} onInput={setTarget} required placeholder="openai/gpt-4o-mini" />
-        <Button kind="primary" type="submit" busy={busy}>
-          Save alias
-        </Button>
-      </Form>
+      <div class="section-form">
+        <Form onSubmit={() => void add()} label="Add an alias">
+          <TextInput label="Alias" value={alias} onInput={setAlias} required placeholder="fast" />
+          <TextInput label="Target model" value={target} onInput={setTarget} required placeholder="openai/gpt-4o-mini" />
+          <Button kind="primary" type="submit" busy={busy}>
+            Save alias
+          </Button>
+        </Form>
+      </div>
       <Loader of={aliases}>
         {(d) => (
           <Table
@@ -139,17 +141,19 @@ const CustomModelsSection = () => {
   return (
     <Section title="Custom models">
       <p class="muted">Models a provider serves that the catalog does not know (or corrections to one it knows). The provider is a provider id or a connection name.</p>
-      <Form onSubmit={() => void add()} label="Add a custom model">
-        <TextInput label="Provider or connection" value={provider} onInput={setProvider} required placeholder="openai-compatible" />
-        <TextInput label="Model id" value={model} onInput={setModel} required placeholder="llama-3.1-8b" />
-        <TextInput label="Display name" value={name} onInput={setName} />
-        <NumberInput label="Context window (tokens)" value={contextLength} onInput={setContext} min={1} step={1} />
-        <NumberInput label="Input price ($ / 1M)" value={input} onInput={setInput} min={0} />
-        <NumberInput label="Output price ($ / 1M)" value={output} onInput={setOutput} min={0} />
-        <Button kind="primary" type="submit" busy={busy}>
-          Add model
-        </Button>
-      </Form>
+      <div class="section-form">
+        <Form onSubmit={() => void add()} label="Add a custom model">
+          <TextInput label="Provider or connection" value={provider} onInput={setProvider} required placeholder="openai-compatible" />
+          <TextInput label="Model id" value={model} onInput={setModel} required placeholder="llama-3.1-8b" />
+          <TextInput label="Display name" value={name} onInput={setName} />
+          <NumberInput label="Context window (tokens)" value={contextLength} onInput={setContext} min={1} step={1} />
+          <NumberInput label="Input price ($ / 1M)" value={input} onInput={setInput} min={0} />
+          <NumberInput label="Output price ($ / 1M)" value={output} onInput={setOutput} min={0} />
+          <Button kind="primary" type="submit" busy={busy}>
+            Add model
+          </Button>
+        </Form>
+      </div>
       <Loader of={models}>
         {(d) => (
           <Table
@@ -198,17 +202,19 @@ const PricingSection = () => {
   return (
     <Section title="Price overrides">
       <p class="muted">Prices (USD per 1M tokens) used for cost accounting. An override replaces the catalog's or the synced price of one model.</p>
-      <Form onSubmit={() => void save()} label="Set a price override">
-        <TextInput label="Price provider" value={provider} onInput={setProvider} required placeholder="openai" />
-        <TextInput label="Price model" value={model} onInput={setModel} required placeholder="gpt-4o-mini" />
-        <NumberInput label="Input" value={values.input} onInput={setV("input")} min={0} />
-        <NumberInput label="Output" value={values.output} onInput={setV("output")} min={0} />
-        <NumberInput label="Cached input" value={values.cachedInput} onInput={setV("cachedInput")} min={0} />
-        <NumberInput label="Cache write" value={values.cacheWrite} onInput={setV("cacheWrite")} min={0} />
-        <Button kind="primary" type="submit" busy={busy}>
-          Save price
-        </Button>
-      </Form>
+      <div class="section-form">
+        <Form onSubmit={() => void save()} label="Set a price override">
+          <TextInput label="Price provider" value={provider} onInput={setProvider} required placeholder="openai" />
+          <TextInput label="Price model" value={model} onInput={setModel} required placeholder="gpt-4o-mini" />
+          <NumberInput label="Input" value={values.input} onInput={setV("input")} min={0} />
+          <NumberInput label="Output" value={values.output} onInput={setV("output")} min={0} />
+          <NumberInput label="Cached input" value={values.cachedInput} onInput={setV("cachedInput")} min={0} />
+          <NumberInput label="Cache write" value={values.cacheWrite} onInput={setV("cacheWrite")} min={0} />
+          <Button kind="primary" type="submit" busy={busy}>
+            Save price
+          </Button>
+        </Form>
+      </div>
       <Checkbox label="Show every known price (not only overrides)" checked={showAll} onChange={setShowAll} />
       <Loader of={prices}>
         {(d) => {

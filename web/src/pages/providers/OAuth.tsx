@@ -83,15 +83,17 @@ export const OAuthSection = (p: { onChange: () => void }) => {
   return (
     <Section title="OAuth sign-in">
       <p class="muted">Subscriptions that sign in with an account instead of an API key. The gateway keeps the tokens encrypted and refreshes them.</p>
-      <Form onSubmit={() => void start()} label="Connect an OAuth account">
-        <Select label="Account" value={provider} options={OAUTH_PROVIDERS} onChange={(v) => (cancel(), setProvider(v))} />
-        <TextInput label="Connection name" value={name} onInput={setName} hint="Default: the provider id. An existing name is re-authorized." />
-        <div class="actions">
-          <Button kind="primary" type="submit" busy={busy} disabled={flow !== null}>
-            Connect
-          </Button>
-        </div>
-      </Form>
+      <div class="section-form">
+        <Form onSubmit={() => void start()} label="Connect an OAuth account">
+          <Select label="Account" value={provider} options={OAUTH_PROVIDERS} onChange={(v) => (cancel(), setProvider(v))} />
+          <TextInput label="Connection name" value={name} onInput={setName} hint="Default: the provider id. An existing name is re-authorized." />
+          <div class="actions">
+            <Button kind="primary" type="submit" busy={busy} disabled={flow !== null}>
+              Connect
+            </Button>
+          </div>
+        </Form>
+      </div>
       {flow?.kind === "pkce" && (
         <div class="oauth-flow" role="region" aria-label="Finish the sign-in">
           <p>
