@@ -362,7 +362,7 @@ const AuditLog = () => {
                   {
                     label: "Detail",
                     render: (e) => (
-                      <Button kind="plain" onClick={() => setOpen(e)} aria-label={`Details of entry ${e.id}`}>
+                      <Button kind="plain" onClick={() => setOpen(e)} aria-label={`View entry ${e.id}`}>
                         View
                       </Button>
                     )
@@ -501,7 +501,7 @@ const Evals = () => {
               {
                 label: "Runs",
                 render: (e) => (
-                  <Button kind="plain" onClick={() => setOpen(e)} aria-label={`Runs of ${e.name}`}>
+                  <Button kind="plain" onClick={() => setOpen(e)} aria-label={`Open runs of ${e.name}`}>
                     Open
                   </Button>
                 )

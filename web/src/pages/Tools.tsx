@@ -190,7 +190,7 @@ const ToolsTable = () => {
                 label: "Set up",
                 render: (t) =>
                   t.configType === "custom" ? (
-                    <Button kind={t.status.config.status === "configured" ? "plain" : "primary"} onClick={() => setOpen(t)} aria-label={`Configure ${t.name}`}>
+                    <Button kind={t.status.config.status === "configured" ? "plain" : "primary"} onClick={() => setOpen(t)} aria-label={`${t.status.config.status === "configured" ? "Reconfigure" : "Configure"} ${t.name}`}>
                       {t.status.config.status === "configured" ? "Reconfigure" : "Configure"}
                     </Button>
                   ) : (
