@@ -74,7 +74,9 @@ const AnalyticsSection = () => {
   const analytics = useLoad(() => ok(api.GET("/api/context/analytics", { params: { query: { from: daysAgo(Number(range) - 1), to: daysAgo(0) } } })), [range])
   return (
     <Section title="Savings">
-      <Select label="Range" value={range} options={[{ value: "7", label: "last 7 days" }, { value: "30", label: "last 30 days" }, { value: "90", label: "last 90 days" }]} onChange={setRange} />
+      <div class="narrow">
+        <Select label="Range" value={range} options={[{ value: "7", label: "last 7 days" }, { value: "30", label: "last 30 days" }, { value: "90", label: "last 90 days" }]} onChange={setRange} />
+      </div>
       <Loader of={analytics}>{(a) => <AnalyticsView a={a} />}</Loader>
     </Section>
   )
@@ -91,8 +93,10 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
   const trig = s.autoTrigger
   return (
     <Form onSubmit={save} label="Compression settings">
-      <Checkbox label="Compression enabled" checked={s.enabled} onChange={(enabled) => setS({ ...s, enabled })} hint="The global switch: off, nothing compresses, whatever a request asks." />
-      <div class="filters">
+      <div class="full">
+        <Checkbox label="Compression enabled" checked={s.enabled} onChange={(enabled) => setS({ ...s, enabled })} hint="The global switch: off, nothing compresses, whatever a request asks." />
+      </div>
+      <div class="filters full">
         <Select
           label="Default combo"
           value={s.defaultCombo ?? ""}
@@ -103,10 +107,12 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
         <Select label="Active profile" value={s.activeProfile ?? ""} options={profile} onChange={(v) => setS({ ...s, activeProfile: v || null })} hint="Used by every request nothing else chose for." />
         <NumberInput label="Injection budget (tokens)" value={s.injectionMaxTokens} min={0} step={1} onInput={(v) => setS({ ...s, injectionMaxTokens: v ?? 0 })} hint="Memory and skills added per request, at most (0: none)." />
       </div>
-      <Checkbox label="Compress every eligible request by default" checked={s.compressByDefault} onChange={(compressByDefault) => setS({ ...s, compressByDefault })} />
-      <Checkbox label="Auto-trigger on long prompts" checked={trig.enabled} onChange={(enabled) => setS({ ...s, autoTrigger: { ...trig, enabled } })} />
+      <div class="full">
+        <Checkbox label="Compress every eligible request by default" checked={s.compressByDefault} onChange={(compressByDefault) => setS({ ...s, compressByDefault })} hint="With the default combo, when nothing else chose." />
+        <Checkbox label="Auto-trigger on long prompts" checked={trig.enabled} onChange={(enabled) => setS({ ...s, autoTrigger: { ...trig, enabled } })} />
+      </div>
       {trig.enabled && (
-        <div class="filters">
+        <div class="filters full">
           <NumberInput label="Threshold (tokens)" value={trig.thresholdTokens ?? undefined} min={1} step={1} onInput={(v) => setS({ ...s, autoTrigger: { ...trig, thresholdTokens: v ?? null } })} hint="Empty: this test is off." />
           <NumberInput label="Share of the context window" value={trig.windowShare ?? undefined} min={0.05} max={1} step={0.05} onInput={(v) => setS({ ...s, autoTrigger: { ...trig, windowShare: v ?? null } })} hint="0.05 to 1; empty: off." />
         </div>
@@ -260,7 +266,7 @@ const PreviewSection = (p: { combos: ReadonlyArray<Combo> }) => {
     <Section title="Preview">
       <Form onSubmit={preview} label="Compression preview">
         <TextArea label="Text or request body" value={text} onInput={setText} rows={8} mono hint="Prose becomes one user message; a JSON request body (or a messages array) is used as it is." />
-        <div class="filters">
+        <div class="filters full">
           <Select label="Mode" value={mode} options={modeOptions(p.combos)} onChange={setMode} />
           <Select label="Format" value={format} options={["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const} onChange={setFormat} />
         </div>
@@ -342,7 +348,9 @@ const Engines = () => {
   const [engine, setEngine] = useState<ConfigEngine>("rtk")
   return (
     <Section title="Engine settings">
-      <Select label="Engine" value={engine} options={["rtk", "caveman", "summarize"] as const} onChange={setEngine} hint="json and whitespace take their settings in a combo step." />
+      <div class="narrow">
+        <Select label="Engine" value={engine} options={["rtk", "caveman", "summarize"] as const} onChange={setEngine} hint="json and whitespace take their settings in a combo step." />
+      </div>
       <EngineConfig key={engine} engine={engine} />
     </Section>
   )

@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import type { Query, Res } from "./govern/types"
 import { Link } from "../router"
@@ -41,7 +41,7 @@ const FlagControl = (p: { flag: Flag; done: () => void }) => {
   )
 }
 
-const GuardrailFlags = () => {
+const GuardrailFlags = (p: { changed: () => void }) => {
   const flags = useLoad(() => ok(api.GET("/api/settings/feature-flags")))
   return (
     <Section title="Guardrails" actions={<Link to="/flags">All feature flags</Link>}>
@@ -61,9 +61,9 @@ const GuardrailFlags = () => {
               empty={<Empty title="No guardrail flags on this gateway">This build has no guardrails to set.</Empty>}
               columns={[
                 { label: "Guardrail", render: (r) => <><code>{r.key}</code><div class="muted small">{r.what}</div></> },
-                { label: "State", render: (r) => <Badge kind={isOn(r.flag) ? "ok" : "muted"}>{r.flag.effectiveValue}</Badge> },
-                { label: "Set by", render: (r) => (r.flag.source === "db" ? "dashboard" : r.flag.source === "env" ? "environment" : `default (${r.flag.defaultValue})`) },
-                { label: "Change", render: (r) => <FlagControl flag={r.flag} done={flags.reload} /> }
+                { label: "State", render: (r) => <Badge kind={isOn(r.flag) ? "ok" : "muted"}>{r.flag.type === "boolean" ? (r.flag.effectiveValue === "true" ? "on" : "off") : r.flag.effectiveValue}</Badge> },
+                { label: "Set by", render: (r) => (r.flag.source === "db" ? "dashboard" : r.flag.source === "env" ? "environment" : `default (${r.flag.type === "boolean" ? (r.flag.defaultValue === "true" ? "on" : "off") : r.flag.defaultValue})`) },
+                { label: "Change", render: (r) => <FlagControl flag={r.flag} done={() => { flags.reload(); p.changed() }} /> }
               ]}
             />
           )
@@ -180,14 +180,17 @@ const PolicyHistory = (p: { policy: Policy }) => {
   )
 }
 
-const Policies = () => {
+const Policies = (p: { changed: () => void }) => {
   const policies = useLoad(() => ok(api.GET("/api/policies")))
   const [creating, setCreating] = useState(false)
   const [history, setHistory] = useState<Policy | null>(null)
   const [run] = useAction()
-  const remove = (p: Policy) => {
-    if (!confirm(`Delete policy ${p.name}? Its versions stay in the history.`)) return
-    void run(() => ok(api.DELETE("/api/policies/{id}", { params: { path: { id: p.id } } })), `Policy ${p.name} deleted`).then(() => policies.reload())
+  const remove = (x: Policy) => {
+    if (!confirm(`Delete policy ${x.name}? Its versions stay in the history.`)) return
+    void run(() => ok(api.DELETE("/api/policies/{id}", { params: { path: { id: x.id } } })), `Policy ${x.name} deleted`).then(() => {
+      policies.reload()
+      p.changed()
+    })
   }
   return (
     <Section
@@ -237,6 +240,7 @@ const Policies = () => {
           done={() => {
             setCreating(false)
             policies.reload()
+            p.changed()
           }}
         />
       </Dialog>
@@ -264,6 +268,8 @@ const auditQuery = (f: AuditFilter) => {
   return q
 }
 
+const shortDate = (ts: string) => new Date(ts).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" })
+
 const summary = (e: AuditEntry) => {
   const d = e.detail
   if (d && typeof d === "object") {
@@ -289,12 +295,13 @@ const AuditEntryView = (p: { entry: AuditEntry }) => (
   </dl>
 )
 
-const AuditLog = () => {
+const AuditLog = (p: { version: number }) => {
   const [draft, setDraft] = useState<AuditFilter>(NO_FILTER)
   const [filter, setFilter] = useState<AuditFilter>(NO_FILTER)
   const [older, setOlder] = useState<{ entries: AuditEntry[]; cursor: number | null } | null>(null)
   const [open, setOpen] = useState<AuditEntry | null>(null)
-  const page = useLoad(() => ok(api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE) } } })), [filter])
+  const page = useLoad(() => ok(api.GET("/api/compliance/audit-log", { params: { query: { ...auditQuery(filter), limit: String(PAGE) } } })), [filter, p.version])
+  useEffect(() => setOlder(null), [p.version])
   const [run, busy] = useAction()
   const set = (k: keyof AuditFilter) => (v: string) => setDraft({ ...draft, [k]: v })
   const apply = () => {
@@ -317,7 +324,7 @@ const AuditLog = () => {
       }
     >
       <Form onSubmit={apply} label="Filter the audit log">
-        <div class="filters">
+        <div class="filters full">
           <Select label="Kind" value={draft.kind} options={[{ value: "", label: "any" }, "management", "guardrail", "service"] as const} onChange={(v) => setDraft({ ...draft, kind: v })} />
           <TextInput label="Action" value={draft.action} onInput={set("action")} placeholder="policies. or guardrail.*" />
           <TextInput label="Actor" value={draft.actor} onInput={set("actor")} placeholder="admin-session" />
@@ -352,11 +359,11 @@ const AuditLog = () => {
                 rows={rows}
                 empty={<Empty title="No entries match">Every change made through the management API, and every guardrail or policy action on a request, is recorded here. Change the filters, or make a change.</Empty>}
                 columns={[
-                  { label: "When", render: (e) => <time dateTime={e.ts}>{fmtDate(e.ts)}</time> },
+                  { label: "When", render: (e) => <time dateTime={e.ts}>{shortDate(e.ts)}</time> },
                   { label: "Kind", render: (e) => <Badge kind={e.kind === "guardrail" ? "warn" : "info"}>{e.kind}</Badge> },
                   { label: "Action", render: (e) => <code>{e.action}</code> },
                   { label: "Target", render: (e) => e.target ?? "—" },
-                  { label: "Actor", render: (e) => `${e.actor}${e.ip ? ` (${e.ip})` : ""}` },
+                  { label: "Actor", render: (e) => <span title={e.ip ?? undefined}>{e.actor}</span> },
                   { label: "Status", class: "num", render: (e) => (e.status === null ? "—" : <Badge kind={e.status < 400 ? "ok" : "bad"}>{e.status}</Badge>) },
                   { label: "Summary", render: (e) => summary(e) },
                   {
@@ -526,11 +533,14 @@ const Evals = () => {
 }
 
 export default function GuardrailsPage() {
+  // A change made on this page shows in the audit log below at once.
+  const [version, setVersion] = useState(0)
+  const changed = () => setVersion((v) => v + 1)
   return (
     <Page title="Guardrails & audit" description="What the gateway checks on every request, the policies it enforces, and the record of every change.">
-      <GuardrailFlags />
-      <Policies />
-      <AuditLog />
+      <GuardrailFlags changed={changed} />
+      <Policies changed={changed} />
+      <AuditLog version={version} />
       <Evals />
     </Page>
   )

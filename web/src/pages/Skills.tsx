@@ -83,7 +83,9 @@ const Catalog = () => {
           )}
         </div>
       )}
-      <Select label="Category" value={category} options={[{ value: "", label: "all" }, { value: "api", label: "API" }, { value: "cli", label: "CLI" }]} onChange={setCategory} />
+      <div class="narrow">
+        <Select label="Category" value={category} options={[{ value: "", label: "all" }, { value: "api", label: "API" }, { value: "cli", label: "CLI" }]} onChange={setCategory} />
+      </div>
       <Loader of={skills}>
         {(d) => (
           <Table
@@ -95,7 +97,7 @@ const Catalog = () => {
               {
                 label: "Skill",
                 render: (s) => (
-                  <Button kind="plain" onClick={() => setOpen(s)}>
+                  <Button kind="plain" class="link-button" onClick={() => setOpen(s)}>
                     {s.name}
                   </Button>
                 )
@@ -179,7 +181,7 @@ const ContextSkills = () => {
               {
                 label: "Name",
                 render: (s) => (
-                  <Button kind="plain" onClick={() => setView(s)}>
+                  <Button kind="plain" class="link-button" onClick={() => setView(s)}>
                     {s.name}
                   </Button>
                 )
@@ -251,7 +253,7 @@ const MemorySection = () => {
       <p class="muted">What every model should know (global), or the requests of one API key or session; added to the system prompt.</p>
       <Form onSubmit={add} label="New memory entry">
         <TextArea label="Memory text" value={text} onInput={setText} rows={3} />
-        <div class="filters">
+        <div class="filters full">
           <Select label="Scope" value={scope} options={["global", "key", "session"] as const} onChange={setScope} />
           {scope !== "global" && <TextInput label={scope === "key" ? "API key id" : "Session id"} value={scopeId} onInput={setScopeId} required />}
           <TextInput label="Tags" value={tags} onInput={setTags} hint="Comma-separated." />

@@ -274,8 +274,10 @@ const Mcp = () => {
               <Stat label="Tools" value={s.tools} />
               <Stat label="Active sessions" value={s.sessionsActive} />
               <Stat label="Protocol" value={s.latestProtocolVersion} />
-              <Stat label="Started" value={fmtDate(s.restartedAt ?? s.startedAt)} />
             </div>
+            <p class="muted">
+              {s.restartedAt ? `Restarted ${fmtDate(s.restartedAt)}` : `Running since ${fmtDate(s.startedAt)}`}; scopes {s.enforceScopes ? "enforced" : "not enforced"}.
+            </p>
             <ul>
               {s.transports.map((t) => (
                 <li key={t.name}>
