@@ -101,6 +101,16 @@ describe("dashboard: guardrails, coding tools, skills, compression", () => {
     await audit.getByRole("button", { name: "Filter" }).click()
     await entries.getByText("settings.update").first().waitFor()
     expect(await entries.getByText("policies.create").count()).toBe(0)
+    // The guard's refusal of the request above is a guardrail entry.
+    await audit.getByLabel("Action").fill("")
+    await audit.getByLabel("Kind").selectOption("guardrail")
+    await audit.getByRole("button", { name: "Filter" }).click()
+    await entries.getByRole("row").filter({ hasText: "guardrail.blocked" }).filter({ hasText: "ignore-instructions" }).waitFor()
+    expect(await entries.getByText("settings.update").count()).toBe(0)
+    await audit.getByLabel("Kind").selectOption("")
+    await audit.getByLabel("Action").fill("settings.")
+    await audit.getByRole("button", { name: "Filter" }).click()
+    await entries.getByText("settings.update").first().waitFor()
     // Its detail shows the change: the flag and the value.
     await entries.getByRole("row").filter({ hasText: "feature-flags" }).first().getByRole("button", { name: /View entry/ }).click()
     await page.getByRole("dialog").getByText('"INJECTION_GUARD_MODE"').first().waitFor()

@@ -362,10 +362,17 @@ const AuditLog = (p: { version: number }) => {
                   { label: "When", render: (e) => <time dateTime={e.ts}>{shortDate(e.ts)}</time> },
                   { label: "Kind", render: (e) => <Badge kind={e.kind === "guardrail" ? "warn" : "info"}>{e.kind}</Badge> },
                   { label: "Action", render: (e) => <code>{e.action}</code> },
-                  { label: "Target", render: (e) => e.target ?? "—" },
+                  {
+                    label: "Target",
+                    render: (e) => (
+                      <>
+                        {e.target ?? "—"}
+                        {summary(e) && <div class="muted small">{summary(e)}</div>}
+                      </>
+                    )
+                  },
                   { label: "Actor", render: (e) => <span title={e.ip ?? undefined}>{e.actor}</span> },
                   { label: "Status", class: "num", render: (e) => (e.status === null ? "—" : <Badge kind={e.status < 400 ? "ok" : "bad"}>{e.status}</Badge>) },
-                  { label: "Summary", render: (e) => summary(e) },
                   {
                     label: "Detail",
                     render: (e) => (
