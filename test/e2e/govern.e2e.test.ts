@@ -229,6 +229,16 @@ describe("dashboard: guardrails, coding tools, skills, compression", () => {
     expect(await page.getByLabel("Compress every eligible request by default").isChecked()).toBe(true)
     expect(await page.getByLabel("Injection budget (tokens)").inputValue()).toBe("500")
 
+    // Arranged: a request that the settings now compress; its savings appear as charts.
+    const r = await chat(`Please   summarise   this:${"\n".repeat(8)}${"the build failed      \n\n\n\n\n".repeat(20)}`)
+    expect(r.status).toBe(200)
+    await expect.poll(async () => (await gw.admin("GET", "/api/context/analytics")).body.totals.tokensSaved, { timeout: 15_000 }).toBeGreaterThan(0)
+    await page.reload()
+    await page.getByRole("img", { name: "Tokens saved per day: chart" }).waitFor()
+    await page.getByRole("figure").filter({ hasText: "Saved by engine" }).getByText("whitespace").waitFor()
+    await page.getByRole("button", { name: "Preview", exact: true }).click()
+    await stat("Tokens before").waitFor()
+
     await expectAccessible(page, "compression")
     await screenshot(page, "compression")
     expectNoProblems(problems)

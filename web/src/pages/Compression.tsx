@@ -34,14 +34,16 @@ const daysAgo = (n: number) => new Date(Date.now() - n * 86_400_000).toISOString
 
 const AnalyticsView = (p: { a: Analytics }) => {
   const a = p.a
-  const x = useMemo(() => a.byDay.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000), [a])
-  const series = useMemo(
-    () => [
-      { label: "Tokens saved", values: a.byDay.map((d) => d.tokensSaved) },
-      { label: "Tokens injected", values: a.byDay.map((d) => d.injectedTokens) }
-    ],
-    [a]
-  )
+  // Every day of the range, days without savings at 0, so the axis spans the range asked for.
+  const { x, series } = useMemo(() => {
+    const saved = new Map(a.byDay.map((d) => [d.day, d.tokensSaved]))
+    const days: string[] = []
+    for (let t = Date.parse(`${a.from}T00:00:00Z`), end = Date.parse(`${a.to}T00:00:00Z`); t <= end && days.length < 400; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10))
+    return {
+      x: days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000),
+      series: [{ label: "Tokens saved", values: days.map((d) => saved.get(d) ?? 0) }]
+    }
+  }, [a])
   const t = a.totals
   return (
     <>
@@ -59,7 +61,7 @@ const AnalyticsView = (p: { a: Analytics }) => {
         <>
           <TimeChart title="Tokens saved per day" x={x} series={series} kind="bars" format={(v) => fmtNumber(v)} />
           <div class="grid">
-            <Bars title="Saved by engine" rows={a.byEngine.map((e) => ({ label: e.engine, value: e.tokensSaved }))} format={fmtNumber} />
+            <Bars title="Saved by engine" rows={a.byEngine.filter((e) => e.tokensSaved > 0).map((e) => ({ label: e.engine, value: e.tokensSaved }))} format={fmtNumber} />
             <Bars title="Saved by combo" rows={a.byCombo.map((e) => ({ label: e.combo, value: e.tokensSaved }))} format={fmtNumber} />
             <Bars title="Saved by model" rows={a.byModel.map((e) => ({ label: e.model, value: e.tokensSaved }))} format={fmtNumber} />
           </div>
