@@ -490,7 +490,7 @@ const EvalDetail = (p: { set: EvalSet }) => {
   )
 }
 
-const Evals = () => {
+const Evals = (p: { changed: () => void }) => {
   const evals = useLoad(() => ok(api.GET("/api/evals")))
   const [creating, setCreating] = useState(false)
   const [open, setOpen] = useState<EvalSet | null>(null)
@@ -529,6 +529,7 @@ const Evals = () => {
           done={() => {
             setCreating(false)
             evals.reload()
+            p.changed()
           }}
         />
       </Dialog>
@@ -548,7 +549,7 @@ export default function GuardrailsPage() {
       <GuardrailFlags changed={changed} />
       <Policies changed={changed} />
       <AuditLog version={version} />
-      <Evals />
+      <Evals changed={changed} />
     </Page>
   )
 }
