@@ -134,7 +134,8 @@ export const goTo = async (page: Page, title: string) => {
 /** Saves a full-page screenshot under .ci/artifacts/dashboard/<name>.png. */
 export const screenshot = async (page: Page, name: string) => {
   mkdirSync(ARTIFACTS, { recursive: true })
-  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true })
+  // The sticky top bar would be drawn where the viewport was, over the page: static for the picture.
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true, style: ".topbar { position: static !important; }" })
 }
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
