@@ -196,8 +196,9 @@ export default function LogsPage() {
                 {
                   label: "Time",
                   render: (r) => (
-                    <button type="button" class="linklike" onClick={() => setOpen(r)} aria-label={`Details of request ${r.requestId}`}>
+                    <button type="button" class="linklike" onClick={() => setOpen(r)}>
                       {fmtDate(r.time)}
+                      <span class="sr-only"> (details of request {r.requestId})</span>
                     </button>
                   )
                 },
