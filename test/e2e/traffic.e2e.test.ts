@@ -198,6 +198,25 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     expectNoProblems(problems)
   })
 
+  it("edits the key: pauses it with a new expiry, then enables it again", async () => {
+    await goTo(page, "API keys")
+    const row = page.getByRole("table", { name: "API keys" }).getByRole("row", { name: /e2e-client/ })
+    await page.getByRole("button", { name: "Edit e2e-client" }).click()
+    const dialog = page.getByRole("dialog")
+    await dialog.getByLabel("Enabled").uncheck()
+    await dialog.getByLabel("Expires").fill("2099-01-02T03:04")
+    await dialog.getByRole("button", { name: "Save", exact: true }).click()
+    await dialog.waitFor({ state: "hidden" })
+    await row.getByText("disabled", { exact: true }).waitFor()
+    const paused = (await gw.admin("GET", "/api/keys")).body.keys.find((k: { name: string }) => k.name === "e2e-client")
+    expect(paused).toMatchObject({ enabled: false, rpm: 600 })
+    expect(paused.expiresAt).toMatch(/^2099-01-0[12]T/)
+    await page.getByRole("button", { name: "Enable e2e-client" }).click()
+    await row.getByText("active", { exact: true }).waitFor()
+    expect((await gw.admin("GET", "/api/keys")).body.keys.find((k: { name: string }) => k.name === "e2e-client").enabled).toBe(true)
+    expectNoProblems(problems)
+  })
+
   it("switches the combo to another strategy and back, keeping the weights", async () => {
     await goTo(page, "Combos")
     const edit = async (strategy: string) => {

@@ -66,8 +66,18 @@ const CreateKey = (p: { onCreated: () => void }) => {
   )
 }
 
+/** An ISO date as a datetime-local value (local time), or "" for none. */
+const localOf = (iso: string | null): string => {
+  if (!iso) return ""
+  const d = new Date(iso)
+  const pad = (n: number) => String(n).padStart(2, "0")
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`
+}
+
 const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) => {
   const [name, setName] = useState(p.k.name)
+  const [enabled, setEnabled] = useState(p.k.enabled)
+  const [expires, setExpires] = useState(localOf(p.k.expiresAt))
   const [rpm, setRpm] = useState<number | undefined>(p.k.rpm ?? undefined)
   const [tpm, setTpm] = useState<number | undefined>(p.k.tpm ?? undefined)
   const [run, busy] = useAction()
@@ -75,7 +85,10 @@ const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) =>
     <Form
       label="Edit key"
       onSubmit={() =>
-        void run(() => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: p.k.id } }, body: { name, rpm: rpm ?? null, tpm: tpm ?? null } })), "Key saved").then((r) => {
+        void run(
+          () => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: p.k.id } }, body: { name, enabled, expiresAt: isoOrNull(expires), rpm: rpm ?? null, tpm: tpm ?? null } })),
+          "Key saved"
+        ).then((r) => {
           if (!r) return
           p.onSaved()
           p.onClose()
@@ -83,12 +96,10 @@ const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) =>
       }
     >
       <TextInput label="Key name" value={name} onInput={setName} required />
+      <TextInput label="Expires" type="datetime-local" value={expires} onInput={setExpires} hint="Empty: never." />
       <NumberInput label="Requests per minute" value={rpm} onInput={setRpm} min={1} step={1} hint="Empty: no limit." />
       <NumberInput label="Tokens per minute" value={tpm} onInput={setTpm} min={1} step={1} hint="Empty: no limit." />
-      <p class="muted small full">
-        Enabled: {p.k.enabled ? "yes" : "no"} · Expires: {fmtDate(p.k.expiresAt)}. The API sets these when the key is created (PATCH /api/keys/&#123;id&#125; changes name and limits); to end a key
-        now, delete it.
-      </p>
+      <Checkbox label="Enabled" checked={enabled} onChange={setEnabled} hint="A disabled key is refused at once; enable it again any time." />
       <div class="actions">
         <Button kind="primary" type="submit" busy={busy}>
           Save
@@ -240,6 +251,9 @@ export default function KeysPage() {
                     <div class="actions">
                       <Button onClick={() => setEditing(k)} aria-label={`Edit ${k.name}`}>
                         Edit
+                      </Button>
+                      <Button busy={busy} onClick={() => void run(() => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: k.id } }, body: { enabled: !k.enabled } })), k.enabled ? "Key disabled" : "Key enabled").then((r) => r && keys.reload())} aria-label={`${k.enabled ? "Disable" : "Enable"} ${k.name}`}>
+                        {k.enabled ? "Disable" : "Enable"}
                       </Button>
                       <Button onClick={() => setBudgetFor(k)} aria-label={`Budget of ${k.name}`}>
                         Budget
