@@ -184,7 +184,17 @@ const ModelInput = (p: { label: string; value: string; onInput: (v: string) => v
   </Field>
 )
 
-const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; list: string }) => {
+/** What the catalog knows of a model id: price (USD per 1M tokens) and context window. */
+type ModelInfo = { input: number; output: number; contextWindow: number }
+
+/** The per-target hint the strategy ranks by (cost-optimized: price; context-optimized: window). */
+const targetHint = (strategy: Strategy, info: ModelInfo | undefined): string | undefined => {
+  if (strategy === "cost-optimized") return info ? `blended $${(0.6 * info.input + 0.4 * info.output).toFixed(2)} per 1M tokens (in $${info.input}, out $${info.output})` : "no known price: ranked after priced targets"
+  if (strategy === "context-optimized") return info && info.contextWindow > 0 ? `context window ${fmtNumber(info.contextWindow)} tokens` : "unknown window: ranked after known ones"
+  return undefined
+}
+
+const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; list: string; info: ReadonlyMap<string, ModelInfo> }) => {
   const { d, set } = p
   const update = (i: number, t: Partial<Target>) => set((x) => ({ ...x, targets: x.targets.map((o, j) => (j === i ? { ...o, ...t } : o)) }))
   const move = (i: number, by: number) =>
@@ -201,10 +211,13 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
     <fieldset class="full combo-targets">
       <legend>{d.strategy === "fusion" ? "Panel (targets asked at once)" : d.strategy === "auto" ? "Candidates (empty: every connected model)" : "Targets, first tried first"}</legend>
       {d.targets.length === 0 && <p class="muted">No targets.</p>}
+      {d.strategy === "strict-random" && <p class="muted small">List a target twice to make it twice as likely to be tried first.</p>}
+      {d.strategy === "context-relay" && <p class="muted small">Clients keep a conversation on one target by sending an X-Session-Id header.</p>}
+      {(d.strategy === "fill-first" || d.strategy === "headroom" || d.strategy === "reset-aware" || d.strategy === "reset-window") && <p class="muted small">Ranked by the quota each upstream reports (see Resilience); targets without a report keep the given order.</p>}
       <ol>
         {d.targets.map((t, i) => (
           <li key={i} class={weighted ? "combo-target combo-target-weighted" : "combo-target"}>
-            <ModelInput label={`Target ${i + 1} model`} value={t.model} onInput={(v) => update(i, { model: v })} list={p.list} required={d.strategy !== "auto"} />
+            <ModelInput label={`Target ${i + 1} model`} value={t.model} onInput={(v) => update(i, { model: v })} list={p.list} required={d.strategy !== "auto"} hint={targetHint(d.strategy, p.info.get(t.model.trim()))} />
             {weighted && (
               <NumberInput label={`Target ${i + 1} weight`} value={t.weight} onInput={(v) => update(i, { weight: v })} min={0} hint={`${total > 0 ? Math.round(((t.weight ?? 1) / total) * 100) : 0} % of requests first (default 1)`} />
             )}
@@ -310,7 +323,7 @@ const FusionSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; li
   )
 }
 
-const ComboEditor = (p: { initial: Draft; models: ReadonlyArray<string>; providers: ReadonlyArray<{ provider: string; name: string }>; onSaved: () => void; onClose: () => void }) => {
+const ComboEditor = (p: { initial: Draft; models: ReadonlyArray<string>; info: ReadonlyMap<string, ModelInfo>; providers: ReadonlyArray<{ provider: string; name: string }>; onSaved: () => void; onClose: () => void }) => {
   const [d, setD] = useState<Draft>(p.initial)
   const [showJson, setShowJson] = useState(false)
   const [run, busy] = useAction()
@@ -345,7 +358,7 @@ const ComboEditor = (p: { initial: Draft; models: ReadonlyArray<string>; provide
       />
       <TextInput label="Description" value={d.description} onInput={(v) => set((x) => ({ ...x, description: v }))} />
       <Checkbox label="Enabled" checked={d.enabled} onChange={(v) => set((x) => ({ ...x, enabled: v }))} />
-      <TargetsEditor d={d} set={set} list={listId} />
+      <TargetsEditor d={d} set={set} list={listId} info={p.info} />
       {d.strategy === "fusion" && <FusionSettings d={d} set={set} list={listId} />}
       {d.strategy === "auto" && <AutoSettings d={d} set={set} providers={p.providers} />}
       <div class="full">
@@ -398,6 +411,23 @@ const RawEditor = (p: { combo: ComboView; onSaved: () => void; onClose: () => vo
   )
 }
 
+/** The strategy's own settings in a few words (auto: router, pack, weights; fusion: judge). */
+const settingsSummary = (c: ComboView): string => {
+  const cfg = c.config as Record<string, unknown>
+  const auto = (cfg.auto ?? {}) as Record<string, unknown>
+  const parts: string[] = []
+  if (c.strategy === "auto") {
+    parts.push(`router ${str(cfg.routerStrategy) || str(auto.routerStrategy) || "default"}`)
+    if (cfg.modePack) parts.push(`pack ${str(cfg.modePack)}`)
+    if (auto.weights) parts.push(`${Object.keys(auto.weights as object).length} weight(s) set`)
+    if (Array.isArray(auto.candidatePool)) parts.push(`pool ${(auto.candidatePool as string[]).join(", ")}`)
+    if (typeof cfg.explorationRate === "number") parts.push(`exploration ${cfg.explorationRate}`)
+    if (typeof cfg.budgetCap === "number") parts.push(`cap $${cfg.budgetCap}`)
+  }
+  if (c.strategy === "fusion") parts.push(`judge ${str(cfg.judgeModel) || "first panel model"}`)
+  return parts.join(" · ")
+}
+
 const targetSummary = (c: ComboView) =>
   c.targets.length === 0 ? <span class="muted">every connected model</span> : c.targets.map((t, i) => (
     <span key={i} class="combo-chip">
@@ -424,6 +454,23 @@ export default function CombosPage() {
     for (const m of catalog.data?.models ?? []) out.add(m.id)
     return [...out].sort()
   }, [providers.data, catalog.data])
+  const pricing = useLoad(() => ok(api.GET("/api/pricing")))
+  // Price (the effective one: catalog, sync or override) and context window by target id,
+  // under `<connection>/<model>` and `<provider>/<model>`.
+  const info = useMemo(() => {
+    const m = new Map<string, ModelInfo>()
+    const windows = new Map<string, number>()
+    for (const c of catalog.data?.models ?? []) windows.set(`${c.provider}/${c.model}`, c.contextWindow)
+    for (const c of catalog.data?.models ?? []) m.set(`${c.provider}/${c.model}`, { input: c.price.input, output: c.price.output, contextWindow: c.contextWindow })
+    for (const r of pricing.data?.prices ?? []) m.set(`${r.provider}/${r.model}`, { input: r.input, output: r.output, contextWindow: windows.get(`${r.provider}/${r.model}`) ?? m.get(`${r.provider}/${r.model}`)?.contextWindow ?? 0 })
+    for (const c of providers.data?.connections ?? []) {
+      for (const model of new Set([...c.models, ...(c.defaultModel ? [c.defaultModel] : [])])) {
+        const v = m.get(`${c.provider}/${model}`)
+        if (v) m.set(`${c.name}/${model}`, v)
+      }
+    }
+    return m
+  }, [catalog.data, pricing.data, providers.data])
   const conns = providers.data?.connections ?? []
   const reload = () => {
     combos.reload()
@@ -453,7 +500,15 @@ export default function CombosPage() {
               }
               columns={[
                 { label: "Name", render: (c) => <code class="mono">{c.name}</code> },
-                { label: "Strategy", render: (c) => <Badge kind="info">{c.strategy}</Badge> },
+                {
+                  label: "Strategy",
+                  render: (c) => (
+                    <>
+                      <Badge kind="info">{c.strategy}</Badge>
+                      {settingsSummary(c) && <div class="muted small">{settingsSummary(c)}</div>}
+                    </>
+                  )
+                },
                 { label: "Targets", render: targetSummary },
                 { label: "State", render: (c) => <Badge kind={c.enabled ? "ok" : "muted"}>{c.enabled ? "enabled" : "disabled"}</Badge> },
                 {
@@ -522,7 +577,7 @@ export default function CombosPage() {
                         .join(", ")
                   },
                   { label: "Exploration", class: "num", render: (v) => `${Math.round(v.explorationRate * 100)} %` },
-                  { label: "Pool", class: "num", render: (v) => (v.pool.length === 0 ? <span class="muted">empty</span> : `${fmtNumber(v.pool.length)} model(s)`) }
+                  { label: "Pool models", class: "num", render: (v) => (v.pool.length === 0 ? <span class="muted">none yet</span> : fmtNumber(v.pool.length)) }
                 ]}
               />
               <p class="muted small">
@@ -533,7 +588,7 @@ export default function CombosPage() {
         </Loader>
       </Section>
       <Dialog open={!!editing} title={editing?.id ? `Edit combo ${editing.name}` : "New combo"} onClose={() => setEditing(undefined)}>
-        {editing && <ComboEditor initial={editing} models={models} providers={conns} onSaved={reload} onClose={() => setEditing(undefined)} />}
+        {editing && <ComboEditor initial={editing} models={models} info={info} providers={conns} onSaved={reload} onClose={() => setEditing(undefined)} />}
       </Dialog>
       <Dialog open={!!raw} title={`JSON of ${raw?.name ?? "combo"}`} onClose={() => setRaw(undefined)}>
         {raw && <RawEditor combo={raw} onSaved={reload} onClose={() => setRaw(undefined)} />}

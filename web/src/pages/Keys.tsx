@@ -359,7 +359,7 @@ export default function KeysPage() {
                 empty={<Empty title="No connections">Add a provider to see its upstream rate-limit state.</Empty>}
                 columns={[
                   { label: "Connection", render: (a) => `${a.name} (${a.provider})` },
-                  { label: "State", render: (a) => <Badge kind={a.state === "ok" || a.state === "active" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"}>{a.state}</Badge> },
+                  { label: "State", render: (a) => <Badge kind={a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"}>{a.state}</Badge> },
                   { label: "Limited until", render: (a) => fmtDate(a.rateLimitedUntil) },
                   { label: "In flight", class: "num", render: (a) => `${a.inFlight}${a.max_concurrent ? ` / ${a.max_concurrent}` : ""}` },
                   { label: "Quota left", class: "num", render: (a) => (a.quota ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}` : "—") }
