@@ -278,4 +278,25 @@ describe("dashboard: combos, keys, usage and the request log", () => {
       await phone.context.close()
     }
   })
+
+  it("pages older requests in the request log with nextBefore", async () => {
+    // 55 more requests (the request log pages by 50); without the key, whose $5 budget would stop them at 20.
+    for (let i = 0; i < 55; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: COMBO, messages: [{ role: "user", content: `hi ${i}` }] })
+      })
+      expect(res.status).toBe(200)
+      await res.arrayBuffer()
+    }
+    await goTo(page, "Request log")
+    const rows = page.getByRole("table", { name: "Request log" }).locator("tbody tr")
+    await page.getByRole("button", { name: "Load older requests" }).waitFor()
+    expect(await rows.count()).toBe(50)
+    await page.getByRole("button", { name: "Load older requests" }).click()
+    await page.getByRole("button", { name: "Load older requests" }).waitFor({ state: "detached" })
+    expect(await rows.count()).toBe(56)
+    expectNoProblems(problems)
+  })
 })

@@ -47,8 +47,8 @@ const FilterForm = (p: { value: Filters; keys: ReadonlyArray<{ id: string; name:
   const statusChoice = f.status === "" || f.status === "ok" || f.status === "error" ? f.status : "code"
   return (
     <Form label="Filter requests" onSubmit={() => navigate(queryOf(f))}>
-      <TextInput label="Model" type="search" value={f.model} onInput={set("model")} placeholder="requested or served model" />
-      <TextInput label="Provider" type="search" value={f.provider} onInput={set("provider")} placeholder="openai" />
+      <TextInput label="Model" type="search" value={f.model} onInput={set("model")} placeholder="e.g. a combo or provider/model" />
+      <TextInput label="Provider" type="search" value={f.provider} onInput={set("provider")} placeholder="e.g. openai" />
       <Select label="API key" value={f.key} options={[{ value: "", label: "any key" }, ...p.keys.map((k) => ({ value: k.id, label: k.name })), ...(f.key && !p.keys.some((k) => k.id === f.key) ? [{ value: f.key, label: f.key }] : [])]} onChange={set("key")} />
       <Select
         label="Status"
