@@ -165,7 +165,12 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     await dialog.getByText("$0.25").first().waitFor()
     expect(await dialog.textContent()).toContain(COMBO)
     await expectAccessible(page, "request details")
-    await dialog.getByRole("button", { name: "Close" }).click()
+    await screenshot(page, "logs-details")
+    // The details link to the request itself: the dialog closes on the new filter.
+    await dialog.getByRole("link", { name: "Link to this request" }).click()
+    await dialog.waitFor({ state: "hidden" })
+    await page.waitForURL(/\/logs\?requestId=req_/)
+    await page.getByRole("row", { name: new RegExp(`${COMBO} →`) }).waitFor()
     // A shared link opens the same filtered view; a filter that matches nothing says so.
     await page.goto(`${gw.url}/dashboard/logs?model=no-such-model`)
     await page.getByText("No request matches these filters").waitFor()
@@ -245,6 +250,8 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     await dialog.getByLabel("Weight pack").selectOption("cost-saver")
     await dialog.getByLabel("latencyInv").fill("0.5")
     await dialog.getByLabel("Target p95 latency (ms)").fill("2000")
+    await expectAccessible(page, "auto combo editor")
+    await screenshot(page, "combos-auto-editor")
     await dialog.getByRole("button", { name: "Create combo" }).click()
     await page.getByRole("row", { name: /my-auto/ }).getByText("router sla-aware · pack cost-saver · 1 weight(s) set").waitFor()
     const auto = await gw.admin("GET", "/api/combos/my-auto")

@@ -161,7 +161,11 @@ export default function LogsPage() {
   const [older, setOlder] = useState<{ rows: RequestRow[]; next: number | null } | undefined>()
   const [open, setOpen] = useState<RequestRow | undefined>()
   const [run, busy] = useAction()
-  useEffect(() => setOlder(undefined), [key])
+  useEffect(() => {
+    // A new filter (a search, Back, or a link in the details) starts from its newest page.
+    setOlder(undefined)
+    setOpen(undefined)
+  }, [key])
   const keyName = (id: string | null) => (id === null ? "—" : keys.data?.keys.find((k) => k.id === id)?.name ?? id)
   const rows = [...(first.data?.requests ?? []), ...(older?.rows ?? [])]
   const next = older ? older.next : (first.data?.nextBefore ?? null)
