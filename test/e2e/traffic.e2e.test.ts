@@ -243,6 +243,18 @@ describe("dashboard: combos, keys, usage and the request log", () => {
       { model: "fake/m1", weight: 3 },
       { model: "fake/m2", weight: 1 }
     ])
+    // The raw JSON view saves too (PATCH), and a broken JSON is refused with a message.
+    await page.getByRole("button", { name: `Edit ${COMBO} as JSON` }).click()
+    const json = page.getByRole("dialog").getByLabel("Combo as JSON")
+    const current = JSON.parse(await json.inputValue())
+    expect(current).toMatchObject({ name: COMBO, strategy: "weighted" })
+    await json.fill("{ not json")
+    await page.getByRole("dialog").getByRole("button", { name: "Save JSON" }).click()
+    await page.getByText(/not valid JSON/).waitFor()
+    await json.fill(JSON.stringify({ ...current, description: "two models, 3:1" }))
+    await page.getByRole("dialog").getByRole("button", { name: "Save JSON" }).click()
+    await page.getByRole("dialog").waitFor({ state: "hidden" })
+    expect((await gw.admin("GET", `/api/combos/${COMBO}`)).body).toMatchObject({ description: "two models, 3:1", strategy: "weighted" })
     // An auto combo: the scorer's router strategy, pack and weights are form fields.
     await page.getByRole("button", { name: "Tune an auto combo" }).click()
     const dialog = page.getByRole("dialog")
