@@ -146,6 +146,33 @@ describe("the keys API", () => {
     expect((await call(`${gw.url}/api/keys`, { body: { rpm: 0 }, headers: admin })).status).toBe(400)
     expect((await call(`${gw.url}/api/keys/key_nope`, { method: "PATCH", body: { rpm: 5 }, headers: admin })).status).toBe(404)
   })
+
+  it("disables, enables and re-dates a key with PATCH /api/keys/{id}; a disabled or expired key is refused at once", async () => {
+    // An admin key: the management API refuses a key that does not verify (inference may run without one).
+    const key = await createKey({ name: "switchme", scopes: ["admin"] })
+    const models = async () => (await call(`${gw.url}/api/keys`, { headers: { authorization: `Bearer ${key.secret}` } })).status
+    const patch = (body: unknown) => call(`${gw.url}/api/keys/${key.id}`, { method: "PATCH", body, headers: admin })
+    expect(await models()).toBe(200)
+    const off = await patch({ enabled: false })
+    expect(off.status, off.text).toBe(200)
+    expect(off.body).toMatchObject({ id: key.id, enabled: false })
+    expect(await models()).toBe(401)
+    expect((await patch({ enabled: true })).body.enabled).toBe(true)
+    expect(await models()).toBe(200)
+    const past = await patch({ expiresAt: "2001-01-01T00:00:00Z" })
+    expect(past.body.expiresAt).toBe("2001-01-01T00:00:00.000Z")
+    expect(await models()).toBe(401)
+    const never = await patch({ expiresAt: null })
+    expect(never.body.expiresAt).toBeNull()
+    expect(await models()).toBe(200)
+    const listed = (await call(`${gw.url}/api/keys`, { headers: admin })).body.keys.find((k: any) => k.id === key.id)
+    expect(listed).toMatchObject({ enabled: true, expiresAt: null })
+    for (const body of [{ enabled: "no" }, { expiresAt: "soon" }]) {
+      const bad = await patch(body)
+      expect(bad.status, JSON.stringify(body)).toBe(400)
+      expect(bad.text).toMatch(/enabled|expiresAt/)
+    }
+  })
 })
 
 describe("/api/rate-limits and /api/rate-limit", () => {

@@ -202,9 +202,11 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             ...target,
             name: input.name ?? target.name,
             rpm: input.rpm === undefined ? target.rpm : input.rpm,
-            tpm: input.tpm === undefined ? target.tpm : input.tpm
+            tpm: input.tpm === undefined ? target.tpm : input.tpm,
+            enabled: input.enabled ?? target.enabled,
+            expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime()
           }
-          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm} WHERE id = ${target.id}`.pipe(Effect.orDie)
+          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt} WHERE id = ${target.id}`.pipe(Effect.orDie)
           yield* byHash.invalidate
           audit(actor, "api_key.update", target.id)
           return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })

@@ -37,11 +37,15 @@ export const CreateApiKey = Schema.Struct({
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
-/** `PATCH /api/keys/{id}`: the fields given change; null removes a limit. */
+/** `PATCH /api/keys/{id}`: the fields given change; null removes a limit (or the expiry). */
 export const UpdateApiKey = Schema.Struct({
   name: Schema.optional(ApiKeyName),
   rpm: Schema.optional(PerMinuteLimit),
-  tpm: Schema.optional(PerMinuteLimit)
+  tpm: Schema.optional(PerMinuteLimit),
+  /** false: the key stops verifying (kept, can be enabled again). */
+  enabled: Schema.optional(Schema.Boolean),
+  /** A new expiry; null: never expires. */
+  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry))
 }).annotations(strict)
 export type UpdateApiKey = typeof UpdateApiKey.Type
 

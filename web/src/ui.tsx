@@ -180,7 +180,8 @@ export const Table = <T,>(p: { columns: ReadonlyArray<Column<T>>; rows: Readonly
   p.rows.length === 0 && p.empty ? (
     <>{p.empty}</>
   ) : (
-    <div class="table-wrap">
+    // Focusable, so a table wider than the screen can be scrolled with the keyboard (axe: scrollable-region-focusable).
+    <div class="table-wrap" tabIndex={0} role="region" aria-label={p.caption}>
       <table>
         {p.caption && <caption class="sr-only">{p.caption}</caption>}
         <thead>
