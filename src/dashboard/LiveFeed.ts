@@ -190,7 +190,10 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
         }
         server.once("error", onError)
         server.once("listening", onListening)
-        server.listen(livePort, config.host)
+        // Port 0 is exclusive: under `--workers` node's cluster would otherwise hand this listener
+        // the very handle of the main port (both ask for "port 0" on the same host), and the two
+        // servers would take turns answering the main port's connections.
+        server.listen({ port: livePort, host: config.host, exclusive: livePort === 0 })
       })
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {

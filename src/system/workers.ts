@@ -111,7 +111,10 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKER_PORT: String(port) })
         slot.worker = w
         w.on("message", (m: unknown) => relay(w, m))
-        w.once("listening", (address) => {
+        // A worker listens on other ports too (the dashboard's live feed): the gateway's port is
+        // the one that says it is up.
+        w.on("listening", (address) => {
+          if (address.port !== port) return
           if (listening) Deferred.unsafeDone(listening, Effect.succeed(`http://${address.address && address.address !== "::" ? (address.address.includes(":") ? `[${address.address}]` : address.address) : config.host}:${address.port}`))
         })
         w.once("exit", (code, signal) => resume(Effect.succeed({ code, signal, startedAt })))

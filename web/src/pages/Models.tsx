@@ -15,7 +15,7 @@ const CatalogSection = () => {
   const LIMIT = 200
   return (
     <Section title="Catalog">
-      <div class="filters">
+      <div class="catalog-filters">
         <TextInput label="Search models" type="search" value={query} onInput={setQuery} placeholder="gpt-4o, claude, llama…" />
         <Checkbox label="Every provider (not only connected ones)" checked={all} onChange={setAll} />
       </div>
