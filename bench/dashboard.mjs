@@ -59,7 +59,8 @@ const api = async (method, p, body) => {
 const provider = await api("POST", "/api/providers", { provider: "openai-compatible", name: "mock", baseUrl: up, apiKey: "sk-up", defaultModel: "json-1k" })
 if (provider.status !== 201) throw new Error(`provider: ${provider.status} ${JSON.stringify(provider.body)}`)
 const chat = (model) => fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }] }) }).then((r) => r.text())
-for (let i = 0; i < 200; i++) await chat(i % 10 === 0 ? "mock/fail-500" : i % 3 === 0 ? "mock/delay-20" : "mock/json-1k")
+// Successes only: a 500 would cool the connection down and turn the requests after it into 503s.
+for (let i = 0; i < 200; i++) await chat(i % 3 === 0 ? "mock/delay-20" : "mock/json-1k")
 say(`gateway ${base}, 200 requests of traffic`)
 
 const PAGES = [...readFileSync(path.join(ROOT, "web/src/pages.ts"), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({ path: m[1], title: m[2] }))
@@ -106,7 +107,8 @@ if (shot) {
   const { context, page } = await newLoggedIn()
   await page.goto(`${base}/dashboard/`)
   await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
-  for (let i = 0; i < 12; i++) await chat(i % 5 === 4 ? "mock/fail-500" : "mock/json-1k")
+  for (let i = 0; i < 12; i++) await chat(i % 4 === 0 ? "mock/delay-20" : "mock/json-1k")
+  await chat("mock/fail-500")
   await page.waitForTimeout(500)
   await page.screenshot({ path: path.resolve(shot) })
   await context.close()

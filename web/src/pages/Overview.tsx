@@ -17,7 +17,7 @@ const describe = (e: LiveEvent): string => {
   switch (e.event) {
     case "request.completed":
     case "request.failed":
-      return `${d.model ?? d.requested_model ?? "?"} via ${d.provider ?? "?"} · ${d.status} · ${fmtNumber(Number(d.tokens_in ?? 0))} in / ${fmtNumber(Number(d.tokens_out ?? 0))} out${Number(d.cost_usd) > 0 ? ` · ${fmtMoney(Number(d.cost_usd))}` : ""}${d.error ? ` · ${d.error}` : ""}`
+      return `${d.model ?? d.requested_model ?? "?"}${d.provider ? ` via ${d.provider}` : ""} · ${d.status} · ${fmtNumber(Number(d.tokens_in ?? 0))} in / ${fmtNumber(Number(d.tokens_out ?? 0))} out${Number(d.cost_usd) > 0 ? ` · ${fmtMoney(Number(d.cost_usd))}` : ""}${d.error ? ` · ${d.error}` : ""}`
     case "provider.error":
     case "provider.recovered":
       return `${d.provider ?? ""} ${d.origin ?? ""} ${d.state ?? ""}`.trim()
@@ -56,7 +56,9 @@ const LiveFeed = () => {
           {events.map((e, i) => (
             <li key={`${e.timestamp}-${i}`}>
               <Badge kind={eventKind(e.event)}>{e.event}</Badge>
-              <span>{describe(e)}</span>
+              <span class="feed-text" title={describe(e)}>
+                {describe(e)}
+              </span>
               <time class="when" dateTime={e.timestamp}>
                 {new Date(e.timestamp).toLocaleTimeString()}
               </time>
@@ -106,8 +108,8 @@ export default function OverviewPage() {
         <Stat label="Tokens today" value={t ? fmtNumber(t.tokensIn + t.tokensOut) : "—"} hint={t ? `${fmtNumber(t.tokensIn)} in, ${fmtNumber(t.tokensOut)} out` : undefined} />
         <Stat label="Health" value={health.data ? <Badge kind={stateKind(health.data.status)}>{health.data.status}</Badge> : "—"} hint={health.data ? `${health.data.activeCount} of ${health.data.configuredCount} connections usable` : undefined} />
       </div>
+      <LiveFeed />
       <div class="grid">
-        <LiveFeed />
         <Section title="Connections" actions={<Link to="/providers">Manage</Link>}>
           <Loader of={health}>
             {(h) => (
