@@ -220,7 +220,7 @@ describe("the live feed (GATEWAY_ENABLE_LIVE_WS)", () => {
   let cookie: string
   beforeAll(async () => {
     up = await FakeUpstream.start()
-    up.always({ text: "hello from upstream" })
+    up.always({ content: "hello from upstream" })
     gw = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     await gw.run(
       Effect.flatMap(ApiKeys, (k) =>

@@ -9,6 +9,7 @@ import { type DashboardGateway, expectAccessible, expectNoProblems, launchBrowse
 // registry (web/src/pages.ts), so a new page is covered without touching this test.
 
 const PAGES = [...readFileSync(new URL("../../web/src/pages.ts", import.meta.url), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({ path: m[1]!, title: m[2]! }))
+// Code run in the page is given as strings: the test project has Node's types, not the DOM's.
 const slug = (p: string) => (p === "/" ? "overview" : p.slice(1).replace(/\//g, "-"))
 
 describe("every dashboard page, empty", () => {
@@ -40,7 +41,7 @@ describe("every dashboard page, empty", () => {
         await page.goto(`${gw.url}/dashboard${entry.path === "/" ? "/" : entry.path}`)
         await page.getByRole("heading", { level: 1, name: entry.title }).waitFor()
         // Data loaded (or its empty state): no "Loading…" left.
-        await page.waitForFunction(() => !document.querySelector("[aria-busy='true']"), undefined, { timeout: 10_000 })
+        await page.waitForFunction("!document.querySelector(\"[aria-busy='true']\")", undefined, { timeout: 10_000 })
         await expectAccessible(page, `${entry.title} (${viewport.name})`)
         await screenshot(page, `empty-${slug(entry.path)}-${viewport.name}`)
       }
@@ -74,20 +75,20 @@ describe("every dashboard page, empty", () => {
     await page.goto(`${gw.url}/dashboard/`)
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
     await page.keyboard.press("Tab")
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content")
+    expect(await page.evaluate("document.activeElement?.textContent")).toBe("Skip to content")
     await page.keyboard.press("Enter")
-    expect(await page.evaluate(() => location.hash)).toBe("#main")
+    expect(await page.evaluate("location.hash")).toBe("#main")
     // Tab until the "API keys" link has focus, then Enter opens it.
     await page.goto(`${gw.url}/dashboard/`)
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
     let found = false
     for (let i = 0; i < 40 && !found; i++) {
       await page.keyboard.press("Tab")
-      found = (await page.evaluate(() => document.activeElement?.textContent)) === "API keys"
+      found = (await page.evaluate("document.activeElement?.textContent")) === "API keys"
     }
     expect(found).toBe(true)
     // The focused link shows a focus ring (not removed by the stylesheet).
-    expect(await page.evaluate(() => getComputedStyle(document.activeElement!).outlineStyle)).not.toBe("none")
+    expect(await page.evaluate("getComputedStyle(document.activeElement).outlineStyle")).not.toBe("none")
     await page.keyboard.press("Enter")
     await page.getByRole("heading", { level: 1, name: "API keys" }).waitFor()
     expect(new URL(page.url()).pathname).toBe("/dashboard/keys")
@@ -108,7 +109,7 @@ describe("every dashboard page, empty", () => {
     await page.getByRole("heading", { level: 1, name: "Page not found" }).waitFor()
     await page.getByRole("link", { name: "Go to the overview" }).click()
     await page.getByRole("heading", { level: 1, name: "Overview" }).waitFor()
-    const scripts = await page.evaluate(() => [...document.querySelectorAll("script[src]")].map((s) => (s as HTMLScriptElement).src))
+    const scripts = await (page.evaluate("[...document.querySelectorAll('script[src]')].map((s) => s.src)") as Promise<string[]>)
     expect(scripts.length).toBeGreaterThan(0)
     for (const src of scripts) {
       expect(new URL(src).origin).toBe(new URL(gw.url).origin)
