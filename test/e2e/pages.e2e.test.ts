@@ -41,7 +41,7 @@ describe("every dashboard page, empty", () => {
         await page.goto(`${gw.url}/dashboard${entry.path === "/" ? "/" : entry.path}`)
         await page.getByRole("heading", { level: 1, name: entry.title }).waitFor()
         // Data loaded (or its empty state): no "Loading…" left.
-        await page.waitForFunction("!document.querySelector(\"[aria-busy='true']\")", undefined, { timeout: 10_000 })
+        await expect.poll(() => page.locator("[aria-busy='true']").count(), { timeout: 10_000 }).toBe(0)
         await expectAccessible(page, `${entry.title} (${viewport.name})`)
         await screenshot(page, `empty-${slug(entry.path)}-${viewport.name}`)
       }
