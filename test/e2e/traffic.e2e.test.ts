@@ -318,4 +318,38 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     expect(await rows.count()).toBe(56)
     expectNoProblems(problems)
   })
+  it("caps the key with a token limit in the UI: the limit is enforced, shows its use, and is removed", async () => {
+    await goTo(page, "API keys")
+    const form = page.getByRole("form", { name: "Add a token limit" })
+    await form.getByLabel("Limit for key").selectOption({ label: "e2e-client" })
+    await form.getByLabel("Max tokens").fill("20")
+    await form.getByLabel("Per").selectOption("hour")
+    await form.getByRole("button", { name: "Add token limit" }).click()
+    const limits = page.getByRole("table", { name: "Token limits" })
+    await limits.getByRole("row", { name: /e2e-client/ }).waitFor()
+    const [limit] = (await gw.admin("GET", "/api/usage/token-limits")).body.limits
+    expect(limit).toMatchObject({ scope: "global", maxTokens: 20, window: "hour" })
+    // 18 tokens per request (11 + 7): the requests of this hour reach the cap, then the key is refused.
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: COMBO, messages: [{ role: "user", content: "hi" }] })
+      })
+      statuses.push(res.status)
+      await res.arrayBuffer()
+    }
+    expect(statuses).toContain(429)
+    await page.reload()
+    await page.getByRole("heading", { level: 1, name: "API keys" }).waitFor()
+    const row = limits.getByRole("row", { name: /e2e-client/ })
+    await row.getByText(/\/ 20 per hour/).waitFor()
+    expect(Number(((await row.textContent()) ?? "").match(/(\d+) \/ 20 per hour/)?.[1])).toBeGreaterThanOrEqual(18)
+    await row.getByRole("button", { name: /Remove token limit/ }).click()
+    await limits.waitFor({ state: "detached" })
+    expect((await gw.admin("GET", "/api/usage/token-limits")).body.limits).toEqual([])
+    // The refusals were the gateway's answers to the test's own requests, not the page's.
+    expectNoProblems(problems)
+  })
 })
