@@ -11,29 +11,32 @@ const Card = (p: { title: string; children: preact.ComponentChildren }) => (
   </main>
 )
 
+/** A sign-in form's submit: busy while it runs, the API's message on failure, the session's CSRF token on success. */
+const useSignIn = (onDone: () => void) => {
+  const [error, setError] = useState<string>()
+  const [busy, setBusy] = useState(false)
+  const submit = async (call: () => Promise<{ csrfToken: string }>) => {
+    setBusy(true)
+    setError(undefined)
+    try {
+      setCsrfToken((await call()).csrfToken)
+      onDone()
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e))
+    } finally {
+      setBusy(false)
+    }
+  }
+  return { error, setError, busy, submit }
+}
+
 /** Log in with the admin password (POST /api/auth/login: a cookie session and its CSRF token). */
 export const Login = (p: { onDone: () => void }) => {
   const [password, setPassword] = useState("")
-  const [error, setError] = useState<string>()
-  const [busy, setBusy] = useState(false)
+  const { error, busy, submit } = useSignIn(p.onDone)
   return (
     <Card title="Log in to the gateway">
-      <Form
-        label="Log in"
-        onSubmit={async () => {
-          setBusy(true)
-          setError(undefined)
-          try {
-            const r = await ok(api.POST("/api/auth/login", { body: { password } }))
-            setCsrfToken(r.csrfToken)
-            p.onDone()
-          } catch (e) {
-            setError(e instanceof Error ? e.message : String(e))
-          } finally {
-            setBusy(false)
-          }
-        }}
-      >
+      <Form label="Log in" onSubmit={() => void submit(() => ok(api.POST("/api/auth/login", { body: { password } })))}>
         <TextInput label="Admin password" type="password" name="password" autoComplete="current-password" required value={password} onInput={setPassword} wide />
         <ErrorBox error={error} />
         <Button kind="primary" type="submit" busy={busy}>
@@ -51,27 +54,13 @@ export const Login = (p: { onDone: () => void }) => {
 export const Setup = (p: { onDone: () => void }) => {
   const [password, setPassword] = useState("")
   const [again, setAgain] = useState("")
-  const [error, setError] = useState<string>()
-  const [busy, setBusy] = useState(false)
+  const { error, setError, busy, submit } = useSignIn(p.onDone)
   return (
     <Card title="Welcome: set the admin password">
       <p class="muted">The gateway has no admin password yet. Choose one (at least 8 characters); it protects this dashboard and the management API.</p>
       <Form
         label="First-run setup"
-        onSubmit={async () => {
-          if (password !== again) return setError("the two passwords differ")
-          setBusy(true)
-          setError(undefined)
-          try {
-            const r = await ok(api.POST("/api/auth/setup", { body: { password } }))
-            setCsrfToken(r.csrfToken)
-            p.onDone()
-          } catch (e) {
-            setError(e instanceof Error ? e.message : String(e))
-          } finally {
-            setBusy(false)
-          }
-        }}
+        onSubmit={() => (password !== again ? setError("the two passwords differ") : void submit(() => ok(api.POST("/api/auth/setup", { body: { password } }))))}
       >
         <TextInput label="New admin password" type="password" name="new-password" autoComplete="new-password" required value={password} onInput={setPassword} wide />
         <TextInput label="Repeat it" type="password" name="repeat-password" autoComplete="new-password" required value={again} onInput={setAgain} wide />

@@ -360,6 +360,26 @@ export const Dialog = (p: { open: boolean; title: string; onClose: () => void; c
   )
 }
 
+/**
+ * A confirmation before something that cannot be undone: what will happen, the action (a danger
+ * button) and Cancel. `onConfirm` does the work; the page closes the dialog when it succeeded.
+ */
+export const Confirm = <T,>(p: { item: T | undefined; title: string; action: string; busy: boolean; onClose: () => void; onConfirm: (item: T) => void; children: (item: T) => ComponentChildren }) => (
+  <Dialog open={p.item !== undefined} title={p.title} onClose={p.onClose}>
+    {p.item !== undefined && (
+      <>
+        {p.children(p.item)}
+        <div class="actions">
+          <Button kind="danger" busy={p.busy} onClick={() => p.onConfirm(p.item as T)}>
+            {p.action}
+          </Button>
+          <Button onClick={p.onClose}>Cancel</Button>
+        </div>
+      </>
+    )}
+  </Dialog>
+)
+
 /** A secret shown once (a new key, a webhook secret), with a copy button. */
 export const SecretOnce = (p: { label: string; value: string }) => (
   <div class="secret-once" role="note">

@@ -1,7 +1,7 @@
 import { useMemo, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, Field, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Confirm, Dialog, Empty, Field, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
 import "./Combos.css"
 
 // Combos: a name clients use as a model id, a strategy that orders its targets, and the
@@ -593,31 +593,26 @@ export default function CombosPage() {
       <Dialog open={!!raw} title={`JSON of ${raw?.name ?? "combo"}`} onClose={() => setRaw(undefined)}>
         {raw && <RawEditor combo={raw} onSaved={reload} onClose={() => setRaw(undefined)} />}
       </Dialog>
-      <Dialog open={!!confirm} title="Delete this combo?" onClose={() => setConfirm(undefined)}>
-        {confirm && (
-          <>
-            <p>
-              Clients sending <code>{confirm.name}</code> as the model will get an unknown-model error.
-            </p>
-            <div class="actions">
-              <Button
-                kind="danger"
-                busy={busy}
-                onClick={() =>
-                  void run(() => ok(api.DELETE("/api/combos/{id}", { params: { path: { id: confirm.id } } })), "Combo deleted").then((r) => {
-                    if (!r) return
-                    setConfirm(undefined)
-                    reload()
-                  })
-                }
-              >
-                Delete combo
-              </Button>
-              <Button onClick={() => setConfirm(undefined)}>Cancel</Button>
-            </div>
-          </>
+      <Confirm
+        item={confirm}
+        title="Delete this combo?"
+        action="Delete combo"
+        busy={busy}
+        onClose={() => setConfirm(undefined)}
+        onConfirm={(combo) =>
+          void run(() => ok(api.DELETE("/api/combos/{id}", { params: { path: { id: combo.id } } })), "Combo deleted").then((r) => {
+            if (!r) return
+            setConfirm(undefined)
+            reload()
+          })
+        }
+      >
+        {(combo) => (
+          <p>
+            Clients sending <code>{combo.name}</code> as the model will get an unknown-model error.
+          </p>
         )}
-      </Dialog>
+      </Confirm>
     </Page>
   )
 }

@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtMoney, fmtNumber, Form, Loader, NumberInput, Page, Section, SecretOnce, Select, Table, TextInput, useAction, useInterval, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Confirm, Dialog, Empty, fmtDate, fmtMoney, fmtNumber, Form, Loader, NumberInput, Page, Section, SecretOnce, Select, Table, TextInput, useAction, useInterval, useLoad } from "../ui"
 import "./Keys.css"
 
 // API keys: the keys clients call the gateway with, their inbound rate limits, budgets (USD)
@@ -385,31 +385,26 @@ export default function KeysPage() {
           />
         )}
       </Dialog>
-      <Dialog open={!!confirm} title="Delete this key?" onClose={() => setConfirm(undefined)}>
-        {confirm && (
-          <>
-            <p>
-              Clients using <strong>{confirm.name}</strong> ({confirm.key}) will be refused at once. This cannot be undone.
-            </p>
-            <div class="actions">
-              <Button
-                kind="danger"
-                busy={busy}
-                onClick={() =>
-                  void run(() => ok(api.DELETE("/api/keys/{id}", { params: { path: { id: confirm.id } } })), "Key deleted").then((r) => {
-                    if (!r) return
-                    setConfirm(undefined)
-                    reloadAll()
-                  })
-                }
-              >
-                Delete key
-              </Button>
-              <Button onClick={() => setConfirm(undefined)}>Cancel</Button>
-            </div>
-          </>
+      <Confirm
+        item={confirm}
+        title="Delete this key?"
+        action="Delete key"
+        busy={busy}
+        onClose={() => setConfirm(undefined)}
+        onConfirm={(key) =>
+          void run(() => ok(api.DELETE("/api/keys/{id}", { params: { path: { id: key.id } } })), "Key deleted").then((r) => {
+            if (!r) return
+            setConfirm(undefined)
+            reloadAll()
+          })
+        }
+      >
+        {(key) => (
+          <p>
+            Clients using <strong>{key.name}</strong> ({key.key}) will be refused at once. This cannot be undone.
+          </p>
         )}
-      </Dialog>
+      </Confirm>
     </Page>
   )
 }

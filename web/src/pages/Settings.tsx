@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, ErrorBox, fmtDate, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Confirm, Dialog, Empty, ErrorBox, fmtDate, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
 import { BackupSchedule } from "./operate/BackupSchedule"
 import "./operate/operate.css"
 
@@ -189,27 +189,26 @@ const ProxyRegistry = () => {
           </Form>
         )}
       </Dialog>
-      <Dialog open={removing !== undefined} title="Delete this proxy?" onClose={() => setRemoving(undefined)}>
-        <p>
-          <strong>{removing?.name}</strong> is removed from the registry{removing?.usedBy.length ? ` (used by ${removing.usedBy.join(", ")}: the API refuses while connections name it)` : ""}.
-        </p>
-        <div class="actions">
-          <Button
-            kind="danger"
-            busy={busy}
-            onClick={() =>
-              removing &&
-              void run(() => ok(api.DELETE("/api/v1/management/proxies/{id}", { params: { path: { id: removing.id } } })), "Proxy deleted").then(() => {
-                setRemoving(undefined)
-                list.reload()
-              })
-            }
-          >
-            Delete
-          </Button>
-          <Button onClick={() => setRemoving(undefined)}>Cancel</Button>
-        </div>
-      </Dialog>
+      <Confirm
+        item={removing}
+        title="Delete this proxy?"
+        action="Delete"
+        busy={busy}
+        onClose={() => setRemoving(undefined)}
+        onConfirm={(proxy) =>
+          void run(() => ok(api.DELETE("/api/v1/management/proxies/{id}", { params: { path: { id: proxy.id } } })), "Proxy deleted").then((r) => {
+            if (r === undefined) return
+            setRemoving(undefined)
+            list.reload()
+          })
+        }
+      >
+        {(proxy) => (
+          <p>
+            <strong>{proxy.name}</strong> is removed from the registry{proxy.usedBy.length ? ` (used by ${proxy.usedBy.join(", ")}: the API refuses while connections name it)` : ""}.
+          </p>
+        )}
+      </Confirm>
     </>
   )
 }

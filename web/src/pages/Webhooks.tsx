@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, Form, Loader, Page, SecretOnce, Section, Table, TextInput, useAction, useLoad } from "../ui"
+import { Badge, Button, Checkbox, Confirm, Dialog, Empty, fmtDate, Form, Loader, Page, SecretOnce, Section, Table, TextInput, useAction, useLoad } from "../ui"
 import "./operate/operate.css"
 
 // Webhooks (docs/webhooks.md): signed deliveries of events to receivers the admin registers.
@@ -242,27 +242,26 @@ export default function WebhooksPage() {
           }}
         />
       )}
-      <Dialog open={removing !== undefined} title="Delete this webhook?" onClose={() => setRemoving(undefined)}>
-        <p class="wrap">
-          <code class="mono">{removing?.url}</code> stops receiving events.
-        </p>
-        <div class="actions">
-          <Button
-            kind="danger"
-            busy={busy}
-            onClick={() =>
-              removing &&
-              void run(() => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: removing.id } } })), "Webhook deleted").then(() => {
-                setRemoving(undefined)
-                list.reload()
-              })
-            }
-          >
-            Delete
-          </Button>
-          <Button onClick={() => setRemoving(undefined)}>Cancel</Button>
-        </div>
-      </Dialog>
+      <Confirm
+        item={removing}
+        title="Delete this webhook?"
+        action="Delete"
+        busy={busy}
+        onClose={() => setRemoving(undefined)}
+        onConfirm={(hook) =>
+          void run(() => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: hook.id } } })), "Webhook deleted").then((r) => {
+            if (r === undefined) return
+            setRemoving(undefined)
+            list.reload()
+          })
+        }
+      >
+        {(hook) => (
+          <p class="wrap">
+            <code class="mono">{hook.url}</code> stops receiving events.
+          </p>
+        )}
+      </Confirm>
       </div>
     </Page>
   )
