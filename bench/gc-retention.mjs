@@ -11,6 +11,7 @@
 // Nothing is pinned and nothing listens: it needs only this repository's `effect`.
 import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { HELPER_SOURCE } from "../scripts/spread-rewrite.mjs"
 
 const SCENARIOS = {
   "async (baseline)": "Effect.async((resume) => { setImmediate(() => { garbage(); resume(Effect.void) }) })",
@@ -19,13 +20,18 @@ const SCENARIOS = {
   "fork + await": "Effect.flatMap(Effect.fork(Effect.sync(garbage)), (f) => f.await)",
   "{ ...obj, x } + async": "Effect.suspend(() => { keep = { ...plain, x: 1 }; return wait })",
   "Object.assign({}, obj, { x }) + async": "Effect.suspend(() => { keep = Object.assign({}, plain, { x: 1 }); return wait })",
-  "{ ...obj } + async": "Effect.suspend(() => { keep = { ...plain }; return wait })"
+  "{ ...obj } + async": "Effect.suspend(() => { keep = { ...plain }; return wait })",
+  "__gatewayExtend(obj, { x }) + async (the bundle's rewrite)": "Effect.suspend(() => { keep = __gatewayExtend(plain, { x: 1 }); return wait })",
+  // Not one long fiber: a root fiber per unit (Runtime.runFork, as the server runs each request).
+  "runFork per unit + async": "wait",
+  "runFork per unit, no async": "Effect.sync(garbage)"
 }
+const PER_UNIT_FIBER = new Set(["runFork per unit + async", "runFork per unit, no async"])
 
 const args = process.argv.slice(2)
 const child = args[0] === "--child"
 if (child) {
-  const { Effect, Deferred } = await import("effect")
+  const { Effect, Deferred, Runtime } = await import("effect")
   const seconds = Number(args[2])
   const garbage = () => Array.from({ length: 100 }, (_, i) => ({ i, s: "x" + i })).length
   const plain = { a: 1, b: 2, c: 3 }
@@ -35,9 +41,15 @@ if (child) {
       resume(Effect.void)
     })
   })
-  const body = new Function("Effect", "Deferred", "garbage", "wait", "plain", `let keep; return () => ${SCENARIOS[args[1]]}`)(Effect, Deferred, garbage, wait, plain)
+  const body = new Function("Effect", "Deferred", "garbage", "wait", "plain", `${HELPER_SOURCE}\nlet keep; return () => ${SCENARIOS[args[1]]}`)(Effect, Deferred, garbage, wait, plain)
   const end = Date.now() + seconds * 1000
-  Effect.runFork(Effect.whileLoop({ while: () => Date.now() < end, body, step: () => {} }))
+  if (PER_UNIT_FIBER.has(args[1])) {
+    const fork = Runtime.runFork(Runtime.defaultRuntime)
+    const next = () => fork(body()).addObserver(() => (Date.now() < end ? setImmediate(next) : undefined))
+    next()
+  } else {
+    Effect.runFork(Effect.whileLoop({ while: () => Date.now() < end, body, step: () => {} }))
+  }
 } else {
   const at = args.indexOf("--seconds")
   const seconds = at >= 0 ? Number(args[at + 1]) : 3

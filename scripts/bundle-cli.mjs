@@ -6,9 +6,10 @@
 // bin/gateway runs the bundle when it is there and dist/cli/main.js otherwise.
 // Part of `npm run build`, after tsc.
 import * as esbuild from "esbuild"
-import { rmSync, writeFileSync } from "node:fs"
+import { readFileSync, rmSync, writeFileSync } from "node:fs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
+import { rewriteChunk } from "./spread-rewrite.mjs"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const outdir = path.join(root, "dist/bundle")
@@ -36,6 +37,18 @@ const result = await esbuild.build({
   logLevel: "warning",
   metafile: true
 })
+// `{ ...base, key }` literals become Object.assign calls: V8 keeps what such a literal makes
+// alive through scavenges (scripts/spread-rewrite.mjs, docs/performance.md "The latency tail").
+let rewritten = 0
+for (const file of Object.keys(result.metafile.outputs)) {
+  if (!file.endsWith(".mjs")) continue
+  const at = path.join(root, file)
+  const r = rewriteChunk(readFileSync(at, "utf8"))
+  if (r.count > 0) writeFileSync(at, r.code)
+  rewritten += r.count
+}
+if (rewritten === 0) throw new Error("bundle-cli: no spread literal was rewritten; scripts/spread-rewrite.mjs no longer matches the bundle")
+
 // Which source modules each output file holds: what test/cli-contract.test.ts reads to tell that
 // a light command loads no server code, and what to look at when a chunk grows.
 const outputs = Object.fromEntries(
