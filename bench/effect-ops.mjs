@@ -56,6 +56,8 @@ try {
     }
     const c = await snapshot(gw.pid)
     rmSync(out, { force: true })
+    // A preload that counted nothing would print zeros that look like a result.
+    if (!c.patched || c.ops === 0) throw new Error("effect-ops: the preload found no Effect fiber to count (bench/lib/effect-ops-preload.mjs)")
     rows.push({ label, opsPerRequest: c.ops / N, fibersPerRequest: c.fibers / N, failed, byOp: Object.fromEntries(Object.entries(c.byOp).map(([k, v]) => [k, +(v / N).toFixed(1)])) })
   }
   agent.destroy()
