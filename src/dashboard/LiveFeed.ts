@@ -3,7 +3,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Runtime from "effect/Runtime"
 import * as http from "node:http"
 import type * as net from "node:net"
@@ -119,22 +118,31 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
         })
       )
 
-      // One subscriber for all clients: the bus drops the oldest for a slow subscriber, this
-      // one only serialises and writes.
-      const events = yield* bus.subscribe
-      yield* Effect.forkScoped(
-        Effect.forever(
-          Effect.map(Queue.takeBetween(events, 1, 256), (batch) => {
-            for (const e of batch) {
-              recent.push(e)
-              if (recent.length > RECENT) recent.shift()
-              if (clients.size === 0) continue
-              const frame = JSON.stringify({ type: "event", event: e })
-              for (const ws of clients) if (ws.bufferedAmount < MAX_BUFFERED) ws.send(frame)
-            }
-          })
-        )
-      )
+      // One listener for all clients. Publishing only queues the event (it runs on the request
+      // that published it); the queue is written out once per turn of the event loop, so a
+      // burst of events is one pass, as a subscription's batch was, without a fiber's wake-up
+      // for every event. A client more than MAX_BUFFERED behind skips events.
+      let queued: GatewayEvent[] = []
+      let flushing = false
+      const flush = () => {
+        flushing = false
+        const batch = queued
+        queued = []
+        for (const e of batch) {
+          recent.push(e)
+          if (recent.length > RECENT) recent.shift()
+          if (clients.size === 0) continue
+          const frame = JSON.stringify({ type: "event", event: e })
+          for (const ws of clients) if (ws.bufferedAmount < MAX_BUFFERED) ws.send(frame)
+        }
+      }
+      yield* bus.listen((e) => {
+        queued.push(e)
+        if (!flushing) {
+          flushing = true
+          setImmediate(flush)
+        }
+      })
 
       const accept = (req: http.IncomingMessage, socket: net.Socket, head: Buffer, samePort: boolean) => {
         if (!originAllowed(req, samePort)) return refuse(socket, 403, "Forbidden", "the live feed is open to the gateway's own pages only (Origin differs)")

@@ -36,6 +36,14 @@ export interface EventBusShape {
   readonly publish: (event: EventName, data: Readonly<Record<string, unknown>>) => void
   /** A subscription for the life of the scope. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<GatewayEvent>, never, Scope.Scope>
+  /**
+   * A listener called synchronously by `publish`, for the life of the scope: for in-process
+   * consumers whose work is a few synchronous steps (the audit log's filter, the live feed's
+   * buffer). A subscription's fiber costs every event a take, a wake-up and some twenty Effect
+   * instructions on the request that published it; a listener costs a call. It must not block; what
+   * it throws is dropped (the publisher and the other listeners go on).
+   */
+  readonly listen: (listener: (event: GatewayEvent) => void) => Effect.Effect<void, never, Scope.Scope>
 }
 
 /** The current time as ISO 8601, formatted at most once per millisecond (every request publishes). */
@@ -56,11 +64,31 @@ export class EventBus extends Context.Tag("gateway/EventBus")<EventBus, EventBus
     EventBus,
     Effect.gen(function* () {
       const hub = yield* Effect.acquireRelease(PubSub.sliding<GatewayEvent>(4096), PubSub.shutdown)
+      // Replaced, never mutated, so a listener added or removed while publish iterates is safe.
+      let listeners: ReadonlyArray<(event: GatewayEvent) => void> = []
       return {
         publish: (event, data) => {
-          hub.unsafeOffer({ event, timestamp: isoNow(), data })
+          const e: GatewayEvent = { event, timestamp: isoNow(), data }
+          hub.unsafeOffer(e)
+          for (const listener of listeners) {
+            try {
+              listener(e)
+            } catch {
+              // A listener's failure is its own (documented on EventBusShape.listen).
+            }
+          }
         },
-        subscribe: PubSub.subscribe(hub)
+        subscribe: PubSub.subscribe(hub),
+        listen: (listener) =>
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              listeners = [...listeners, listener]
+            }),
+            () =>
+              Effect.sync(() => {
+                listeners = listeners.filter((l) => l !== listener)
+              })
+          )
       }
     })
   )

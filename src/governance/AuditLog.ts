@@ -12,7 +12,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import { positiveInteger } from "../config/AppConfig.js"
 import { type AuditEntry, type AuditQuery, toEpochMs } from "../domain/audit.js"
@@ -103,26 +102,22 @@ export class AuditLog extends Context.Tag("gateway/AuditLog")<AuditLog, AuditLog
       const bus = yield* EventBus
       const retentionDays = yield* positiveInteger("GATEWAY_AUDIT_RETENTION_DAYS", "days", 365)
 
-      // Guardrail and policy actions from the bus.
-      const events = yield* bus.subscribe
-      yield* Effect.forkScoped(
-        Effect.forever(
-          Effect.map(Queue.take(events), (e) => {
-            if (e.event !== "guardrail.action") return
-            const d = e.data
-            const { rule: _r, mode, action: _a, endpoint: _e, apiKeyId: _k, requestId, detail, ...rest } = d
-            writer.append("audit_log", {
-              ts: Date.parse(e.timestamp) || Date.now(),
-              kind: "guardrail",
-              actor: typeof d["apiKeyId"] === "string" ? d["apiKeyId"] : "anonymous",
-              action: `guardrail.${String(d["action"] ?? "action")}`,
-              target: String(d["rule"] ?? ""),
-              route: typeof d["endpoint"] === "string" ? d["endpoint"] : null,
-              detail: maskedJson({ mode, requestId, detail: detail ?? (Object.keys(rest).length > 0 ? rest : undefined) })
-            })
-          })
-        )
-      )
+      // Guardrail and policy actions from the bus: a listener, not a subscription (every request
+      // publishes, and all but these are skipped at once).
+      yield* bus.listen((e) => {
+        if (e.event !== "guardrail.action") return
+        const d = e.data
+        const { rule: _r, mode, action: _a, endpoint: _e, apiKeyId: _k, requestId, detail, ...rest } = d
+        writer.append("audit_log", {
+          ts: Date.parse(e.timestamp) || Date.now(),
+          kind: "guardrail",
+          actor: typeof d["apiKeyId"] === "string" ? d["apiKeyId"] : "anonymous",
+          action: `guardrail.${String(d["action"] ?? "action")}`,
+          target: String(d["rule"] ?? ""),
+          route: typeof d["endpoint"] === "string" ? d["endpoint"] : null,
+          detail: maskedJson({ mode, requestId, detail: detail ?? (Object.keys(rest).length > 0 ? rest : undefined) })
+        })
+      })
 
       const prune = Effect.gen(function* () {
         const cutoff = (yield* Clock.currentTimeMillis) - retentionDays * DAY
