@@ -362,23 +362,48 @@ export const Dialog = (p: { open: boolean; title: string; onClose: () => void; c
 
 /**
  * A confirmation before something that cannot be undone: what will happen, the action (a danger
- * button) and Cancel. `onConfirm` does the work; the page closes the dialog when it succeeded.
+ * button) and Cancel. It runs `remove` itself (busy while it runs); on success it toasts `done`,
+ * closes and calls `onRemoved`, on failure it stays open with the API's message.
  */
-export const Confirm = <T,>(p: { item: T | undefined; title: string; action: string; busy: boolean; onClose: () => void; onConfirm: (item: T) => void; children: (item: T) => ComponentChildren }) => (
-  <Dialog open={p.item !== undefined} title={p.title} onClose={p.onClose}>
-    {p.item !== undefined && (
-      <>
-        {p.children(p.item)}
-        <div class="actions">
-          <Button kind="danger" busy={p.busy} onClick={() => p.onConfirm(p.item as T)}>
-            {p.action}
-          </Button>
-          <Button onClick={p.onClose}>Cancel</Button>
-        </div>
-      </>
-    )}
-  </Dialog>
-)
+export const Confirm = <T,>(p: {
+  item: T | undefined
+  title: string
+  action: string
+  onClose: () => void
+  /** The destructive call (usually `ok(api.DELETE(...))`); a failure keeps the dialog open and toasts the API's message. */
+  remove: (item: T) => Promise<unknown>
+  /** The toast after it succeeded. */
+  done: string
+  /** After it succeeded and the dialog closed (a reload). */
+  onRemoved: () => void
+  children: (item: T) => ComponentChildren
+}) => {
+  const [run, busy] = useAction()
+  const confirm = (item: T) =>
+    void run(async () => {
+      await p.remove(item)
+      return true
+    }, p.done).then((removed) => {
+      if (!removed) return
+      p.onClose()
+      p.onRemoved()
+    })
+  return (
+    <Dialog open={p.item !== undefined} title={p.title} onClose={p.onClose}>
+      {p.item !== undefined && (
+        <>
+          {p.children(p.item)}
+          <div class="actions">
+            <Button kind="danger" busy={busy} onClick={() => confirm(p.item as T)}>
+              {p.action}
+            </Button>
+            <Button onClick={p.onClose}>Cancel</Button>
+          </div>
+        </>
+      )}
+    </Dialog>
+  )
+}
 
 /** A secret shown once (a new key, a webhook secret), with a copy button. */
 export const SecretOnce = (p: { label: string; value: string }) => (

@@ -597,15 +597,10 @@ export default function CombosPage() {
         item={confirm}
         title="Delete this combo?"
         action="Delete combo"
-        busy={busy}
         onClose={() => setConfirm(undefined)}
-        onConfirm={(combo) =>
-          void run(() => ok(api.DELETE("/api/combos/{id}", { params: { path: { id: combo.id } } })), "Combo deleted").then((r) => {
-            if (!r) return
-            setConfirm(undefined)
-            reload()
-          })
-        }
+        remove={(combo) => ok(api.DELETE("/api/combos/{id}", { params: { path: { id: combo.id } } }))}
+        done="Combo deleted"
+        onRemoved={reload}
       >
         {(combo) => (
           <p>

@@ -389,15 +389,10 @@ export default function KeysPage() {
         item={confirm}
         title="Delete this key?"
         action="Delete key"
-        busy={busy}
         onClose={() => setConfirm(undefined)}
-        onConfirm={(key) =>
-          void run(() => ok(api.DELETE("/api/keys/{id}", { params: { path: { id: key.id } } })), "Key deleted").then((r) => {
-            if (!r) return
-            setConfirm(undefined)
-            reloadAll()
-          })
-        }
+        remove={(key) => ok(api.DELETE("/api/keys/{id}", { params: { path: { id: key.id } } }))}
+        done="Key deleted"
+        onRemoved={reloadAll}
       >
         {(key) => (
           <p>

@@ -193,15 +193,10 @@ const ProxyRegistry = () => {
         item={removing}
         title="Delete this proxy?"
         action="Delete"
-        busy={busy}
         onClose={() => setRemoving(undefined)}
-        onConfirm={(proxy) =>
-          void run(() => ok(api.DELETE("/api/v1/management/proxies/{id}", { params: { path: { id: proxy.id } } })), "Proxy deleted").then((r) => {
-            if (r === undefined) return
-            setRemoving(undefined)
-            list.reload()
-          })
-        }
+        remove={(proxy) => ok(api.DELETE("/api/v1/management/proxies/{id}", { params: { path: { id: proxy.id } } }))}
+        done="Proxy deleted"
+        onRemoved={list.reload}
       >
         {(proxy) => (
           <p>

@@ -246,15 +246,10 @@ export default function WebhooksPage() {
         item={removing}
         title="Delete this webhook?"
         action="Delete"
-        busy={busy}
         onClose={() => setRemoving(undefined)}
-        onConfirm={(hook) =>
-          void run(() => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: hook.id } } })), "Webhook deleted").then((r) => {
-            if (r === undefined) return
-            setRemoving(undefined)
-            list.reload()
-          })
-        }
+        remove={(hook) => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: hook.id } } }))}
+        done="Webhook deleted"
+        onRemoved={list.reload}
       >
         {(hook) => (
           <p class="wrap">
