@@ -240,8 +240,8 @@ export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayS
       })
 
       const address = yield* listen(server, config.port, config.host)
-      yield* Effect.addFinalizer(() =>
-        Effect.gen(function* () {
+      yield* Effect.addFinalizer(
+        Effect.fnUntraced(function* () {
           // Answers still to be written say `Connection: close` (their sockets then close after
           // them, with a FIN, and clients do not send another request on them); idle keep-alive
           // sockets are closed now, with a FIN too.

@@ -75,12 +75,8 @@ export const isMultipart = (req: http.IncomingMessage): boolean => /^multipart\/
  * Parses the request's multipart body (or `buffered`, when the body was already read, e.g. for
  * an idempotency key), spooling files to a temporary directory removed when `scope` closes.
  */
-export const parseMultipart = (
-  req: http.IncomingMessage,
-  limits: MultipartLimits = {},
-  buffered?: Buffer
-): Effect.Effect<MultipartForm, MultipartError, Scope.Scope> =>
-  Effect.gen(function* () {
+export const parseMultipart: (req: http.IncomingMessage, limits?: MultipartLimits, buffered?: Buffer) => Effect.Effect<MultipartForm, MultipartError, Scope.Scope> = Effect.fnUntraced(
+  function* (req: http.IncomingMessage, limits: MultipartLimits = {}, buffered?: Buffer) {
     const contentType = String(req.headers["content-type"] ?? "")
     if (!/^multipart\/form-data\b/i.test(contentType)) {
       if (!buffered) req.resume()
@@ -167,7 +163,8 @@ export const parseMultipart = (
         source.unpipe(parser)
       })
     })
-  })
+  }
+)
 
 // ---------------------------------------------------------------- multipart out (to upstreams)
 
@@ -207,13 +204,15 @@ export const multipartBody = (parts: ReadonlyArray<FormPart>): OutgoingBody => {
   const contentType = `multipart/form-data; boundary=${boundary}`
   const length = pieces.reduce((n, p) => n + (Buffer.isBuffer(p) ? p.length : p.size), 0)
   if (pieces.every((p) => Buffer.isBuffer(p))) return { data: Buffer.concat(pieces as Array<Buffer>), contentType, length }
-  async function* stream() {
-    for (const p of pieces) {
-      if (Buffer.isBuffer(p)) yield p
-      else for await (const chunk of fs.createReadStream(p.path)) yield chunk as Buffer
-    }
+  return { data: Readable.from(streamPieces(pieces), { objectMode: false }), contentType, length }
+}
+
+/** The pieces of a multipart body in order, files read as they are reached (one generator function, not one per body). */
+async function* streamPieces(pieces: ReadonlyArray<Buffer | { readonly path: string; readonly size: number }>) {
+  for (const p of pieces) {
+    if (Buffer.isBuffer(p)) yield p
+    else for await (const chunk of fs.createReadStream(p.path)) yield chunk as Buffer
   }
-  return { data: Readable.from(stream(), { objectMode: false }), contentType, length }
 }
 
 /** An upload sent upstream as the raw body (Deepgram), streamed from its file. */

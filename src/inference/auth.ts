@@ -54,32 +54,31 @@ export const authenticateInference = (
   return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }
 
-const unrecognised = (flags: FeatureFlagsShape, access: InferenceAccess, req: http.IncomingMessage, presented: string | undefined) =>
-  Effect.gen(function* () {
-    const origin = header(req, "origin")
-    if (!originAllowed(origin, access.allowedOrigins)) {
-      return yield* new InferenceError({
-        status: 403,
-        kind: "permission",
-        code: "origin_not_allowed",
-        message: `browser requests from ${origin} need a gateway API key (or add the origin to GATEWAY_ALLOWED_ORIGINS)`
-      })
-    }
-    if (!(yield* flags.enabled("REQUIRE_API_KEY"))) {
-      if (!access.keyRequiredByBind) return null
-      return yield* new InferenceError({
-        status: 401,
-        kind: "authentication",
-        code: "invalid_api_key",
-        message: `${presented ? "Invalid API key: the key is unknown, disabled or expired." : "Missing API key."} This gateway listens on ${access.host}, reachable from other machines, so inference needs a gateway API key even though REQUIRE_API_KEY is off: create one with \`gateway keys add\` and send it as 'Authorization: Bearer <key>'. To serve without keys on this address anyway, the operator sets GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true.`
-      })
-    }
+const unrecognised = Effect.fnUntraced(function* (flags: FeatureFlagsShape, access: InferenceAccess, req: http.IncomingMessage, presented: string | undefined) {
+  const origin = header(req, "origin")
+  if (!originAllowed(origin, access.allowedOrigins)) {
+    return yield* new InferenceError({
+      status: 403,
+      kind: "permission",
+      code: "origin_not_allowed",
+      message: `browser requests from ${origin} need a gateway API key (or add the origin to GATEWAY_ALLOWED_ORIGINS)`
+    })
+  }
+  if (!(yield* flags.enabled("REQUIRE_API_KEY"))) {
+    if (!access.keyRequiredByBind) return null
     return yield* new InferenceError({
       status: 401,
       kind: "authentication",
       code: "invalid_api_key",
-      message: presented
-        ? "Invalid API key: the key is unknown, disabled or expired."
-        : "Missing API key: send it as 'Authorization: Bearer <key>' (or x-api-key, x-goog-api-key, or the api_key query parameter)."
+      message: `${presented ? "Invalid API key: the key is unknown, disabled or expired." : "Missing API key."} This gateway listens on ${access.host}, reachable from other machines, so inference needs a gateway API key even though REQUIRE_API_KEY is off: create one with \`gateway keys add\` and send it as 'Authorization: Bearer <key>'. To serve without keys on this address anyway, the operator sets GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true.`
     })
+  }
+  return yield* new InferenceError({
+    status: 401,
+    kind: "authentication",
+    code: "invalid_api_key",
+    message: presented
+      ? "Invalid API key: the key is unknown, disabled or expired."
+      : "Missing API key: send it as 'Authorization: Bearer <key>' (or x-api-key, x-goog-api-key, or the api_key query parameter)."
   })
+})

@@ -51,33 +51,37 @@ export const makeCacheLookup = (deps: {
       return NOT_CACHEABLE
     }
     if (!cacheable(canonical)) return NOT_CACHEABLE
-    return Effect.gen(function* () {
-      // Body fields outside the canonical form shape the answer too; the conversation itself
-      // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
-      const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
-      const input = {
-        format: client.id,
-        model: call.model,
-        req: canonical,
-        extra: { endpoint: call.endpoint, noThinking: call.noThinking === true, body: rest },
-        similarityScope: ctx.apiKeyId ?? "anonymous"
-      }
-      const key = cacheKey(input)
-      const exact = yield* cache.get(key)
-      if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
-      // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
-      // A copy of the context: the embedding's own cost headers must not land on this answer.
-      const vector = yield* embed(deps.inference(), accounting, { ...ctx, responseHeaders: {} }, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
-        Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
-        Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
-        Effect.option
-      )
-      if (vector._tag === "None" || vector.value.length === 0) return { key, hit: undefined }
-      const params = cacheParams(input)
-      const similar = yield* cache.get(key, { format: client.id, model: call.model, params, embedding: vector.value })
-      return { key, hit: similar, params, embedding: vector.value }
-    })
+    return lookupCacheable(call, canonical)
   }
+
+  /** The exact key's entry, then (with an embedding model set) a similar prompt's: made once (docs/performance.md). */
+  const lookupCacheable = Effect.fnUntraced(function* (call: InferenceCall, canonical: CanonicalRequest) {
+    const { ctx, format: client } = call
+    // Body fields outside the canonical form shape the answer too; the conversation itself
+    // is in the canonical part (and left out of `extra`, so similarity can compare prompts).
+    const { stream: _s, stream_options: _so, user: _u, messages: _m, input: _i, contents: _c, prompt: _p, system: _sy, instructions: _in, ...rest } = call.body
+    const input = {
+      format: client.id,
+      model: call.model,
+      req: canonical,
+      extra: { endpoint: call.endpoint, noThinking: call.noThinking === true, body: rest },
+      similarityScope: ctx.apiKeyId ?? "anonymous"
+    }
+    const key = cacheKey(input)
+    const exact = yield* cache.get(key)
+    if (exact || !accountingConfig.cacheEmbeddingModel) return { key, hit: exact }
+    // Similarity: the prompt's embedding, compared with cached answers of the same model and parameters.
+    // A copy of the context: the embedding's own cost headers must not land on this answer.
+    const vector = yield* embed(deps.inference(), accounting, { ...ctx, responseHeaders: {} }, client, accountingConfig.cacheEmbeddingModel, [promptText(canonical)]).pipe(
+      Effect.map((r) => Float32Array.from(r.vectors[0] ?? [])),
+      Effect.tapError((e) => Effect.logWarning(`cache embedding failed (${e.message}); exact match only`)),
+      Effect.option
+    )
+    if (vector._tag === "None" || vector.value.length === 0) return { key, hit: undefined }
+    const params = cacheParams(input)
+    const similar = yield* cache.get(key, { format: client.id, model: call.model, params, embedding: vector.value })
+    return { key, hit: similar, params, embedding: vector.value }
+  })
 
   return { lookup }
 }

@@ -12,14 +12,16 @@ import { tryJson } from "../formats/common.js"
 import type { WireFormat } from "../formats/format.js"
 import { FORMATS } from "../formats/registry.js"
 import type { Candidate } from "../routing/types.js"
-import { type AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
+import { type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
 import type { InferenceShape } from "./call.js"
 import { clientError, type InferenceError } from "./errors.js"
-import type { AttemptRequest } from "./fallback.js"
+import type { AttemptRequest, TryCandidate } from "./fallback.js"
 import type { RequestContext } from "./io.js"
 
 /** What a counting endpoint asks of each candidate. */
 export interface CountRequest extends AttemptRequest {
+  /** Who sends the count request (the try is made once, not per request). */
+  readonly inference: InferenceShape
   /** Whether a candidate can count (speaks the upstream API that does). */
   readonly able: (c: Candidate) => boolean
   /** The upstream request for a candidate. */
@@ -35,27 +37,25 @@ interface Counted extends AttemptOutcome {
 /** Answers that say this upstream does not count at all: passed over, not held against it. */
 const NOT_COUNTING = new Set([404, 405, 501])
 
-const tryCount =
-  (inference: InferenceShape) =>
-  (request: CountRequest, c: Candidate): Effect.Effect<Counted, AttemptFailed> =>
-    Effect.gen(function* () {
-      const { connection } = c
-      const client = request.format
-      const { format, body } = request.prepare(c)
-      const res = yield* inference
-        .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
-        .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
-      if (res.status < 200 || res.status >= 300) {
-        const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
-        return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
-      }
-      const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
-      const count = request.read(tryJson(text))
-      if (count === undefined) {
-        return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true))
-      }
-      return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
-    })
+const tryCount: TryCandidate<CountRequest, Counted> = Effect.fnUntraced(function* (request: CountRequest, c: Candidate) {
+  const inference = request.inference
+    const { connection } = c
+    const client = request.format
+    const { format, body } = request.prepare(c)
+    const res = yield* inference
+      .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
+      .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+    if (res.status < 200 || res.status >= 300) {
+      const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
+      return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
+    }
+    const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+    const count = request.read(tryJson(text))
+    if (count === undefined) {
+      return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true))
+    }
+    return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
+})
 
 /**
  * The upstream's count for `model`, or undefined when no candidate can count or none answered
@@ -76,7 +76,7 @@ export const countUpstream = (
     const candidates = end === -1 ? plan.candidates : plan.candidates.slice(0, end)
     if (candidates.length === 0) return Effect.succeed(undefined)
     const { fusion: _fusion, ...rest } = plan
-    return inference.guarded({ ctx, format: client, model, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount(inference)).pipe(
+    return inference.guarded({ ctx, format: client, model, inference, ...how }, { ...rest, candidates, blocked: [] }, newTracking(model), tryCount).pipe(
       Effect.map((counted): number | undefined => counted.count),
       Effect.orElseSucceed(() => undefined)
     )

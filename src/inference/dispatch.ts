@@ -219,6 +219,42 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       )
       const listGemini = listGeminiModels(deps)
 
+      // A request with an idempotency key: made once, called per such request (docs/performance.md,
+      // "Generator functions on the request path").
+      const runIdempotent = Effect.fnUntraced(function* (
+        clientKey: string,
+        ctx: RequestContext,
+        route: RouteDef,
+        path: string,
+        token: string | undefined,
+        serve: Effect.Effect<unknown>
+      ) {
+        const req = ctx.req
+        if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
+        // The same key with another body is another request (X-Request-Id is often a correlation id
+        // passed along); callers without a recognised key are told apart by what they presented.
+        ctx.body ??= yield* readBody(req)
+        const caller = ctx.apiKeyId ?? `anon:${digest(presentedKey(req, ctx.query, token) ?? clientAddress(req, false))}`
+        const key = idempotencyKey({ apiKeyId: caller, method: route.method, path, clientKey: `${clientKey}\u0000${digest(ctx.body)}` })
+        // The first request with a key runs; duplicates within 5 s (or while it runs) get its answer.
+        // A 5xx or 429 answer is not kept: a retry after it should try again.
+        const outcome = yield* Effect.either(
+          idempotency.run(
+            key,
+            Effect.suspend(() => {
+              const recorder = recordAnswer(ctx)
+              return Effect.flatMap(serve, () => {
+                const r = recorder.result()
+                return r.status >= 500 || r.status === 429 ? Effect.fail(new TransientAnswer()) : Effect.succeed(r)
+              })
+            })
+          )
+        )
+        if (outcome._tag === "Left") return
+        const { response, duplicate } = outcome.right
+        if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
+      })
+
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
         // A batch line this process sends itself (src/batches/Batches.ts): its owner's identity and request id.
         const presented = req.headers[INTERNAL_HEADER]
@@ -273,31 +309,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
               const admission = id === null ? undefined : inboundLimits.admit(ctx, id)
               return admission === undefined ? serveIt() : Effect.zipRight(admission, Effect.suspend(serveIt))
             })
-        const idempotent = (clientKey: string) => Effect.gen(function* () {
-          if (!(yield* flags.enabled("GATEWAY_IDEMPOTENCY_ENABLED"))) return yield* serve
-          // The same key with another body is another request (X-Request-Id is often a correlation id
-          // passed along); callers without a recognised key are told apart by what they presented.
-          ctx.body ??= yield* readBody(req)
-          const caller = ctx.apiKeyId ?? `anon:${digest(presentedKey(req, ctx.query, token) ?? clientAddress(req, false))}`
-          const key = idempotencyKey({ apiKeyId: caller, method: route.method, path, clientKey: `${clientKey}\u0000${digest(ctx.body)}` })
-          // The first request with a key runs; duplicates within 5 s (or while it runs) get its answer.
-          // A 5xx or 429 answer is not kept: a retry after it should try again.
-          const outcome = yield* Effect.either(
-            idempotency.run(
-              key,
-              Effect.suspend(() => {
-                const recorder = recordAnswer(ctx)
-                return Effect.flatMap(serve, () => {
-                  const r = recorder.result()
-                  return r.status >= 500 || r.status === 429 ? Effect.fail(new TransientAnswer()) : Effect.succeed(r)
-                })
-              })
-            )
-          )
-          if (outcome._tag === "Left") return
-          const { response, duplicate } = outcome.right
-          if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
-        })
+        const idempotent = (clientKey: string) => runIdempotent(clientKey, ctx, route, path, token, serve)
         // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
         // in an uninterruptible region so a client that went away (the fiber interrupted) still
         // gets its log line, and its usage row (the end hooks).

@@ -56,6 +56,21 @@ export type TryCandidate<R extends AttemptRequest, A extends AttemptOutcome> = (
   options: { readonly probe: boolean }
 ) => Effect.Effect<A, AttemptFailed>
 
+/** What one request's dispatch keeps across its candidates. */
+interface Dispatch<R extends AttemptRequest, A extends AttemptOutcome> {
+  readonly request: R
+  readonly plan: RoutePlan
+  readonly track: Tracking
+  readonly attempt: TryCandidate<R, A>
+  /** Attempts made so far (fallbacks are this minus one). */
+  attempts: number
+  /** Candidates tried so far (a target listed twice is tried once). */
+  readonly tried: Set<string>
+}
+
+/** `Effect.uninterruptibleMask`'s restore: the attempt itself stays interruptible. */
+type Restore = <X, E, Q>(effect: Effect.Effect<X, E, Q>) => Effect.Effect<X, E, Q>
+
 const isCommitted = (request: AttemptRequest): boolean => (request.committed ? request.committed() : committed(request.ctx))
 
 export interface GuardedAttemptDeps {
@@ -83,160 +98,169 @@ export interface GuardedAttemptDeps {
  */
 export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn, observability }: GuardedAttemptDeps) => {
   const tracing = observability.tracing
+  // Both generator functions are made once, here, and called per request: one made per request
+  // keeps what it saw alive through young GCs (docs/performance.md, "Generator functions on the
+  // request path").
+  /**
+   * One candidate's try, uninterruptible but for the attempt itself (`restore`): the gate, the
+   * slot, the attempt, and what its outcome tells the resilience layer and the router.
+   */
+  const tryCandidate = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number, restore: Restore) {
+    const { request, plan, track, attempt } = d
+    const { ctx, format: client } = request
+    const gate = resilience.acquire(candidate, at)
+    if (!gate.allowed) return { kind: "busy" as const }
+    const end = memory.begin(candidate)
+    const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
+    const releaseSlot =
+      plan.kind === "quota-share"
+        ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
+        : undefined
+    d.tried.add(candidate.key)
+    if (d.attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts)
+    ctx.progress?.emit("attempt", { attempt: d.attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
+    track.tried = candidate
+    track.fallbacks = d.attempts
+    track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
+    d.attempts++
+    const startedAt = Date.now()
+    const probe = gate.probe || plan.probes.has(candidate.key)
+    const span = tracing ? observability.attemptBegin(ctx, ctx.endpoint, candidate, d.attempts, probe) : undefined
+    // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
+    const starting = ctx.hooks?.onAttemptStart
+    const tryIt =
+      starting === undefined || starting.length === 0
+        ? attempt(request, candidate, { probe })
+        : Effect.flatMap(attemptStarted(ctx, client, d.attempts, candidate, probe), (blocked) =>
+            blocked === undefined ? attempt(request, candidate, { probe }) : Effect.fail(attemptFailed(blocked, undefined))
+          )
+    // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
+    // count are released whatever happened; a probe only when interrupted.
+    const exit = yield* Effect.exit(
+      restore(
+        infoOn
+          ? tryIt.pipe(
+              Effect.annotateLogs({
+                provider: candidate.connection.provider.id,
+                connection: candidate.connection.name,
+                model: candidate.model,
+                translation: (request.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
+              })
+            )
+          : tryIt
+      )
+    )
+    releaseSlot?.()
+    end()
+    let result: Either.Either<A, AttemptFailed>
+    if (Exit.isSuccess(exit)) result = Either.right(exit.value)
+    else {
+      const failure = Cause.failureOption(exit.cause)
+      if (failure._tag === "None") {
+        const interrupted = Cause.isInterrupted(exit.cause)
+        observability.attemptEnd(ctx, span, { endpoint: ctx.endpoint, candidate, latencyMs: Date.now() - startedAt, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
+        if (interrupted) yield* releaseProbe
+        // Interrupted or a defect: no typed failure is in this cause.
+        return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
+      }
+      result = Either.left(failure.value)
+    }
+    const endedAt = Date.now()
+    const latency = endedAt - startedAt
+    if (result._tag === "Right") {
+      memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
+      track.outcome = result.right
+      const broken = result.right.streamFailure
+      observability.attemptEnd(ctx, span, {
+        endpoint: ctx.endpoint,
+        candidate,
+        latencyMs: latency,
+        errorType: broken ? failureType(broken) : "",
+        usage: result.right.usage,
+        ttftMs: result.right.ttftMs,
+        ...(span ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
+      })
+      const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
+      if (!broken) resilience.succeeded(candidate, result.right.headers, now())
+      yield* router.served(plan, candidate)
+      // The stream broke after it began: still the upstream's error (the client got it in-stream).
+      const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, d.attempts, candidate, broken, classification, true) : undefined
+      if (hooked) yield* restore(hooked)
+      return { kind: "served" as const, outcome: result.right }
+    }
+    const failed = result.left
+    observability.attemptEnd(ctx, span, {
+      endpoint: ctx.endpoint,
+      candidate,
+      latencyMs: latency,
+      errorType: failed.failure ? failureType(failed.failure) : (failed.error.code ?? String(failed.error.status)),
+      usage: undefined,
+      ttftMs: null,
+      message: failed.error.message
+    })
+    track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
+    if (!failed.failure) {
+      yield* releaseProbe
+      return { kind: failed.skip && !isCommitted(request) ? ("skip" as const) : ("final" as const), error: failed.error }
+    }
+    const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
+    yield* router.failed(plan, candidate)
+    // The request's own faults say nothing about the candidate's health.
+    if (classification.scope !== "client") memory.observe(candidate.key, latency, false, endedAt)
+    yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
+    ctx.progress?.emit("failed", { attempt: d.attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
+    const hooked = failureHooks(ctx.hooks) ? upstreamFailed(ctx, d.attempts, candidate, failed.failure, classification, false) : undefined
+    if (hooked) yield* restore(hooked)
+    return { kind: !classification.retryable || isCommitted(request) ? ("final" as const) : ("next" as const), error: failed.error }
+  })
+
   /** Tries the plan's candidates in order, falling back on retryable failures; answers the outcome of the one that served. */
+  const dispatch = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>) {
+    const { request, plan, track } = d
+    const { ctx, format: client } = request
+    let lastError: InferenceError | undefined
+    // Candidates passed over at attempt time (cooling down since the plan, probe taken).
+    const skipped: Array<Blocked> = []
+    for (const candidate of plan.candidates) {
+      if (d.attempts >= MAX_ATTEMPTS) break
+      // A target listed twice is tried once; one that failed earlier in this request is
+      // re-checked, since its failure may have put it in cooldown or a terminal state.
+      if (d.tried.has(candidate.key)) continue
+      // One reading of the Clock for the candidate's admission and its gate.
+      const at = now()
+      const admission = resilience.admission(candidate, at)
+      if (!admission.ok) {
+        skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
+        continue
+      }
+      const limitTarget = { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name }
+      // Several processes (Redis): the check holds the request's expected tokens atomically across them.
+      const limit = accounting.exact ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold) : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
+      if (!limit.ok) {
+        skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
+        continue
+      }
+      const step = yield* Effect.uninterruptibleMask((restore) => tryCandidate(d, candidate, at, restore))
+      if (step.kind === "served") return step.outcome
+      if (step.kind === "busy") {
+        skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
+        continue
+      }
+      lastError = step.error
+      if (step.kind === "final") return yield* Effect.fail(step.error)
+    }
+    if (d.attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts - 1)
+    const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
+    if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+    return yield* Effect.fail(d.attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } }) : final)
+  })
+
   const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
-      const { ctx, format: client } = request
       if (track.tried === undefined) track.tried = plan.candidates[0]
-      if (tracing) observability.routed(ctx, plan)
-      const dispatch = Effect.gen(function* () {
-        let attempts = 0
-        let lastError: InferenceError | undefined
-        const tried = new Set<string>()
-        // Candidates passed over at attempt time (cooling down since the plan, probe taken).
-        const skipped: Array<Blocked> = []
-        for (const candidate of plan.candidates) {
-          if (attempts >= MAX_ATTEMPTS) break
-          // A target listed twice is tried once; one that failed earlier in this request is
-          // re-checked, since its failure may have put it in cooldown or a terminal state.
-          if (tried.has(candidate.key)) continue
-          // One reading of the Clock for the candidate's admission and its gate.
-          const at = now()
-          const admission = resilience.admission(candidate, at)
-          if (!admission.ok) {
-            skipped.push({ candidate, reason: admission.reason, retryAfterMs: admission.retryAfterMs })
-            continue
-          }
-          const limitTarget = { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: request.model, connection: candidate.connection.name }
-          // Several processes (Redis): the check holds the request's expected tokens atomically across them.
-          const limit = accounting.exact ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold) : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
-          if (!limit.ok) {
-            skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
-            continue
-          }
-          const step = yield* Effect.uninterruptibleMask((restore) =>
-            Effect.gen(function* () {
-              const gate = resilience.acquire(candidate, at)
-              if (!gate.allowed) return { kind: "busy" as const }
-              const end = memory.begin(candidate)
-              const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
-              const releaseSlot =
-                plan.kind === "quota-share"
-                  ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
-                  : undefined
-              tried.add(candidate.key)
-              if (attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts)
-              ctx.progress?.emit("attempt", { attempt: attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
-              track.tried = candidate
-              track.fallbacks = attempts
-              track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
-              attempts++
-              const startedAt = Date.now()
-              const probe = gate.probe || plan.probes.has(candidate.key)
-              const span = tracing ? observability.attemptBegin(ctx, ctx.endpoint, candidate, attempts, probe) : undefined
-              // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
-              const starting = ctx.hooks?.onAttemptStart
-              const tryIt =
-                starting === undefined || starting.length === 0
-                  ? attempt(request, candidate, { probe })
-                  : Effect.flatMap(attemptStarted(ctx, client, attempts, candidate, probe), (blocked) =>
-                      blocked === undefined ? attempt(request, candidate, { probe }) : Effect.fail(attemptFailed(blocked, undefined))
-                    )
-              // One exit instead of either + ensuring + onInterrupt: the slot and the in-flight
-              // count are released whatever happened; a probe only when interrupted.
-              const exit = yield* Effect.exit(
-                restore(
-                  infoOn
-                    ? tryIt.pipe(
-                        Effect.annotateLogs({
-                          provider: candidate.connection.provider.id,
-                          connection: candidate.connection.name,
-                          model: candidate.model,
-                          translation: (request.passthrough ?? true) && candidate.connection.formats.includes(client.id) ? "passthrough" : `${client.id}->${candidate.connection.format}`
-                        })
-                      )
-                    : tryIt
-                )
-              )
-              releaseSlot?.()
-              end()
-              let result: Either.Either<A, AttemptFailed>
-              if (Exit.isSuccess(exit)) result = Either.right(exit.value)
-              else {
-                const failure = Cause.failureOption(exit.cause)
-                if (failure._tag === "None") {
-                  const interrupted = Cause.isInterrupted(exit.cause)
-                  observability.attemptEnd(ctx, span, { endpoint: ctx.endpoint, candidate, latencyMs: Date.now() - startedAt, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
-                  if (interrupted) yield* releaseProbe
-                  // Interrupted or a defect: no typed failure is in this cause.
-                  return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
-                }
-                result = Either.left(failure.value)
-              }
-              const endedAt = Date.now()
-              const latency = endedAt - startedAt
-              if (result._tag === "Right") {
-                memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
-                track.outcome = result.right
-                const broken = result.right.streamFailure
-                observability.attemptEnd(ctx, span, {
-                  endpoint: ctx.endpoint,
-                  candidate,
-                  latencyMs: latency,
-                  errorType: broken ? failureType(broken) : "",
-                  usage: result.right.usage,
-                  ttftMs: result.right.ttftMs,
-                  ...(span ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
-                })
-                const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
-                if (!broken) resilience.succeeded(candidate, result.right.headers, now())
-                yield* router.served(plan, candidate)
-                // The stream broke after it began: still the upstream's error (the client got it in-stream).
-                const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, broken, classification, true) : undefined
-                if (hooked) yield* restore(hooked)
-                return { kind: "served" as const, outcome: result.right }
-              }
-              const failed = result.left
-              observability.attemptEnd(ctx, span, {
-                endpoint: ctx.endpoint,
-                candidate,
-                latencyMs: latency,
-                errorType: failed.failure ? failureType(failed.failure) : (failed.error.code ?? String(failed.error.status)),
-                usage: undefined,
-                ttftMs: null,
-                message: failed.error.message
-              })
-              track.outcome = { status: failed.error.status, usage: undefined, ttftMs: null, error: failed.error.message }
-              if (!failed.failure) {
-                yield* releaseProbe
-                return { kind: failed.skip && !isCommitted(request) ? ("skip" as const) : ("final" as const), error: failed.error }
-              }
-              const classification = yield* resilience.failed(candidate, failed.failure, gate.probe)
-              yield* router.failed(plan, candidate)
-              // The request's own faults say nothing about the candidate's health.
-              if (classification.scope !== "client") memory.observe(candidate.key, latency, false, endedAt)
-              yield* Effect.logInfo(`attempt failed (${classification.reason}, ${classification.scope})${classification.retryable ? "" : ", not retried"}: ${failed.error.message}`)
-              ctx.progress?.emit("failed", { attempt: attempts, target: candidate.key, reason: classification.reason, retryable: classification.retryable })
-              const hooked = failureHooks(ctx.hooks) ? upstreamFailed(ctx, attempts, candidate, failed.failure, classification, false) : undefined
-              if (hooked) yield* restore(hooked)
-              return { kind: !classification.retryable || isCommitted(request) ? ("final" as const) : ("next" as const), error: failed.error }
-            })
-          )
-          if (step.kind === "served") return step.outcome
-          if (step.kind === "busy") {
-            skipped.push({ candidate, reason: "circuit_half_open", retryAfterMs: null })
-            continue
-          }
-          lastError = step.error
-          if (step.kind === "final") return yield* Effect.fail(step.error)
-        }
-        if (attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(attempts - 1)
-        const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
-        if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
-        return yield* Effect.fail(attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(attempts - 1) } }) : final)
-      })
-
-      return infoOn ? dispatch.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? request.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : dispatch
+      if (tracing) observability.routed(request.ctx, plan)
+      const run = dispatch({ request, plan, track, attempt, attempts: 0, tried: new Set() })
+      return infoOn ? run.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? request.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : run
     })
 
   return { guarded }

@@ -78,26 +78,25 @@ const NO_PROBES: ReadonlySet<string> = new Set()
 
 export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute }: FusionDeps) => {
   /** One try of a panel member against one of its candidates: the whole (non-streamed) answer. */
-  const tryMember = (member: PanelRequest, c: Candidate): Effect.Effect<PanelAnswer, AttemptFailed> =>
-    Effect.gen(function* () {
-      const client = member.format
-      const { format, body } = encodeFor(c.connection, { ...member.req, model: c.model, stream: false })
-      const upstream = FORMATS[format]
-      // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
-      const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false, readWhole: true }, client).pipe(
-        Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
-      )
-      if (res.status < 200 || res.status >= 300) {
-        const { error, info } = yield* readFailure(res, upstream, client, c.connection)
-        return yield* Effect.fail(attemptFailed(error, info))
-      }
-      const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
-      const json = tryJson(text)
-      const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
-      if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-      const decoded = upstream.decodeResponse(json)
-      return { status: 200, usage: decoded.usage, ttftMs: null, error: null, headers: headerValue(res.headers), decoded }
-    })
+  const tryMember: (member: PanelRequest, c: Candidate) => Effect.Effect<PanelAnswer, AttemptFailed> = Effect.fnUntraced(function* (member: PanelRequest, c: Candidate) {
+    const client = member.format
+    const { format, body } = encodeFor(c.connection, { ...member.req, model: c.model, stream: false })
+    const upstream = FORMATS[format]
+    // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
+    const res = yield* send({ connection: c.connection, model: c.model }, format, body, { stream: false, readWhole: true }, client).pipe(
+      Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked"))
+    )
+    if (res.status < 200 || res.status >= 300) {
+      const { error, info } = yield* readFailure(res, upstream, client, c.connection)
+      return yield* Effect.fail(attemptFailed(error, info))
+    }
+    const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
+    const json = tryJson(text)
+    const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
+    if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+    const decoded = upstream.decodeResponse(json)
+    return { status: 200, usage: decoded.usage, ttftMs: null, error: null, headers: headerValue(res.headers), decoded }
+  })
 
   /**
    * One panel member's whole answer, through the guarded attempt over its candidates (a target
@@ -148,77 +147,78 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
    * phase ends at `panelHardTimeoutMs` in any case. No answer: 503; one: that answer; more: the
    * judge synthesises them (anonymised as Source 1, 2, ...) with the client's stream flag and tools.
    */
-  const fuse = (call: InferenceCall, plan: RoutePlan, f: FusionPlan, track: Tracking) =>
-    Effect.gen(function* () {
-      const { ctx, format: client } = call
-      if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
-      const canonical = yield* tryDecode(client, () => (call.decode ?? client.decodeRequest)(call.body))
-      const panelRequest = withoutTools(canonical)
-      const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
-      // What the whole panel spent (members that answered, empty answers included): the reply's headers count it.
-      let panelCost = 0
-      const panelTokens = { input: 0, output: 0 }
-      let finished = 0
-      const quorum = yield* Deferred.make<void>()
-      const everyone = yield* Deferred.make<void>()
-      const fibers = yield* Effect.forEach(f.panel, (c, index) =>
-        complete(call, f.members?.[index] ?? [c], panelRequest, track.hold).pipe(
-          Effect.tap(({ response, costUsd }) =>
-            Effect.sync(() => {
-              panelCost += costUsd
-              panelTokens.input += response.usage?.inputTokens ?? 0
-              panelTokens.output += response.usage?.outputTokens ?? 0
-              if (textOf(response.content).trim() !== "") answers.push({ index, response })
-            })
-          ),
-          Effect.ignore,
-          Effect.ensuring(
-            Effect.suspend(() => {
-              finished++
-              const all = finished === f.panel.length
-              return Effect.all([answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void, all ? Deferred.succeed(everyone, undefined) : Effect.void])
-            })
-          ),
-          Effect.fork
-        )
+  const fuse = Effect.fnUntraced(function* (call: InferenceCall, plan: RoutePlan, f: FusionPlan, track: Tracking) {
+    const { ctx, format: client } = call
+    if (f.panel.length <= 1) return yield* execute(call, { ...plan, candidates: f.panel.length > 0 ? f.panel : [f.judge] }, track)
+    const canonical = yield* tryDecode(client, () => (call.decode ?? client.decodeRequest)(call.body))
+    const panelRequest = withoutTools(canonical)
+    const answers: Array<{ readonly index: number; readonly response: CanonicalResponse }> = []
+    // What the whole panel spent (members that answered, empty answers included): the reply's headers count it.
+    let panelCost = 0
+    const panelTokens = { input: 0, output: 0 }
+    let finished = 0
+    const quorum = yield* Deferred.make<void>()
+    const everyone = yield* Deferred.make<void>()
+    const fibers = yield* Effect.forEach(f.panel, (c, index) =>
+      complete(call, f.members?.[index] ?? [c], panelRequest, track.hold).pipe(
+        Effect.tap(({ response, costUsd }) =>
+          Effect.sync(() => {
+            panelCost += costUsd
+            panelTokens.input += response.usage?.inputTokens ?? 0
+            panelTokens.output += response.usage?.outputTokens ?? 0
+            if (textOf(response.content).trim() !== "") answers.push({ index, response })
+          })
+        ),
+        Effect.ignore,
+        Effect.ensuring(
+          Effect.suspend(() => {
+            finished++
+            const all = finished === f.panel.length
+            return Effect.all([answers.length >= f.minPanel || all ? Deferred.succeed(quorum, undefined) : Effect.void, all ? Deferred.succeed(everyone, undefined) : Effect.void])
+          })
+        ),
+        Effect.fork
       )
-      yield* Deferred.await(quorum).pipe(
-        Effect.zipRight(Effect.race(Deferred.await(everyone), Effect.sleep(Duration.millis(f.stragglerGraceMs)))),
-        Effect.timeout(Duration.millis(f.panelHardTimeoutMs)),
-        Effect.ignore
-      )
-      yield* Fiber.interruptAll(fibers)
-      const got = [...answers].sort((a, b) => a.index - b.index)
-      yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
-      ctx.progress?.emit("panel", { answered: got.length, of: f.panel.length })
-      if (got.length === 0) {
-        track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
-        return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
-      }
-      track.panelCostUsd = panelCost
-      if (got.length === 1) {
-        // The panel's row already counts its tokens; this request's row says how it ended.
-        track.tried = f.panel[got[0]!.index]
-        track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-        return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost, tokens: panelTokens })
-      }
-      const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
-      track.tried = f.judge
-      // A judge that fails before answering leaves the panel's first answer as the reply.
-      return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost, extraTokens: panelTokens }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
-        Effect.catchAll((e) =>
-          committed(ctx)
-            ? Effect.fail(e)
-            : Effect.gen(function* () {
-                yield* Effect.logWarning(`fusion judge of ${plan.scope} failed (${e.message}); answering with the panel's first answer`)
+    )
+    yield* Deferred.await(quorum).pipe(
+      Effect.zipRight(Effect.race(Deferred.await(everyone), Effect.sleep(Duration.millis(f.stragglerGraceMs)))),
+      Effect.timeout(Duration.millis(f.panelHardTimeoutMs)),
+      Effect.ignore
+    )
+    yield* Fiber.interruptAll(fibers)
+    const got = [...answers].sort((a, b) => a.index - b.index)
+    yield* Effect.logInfo(`fusion panel of ${plan.scope}: ${got.length} of ${f.panel.length} answered`)
+    ctx.progress?.emit("panel", { answered: got.length, of: f.panel.length })
+    if (got.length === 0) {
+      track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
+      return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
+    }
+    track.panelCostUsd = panelCost
+    if (got.length === 1) {
+      // The panel's row already counts its tokens; this request's row says how it ended.
+      track.tried = f.panel[got[0]!.index]
+      track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
+      return yield* respondWith(call, { ...got[0]!.response, model: call.model }, { candidate: f.panel[got[0]!.index]!, costUsd: panelCost, tokens: panelTokens })
+    }
+    const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
+    track.tried = f.judge
+    // A judge that fails before answering leaves the panel's first answer as the reply.
+    return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost, extraTokens: panelTokens }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
+      Effect.catchAll((e) =>
+        committed(ctx)
+          ? Effect.fail(e)
+          : Effect.zipRight(
+              Effect.logWarning(`fusion judge of ${plan.scope} failed (${e.message}); answering with the panel's first answer`),
+              Effect.suspend(() => {
                 const best = got[0]!
                 track.tried = f.panel[best.index]
                 track.outcome = { status: 200, usage: undefined, ttftMs: null, error: null }
-                yield* respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost, tokens: panelTokens })
+                return respondWith(call, { ...best.response, model: call.model }, { candidate: f.panel[best.index]!, costUsd: panelCost, tokens: panelTokens })
               })
-        )
+            )
       )
-    })
+    )
+  })
 
   return { fuse }
 }

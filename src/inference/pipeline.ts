@@ -52,6 +52,18 @@ import { StreamTimeouts } from "./timeouts.js"
 import { Egress } from "../egress/Egress.js"
 
 /** Features of a request that could not be decoded: the router still needs something. */
+/** What one request's serving reads and changes. */
+interface Serving {
+  /** The call as the request's hooks left it (onRequest may replace its body). */
+  current: InferenceCall
+  readonly track: Tracking
+  /** The request's features, decoded from `current` once, when routing first asks. */
+  readonly features: () => RequestFeatures
+  /** The client's own session id (X-Session-Id or the body's). */
+  readonly sessionId: string | undefined
+  readonly wantsProgress: boolean
+}
+
 const NO_FEATURES = (sessionId: string | undefined): RequestFeatures => ({
   tokenEstimate: 0,
   maxOutputTokens: undefined,
@@ -137,8 +149,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
-      const attempt = (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
-        Effect.gen(function* () {
+      // Created once and called per attempt, as every generator on the request path: a generator
+      // function made per call keeps what it saw alive through young GCs (docs/performance.md).
+      const attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> =
+        Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) {
           const { ctx, format: client } = call
           const connection: Connection = candidate.connection
           const target: ResolvedTarget = { connection, model: candidate.model }
@@ -237,26 +251,110 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       /** A hook blocked the request: its usage row says so. */
       const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
 
+      // The request's serving, after its usage row is attached: created once (docs/performance.md,
+      // "Generator functions on the request path").
+      const serve = Effect.fnUntraced(function* (call: InferenceCall, s: Serving) {
+        const { ctx, format: client } = call
+        const { track, features, sessionId, wantsProgress } = s
+        // The guardrails' hook, when any of their flags is on (src/guardrails).
+        const guard = guardrails.attach(ctx)
+        if (guard) yield* guard
+        if (ctx.hooks!.onRequest.length !== 0) {
+          const body = yield* Effect.tapError(requestReceived(ctx, client, s.current), (e) => refused(track, e))
+          if (body) s.current = { ...s.current, body }
+        }
+        // Budget: a spent window sends the request to the free fallback model, or refuses it.
+        // Several processes (Redis): the check and the hold are one atomic step across them.
+        let budget: BudgetCheck
+        if (accounting.exact) {
+          const admitted = yield* accounting.admit(ctx.apiKeyId)
+          track.hold = admitted.hold
+          budget = admitted.budget
+        } else budget = accounting.budget(ctx.apiKeyId)
+        let routed = s.current
+        if (!budget.ok) {
+          const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+          const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
+          const spent = `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+          if (!emergency) {
+            track.outcome = { status: 429, usage: undefined, ttftMs: null, error: spent }
+            return yield* Effect.fail(
+              clientError(client, { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}` }, { "retry-after": retryAfter })
+            )
+          }
+          yield* Effect.logInfo(`${spent}: emergency fallback to ${emergency}`)
+          ctx.responseHeaders["x-gateway-emergency-fallback"] = emergency
+          routed = { ...s.current, model: emergency }
+          track.model = emergency
+        }
+
+        if (!accounting.exact) track.hold = accounting.reserve(ctx.apiKeyId)
+
+        // Progress events need the answer open early: SSE streams only (NDJSON and JSON arrays have no comments).
+        if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
+
+        // Response cache (non-streamed, deterministic requests only).
+        // The usual case (streamed, or the cache off) does not enter the lookup.
+        const cached = routed.stream ? undefined : yield* lookup(routed)
+        if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
+        if (cached?.hit) {
+          const hit = cached.hit
+          track.cacheHit = true
+          track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
+          track.cachedProvider = hit.provider
+          Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
+          // `routed` captures nothing: a hit is not stored again.
+          sendWhole(routed, hit.body)
+          return
+        }
+        // A miss is kept by the response cache's hook when the answer is a whole 200.
+        if (cached?.key) attachCacheEntry(cache, accounting, routed, track, { ...cached, key: cached.key })
+        let served = routed
+
+        const first = yield* planFor(served.model, client, { features, ctx, sessionId })
+        ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
+        const hooks = ctx.hooks!
+        if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
+          const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body, served.endpoint), (e) => refused(track, e))
+          if (body) served = { ...served, body }
+        }
+        if (first.fusion) yield* fuse(served, first, first.fusion, track)
+        else if (first.kind !== "quota-share") yield* execute(served, first, track)
+        else {
+          // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
+          let plan = first
+          let waited = 0
+          for (let waits = 0; ; waits++) {
+            const result = yield* Effect.either(execute(served, plan, track))
+            if (result._tag === "Right") break
+            const settings = resilienceConfig.current().comboCooldownWait
+            if (!settings.enabled || waits >= settings.maxAttempts || committed(ctx) || result.left.status !== 429) return yield* Effect.fail(result.left)
+            // How long until a candidate is admissible again, read from the resilience state
+            // (planning again here would charge the quota-share deficits twice).
+            const at = now()
+            let wait: number | undefined
+            for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
+              const a = resilience.admission(c, at)
+              if (a.ok) wait = 0
+              else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
+                wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
+              }
+            }
+            if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
+            yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
+            ctx.progress?.emit("waiting", { ms: wait, reason: "cooldown" })
+            yield* Effect.sleep(Duration.millis(wait + 5))
+            waited += wait
+            plan = yield* planFor(served.model, client, { features, ctx, sessionId })
+          }
+        }
+      })
+
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {
           const { ctx, format: client } = call
           writeAhead(ctx, call.endpoint)
           const sessionId = explicitSession(ctx.req, call.body)
-          // The call as the request's hooks left it (onRequest may replace its body).
-          let current = call
-          const features = (() => {
-            let cached: RequestFeatures | undefined
-            return () => {
-              if (!cached) {
-                try {
-                  cached = requestFeatures((current.decode ?? client.decodeRequest)(current.body), sessionId)
-                } catch {
-                  cached = NO_FEATURES(sessionId)
-                }
-              }
-              return cached
-            }
-          })()
           ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
           const wantsProgress = String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
@@ -264,102 +362,24 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // One usage row per request, whatever happened (a client that left included): the
           // built-in hook on the request's end (the dispatcher ends every request).
           attachUsageRow(usage, accounting, call, track)
-          const serve = Effect.gen(function* () {
-            // The guardrails' hook, when any of their flags is on (src/guardrails).
-            const guard = guardrails.attach(ctx)
-            if (guard) yield* guard
-            if (ctx.hooks!.onRequest.length !== 0) {
-              const body = yield* Effect.tapError(requestReceived(ctx, client, current), (e) => refused(track, e))
-              if (body) current = { ...current, body }
-            }
-            // Budget: a spent window sends the request to the free fallback model, or refuses it.
-            // Several processes (Redis): the check and the hold are one atomic step across them.
-            let budget: BudgetCheck
-            if (accounting.exact) {
-              const admitted = yield* accounting.admit(ctx.apiKeyId)
-              track.hold = admitted.hold
-              budget = admitted.budget
-            } else budget = accounting.budget(ctx.apiKeyId)
-            let routed = current
-            if (!budget.ok) {
-              const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
-              const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
-              const spent = `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
-              if (!emergency) {
-                track.outcome = { status: 429, usage: undefined, ttftMs: null, error: spent }
-                return yield* Effect.fail(
-                  clientError(client, { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}` }, { "retry-after": retryAfter })
-                )
-              }
-              yield* Effect.logInfo(`${spent}: emergency fallback to ${emergency}`)
-              ctx.responseHeaders["x-gateway-emergency-fallback"] = emergency
-              routed = { ...current, model: emergency }
-              track.model = emergency
-            }
-
-            if (!accounting.exact) track.hold = accounting.reserve(ctx.apiKeyId)
-
-            // Progress events need the answer open early: SSE streams only (NDJSON and JSON arrays have no comments).
-            if (wantsProgress && routed.stream && client.framing === "sse" && !routed.jsonArrayStream && !ctx.res.headersSent) openProgress(ctx, client.streamContentType)
-
-            // Response cache (non-streamed, deterministic requests only).
-            // The usual case (streamed, or the cache off) does not enter the lookup.
-            const cached = routed.stream ? undefined : yield* lookup(routed)
-            if (cached) ctx.responseHeaders["x-gateway-cache"] = cached.hit ? "HIT" : "MISS"
-            if (cached?.hit) {
-              const hit = cached.hit
-              track.cacheHit = true
-              track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
-              track.cachedProvider = hit.provider
-              Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
-              // `routed` captures nothing: a hit is not stored again.
-              sendWhole(routed, hit.body)
-              return
-            }
-            // A miss is kept by the response cache's hook when the answer is a whole 200.
-            if (cached?.key) attachCacheEntry(cache, accounting, routed, track, { ...cached, key: cached.key })
-            let served = routed
-
-            const first = yield* planFor(served.model, client, { features, ctx, sessionId })
-            ctx.progress?.emit("routed", { route: first.kind, strategy: first.strategy, candidates: first.candidates.map((c) => c.key) })
-            const hooks = ctx.hooks!
-            if (hooks.onModelSelect.length !== 0 || (hooks.onComboResolve.length !== 0 && first.kind !== "direct")) {
-              const body = yield* Effect.tapError(routeResolved(ctx, client, served.model, first, served.body, served.endpoint), (e) => refused(track, e))
-              if (body) served = { ...served, body }
-            }
-            if (first.fusion) yield* fuse(served, first, first.fusion, track)
-            else if (first.kind !== "quota-share") yield* execute(served, first, track)
-            else {
-              // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
-              let plan = first
-              let waited = 0
-              for (let waits = 0; ; waits++) {
-                const result = yield* Effect.either(execute(served, plan, track))
-                if (result._tag === "Right") break
-                const settings = resilienceConfig.current().comboCooldownWait
-                if (!settings.enabled || waits >= settings.maxAttempts || committed(ctx) || result.left.status !== 429) return yield* Effect.fail(result.left)
-                // How long until a candidate is admissible again, read from the resilience state
-                // (planning again here would charge the quota-share deficits twice).
-                const at = now()
-                let wait: number | undefined
-                for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
-                  const a = resilience.admission(c, at)
-                  if (a.ok) wait = 0
-                  else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
-                    wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
-                  }
+          let cached: RequestFeatures | undefined
+          const serving: Serving = {
+            current: call,
+            track,
+            sessionId,
+            wantsProgress,
+            features: () => {
+              if (!cached) {
+                try {
+                  cached = requestFeatures((serving.current.decode ?? client.decodeRequest)(serving.current.body), sessionId)
+                } catch {
+                  cached = NO_FEATURES(sessionId)
                 }
-                if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
-                yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
-                ctx.progress?.emit("waiting", { ms: wait, reason: "cooldown" })
-                yield* Effect.sleep(Duration.millis(wait + 5))
-                waited += wait
-                plan = yield* planFor(served.model, client, { features, ctx, sessionId })
               }
+              return cached
             }
-          })
-
-          return accounting.prepared() ? serve : Effect.zipRight(accounting.prepare, serve)
+          }
+          return accounting.prepared() ? serve(call, serving) : Effect.zipRight(accounting.prepare, serve(call, serving))
         })
 
       const self: InferenceShape = { run, resolve, plan: (model, format) => planFor(model, format), guarded, send, readFailure, wholeText, track: writeAhead }

@@ -32,7 +32,7 @@ import { endRequest, observe, RequestHooks, requestReceived, routeResolved } fro
 import { gatewayHeaders, type RequestContext, responseHeaders } from "./io.js"
 import { normalizePassthrough } from "./passthrough.js"
 import { makeRelay, streamEnded } from "./relays.js"
-import { type Expanded, type Origin, ResponseStore } from "./responseStore.js"
+import { type Expanded, type Origin, ResponseStore, type ResponseStoreShape } from "./responseStore.js"
 import { type EventFraming, relayFrames, type StreamSink, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 import { splitNoThinking } from "./catalog.js"
@@ -205,6 +205,21 @@ interface SocketRequest extends AttemptRequest {
 
 const speaksResponses = (c: Candidate): boolean => c.connection.formats.includes("openai-responses")
 
+/** What the frames of one WebSocket need of it, made once per connection. */
+interface SocketConn {
+  readonly ws: WebSocket
+  readonly apiKeyId: string | null
+  /** The socket's conversation. */
+  readonly store: ResponseStoreShape
+  /** A message to the client, while the socket is open. */
+  readonly send: (text: string) => void
+}
+
+/** What one response's work leaves for its end: how to stop tracking it in flight, once it is. */
+interface ServeState {
+  untrack: (() => void) | undefined
+}
+
 /**
  * Responses over WebSocket, on the HTTP port at /v1/responses, /responses and /api/v1/responses.
  * Each `response.create` frame becomes one streamed `POST /responses` through the guarded
@@ -259,37 +274,125 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
        * relayed by the HTTP pipeline's relay and watchdog (its sink the socket); a failure before
        * any message went out leaves the frame free to go to the next candidate.
        */
-      const tryResponse = (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }): Effect.Effect<AttemptOutcome, AttemptFailed> =>
-        Effect.gen(function* () {
-          const { connection } = c
-          const client = openAiResponses
-          const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
-          const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, connection)
-          // Probes through a half-open breaker wait less for headers, as over HTTP.
-          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
-          const res = yield* deps.inference
-            .send({ connection, model: c.model }, "openai-responses", upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
-            .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")))
-          if (res.status < 200 || res.status >= 300) {
-            const { error, info } = yield* deps.inference.readFailure(res, client, client, connection)
-            return yield* Effect.fail(attemptFailed(error, info))
+      const tryResponse: (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) {
+        const { connection } = c
+        const client = openAiResponses
+        const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
+        const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, connection)
+        // Probes through a half-open breaker wait less for headers, as over HTTP.
+        const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
+        const res = yield* deps.inference
+          .send({ connection, model: c.model }, "openai-responses", upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
+          .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")))
+        if (res.status < 200 || res.status >= 300) {
+          const { error, info } = yield* deps.inference.readFailure(res, client, client, connection)
+          return yield* Effect.fail(attemptFailed(error, info))
+        }
+        const call: InferenceCall = {
+          ctx: request.ctx,
+          format: client,
+          body: expanded.body,
+          model: request.model,
+          stream: true,
+          endpoint: "responses.ws",
+          eventFraming: socketEvents,
+          onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
+        }
+        const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
+        const relayed = makeRelay(call, client, client, true, origin, connection)
+        // The connection's own silence limit, as over HTTP.
+        const result = yield* relayFrames(res, "sse", relayed.relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
+        const ended = streamEnded(result, relayed, res, client)
+        return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
+      })
+
+      /** A hook blocked the response: its usage row says so. */
+      const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+
+      /** A prewarm frame: its input remembered, an empty completed response sent (see `handle`). */
+      const prewarm = Effect.fnUntraced(
+        function* (conn: SocketConn, body: Record<string, unknown>, model: string) {
+          const { store, send } = conn
+          const expanded = yield* store.expand(body, openAiResponses, true)
+          const id = newId("resp_")
+          const created = Math.floor(Date.now() / 1000)
+          const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
+          send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
+          send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
+          store.remember(id, expanded.input, [])
+        },
+        (effect, conn) => Effect.catchAll(effect, (e) => Effect.sync(() => conn.send(errorFrame(e))))
+      )
+
+      /** The work of one `response.create` (see `respond`) on its connection; `state.untrack` is set once it is in flight. */
+      const serve: (conn: SocketConn, ctx: RequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) => Effect.Effect<void, InferenceError> =
+        Effect.fnUntraced(function* (conn: SocketConn, ctx: RequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) {
+          const { ws, apiKeyId, store, send } = conn
+          // The key's inbound limits, per message as HTTP checks them per request.
+          const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
+          if (admission !== undefined) yield* admission
+
+          // The router's plan, narrowed to the candidates that speak the Responses API natively.
+          const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
+          const able = narrowPlan(plan, speaksResponses)
+          if (!able) {
+            const other = firstOf(plan)
+            if (!other) return yield* allBlocked(openAiResponses, plan)
+            return yield* new InferenceError({
+              status: 400,
+              kind: "invalid_request",
+              code: "upstream_ws_provider_required",
+              message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+            })
           }
-          const call: InferenceCall = {
-            ctx: request.ctx,
-            format: client,
-            body: expanded.body,
-            model: request.model,
-            stream: true,
-            endpoint: "responses.ws",
-            eventFraming: socketEvents,
-            onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
+          // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
+          const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
+          const first = able.candidates[0]
+          const expanded = yield* expandFor(first)
+          // Refused as POST /v1/responses refuses it, with the same message.
+          yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
+
+          const track = newTracking(model)
+          const call: InferenceCall = { ctx, format: openAiResponses, body: expanded.body, model, stream: true, endpoint: "responses.ws" }
+          state.untrack = deps.inference.track(ctx, "responses.ws")
+          // One usage row per response, whatever happened (a cancelled one included): at its end.
+          attachUsageRow(deps.usage, deps.accounting, call, track)
+          // The guardrails (when any of their flags is on) and the registered hooks see the
+          // conversation as it will go upstream, as over HTTP; the body they leave goes to every
+          // candidate (without them each candidate gets its own expansion, see ResponseStore).
+          const guard = guardrails.attach(ctx)
+          if (guard) yield* guard
+          let hooked: Record<string, unknown> | undefined
+          if (ctx.hooks!.onRequest.length !== 0) {
+            hooked = yield* Effect.tapError(requestReceived(ctx, openAiResponses, call), (e) => refused(track, e))
           }
-          const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
-          const relayed = makeRelay(call, client, client, true, origin, connection)
-          // The connection's own silence limit, as over HTTP.
-          const result = yield* relayFrames(res, "sse", relayed.relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
-          const ended = streamEnded(result, relayed, res, client)
-          return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
+          // Budgets hold here as on HTTP (token limits in the guarded attempt).
+          const budget = deps.accounting.budget(apiKeyId)
+          if (!budget.ok) {
+            const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+            track.outcome = { status: 429, usage: undefined, ttftMs: null, error: "budget_exhausted" }
+            return yield* new InferenceError({ status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent`, headers: { "retry-after": retryAfter } })
+          }
+          track.hold = deps.accounting.reserve(apiKeyId)
+          const table = ctx.hooks!
+          if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
+            const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
+            if (selected) hooked = selected
+          }
+          const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
+          const fixed: Expanded | undefined = hooked && { ...expanded, body: hooked }
+          const request: SocketRequest = {
+            ctx,
+            format: openAiResponses,
+            model,
+            committed: () => sink.sent,
+            sink,
+            body,
+            expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
+            // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
+            remember: (id, input, output, origin) => store.remember(id, input, output, origin)
+          }
+          yield* deps.inference.guarded(request, able, track, tryResponse)
         })
 
       const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
@@ -299,9 +402,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         const send = (text: string) => {
           if (ws.readyState === ws.OPEN) ws.send(text)
         }
-
-        /** A hook blocked the response: its usage row says so. */
-        const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
+        const conn: SocketConn = { ws, apiKeyId, store, send }
 
         /** A frame the gateway cannot take (not a request: no lifecycle), answered with an error event. */
         const invalid = (code: string, message: string) => send(JSON.stringify({ type: "error", status: 400, error: { type: "invalid_request_error", code, message } }))
@@ -316,23 +417,12 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             const model = str(body["model"])
             if (!model) return Effect.sync(() => invalid("missing_model", "response.create needs a model"))
             // Prewarm: remember the input, generate nothing (no upstream call, no lifecycle, no usage row).
-            if (generate === false) return prewarm(body, model)
+            if (generate === false) return prewarm(conn, body, model)
             return respond(raw, body, model)
           }).pipe(
             Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),
             Effect.annotateLogs({ transport: "websocket" })
           )
-
-        const prewarm = (body: Record<string, unknown>, model: string) =>
-          Effect.gen(function* () {
-            const expanded = yield* store.expand(body, openAiResponses, true)
-            const id = newId("resp_")
-            const created = Math.floor(Date.now() / 1000)
-            const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
-            send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
-            send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
-            store.remember(id, expanded.input, [])
-          }).pipe(Effect.catchAll((e) => Effect.sync(() => send(errorFrame(e)))))
 
         /**
          * One `response.create`: a request of the inference plane with the lifecycle of a
@@ -360,78 +450,11 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           }
           // In flight, its span while tracing is on; its log lines carry its request and trace ids.
           const traceId = observability.begin(ctx)
-          let untrack: (() => void) | undefined
-          const serve: Effect.Effect<void, InferenceError> = Effect.gen(function* () {
-            // The key's inbound limits, per message as HTTP checks them per request.
-            const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
-            if (admission !== undefined) yield* admission
-
-            // The router's plan, narrowed to the candidates that speak the Responses API natively.
-            const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
-            const able = narrowPlan(plan, speaksResponses)
-            if (!able) {
-              const other = firstOf(plan)
-              if (!other) return yield* allBlocked(openAiResponses, plan)
-              return yield* new InferenceError({
-                status: 400,
-                kind: "invalid_request",
-                code: "upstream_ws_provider_required",
-                message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
-              })
-            }
-            // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
-            const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
-            const first = able.candidates[0]
-            const expanded = yield* expandFor(first)
-            // Refused as POST /v1/responses refuses it, with the same message.
-            yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
-
-            const track = newTracking(model)
-            const call: InferenceCall = { ctx, format: openAiResponses, body: expanded.body, model, stream: true, endpoint: "responses.ws" }
-            untrack = deps.inference.track(ctx, "responses.ws")
-            // One usage row per response, whatever happened (a cancelled one included): at its end.
-            attachUsageRow(deps.usage, deps.accounting, call, track)
-            // The guardrails (when any of their flags is on) and the registered hooks see the
-            // conversation as it will go upstream, as over HTTP; the body they leave goes to every
-            // candidate (without them each candidate gets its own expansion, see ResponseStore).
-            const guard = guardrails.attach(ctx)
-            if (guard) yield* guard
-            let hooked: Record<string, unknown> | undefined
-            if (ctx.hooks!.onRequest.length !== 0) {
-              hooked = yield* Effect.tapError(requestReceived(ctx, openAiResponses, call), (e) => refused(track, e))
-            }
-            // Budgets hold here as on HTTP (token limits in the guarded attempt).
-            const budget = deps.accounting.budget(apiKeyId)
-            if (!budget.ok) {
-              const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
-              track.outcome = { status: 429, usage: undefined, ttftMs: null, error: "budget_exhausted" }
-              return yield* new InferenceError({ status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent`, headers: { "retry-after": retryAfter } })
-            }
-            track.hold = deps.accounting.reserve(apiKeyId)
-            const table = ctx.hooks!
-            if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
-              const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
-              if (selected) hooked = selected
-            }
-            const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
-            const fixed: Expanded | undefined = hooked && { ...expanded, body: hooked }
-            const request: SocketRequest = {
-              ctx,
-              format: openAiResponses,
-              model,
-              committed: () => sink.sent,
-              sink,
-              body,
-              expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
-              // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
-              remember: (id, input, output, origin) => store.remember(id, input, output, origin)
-            }
-            yield* deps.inference.guarded(request, able, track, tryResponse)
-          })
+          const state: ServeState = { untrack: undefined }
           // As the dispatcher ends an HTTP request: the error event, then the end hooks (the usage
           // row among them), uninterruptibly, so a cancelled response still gets its row (499).
           return Effect.uninterruptibleMask((restore) =>
-            Effect.flatMap(Effect.exit(restore(serve)), (exit) => {
+            Effect.flatMap(Effect.exit(restore(serve(conn, ctx, answer, body, model, state))), (exit) => {
               let error: InferenceError | undefined
               let gone = false
               let after: Effect.Effect<void> = Effect.void
@@ -449,7 +472,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               }
               const ending = endRequest(ctx, error, gone)
               observability.end(ctx, gone ? 499 : answer.statusCode, error)
-              const done = Effect.sync(() => untrack?.())
+              const done = Effect.sync(() => state.untrack?.())
               return Effect.zipRight(ending === undefined ? done : Effect.zipRight(ending, done), after)
             })
           ).pipe(Effect.annotateLogs(traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }))
@@ -482,6 +505,24 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         ws.on("error", () => ws.terminate())
       }
 
+      /** An upgrade on a Responses WebSocket path: refused with an HTTP answer, or its socket handed to `session`. */
+      const accept = Effect.fnUntraced(function* (req: http.IncomingMessage, socket: net.Socket, head: Buffer, query: URLSearchParams, requestId: string) {
+        if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
+          return refuse(socket, requestId, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
+        }
+        const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
+        if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
+        const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
+        if (!capable) {
+          return refuse(socket, requestId, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
+        }
+        upgradeIds.set(req, requestId)
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          sockets.add(ws)
+          session(ws, req, auth.right)
+        })
+      })
+
       return {
         upgrade: (req, socket, head) => {
           const url = req.url ?? "/"
@@ -490,24 +531,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           if (!WS_PATHS.has(path)) return false
           const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1))
           const requestId = newRequestId()
-          run(
-            Effect.gen(function* () {
-              if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
-                return refuse(socket, requestId, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
-              }
-              const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
-              if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
-              const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
-              if (!capable) {
-                return refuse(socket, requestId, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
-              }
-              upgradeIds.set(req, requestId)
-              wss.handleUpgrade(req, socket, head, (ws) => {
-                sockets.add(ws)
-                session(ws, req, auth.right)
-              })
-            }).pipe(Effect.catchAllCause(() => Effect.sync(() => socket.destroy())))
-          )
+          run(accept(req, socket, head, query, requestId).pipe(Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))))
           return true
         }
       }

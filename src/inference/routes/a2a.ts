@@ -43,8 +43,8 @@ const parse = (text: string): { readonly ok: true; readonly value: unknown } | {
   }
 }
 
-const send = (deps: RouteDeps, catalog: SkillCatalogShape) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const send = (deps: RouteDeps, catalog: SkillCatalogShape) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const buf = ctx.body ?? (yield* readBody(ctx.req, MAX_A2A_BODY_BYTES))
     const parsed = parse(buf.toString("utf8"))
     if (!parsed.ok) return sendJson(ctx, 200, rpcError(null, { code: RpcCode.parseError, message: parsed.message }))
@@ -55,8 +55,8 @@ const send = (deps: RouteDeps, catalog: SkillCatalogShape) => (ctx: RequestConte
     sendJson(ctx, 200, rpcResult(request.id, task))
   })
 
-const card = (deps: RouteDeps, access: InferenceAccess) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const card = (deps: RouteDeps, access: InferenceAccess) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const origin = yield* originOf(deps, ctx)
     const keyRequired = access.keyRequiredByBind || (yield* deps.flag("REQUIRE_API_KEY"))
     sendJson(ctx, 200, agentCard(origin, keyRequired))

@@ -20,8 +20,8 @@ const decode = (body: Record<string, unknown>, messages = false) =>
   })
 
 /** `POST /v1/messages` (`?beta=true` too: the query is ignored). */
-const messages = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const messages = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(body, true)
     if (canonical.messages.length === 0) {
@@ -38,8 +38,8 @@ const messages = (deps: RouteDeps) => (ctx: RequestContext) =>
  * 400) is refused the same way; one whose targets are only unavailable for now (cooling down,
  * breaker open) or failing still gets a local count.
  */
-const countTokens = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const countTokens = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical: CanonicalRequest = yield* decode(body)
     const { model } = splitNoThinking(canonical.model)

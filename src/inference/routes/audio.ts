@@ -78,20 +78,18 @@ const decodeSpeech = (body: Record<string, unknown>): SpeechInput => {
 
 const speech = (deps: RouteDeps) => {
   const attempt = trySpeech(deps.inference, deps.accounting)
-  return (ctx: RequestContext) =>
-    withJsonObject(ctx, (body) =>
-      Effect.gen(function* () {
-        const s = yield* tryDecode(openAiChat, () => decodeSpeech(body))
-        const request: SpeechRequest = { ctx, format: openAiChat, model: s.model, input: s.input, voice: s.voice, responseFormat: s.responseFormat, speed: s.speed, instructions: s.instructions }
-        const { outcome } = yield* runMedia(deps.inference, deps.accounting, { ctx, client: openAiChat, model: s.model, endpoint: "audio.speech", what: "speech", able: canSpeak, request, attempt, stream: true })
-        if (outcome.audio) {
-          writeWhole(ctx, 200, responseHeaders(ctx, { "content-type": SPEECH_CONTENT_TYPES[s.responseFormat], "content-length": outcome.audio.length }), outcome.audio)
-        } else if (outcome.streamFailure) {
-          // Cut after the usage row was written: the client sees an incomplete transfer.
-          abortStream(ctx, outcome.error ?? outcome.streamFailure.message)
-        }
-      })
-    )
+  const handle = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+    const s = yield* tryDecode(openAiChat, () => decodeSpeech(body))
+    const request: SpeechRequest = { ctx, format: openAiChat, model: s.model, input: s.input, voice: s.voice, responseFormat: s.responseFormat, speed: s.speed, instructions: s.instructions }
+    const { outcome } = yield* runMedia(deps.inference, deps.accounting, { ctx, client: openAiChat, model: s.model, endpoint: "audio.speech", what: "speech", able: canSpeak, request, attempt, stream: true })
+    if (outcome.audio) {
+      writeWhole(ctx, 200, responseHeaders(ctx, { "content-type": SPEECH_CONTENT_TYPES[s.responseFormat], "content-length": outcome.audio.length }), outcome.audio)
+    } else if (outcome.streamFailure) {
+      // Cut after the usage row was written: the client sees an incomplete transfer.
+      abortStream(ctx, outcome.error ?? outcome.streamFailure.message)
+    }
+  })
+  return (ctx: RequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
 }
 
 // ---------------------------------------------------------------- transcription and translation
@@ -118,66 +116,66 @@ const seconds = (s: number) => Math.round(s * 1000) / 1000
 const transcription = (deps: RouteDeps, task: "transcribe" | "translate") => {
   const attempt = tryTranscription(deps.inference, deps.accounting)
   const endpoint = task === "transcribe" ? "audio.transcriptions" : "audio.translations"
-  return (ctx: RequestContext) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        const form = yield* Effect.mapError(parseMultipart(ctx.req, UPLOAD_LIMITS, ctx.body), fromMultipart)
-        const model = field(form, "model")?.trim()
-        if (!model) return yield* bad("model: Field required, expected a model id", "model")
-        const file = filesOf(form, "file")[0]
-        if (!file) return yield* bad("file: Field required, expected the audio as a file part named 'file'", "file")
-        if (file.size === 0) return yield* bad("file: the uploaded file is empty", "file")
-        const responseFormat = field(form, "response_format") ?? "json"
-        if (!TRANSCRIPT_FORMATS.includes(responseFormat as TranscriptFormat)) {
-          return yield* bad(`response_format: expected ${TRANSCRIPT_FORMATS.map((f) => JSON.stringify(f)).join(" or ")}, got ${JSON.stringify(responseFormat.slice(0, 40))}`, "response_format")
-        }
-        const granularities = fieldValues(form, "timestamp_granularities")
-        const odd = granularities.find((g) => g !== "word" && g !== "segment")
-        if (odd !== undefined) return yield* bad(`timestamp_granularities[]: expected "word" or "segment", got ${JSON.stringify(odd.slice(0, 40))}`, "timestamp_granularities[]")
-        const stream = field(form, "stream")
-        if (stream !== undefined && stream !== "false") return yield* bad("stream: streamed transcriptions are not offered; the answer comes whole", "stream")
-        const temperature = yield* formNumber(field(form, "temperature"), "temperature", 0, 1)
-        const language = field(form, "language")?.trim() || undefined
-        const prompt = field(form, "prompt") || undefined
-        // The duration is the file's own, measured before any upstream is paid for it.
-        const audio = yield* Effect.mapError(probeAudio(file.path), (why) =>
-          bad(`file: the gateway could not read the audio (${why.slice(0, 200)}); send mp3, wav, m4a, flac, ogg or webm`, "file", "invalid_audio")
-        )
-        const request: TranscriptionRequest = {
-          ctx,
-          format: openAiChat,
-          model,
-          task,
-          file,
-          bytes: yield* Effect.cached(readUpload(file)),
-          audio,
-          language: task === "transcribe" ? language : undefined,
-          prompt,
-          temperature,
-          granularities,
-          responseFormat: responseFormat as TranscriptFormat
-        }
-        const { outcome } = yield* runMedia(deps.inference, deps.accounting, {
-          ctx,
-          client: openAiChat,
-          model,
-          endpoint,
-          what: task === "transcribe" ? "transcription" : "translation",
-          able: task === "transcribe" ? canTranscribe : canTranslate,
-          request,
-          attempt
-        })
-        const answer = render(outcome.transcript, {
-          format: request.responseFormat,
-          task,
-          duration: seconds(audio.duration),
-          // A translation is English; otherwise the language asked for, when the upstream does not say.
-          language: task === "translate" ? "english" : (language ?? null),
-          granularities
-        })
-        sendJson(ctx, 200, typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body), { "content-type": answer.contentType })
+  return Effect.fnUntraced(
+    function* (ctx: RequestContext) {
+      const form = yield* Effect.mapError(parseMultipart(ctx.req, UPLOAD_LIMITS, ctx.body), fromMultipart)
+      const model = field(form, "model")?.trim()
+      if (!model) return yield* bad("model: Field required, expected a model id", "model")
+      const file = filesOf(form, "file")[0]
+      if (!file) return yield* bad("file: Field required, expected the audio as a file part named 'file'", "file")
+      if (file.size === 0) return yield* bad("file: the uploaded file is empty", "file")
+      const responseFormat = field(form, "response_format") ?? "json"
+      if (!TRANSCRIPT_FORMATS.includes(responseFormat as TranscriptFormat)) {
+        return yield* bad(`response_format: expected ${TRANSCRIPT_FORMATS.map((f) => JSON.stringify(f)).join(" or ")}, got ${JSON.stringify(responseFormat.slice(0, 40))}`, "response_format")
+      }
+      const granularities = fieldValues(form, "timestamp_granularities")
+      const odd = granularities.find((g) => g !== "word" && g !== "segment")
+      if (odd !== undefined) return yield* bad(`timestamp_granularities[]: expected "word" or "segment", got ${JSON.stringify(odd.slice(0, 40))}`, "timestamp_granularities[]")
+      const stream = field(form, "stream")
+      if (stream !== undefined && stream !== "false") return yield* bad("stream: streamed transcriptions are not offered; the answer comes whole", "stream")
+      const temperature = yield* formNumber(field(form, "temperature"), "temperature", 0, 1)
+      const language = field(form, "language")?.trim() || undefined
+      const prompt = field(form, "prompt") || undefined
+      // The duration is the file's own, measured before any upstream is paid for it.
+      const audio = yield* Effect.mapError(probeAudio(file.path), (why) =>
+        bad(`file: the gateway could not read the audio (${why.slice(0, 200)}); send mp3, wav, m4a, flac, ogg or webm`, "file", "invalid_audio")
+      )
+      const request: TranscriptionRequest = {
+        ctx,
+        format: openAiChat,
+        model,
+        task,
+        file,
+        bytes: yield* Effect.cached(readUpload(file)),
+        audio,
+        language: task === "transcribe" ? language : undefined,
+        prompt,
+        temperature,
+        granularities,
+        responseFormat: responseFormat as TranscriptFormat
+      }
+      const { outcome } = yield* runMedia(deps.inference, deps.accounting, {
+        ctx,
+        client: openAiChat,
+        model,
+        endpoint,
+        what: task === "transcribe" ? "transcription" : "translation",
+        able: task === "transcribe" ? canTranscribe : canTranslate,
+        request,
+        attempt
       })
-    )
+      const answer = render(outcome.transcript, {
+        format: request.responseFormat,
+        task,
+        duration: seconds(audio.duration),
+        // A translation is English; otherwise the language asked for, when the upstream does not say.
+        language: task === "translate" ? "english" : (language ?? null),
+        granularities
+      })
+      sendJson(ctx, 200, typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body), { "content-type": answer.contentType })
+    },
+    Effect.scoped
+  )
 }
 
 export const audioRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [

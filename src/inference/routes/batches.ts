@@ -48,46 +48,46 @@ const modeOf = (body: Record<string, unknown>, metadata: unknown): Effect.Effect
   return Effect.succeed(top === "native" || (top === undefined && fromMetadata === "native") ? "native" : "gateway")
 }
 
-const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesShape) => (ctx: RequestContext) =>
-  withJsonObject(ctx, (body) =>
-    Effect.gen(function* () {
-      const owner = ownerOf(ctx.apiKeyId)
-      const input = body["input_file_id"]
-      if (typeof input !== "string" || input === "") return yield* badRequest("'input_file_id' must be the id of a file uploaded with purpose 'batch'", "input_file_id")
-      const endpoint = body["endpoint"]
-      if (typeof endpoint !== "string" || !(BATCH_ENDPOINTS as ReadonlyArray<string>).includes(endpoint)) {
-        return yield* badRequest(`'endpoint' must be one of ${BATCH_ENDPOINTS.join(", ")}`, "endpoint")
+const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesShape) => {
+  const handle = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+    const owner = ownerOf(ctx.apiKeyId)
+    const input = body["input_file_id"]
+    if (typeof input !== "string" || input === "") return yield* badRequest("'input_file_id' must be the id of a file uploaded with purpose 'batch'", "input_file_id")
+    const endpoint = body["endpoint"]
+    if (typeof endpoint !== "string" || !(BATCH_ENDPOINTS as ReadonlyArray<string>).includes(endpoint)) {
+      return yield* badRequest(`'endpoint' must be one of ${BATCH_ENDPOINTS.join(", ")}`, "endpoint")
+    }
+    if (body["completion_window"] !== "24h") return yield* badRequest("'completion_window' must be '24h'", "completion_window")
+    const metadata = body["metadata"]
+    if (metadata !== undefined && metadata !== null) {
+      const entries = typeof metadata === "object" && !Array.isArray(metadata) ? Object.entries(metadata) : undefined
+      if (!entries || entries.length > 16 || entries.some(([k, v]) => k.length > 64 || typeof v !== "string" || v.length > 512)) {
+        return yield* badRequest("'metadata' must be an object of at most 16 string values (keys up to 64, values up to 512 characters)", "metadata")
       }
-      if (body["completion_window"] !== "24h") return yield* badRequest("'completion_window' must be '24h'", "completion_window")
-      const metadata = body["metadata"]
-      if (metadata !== undefined && metadata !== null) {
-        const entries = typeof metadata === "object" && !Array.isArray(metadata) ? Object.entries(metadata) : undefined
-        if (!entries || entries.length > 16 || entries.some(([k, v]) => k.length > 64 || typeof v !== "string" || v.length > 512)) {
-          return yield* badRequest("'metadata' must be an object of at most 16 string values (keys up to 64, values up to 512 characters)", "metadata")
-        }
-      }
-      const mode = yield* modeOf(body, metadata)
-      const file = yield* files.find(owner, input)
-      if (!file) return yield* notFound("file", input, "input_file_id")
-      if (file.purpose !== "batch") return yield* badRequest(`the input file has purpose '${file.purpose}'; upload it with purpose 'batch'`, "input_file_id")
-      const forwarded = mode === "native" ? yield* native.plan(owner, input, endpoint) : null
-      const batch = yield* batches.create({
-        owner,
-        endpoint,
-        inputFileId: input,
-        completionWindow: "24h",
-        metadata: (metadata as Record<string, string> | null | undefined) ?? null,
-        native: forwarded
-      })
-      sendJson(ctx, 200, batchObject(batch))
+    }
+    const mode = yield* modeOf(body, metadata)
+    const file = yield* files.find(owner, input)
+    if (!file) return yield* notFound("file", input, "input_file_id")
+    if (file.purpose !== "batch") return yield* badRequest(`the input file has purpose '${file.purpose}'; upload it with purpose 'batch'`, "input_file_id")
+    const forwarded = mode === "native" ? yield* native.plan(owner, input, endpoint) : null
+    const batch = yield* batches.create({
+      owner,
+      endpoint,
+      inputFileId: input,
+      completionWindow: "24h",
+      metadata: (metadata as Record<string, string> | null | undefined) ?? null,
+      native: forwarded
     })
-  )
+    sendJson(ctx, 200, batchObject(batch))
+  })
+  return (ctx: RequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
+}
 
 const own = (batches: BatchesShape, ctx: RequestContext, id: string) =>
   Effect.flatMap(batches.find(ownerOf(ctx.apiKeyId), id), (b) => (b ? Effect.succeed(b) : Effect.fail(notFound("batch", id, "batch_id"))))
 
-const retrieve = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const retrieve = (batches: BatchesShape, native: NativeBatchesShape) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (!b.native) return sendJson(ctx, 200, batchObject(b))
     // A native batch is polled on GET too (at most once a second), so the answer is the upstream's latest.
@@ -95,8 +95,8 @@ const retrieve = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: Re
     sendJson(ctx, 200, batchObject(yield* own(batches, ctx, b.id)))
   })
 
-const list = (batches: BatchesShape) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const list = (batches: BatchesShape) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const raw = ctx.query.get("limit")
     const limit = raw === null ? 20 : Number(raw)
     if (raw !== null && (!/^\d+$/.test(raw) || limit < 1 || limit > 100)) return yield* badRequest("'limit' must be an integer between 1 and 100", "limit")
@@ -107,8 +107,8 @@ const list = (batches: BatchesShape) => (ctx: RequestContext) =>
 
 const conflict = (message: string) => new InferenceError({ status: 409, kind: "invalid_request", code: "batch_state", message, param: "batch_id" })
 
-const cancel = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const cancel = (batches: BatchesShape, native: NativeBatchesShape) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (b.status === "cancelling" || b.status === "cancelled") return sendJson(ctx, 200, batchObject(b))
     if (b.status !== "validating" && b.status !== "in_progress") return yield* conflict(`batch ${b.id} is ${b.status} and cannot be cancelled`)
@@ -119,8 +119,8 @@ const cancel = (batches: BatchesShape, native: NativeBatchesShape) => (ctx: Requ
     sendJson(ctx, 200, batchObject(yield* own(batches, ctx, b.id)))
   })
 
-const remove = (batches: BatchesShape) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const remove = (batches: BatchesShape) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (!FINISHED.includes(b.status)) return yield* conflict(`batch ${b.id} is ${b.status}; only a completed, failed, expired or cancelled batch can be deleted (cancel it first)`)
     yield* batches.remove(b)

@@ -14,34 +14,34 @@ import type { RouteDef } from "./types.js"
  * The model for a dedicated provider route: the prefix is added when missing. A model that
  * names another connected provider is a 400. Aggregators (OpenRouter) take vendor/model ids.
  */
-const providerModel = (deps: RouteDeps, provider: string, model: string) =>
-  Effect.gen(function* () {
-    const all = yield* deps.connections
-    const own = all.filter((c) => c.provider.id === provider.toLowerCase() || c.name.toLowerCase() === provider.toLowerCase())
-    if (own.length === 0 && !findProvider(provider)) {
-      return yield* new InferenceError({ status: 404, kind: "not_found", code: "provider_not_found", message: `no provider or connection named '${provider}'` })
-    }
-    const slash = model.indexOf("/")
-    const first = slash > 0 ? model.slice(0, slash).toLowerCase() : undefined
-    if (first === undefined) return `${provider}/${model}`
-    if (first === provider.toLowerCase() || own.some((c) => c.name.toLowerCase() === first)) return model
-    const aggregator = own.some((c) => c.provider.category === "aggregator") || findProvider(provider)?.category === "aggregator"
-    const other = findProvider(first) ?? all.find((c) => c.name.toLowerCase() === first)
-    if (other && !aggregator) {
-      return yield* badRequest(`model '${model}' belongs to '${first}', not to provider '${provider}' of this route`, "model", "model_provider_mismatch")
-    }
-    return `${provider}/${model}`
-  })
+const providerModel = Effect.fnUntraced(function* (deps: RouteDeps, provider: string, model: string) {
+  const all = yield* deps.connections
+  const own = all.filter((c) => c.provider.id === provider.toLowerCase() || c.name.toLowerCase() === provider.toLowerCase())
+  if (own.length === 0 && !findProvider(provider)) {
+    return yield* new InferenceError({ status: 404, kind: "not_found", code: "provider_not_found", message: `no provider or connection named '${provider}'` })
+  }
+  const slash = model.indexOf("/")
+  const first = slash > 0 ? model.slice(0, slash).toLowerCase() : undefined
+  if (first === undefined) return `${provider}/${model}`
+  if (first === provider.toLowerCase() || own.some((c) => c.name.toLowerCase() === first)) return model
+  const aggregator = own.some((c) => c.provider.category === "aggregator") || findProvider(provider)?.category === "aggregator"
+  const other = findProvider(first) ?? all.find((c) => c.name.toLowerCase() === first)
+  if (other && !aggregator) {
+    return yield* badRequest(`model '${model}' belongs to '${first}', not to provider '${provider}' of this route`, "model", "model_provider_mismatch")
+  }
+  return `${provider}/${model}`
+})
 
-const providerRoute =
-  (deps: RouteDeps, inner: (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) =>
-  (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-    Effect.gen(function* () {
-      const body = yield* readJsonObject(ctx)
-      const model = str(body["model"])
-      if (!model) return yield* badRequest("model must be a non-empty string", "model")
-      yield* inner(deps)(ctx, { ...body, model: yield* providerModel(deps, params["provider"] ?? "", model) })
-    })
+const providerRoute = (deps: RouteDeps, inner: (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => {
+  // Built once with the route table, not once per request.
+  const handle = inner(deps)
+  return Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+    const body = yield* readJsonObject(ctx)
+    const model = str(body["model"])
+    if (!model) return yield* badRequest("model must be a non-empty string", "model")
+    yield* handle(ctx, { ...body, model: yield* providerModel(deps, params["provider"] ?? "", model) })
+  })
+}
 
 /** What sidecar routers may know of the provider registry: no secrets, no accounts, no code. */
 const manifest = () => ({
@@ -65,8 +65,8 @@ const manifest = () => ({
 
 const WS_PATHS = ["/v1/responses", "/responses", "/api/v1/responses"]
 
-const handshake = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const handshake = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     if (ctx.query.get("handshake") !== "1") {
       return yield* badRequest("this endpoint only answers ?handshake=1; open the WebSocket on /v1/responses", "handshake")
     }

@@ -45,8 +45,8 @@ interface Upload {
  * Reads the multipart body: text fields kept, the single `file` part stored under `id` as it
  * arrives. Interrupted (the client left) or failed: what was stored is removed by `put`.
  */
-const readUpload = (files: typeof Files.Service, req: http.IncomingMessage, id: string): Effect.Effect<Upload, InferenceError> =>
-  Effect.gen(function* () {
+const readUpload = Effect.fnUntraced(
+  function* (files: typeof Files.Service, req: http.IncomingMessage, id: string) {
     const contentType = String(req.headers["content-type"] ?? "")
     if (!/^multipart\/form-data\b/i.test(contentType) || !/boundary=/i.test(contentType)) {
       req.resume()
@@ -140,13 +140,15 @@ const readUpload = (files: typeof Files.Service, req: http.IncomingMessage, id: 
       return yield* Effect.fail(failure)
     }
     return { fields, file }
-  }).pipe(Effect.onInterrupt(() => files.discard(id)))
+  },
+  (effect, files, _req, id): Effect.Effect<Upload, InferenceError> => Effect.onInterrupt(effect, () => files.discard(id))
+)
 
 const MIN_EXPIRY_S = 3600
 const MAX_EXPIRY_S = 30 * 24 * 3600
 
-const upload = (files: typeof Files.Service) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const upload = (files: typeof Files.Service) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const id = files.newId()
     const { fields, file } = yield* readUpload(files, ctx.req, id)
     const invalid = (e: InferenceError) => Effect.zipRight(file ? files.discard(id) : Effect.void, Effect.fail(e))
@@ -177,8 +179,8 @@ const intParam = (ctx: RequestContext, name: string, min: number, max: number, f
   return /^\d+$/.test(v) && n >= min && n <= max ? Effect.succeed(n) : Effect.fail(badRequest(`'${name}' must be an integer between ${min} and ${max}`, name))
 }
 
-const list = (files: typeof Files.Service) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const list = (files: typeof Files.Service) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const limit = yield* intParam(ctx, "limit", 1, 10_000, 10_000)
     const order = ctx.query.get("order") ?? "desc"
     if (order !== "asc" && order !== "desc") return yield* badRequest("'order' must be 'asc' or 'desc'", "order")
@@ -188,23 +190,23 @@ const list = (files: typeof Files.Service) => (ctx: RequestContext) =>
     sendJson(ctx, 200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
   })
 
-const retrieve = (files: typeof Files.Service) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const retrieve = (files: typeof Files.Service) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     const f = yield* files.find(ownerOf(ctx.apiKeyId), id)
     if (!f) return yield* notFound("file", id)
     sendJson(ctx, 200, fileObject(f))
   })
 
-const remove = (files: typeof Files.Service) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const remove = (files: typeof Files.Service) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     if (!(yield* files.remove(ownerOf(ctx.apiKeyId), id))) return yield* notFound("file", id)
     sendJson(ctx, 200, { id, object: "file", deleted: true })
   })
 
-const content = (files: typeof Files.Service) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const content = (files: typeof Files.Service) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     const found = yield* files.content(ownerOf(ctx.apiKeyId), id)
     if (!found) return yield* notFound("file", id)

@@ -20,44 +20,42 @@ const modelFromPath = (m: string): string => (m.startsWith("models/") ? m.slice(
 
 const decode = (body: Record<string, unknown>) => tryDecode(gemini, () => gemini.decodeRequest(body))
 
-const generate = (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) =>
-  Effect.gen(function* () {
-    const body = { ...(yield* readJsonObject(ctx)), model: modelFromPath(rawModel) }
-    const canonical = yield* decode(body)
-    const { model, noThinking } = splitNoThinking(canonical.model)
-    // Without alt=sse Google answers a stream as one JSON array written as it grows (what its SDKs
-    // read then); the upstream is still asked with alt=sse and its events are re-framed.
-    const jsonArray = stream && ctx.query.get("alt") !== "sse"
-    yield* deps.inference.run({
-      ctx,
-      format: gemini,
-      body,
-      model,
-      stream,
-      endpoint: stream ? "streamGenerateContent" : "generateContent",
-      decode: decodedAs(body, canonical, gemini.decodeRequest),
-      noThinking,
-      ...(jsonArray ? { jsonArrayStream: true, streamEncoder: () => new GeminiStreamEncoder(model, true) } : {})
-    })
+const generate = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) {
+  const body = { ...(yield* readJsonObject(ctx)), model: modelFromPath(rawModel) }
+  const canonical = yield* decode(body)
+  const { model, noThinking } = splitNoThinking(canonical.model)
+  // Without alt=sse Google answers a stream as one JSON array written as it grows (what its SDKs
+  // read then); the upstream is still asked with alt=sse and its events are re-framed.
+  const jsonArray = stream && ctx.query.get("alt") !== "sse"
+  yield* deps.inference.run({
+    ctx,
+    format: gemini,
+    body,
+    model,
+    stream,
+    endpoint: stream ? "streamGenerateContent" : "generateContent",
+    decode: decodedAs(body, canonical, gemini.decodeRequest),
+    noThinking,
+    ...(jsonArray ? { jsonArrayStream: true, streamEncoder: () => new GeminiStreamEncoder(model, true) } : {})
   })
+})
 
-const countTokens = (deps: RouteDeps, ctx: RequestContext, rawModel: string) =>
-  Effect.gen(function* () {
-    const raw = yield* readJsonObject(ctx)
-    // countTokens takes either contents directly or a whole generateContentRequest.
-    const inner = obj(raw["generateContentRequest"]) ?? raw
-    const body = { ...inner, model: modelFromPath(rawModel) }
-    const canonical = yield* decode(body)
-    // A Gemini upstream counts (through the guarded attempt); for any other model, or when none answers, the gateway does.
-    const { model: _m, ...payload } = body
-    const counted = yield* countUpstream(deps.inference, ctx, gemini, splitNoThinking(canonical.model).model, {
-      able: (c) => c.connection.format === "gemini",
-      prepare: () => ({ format: "gemini", body: payload }),
-      read: (json) => num(obj(json)?.["totalTokens"])
-    }).pipe(Effect.orElseSucceed(() => undefined))
-    if (counted !== undefined) return sendJson(ctx, 200, { totalTokens: counted })
-    sendJson(ctx, 200, { totalTokens: yield* Effect.promise(() => countRequestTokens(canonical)) })
-  })
+const countTokens = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string) {
+  const raw = yield* readJsonObject(ctx)
+  // countTokens takes either contents directly or a whole generateContentRequest.
+  const inner = obj(raw["generateContentRequest"]) ?? raw
+  const body = { ...inner, model: modelFromPath(rawModel) }
+  const canonical = yield* decode(body)
+  // A Gemini upstream counts (through the guarded attempt); for any other model, or when none answers, the gateway does.
+  const { model: _m, ...payload } = body
+  const counted = yield* countUpstream(deps.inference, ctx, gemini, splitNoThinking(canonical.model).model, {
+    able: (c) => c.connection.format === "gemini",
+    prepare: () => ({ format: "gemini", body: payload }),
+    read: (json) => num(obj(json)?.["totalTokens"])
+  }).pipe(Effect.orElseSucceed(() => undefined))
+  if (counted !== undefined) return sendJson(ctx, 200, { totalTokens: counted })
+  sendJson(ctx, 200, { totalTokens: yield* Effect.promise(() => countRequestTokens(canonical)) })
+})
 
 const textOfContent = (content: unknown): string =>
   arr(obj(content)?.["parts"])
@@ -81,17 +79,16 @@ const embedRequests = (body: Record<string, unknown>, batch: boolean): ReadonlyA
   })
 }
 
-const embedContent = (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) =>
-  Effect.gen(function* () {
-    const body = yield* readJsonObject(ctx)
-    const requests = yield* tryDecode(gemini, () => embedRequests(body, batch))
-    if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
-    const inputs = requests.map((r) => textOfContent(r["content"]))
-    const dimensions = num(requests[0]?.["outputDimensionality"])
-    const result = yield* embed(deps.inference, deps.accounting, ctx, gemini, modelFromPath(rawModel), inputs, dimensions)
-    const values = result.vectors.map((v) => ({ values: v }))
-    sendJson(ctx, 200, batch ? { embeddings: values } : { embedding: values[0] })
-  })
+const embedContent = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) {
+  const body = yield* readJsonObject(ctx)
+  const requests = yield* tryDecode(gemini, () => embedRequests(body, batch))
+  if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
+  const inputs = requests.map((r) => textOfContent(r["content"]))
+  const dimensions = num(requests[0]?.["outputDimensionality"])
+  const result = yield* embed(deps.inference, deps.accounting, ctx, gemini, modelFromPath(rawModel), inputs, dimensions)
+  const values = result.vectors.map((v) => ({ values: v }))
+  sendJson(ctx, 200, batch ? { embeddings: values } : { embedding: values[0] })
+})
 
 const METHODS = ["generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"] as const
 
@@ -113,13 +110,13 @@ const method = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Recor
   }
 }
 
-export const listGeminiModels = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+export const listGeminiModels = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(geminiModel), ...(yield* deps.virtualModels).map(virtualGeminiModel)] })
   })
 
-export const getGeminiModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+export const getGeminiModel = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const id = modelFromPath(params["model"] ?? "")
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: null, message: `models/${id} is not found` })

@@ -86,8 +86,8 @@ const modelOf = (body: Record<string, unknown>): Effect.Effect<string, Inference
 // ---------------------------------------------------------------- generations
 
 /** `POST /v1/images/generations` (and `/v1/providers/{provider}/images/generations` with the model pinned). */
-export const imagesGenerate = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
+export const imagesGenerate = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
     const model = yield* modelOf(body)
     const ask = yield* tryDecode(openAiChat, () => decodeAsk(body))
     const served = yield* runMedia(deps.inference, deps.accounting, {
@@ -161,8 +161,8 @@ interface EditInput {
   readonly mask: ImageInput | undefined
 }
 
-const fromMultipart = (ctx: RequestContext): Effect.Effect<EditInput, InferenceError, Scope.Scope> =>
-  Effect.gen(function* () {
+const fromMultipart: (ctx: RequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> =
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const form = yield* Effect.mapError(parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body), multipartFailure)
     const files = filesOf(form, "image")
     if (files.length === 0) return yield* badRequest("image: Field required, expected one or more image files (image or image[])", "image")
@@ -177,54 +177,52 @@ const fromMultipart = (ctx: RequestContext): Effect.Effect<EditInput, InferenceE
     return { body: formBody(form), images, mask }
   })
 
-const fromJson = (ctx: RequestContext): Effect.Effect<EditInput, InferenceError> =>
-  withJsonObject(ctx, (body) =>
-    Effect.gen(function* () {
-      const list = body["images"]
-      if (!Array.isArray(list) || list.length === 0) {
-        return yield* badRequest("images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)", "images")
-      }
-      if (list.length > MAX_IMAGES) return yield* badRequest(`images: at most ${MAX_IMAGES} images, got ${list.length}`, "images")
-      const images = yield* Effect.forEach(list, (v, i) => inlineImage(v, `images[${i}]`))
-      const mask = body["mask"] === undefined || body["mask"] === null ? undefined : yield* inlineImage(body["mask"], "mask")
-      return { body, images, mask }
-    })
-  )
+const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, InferenceError> =
+  Effect.fnUntraced(function* (body: Record<string, unknown>) {
+    const list = body["images"]
+    if (!Array.isArray(list) || list.length === 0) {
+      return yield* badRequest("images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)", "images")
+    }
+    if (list.length > MAX_IMAGES) return yield* badRequest(`images: at most ${MAX_IMAGES} images, got ${list.length}`, "images")
+    const images = yield* Effect.forEach(list, (v, i) => inlineImage(v, `images[${i}]`))
+    const mask = body["mask"] === undefined || body["mask"] === null ? undefined : yield* inlineImage(body["mask"], "mask")
+    return { body, images, mask }
+  })
+
+const fromJson = (ctx: RequestContext): Effect.Effect<EditInput, InferenceError> => withJsonObject(ctx, jsonEdit)
 
 const isJson = (ctx: RequestContext): boolean => /^application\/([\w.+-]+\+)?json\b/i.test(String(ctx.req.headers["content-type"] ?? ""))
 
 /** `POST /v1/images/edits`. */
-export const imagesEdit = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      let input: EditInput
-      if (isMultipart(ctx.req)) input = yield* fromMultipart(ctx)
-      else if (isJson(ctx)) input = yield* fromJson(ctx)
-      else {
-        if (!ctx.body) ctx.req.resume()
-        const type = String(ctx.req.headers["content-type"] ?? "")
-        return yield* new InferenceError({
-          status: 415,
-          kind: "invalid_request",
-          code: "unsupported_media_type",
-          message: `image edits take a multipart/form-data body (image, prompt, mask, ...) or JSON with images[].image_url; got ${type === "" ? "no content type" : type.slice(0, 100)}`
-        })
-      }
-      const model = yield* modelOf(input.body)
-      const ask = yield* tryDecode(openAiChat, () => decodeAsk(input.body))
-      const served = yield* runMedia(deps.inference, deps.accounting, {
-        ctx,
-        client: openAiChat,
-        model,
-        endpoint: "images.edits",
-        what: "image editing",
-        able: canEdit,
-        request: { ctx, format: openAiChat, model, operation: "edits", images: input.images, mask: input.mask, ...ask },
-        attempt: tryImages(deps.inference)
+export const imagesEdit = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
+    let input: EditInput
+    if (isMultipart(ctx.req)) input = yield* fromMultipart(ctx)
+    else if (isJson(ctx)) input = yield* fromJson(ctx)
+    else {
+      if (!ctx.body) ctx.req.resume()
+      const type = String(ctx.req.headers["content-type"] ?? "")
+      return yield* new InferenceError({
+        status: 415,
+        kind: "invalid_request",
+        code: "unsupported_media_type",
+        message: `image edits take a multipart/form-data body (image, prompt, mask, ...) or JSON with images[].image_url; got ${type === "" ? "no content type" : type.slice(0, 100)}`
       })
-      sendJson(ctx, 200, served.outcome.answer)
+    }
+    const model = yield* modelOf(input.body)
+    const ask = yield* tryDecode(openAiChat, () => decodeAsk(input.body))
+    const served = yield* runMedia(deps.inference, deps.accounting, {
+      ctx,
+      client: openAiChat,
+      model,
+      endpoint: "images.edits",
+      what: "image editing",
+      able: canEdit,
+      request: { ctx, format: openAiChat, model, operation: "edits", images: input.images, mask: input.mask, ...ask },
+      attempt: tryImages(deps.inference)
     })
-  )
+    sendJson(ctx, 200, served.outcome.answer)
+  }, Effect.scoped)
 
 // ---------------------------------------------------------------- the image models
 
@@ -236,8 +234,8 @@ const isImageModel = (e: CatalogEntry): boolean =>
   !e.alias && (e.spec ? e.spec.kind === "image" : modelDoes(e.connection.provider, e.modelId, "image") && IMAGE_NAME.test(e.modelId))
 
 /** `GET /v1/images/generations`: the image models, in OpenAI's list shape. */
-export const listImageModels = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+export const listImageModels = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const entries = catalogEntries(yield* deps.connections).filter(isImageModel)
     sendJson(ctx, 200, {
       object: "list",
@@ -245,8 +243,11 @@ export const listImageModels = (deps: RouteDeps) => (ctx: RequestContext) =>
     })
   })
 
-export const imageRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
-  { method: "POST", path: "/v1/images/generations", format: openAiChat, handle: (ctx) => withJsonObject(ctx, (body) => imagesGenerate(deps)(ctx, body)) },
-  { method: "GET", path: "/v1/images/generations", format: openAiChat, handle: listImageModels(deps) },
-  { method: "POST", path: "/v1/images/edits", format: openAiChat, handle: imagesEdit(deps) }
-]
+export const imageRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
+  const generate = imagesGenerate(deps)
+  return [
+    { method: "POST", path: "/v1/images/generations", format: openAiChat, handle: (ctx) => withJsonObject(ctx, (body) => generate(ctx, body)) },
+    { method: "GET", path: "/v1/images/generations", format: openAiChat, handle: listImageModels(deps) },
+    { method: "POST", path: "/v1/images/edits", format: openAiChat, handle: imagesEdit(deps) }
+  ]
+}

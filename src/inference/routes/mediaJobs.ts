@@ -166,42 +166,38 @@ const jsonOf = (bytes: Buffer): unknown => {
   }
 }
 
-const tryVideo =
-  (inference: InferenceShape) =>
-  (request: JobRequest<VideoInput>, c: Candidate): Effect.Effect<Submitted, AttemptFailed> =>
-    Effect.gen(function* () {
-      const family = videoFamily(c.connection)!
-      const res = yield* sendMedia(inference, request, c, videoSubmit(family, c.model, request.input))
-      const state = readVideoSubmit(family, jsonOf(yield* mediaBytes(inference, request, c.connection, res)))
-      if (!state) return yield* Effect.fail(badAnswer(request, c.connection, "the answer is not a video job"))
-      const seconds = request.input.seconds ?? (family === "veo" ? VEO_DEFAULT_SECONDS : OPENAI_DEFAULT_SECONDS)
-      return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), family, state, seconds }
-    })
+const tryVideo = (inference: InferenceShape): ((request: JobRequest<VideoInput>, c: Candidate) => Effect.Effect<Submitted, AttemptFailed>) =>
+  Effect.fnUntraced(function* (request: JobRequest<VideoInput>, c: Candidate) {
+    const family = videoFamily(c.connection)!
+    const res = yield* sendMedia(inference, request, c, videoSubmit(family, c.model, request.input))
+    const state = readVideoSubmit(family, jsonOf(yield* mediaBytes(inference, request, c.connection, res)))
+    if (!state) return yield* Effect.fail(badAnswer(request, c.connection, "the answer is not a video job"))
+    const seconds = request.input.seconds ?? (family === "veo" ? VEO_DEFAULT_SECONDS : OPENAI_DEFAULT_SECONDS)
+    return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), family, state, seconds }
+  })
 
-const tryMusic =
-  (inference: InferenceShape) =>
-  (request: JobRequest<MusicInput>, c: Candidate): Effect.Effect<Composed, AttemptFailed> =>
-    Effect.gen(function* () {
-      const family = musicFamily(c.connection, c.model)!
-      const res = yield* sendMedia(inference, request, c, musicSubmit(family, c.model, request.input))
-      const type = headerValue(res.headers)["content-type"]
-      const result = readMusic(family, yield* mediaBytes(inference, request, c.connection, res), type)
-      if (typeof result === "string") return yield* Effect.fail(badAnswer(request, c.connection, result))
-      // Seconds of the audio itself; what was asked for only when the audio cannot be read.
-      const seconds = (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ?? (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
-      return {
-        status: 200,
-        usage: undefined,
-        ttftMs: null,
-        error: null,
-        headers: headerValue(res.headers),
-        ...(seconds !== undefined ? { units: { seconds } } : {}),
-        family,
-        bytes: result.bytes,
-        contentType: result.contentType,
-        seconds
-      }
-    })
+const tryMusic = (inference: InferenceShape): ((request: JobRequest<MusicInput>, c: Candidate) => Effect.Effect<Composed, AttemptFailed>) =>
+  Effect.fnUntraced(function* (request: JobRequest<MusicInput>, c: Candidate) {
+    const family = musicFamily(c.connection, c.model)!
+    const res = yield* sendMedia(inference, request, c, musicSubmit(family, c.model, request.input))
+    const type = headerValue(res.headers)["content-type"]
+    const result = readMusic(family, yield* mediaBytes(inference, request, c.connection, res), type)
+    if (typeof result === "string") return yield* Effect.fail(badAnswer(request, c.connection, result))
+    // Seconds of the audio itself; what was asked for only when the audio cannot be read.
+    const seconds = (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ?? (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
+    return {
+      status: 200,
+      usage: undefined,
+      ttftMs: null,
+      error: null,
+      headers: headerValue(res.headers),
+      ...(seconds !== undefined ? { units: { seconds } } : {}),
+      family,
+      bytes: result.bytes,
+      contentType: result.contentType,
+      seconds
+    }
+  })
 
 // ---------------------------------------------------------------- answers
 
@@ -248,89 +244,90 @@ const answerJob = (ctx: RequestContext, job: MediaJob, submitted: boolean, extra
 
 // ---------------------------------------------------------------- handlers
 
-const submitVideo = (deps: RouteDeps, jobs: MediaJobsShape) => (ctx: RequestContext) =>
-  withJsonObject(ctx, (body) =>
-    Effect.gen(function* () {
-      const { model, input } = yield* tryDecode(openAiChat, () => decodeVideo(body))
-      const wait = waitSeconds(ctx, body)
-      const served = yield* runMedia(deps.inference, deps.accounting, {
-        ctx,
-        client: openAiChat,
-        model,
-        endpoint: jobEndpoint("video"),
-        what: "video generation",
-        able: (c) => does("video")(c) && videoFamily(c.connection) !== undefined,
-        request: { ctx, format: openAiChat, model, input },
-        attempt: tryVideo(deps.inference)
-      })
-      const { family, state } = served.outcome
-      let job = yield* jobs.create({
-        kind: "video",
-        apiKeyId: ctx.apiKeyId,
-        requestId: ctx.requestId,
-        requestedModel: model,
-        candidate: served.candidate,
-        family,
-        state,
-        seconds: served.outcome.seconds,
-        ...(input.size ? { size: input.size } : {})
-      })
-      if (wait > 0 && !isFinal(job.status)) job = yield* jobs.wait(job, wait * 1000)
-      answerJob(ctx, job, true, wait > 0 ? { "preference-applied": `wait=${wait}` } : {})
+const submitVideo = (deps: RouteDeps, jobs: MediaJobsShape) => {
+  const attempt = tryVideo(deps.inference)
+  const submit = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+    const { model, input } = yield* tryDecode(openAiChat, () => decodeVideo(body))
+    const wait = waitSeconds(ctx, body)
+    const served = yield* runMedia(deps.inference, deps.accounting, {
+      ctx,
+      client: openAiChat,
+      model,
+      endpoint: jobEndpoint("video"),
+      what: "video generation",
+      able: (c) => does("video")(c) && videoFamily(c.connection) !== undefined,
+      request: { ctx, format: openAiChat, model, input },
+      attempt
     })
-  )
+    const { family, state } = served.outcome
+    let job = yield* jobs.create({
+      kind: "video",
+      apiKeyId: ctx.apiKeyId,
+      requestId: ctx.requestId,
+      requestedModel: model,
+      candidate: served.candidate,
+      family,
+      state,
+      seconds: served.outcome.seconds,
+      ...(input.size ? { size: input.size } : {})
+    })
+    if (wait > 0 && !isFinal(job.status)) job = yield* jobs.wait(job, wait * 1000)
+    answerJob(ctx, job, true, wait > 0 ? { "preference-applied": `wait=${wait}` } : {})
+  })
+  return (ctx: RequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
+}
 
-const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => (ctx: RequestContext) =>
-  withJsonObject(ctx, (body) =>
-    Effect.gen(function* () {
-      const { model, input } = yield* tryDecode(openAiChat, () => decodeMusic(body))
-      const served = yield* runMedia(deps.inference, deps.accounting, {
-        ctx,
-        client: openAiChat,
-        model,
-        endpoint: jobEndpoint("music"),
-        what: "music generation",
-        able: (c) => does("music")(c) && musicFamily(c.connection, c.model) !== undefined,
-        request: { ctx, format: openAiChat, model, input },
-        attempt: tryMusic(deps.inference)
-      })
-      const o = served.outcome
-      // The upstreams answer the audio at once: the job is completed, its submission row the priced one.
-      const job = yield* jobs.create({
-        kind: "music",
-        apiKeyId: ctx.apiKeyId,
-        requestId: ctx.requestId,
-        requestedModel: model,
-        candidate: served.candidate,
-        family: o.family,
-        state: { status: "completed", progress: 100 },
-        result: { bytes: o.bytes, contentType: o.contentType, ...(o.seconds !== undefined ? { seconds: o.seconds } : {}), costUsd: served.costUsd }
-      })
-      answerJob(ctx, job, true)
+const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => {
+  const attempt = tryMusic(deps.inference)
+  const submit = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+    const { model, input } = yield* tryDecode(openAiChat, () => decodeMusic(body))
+    const served = yield* runMedia(deps.inference, deps.accounting, {
+      ctx,
+      client: openAiChat,
+      model,
+      endpoint: jobEndpoint("music"),
+      what: "music generation",
+      able: (c) => does("music")(c) && musicFamily(c.connection, c.model) !== undefined,
+      request: { ctx, format: openAiChat, model, input },
+      attempt
     })
-  )
+    const o = served.outcome
+    // The upstreams answer the audio at once: the job is completed, its submission row the priced one.
+    const job = yield* jobs.create({
+      kind: "music",
+      apiKeyId: ctx.apiKeyId,
+      requestId: ctx.requestId,
+      requestedModel: model,
+      candidate: served.candidate,
+      family: o.family,
+      state: { status: "completed", progress: 100 },
+      result: { bytes: o.bytes, contentType: o.contentType, ...(o.seconds !== undefined ? { seconds: o.seconds } : {}), costUsd: served.costUsd }
+    })
+    answerJob(ctx, job, true)
+  })
+  return (ctx: RequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
+}
 
 const PREFIX: Record<JobKind, string> = { video: "vid_", music: "mus_" }
 
 /** The caller's job from the path, or a 400 (not a job id of this kind) / 404 (none such for this key). */
-const ownJob = (jobs: MediaJobsShape, kind: JobKind, ctx: RequestContext, id: string) =>
-  Effect.gen(function* () {
-    if (!JOB_ID.test(id) || !id.startsWith(PREFIX[kind])) {
-      return yield* badRequest(`'${id.slice(0, 80)}' is not a ${kind} job id (expected ${PREFIX[kind]} and 32 hex digits)`, "id", "invalid_job_id")
-    }
-    const job = yield* jobs.find(kind, id, ctx.apiKeyId)
-    if (!job) return yield* new InferenceError({ status: 404, kind: "not_found", code: "job_not_found", message: `no ${kind} job '${id}' for this API key`, param: "id" })
-    return job
-  })
+const ownJob = Effect.fnUntraced(function* (jobs: MediaJobsShape, kind: JobKind, ctx: RequestContext, id: string) {
+  if (!JOB_ID.test(id) || !id.startsWith(PREFIX[kind])) {
+    return yield* badRequest(`'${id.slice(0, 80)}' is not a ${kind} job id (expected ${PREFIX[kind]} and 32 hex digits)`, "id", "invalid_job_id")
+  }
+  const job = yield* jobs.find(kind, id, ctx.apiKeyId)
+  if (!job) return yield* new InferenceError({ status: 404, kind: "not_found", code: "job_not_found", message: `no ${kind} job '${id}' for this API key`, param: "id" })
+  return job
+})
 
-const getJob = (jobs: MediaJobsShape, kind: JobKind) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const getJob = (jobs: MediaJobsShape, kind: JobKind) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
     answerJob(ctx, job, false)
   })
 
-const getContent = (jobs: MediaJobsShape, kind: JobKind) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+const getContent = (jobs: MediaJobsShape, kind: JobKind) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
     if (job.status !== "completed") {
       const why = job.status === "failed" ? `it failed: ${job.error?.message ?? "no reason given"}` : `it is ${job.status} (${job.progress}%)`

@@ -32,16 +32,16 @@ const untagged = (deps: RouteDeps, model: string) =>
       )
     : Effect.succeed(model)
 
-const chat = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const chat = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => ollama.decodeRequest(body))
     const { model, noThinking } = splitNoThinking(yield* untagged(deps, canonical.model))
     yield* deps.inference.run({ ctx, format: ollama, body, model, stream: canonical.stream, endpoint: "api.chat", decode: decodedAs(body, canonical, ollama.decodeRequest), noThinking })
   })
 
-const generate = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const generate = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => decodeGenerateRequest(body))
     const model = yield* untagged(deps, canonical.model)
@@ -63,8 +63,8 @@ const generate = (deps: RouteDeps) => (ctx: RequestContext) =>
     })
   })
 
-const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const embedRoute = (deps: RouteDeps, legacy: boolean) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const model = str(body["model"])
     if (!model) return yield* badRequest("model is required", "model")
@@ -82,13 +82,13 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) => (ctx: RequestContext) =
     )
   })
 
-const tags = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const tags = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(ollamaModel), ...(yield* deps.virtualModels).map(virtualOllamaModel)] })
   })
 
-const show = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+const show = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const body = yield* readJsonObject(ctx)
     const name = str(body["model"]) ?? str(body["name"]) ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === name || `${e.id}:latest` === name)

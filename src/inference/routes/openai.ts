@@ -122,8 +122,8 @@ class CompletionsStreamEncoder implements StreamEncoder {
   }
 }
 
-export const completions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
+export const completions = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
     const canonical = yield* tryDecode(openAiChat, () => completionsDecode(body))
     yield* deps.inference.run({
       ctx,
@@ -157,8 +157,8 @@ export const decodeResponsesRequest = (body: Record<string, unknown>, continues:
  * produced that response (the conversation is kept in memory), so it works with any upstream
  * and with `store: false`.
  */
-export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
+export const responses = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
     const requested = str(body["model"])
     const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
     // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand).
@@ -192,8 +192,8 @@ export const responses = (deps: RouteDeps) => (ctx: RequestContext, body: Record
 /** The embeddings parameters whose values are checked (docs/formats.md). */
 const EMBEDDINGS_PARAMS = params({ dimensions: integer(1), encoding_format: oneOf("float", "base64"), user: string })
 
-export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) =>
-  Effect.gen(function* () {
+export const embeddings = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
     const model = str(body["model"])
     if (!model) return yield* badRequest("model must be a non-empty string", "model")
     const input = body["input"]
@@ -205,14 +205,14 @@ export const embeddings = (deps: RouteDeps) => (ctx: RequestContext, body: Recor
     sendJson(ctx, 200, openAiEmbeddings(result, body["encoding_format"] === "base64"))
   })
 
-export const listModels = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+export const listModels = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const entries = catalogEntries(yield* deps.connections)
     sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels))
   })
 
-export const retrieveModel = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) =>
-  Effect.gen(function* () {
+export const retrieveModel = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
     const id = params["model"] ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     const includeNames = yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")

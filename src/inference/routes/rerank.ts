@@ -13,8 +13,8 @@ import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
 /** `GET /v1/embeddings`: the embedding models of the enabled connections (and combos of them), in the `/v1/models` list shape. */
-export const listEmbeddingModels = (deps: RouteDeps) => (ctx: RequestContext) =>
-  Effect.gen(function* () {
+export const listEmbeddingModels = (deps: RouteDeps) =>
+  Effect.fnUntraced(function* (ctx: RequestContext) {
     const entries = catalogEntries(yield* deps.connections).filter((e) => entryKind(e) === "embedding")
     const virtual = (yield* deps.virtualModels).filter((v) => v.serves === "embedding")
     sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), virtual))
