@@ -31,9 +31,9 @@ import { call, localCore, startGateway, tempDir, type TestGateway } from "./supp
 
 const SRC = path.join(import.meta.dirname, "..", "src")
 
-/** Where SQLite-only SQL may appear: the dialect, the SQLite module and the SQLite migration set. */
+/** Where SQLite-only SQL may appear: the dialect, the SQLite module, its writer thread and the SQLite migration set. */
 // postgres.ts and the PostgreSQL migration set are PostgreSQL's own (pg type OIDs read like `oid`).
-const ALLOWED = [path.join("store", "dialect.ts"), path.join("store", "sqlite.ts"), path.join("store", "migrations") + path.sep, path.join("store", "postgres.ts"), path.join("store", "migrations-pg") + path.sep]
+const ALLOWED = [path.join("store", "dialect.ts"), path.join("store", "sqlite.ts"), path.join("store", "sqliteWriter.ts"), path.join("store", "migrations") + path.sep, path.join("store", "postgres.ts"), path.join("store", "migrations-pg") + path.sep]
 
 /** Constructs SQLite accepts and PostgreSQL does not (or means otherwise), and SQLite driver codes. */
 const SQLITE_ONLY: ReadonlyArray<readonly [string, RegExp]> = [

@@ -16,6 +16,7 @@ import { AppConfig } from "../src/config/AppConfig.js"
 import { StoreLayer } from "../src/Gateway.js"
 import { BatchWriter, MAX_BATCH } from "../src/store/BatchWriter.js"
 import { Secrets } from "../src/store/Secrets.js"
+import { StoreVersion } from "../src/store/StoreVersion.js"
 import { queryDb } from "./support/db.js"
 import { localCore, tempDir } from "./support/gateway.js"
 
@@ -79,12 +80,16 @@ describe("BatchWriter", () => {
       const sql = yield* SqlClient.SqlClient
       const count = Effect.map(sql<{ n: number }>`SELECT count(*) AS n FROM usage`, (r) => r[0]!.n)
       for (let i = 0; i < 3 * MAX_BATCH; i++) writer.append("usage", usageRow(i))
-      for (let i = 0; i < 100 && (yield* count) < 3 * MAX_BATCH; i++) yield* Effect.yieldNow()
+      // The writer thread commits in real time: wait for it on the wall clock (the test clock stands still).
+      const wall = Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
+      for (let i = 0; i < 300 && (yield* count) < 3 * MAX_BATCH; i++) yield* wall
       const burst = yield* count
       // A partial batch still lingers for company, and is written when the linger ends.
       writer.append("usage", usageRow(-1))
-      for (let i = 0; i < 100 && (yield* count) < 3 * MAX_BATCH + 1; i++) yield* TestClock.adjust("10 millis")
+      const lingering = yield* count
+      for (let i = 0; i < 300 && (yield* count) < 3 * MAX_BATCH + 1; i++) yield* Effect.zipRight(TestClock.adjust("10 millis"), wall)
       expect(burst).toBe(3 * MAX_BATCH)
+      expect(lingering).toBe(3 * MAX_BATCH)
       expect(yield* count).toBe(3 * MAX_BATCH + 1)
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -111,6 +116,42 @@ describe("BatchWriter", () => {
       yield* writer.flush
       const ids = (yield* sql<{ request_id: string }>`SELECT request_id FROM usage ORDER BY id`).map((r) => r.request_id)
       expect(ids).toEqual(["r1", "r3"])
+    }).pipe(Effect.provide(storeAt(tempDir())))
+  )
+})
+
+describe("BatchWriter on a SQLite file: the writer thread", () => {
+  const dataVersion = Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.map(sql<{ data_version: number }>`PRAGMA data_version`, (r) => r[0]!.data_version))
+
+  // PRAGMA data_version moves on a connection only when another connection commits: rows the
+  // main connection wrote would leave it where it was.
+  it.live("commits the rows on its own connection, and StoreVersion does not take them for another process's", () =>
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const version = yield* StoreVersion
+      const before = yield* dataVersion
+      const seen = yield* version.current
+      for (let i = 0; i < 50; i++) writer.append("usage", usageRow(i))
+      yield* writer.flush
+      expect(yield* dataVersion).not.toBe(before)
+      yield* Effect.sleep("1100 millis")
+      expect(yield* version.current).toBe(seen)
+    }).pipe(Effect.provide(storeAt(tempDir()))), { timeout: 10_000 }
+  )
+
+  it.live("writes blobs and replaces cache entries by key, the last write winning", () =>
+    Effect.gen(function* () {
+      const writer = yield* BatchWriter
+      const sql = yield* SqlClient.SqlClient
+      const entry = (body: string) => ({ key: "k1", model: "m", format: "openai", body, usage: null, cost_usd: 0, provider: null, embedding: new Uint8Array([1, 2, 3, 255]), created_at: Date.now(), expires_at: Date.now() + 60_000 })
+      writer.append("cache_entries", entry("first"))
+      writer.append("cache_entries", entry("second"))
+      yield* writer.flush
+      writer.append("cache_entries", entry("third"))
+      yield* writer.flush
+      const rows = yield* sql<{ body: string; embedding: Uint8Array }>`SELECT body, embedding FROM cache_entries`
+      expect(rows.map((r) => r.body)).toEqual(["third"])
+      expect(Array.from(rows[0]!.embedding)).toEqual([1, 2, 3, 255])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 })

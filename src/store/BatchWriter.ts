@@ -3,15 +3,17 @@ import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import { isBusy, upsert } from "./dialect.js"
+import { type SqliteWriter, SqliteWriterThread } from "./sqliteWriter.js"
 
 /** Tables written only from the queue: appended rows, or rows replaced by key (`cache_entries`). */
 export type AppendTable = "usage" | "audit_log" | "cache_entries"
 
 /** Tables whose rows replace an existing row with the same primary key: the key's columns. */
-const REPLACING: Partial<Record<AppendTable, ReadonlyArray<string>>> = { cache_entries: ["key"] }
+export const REPLACING: Partial<Record<AppendTable, ReadonlyArray<string>>> = { cache_entries: ["key"] }
 
 export type Row = Readonly<Record<string, string | number | Uint8Array | null>>
 
@@ -45,6 +47,11 @@ const LINGER = "20 millis"
  * between batches and writes what is left, so a SIGTERM loses nothing that was queued. A kill -9
  * loses only what was queued in the last LINGER and the batch being written: each commit is in the
  * WAL (synchronous = NORMAL, see Db.ts), which survives the process, only not a power loss.
+ *
+ * On a SQLite file the transactions run on a worker thread with its own connection
+ * (src/store/sqliteWriter.ts): better-sqlite3 blocks the thread it runs on, and a batch held every
+ * request that arrived meanwhile. Should the thread fail, the writer goes on here, on the main
+ * connection. PostgreSQL (and an in-memory SQLite) are written here: their client does not block.
  */
 export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter, BatchWriterShape>() {
   static readonly layer = Layer.scoped(
@@ -52,8 +59,14 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const queue = yield* Queue.unbounded<Pending>()
-      let inFlight = 0
+      // Rows queued and rows written (or given up on) since start: `flush` waits for the second
+      // to reach what the first was when it was called.
+      let appended = 0
+      let done = 0
       let closed = false
+
+      // The writer thread of a SQLite file (Db.layer starts it; it closes after this layer's final drain).
+      let thread: SqliteWriter | undefined = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
 
       const insert = (table: AppendTable, rows: Row | ReadonlyArray<Row>) => {
         const key = REPLACING[table]
@@ -73,7 +86,27 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
         return Effect.forEach(groups.values(), (g) => insert(g.table, g.rows), { discard: true })
       }
 
-      const writeBatch = (batch: ReadonlyArray<Pending>) =>
+      /** The batch through the writer thread; if the thread has failed, here from then on. */
+      const writeOffThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
+        Effect.flatMap(
+          Effect.promise(() => w.write(batch).then((r) => ({ ok: r }), (e: Error) => ({ failed: e }))),
+          (r) => {
+            if ("failed" in r) {
+              if (thread === w) thread = undefined
+              return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(Effect.zipRight(writeHere(batch)))
+            }
+            const { singly, dropped } = r.ok
+            if (singly === undefined && dropped.length === 0) return Effect.void
+            return Effect.zipRight(
+              singly === undefined ? Effect.void : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
+              Effect.forEach(dropped, (d) => Effect.logError(`dropping ${d.table} row that cannot be written: ${d.error}`), { discard: true })
+            )
+          }
+        )
+
+      const writeBatch = (batch: ReadonlyArray<Pending>) => (thread === undefined ? writeHere(batch) : writeOffThread(thread, batch))
+
+      const writeHere = (batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
         sql.withTransaction(insertGrouped(batch)).pipe(
           // Lock contention (another process writing) passes; anything else will not.
           Effect.retry({
@@ -107,7 +140,6 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       // so the time a row waits for its commit stays bounded after a burst.
       const step = Effect.uninterruptibleMask((restore) =>
         restore(Queue.takeBetween(queue, 1, MAX_BATCH)).pipe(
-          Effect.tap((first) => Effect.sync(() => (inFlight = first.length))),
           Effect.flatMap((first) =>
             Queue.size(queue).pipe(
               Effect.flatMap((waiting) => (first.length + waiting >= MAX_BATCH ? Effect.void : Effect.sleep(LINGER))),
@@ -115,11 +147,7 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
               Effect.map((more) => Chunk.appendAll(first, more))
             )
           ),
-          Effect.tap((chunk) => {
-            inFlight = chunk.length
-            return writeBatch(Array.from(chunk))
-          }),
-          Effect.ensuring(Effect.sync(() => (inFlight = 0)))
+          Effect.tap((chunk) => Effect.ensuring(writeBatch(Array.from(chunk)), Effect.sync(() => (done += chunk.length))))
         )
       )
 
@@ -129,18 +157,20 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
           closed = true
           const rest = yield* Queue.takeAll(queue)
           if (rest.length > 0) {
-            yield* Effect.forEach(chunksOf(Array.from(rest), MAX_BATCH), writeBatch, { discard: true })
+            yield* Effect.forEach(chunksOf(Array.from(rest), MAX_BATCH), (batch) => Effect.ensuring(writeBatch(batch), Effect.sync(() => (done += batch.length))), { discard: true })
             yield* Effect.logInfo(`flushed ${rest.length} queued rows on shutdown`)
           }
         })
       )
       yield* Effect.forkScoped(Effect.forever(step))
 
-      // Queue.size is negative while the worker waits in take: clamp it.
-      const pending = Effect.map(Queue.size(queue), (n) => Math.max(0, n) + inFlight)
+      const pending = Effect.sync(() => appended - done)
 
-      /** Waits for the queue to drain and the current batch to land. */
-      const flush = Effect.repeat(pending, { until: (n) => n === 0, schedule: Schedule.spaced("5 millis") }).pipe(Effect.asVoid)
+      /** Waits until every row queued before the call is written (a row handed to the worker fiber included). */
+      const flush = Effect.suspend(() => {
+        const target = appended
+        return Effect.repeat(Effect.sync(() => done), { until: (n) => n >= target, schedule: Schedule.spaced("5 millis") })
+      }).pipe(Effect.asVoid)
 
       return {
         append: (table, row) => {
@@ -148,6 +178,7 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
             // Only possible if something outlives the server; keep the row for the final drain.
             console.error(`[gateway] row appended to ${table} after shutdown began`)
           }
+          appended++
           Queue.unsafeOffer(queue, { table, row })
         },
         flush,

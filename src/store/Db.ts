@@ -9,7 +9,9 @@ import * as path from "node:path"
 import { AppConfig } from "../config/AppConfig.js"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import { REPLACING } from "./BatchWriter.js"
 import { loader } from "./migrations/index.js"
+import { SqliteWriterThread } from "./sqliteWriter.js"
 import * as Sqlite from "./sqlite.js"
 import { DatabaseUrl, maskUrl, StoreKind, type StoreKindShape } from "./StoreKind.js"
 
@@ -111,8 +113,10 @@ export const layer = Layer.unwrapEffect(
     if (kind._tag === "postgres") return Layer.merge(postgresLayer(kind.url), Layer.succeed(StoreKind, kind))
     const { dataDir } = yield* AppConfig
     yield* Effect.sync(() => fs.mkdirSync(dataDir, { recursive: true }))
-    const client = SqliteClient.layer({ filename: kind.file })
-    return Layer.merge(prepare.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind))
+    const client = prepare.pipe(Layer.provideMerge(SqliteClient.layer({ filename: kind.file })))
+    // The batch writer's thread (src/store/sqliteWriter.ts), started on the migrated file.
+    const thread = Layer.unwrapEffect(Effect.as(SqlClient.SqlClient, SqliteWriterThread.layer(kind.file, REPLACING as Record<string, ReadonlyArray<string>>)))
+    return Layer.mergeAll(thread.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind))
   })
 ).pipe(Layer.orDie)
 

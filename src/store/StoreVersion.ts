@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { dataVersion } from "./sqlite.js"
+import { SqliteWriterThread } from "./sqliteWriter.js"
 import { StoreKind } from "./StoreKind.js"
 
 /**
@@ -67,7 +68,11 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
           return yield* pg.listenedVersion(kind.value.url)
         }
         const sql = yield* SqlClient.SqlClient
-        return polledVersion(dataVersion(sql), intervalMs)
+        // With the batch writer's thread (src/store/sqliteWriter.ts) its connection is the one
+        // polled: the main connection's counter moves with every batch the thread commits.
+        const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
+        const probe = thread === undefined ? dataVersion(sql) : Effect.suspend(() => (thread.alive() ? Effect.orDie(Effect.tryPromise(() => thread.dataVersion())) : dataVersion(sql)))
+        return polledVersion(probe, intervalMs)
       })
     )
 }
