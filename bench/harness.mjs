@@ -92,7 +92,7 @@ const want = (m) => (flags.only ? flags.only.has(m) : m !== "soak" && m !== "pro
 
 const MODE = flags.quick
   ? { name: "quick", rounds: 1, latencyMs: 500, throughputS: 0.5, sseMs: 0, sseConcurrency: 8, sseSpreadMs: 160, burstS: 0.5, warmupS: 0.5, streamWarmup: false, streams: 100, settleMs: 300, extraRounds: 1, extraLatencyMs: 400, extraS: 0.5, profileS: 6 }
-  : { name: "default", rounds: 3, latencyMs: 1500, throughputS: 5, sseMs: 1500, sseConcurrency: 16, sseSpreadMs: 1280, burstS: 3, warmupS: 1.5, streamWarmup: true, streams: 1000, settleMs: 1000, extraRounds: 3, extraLatencyMs: 1500, extraS: 3, profileS: 15 }
+  : { name: "default", rounds: 3, latencyMs: 1500, throughputS: 5, sseMs: 1500, sseConcurrency: 16, sseSpreadMs: 1280, burstS: 3, warmupS: 5, streamWarmup: true, streams: 1000, settleMs: 1000, extraRounds: 3, extraLatencyMs: 1500, extraS: 3, profileS: 15 }
 if (flags.rounds) MODE.rounds = flags.rounds
 
 // ---------------------------------------------------------------------------------------------
