@@ -640,6 +640,7 @@ const both = (...conds) => {
 }
 const check = {
   addedP50: gwm("latency.p50.added") == null ? null : gwm("latency.p50.added") <= 0.5,
+  addedP99: gwm("latency.p99.added") == null ? null : gwm("latency.p99.added") <= 1.5,
   ...Object.fromEntries(
     THROUGHPUT.map(([label]) => {
       const f = rt(`throughput.${label}`, "floor")
@@ -671,7 +672,7 @@ const rows = [
   { label: "p50", values: M["latency.p50"], ratios: gatewayRatios(M["latency.p50"]) },
   { label: "added p50 (target − direct)", values: M["latency.p50.added"], ratios: gatewayRatios(M["latency.p50.added"], M["latency.p50.added"], { added: true }), target: "≤ 0.5 ms", pass: check.addedP50 },
   { label: "p99", values: M["latency.p99"], ratios: gatewayRatios(M["latency.p99"]) },
-  { label: "added p99 (target − direct)", values: M["latency.p99.added"], ratios: gatewayRatios(M["latency.p99.added"], M["latency.p99.added"], { added: true }) },
+  { label: "added p99 (target − direct)", values: M["latency.p99.added"], ratios: gatewayRatios(M["latency.p99.added"], M["latency.p99.added"], { added: true }), target: "≤ 1.5 ms", pass: check.addedP99 },
   { section: "Throughput (req/s)" },
   ...THROUGHPUT.map(([label, c, size]) => ({
     label: `c=${c}, JSON ${size === "1k" ? "1 KB" : "10 KB"}`,
