@@ -33,9 +33,18 @@ const breakerOf = async (provider: string) => (await status()).breakers.find((b:
 const connectionOf = async (name: string) => (await status()).connections.find((c: any) => c.name === name)
 const lockoutsOf = async () => (await call(`${gw.url}/api/resilience/model-cooldowns`, { headers: admin })).body.modelCooldowns
 
+/**
+ * The request's usage rows. The row is queued when the request ends, which can be a moment after
+ * the client has read its answer: flush and look again until one is there (or 2 s have passed).
+ */
 const usageRows = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-  return queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE request_id = ?", requestId)
+  let rows: Array<Record<string, unknown>> = []
+  for (let i = 0; i < 100 && rows.length === 0; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 20))
+    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    rows = queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE request_id = ?", requestId)
+  }
+  return rows
 }
 
 /** Lockouts are off by default; the matrix and the lockout endpoints turn them on. */

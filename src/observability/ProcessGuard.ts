@@ -11,6 +11,10 @@ import { redactText } from "./redact.js"
  * already have their own last resort (the server answers 500); this is for callbacks outside any
  * request. Only for the server process (`gateway` / `npm start`), not for tests or CLI commands.
  */
+/** Lines written to a stdout or stderr whose reader is gone are dropped (see below). */
+const onStreamError = () => {}
+let streamGuarded = false
+
 export const ProcessGuard = Layer.scopedDiscard(
   Effect.gen(function* () {
     const runtime = yield* Effect.runtime<never>()
@@ -28,20 +32,23 @@ export const ProcessGuard = Layer.scopedDiscard(
     // exception, whose report is one more write, which fails again: a busy loop that also kept
     // SIGTERM from ending the process. The stream's own listener takes those errors: lines
     // written there are lost (the log file, GATEWAY_LOG_FILE, still has them), nothing else.
-    const onStreamError = () => {}
+    // It stays for the rest of the process: the last finalizers (the store's, after this layer's
+    // scope has closed) still log ("server stopped"), and an EPIPE then would end a clean stop
+    // with exit code 1.
+    if (!streamGuarded) {
+      streamGuarded = true
+      process.stdout.on("error", onStreamError)
+      process.stderr.on("error", onStreamError)
+    }
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         process.on("uncaughtException", onException)
         process.on("unhandledRejection", onRejection)
-        process.stdout.on("error", onStreamError)
-        process.stderr.on("error", onStreamError)
       }),
       () =>
         Effect.sync(() => {
           process.off("uncaughtException", onException)
           process.off("unhandledRejection", onRejection)
-          process.stdout.off("error", onStreamError)
-          process.stderr.off("error", onStreamError)
         })
     )
   })
