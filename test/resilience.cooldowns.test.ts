@@ -201,6 +201,20 @@ describe("connection cooldown: lengths", () => {
     }).pipe(Effect.provide(layer({ connectionCooldown: { apiKeyBaseMs: 1000, maxCooldownMs: 2500 } })))
   )
 
+  // Found by the bench's fallback run, which switches cooldowns off (base and cap 0) and fails
+  // one target thousands of times: at backoff level 1024, 0 × 2^1024 was NaN.
+  it.effect("cooldowns switched off (base and cap 0) stay off after thousands of failures in a row", () =>
+    Effect.gen(function* () {
+      for (let i = 0; i < 1100; i++) yield* failure(KEY, f500)
+      const cooldowns = yield* Cooldowns
+      const now = yield* Clock.currentTimeMillis
+      const h = cooldowns.healthAt(KEY.id, now)
+      expect(h.backoffLevel).toBe(1100)
+      expect(Number.isFinite(h.rateLimitedUntil ?? 0)).toBe(true)
+      expect(cooldowns.availability(KEY.id, now).state).toBe("available")
+    }).pipe(Effect.provide(layer({ connectionCooldown: { apiKeyBaseMs: 0, maxCooldownMs: 0 } })))
+  )
+
   it.effect("API-key 429: the upstream Retry-After is preferred over the backoff", () =>
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis

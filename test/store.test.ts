@@ -14,6 +14,7 @@ import * as path from "node:path"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { StoreLayer } from "../src/Gateway.js"
+import { toIso } from "../src/store/Db.js"
 import { BatchWriter, MAX_BATCH } from "../src/store/BatchWriter.js"
 import { Secrets } from "../src/store/Secrets.js"
 import { StoreVersion } from "../src/store/StoreVersion.js"
@@ -58,6 +59,17 @@ describe("database", () => {
       expect(again[0]!.n).toBe(18)
     })
   )
+})
+
+describe("toIso", () => {
+  it("renders epoch ms, and gives null for none or for a time that is not one (never throws)", () => {
+    expect(toIso(0)).toBe("1970-01-01T00:00:00.000Z")
+    expect(toIso(null)).toBeNull()
+    expect(toIso(undefined)).toBeNull()
+    expect(toIso(Number.NaN)).toBeNull()
+    expect(toIso(Number.POSITIVE_INFINITY)).toBeNull()
+    expect(toIso(9e15)).toBeNull()
+  })
 })
 
 describe("BatchWriter", () => {

@@ -9,6 +9,9 @@ import { SharedState } from "../state/SharedState.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 import type { Classification, ConnectionHealth, ConnectionRef, FailureInfo, TerminalState } from "./types.js"
 
+
+/** The backoff doubles up to this many times (3 s × 2^30 is past any cap). */
+const MAX_BACKOFF_EXPONENT = 30
 export type Availability = {
   readonly ok: boolean
   readonly state: "available" | "cooldown" | TerminalState
@@ -200,7 +203,10 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
               } else {
                 const oauth = conn.provider.authClass === "oauth"
                 const base = oauth ? settings.oauthBaseMs : settings.apiKeyBaseMs
-                const backoff = base * Math.pow(2, current.backoffLevel)
+                // The exponent stops at 30 (past every cap): unbounded, 2^1024 is Infinity, and with a
+                // base of 0 (cooldowns switched off) 0 × Infinity made the cooldown NaN: the
+                // connection was never available again and its views failed to render.
+                const backoff = base * Math.pow(2, Math.min(current.backoffLevel, MAX_BACKOFF_EXPONENT))
                 // An API-key 429 takes the upstream's wait as given (spec); any other transient
                 // failure (5xx, timeout, transport) and OAuth never cool down for less than the backoff.
                 const rateLimit = f.status === 429

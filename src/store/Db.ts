@@ -122,8 +122,12 @@ export const layer = Layer.unwrapEffect(
 
 export const now = (): number => Date.now()
 
-export const toIso = (ms: number | null | undefined): string | null =>
-  ms === null || ms === undefined ? null : new Date(ms).toISOString()
+/** Epoch ms as ISO 8601; null for none (or a time that is not one: NaN, ±Infinity, beyond year 275760). */
+export const toIso = (ms: number | null | undefined): string | null => {
+  if (ms === null || ms === undefined) return null
+  const d = new Date(ms)
+  return Number.isNaN(d.getTime()) ? null : d.toISOString()
+}
 
 /**
  * Runs `use` on a second connection to `file`, closed afterwards. Its commits are another
