@@ -71,7 +71,11 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
         // With the batch writer's thread (src/store/sqliteWriter.ts) its connection is the one
         // polled: the main connection's counter moves with every batch the thread commits.
         const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
-        const probe = thread === undefined ? dataVersion(sql) : Effect.suspend(() => (thread.alive() ? Effect.orDie(Effect.tryPromise(() => thread.dataVersion())) : dataVersion(sql)))
+        // A thread that has failed (or fails during the call) hands the question back to the main connection.
+        const probe =
+          thread === undefined
+            ? dataVersion(sql)
+            : Effect.suspend(() => (thread.alive() ? Effect.catchAll(Effect.tryPromise(() => thread.dataVersion()), () => dataVersion(sql)) : dataVersion(sql)))
         return polledVersion(probe, intervalMs)
       })
     )
