@@ -33,9 +33,18 @@ const events: Array<GatewayEvent> = []
 
 const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
+/**
+ * The request's usage rows. The row is queued when the request ends, which can be a moment after
+ * the client has read its answer: flush and look again until one is there (or 2 s have passed).
+ */
 const usageRows = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-  return queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE request_id = ?", requestId)
+  let rows: Array<Record<string, unknown>> = []
+  for (let i = 0; i < 100 && rows.length === 0; i++) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 20))
+    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    rows = queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE request_id = ?", requestId)
+  }
+  return rows
 }
 
 /** Every place an error is kept or shown, as one text: none may hold a key. */
