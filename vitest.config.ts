@@ -6,8 +6,9 @@ const jsonReport = process.env.GATEWAY_TEST_REPORT
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The scale-out suite needs PostgreSQL, Redis and nginx: `npm run test:scale` (vitest.scale.config.ts).
-    exclude: ["test/scale/**", "**/node_modules/**"],
+    // The scale-out suite needs PostgreSQL, Redis and nginx (`npm run test:scale`, vitest.scale.config.ts)
+    // and the dashboard's end-to-end suite needs Chromium (`npm run test:e2e`): neither is in npm test.
+    exclude: ["test/scale/**", "test/e2e/**", "**/node_modules/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
