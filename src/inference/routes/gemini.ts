@@ -125,8 +125,48 @@ export const getGeminiModel = (deps: RouteDeps) =>
 
 const CALL = /^\/v1(?:beta)?\/models\/(?<model>.+):(?<method>[A-Za-z]+)$/
 
+/**
+ * A call on a model id given without `models/`: `/v1beta/openai-compatible/m1:generateContent`.
+ * Google's REST paths put `models/` (or `tunedModels/`) before the id, but the AI SDK's Google
+ * provider (`@ai-sdk/google`) puts any id that contains `/` into the path as it is, and every
+ * gateway id but a combo's contains one. The id needs a `/` (an id without one is sent with
+ * `models/`), and the route comes after every other one, so it takes only paths no real route has.
+ */
+const BARE_CALL = /^\/v1(?:beta)?\/(?<model>(?!models\/)[^:/]+\/[^:]+):(?<method>[A-Za-z]+)$/
+
+/**
+ * `BARE_CALL`: served as the `models/` call when the prefix is a model the gateway serves; any
+ * other path of that shape is no route, said in Google's error shape (its clients read that).
+ */
+const bareCall = (deps: RouteDeps) => {
+  const call = method(deps)
+  return Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+    const model = params["model"] ?? ""
+    const known = yield* Effect.either(deps.inference.plan(splitNoThinking(model).model, gemini))
+    if (known._tag === "Left" && known.left.status === 404) {
+      return yield* new InferenceError({
+        status: 404,
+        kind: "not_found",
+        code: "not_found",
+        message: `no route for POST ${ctx.path}: ${JSON.stringify(model.slice(0, 200))} is not a model this gateway serves (ids are <provider>/<model>, a combo or an auto id; GET /v1beta/models lists them)`
+      })
+    }
+    return yield* call(ctx, params)
+  })
+}
+
 export const geminiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
   { method: "POST", path: CALL, format: gemini, handle: method(deps) },
   { method: "GET", path: "/v1beta/models", format: gemini, handle: listGeminiModels(deps) },
   { method: "GET", path: /^\/v1beta\/models\/(?<model>[^:]+)$/, format: gemini, handle: getGeminiModel(deps) }
 ]
+
+/** `BARE_CALL`'s route: last in the table (src/inference/routes/index.ts), so it shadows none. */
+export const geminiBareCallRoute = (deps: RouteDeps): RouteDef => ({
+  method: "POST",
+  path: BARE_CALL,
+  format: gemini,
+  summary:
+    "The generate-content family (`generateContent`, `streamGenerateContent`, `countTokens`, `embedContent`, `batchEmbedContents`) on a gateway model id given without `models/`, as the AI SDK's Google provider sends it: `/v1beta/openai-compatible/m1:generateContent`.",
+  handle: bareCall(deps)
+})

@@ -13,7 +13,7 @@ import { audioRoutes } from "./audio.js"
 import { batchRoutes } from "./batches.js"
 import { extraRoutes } from "./extras.js"
 import { fileRoutes } from "./files.js"
-import { geminiRoutes } from "./gemini.js"
+import { geminiBareCallRoute, geminiRoutes } from "./gemini.js"
 import { imageRoutes } from "./images.js"
 import { mediaJobRoutes } from "./mediaJobs.js"
 import { ollamaRoutes } from "./ollama.js"
@@ -40,7 +40,8 @@ export interface RouteServices {
 /**
  * Every client-facing route, in one list: the dispatcher's table (dispatch.ts), and what the
  * agent-skill generator documents (src/skills/apiSource.ts). The builders only capture their
- * services in the handlers, so the list's methods and paths do not depend on them.
+ * services in the handlers, so the list's methods and paths do not depend on them. The
+ * dispatcher tries patterns in this order.
  */
 export const inferenceRouteDefs = (s: RouteServices): ReadonlyArray<RouteDef> => [
   ...openAiRoutes(s.deps),
@@ -56,5 +57,7 @@ export const inferenceRouteDefs = (s: RouteServices): ReadonlyArray<RouteDef> =>
   ...quotaRoutes(s.deps, s.quotas, s.issues),
   ...fileRoutes(s.files),
   ...batchRoutes(s.batches, s.files, s.native),
-  ...a2aRoutes(s.deps, s.skills, s.access)
+  ...a2aRoutes(s.deps, s.skills, s.access),
+  // Last: it takes only `/v1beta/<id with a slash>:<method>` paths that no route above has.
+  geminiBareCallRoute(s.deps)
 ]
