@@ -105,3 +105,29 @@ describe("AI SDK: @ai-sdk/google with gateway model ids (the id goes into the pa
     expect(up.requests).toHaveLength(2)
   })
 })
+
+describe("AI SDK: the OpenAI, Anthropic and OpenAI-compatible providers with gateway model ids", () => {
+  const providers = () => ({
+    "@ai-sdk/openai (Responses)": createOpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY }),
+    "@ai-sdk/openai (.chat)": createOpenAI({ baseURL: `${gw.url}/v1`, apiKey: KEY }).chat,
+    "@ai-sdk/anthropic": createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: KEY }),
+    "@ai-sdk/openai-compatible": createOpenAICompatible({ name: "gateway", baseURL: `${gw.url}/v1`, apiKey: KEY, includeUsage: true })
+  })
+  const names = ["@ai-sdk/openai (Responses)", "@ai-sdk/openai (.chat)", "@ai-sdk/anthropic", "@ai-sdk/openai-compatible"] as const
+  for (const name of names) {
+    it(`${name}: generateText and streamText → chat and Gemini upstreams`, async () => {
+      for (const model of ["up-chat/m1", "up-gem/m1"]) {
+        up.next({ content: TEXT }, { content: TEXT, chunks: 3 })
+        const provider = providers()[name]
+        const whole = await generateText({ model: provider(model), prompt: "say hi", maxOutputTokens: 256, maxRetries: 0 })
+        expect(whole.text).toBe(TEXT)
+        expect(whole.usage.outputTokens).toBe(7)
+        const streamed = streamText({ model: provider(model), prompt: "say hi", maxOutputTokens: 256, maxRetries: 0 })
+        let text = ""
+        for await (const piece of streamed.textStream) text += piece
+        expect(text).toBe(TEXT)
+      }
+      expect(up.violations).toEqual([])
+    })
+  }
+})
