@@ -59,6 +59,7 @@ import { AcpAgents } from "./clitools/AcpAgents.js"
 import { CliTools } from "./clitools/CliTools.js"
 import { CliToolsConfig } from "./clitools/CliToolsConfig.js"
 import { McpHttp } from "./mcp/McpHttp.js"
+import { HostPolicy } from "./http/hostPolicy.js"
 import { McpTools } from "./mcp/McpTools.js"
 import { ConnectionSlots } from "./resilience/ConnectionSlots.js"
 import { Resilience } from "./resilience/Resilience.js"
@@ -113,7 +114,7 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   Layer.provideMerge(McpHttp.layer),
-  Layer.provideMerge(McpTools.layer),
+  Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
   Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer, Compression.layer)),

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { fetchWithHost } from "./support/hostFetch.js"
 
 const ADMIN = "gwk_mcp_admin_key_0123456789abcdef"
 const INFERENCE = "gwk_mcp_inference_key_0123456789ab"
@@ -53,9 +54,12 @@ afterAll(async () => {
   await upstream?.close()
 })
 
-const connect = async (headers: Record<string, string> = {}) => {
+const connect = async (headers: Record<string, string> = {}, options: { readonly host?: string; readonly url?: string } = {}) => {
   const client = new Client({ name: "mcp-test", version: "1.0.0" })
-  const transport = new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), { requestInit: { headers } })
+  const transport = new StreamableHTTPClientTransport(new URL(`${options.url ?? gw.url}/mcp`), {
+    requestInit: { headers },
+    ...(options.host ? { fetch: fetchWithHost(options.host) } : {})
+  })
   await client.connect(transport)
   clients.push(client)
   return { client, transport }
@@ -281,5 +285,64 @@ describe("MCP over streamable HTTP", () => {
     const stolen = await rawCall(gw.url, "POST", "/mcp", { ...json, authorization: `Bearer ${INFERENCE}`, "mcp-session-id": opened.sessionId! }, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))
     expect(stolen.status).toBe(403)
     expect(gw.logs.some((l) => l.level === "ERROR" && l.message.includes("/mcp"))).toBe(false)
+  })
+})
+
+describe("DNS rebinding: /mcp checks Origin, and Host on a loopback bind (the MCP SDK's own client)", () => {
+  const port = () => new URL(gw.url).port
+  const sessions = async () => (await call(`${gw.url}/api/mcp/status`, { headers: admin })).body.sessionsActive as number
+
+  it("a foreign Origin, with or without credentials, is refused with 403 before any session opens", async () => {
+    const before = await sessions()
+    for (const headers of [{ origin: "http://evil.example.com" }, { origin: "http://evil.example.com", ...admin }, { origin: "null" }]) {
+      const err = await connect(headers).catch((e: unknown) => e as { code?: number; message: string })
+      expect(err, JSON.stringify(headers)).toMatchObject({ code: 403 })
+      expect((err as Error).message).toMatch(/not allowed here \(DNS rebinding protection\)/)
+    }
+    expect(await sessions()).toBe(before)
+    const raw = await rawCall(gw.url, "POST", "/mcp", { "content-type": "application/json", accept: "application/json, text/event-stream", origin: "http://evil.example.com" }, "{}")
+    expect(raw.status).toBe(403)
+    expect(raw.body).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32000, data: { code: "origin_not_allowed" } } })
+  })
+
+  it("a Host that is no name of this loopback gateway is refused, whatever the Origin; its own names work", async () => {
+    const evil = await connect({}, { host: "evil.example.com" }).catch((e: unknown) => e as { code?: number; message: string })
+    expect(evil).toMatchObject({ code: 403 })
+    expect((evil as Error).message).toMatch(/Host \\?"evil\.example\.com\\?" is not a name of this gateway/)
+    const rebound = await connect({ origin: "http://evil.example.com" }, { host: "evil.example.com" }).catch((e: unknown) => e as { code?: number })
+    expect(rebound).toMatchObject({ code: 403 })
+    // A name that merely starts with a loopback address is anyone's name.
+    expect(await connect({}, { host: `127.0.0.1.evil.example:${port()}` }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
+    for (const host of [`localhost:${port()}`, `127.0.0.1:${port()}`, "localhost", `[::1]:${port()}`]) {
+      const { client } = await connect({ ...admin, origin: `http://${host}` }, { host })
+      expect((await names(client)).length, host).toBe(ALL_TOOLS.length)
+    }
+  })
+
+  it("an unauthenticated local client (no Origin, the gateway's own Host) still opens a session and reads the catalog", async () => {
+    const { client } = await connect()
+    expect(await names(client)).toEqual(CATALOG_TOOLS)
+  })
+})
+
+describe("DNS rebinding: names and origins the operator allows", () => {
+  let other: TestGateway
+  beforeAll(async () => {
+    other = await startGateway({
+      env: { GATEWAY_SKILLS_DIR: skillsDir, GATEWAY_ALLOWED_HOSTS: "gateway.lan", GATEWAY_ALLOWED_ORIGINS: "https://app.example", NEXT_PUBLIC_BASE_URL: "https://gw.example.net/" }
+    })
+  })
+  afterAll(async () => {
+    await other?.close()
+  })
+
+  it("GATEWAY_ALLOWED_HOSTS, the hosts of GATEWAY_ALLOWED_ORIGINS and NEXT_PUBLIC_BASE_URL are names of the gateway; others are not", async () => {
+    const url = other.url
+    for (const [host, origin] of [["gateway.lan:8080", "http://gateway.lan:8080"], ["app.example", "https://app.example"], ["gw.example.net", "https://gw.example.net"]] as const) {
+      const { client } = await connect({ origin }, { host, url })
+      expect(await names(client), host).toEqual(CATALOG_TOOLS)
+    }
+    expect(await connect({}, { host: "other.lan", url }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
+    expect(await connect({ origin: "https://gw.example.net.evil" }, { url }).catch((e: unknown) => e as { code?: number })).toMatchObject({ code: 403 })
   })
 })

@@ -32,6 +32,17 @@ export interface AppConfigShape {
    */
   readonly allowUnauthenticatedRemote: boolean
   /**
+   * Host names this gateway is reached by besides loopback ones (behind a reverse proxy or a
+   * local DNS name), for the DNS-rebinding check of a loopback bind (src/http/hostPolicy.ts).
+   * From `GATEWAY_ALLOWED_HOSTS` (comma-separated).
+   */
+  readonly allowedHosts: ReadonlyArray<string>
+  /**
+   * The public origin the gateway is reached at (a tunnel's or a proxy's), from
+   * `NEXT_PUBLIC_BASE_URL`: an allowed Host and Origin, and the base of OAuth callbacks.
+   */
+  readonly publicBaseUrl?: string | undefined
+  /**
    * `REDIS_URL` (`redis://` or `rediss://`): shared state (breakers, budgets, idempotency, …) on
    * Redis, for several gateway processes (docs/scale-out.md, "Redis"). Unset: one process.
    */
@@ -60,6 +71,11 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
           if (invalid !== undefined) return yield* Effect.fail(ConfigError.InvalidData(["REDIS_URL"], invalid))
         }
         const redisPrefix = yield* Config.string("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gateway:"))
+        const hosts = yield* Config.string("GATEWAY_ALLOWED_HOSTS").pipe(Config.withDefault(""))
+        const publicBaseUrl = overrides.publicBaseUrl ?? Option.getOrUndefined(yield* Config.string("NEXT_PUBLIC_BASE_URL").pipe(Config.option))
+        if (publicBaseUrl !== undefined && publicBaseUrl !== "" && !isHttpUrl(publicBaseUrl)) {
+          return yield* Effect.fail(ConfigError.InvalidData(["NEXT_PUBLIC_BASE_URL"], "expected an http(s) URL such as https://gateway.example.com"))
+        }
         return {
           port: overrides.port ?? port,
           host: overrides.host ?? host,
@@ -72,6 +88,13 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
               .map((o) => o.trim().replace(/\/+$/, ""))
               .filter((o) => o.length > 0),
           allowUnauthenticatedRemote: overrides.allowUnauthenticatedRemote ?? allowUnauthenticatedRemote,
+          allowedHosts:
+            overrides.allowedHosts ??
+            hosts
+              .split(",")
+              .map((h) => h.trim().toLowerCase())
+              .filter((h) => h.length > 0),
+          publicBaseUrl: publicBaseUrl === "" || publicBaseUrl === undefined ? undefined : publicBaseUrl.replace(/\/+$/, ""),
           redisUrl: redisUrl === "" ? undefined : redisUrl,
           redisPrefix: overrides.redisPrefix ?? redisPrefix
         }
@@ -85,8 +108,18 @@ export class AppConfig extends Context.Tag("gateway/AppConfig")<AppConfig, AppCo
       logFormat: "json",
       allowedOrigins: [],
       allowUnauthenticatedRemote: false,
+      allowedHosts: [],
       ...config
     })
+}
+
+const isHttpUrl = (text: string): boolean => {
+  try {
+    const url = new URL(text)
+    return url.protocol === "http:" || url.protocol === "https:"
+  } catch {
+    return false
+  }
 }
 
 /** What inference authentication needs from the process configuration. */

@@ -12,6 +12,7 @@ import type * as http from "node:http"
 import { AdminAuth, SESSION_COOKIE } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
 import { MCP_SCOPES, type McpRestartResult, type McpStatus } from "../domain/mcp.js"
+import { HostPolicy } from "../http/hostPolicy.js"
 import { trimmedHeader } from "../http/request.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
 import { readBody } from "../inference/io.js"
@@ -47,9 +48,9 @@ interface Session {
 }
 
 /** An error as the SDK's transport answers its own: a JSON-RPC error with no id. */
-const reply = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}) => {
+const reply = (res: http.ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}, data?: unknown) => {
   if (res.headersSent) return void res.end()
-  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null })
+  const body = JSON.stringify({ jsonrpc: "2.0", error: { code, message, ...(data === undefined ? {} : { data }) }, id: null })
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
   res.end(body)
 }
@@ -88,6 +89,7 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
     Effect.gen(function* () {
       const tools = yield* McpTools
       const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+      const hosts = yield* HostPolicy
       const runtime = yield* Effect.runtime<never>()
       const run = Runtime.runPromise(runtime)
       const sessions = new Map<string, Session>()
@@ -149,6 +151,13 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
 
       const handleRequest = (req: http.IncomingMessage, res: http.ServerResponse) =>
         Effect.gen(function* () {
+          // DNS rebinding (the MCP transport's own requirement): a foreign Origin, or on a loopback
+          // bind a Host that is no name of this gateway, is refused before anything else.
+          const refused = hosts.refusal(req)
+          if (refused) {
+            req.resume()
+            return reply(res, 403, -32000, `Forbidden: ${refused.message}`, {}, { code: refused.code })
+          }
           const cookies = req.headers.cookie ? Cookies.parseHeader(req.headers.cookie) : {}
           const who = yield* Effect.either(
             identify({ method: req.method ?? "GET", headers: req.headers as Record<string, string | undefined>, sessionCookie: cookies[SESSION_COOKIE], source: req })

@@ -45,6 +45,8 @@ export const configShow = (opts: Parsed<typeof configShowOptions>) =>
             ["dataDir", config.dataDir],
             ["logFormat", config.logFormat],
             ["allowedOrigins", config.allowedOrigins.join(",") || "-"],
+            ["allowedHosts", config.allowedHosts.join(",") || "-"],
+            ["publicBaseUrl", config.publicBaseUrl ?? "-"],
             ["allowUnauthenticatedRemote", String(config.allowUnauthenticatedRemote)],
             ["envFile", `${envFile}${report.envFile.exists ? "" : " (absent)"}`],
             ["logFile", report.logFile],
