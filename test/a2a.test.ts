@@ -1,3 +1,7 @@
+import { Role, TaskState } from "@a2a-js/sdk"
+import { Client, ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client"
+import { LegacyJsonRpcTransport } from "@a2a-js/sdk/compat/v0_3/client"
+import { A2AClient } from "a2a-sdk-0.3/client"
 import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import type * as net from "node:net"
@@ -154,6 +158,7 @@ describe("gateway a2a", () => {
     const text = await runCli(["a2a", "card", "--url", gw.url])
     expect(text.code).toBe(0)
     expect(text.stdout).toContain(`endpoint: ${gw.url}/a2a (A2A 0.3.0)`)
+    expect(text.stdout).toContain(`interfaces: ${gw.url}/a2a JSONRPC 1.0, ${gw.url}/a2a JSONRPC 0.3`)
     expect(text.stdout).toContain("skills: list-capabilities")
   }, CLI_TIMEOUT)
 
@@ -203,4 +208,90 @@ describe("gateway a2a", () => {
     expect(card.code).toBe(1)
     expect(card.stderr).toContain("no gateway answers")
   }, CLI_TIMEOUT)
+})
+
+describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and the 0.3 SDK", () => {
+  const message = (text: string) => ({
+    tenant: "",
+    configuration: undefined,
+    metadata: undefined,
+    message: { messageId: crypto.randomUUID(), contextId: "", taskId: "", role: Role.ROLE_USER, parts: [{ content: { $case: "text" as const, value: text }, metadata: undefined, filename: "", mediaType: "" }], metadata: undefined, extensions: [], referenceTaskIds: [] }
+  })
+  const keyed = (key: string): typeof fetch => (input, init = {}) => fetch(input, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${key}` } })
+  /** The table a 1.0 result carries: its task's first artifact's first text part. */
+  const tableOf = (result: Awaited<ReturnType<Client["sendMessage"]>>) => {
+    expect("messageId" in result).toBe(false)
+    const task = result as Extract<typeof result, { status?: unknown }>
+    expect(TaskState[task.status!.state]).toBe("TASK_STATE_COMPLETED")
+    const part = task.artifacts[0]!.parts[0]!.content
+    expect(part?.$case).toBe("text")
+    return part?.$case === "text" ? part.value : ""
+  }
+
+  it("the 1.0 client finds its transport in the card, sends SendMessage with A2A-Version 1.0, and reads the task", async () => {
+    const client = await new ClientFactory().createFromUrl(gw.url)
+    const table = tableOf(await client.sendMessage(message("What can you do?")))
+    expect(rows(table)).toHaveLength(42)
+    // The wire: the 1.0 shape, answered by the header.
+    const raw = await rpc({ jsonrpc: "2.0", id: 9, method: "SendMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "hi" }] } } }, { "a2a-version": "1.0" })
+    expect(raw.headers.get("a2a-version")).toBe("1.0")
+    expect(raw.body.result.kind).toBeUndefined()
+    expect(raw.body.result.task).toMatchObject({ status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ name: "capabilities", parts: [{ mediaType: "text/markdown" }] }] })
+  })
+
+  it("with keys required, the 1.0 client authenticates through its fetch, and without a key gets the 401", async () => {
+    await requireKeys(true)
+    try {
+      const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl: keyed(USER) })] }))
+      expect(rows(tableOf(await (await factory.createFromUrl(gw.url)).sendMessage(message("hi"))))).toHaveLength(42)
+      const bare = await new ClientFactory().createFromUrl(gw.url)
+      await expect(bare.sendMessage(message("hi"))).rejects.toThrow(/401/)
+    } finally {
+      await requireKeys(false)
+    }
+  })
+
+  it("the 1.0 package's 0.3 transport sends message/send with A2A-Version 0.3 and reads the 0.3 task", async () => {
+    const card = await new DefaultAgentCardResolver({ legacyCompat: { enabled: true } }).resolve(gw.url)
+    const v03 = card.supportedInterfaces.find((i) => i.protocolVersion === "0.3")!
+    expect(v03.url).toBe(`${gw.url}/a2a`)
+    const client = new Client(new LegacyJsonRpcTransport({ endpoint: v03.url, fetchImpl: fetch }), card)
+    expect(rows(tableOf(await client.sendMessage(message("hi"))))).toHaveLength(42)
+  })
+
+  it("the 0.3 SDK (0.3.14) reads the card's 0.3 fields, sends no version header, and reads the 0.3 task", async () => {
+    const client = await A2AClient.fromCardUrl(`${gw.url}/.well-known/agent-card.json`)
+    const answer = await client.sendMessage({ message: { kind: "message", messageId: "m1", role: "user", parts: [{ kind: "text", text: "What can you do?" }] } })
+    expect("error" in answer).toBe(false)
+    const task = (answer as { result: { kind: string; status: { state: string }; artifacts: Array<{ parts: Array<{ kind: string; text: string }> }> } }).result
+    expect(task.kind).toBe("task")
+    expect(task.status.state).toBe("completed")
+    expect(rows(task.artifacts[0]!.parts[0]!.text)).toHaveLength(42)
+  })
+
+  it("an A2A-Version it does not speak is the JSON-RPC error -32009 (VersionNotSupported); 0.3.0, 1.0.0 and spaces are the same versions", async () => {
+    const r = await rpc({ jsonrpc: "2.0", id: 5, method: "SendMessage", params: ask }, { "a2a-version": "2.0" })
+    expect(r.status).toBe(200)
+    expect(r.body).toMatchObject({ id: 5, error: { code: -32009, data: { supportedVersions: ["0.3", "1.0"] } } })
+    expect(r.body.error.message).toContain('"2.0" is not supported')
+    for (const v of ["0.3.0", "1.0.0", " 1.0 "]) expect((await rpc({ jsonrpc: "2.0", id: 6, method: "SendMessage", params: ask }, { "a2a-version": v })).body.result, v).toBeDefined()
+  })
+
+  it("the card carries both versions' fields: supportedInterfaces for 1.0 beside url and preferredTransport for 0.3", async () => {
+    const card = (await call(`${gw.url}/.well-known/agent-card.json`)).body
+    expect(card.supportedInterfaces).toEqual([
+      { url: `${gw.url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+      { url: `${gw.url}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" }
+    ])
+    expect(card).toMatchObject({ url: `${gw.url}/a2a`, preferredTransport: "JSONRPC", protocolVersion: "0.3.0" })
+    expect(card.securitySchemes.gatewayKey).toMatchObject({ type: "http", scheme: "bearer", httpAuthSecurityScheme: { scheme: "bearer" } })
+    await requireKeys(true)
+    try {
+      const keyedCard = (await call(`${gw.url}/.well-known/agent-card.json`)).body
+      expect(keyedCard.securityRequirements).toEqual([{ schemes: { gatewayKey: { list: [] } } }])
+      expect(keyedCard.security).toEqual([{ gatewayKey: [] }])
+    } finally {
+      await requireKeys(false)
+    }
+  })
 })

@@ -9,9 +9,28 @@ import type { SkillEntry } from "../skills/SkillCatalog.js"
 
 export const A2A_PATH = "/a2a"
 export const AGENT_CARD_PATH = "/.well-known/agent-card.json"
-/** The A2A protocol revision the card and the answers follow; `SendMessage` is the 1.0 name of `message/send`. */
+/**
+ * The A2A protocol revisions served: 0.3 (the card's `protocolVersion`, `url`,
+ * `preferredTransport`; `message/send`; results tagged with `kind`) and 1.0 (the card's
+ * `supportedInterfaces`; `SendMessage`; results wrapped as `{task}`, states `TASK_STATE_*`, parts
+ * without `kind`). A request says which with its `A2A-Version` header; none means 0.3.
+ */
 export const A2A_PROTOCOL_VERSION = "0.3.0"
+export const A2A_VERSIONS = ["0.3", "1.0"] as const
+export type A2aVersion = (typeof A2A_VERSIONS)[number]
+/** `SendMessage` is the 1.0 name of `message/send`; either is taken in either version. */
 export const A2A_METHODS = ["message/send", "SendMessage"] as const
+
+/**
+ * The version a request asks for in its `A2A-Version` header (absent: 0.3, the version that had
+ * no header); `0.3.0` and `1.0.0` are the same versions. Undefined for any other value.
+ */
+export const requestedVersion = (header: string | undefined): A2aVersion | undefined => {
+  if (header === undefined || header.trim() === "") return "0.3"
+  const m = /^(\d+)\.(\d+)(?:\.\d+)?$/.exec(header.trim())
+  const version = m ? `${Number(m[1])}.${Number(m[2])}` : undefined
+  return (A2A_VERSIONS as ReadonlyArray<string>).includes(version ?? "") ? (version as A2aVersion) : undefined
+}
 
 export const LIST_CAPABILITIES = "list-capabilities"
 
@@ -32,7 +51,9 @@ export const RpcCode = {
   parseError: -32700,
   invalidRequest: -32600,
   methodNotFound: -32601,
-  invalidParams: -32602
+  invalidParams: -32602,
+  /** A2A 1.0: the `A2A-Version` asked for is not served. */
+  versionNotSupported: -32009
 } as const
 
 export interface RpcError {
@@ -46,7 +67,13 @@ type RpcId = string | number | null
 export const rpcError = (id: RpcId, error: RpcError) => ({ jsonrpc: "2.0" as const, id, error })
 export const rpcResult = (id: RpcId, result: unknown) => ({ jsonrpc: "2.0" as const, id, result })
 
-/** The agent card (`/.well-known/agent-card.json`), its URLs on `origin`. */
+/**
+ * The agent card (`/.well-known/agent-card.json`), its URLs on `origin`: one card for both
+ * versions, the 1.0 fields (`supportedInterfaces`, `httpAuthSecurityScheme`,
+ * `securityRequirements`) beside the 0.3 ones, as A2A 1.0 servers serve 0.3 clients. A 0.3
+ * client reads `url` and `preferredTransport`; a 1.0 client picks the `supportedInterfaces`
+ * entry of its version.
+ */
 export const agentCard = (origin: string, keyRequired: boolean) => ({
   protocolVersion: A2A_PROTOCOL_VERSION,
   name: "gateway",
@@ -54,15 +81,26 @@ export const agentCard = (origin: string, keyRequired: boolean) => ({
   url: `${origin}${A2A_PATH}`,
   preferredTransport: "JSONRPC",
   additionalInterfaces: [{ url: `${origin}${A2A_PATH}`, transport: "JSONRPC" }],
+  supportedInterfaces: [
+    { url: `${origin}${A2A_PATH}`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
+    { url: `${origin}${A2A_PATH}`, protocolBinding: "JSONRPC", protocolVersion: "0.3" }
+  ],
   version: VERSION,
   documentationUrl: `${origin}/api/agent-skills`,
-  capabilities: { streaming: false, pushNotifications: false, stateTransitionHistory: false },
+  capabilities: { streaming: false, pushNotifications: false, stateTransitionHistory: false, extendedAgentCard: false },
   defaultInputModes: ["text/plain"],
   defaultOutputModes: ["text/markdown"],
   skills: AGENT_SKILLS,
-  securitySchemes: { gatewayKey: { type: "http", scheme: "bearer", description: "A gateway API key (the same as for inference)." } },
+  securitySchemes: {
+    gatewayKey: {
+      type: "http",
+      scheme: "bearer",
+      description: "A gateway API key (the same as for inference).",
+      httpAuthSecurityScheme: { scheme: "bearer", description: "A gateway API key (the same as for inference)." }
+    }
+  },
   /** Present when this gateway requires a key right now (REQUIRE_API_KEY, or a non-loopback bind). */
-  ...(keyRequired ? { security: [{ gatewayKey: [] }] } : {})
+  ...(keyRequired ? { security: [{ gatewayKey: [] }], securityRequirements: [{ schemes: { gatewayKey: { list: [] } } }] } : {})
 })
 
 const cell = (text: string) => text.replace(/\\/g, "\\\\").replace(/\|/g, "\\|").replace(/\r?\n/g, " ")
@@ -122,7 +160,33 @@ export const readSend = (body: unknown): SendRequest | { readonly id: RpcId; rea
   return { id, skill }
 }
 
-/** The answer to `list-capabilities`: a completed task whose first artifact is the table. */
+/**
+ * The answer to `list-capabilities`: a completed task whose first artifact is the table, in the
+ * shape of the request's version. 0.3: the task itself (`kind: "task"`, state `completed`, parts
+ * `{kind: "text", text}`, and the table again as the artifact's `content`, as the gateway's A2A
+ * discovery has answered since before 1.0). 1.0: `{task}` (state `TASK_STATE_COMPLETED`, parts
+ * `{text, mediaType}`), nothing outside the 1.0 schema.
+ */
+export const capabilitiesResult = (version: A2aVersion, table: string, count: number, taskId: string, at: Date) =>
+  version === "1.0"
+    ? {
+        task: {
+          id: taskId,
+          contextId: taskId,
+          status: { state: "TASK_STATE_COMPLETED", timestamp: at.toISOString() },
+          artifacts: [
+            {
+              artifactId: `${taskId}-capabilities`,
+              name: "capabilities",
+              description: `The gateway's ${count} agent skills`,
+              parts: [{ text: table, mediaType: "text/markdown" }]
+            }
+          ]
+        }
+      }
+    : capabilitiesTask(table, count, taskId, at)
+
+/** The 0.3 answer to `list-capabilities` (see `capabilitiesResult`). */
 export const capabilitiesTask = (table: string, count: number, taskId: string, at: Date) => ({
   kind: "task",
   id: taskId,

@@ -18,6 +18,7 @@ interface Card {
   readonly capabilities?: Record<string, unknown>
   readonly skills?: ReadonlyArray<{ readonly id?: string; readonly name?: string }>
   readonly security?: ReadonlyArray<unknown>
+  readonly supportedInterfaces?: ReadonlyArray<{ readonly url?: string; readonly protocolBinding?: string; readonly protocolVersion?: string }>
 }
 
 const WAIT = "5 seconds"
@@ -101,6 +102,9 @@ export const a2aCard = (opts: { readonly url: Option.Option<string>; readonly js
         `${c.name ?? "?"} ${c.version ?? ""}`.trim(),
         ...(c.description ? [c.description] : []),
         `endpoint: ${c.url ?? "?"} (A2A ${c.protocolVersion ?? "?"})`,
+        ...(c.supportedInterfaces && c.supportedInterfaces.length > 0
+          ? [`interfaces: ${c.supportedInterfaces.map((i) => `${i.url ?? "?"} ${i.protocolBinding ?? "?"} ${i.protocolVersion ?? "?"}`).join(", ")}`]
+          : []),
         `capabilities: ${capabilities || "none"}`,
         `skills: ${(c.skills ?? []).map((s) => s.id ?? s.name ?? "?").join(", ") || "none"}`,
         `key required: ${c.security && c.security.length > 0 ? "yes" : "no"}`

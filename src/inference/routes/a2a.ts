@@ -9,10 +9,12 @@ import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import {
   A2A_PATH,
+  A2A_VERSIONS,
   AGENT_CARD_PATH,
   agentCard,
-  capabilitiesTask,
+  capabilitiesResult,
   readSend,
+  requestedVersion,
   RpcCode,
   rpcError,
   rpcResult,
@@ -20,7 +22,7 @@ import {
 } from "../../a2a/protocol.js"
 import type { InferenceAccess } from "../../config/AppConfig.js"
 import { openAiChat } from "../../formats/openai-chat.js"
-import { requestOrigin } from "../../http/request.js"
+import { requestOrigin, trimmedHeader } from "../../http/request.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../http/untrusted.js"
 import type { SkillCatalogShape } from "../../skills/SkillCatalog.js"
 import { readBody, type RequestContext, sendJson } from "../io.js"
@@ -46,13 +48,28 @@ const parse = (text: string): { readonly ok: true; readonly value: unknown } | {
 const send = (deps: RouteDeps, catalog: SkillCatalogShape) =>
   Effect.fnUntraced(function* (ctx: RequestContext) {
     const buf = ctx.body ?? (yield* readBody(ctx.req, MAX_A2A_BODY_BYTES))
+    const asked = trimmedHeader(ctx.req, "a2a-version")
+    const version = requestedVersion(asked)
+    // The answer says which version it is in (1.0 clients send and read the header).
+    if (version !== undefined) ctx.responseHeaders["a2a-version"] = version
     const parsed = parse(buf.toString("utf8"))
     if (!parsed.ok) return sendJson(ctx, 200, rpcError(null, { code: RpcCode.parseError, message: parsed.message }))
     const request = readSend(parsed.value)
     if ("error" in request) return sendJson(ctx, 200, rpcError(request.id, request.error))
+    if (version === undefined) {
+      return sendJson(
+        ctx,
+        200,
+        rpcError(request.id, {
+          code: RpcCode.versionNotSupported,
+          message: `A2A-Version ${JSON.stringify(asked!.slice(0, 50))} is not supported; this agent speaks ${A2A_VERSIONS.join(" and ")}`,
+          data: { supportedVersions: [...A2A_VERSIONS] }
+        })
+      )
+    }
     const skills = yield* catalog.list({}, yield* originOf(deps, ctx))
-    const task = capabilitiesTask(skillsTable(skills), skills.length, `task_${crypto.randomUUID().replace(/-/g, "")}`, new Date())
-    sendJson(ctx, 200, rpcResult(request.id, task))
+    const result = capabilitiesResult(version, skillsTable(skills), skills.length, `task_${crypto.randomUUID().replace(/-/g, "")}`, new Date())
+    sendJson(ctx, 200, rpcResult(request.id, result))
   })
 
 const card = (deps: RouteDeps, access: InferenceAccess) =>
@@ -67,7 +84,7 @@ export const a2aRoutes = (deps: RouteDeps, catalog: SkillCatalogShape, access: I
     method: "POST",
     path: A2A_PATH,
     format: openAiChat,
-    summary: "A2A JSON-RPC 2.0: `message/send` or `SendMessage` with `params.skill` `list-capabilities` and `params.messages` (`role`, `content`); the result's first artifact `content` is a markdown table of every skill with its raw URL. JSON-RPC errors (-32700, -32600, -32601, -32602) come with status 200.",
+    summary: "A2A JSON-RPC 2.0, versions 0.3 and 1.0 (the `A2A-Version` header; none means 0.3): `message/send` or `SendMessage` with `params.skill` `list-capabilities` and `params.messages` (`role`, `content`) or an A2A `params.message`; the result is a completed task (0.3: the task, its first artifact's `content` a markdown table of every skill with its raw URL; 1.0: `{task}` with the table as a text part). JSON-RPC errors (-32700, -32600, -32601, -32602, -32009 for an unsupported version) come with status 200.",
     handle: send(deps, catalog)
   },
   {
@@ -75,7 +92,7 @@ export const a2aRoutes = (deps: RouteDeps, catalog: SkillCatalogShape, access: I
     path: AGENT_CARD_PATH,
     format: openAiChat,
     public: true,
-    summary: "The A2A agent card: name, description, `url` of the JSON-RPC endpoint, version, capabilities, skills (`list-capabilities`), protocol version.",
+    summary: "The A2A agent card for 0.3 and 1.0 clients: name, description, the JSON-RPC endpoint (`url` and `preferredTransport` for 0.3, `supportedInterfaces` for both), version, capabilities, skills (`list-capabilities`), security schemes in both shapes.",
     handle: card(deps, access)
   }
 ]
