@@ -85,15 +85,52 @@ describe("Responses over WebSocket", () => {
     c.ws.close()
   })
 
-  it("refuses a model of another family with upstream_ws_provider_required, and an unknown previous id", async () => {
+  it("serves a model of another family by translation: events, a tool round trip with previous_response_id from the socket's store", async () => {
     const c = await connect(wsUrl())
-    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", input: [user("hi")] })
-    const err = await c.until("error")
-    expect(err.error.code).toBe("upstream_ws_provider_required")
+    up.next({ content: "Hello from Claude", chunks: 3 })
+    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", instructions: "be brief", input: [user("hi")] })
+    const done = await c.until("response.completed")
+    expect(done.response.output[0].content[0].text).toBe("Hello from Claude")
+    expect(done.response.usage).toMatchObject({ input_tokens: 11, output_tokens: 7 })
+    expect(done.response.instructions).toBe("be brief")
+    const types = c.frames.map((f) => f.type)
+    expect(types[0]).toBe("response.created")
+    expect(types).toContain("response.output_text.delta")
+    expect(c.frames.filter((f) => f.type === "response.output_text.delta").map((f) => f.delta).join("")).toBe("Hello from Claude")
+    expect(up.requests.map((r) => [r.family, r.body.model])).toEqual([["anthropic", "claude-sonnet-4-5"]])
+
+    up.next({ toolCalls: [{ name: "exec_command", arguments: '{"cmd":"ls"}' }] }, { content: "two files" })
+    const tools = [{ type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } }, strict: false }]
+    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", previous_response_id: done.response.id, input: [user("list files")], tools })
+    const called = await c.until("response.completed", 2)
+    const fc = called.response.output.find((o: any) => o.type === "function_call")
+    expect(fc).toMatchObject({ name: "exec_command", arguments: '{"cmd":"ls"}' })
+    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", previous_response_id: called.response.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "a b" }], tools })
+    const answered = await c.until("response.completed", 3)
+    expect(answered.response.output[0].content[0].text).toBe("two files")
+    // The upstream got the whole conversation each time, valid for its own API.
+    expect(up.violations).toEqual([])
+    expect(up.requests[2]!.body.messages.map((m: any) => m.role)).toEqual(["user", "assistant", "user", "assistant", "user"])
+    c.ws.close()
+  })
+
+  it("still refuses an unknown previous id, an unknown frame, and a model that cannot answer a response (upstream_ws_provider_required)", async () => {
+    const c = await connect(wsUrl())
     c.send({ type: "response.create", model: "gpt-5", previous_response_id: "resp_unknown", input: [user("hi")] })
-    expect((await c.until("error", 2)).error.code).toBe("previous_response_not_found")
+    expect((await c.until("error")).error.code).toBe("previous_response_not_found")
     c.send({ type: "response.nonsense" })
-    expect((await c.until("error", 3)).error.code).toBe("unsupported_frame")
+    expect((await c.until("error", 2)).error.code).toBe("unsupported_frame")
+    // A speech model: no family can make it answer a response.
+    const voice = await call(`${gw.url}/api/providers`, { body: { provider: "elevenlabs", name: "voice", apiKey: "xi-key", baseUrl: up.url }, headers: { authorization: `Bearer ${ADMIN}` } })
+    expect(voice.status).toBe(201)
+    try {
+      c.send({ type: "response.create", model: "voice/eleven_flash_v2_5", input: [user("hi")] })
+      const refused = await c.until("error", 3)
+      expect(refused.error.code).toBe("upstream_ws_provider_required")
+      expect(refused.error.message).toContain("is a speech model of voice: it cannot answer a response")
+    } finally {
+      await call(`${gw.url}/api/providers/${voice.body.id}`, { method: "DELETE", headers: { authorization: `Bearer ${ADMIN}` } })
+    }
     expect(up.requests).toHaveLength(0)
     c.ws.close()
   })
@@ -130,11 +167,17 @@ describe("Responses over WebSocket", () => {
     }
   })
 
-  it("answers 426 when no connection speaks the Responses API", async () => {
+  it("accepts the upgrade when no connection speaks the Responses API, and answers through the others", async () => {
     const other = await startGateway()
     try {
-      await gw.run(Effect.void)
-      await expect(connect(other.url.replace(/^http/, "ws") + "/v1/responses")).rejects.toMatchObject({ status: 426 })
+      await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      expect((await call(`${other.url}/api/providers`, { body: { provider: "openai-compatible", name: "chat", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }, headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(201)
+      up.next({ content: "from a chat upstream" })
+      const c = await connect(other.url.replace(/^http/, "ws") + "/v1/responses")
+      c.send({ type: "response.create", model: "chat/m1", input: [user("hi")] })
+      expect((await c.until("response.completed")).response.output[0].content[0].text).toBe("from a chat upstream")
+      expect(up.requests.map((r) => r.family)).toEqual(["openai-chat"])
+      c.ws.close()
     } finally {
       await other.close()
     }

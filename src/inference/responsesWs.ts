@@ -13,30 +13,35 @@ import { ApiKeys } from "../auth/ApiKeys.js"
 import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import { Guardrails } from "../guardrails/Guardrails.js"
-import { type CanonicalError, newId } from "../formats/canonical.js"
-import { obj, str, tryJson } from "../formats/common.js"
+import { type CanonicalError, newId, wholeUsage } from "../formats/canonical.js"
+import { arr, obj, str, tryJson } from "../formats/common.js"
+import type { WireFormat } from "../formats/format.js"
 import { openAiResponses } from "../formats/openai-responses.js"
+import { FORMATS } from "../formats/registry.js"
 import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
-import { Connections } from "../providers/Connections.js"
+import { kindOf, modelDoes } from "../providers/catalog.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
 import type { Candidate } from "../routing/types.js"
-import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, newTracking, type Tracking } from "./attempts.js"
+import { responseEvents } from "./answers.js"
+import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "./attempts.js"
 import { authenticateInference } from "./auth.js"
 import { attachUsageRow } from "./builtinHooks.js"
 import { observabilityOrNone } from "../observability/Observability.js"
 import type { InferenceCall } from "./call.js"
 import { InferenceRoutes, newRequestId } from "./dispatch.js"
-import { errorBody, InferenceError } from "./errors.js"
+import { decodeFailure, errorBody, InferenceError } from "./errors.js"
 import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
 import { endRequest, observe, RequestHooks, requestReceived, routeResolved } from "./hooks.js"
 import { gatewayHeaders, type RequestContext, responseHeaders } from "./io.js"
-import { normalizePassthrough } from "./passthrough.js"
+import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
+import { encodeFor, errorInAnswer } from "./sending.js"
 import { makeRelay, streamEnded } from "./relays.js"
 import { type Expanded, type Origin, ResponseStore, type ResponseStoreShape } from "./responseStore.js"
-import { type EventFraming, relayFrames, type StreamSink, StreamWatchdog } from "./stream.js"
+import { type EventFraming, type FrameRelay, relayFrames, type StreamSink, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 import { splitNoThinking } from "./catalog.js"
-import { decodeResponsesRequest } from "./routes/openai.js"
+import { customToolNames, decodeResponsesRequest } from "./routes/openai.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
 
@@ -193,9 +198,21 @@ class SocketSink implements StreamSink {
   offDrain(): void {}
 }
 
+/**
+ * A translated stream's relay for the socket: the client encoder writes SSE events (as for an
+ * HTTP client); each event's data becomes one message (`fromSse`).
+ */
+const asMessages = (relay: FrameRelay): FrameRelay => ({
+  frame: (frame) => fromSse(relay.frame(frame)),
+  end: () => fromSse(relay.end()),
+  broken: (e) => fromSse(relay.broken(e))
+})
+
 /** One `response.create` frame, as the guarded attempt tries it on each candidate. */
 interface SocketRequest extends AttemptRequest {
   readonly sink: SocketSink
+  /** Reasoning off (the model id's no-thinking alias). */
+  readonly noThinking: boolean
   /** The frame without `type` and `generate`. */
   readonly body: Record<string, unknown>
   /** The body with the socket's conversation put in front, for the candidate that will answer. */
@@ -204,6 +221,12 @@ interface SocketRequest extends AttemptRequest {
 }
 
 const speaksResponses = (c: Candidate): boolean => c.connection.formats.includes("openai-responses")
+
+/**
+ * Whether a candidate can answer a response at all: any family can by translation, but a
+ * model the catalog knows as another kind (speech, images, rerank, embeddings...) cannot.
+ */
+const generates = (c: Candidate): boolean => modelDoes(c.connection.provider, c.model, "chat")
 
 /** What the frames of one WebSocket need of it, made once per connection. */
 interface SocketConn {
@@ -243,7 +266,6 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
     Effect.gen(function* () {
       const keys = yield* ApiKeys
       const flags = yield* FeatureFlags
-      const connections = yield* Connections
       const watchdog = yield* StreamWatchdog
       const timeouts = yield* StreamTimeouts
       const access = inferenceAccess(yield* AppConfig)
@@ -277,15 +299,26 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const tryResponse: (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) {
         const { connection } = c
         const client = openAiResponses
+        // A Responses upstream gets the frame's body (normalised); any other family the request
+        // translated through the canonical form, as POST /v1/responses sends it.
+        const native = speaksResponses(c)
+        const upstream = native ? client : FORMATS[connection.format]
         const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
-        const upstreamBody = normalizePassthrough("openai-responses", { ...expanded.body, stream: true }, connection)
+        let upstreamBody: Record<string, unknown>
+        if (native) {
+          const body = { ...expanded.body, stream: true }
+          upstreamBody = normalizePassthrough("openai-responses", request.noThinking ? noThinkingBody("openai-responses", body) : body, connection)
+        } else {
+          const canonical = yield* Effect.try({ try: () => client.decodeRequest(expanded.body), catch: (e) => attemptFailed(decodeFailure(client, e), undefined) })
+          upstreamBody = encodeFor(connection, { ...canonical, model: c.model, stream: true, ...(request.noThinking ? { reasoning: { enabled: false } } : {}) }).body
+        }
         // Probes through a half-open breaker wait less for headers, as over HTTP.
         const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
         const res = yield* deps.inference
-          .send({ connection, model: c.model }, "openai-responses", upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
+          .send({ connection, model: c.model }, upstream.id, upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
           .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")))
         if (res.status < 200 || res.status >= 300) {
-          const { error, info } = yield* deps.inference.readFailure(res, client, client, connection)
+          const { error, info } = yield* deps.inference.readFailure(res, upstream, client, connection)
           return yield* Effect.fail(attemptFailed(error, info))
         }
         const call: InferenceCall = {
@@ -295,15 +328,38 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           model: request.model,
           stream: true,
           endpoint: "responses.ws",
-          eventFraming: socketEvents,
+          // Pass-through events go one per message; translated ones are encoded as SSE and split below.
+          ...(native ? { eventFraming: socketEvents } : {}),
+          encodeOptions: { customTools: customToolNames(arr(expanded.body["tools"]), obj), request: request.body },
           onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
         }
         const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
-        const relayed = makeRelay(call, client, client, true, origin, connection)
+        if (!native && String(res.headers["content-type"] ?? "").includes("application/json")) return yield* replayWholeTo(request, call, res, upstream, c)
+        const relayed = makeRelay(call, upstream, client, native, origin, connection)
+        const relay = native ? relayed.relay : asMessages(relayed.relay)
         // The connection's own silence limit, as over HTTP.
-        const result = yield* relayFrames(res, "sse", relayed.relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
+        const result = yield* relayFrames(res, upstream.framing, relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
         const ended = streamEnded(result, relayed, res, client)
         return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
+      })
+
+      /**
+       * A translated candidate that answered a stream request whole (some upstreams do): its answer
+       * replayed as the Responses events it would have streamed, as over HTTP.
+       */
+      const replayWholeTo = Effect.fnUntraced(function* (request: SocketRequest, call: InferenceCall, res: UpstreamResponse, upstream: WireFormat, c: Candidate) {
+        const { connection } = c
+        const text = yield* Effect.mapError(deps.inference.wholeText(res, openAiResponses, connection), (f) => attemptFailed(f.error, f.info))
+        const json = tryJson(text)
+        const bad = errorInAnswer(upstream.id, json, text, openAiResponses, connection)
+        if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+        const decoded = upstream.decodeResponse(json)
+        const encoder = openAiResponses.streamEncoder({ model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
+        request.sink.end(fromSse(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end()), null)
+        if (encoder.result) call.onCompleted?.(encoder.result())
+        const reported = upstream.usageOfResponse(json)
+        const usage = reported ? wholeUsage(reported) : undefined
+        return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd: deps.accounting.cost(connection.provider.id, c.model, usage) } satisfies AttemptOutcome
       })
 
       /** A hook blocked the response: its usage row says so. */
@@ -332,9 +388,11 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
           if (admission !== undefined) yield* admission
 
-          // The router's plan, narrowed to the candidates that speak the Responses API natively.
-          const plan = yield* deps.inference.plan(splitNoThinking(model).model, openAiResponses)
-          const able = narrowPlan(plan, speaksResponses)
+          // The router's plan: every family answers (translated where it does not speak
+          // Responses), narrowed to the candidates that generate text at all.
+          const { model: planned, noThinking } = splitNoThinking(model)
+          const plan = yield* deps.inference.plan(planned, openAiResponses)
+          const able = narrowPlan(plan, generates)
           if (!able) {
             const other = firstOf(plan)
             if (!other) return yield* allBlocked(openAiResponses, plan)
@@ -342,7 +400,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
               status: 400,
               kind: "invalid_request",
               code: "upstream_ws_provider_required",
-              message: `${model} is served by ${other.connection.name} (${other.connection.format}); the WebSocket transport needs a Responses-API upstream. Use POST /v1/responses for other models.`
+              message: `${model} is a ${kindOf(other.connection.provider, other.model)} model of ${other.connection.name}: it cannot answer a response, over the WebSocket or over HTTP. Use a chat model.`
             })
           }
           // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
@@ -387,6 +445,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             model,
             committed: () => sink.sent,
             sink,
+            noThinking,
             body,
             expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
             // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
@@ -512,10 +571,6 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         }
         const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
         if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
-        const capable = (yield* connections.list).some((c) => c.enabled && c.formats.includes("openai-responses"))
-        if (!capable) {
-          return refuse(socket, requestId, 426, "Upgrade Required", "no connection speaks the Responses API natively; use POST /v1/responses", "upstream_ws_provider_required")
-        }
         upgradeIds.set(req, requestId)
         wss.handleUpgrade(req, socket, head, (ws) => {
           sockets.add(ws)

@@ -34,7 +34,7 @@ export interface RouteDeps {
 }
 
 /** Names of the `type: "custom"` tools of a request (`spec` finds the object holding the name). */
-const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
+export const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
   new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
 
 /** `POST /v1/chat/completions`. */
