@@ -12,7 +12,8 @@ import { WebSocket as WsWebSocket } from "ws"
 import { z } from "zod"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { connectFamilies, FAMILIES } from "./support/families.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -28,14 +29,6 @@ const ADMIN = "gwk_thirdparty_admin_key_0123456789ab"
 const KEY = "gwk_thirdparty_client_key_0123456789a"
 const TEXT = "Hello from upstream"
 
-const FAMILIES: ReadonlyArray<{ family: Family; connection: Record<string, unknown> }> = [
-  { family: "openai-chat", connection: { provider: "openai-compatible", name: "up-chat" } },
-  { family: "openai-responses", connection: { provider: "openai-compatible", name: "up-resp", upstreamFormat: "openai-responses" } },
-  { family: "anthropic", connection: { provider: "anthropic", name: "up-anth", apiKey: "sk-ant-upstream" } },
-  { family: "gemini", connection: { provider: "gemini", name: "up-gem", apiKey: "gemini-upstream-key" } },
-  { family: "ollama", connection: { provider: "ollama", name: "up-oll" } }
-]
-
 const WEATHER = tool({
   description: "Get the weather for a city",
   inputSchema: jsonSchema<{ location: string }>({ type: "object", properties: { location: { type: "string" } }, required: ["location"], additionalProperties: false })
@@ -49,10 +42,7 @@ beforeAll(async () => {
   gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  for (const { family, connection } of FAMILIES) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...connection, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
-    expect(res.status, JSON.stringify(res.body)).toBe(201)
-  }
+  await connectFamilies(gw.url, up, ADMIN)
 })
 
 afterAll(async () => {

@@ -5,8 +5,9 @@ import { Ollama } from "ollama"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { connectFamilies, FAMILIES } from "./support/families.js"
+import { startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
  * Every inbound format, through its official SDK, against every upstream family, streamed and
@@ -18,14 +19,6 @@ const KEY = "gwk_matrix_client_key_0123456789abcd"
 const TEXT = "Hello from upstream"
 const FINAL = "It is sunny in Paris"
 const WEATHER = { name: "get_weather", description: "Get the weather for a city", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
-
-const FAMILIES: ReadonlyArray<{ family: Family; connection: Record<string, unknown> }> = [
-  { family: "openai-chat", connection: { provider: "openai-compatible", name: "up-chat" } },
-  { family: "openai-responses", connection: { provider: "openai-compatible", name: "up-resp", upstreamFormat: "openai-responses" } },
-  { family: "anthropic", connection: { provider: "anthropic", name: "up-anth", apiKey: "sk-ant-upstream" } },
-  { family: "gemini", connection: { provider: "gemini", name: "up-gem", apiKey: "gemini-upstream-key" } },
-  { family: "ollama", connection: { provider: "ollama", name: "up-oll" } }
-]
 
 interface Outcome {
   readonly text: string
@@ -190,10 +183,7 @@ beforeAll(async () => {
   gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  for (const { family, connection } of FAMILIES) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...connection, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
-    expect(res.status, JSON.stringify(res.body)).toBe(201)
-  }
+  await connectFamilies(gw.url, up, ADMIN)
 })
 
 afterAll(async () => {

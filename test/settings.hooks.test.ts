@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { RequestHooks } from "../src/inference/hooks.js"
 import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
+import { connectFamilies, FAMILIES } from "./support/families.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -18,14 +19,6 @@ const client = { authorization: `Bearer ${CLIENT}` }
 let gw: TestGateway
 let up: FakeUpstream
 let clientKeyId = ""
-
-const FAMILIES: ReadonlyArray<{ family: Family; connection: Record<string, unknown> }> = [
-  { family: "openai-chat", connection: { provider: "openai-compatible", name: "up-chat" } },
-  { family: "openai-responses", connection: { provider: "openai-compatible", name: "up-resp", upstreamFormat: "openai-responses" } },
-  { family: "anthropic", connection: { provider: "anthropic", name: "up-anth", apiKey: "sk-ant-upstream" } },
-  { family: "gemini", connection: { provider: "gemini", name: "up-gem", apiKey: "gemini-upstream-key" } },
-  { family: "ollama", connection: { provider: "ollama", name: "up-oll" } }
-]
 
 /** One request per client format, to the upstream of the same family, with its own system prompt and a large reasoning budget. */
 const REQUESTS: Record<Family, { path: string; body: Record<string, unknown> }> = {
@@ -79,10 +72,7 @@ beforeAll(async () => {
   gw = await startGateway()
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   clientKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "opted-out" }, { secret: CLIENT })))).id
-  for (const { family, connection } of FAMILIES) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...connection, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: admin })
-    expect(res.status, JSON.stringify(res.body)).toBe(201)
-  }
+  await connectFamilies(gw.url, up, ADMIN)
 })
 afterAll(async () => {
   await gw?.close()
