@@ -379,10 +379,11 @@ describe("memory and skill injection", () => {
     expect(always.status, always.text).toBe(201)
     await api("/api/context/skills", { method: "POST", body: { name: "docker", text: "Prefer docker compose v2.", trigger: { keywords: ["Docker"] } } })
     await api("/api/context/skills", { method: "POST", body: { name: "for-m1", text: "You run on m1.", trigger: { models: ["up/*"] } } })
-    const catalog = await api("/api/context/skills", { method: "POST", body: { name: "gateway-api", catalogId: "gw-inference", trigger: { keywords: ["gateway api"] } } })
+    // A small catalog skill, well inside the default injection budget (2,000 tokens) whatever the catalog grows to.
+    const catalog = await api("/api/context/skills", { method: "POST", body: { name: "cache-docs", catalogId: "gw-cache", trigger: { keywords: ["response cache"] } } })
     expect(catalog.status, catalog.text).toBe(201)
     expect(catalog.body.source).toBe("catalog")
-    expect(catalog.body.text).toContain("Inference endpoints")
+    expect(catalog.body.text).toContain("# Response cache (REST)")
 
     const plain = systemText((await send()).upstream)
     expect(plain).toContain("Answer in short sentences.")
@@ -392,9 +393,9 @@ describe("memory and skill injection", () => {
     ;(withKeyword.messages as any[])[1].content = "Set up docker for this."
     const docker = systemText((await send({}, withKeyword)).upstream)
     expect(docker).toContain("Prefer docker compose v2.")
-    expect(docker).not.toContain("Inference endpoints")
-    ;(withKeyword.messages as any[])[1].content = "How do I call the Gateway API?"
-    expect(systemText((await send({}, withKeyword)).upstream)).toContain("Inference endpoints")
+    expect(docker).not.toContain("# Response cache (REST)")
+    ;(withKeyword.messages as any[])[1].content = "How long does the Response Cache keep answers?"
+    expect(systemText((await send({}, withKeyword)).upstream)).toContain("# Response cache (REST)")
 
     expect((await api("/api/context/skills", { method: "POST", body: { name: "x", catalogId: "gw-nope" } })).status).toBe(400)
     expect((await api("/api/context/skills", { method: "POST", body: { name: "y" } })).status).toBe(400)

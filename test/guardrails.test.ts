@@ -293,3 +293,61 @@ describe("events", () => {
     expect(JSON.stringify(seen)).not.toMatch(/gina|zed@/)
   })
 })
+
+describe("a guard that fails refuses the request (fails closed) with a 503 the client understands", () => {
+  const metric = async (code: string) => {
+    const text = (await call(`${gw.url}/metrics`, { headers: admin })).text
+    // One series per route and status: summed.
+    const lines = text.split("\n").filter((l) => l.startsWith("gateway_errors_total{") && l.includes(`code="${code}"`))
+    return lines.reduce((n, l) => n + Number(l.split(" ").pop()), 0)
+  }
+
+  it("a guardrail that throws: 503 guardrail_unavailable naming it, in the client's format, nothing upstream, logged and counted", async () => {
+    await setFlags({ PII_REDACTION_ENABLED: "true" })
+    const { PlaceholderMap } = await import("../src/guardrails/pii.js")
+    const original = PlaceholderMap.prototype.placeholder
+    PlaceholderMap.prototype.placeholder = () => {
+      throw new Error("the placeholder table is broken")
+    }
+    const before = await metric("guardrail_unavailable")
+    try {
+      for (const format of FORMATS) {
+        const r = await send(format, "mail alice@example.com", false)
+        expect(r.status, format).toBe(503)
+        expect(r.headers.get("retry-after")).toBe("1")
+        expect(errorMessage(r.body), format).toContain("the PII redaction guard could not check it")
+      }
+      const openai = await send("openai-chat", "mail alice@example.com", true)
+      expect(openai.body.error).toMatchObject({ code: "guardrail_unavailable" })
+    } finally {
+      PlaceholderMap.prototype.placeholder = original
+    }
+    expect(up.requests).toHaveLength(0)
+    expect(gw.logs.some((l) => l.level === "ERROR" && l.message.includes("PII redaction") && l.message.includes("guardrail_unavailable"))).toBe(true)
+    expect(await metric("guardrail_unavailable")).toBe(before + FORMATS.length + 1)
+    // Fixed, the same request goes through.
+    expect((await send("openai-chat", "mail alice@example.com", false)).status).toBe(200)
+  })
+
+  it("a registered guard (failClosed) that throws or fails refuses; an ordinary hook that throws is skipped", async () => {
+    const hooks = await gw.run(RequestHooks)
+    const ordinary = hooks.register({ name: "test.ordinary", onRequest: () => { throw new Error("oops") } })
+    try {
+      expect((await send("openai-chat", "hi", false)).status).toBe(200)
+    } finally {
+      ordinary()
+    }
+    for (const onRequest of [() => { throw new Error("rules unreadable") }, () => Effect.fail(new Error("rules store down"))]) {
+      const guard = hooks.register({ name: "test.guard", failClosed: true, onRequest })
+      try {
+        const r = await send("anthropic", "hi", false)
+        expect(r.status).toBe(503)
+        expect(r.body).toMatchObject({ type: "error", error: { type: "overloaded_error" } })
+        expect(r.body.error.message).toContain("the test.guard guard could not check it")
+      } finally {
+        guard()
+      }
+    }
+    expect((await send("anthropic", "hi", false)).status).toBe(200)
+  })
+})

@@ -17,7 +17,7 @@ import type { CreatePolicy, PolicyView } from "../domain/policies.js"
 import { EventBus } from "../events/EventBus.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
 import type { FormatId } from "../formats/canonical.js"
-import { blockRequest, type HookRequest, type HookVerdict, type ModelSelectEvent, type RequestEvent, RequestHooks } from "../inference/hooks.js"
+import { blockRequest, GuardFailure, type HookRequest, type HookVerdict, type ModelSelectEvent, type RequestEvent, RequestHooks } from "../inference/hooks.js"
 import { isUniqueViolation } from "../store/dialect.js"
 import { makeCachedLoad, StoreVersion } from "../store/StoreVersion.js"
 import { compile, type CompiledPolicy, describeFinding, type Finding, firstMatch, requestedOutput, termFinding, textLength, toolVerdict, withOutputCap } from "./policyRules.js"
@@ -167,12 +167,21 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
         }
       }
 
+      /** One policy's check; what it throws names the policy (the hook fails closed with it). */
+      const byPolicy = <A>(p: CompiledPolicy, f: () => A): A => {
+        try {
+          return f()
+        } catch (e) {
+          throw new GuardFailure(`policy "${p.view.name}"`, e)
+        }
+      }
+
       const onRequest = (policies: ReadonlyArray<CompiledPolicy>, hasTools: boolean) => (e: RequestEvent, request: HookRequest) => {
         request.metadata["policy.format"] = e.format
         let body = e.body as Json
         let changed = false
         for (const p of policies) {
-          const f = termFinding(p, body)
+          const f = byPolicy(p, () => termFinding(p, body))
           if (f) return refuse(request, e.endpoint, f)
         }
         let cap: CompiledPolicy | undefined
@@ -202,7 +211,7 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
           if (!p.models) continue
           const list = p.models.get(request.apiKeyId ?? "*") ?? p.models.get("*")
           if (!list) continue
-          const allowed = firstMatch(list, e.model) !== undefined || (e.candidates.length > 0 && e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined))
+          const allowed = byPolicy(p, () => firstMatch(list, e.model) !== undefined || (e.candidates.length > 0 && e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined)))
           if (!allowed) return refuse(request, endpoint, { policy: p, rule: "models", message: `model "${e.model}" is not allowed for ${request.apiKeyId ? `API key ${request.apiKeyId}` : "requests without an API key"}` })
         }
         const target = e.target
@@ -237,6 +246,8 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
           unregister = hooks.register({
             name: POLICY_HOOK,
             priority: 20,
+            // A policy that cannot be checked refuses the request (503 guardrail_unavailable) rather than let it through.
+            failClosed: true,
             onRequest: (e, r) => {
               r.metadata["policy.endpoint"] = e.endpoint
               return request(e, r)

@@ -14,7 +14,7 @@ import { EventBus, type EventBusShape } from "../events/EventBus.js"
 import { FeatureFlags, type FeatureFlagsShape } from "../flags/FeatureFlags.js"
 import { isTruthy } from "../flags/catalog.js"
 import type { FormatId } from "../formats/canonical.js"
-import { attach, blockRequest, type HookHost, type HookVerdict, type RequestEvent } from "../inference/hooks.js"
+import { attach, blockRequest, GuardFailure, type HookHost, type HookVerdict, type RequestEvent } from "../inference/hooks.js"
 import { answerRewrite, GUARDRAIL_HEADER, type ResponseMode } from "./answers.js"
 import { type PiiKind, PlaceholderMap, replacePii } from "./pii.js"
 import { INJECTION_RULES, type InjectionRule, RULESET_VERSION } from "./rules/injection.js"
@@ -63,9 +63,30 @@ export interface RequestVerdict {
   readonly sanitized: number
 }
 
-/** The request side on one body: sanitizer, injection guard, PII redaction, in that order. Pure. */
+/** The guardrails' names in refusals and logs (docs/guardrails.md). */
+export const GUARDRAIL_NAMES = {
+  read: "guardrails' request reader",
+  sanitizer: "input sanitizer",
+  injection: "prompt-injection guard",
+  pii: "PII redaction",
+  response: "response sanitization"
+} as const
+
+/** Runs one guardrail's step; what it throws names that guardrail (the hook fails closed with it). */
+const step = <A>(part: keyof typeof GUARDRAIL_NAMES, f: () => A): A => {
+  try {
+    return f()
+  } catch (e) {
+    throw new GuardFailure(GUARDRAIL_NAMES[part], e)
+  }
+}
+
+/**
+ * The request side on one body: sanitizer, injection guard, PII redaction, in that order. Pure;
+ * a step that throws throws a `GuardFailure` naming its guardrail.
+ */
 export const guardRequest = (settings: GuardrailSettings, format: FormatId, body: Record<string, unknown>): RequestVerdict => {
-  const slots = WALKERS[format].request(body)
+  const slots = step("read", () => WALKERS[format].request(body))
   const changes: Array<readonly [Path, string]> = []
   const injections = new Set<InjectionRule>()
   const placeholders = new PlaceholderMap()
@@ -73,21 +94,26 @@ export const guardRequest = (settings: GuardrailSettings, format: FormatId, body
   for (const slot of slots) {
     let t = slot.text
     if (settings.sanitizer) {
-      const s = sanitizeText(t)
+      const s = step("sanitizer", () => sanitizeText(t))
       if (s !== t) sanitized++
       t = s
     }
-    if (settings.injection !== "off" && (slot.role === "user" || slot.role === "tool") && slot.json !== true) {
-      for (const rule of INJECTION_RULES) {
-        if (!rule.appliesTo.includes(slot.role) || !rule.pattern.test(t)) continue
-        injections.add(rule)
-        if (settings.injection === "redact") t = t.replace(GLOBAL.get(rule)!, "")
-      }
+    const role = slot.role
+    if (settings.injection !== "off" && (role === "user" || role === "tool") && slot.json !== true) {
+      t = step("injection", () => {
+        let u = t
+        for (const rule of INJECTION_RULES) {
+          if (!rule.appliesTo.includes(role) || !rule.pattern.test(u)) continue
+          injections.add(rule)
+          if (settings.injection === "redact") u = u.replace(GLOBAL.get(rule)!, "")
+        }
+        return u
+      })
     }
-    if (settings.pii) t = replacePii(t, (kind, value) => placeholders.placeholder(kind, value))
+    if (settings.pii) t = step("pii", () => replacePii(t, (kind, value) => placeholders.placeholder(kind, value)))
     if (t !== slot.text) changes.push([slot.path, t])
   }
-  return { body: changes.length === 0 ? undefined : setPaths(body, changes), injections: INJECTION_RULES.filter((r) => injections.has(r)), placeholders, sanitized }
+  return { body: changes.length === 0 ? undefined : step("read", () => setPaths(body, changes)), injections: INJECTION_RULES.filter((r) => injections.has(r)), placeholders, sanitized }
 }
 
 export interface GuardrailsShape {
@@ -121,7 +147,7 @@ const hookFor = (bus: EventBusShape, host: HookHost, settings: GuardrailSettings
   const restore = verdict.placeholders.size !== 0 ? verdict.placeholders : undefined
   const rewrite =
     restore !== undefined || settings.response !== undefined || warnHeader !== undefined
-      ? answerRewrite({
+      ? step("response", () => answerRewrite({
           format: event.format,
           model: event.model,
           requestId: host.requestId,
@@ -130,7 +156,7 @@ const hookFor = (bus: EventBusShape, host: HookHost, settings: GuardrailSettings
           headers: warnHeader,
           found: (kind: PiiKind, mode: ResponseMode) =>
             publish({ guardrail: "pii-response", rule: `pii:${kind.toLowerCase()}`, mode, action: mode === "block" ? "blocked" : mode === "redact" ? "redacted" : "warned" })
-        })
+        }))
       : undefined
   if (verdict.body === undefined && rewrite === undefined) return undefined
   return { ...(verdict.body ? { body: verdict.body } : {}), ...(rewrite ? { rewrite } : {}) }
@@ -149,19 +175,9 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
       })
       const attachWith = (host: HookHost, s: GuardrailSettings): void => {
         if (!anyOn(s)) return
-        const onRequest = hookFor(bus, host, s)
-        attach(host, {
-          name: GUARDRAILS_HOOK,
-          priority: GUARDRAILS_PRIORITY,
-          onRequest: (event) => {
-            try {
-              return onRequest(event)
-            } catch (e) {
-              // Fail closed: a request the guardrails could not look at does not go upstream.
-              return blockRequest({ status: 500, message: `a guardrail failed on this request (${e instanceof Error ? e.message : String(e)}); it was not sent upstream` })
-            }
-          }
-        })
+        // Fail closed: a request the guardrails could not look at does not go upstream (503
+        // guardrail_unavailable, naming the guardrail that failed; hooks.ts).
+        attach(host, { name: GUARDRAILS_HOOK, priority: GUARDRAILS_PRIORITY, failClosed: true, onRequest: hookFor(bus, host, s) })
       }
       return {
         attach: (host) => {

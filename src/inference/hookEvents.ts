@@ -191,6 +191,8 @@ export interface HookRequest {
 export interface BlockAnswer {
   /** Default 403. */
   readonly status?: number
+  /** The error code the client reads (default `request_blocked`). */
+  readonly code?: string
   /** Sent as JSON as it is; without it the answer is an error in the client's own format carrying `message`. */
   readonly body?: unknown
   readonly message?: string
@@ -240,7 +242,27 @@ export type RequestHook = {
   readonly name: string
   /** Lower runs first; equal priorities run in registration order. Default 100. */
   readonly priority?: number
+  /**
+   * A guard (a guardrail, a policy): when one of its handlers throws or fails, the request is
+   * refused (503 `guardrail_unavailable`, naming it) instead of going on without it. Other hooks
+   * that fail are logged and skipped.
+   */
+  readonly failClosed?: boolean
 } & { readonly [K in HookEvent]?: HookHandler<HookEvents[K]> }
+
+/**
+ * What a fail-closed hook throws to say which of its parts failed (one guardrail of several, one
+ * policy of many); the refusal names `part`.
+ */
+export class GuardFailure extends Error {
+  constructor(
+    readonly part: string,
+    readonly reason: unknown
+  ) {
+    super(`${part} failed: ${reason instanceof Error ? reason.message : String(reason)}`)
+    this.name = "GuardFailure"
+  }
+}
 
 /** Blocks the request with `answer` (status default 403). */
 export const blockRequest = (answer: BlockAnswer = {}): HookVerdict => ({ block: answer })

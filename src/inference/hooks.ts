@@ -29,7 +29,7 @@ import type { UsageRecord } from "../usage/Usage.js"
 import { clientError, InferenceError } from "./errors.js"
 
 export * from "./hookEvents.js"
-import { type AnswerRewrite, type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHook, type ResponseEvent } from "./hookEvents.js"
+import { type AnswerRewrite, type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, GuardFailure, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHook, type ResponseEvent } from "./hookEvents.js"
 
 // ---------------------------------------------------------------- the table
 
@@ -41,6 +41,8 @@ interface Entry<E> {
   readonly handler: HookHandler<E>
   /** The gateway's own hooks: trusted (no failure guard), and they get no request view. */
   readonly builtin: boolean
+  /** A guard: its failure refuses the request (`RequestHook.failClosed`). */
+  readonly failClosed: boolean
 }
 
 /** Every event's handlers in run order; a new table on every change, so a request keeps the one it started with. */
@@ -98,7 +100,10 @@ const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boo
   const priority = hook.priority ?? DEFAULT_PRIORITY
   for (const event of HOOK_EVENTS) {
     const handler = hook[event]
-    if (handler !== undefined) out[event] = insert(table[event] as ReadonlyArray<Entry<unknown>>, { name: hook.name, priority, seq, handler: handler as HookHandler<unknown>, builtin })
+    if (handler !== undefined) {
+      const entry = { name: hook.name, priority, seq, handler: handler as HookHandler<unknown>, builtin, failClosed: hook.failClosed === true }
+      out[event] = insert(table[event] as ReadonlyArray<Entry<unknown>>, entry)
+    }
   }
   return out as HookTable
 }
@@ -165,13 +170,41 @@ const report = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknow
   else Effect.runFork(log)
 }
 
-/** A handler's Effect, its failures logged and skipped; an interruption (the client left) goes on as it is. */
-const guarded = (entry: Entry<never>, event: HookEvent, effect: Effect.Effect<HookReturn, unknown>): Effect.Effect<HookReturn> =>
-  entry.builtin
-    ? (effect as Effect.Effect<HookReturn>)
-    : Effect.catchAllCause(effect, (cause) =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
+/** The code of the refusal a failed guard answers (docs/errors.md). */
+export const GUARD_FAILED = "guardrail_unavailable"
+
+/**
+ * A fail-closed hook failed: logged as an error, and the request refused with a 503 naming the
+ * guard (and the part of it that failed, from a `GuardFailure`), never sent on without it.
+ */
+const guardFailed = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): HookReturn => {
+  const part = e instanceof GuardFailure ? e.part : entry.name
+  const reason = describe(e instanceof GuardFailure ? e.reason : e)
+  const log = Effect.logError(`guard ${entry.name} failed in ${event}: ${part}: ${reason}; the request was refused (${GUARD_FAILED})`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const runtime = host.hooks?.runtime
+  if (runtime) Runtime.runFork(runtime)(log)
+  else Effect.runFork(log)
+  return {
+    block: {
+      status: 503,
+      code: GUARD_FAILED,
+      message: `the request was not sent: the ${part} guard could not check it (it failed; the gateway fails closed). Try again; if it persists, the operator finds the cause in the gateway's log under request ${host.requestId}`,
+      headers: { "retry-after": "1" }
+    }
+  }
+}
+
+/** A handler's Effect, its failures logged and skipped (a guard's refuse the request); an interruption (the client left) goes on as it is. */
+const guarded = (host: HookHost, entry: Entry<never>, event: HookEvent, effect: Effect.Effect<HookReturn, unknown>): Effect.Effect<HookReturn> =>
+  entry.failClosed
+    ? Effect.catchAllCause(effect, (cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.succeed(guardFailed(host, entry, event, Cause.squash(cause)))
       )
+    : entry.builtin
+      ? (effect as Effect.Effect<HookReturn>)
+      : Effect.catchAllCause(effect, (cause) =>
+          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
+        )
 
 /** What the handlers of one event decided. */
 interface Decision {
@@ -253,15 +286,18 @@ const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, 
     try {
       out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
     } catch (e) {
-      if (entry.builtin) throw e
-      report(host, entry, name, e)
-      continue
+      if (entry.failClosed) out = guardFailed(host, entry, name, e)
+      else if (entry.builtin) throw e
+      else {
+        report(host, entry, name, e)
+        continue
+      }
     }
     if (Effect.isEffect(out)) {
       const next = i + 1
       // The last handler (the usual case: a built-in on the request's end) needs no continuation.
-      if (next === list.length) return Effect.map(guarded(entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
-      return Effect.flatMap(guarded(entry, name, out), (verdict) => {
+      if (next === list.length) return Effect.map(guarded(host, entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
+      return Effect.flatMap(guarded(host, entry, name, out), (verdict) => {
         const d = apply(host, entry, name, event, allows, verdict, decision)
         if (d?.block) return Effect.succeed(d)
         const rest = runFrom(list, next, name, event, host, allows, d)
@@ -285,7 +321,7 @@ export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(h
     try {
       const out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
       if (Effect.isEffect(out)) {
-        const run = Effect.flatMap(guarded(entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined)))
+        const run = Effect.flatMap(guarded(host, entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined)))
         const runtime = host.hooks?.runtime
         if (runtime) Runtime.runFork(runtime)(run)
         else Effect.runFork(run)
@@ -302,9 +338,10 @@ export const blockedAnswer = (format: WireFormat, hook: string, answer: BlockAns
   const status = typeof answer.status === "number" && Number.isInteger(answer.status) && answer.status >= 200 && answer.status <= 599 ? answer.status : 403
   const message = typeof answer.message === "string" && answer.message !== "" ? answer.message : `the request was blocked by ${hook}`
   const headers = isObject(answer.headers) ? (answer.headers as Readonly<Record<string, string>>) : undefined
+  const code = typeof answer.code === "string" && answer.code !== "" ? answer.code : "request_blocked"
   return answer.body !== undefined
-    ? new InferenceError({ status, kind: errorKindForStatus(status), code: "request_blocked", message, body: answer.body, ...(headers ? { headers } : {}) })
-    : clientError(format, { status, kind: errorKindForStatus(status), code: "request_blocked", message }, headers)
+    ? new InferenceError({ status, kind: errorKindForStatus(status), code, message, body: answer.body, ...(headers ? { headers } : {}) })
+    : clientError(format, { status, kind: errorKindForStatus(status), code, message }, headers)
 }
 
 /** The body the handlers left (undefined: unchanged), or the block as a failure in the client's terms. */

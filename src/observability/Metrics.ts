@@ -57,6 +57,8 @@ export interface RequestMeasure {
   readonly upstreamSeconds: number | undefined
   /** The request's usage row, when it wrote one. */
   readonly row: UsageRecord | undefined
+  /** The error code it was answered with (`guardrail_unavailable`, `upstream_timeout`, ...), when it failed. */
+  readonly errorCode?: string | undefined
 }
 
 export interface GatewayMetricsShape {
@@ -80,9 +82,10 @@ const families = () => {
   const cost = new Counter({ name: "gateway.cost.usd", description: "Cost of the answers, in US dollars", unit: "USD", labels: ["provider", "model", "key_id"] })
   const fallbacks = new Counter({ name: "gateway.fallback.attempts", description: "Failed attempts that fell back to another target", unit: "{attempt}", labels: ["requested_model", "provider", "model"] })
   const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
+  const errors = new Counter({ name: "gateway.errors", description: "Requests answered with an error, by its code", unit: "{request}", labels: ["route", "status", "code"] })
   const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
   inFlight.add([], 0)
-  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, inFlight }
+  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, errors, inFlight }
 }
 
 const NO_LABELS: ReadonlyArray<string> = []
@@ -147,6 +150,7 @@ export const makeGatewayMetrics = (options: {
       const model = provider === "" ? "" : (row?.model ?? "")
       f.requests.add([m.route, status, provider, model, key])
       f.requestDuration.record([m.route, status], m.seconds)
+      if (m.errorCode !== undefined) f.errors.add([m.route, status, m.errorCode])
       if (m.upstreamSeconds !== undefined) f.overhead.record([m.route], Math.max(0, m.seconds - m.upstreamSeconds))
       if (row === undefined) return
       const u = row.usage

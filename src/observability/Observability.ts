@@ -151,7 +151,8 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
         keyId: ctx.apiKeyId,
         seconds: (now - ctx.startedAt) / 1000,
         upstreamSeconds: ctx.upstreamMs === undefined ? undefined : ctx.upstreamMs / 1000,
-        row
+        row,
+        errorCode: error === undefined ? undefined : (error.code ?? "error")
       })
       const span = ctx.span
       if (span === undefined || api === undefined) return
