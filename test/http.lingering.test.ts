@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as http from "node:http"
+import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -10,9 +11,9 @@ import { call, startGateway, type TestGateway } from "./support/gateway.js"
  * answer, never a reset (src/http/lingering.ts).
  */
 let gw: TestGateway
+const admin = "gwk_lingering_admin_key_0123456789abcd"
 beforeAll(async () => {
   gw = await startGateway()
-  const admin = "gwk_lingering_admin_key_0123456789abcd"
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: admin })))
   const on = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: "true" }, headers: { authorization: `Bearer ${admin}` } })
   expect(on.status).toBe(200)
@@ -69,5 +70,66 @@ describe("lingering close", () => {
       expect(o.status).toBe(401)
       expect(JSON.parse(o.body!).error.code).toBeTruthy()
     }
+  })
+})
+
+/**
+ * A body sent in chunks, so its size is known only as it arrives, on one raw connection: the
+ * answer as the client reads it, or the error the connection ended with.
+ */
+const chunked = (head: string, total: number) =>
+  new Promise<{ readonly answer: string; readonly error?: string }>((resolve) => {
+    const url = new URL(gw.url)
+    const socket = net.connect(Number(url.port), url.hostname)
+    let answer = ""
+    let error: string | undefined
+    socket.on("data", (d) => (answer += d.toString("utf8")))
+    socket.on("error", (e) => (error = (e as NodeJS.ErrnoException).code ?? e.message))
+    socket.on("close", () => resolve({ answer, ...(error ? { error } : {}) }))
+    socket.write(head)
+    const piece = Buffer.alloc(64 * 1024, "[")
+    const framed = Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")])
+    let sent = 0
+    const pump = () => {
+      while (sent < total && !socket.destroyed) {
+        sent += piece.length
+        if (!socket.write(framed)) return void socket.once("drain", pump)
+      }
+      if (!socket.destroyed) socket.end("0\r\n\r\n")
+    }
+    pump()
+  })
+
+describe("a management body refused part-way (over 1 MiB, sent chunked)", () => {
+  const head = (method: string, path: string, connection: string, auth: boolean) =>
+    `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: ${connection}\r\n${auth ? `Authorization: Bearer ${admin}\r\n` : ""}\r\n`
+  for (const connection of ["keep-alive", "close"]) {
+    it(`gets its 4xx JSON answer, never a reset (Connection: ${connection})`, async () => {
+      for (const [method, path] of [["DELETE", "/api/usage/token-limits"], ["POST", "/api/keys"], ["PUT", "/api/settings"]] as const) {
+        for (const auth of [true, false]) {
+          const r = await chunked(head(method, path, connection, auth), 3 * 1024 * 1024)
+          expect(r.error, `${method} ${path} ${auth}`).toBeUndefined()
+          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(r.answer)?.[1])
+          expect(status, `${method} ${path} ${auth}: ${r.answer.slice(0, 200)}`).toBe(auth ? 413 : 401)
+          const body = JSON.parse(r.answer.slice(r.answer.indexOf("\r\n\r\n") + 4))
+          expect(body._tag).toBe(auth ? "PayloadTooLarge" : "Unauthorized")
+        }
+      }
+    })
+  }
+
+  it("keeps a keep-alive connection usable: the next request on it is answered", async () => {
+    const url = new URL(gw.url)
+    const socket = net.connect(Number(url.port), url.hostname)
+    const got: Array<string> = []
+    socket.on("data", (d) => got.push(d.toString("utf8")))
+    socket.write(head("PUT", "/api/settings", "keep-alive", true))
+    const piece = Buffer.alloc(64 * 1024, "[")
+    for (let i = 0; i < 40; i++) socket.write(Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from("\r\n")]))
+    socket.write("0\r\n\r\n")
+    socket.write(`GET /api/health/ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)
+    await new Promise((r) => socket.on("close", r))
+    const all = got.join("")
+    expect(all.match(/HTTP\/1\.1 \d{3}/g)).toEqual(["HTTP/1.1 413", "HTTP/1.1 200"])
   })
 })

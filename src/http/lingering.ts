@@ -48,3 +48,26 @@ export const lingerOnClose = (req: http.IncomingMessage, res: http.ServerRespons
     return res
   } as typeof res.end
 }
+
+/**
+ * A body refused part-way through reading (over a size limit) must still get its answer. The
+ * platform's body reader destroys the request stream when it stops reading, which destroys the
+ * socket, and the kernel answers the client's body still in flight with a reset: the client gets
+ * ECONNRESET instead of the 413 (a chunked body, whose size is known only as it arrives). On this
+ * request, a `destroy()` without a reason while the body is still arriving drains the rest
+ * instead (read and discarded: keep-alive then goes on; a connection closing after the answer
+ * lingers as above); a destroy with a reason (the client went away, a parse error) is left as is.
+ */
+export const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
+  if (!hasBody(req)) return
+  const destroy = req.destroy
+  req.destroy = function drainingDestroy(this: http.IncomingMessage, error?: Error) {
+    if (error === undefined && !this.complete && !this.destroyed) {
+      this.removeAllListeners("data")
+      this.resume()
+      return this
+    }
+    return destroy.call(this, error)
+  } as typeof req.destroy
+}
+

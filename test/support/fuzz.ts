@@ -34,6 +34,8 @@ export interface HttpCase {
   readonly target: string
   readonly headers: Record<string, string | Array<string>>
   readonly body?: Buffer
+  /** The body goes in chunks (`Transfer-Encoding: chunked`, no length): its size is known only as it arrives. */
+  readonly chunked?: boolean
   readonly key: KeyPresented
   readonly origin?: string
   /** What was done to the recorded request. */
@@ -619,9 +621,13 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         mutations: fc.array(mutationArb, { maxLength: 3 }),
         rand: randArb,
         headers: headerArb(t.body !== undefined, t.plane),
-        query: fc.option(fc.constantFrom("%ZZ", "alt=sse&alt=json", "a=%E0%A4%A", "beta=true", "key=%", "handshake=1&handshake=0"), { freq: 6 })
+        query: fc.option(fc.constantFrom("%ZZ", "alt=sse&alt=json", "a=%E0%A4%A", "beta=true", "key=%", "handshake=1&handshake=0"), { freq: 6 }),
+        // Sent chunked: a body over a limit is found only as it arrives (a reset there was a finding).
+        chunked: fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+        // Padding that takes a chunked body past the planes' limits (1 MiB management, 32 MiB inference JSON).
+        padding: fc.oneof({ weight: 12, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.constant(2 * 1024 * 1024) }, { weight: 1, arbitrary: fc.constant(40 * 1024 * 1024) })
       })
-      .map(({ method, params, mutations, rand, headers, query }): HttpCase => {
+      .map(({ method, params, mutations, rand, headers, query, chunked, padding }): HttpCase => {
         const tags = [...headers.tags]
         let target = t.path
         for (const [k, v] of Object.entries(params as Record<string, { value: string; tag?: string }>)) {
@@ -644,6 +650,15 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         const all: Record<string, string | Array<string>> = { ...(t.headers ?? {}), ...headers.headers }
         // The recorded content-type goes unless this case chose its own (or none).
         if (t.body !== undefined && headers.headers["content-type"] === undefined) delete all["content-type"]
+        let bytes = body ? bytesOf(body) : undefined
+        if (bytes && chunked) {
+          tags.push("transfer:chunked")
+          // Whitespace after the JSON: the same document, larger than a limit.
+          if (padding > 0) {
+            bytes = Buffer.concat([bytes, Buffer.alloc(padding, 0x20)])
+            tags.push(`padded:${padding >> 20}MiB`)
+          }
+        }
         return {
           kind: "http",
           route: `${t.plane} ${t.method} ${t.path}`,
@@ -651,7 +666,8 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
           method,
           target: q ? `${target}?${q}` : target,
           headers: all,
-          ...(body ? { body: bytesOf(body) } : {}),
+          ...(bytes ? { body: bytes } : {}),
+          ...(bytes && chunked ? { chunked: true } : {}),
           key,
           ...(headers.origin !== undefined ? { origin: headers.origin } : {}),
           tags
@@ -742,7 +758,7 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
   new Promise((resolve) => {
     const url = new URL(base)
     const headers: Record<string, string | Array<string> | number> = { ...c.headers }
-    if (c.body) headers["content-length"] = c.body.length
+    if (c.body && !c.chunked) headers["content-length"] = c.body.length
     let req: http.ClientRequest
     try {
       req = http.request({ host: url.hostname, port: url.port, method: c.method, path: c.target, headers, agent: false })
@@ -776,7 +792,20 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
         if (!res.complete) done({ status: res.statusCode!, cut: "answer cut before its end", excerpt: excerpt() })
       })
     })
-    req.end(c.body)
+    if (c.chunked && c.body) {
+      // In pieces, so node frames them as chunks (no length): 64 KiB each, waiting for drain.
+      const body = c.body
+      let at = 0
+      const pump = () => {
+        while (at < body.length && !req.destroyed) {
+          const piece = body.subarray(at, at + 64 * 1024)
+          at += piece.length
+          if (!req.write(piece)) return void req.once("drain", pump)
+        }
+        if (!req.destroyed) req.end()
+      }
+      pump()
+    } else req.end(c.body)
   })
 
 const TERMINAL = new Set(["error", "response.completed", "response.failed", "response.incomplete"])
@@ -976,6 +1005,7 @@ export const reproduce = (c: FuzzCase, base: string, dir: string, name: string):
   for (const [k, v] of Object.entries(c.headers)) for (const one of Array.isArray(v) ? v : [v]) parts.push(/^[\x20-\x7e]*$/.test(one) ? `-H ${shellQuote(`${k}: ${one}`)}` : `-H "${k}: ${shellBytes(one).slice(1, -1)}"`)
   // curl would send a form content-type of its own with a body.
   if (c.body && !Object.keys(c.headers).some((k) => k.toLowerCase() === "content-type")) parts.push("-H 'content-type:'")
+  if (c.chunked) parts.push("-H 'transfer-encoding: chunked'")
   if (c.body) {
     const printable = c.body.length <= 400 && /^[\x20-\x7e]*$/.test(c.body.toString("latin1"))
     if (printable) parts.push(`--data-binary ${shellQuote(c.body.toString("latin1"))}`)
