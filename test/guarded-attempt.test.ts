@@ -154,11 +154,13 @@ describe("embeddings go through the guarded attempt", () => {
   it("when every connection fails, the client gets the last failure, and the row says so", async () => {
     steady.always({ status: 500, errorMessage: "steady is down too" })
     const res = await call(`${gw.url}/v1/embeddings`, { body: { model: "emb-1", input: "hi" } })
-    expect(res.status).toBe(500)
+    // The upstream's 500 reaches the client as 502 (the gateway answers 500 only for its own defects).
+    expect(res.status).toBe(502)
+    expect(res.headers.get("x-gateway-upstream-status")).toBe("500")
     expect(res.body.error.message).toContain("steady is down too")
     expect(res.headers.get("x-gateway-fallback-attempts")).toBe("1")
     expect(await usageRows(res.headers.get("x-gateway-request-id"))).toEqual([
-      { endpoint: "embeddings", status: 500, connection_id: await connectionId("emb-b"), fallback_attempts: 1 }
+      { endpoint: "embeddings", status: 502, connection_id: await connectionId("emb-b"), fallback_attempts: 1 }
     ])
     // Both cool down: the next request is refused without reaching either.
     const again = await call(`${gw.url}/v1/embeddings`, { body: { model: "emb-1", input: "hi" } })

@@ -185,7 +185,7 @@ describe("Responses over WebSocket", () => {
 })
 
 describe("usage rows on the WebSocket transport", () => {
-  it("a response that fails upstream still writes its row, with the upstream's status", async () => {
+  it("a response that fails upstream still writes its row, with the status the client got (an upstream 500 is a 502)", async () => {
     up.always({ status: 500, errorMessage: "boom" })
     const c = await connect(wsUrl())
     c.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
@@ -195,7 +195,7 @@ describe("usage rows on the WebSocket transport", () => {
     await new Promise((r) => setTimeout(r, 50))
     await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
     const rows = queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 1")
-    expect(rows[0]).toMatchObject({ status: 500 })
+    expect(rows[0]).toMatchObject({ status: 502 })
     expect(String(rows[0]!["error"])).toContain("boom")
   })
 })

@@ -235,12 +235,12 @@ describe("events from their sources", () => {
     expect((await breaker(1)).status).toBe(200)
     try {
       const res = await chat("alt/m1")
-      expect(res.status).toBe(500)
+      expect(res.status).toBe(502)
       await receiver.waitFor(2)
       const error = verified(created.secret, receiver.of("provider.error")[0]!)
       expect(error.data).toMatchObject({ provider: "openai-compatible", status: 500, consecutive_failures: 1, circuit_state: "DEGRADED" })
       const failed = verified(created.secret, receiver.of("request.failed")[0]!)
-      expect(failed.data).toMatchObject({ trace_id: res.headers.get("x-gateway-request-id"), api_key_id: userKeyId, provider: "openai-compatible", model: "m1", status: 500 })
+      expect(failed.data).toMatchObject({ trace_id: res.headers.get("x-gateway-request-id"), api_key_id: userKeyId, provider: "openai-compatible", model: "m1", status: 502 })
       // The connection's own cooldown (not the breaker) would refuse the next request: forgotten.
       await gw.run(Effect.flatMap(Cooldowns, (c) => c.reset()))
       alt.always({})

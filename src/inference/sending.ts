@@ -27,6 +27,9 @@ import { clientError, InferenceError } from "./errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
 /** The request body for a connection's own format (the translated path), with its provider's quirks. */
+/** On an error answer from an upstream: the status that upstream answered (the client's may differ: a 500 is passed on as 502). */
+export const UPSTREAM_STATUS_HEADER = "x-gateway-upstream-status"
+
 export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
   const upstream = FORMATS[connection.format]
   return { format: upstream.id, body: upstream.encodeRequest(req, connection.provider.quirks) }
@@ -255,11 +258,15 @@ export const makeSending = (deps: {
         const { text, parsed } = scrubbedBody(raw, secrets)
         const decoded = upstream.decodeError(res.status, parsed, text)
         const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
+        // The client gets the upstream's status, but never a 500: from the gateway that means a
+        // defect of its own, so the upstream's is a 502 (Bad Gateway); the header keeps the original.
+        const status = res.status === 500 ? 502 : res.status
+        const headers = { ...hintHeaders(res.headers), [UPSTREAM_STATUS_HEADER]: String(res.status) }
         // Same format: the upstream's own error object is already what the client expects.
         const error =
           upstream.id === client.id && upstream.isErrorBody(parsed)
-            ? new InferenceError({ status: res.status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers: hintHeaders(res.headers), body: parsed })
-            : clientError(client, { ...decoded, code: decoded.code ?? "upstream_error" }, hintHeaders(res.headers))
+            ? new InferenceError({ status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers, body: parsed })
+            : clientError(client, { ...decoded, status, code: decoded.code ?? "upstream_error" }, headers)
         return { error, info }
       })
     )
