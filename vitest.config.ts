@@ -11,7 +11,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The scale-out suite needs PostgreSQL, Redis and nginx (`npm run test:scale`, vitest.scale.config.ts)
     // and the dashboard's end-to-end suite needs Chromium (`npm run test:e2e`): neither is in npm test.
-    exclude: ["test/scale/**", "test/e2e/**", "**/node_modules/**", ...(conformanceRuns ? [] : ["test/mcp.conformance.test.ts"])],
+    exclude: ["test/scale/**", "test/e2e/**", "test/long/**", "**/node_modules/**", ...(conformanceRuns ? [] : ["test/mcp.conformance.test.ts"])],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",

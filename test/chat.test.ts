@@ -185,8 +185,8 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
     await expect.poll(() => upstream.aborted, { timeout: 3000 }).toBe(before + 1)
   })
 
-  it("aborts a non-streaming upstream request when the client goes away while the body is pending", async () => {
-    upstream.next({ content: "slow body", bodyDelayMs: 2000 })
+  it("aborts a non-streaming request's upstream stream when the client goes away while its answer is being collected", async () => {
+    upstream.next({ content: "a slow answer in many pieces", chunks: 10, chunkDelayMs: 400 })
     const before = upstream.aborted
     const controller = new AbortController()
     const pending = client.chat.completions

@@ -2,10 +2,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
-import type { FormatId, StreamEvent } from "../src/formats/canonical.js"
+import type { CanonicalResponse, FormatId, StreamEvent } from "../src/formats/canonical.js"
 import { splitSignedId } from "../src/formats/common.js"
 import { NdjsonParser, SseParser } from "../src/formats/frames.js"
 import { FORMATS } from "../src/formats/registry.js"
+import { StreamCollector } from "../src/formats/collect.js"
 
 /**
  * Golden corpus: recorded upstream streams (test/fixtures/streams/<format>.<case>.sse|ndjson),
@@ -122,5 +123,43 @@ describe("golden stream corpus", () => {
         if (CARRIES[client].toolIds && client !== "ollama") expect(back.tools.map((t) => t.id)).toEqual(summarize(events).tools.map((t) => t.id))
       })
     }
+
+    // A non-streamed request is answered from its upstream's stream collected (docs/formats.md,
+    // "Non-streamed answers from streams"): the whole answer must say what the stream said.
+    it(`${file}: collected into a whole answer, it says what the stream said, in every client format`, () => {
+      const collector = new StreamCollector()
+      collector.push(decode(format, raw))
+      if (expected.error) {
+        // A stream that reports an error is that error, not a partial success.
+        expect(collector.error()?.message).toBe(expected.error)
+        return
+      }
+      const whole = collector.result("resp_fallback")
+      expect(comparable(summarizeResponse(whole))).toEqual(comparable(expected))
+      for (const client of Object.keys(FORMATS) as Array<FormatId>) {
+        const encoded = FORMATS[client].encodeResponse(whole, { model: "m", requestId: "req_test" })
+        const back = summarizeResponse(FORMATS[client].decodeResponse(JSON.parse(JSON.stringify(encoded))))
+        expect(comparable(back), client).toEqual(comparable(expectedAfter(expected, client)))
+      }
+    })
   }
 })
+
+/** A whole answer summarized as a stream is (`summarize`). */
+const summarizeResponse = (r: CanonicalResponse): Summary => {
+  const s: Summary = { text: "", reasoning: "", tools: [] }
+  for (const b of r.content) {
+    if (b.type === "text") s.text += b.text
+    else if (b.type === "reasoning") {
+      s.reasoning += b.text
+      if (b.signature) s.signature = b.signature
+      if (b.encrypted) s.encrypted = b.encrypted
+    } else if (b.type === "tool_use") {
+      const { id, signature } = splitSignedId(b.id)
+      s.tools.push({ id, name: b.name, input: b.input, ...((b.signature ?? signature) ? { signature: b.signature ?? signature } : {}) })
+    }
+  }
+  s.stop = r.stopReason
+  if (r.usage) s.usage = Object.fromEntries(Object.entries(r.usage).filter(([, v]) => v !== undefined)) as Record<string, number>
+  return s
+}

@@ -112,7 +112,8 @@ describe("reasoning effort to a messages upstream", () => {
 })
 
 describe("reasoning effort to a generative-language upstream", () => {
-  const lastGenerate = () => up.requestsOf("gemini").filter((r) => r.path.includes(":generateContent")).at(-1)!.body as Record<string, any>
+  // A non-streamed request goes upstream as streamGenerateContent (its answer collected).
+  const lastGenerate = () => up.requestsOf("gemini").filter((r) => /:(stream)?generateContent$/i.test(r.path)).at(-1)!.body as Record<string, any>
   const chat = (extra: Record<string, unknown>) =>
     call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-pro", messages: [{ role: "user", content: "think" }], ...extra } })
 

@@ -52,11 +52,17 @@ const TimeoutMs = Schema.Int.pipe(
  * A connection's own upstream timeouts, replacing the gateway's for it (docs/resilience.md):
  * `headersMs` until the response headers (streamed or not), `idleMs` the longest silence of the
  * answer once its headers came (a non-streamed body's idle gap; a stream's wait for its first
- * content and its idle gap).
+ * content and its idle gap). `nonStreamed`: how a non-streamed request waits for this upstream:
+ * `stream` (the default) asks it for a stream and collects the whole answer under the stream
+ * watchdogs, so a long generation that keeps producing is never cut; `whole` asks for the whole
+ * answer and waits for it under `headersMs`, for an upstream that cannot stream.
  */
 export const ConnectionTimeouts = Schema.Struct({
   headersMs: Schema.optional(TimeoutMs),
-  idleMs: Schema.optional(TimeoutMs)
+  idleMs: Schema.optional(TimeoutMs),
+  nonStreamed: Schema.optional(
+    Schema.Literal("stream", "whole").annotations({ message: () => "nonStreamed must be \"stream\" (collect a stream) or \"whole\" (wait for the whole answer)" })
+  )
 }).annotations({ ...strict, identifier: "ConnectionTimeouts" })
 export type ConnectionTimeouts = typeof ConnectionTimeouts.Type
 

@@ -246,6 +246,17 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
 
 // ---------------------------------------------------------------- pass-through
 
+/**
+ * What the canonical form cannot carry back from an Anthropic answer: server tools (web search,
+ * web fetch, code execution, MCP servers: their `server_tool_use` and result blocks) and
+ * citations of documents.
+ */
+const anthropicServerSide = (body: Record<string, unknown>): boolean =>
+  body["mcp_servers"] !== undefined ||
+  body["container"] !== undefined ||
+  (Array.isArray(body["tools"]) && body["tools"].some((t) => /^(web_search|web_fetch|code_execution|mcp)/.test(str(obj(t)?.["type"]) ?? ""))) ||
+  JSON.stringify(body["messages"] ?? null).includes('"citations"')
+
 /** Claude Code puts a `role: "system"` message inside messages; Anthropic only takes `system`. */
 const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> => {
   if (!Array.isArray(body["messages"])) return body
@@ -267,6 +278,8 @@ export const anthropic: WireFormat = {
   encodeRequest: encodeAnthropicRequest,
   passthroughBody,
   withoutThinking: (body) => ({ ...body, thinking: { type: "disabled" } }),
+  asStream: (body) => ({ ...body, stream: true }),
+  collectable: (body) => !anthropicServerSide(body),
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new AnthropicStreamDecoder(),

@@ -113,6 +113,14 @@ export interface WireFormat {
   passthroughBody(body: Record<string, unknown>, quirks: ProviderQuirks): Record<string, unknown>
   /** A passed-through body with reasoning turned off (the no-thinking model alias). */
   withoutThinking(body: Record<string, unknown>): Record<string, unknown>
+  /** A same-format body asked as a stream (a non-streamed request whose answer the gateway collects). */
+  asStream(body: Record<string, unknown>): Record<string, unknown>
+  /**
+   * Whether a same-format non-streamed request can be answered from its stream collected
+   * (`StreamCollector`) as faithfully as from the whole answer: false when it asks for what the
+   * canonical form does not carry (several choices, log probabilities, server-side tools...).
+   */
+  collectable(body: Record<string, unknown>): boolean
   decodeResponse(body: unknown): CanonicalResponse
   encodeResponse(res: CanonicalResponse, ctx: EncodeContext): unknown
   streamDecoder(): StreamDecoder

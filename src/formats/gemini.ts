@@ -325,6 +325,18 @@ export const gemini: WireFormat = {
   passthroughBody,
   // The no-thinking alias changes nothing in a Gemini body that passes through.
   withoutThinking: (body) => body,
+  // A stream is asked for by the method (streamGenerateContent), not in the body.
+  asStream: (body) => body,
+  // Several candidates, log probabilities and grounding (search, code execution, URL context) have no canonical form.
+  collectable: (body) => {
+    const config = obj(body["generationConfig"])
+    const count = config?.["candidateCount"]
+    return (
+      !(typeof count === "number" && count > 1) &&
+      config?.["responseLogprobs"] !== true &&
+      !(Array.isArray(body["tools"]) && body["tools"].some((t) => ["googleSearch", "google_search", "googleSearchRetrieval", "codeExecution", "code_execution", "urlContext", "url_context"].some((k) => obj(t)?.[k] !== undefined)))
+    )
+  },
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new GeminiStreamDecoder(),

@@ -287,8 +287,9 @@ const timing = (usage: Partial<Usage> | undefined, started: number) => {
   }
 }
 
+/** The calls of an answer, each with its position (`function.index`), as Ollama writes parallel calls. */
 const toolCallsOf = (blocks: ReadonlyArray<ContentBlock>) =>
-  blocks.flatMap((b) => (b.type === "tool_use" ? [{ id: b.id, function: { name: b.name, arguments: obj(b.input) ?? {} } }] : []))
+  blocks.filter((b): b is Extract<ContentBlock, { type: "tool_use" }> => b.type === "tool_use").map((b, index) => ({ id: b.id, function: { index, name: b.name, arguments: obj(b.input) ?? {} } }))
 
 /** `mode: "generate"` answers `/api/generate` (`response` instead of `message`). */
 export const encodeOllamaResponse = (res: CanonicalResponse, ctx: { readonly model: string }, mode: "chat" | "generate" = "chat") => {
@@ -446,6 +447,8 @@ export const ollama: WireFormat = {
   encodeRequest: encodeOllamaRequest,
   passthroughBody: (body) => body,
   withoutThinking: (body) => body,
+  asStream: (body) => ({ ...body, stream: true }),
+  collectable: () => true,
   decodeResponse,
   encodeResponse: (res, ctx) => encodeOllamaResponse(res, ctx, "chat"),
   streamDecoder: () => new OllamaStreamDecoder(),

@@ -131,7 +131,9 @@ export const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: st
           content: text === "" && calls.length > 0 ? null : text,
           ...(reasoning ? { reasoning_content: reasoning } : {}),
           ...(calls.length ? { tool_calls: calls } : {}),
-          refusal: null
+          refusal: null,
+          // As OpenAI's own answers carry them (URL citations of web search; none here).
+          annotations: []
         },
         logprobs: null,
         finish_reason: STOP_TO[res.stopReason]

@@ -353,6 +353,15 @@ export const openAiChat: WireFormat = {
   encodeRequest: (req, quirks) => encodeChatRequest(req, quirks),
   passthroughBody,
   withoutThinking,
+  asStream: (body) => ({ ...body, stream: true }),
+  // Several choices, log probabilities, audio output and web-search annotations have no canonical form.
+  collectable: (body) =>
+    !(typeof body["n"] === "number" && body["n"] > 1) &&
+    body["logprobs"] !== true &&
+    body["top_logprobs"] === undefined &&
+    body["audio"] === undefined &&
+    !(Array.isArray(body["modalities"]) && body["modalities"].includes("audio")) &&
+    body["web_search_options"] === undefined,
   decodeResponse,
   encodeResponse,
   streamDecoder: () => new ChatStreamDecoder(),

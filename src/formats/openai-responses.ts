@@ -310,6 +310,10 @@ export const openAiResponses: WireFormat = {
   encodeRequest: encodeResponsesRequest,
   passthroughBody,
   withoutThinking,
+  asStream: (body) => ({ ...body, stream: true }),
+  // The stream's terminal event carries the whole response object (taken as it is); a background
+  // response answers at once without one.
+  collectable: (body) => body["background"] !== true,
   decodeResponse,
   encodeResponse: encodeResponsesResponse,
   streamDecoder: () => new ResponsesStreamDecoder(),

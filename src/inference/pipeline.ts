@@ -31,23 +31,24 @@ import { type RouteError, Router } from "../routing/Router.js"
 import { RoutingMemory } from "../routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../routing/types.js"
 import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, failureOfError, headerValue } from "./attempts.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, clientFacing, failureOfError, failureOfStream, headerValue } from "./attempts.js"
 import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { makeGuardedAttempt } from "./fallback.js"
 import { observabilityOrNone } from "../observability/Observability.js"
 import { clientError, decodeFailure, type InferenceError } from "./errors.js"
+import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { makeFusion } from "./fusion.js"
 import { requestReceived, routeResolved } from "./hooks.js"
 import { Guardrails } from "../guardrails/Guardrails.js"
-import { makeRelay, streamEnded } from "./relays.js"
+import { collectStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
 import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
 import { encodeFor, errorInAnswer, makeSending } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
-import { relayStream, StreamWatchdog } from "./stream.js"
+import { relayFrames, relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 import { Egress } from "../egress/Egress.js"
 
@@ -159,6 +160,12 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const passthrough = (call.passthrough ?? true) && connection.formats.includes(client.id)
           const upstream = passthrough ? client : FORMATS[connection.format]
           const origin: Origin = { connectionId: connection.id, stored: call.body["store"] !== false }
+          // A non-streamed request is asked of the upstream as a stream and its answer collected,
+          // under the stream watchdogs instead of a limit on the whole generation (docs/formats.md,
+          // "Non-streamed answers from streams"), unless the connection says its upstream cannot
+          // stream, or the request asks for what a collected stream cannot give back as it came.
+          const collect = !call.stream && connection.timeouts?.nonStreamed !== "whole" && (!passthrough || client.collectable(call.body))
+          const asStream = call.stream || collect
 
           const forward: Record<string, string> = {}
           const beta = ctx.req.headers["anthropic-beta"]
@@ -166,25 +173,26 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
           let body: Record<string, unknown>
           if (passthrough) {
-            body = normalizePassthrough(upstream.id, call.noThinking ? noThinkingBody(upstream.id, call.body) : call.body, connection)
+            const own = call.noThinking ? noThinkingBody(upstream.id, call.body) : call.body
+            body = normalizePassthrough(upstream.id, collect ? upstream.asStream(own) : own, connection)
           } else {
             const canonical = yield* Effect.try({
               try: () => (call.decode ?? client.decodeRequest)(call.body),
               catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
             })
-            const req: CanonicalRequest = { ...canonical, model: target.model, stream: call.stream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
+            const req: CanonicalRequest = { ...canonical, model: target.model, stream: asStream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
             body = encodeFor(connection, req).body
           }
 
           // Probes after an exclusion (or through a half-open breaker) wait less for headers.
-          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (call.stream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
+          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (asStream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
           // A non-streamed call reads the answer in the same wait as its headers.
           // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
           const res = yield* sendAs(
             target,
             upstream.id,
             body,
-            { stream: call.stream, forward, readWhole: !call.stream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
+            { stream: asStream, forward, readWhole: !asStream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
             client,
             (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
           )
@@ -193,7 +201,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return yield* Effect.fail(attemptFailed(error, info))
           }
           const contentType = String(res.headers["content-type"] ?? "")
-          const streamed = call.stream && !contentType.includes("application/json")
+          const streamed = asStream && !contentType.includes("application/json")
 
           if (!streamed) {
             const text = yield* Effect.mapError(wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
@@ -218,6 +226,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return outcome
           }
 
+          if (collect) return yield* collected(call, candidate, res, upstream, passthrough, origin)
           const relayed = makeRelay(call, upstream, client, passthrough, origin, connection)
           const result = yield* relayStream(
             ctx,
@@ -231,6 +240,47 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const ended = streamEnded(result, relayed, res, client)
           return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
         })
+
+      /**
+       * A non-streamed request's answer, collected from the stream the upstream was asked for:
+       * answered whole, as the whole answer would have been. Nothing reached the client before,
+       * so any failure of the stream (an error event, a stall, a cut) is the attempt's and another
+       * target may answer. A Responses upstream's terminal response object is the answer as it is
+       * (same format); otherwise the collected canonical answer is encoded for the client (a
+       * same-format answer keeps the upstream's model name, as a passed-through one does).
+       */
+      const collected = Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, res: UpstreamResponse, upstream: WireFormat, passthrough: boolean, origin: Origin) {
+        const { ctx, format: client } = call
+        const connection = candidate.connection
+        const gather = collectStream(upstream, connection)
+        const result = yield* relayFrames(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs)
+        if (result.failedBeforeOutput) {
+          const e = result.failedBeforeOutput
+          return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))
+        }
+        const terminal = passthrough && upstream.id === "openai-responses" ? gather.terminal() : undefined
+        let decoded: CanonicalResponse
+        let payload: string
+        let answer: unknown
+        if (terminal !== undefined) {
+          const bad = errorInAnswer(upstream.id, terminal, "", client, connection)
+          if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+          decoded = upstream.decodeResponse(terminal)
+          answer = terminal
+          payload = JSON.stringify(terminal)
+        } else {
+          decoded = gather.collector.result(`${ctx.requestId}`)
+          answer = encodeWhole(passthrough && decoded.model ? { ...call, model: decoded.model } : call, decoded)
+          payload = JSON.stringify(answer)
+        }
+        const usage = decoded.usage
+        const costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
+        Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
+        sendWhole(call, payload)
+        const id = obj(answer)?.["id"]
+        if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
+        return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
+      })
 
       const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn, observability: yield* observabilityOrNone })
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */

@@ -18,7 +18,8 @@ import type { InferenceCall } from "./call.js"
 import { clientError } from "./errors.js"
 import type { Origin } from "./responseStore.js"
 import { secretsOf } from "./sending.js"
-import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome } from "./stream.js"
+import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome, type StreamSink } from "./stream.js"
+import { StreamCollector } from "../formats/collect.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
@@ -193,5 +194,58 @@ export const streamEnded = (result: StreamOutcome, relayed: StreamRelay, res: Up
     error,
     headers: headerValue(res.headers),
     ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
+  }
+}
+
+/** A sink that keeps nothing and never commits: a collected stream's answer is written whole afterwards. */
+export const DISCARD: StreamSink = {
+  write: () => true,
+  end: () => undefined,
+  gone: () => false,
+  committed: () => false,
+  onDrain: () => undefined,
+  offDrain: () => undefined
+}
+
+export interface CollectedStream {
+  readonly relay: FrameRelay
+  readonly collector: StreamCollector
+  /**
+   * A Responses stream's terminal `response` object (`response.completed` or
+   * `response.incomplete`): the Responses API's non-streamed answer itself.
+   */
+  readonly terminal: () => Record<string, unknown> | undefined
+}
+
+const TERMINAL_RESPONSE = /"type"\s*:\s*"response\.(completed|incomplete)"/
+
+/**
+ * An upstream stream decoded into a `StreamCollector` instead of relayed (a non-streamed request
+ * asked of the upstream as a stream, docs/formats.md). Nothing goes to the client, so any error
+ * the stream reports, before or after content, fails the attempt (`StreamFailure`): another
+ * target may still answer. Each frame once content began answers one character, which the
+ * relay's first-content watchdog counts (the sink discards it).
+ */
+export const collectStream = (upstream: WireFormat, connection: Connection): CollectedStream => {
+  const decoder = upstream.streamDecoder()
+  const collector = new StreamCollector()
+  let terminal: Record<string, unknown> | undefined
+  const take = (events: ReadonlyArray<StreamEvent>): string => {
+    collector.push(events)
+    const error = collector.error()
+    if (error) throw new StreamFailure({ ...error, message: scrubSecrets(error.message, secretsOf(connection)) })
+    return collector.began ? " " : ""
+  }
+  return {
+    collector,
+    terminal: () => terminal,
+    relay: {
+      frame: (frame) => {
+        if (upstream.id === "openai-responses" && TERMINAL_RESPONSE.test(frame.data)) terminal = obj(obj(tryJson(frame.data))?.["response"]) ?? terminal
+        return take(decoder.push(frame))
+      },
+      end: () => take(decoder.end()),
+      broken: () => ""
+    }
   }
 }

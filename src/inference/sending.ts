@@ -18,7 +18,7 @@ import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js
 import { scrubSecrets } from "../observability/redact.js"
 import type { FailureInfo } from "../resilience/types.js"
 import { customRequest, upstreamRequest } from "../upstream/executors.js"
-import { ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
+import { discardBody, ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
 import { hintHeaders } from "./answers.js"
 import { headerValue } from "./attempts.js"
 import type { SendOptions } from "./call.js"
@@ -165,7 +165,7 @@ export const makeSending = (deps: {
         // skips the connection without that.
         return Effect.flatMap(sent, (res) => {
           if (res.status !== 401) return Effect.succeed(res)
-          if (res.bytes === undefined) res.body.destroy()
+          if (res.bytes === undefined) discardBody(res.body)
           return Effect.flatMap(Effect.mapError(renew(connection), refreshFailed), (renewed) => sendWith({ ...target, connection: renewed }, format, body, options, clientFormat, fail))
         })
       })
@@ -285,7 +285,8 @@ export const makeSending = (deps: {
       ? Effect.fail(unreadableAnswer(client, connection, res.bodyError))
       : res.bytes
         ? Effect.succeed(res.bytes.toString("utf8"))
-        : readUpstreamBody(res.body, http.maxResponseBytes, "fail").pipe(
+        : // Asked as a stream, answered whole: its body's silence is bounded as a whole answer's is.
+          readUpstreamBody(res.body, http.maxResponseBytes, "fail", connection.timeouts?.idleMs ?? timeouts.bodyIdleMs).pipe(
             Effect.map((b) => b.toString("utf8")),
             Effect.mapError((e) => unreadableAnswer(client, connection, e))
           )

@@ -32,7 +32,7 @@ import { Inference } from "../inference/pipeline.js"
 import { type Connection, Connections } from "../providers/Connections.js"
 import type { Candidate } from "../routing/types.js"
 import { rowsChanged } from "../store/dialect.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { discardBody, type UpstreamResponse } from "../upstream/UpstreamHttp.js"
 import { extensionOf, isFinal, type JobFamily, type JobKind, type JobStatus, openAiContentCall, pollCall, readPoll, type UpstreamState } from "./jobFamilies.js"
 
 /** A job as the gateway keeps it. Times are epoch ms. */
@@ -394,9 +394,8 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
             const location = res.headers["location"]
             const next = Array.isArray(location) ? location[0] : location
             if (res.status < 300 || res.status >= 400 || typeof next !== "string" || hop >= MAX_REDIRECTS) return res
-            // Dropped unread: its abort error has no one to tell.
-            res.body.on("error", () => {})
-            res.body.destroy()
+            // Dropped unread.
+            discardBody(res.body)
             target = new URL(next, target).href
             withKey = false
           }

@@ -142,13 +142,17 @@ const originOf = (url: string | null): string | null => {
 
 /** Stored timeouts: null when none is set (an empty object is stored as null). */
 const storedTimeouts = (t: ConnectionTimeouts | null | undefined): string | null =>
-  t && (t.headersMs !== undefined || t.idleMs !== undefined) ? JSON.stringify(t) : null
+  t && (t.headersMs !== undefined || t.idleMs !== undefined || t.nonStreamed !== undefined) ? JSON.stringify(t) : null
 
 const timeoutsOf = (json: string | null): ConnectionTimeouts | null => {
   if (!json) return null
   try {
     const t = JSON.parse(json) as ConnectionTimeouts
-    return { ...(typeof t.headersMs === "number" ? { headersMs: t.headersMs } : {}), ...(typeof t.idleMs === "number" ? { idleMs: t.idleMs } : {}) }
+    return {
+      ...(typeof t.headersMs === "number" ? { headersMs: t.headersMs } : {}),
+      ...(typeof t.idleMs === "number" ? { idleMs: t.idleMs } : {}),
+      ...(t.nonStreamed === "stream" || t.nonStreamed === "whole" ? { nonStreamed: t.nonStreamed } : {})
+    }
   } catch {
     return null
   }

@@ -114,21 +114,41 @@ export interface UpstreamHttpShape {
  * UpstreamBodyError (`fail`). Interruption (the client went away) destroys the body, which
  * aborts the upstream request.
  */
-export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY, overflow: "cut" | "fail" = "cut") =>
+export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY, overflow: "cut" | "fail" = "cut", idleMs?: number) =>
   Effect.async<Buffer, Error>((resume) => {
-    collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)))
+    collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)), idleMs)
     return Effect.sync(() => body.destroy())
   })
 
 /**
  * Collects a body whole, then calls `done` once. Past `maxBytes` nothing more is read: the body
  * is destroyed at once (so an oversized answer costs at most the limit plus one chunk) and
- * `done` gets the first `maxBytes` (`cut`) or an UpstreamBodyError (`fail`).
+ * `done` gets the first `maxBytes` (`cut`) or an UpstreamBodyError (`fail`). `idleMs`: a body
+ * silent that long is destroyed and `done` gets an UpstreamBodyError (`stalled`); for a body
+ * whose request set no undici body timeout (a stream asked for, answered whole).
  */
-const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void) => {
+const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void, idleMs?: number) => {
   const chunks: Array<Buffer> = []
   let size = 0
   let over = false
+  let timer: NodeJS.Timeout | undefined
+  if (idleMs !== undefined) {
+    const finish = done
+    const silent = () => {
+      over = true
+      body.off("data", onData)
+      body.destroy()
+      finish(new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${idleMs} ms`))
+    }
+    timer = setTimeout(silent, idleMs)
+    const rearm = () => timer?.refresh()
+    body.on("data", rearm)
+    done = (error, bytes) => {
+      clearTimeout(timer)
+      body.off("data", rearm)
+      finish(error, bytes)
+    }
+  }
   const onData = (chunk: Buffer) => {
     const room = maxBytes - size
     if (chunk.length <= room) {
@@ -151,6 +171,16 @@ const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail",
   body.once("error", (e: Error) => {
     if (!over) done(e)
   })
+}
+
+/**
+ * Drops an answer's body unread. undici's body emits the abort as an `error`, which with no
+ * listener would be an uncaught exception: one is added first.
+ */
+export const discardBody = (body: UpstreamResponse["body"]): void => {
+  if (body.destroyed) return
+  body.on("error", () => undefined)
+  body.destroy()
 }
 
 export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)

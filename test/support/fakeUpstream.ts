@@ -36,6 +36,13 @@ export interface Reply {
   readonly toolCalls?: ReadonlyArray<ToolCallSpec>
   /** Model thinking before the answer. */
   readonly reasoning?: { readonly text: string; readonly signature?: string }
+  /**
+   * How the answer ends when not as usual: cut at the output limit (`max_tokens`: chat `length`,
+   * Responses `incomplete`, Anthropic `max_tokens`, Gemini `MAX_TOKENS`, Ollama `length`), or
+   * refused (`refusal`: chat `content_filter`, Responses a refusal part, Anthropic `refusal`,
+   * Gemini `SAFETY`).
+   */
+  readonly stop?: "max_tokens" | "refusal"
   /** Default { input: 11, output: 7 }. */
   readonly usage?: { readonly input: number; readonly output: number }
   /** Delay before the response headers. */
@@ -300,7 +307,8 @@ export class FakeUpstream {
       pieces: split(text, reply.chunks ?? 3),
       calls,
       reasoning: reply.reasoning && { text: reply.reasoning.text, signature: reply.reasoning.signature, pieces: split(reply.reasoning.text, 2) },
-      usage: reply.usage ?? DEFAULT_USAGE
+      usage: reply.usage ?? DEFAULT_USAGE,
+      stop: reply.stop
     }
   }
 }
@@ -357,6 +365,7 @@ interface Plan {
   readonly calls: ReadonlyArray<Call>
   readonly reasoning: { readonly text: string; readonly signature: string | undefined; readonly pieces: ReadonlyArray<string> } | undefined
   readonly usage: { readonly input: number; readonly output: number }
+  readonly stop: "max_tokens" | "refusal" | undefined
 }
 
 interface StreamAnswer {
@@ -590,7 +599,7 @@ const errorBody = (family: Family, status: number, message: string): unknown => 
 
 const chatAnswer = (p: Plan, stream: boolean, includeUsage: boolean): Answer => {
   const id = `chatcmpl-${p.n}`
-  const finish = p.calls.length > 0 ? "tool_calls" : "stop"
+  const finish = p.stop === "max_tokens" ? "length" : p.stop === "refusal" ? "content_filter" : p.calls.length > 0 ? "tool_calls" : "stop"
   const usage = { prompt_tokens: p.usage.input, completion_tokens: p.usage.output, total_tokens: p.usage.input + p.usage.output }
   if (!stream) {
     const message = {
@@ -653,13 +662,16 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
     summary: [{ type: "summary_text", text: p.reasoning.text }],
     ...(p.reasoning.signature !== undefined ? { encrypted_content: p.reasoning.signature } : {})
   }
-  const textPart = { type: "output_text", text: p.text, annotations: [], logprobs: [] }
+  const textPart = p.stop === "refusal" ? { type: "refusal", refusal: p.text } : { type: "output_text", text: p.text, annotations: [], logprobs: [] }
+  const cut = p.stop === "max_tokens"
+  const ended = cut ? "incomplete" : "completed"
+  const endExtra = cut ? { incomplete_details: { reason: "max_output_tokens" } } : {}
   const messageItem = (p.text !== "" || p.calls.length === 0) && { type: "message", id: `msg_${p.n}`, status: "completed", role: "assistant", content: [textPart] }
   const callItem = (c: Call) => ({ type: "function_call", id: `fc_${c.k}`, call_id: `call_${c.k}`, name: c.name, arguments: c.arguments, status: "completed" })
   const output: Array<unknown> = [...(reasoningItem ? [reasoningItem] : []), ...(messageItem ? [messageItem] : []), ...p.calls.map(callItem)]
 
   if (!stream) {
-    return { kind: "json", body: failed ? response("failed", [], failure(failMessage)) : response("completed", output, { usage }) }
+    return { kind: "json", body: failed ? response("failed", [], failure(failMessage)) : response(ended, output, { usage, ...endExtra }) }
   }
   const frames: Array<string> = []
   const ev = (type: string, payload: Record<string, unknown>) => frames.push(sse({ type, sequence_number: frames.length, ...payload }, type))
@@ -681,9 +693,15 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
     if (messageItem) {
       const at = { item_id: messageItem.id, output_index: index, content_index: 0 }
       ev("response.output_item.added", { output_index: index, item: { ...messageItem, status: "in_progress", content: [] } })
-      ev("response.content_part.added", { ...at, part: { type: "output_text", text: "", annotations: [] } })
-      for (const delta of p.pieces) ev("response.output_text.delta", { ...at, delta, logprobs: [] })
-      ev("response.output_text.done", { ...at, text: p.text, logprobs: [] })
+      if (p.stop === "refusal") {
+        ev("response.content_part.added", { ...at, part: { type: "refusal", refusal: "" } })
+        for (const delta of p.pieces) ev("response.refusal.delta", { ...at, delta })
+        ev("response.refusal.done", { ...at, refusal: p.text })
+      } else {
+        ev("response.content_part.added", { ...at, part: { type: "output_text", text: "", annotations: [] } })
+        for (const delta of p.pieces) ev("response.output_text.delta", { ...at, delta, logprobs: [] })
+        ev("response.output_text.done", { ...at, text: p.text, logprobs: [] })
+      }
       ev("response.content_part.done", { ...at, part: textPart })
       ev("response.output_item.done", { output_index: index++, item: messageItem })
     }
@@ -694,7 +712,7 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
       ev("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: c.name, arguments: c.arguments })
       ev("response.output_item.done", { output_index: index++, item })
     }
-    ev("response.completed", { response: response("completed", output, { usage }) })
+    ev(`response.${ended}`, { response: response(ended, output, { usage, ...endExtra }) })
   }
   return {
     kind: "stream",
@@ -710,7 +728,7 @@ const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, f
 // ─── Answers: Anthropic Messages ──────────────────────────────────────────────────────────────────
 
 const anthropicAnswer = (p: Plan, stream: boolean): Answer => {
-  const stopReason = p.calls.length > 0 ? "tool_use" : "end_turn"
+  const stopReason = p.stop ?? (p.calls.length > 0 ? "tool_use" : "end_turn")
   const signature = p.reasoning?.signature ?? "fake-signature"
   const usage = { input_tokens: p.usage.input, output_tokens: p.usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 }
   const hasText = p.text !== "" || p.calls.length === 0
@@ -760,7 +778,7 @@ const geminiAnswer = (p: Plan, stream: boolean): Answer => {
   const hasText = p.text !== "" || p.calls.length === 0
   const usage = { promptTokenCount: p.usage.input, candidatesTokenCount: p.usage.output, totalTokenCount: p.usage.input + p.usage.output }
   const response = (parts: Array<unknown>, last: boolean) => ({
-    candidates: [{ content: { role: "model", parts }, ...(last ? { finishReason: "STOP" } : {}), index: 0 }],
+    candidates: [{ content: { role: "model", parts }, ...(last ? { finishReason: p.stop === "max_tokens" ? "MAX_TOKENS" : p.stop === "refusal" ? "SAFETY" : "STOP" } : {}), index: 0 }],
     // Like the real API: usage is cumulative, only the last chunk carries the final counts.
     usageMetadata: last ? usage : { promptTokenCount: p.usage.input, totalTokenCount: p.usage.input },
     modelVersion: p.model,
@@ -784,7 +802,7 @@ const ollamaAnswer = (p: Plan, stream: boolean): Answer => {
   const created_at = new Date(CREATED * 1000).toISOString()
   const toolCalls = p.calls.map((c, index) => ({ id: `call_${c.k}`, function: { index, name: c.name, arguments: c.args } }))
   const done = {
-    done: true, done_reason: "stop", total_duration: 1_000_000, load_duration: 100_000,
+    done: true, done_reason: p.stop === "max_tokens" ? "length" : "stop", total_duration: 1_000_000, load_duration: 100_000,
     prompt_eval_count: p.usage.input, prompt_eval_duration: 200_000, eval_count: p.usage.output, eval_duration: 700_000
   }
   if (!stream) {
