@@ -4,7 +4,6 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -29,15 +28,9 @@ const events: Array<GatewayEvent> = []
 const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(`${gw.url}/v1/chat/completions`, { body: { messages: [{ role: "user", content: "hi" }], ...body }, headers })
 const asUser = { authorization: "" }
-const flush = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-/** A streamed request's row is queued as its stream ends, just after the client saw the end. */
-const waitForRow = async (requestId: string) => {
-  for (let i = 0; i < 50; i++) {
-    await flush()
-    if (queryDb(gw.dataDir, "SELECT 1 FROM usage WHERE request_id = ?", requestId).length > 0) return
-    await new Promise((r) => setTimeout(r, 20))
-  }
-}
+const flush = () => gw.usageWritten()
+/** A streamed request's row is queued as its stream ends, just after the client saw the end: written once no request is in flight. */
+const waitForRow = async (_requestId: string) => flush()
 
 beforeAll(async () => {
   up = await FakeUpstream.start()
@@ -489,7 +482,7 @@ describe("similarity matching in the response cache", () => {
       await call(`${similarGw.url}/api/providers`, { body: { provider: "openai-compatible", name: "emb", baseUrl: up.baseUrl("openai-chat"), models: ["similar-embed", "m1"], defaultModel: "m1" }, headers: admin })
       const ask = (content: string) => call(`${similarGw.url}/v1/chat/completions`, { body: { model: "emb/m1", temperature: 0, messages: [{ role: "user", content }] } })
       expect((await ask("What is the capital of France?")).headers.get("x-gateway-cache")).toBe("MISS")
-      await similarGw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+      await similarGw.usageWritten()
       const near = await ask("what is the capital of france ?")
       expect(near.headers.get("x-gateway-cache")).toBe("HIT")
       const far = await ask("Tell me a long story about dragons and castles")

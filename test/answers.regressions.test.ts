@@ -8,7 +8,6 @@ import type * as http from "node:http"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -141,7 +140,7 @@ describe("telemetry headers", () => {
     const body = { model: "oai/gpt-4o", temperature: 0, messages: [{ role: "user", content: "what is 3+3" }] }
     const miss = await call(`${gw.url}/v1/chat/completions`, { body })
     expect(miss.headers.get("x-gateway-cache")).toBe("MISS")
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const hit = await call(`${gw.url}/v1/chat/completions`, { body })
     expect(hit.headers.get("x-gateway-cache")).toBe("HIT")
     expect(miss.headers.get("x-gateway-model")).toBe("gpt-4o")

@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -15,7 +14,7 @@ let client: OpenAI
 
 const usageRows = (dataDir: string) => queryDb(dataDir, "SELECT * FROM usage ORDER BY id")
 
-const flushWrites = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+const flushWrites = () => gw.usageWritten()
 
 beforeAll(async () => {
   upstream = await FakeOpenAI.start()

@@ -1,12 +1,11 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import type { FormatId } from "../src/formats/canonical.js"
 import { decodeGenerateRequest } from "../src/formats/ollama.js"
 import { FORMATS } from "../src/formats/registry.js"
-import { countTextTokens } from "../src/formats/tokens.js"
-import { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerFamily, tokenizerLoaded } from "../src/context/estimate.js"
+import { tokenizerFamily } from "../src/context/estimate.js"
 import type { Segment } from "../src/context/types.js"
 import { commandOf, mapSegments, segmentsOf } from "../src/context/walk.js"
 
@@ -530,6 +529,10 @@ describe("estimate", () => {
   const approx = Math.ceil(14 / 4) + Math.ceil(11 / 4) + Math.ceil(LONG.length / 4) + Math.ceil(tools.length / 4)
 
   it("approximates with characters / 4 before the tokenizer is loaded, then counts with o200k", async () => {
+    // Fresh copies of the modules: another file run in the same worker may have loaded the tokenizer.
+    vi.resetModules()
+    const { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerLoaded } = await import("../src/context/estimate.js")
+    const { countTextTokens } = await import("../src/formats/tokens.js")
     expect(tokenizerLoaded()).toBe(false)
     expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(approx)
     await loadTokenizer()

@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -31,7 +30,7 @@ const shortCooldowns = (on: boolean) =>
   call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
 
 const usageRows = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   return queryDb(gw.dataDir, "SELECT endpoint, status, connection_id, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id", requestId)
 }
 const connectionId = async (name: string): Promise<string> => (await call(`${gw.url}/api/providers/${name}`, { headers: admin })).body.id
@@ -268,8 +267,7 @@ describe("the WebSocket relay goes through the guarded attempt", () => {
     expect(hits(steady, /responses/)).toBe(2)
     c.ws.close()
     // One row per response: the first after one fallback.
-    await new Promise((r) => setTimeout(r, 50))
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const rows = queryDb(gw.dataDir, "SELECT status, connection_id, fallback_attempts FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 2")
     const b = await connectionId("ws-b")
     expect(rows).toEqual([

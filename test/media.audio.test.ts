@@ -3,7 +3,6 @@ import { parseBuffer } from "music-metadata"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeAudio, sineMp3, sinePcm, sineWav } from "./support/fakeAudio.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -24,7 +23,7 @@ let down: FakeAudio
 let client: OpenAI
 
 const usageRow = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   const rows = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, stream, tokens_in, tokens_out, cost_usd, fallback_attempts, error FROM usage WHERE request_id = ?", requestId)
   expect(rows).toHaveLength(1)
   return rows[0]!

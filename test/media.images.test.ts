@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeImages, makePng } from "./support/fakeImages.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -28,7 +27,7 @@ let up: FakeImages
 let flaky: FakeImages
 let openai: OpenAI
 
-const flush = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+const flush = () => gw.usageWritten()
 const usageRow = async (requestId: string | null) => {
   await flush()
   return queryDb(

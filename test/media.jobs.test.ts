@@ -3,7 +3,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeJobs } from "./support/fakeJobs.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -28,7 +27,7 @@ let fake: FakeJobs
 let down: FakeJobs
 let keyA: string
 
-const flush = (g: TestGateway) => g.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+const flush = (g: TestGateway) => g.usageWritten()
 const rows = async (requestId: string | null, g: TestGateway = gw) => {
   await flush(g)
   return queryDb(g.dataDir, "SELECT endpoint, status, cost_usd, api_key_id, provider, model, requested_model, error, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id", requestId)

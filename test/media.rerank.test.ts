@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeRerank, rerankTokens } from "./support/fakeRerank.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -25,7 +24,7 @@ let openai: OpenAI
 const rerank = (body: unknown) => call(`${gw.url}/v1/rerank`, { body })
 
 const usageRow = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   const [row] = queryDb(
     gw.dataDir,
     "SELECT endpoint, status, provider, model, tokens_in, cost_usd, fallback_attempts, connection_id FROM usage WHERE request_id = ?",

@@ -2,7 +2,6 @@ import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -22,7 +21,7 @@ let anth: FakeUpstream
 const api = (g: TestGateway, path: string, init: { method?: string; body?: unknown } = {}) => call(`${g.url}${path}`, { ...init, headers: admin })
 const sdk = (g: TestGateway) => new OpenAI({ baseURL: `${g.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
 const usageRow = async (g: TestGateway, requestId: string | null) => {
-  await g.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await g.usageWritten()
   return queryDb(g.dataDir, "SELECT provider, model, cost_usd, tokens_in, tokens_out, status FROM usage WHERE request_id = ?", requestId)[0]
 }
 const withAdmin = async (g: TestGateway) => {

@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -130,15 +129,10 @@ describe("reasoning effort to a generative-language upstream", () => {
 })
 
 describe("streamed legacy completions", () => {
-  const flush = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  const flush = () => gw.usageWritten()
   const rowOf = async (requestId: string) => {
-    for (let i = 0; i < 50; i++) {
-      await flush()
-      const rows = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, stream, endpoint FROM usage WHERE request_id = ?", requestId)
-      if (rows.length > 0) return rows[0]!
-      await new Promise((r) => setTimeout(r, 20))
-    }
-    return undefined
+    await flush()
+    return queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, stream, endpoint FROM usage WHERE request_id = ?", requestId)[0]
   }
   const stream = async (extra: Record<string, unknown>, model = "oai/gpt-4o") => {
     const res = await fetch(`${gw.url}/v1/completions`, {

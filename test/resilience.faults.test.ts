@@ -6,7 +6,6 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream, type Reply } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -33,18 +32,10 @@ const breakerOf = async (provider: string) => (await status()).breakers.find((b:
 const connectionOf = async (name: string) => (await status()).connections.find((c: any) => c.name === name)
 const lockoutsOf = async () => (await call(`${gw.url}/api/resilience/model-cooldowns`, { headers: admin })).body.modelCooldowns
 
-/**
- * The request's usage rows. The row is queued when the request ends, which can be a moment after
- * the client has read its answer: flush and look again until one is there (or 2 s have passed).
- */
+/** The request's usage rows, once every request has written its own. */
 const usageRows = async (requestId: string | null) => {
-  let rows: Array<Record<string, unknown>> = []
-  for (let i = 0; i < 100 && rows.length === 0; i++) {
-    if (i > 0) await new Promise((r) => setTimeout(r, 20))
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-    rows = queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE request_id = ?", requestId)
-  }
-  return rows
+  await gw.usageWritten()
+  return queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE request_id = ?", requestId)
 }
 
 /** Lockouts are off by default; the matrix and the lockout endpoints turn them on. */
@@ -246,6 +237,20 @@ describe("fault matrix: the first target fails, the second answers", () => {
  * Every transient failure also cools its connection down (3 s and up): the breaker tests below
  * send one failure after another to the same connection, so they shorten the cooldown to 1 ms.
  */
+/**
+ * Sends requests to `model` until its upstream has answered `n` of them. The connection cools
+ * down for 1 ms after each failure: a request that arrives within that millisecond is refused
+ * without reaching the upstream (and says nothing to the breaker), so counting requests sent
+ * would race the clock; counting what the upstream saw does not.
+ */
+const failUpstream = async (up: FakeUpstream, model: string, n: number) => {
+  const start = up.requests.length
+  for (let sent = 0; up.requests.length - start < n; sent++) {
+    if (sent >= 10 * n) throw new Error(`the upstream saw ${up.requests.length - start} of ${n} requests after ${sent} sent`)
+    await chat(model)
+  }
+}
+
 const shortCooldowns = (on: boolean) =>
   call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
 
@@ -257,7 +262,7 @@ describe("the provider breaker over HTTP", () => {
     await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { resetTimeoutMs: 300 } } }, headers: admin })
     try {
       flaky.always({ status: 503 })
-      for (let i = 0; i < 12; i++) await chat("flaky/m1")
+      await failUpstream(flaky, "flaky/m1", 12)
       const open = await breakerOf("openai-compatible")
       expect(open).toMatchObject({ state: "OPEN", consecutiveFailures: 12, failureThreshold: 12, degradationThreshold: 7 })
       const seen = flaky.requests.length
@@ -287,7 +292,7 @@ describe("the provider breaker over HTTP", () => {
 
   it("POST /api/resilience/reset closes breakers (and with connections: true clears cooldowns)", async () => {
     flaky.always({ status: 503 })
-    for (let i = 0; i < 12; i++) await chat("flaky/m1")
+    await failUpstream(flaky, "flaky/m1", 12)
     expect((await breakerOf("openai-compatible")).state).toBe("OPEN")
     const reset = await call(`${gw.url}/api/resilience/reset`, { body: {}, headers: admin })
     expect(reset.status).toBe(200)
@@ -426,7 +431,7 @@ describe("usage rows under load", () => {
         return response.headers.get("x-gateway-request-id")!
       })
     )
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const rows = queryDb(gw.dataDir, `SELECT request_id FROM usage WHERE request_id IN (${ids.map(() => "?").join(",")})`, ...ids)
     expect(rows).toHaveLength(30)
     expect(new Set(rows.map((r: any) => r.request_id)).size).toBe(30)

@@ -5,7 +5,6 @@ import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { RoutingMemory } from "../src/routing/RoutingMemory.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -32,7 +31,7 @@ const chat = (model: string, signal?: AbortSignal, extra: Record<string, unknown
   })
 const status = () => call(`${gw.url}/api/resilience`, { headers: admin }).then((r) => r.body)
 const rows = async (id: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   return queryDb(gw.dataDir, "SELECT status, connection_id, endpoint, error FROM usage WHERE request_id = ? ORDER BY id", id)
 }
 const settle = () => new Promise((r) => setTimeout(r, 150))
@@ -166,11 +165,11 @@ describe("usage rows when the client leaves", () => {
     b.always({ content: "slow", delayMs: 1500 })
     const ctl = new AbortController()
     const pending = chat("pair", ctl.signal).catch(() => undefined)
-    await new Promise((r) => setTimeout(r, 300))
+    // The fallback attempt is under way: b has the request (and answers only after 1.5 s).
+    await expect.poll(() => b.requests.length, { timeout: 5_000 }).toBe(1)
     ctl.abort()
     await pending
-    await new Promise((r) => setTimeout(r, 300))
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const last = queryDb(gw.dataDir, "SELECT status, connection_id, error FROM usage WHERE endpoint = 'chat.completions' ORDER BY id DESC LIMIT 1")[0]!
     const cb = (await call(`${gw.url}/api/providers/cb`, { headers: admin })).body.id
     expect(last).toMatchObject({ status: 499, connection_id: cb })

@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -185,15 +184,31 @@ describe("Responses over WebSocket", () => {
 })
 
 describe("usage rows on the WebSocket transport", () => {
+  it("a response whose last message went out is not cancelled by the close that follows it: its row says 200, never 499", async () => {
+    up.always({ content: "done", chunks: 1 })
+    const ids: Array<string> = []
+    for (let i = 0; i < 20; i++) {
+      const c = await connect(wsUrl())
+      // Closed in the same tick as response.completed arrives, as clients do.
+      c.ws.on("message", (data) => {
+        if (JSON.parse(String(data)).type === "response.completed") c.ws.close()
+      })
+      c.send({ type: "response.create", model: "gpt-5", input: [user(`close at once ${i}`)] })
+      ids.push((await c.until("response.completed")).response.id)
+      await new Promise((r) => c.ws.once("close", r))
+    }
+    const rows = await eventuallyRows(20)
+    expect(rows.map((r) => r["status"])).toEqual(Array(20).fill(200))
+  })
+
+
   it("a response that fails upstream still writes its row, with the status the client got (an upstream 500 is a 502)", async () => {
     up.always({ status: 500, errorMessage: "boom" })
     const c = await connect(wsUrl())
     c.send({ type: "response.create", model: "gpt-5", input: [user("hi")] })
     await c.until("error")
     c.ws.close()
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-    await new Promise((r) => setTimeout(r, 50))
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const rows = queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT 1")
     expect(rows[0]).toMatchObject({ status: 502 })
     expect(String(rows[0]!["error"])).toContain("boom")
@@ -229,3 +244,9 @@ describe("a connection's own silence limit on the WebSocket transport", () => {
     }
   })
 })
+
+/** The newest `n` usage rows of the WebSocket transport, once every response has written its own. */
+const eventuallyRows = async (n: number) => {
+  await gw.usageWritten()
+  return queryDb(gw.dataDir, "SELECT status FROM usage WHERE endpoint = 'responses.ws' ORDER BY id DESC LIMIT ?", n)
+}

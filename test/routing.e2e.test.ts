@@ -5,7 +5,6 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { AutoEngine } from "../src/routing/AutoEngine.js"
 import { AUTO_CATEGORIES, AUTO_TIERS, AUTO_VARIANT_IDS } from "../src/routing/auto/variants.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -105,7 +104,7 @@ describe("a combo falls back on a retryable failure", () => {
     await createCombo({ name: "pair", strategy: "priority", targets: [{ model: "up-a/m1" }, { model: "up-b/m1" }] })
     ups.a.always({ status: 503 })
     const res = await chat("pair")
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const rows = queryDb(gw.dataDir, "SELECT model, status, connection_id FROM usage WHERE request_id = ?", [res.headers.get("x-gateway-request-id")])
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ model: "m1", status: 200 })
@@ -379,7 +378,7 @@ describe("quota share", () => {
       expect(res.status).toBe(200)
       ids.push(res.headers.get("x-gateway-request-id")!)
     }
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const rows = queryDb(gw.dataDir, `SELECT connection_id FROM usage WHERE request_id IN (${ids.map(() => "?").join(",")})`, ids) as Array<{ connection_id: string }>
     const counts = new Map<string, number>()
     for (const r of rows) counts.set(r.connection_id, (counts.get(r.connection_id) ?? 0) + 1)

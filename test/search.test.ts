@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeSearch, PUBLISHED } from "./support/fakeSearch.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -22,7 +21,7 @@ let down: FakeSearch
 const search = (body: unknown, headers: Record<string, string> = {}) => call(`${gw.url}/v1/search`, { body, headers })
 
 const usageRow = async (requestId: string | null) => {
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   const [row] = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, cost_usd, fallback_attempts, cache_hit FROM usage WHERE request_id = ?", requestId)
   return row as Record<string, any> | undefined
 }

@@ -288,7 +288,7 @@ describe("through the management API", () => {
   it("replaces a cache entry by key, whether the writes share a batch or not", async () => {
     const put = (body: string) =>
       gw.run(Effect.flatMap(ResponseCache, (c) => c.put({ key: "dialect-key", model: "m", format: "openai-chat", body, usage: null, costUsd: 0, provider: "openai" })))
-    const flush = () => gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    const flush = () => gw.usageWritten()
     // Queued together: one batch, one statement with the key twice.
     await put("first")
     await put("second")

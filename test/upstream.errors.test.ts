@@ -5,7 +5,6 @@ import { ApiKeys } from "../src/auth/ApiKeys.js"
 import { redactText, scrubSecrets } from "../src/observability/redact.js"
 import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
 import { Cooldowns } from "../src/resilience/Cooldowns.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -33,18 +32,10 @@ const events: Array<GatewayEvent> = []
 
 const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
-/**
- * The request's usage rows. The row is queued when the request ends, which can be a moment after
- * the client has read its answer: flush and look again until one is there (or 2 s have passed).
- */
+/** The request's usage rows, once every request has written its own. */
 const usageRows = async (requestId: string | null) => {
-  let rows: Array<Record<string, unknown>> = []
-  for (let i = 0; i < 100 && rows.length === 0; i++) {
-    if (i > 0) await new Promise((r) => setTimeout(r, 20))
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
-    rows = queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE request_id = ?", requestId)
-  }
-  return rows
+  await gw.usageWritten()
+  return queryDb(gw.dataDir, "SELECT status, error FROM usage WHERE request_id = ?", requestId)
 }
 
 /** Every place an error is kept or shown, as one text: none may hold a key. */
@@ -53,7 +44,7 @@ const everywhere = async (res: { text: string; headers: Headers }) => {
   const row = rows[0] ?? {}
   const providers = await call(`${gw.url}/api/providers`, { headers: admin })
   await gw.run(Effect.flatMap(Cooldowns, (c) => c.flush))
-  await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+  await gw.usageWritten()
   const stored = queryDb(gw.dataDir, "SELECT name, last_error FROM connections")
   const logs = gw.logs.map((l) => `${l.message} ${JSON.stringify(l.annotations)}`).join("\n")
   return { rows, row, providers: providers.body, all: [res.text, JSON.stringify(rows), providers.text, JSON.stringify(stored), JSON.stringify(events), logs].join("\n") }

@@ -3,7 +3,6 @@ import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
 import { queryDb } from "./support/db.js"
 import { type Family, FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
@@ -236,7 +235,7 @@ describe("usage is recorded from every family, never 0/0", () => {
         up.next({ content: "counted", usage: { input: 31, output: 17 } })
         const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: MODEL[upstream], messages: [{ role: "user", content: "hi" }], stream } })
         expect(res.status).toBe(200)
-        await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+        await gw.usageWritten()
         const row = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, provider FROM usage ORDER BY id DESC LIMIT 1")[0]!
         expect([row["tokens_in"], row["tokens_out"]]).toEqual([31, 17])
       })
@@ -247,7 +246,7 @@ describe("usage is recorded from every family, never 0/0", () => {
     up.next({ content: "passthrough", usage: { input: 44, output: 9 } })
     const res = await call(`${gw.url}/v1/messages`, { body: { model: MODEL.anthropic, max_tokens: 50, messages: [{ role: "user", content: "hi" }], stream: true } })
     expect(res.text).toContain("message_stop")
-    await gw.run(Effect.flatMap(BatchWriter, (w) => w.flush))
+    await gw.usageWritten()
     const row = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out FROM usage ORDER BY id DESC LIMIT 1")[0]!
     expect([row["tokens_in"], row["tokens_out"]]).toEqual([44, 9])
   })

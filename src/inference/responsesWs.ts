@@ -92,6 +92,9 @@ const socketEvents = (): EventFraming => ({
     JSON.stringify({ type: "error", status: e.status, error: { type: e.kind === "timeout" ? "timeout_error" : "upstream_error", code: e.code ?? null, message: e.message } }) + RS
 })
 
+/** A Responses stream's last event (the response done, failed or cut short). */
+const TERMINAL_EVENT = /"type"\s*:\s*"response\.(completed|failed|incomplete)"/
+
 /** Messages (each followed by RS) as the Responses API's SSE events, for an answer rewrite written for the HTTP stream. */
 const toSse = (text: string): string => {
   let out = ""
@@ -118,6 +121,8 @@ const fromSse = (text: string): string => {
 interface SocketAnswer {
   statusCode: number
   headersSent: boolean
+  /** Its last message went out: a socket closed now does not cancel it (its bookkeeping finishes). */
+  finished?: boolean
 }
 
 /**
@@ -159,6 +164,8 @@ class SocketSink implements StreamSink {
     const onFrame = this.ctx.hooks?.onFrame
     for (const message of text.split(RS)) {
       if (message === "") continue
+      // The response's last event: the client may close at once, which must not cancel it.
+      if (this.answer.finished !== true && TERMINAL_EVENT.test(message)) this.answer.finished = true
       this.send(message)
       if (onFrame !== undefined && onFrame.length !== 0) observe(this.ctx, "onFrame", onFrame, { text: message })
     }
@@ -173,6 +180,7 @@ class SocketSink implements StreamSink {
   }
 
   end(tail: string, error: string | null): void {
+    this.answer.finished = true
     this.start()
     const end = this.ctx.rewrite?.end
     if (end !== undefined) {
@@ -457,6 +465,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
         const store = ResponseStore.make({ maxEntries: 100, maxAgeMs: 2 * 60 * 60 * 1000 })
         let current: Fiber.RuntimeFiber<void, never> | undefined
+        /** The answer of the response in progress (`current`), once it has one. */
+        let answering: SocketAnswer | undefined
         const queue: Array<string> = []
         const send = (text: string) => {
           if (ws.readyState === ws.OPEN) ws.send(text)
@@ -492,6 +502,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
          */
         const respond = (raw: string, body: Record<string, unknown>, model: string): Effect.Effect<void> => {
           const answer: SocketAnswer = { statusCode: 200, headersSent: false }
+          answering = answer
           const ctx: RequestContext = {
             requestId: newRequestId(),
             startedAt: Date.now(),
@@ -544,6 +555,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           current = run(handle(raw))
           current.addObserver(() => {
             current = undefined
+            answering = undefined
             next()
           })
         }
@@ -559,7 +571,9 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         ws.on("close", () => {
           sockets.delete(ws)
           queue.length = 0
-          if (current) run(Fiber.interrupt(current))
+          // A response whose last message went out is not cancelled by the close that follows it
+          // (clients close right after response.completed): it ends, its usage row says 200.
+          if (current && answering?.finished !== true) run(Fiber.interrupt(current))
         })
         ws.on("error", () => ws.terminate())
       }

@@ -22,6 +22,14 @@ export interface InFlightShape {
   readonly begin: (r: InFlightRequest) => void
   /** The request ended (answered, failed or its client left); its usage row is on its way. Synchronous. */
   readonly end: (requestId: string) => void
+  /**
+   * Waits until no request is in flight: every request that began has ended and queued its usage
+   * row (a flush of the usage writer then puts them on disk). A request's client can have its
+   * answer a moment before the request ends: this is the wait that covers that moment.
+   */
+  readonly idle: Effect.Effect<void>
+  /** The ids of the requests in flight now. */
+  readonly running: () => ReadonlyArray<string>
 }
 
 /** A request in flight this long is written ahead. */
@@ -95,6 +103,8 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       }
       const live = new Map<string, Entry>()
       let ended: Array<{ readonly id: string; readonly at: number }> = []
+      /** Waiters for `idle`, woken when the last request in flight ends. */
+      let waiters: Array<() => void> = []
 
       const sweep = Effect.suspend(() => {
         const now = Date.now()
@@ -145,7 +155,21 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           if (e === undefined) return
           live.delete(requestId)
           if (e.written) ended.push({ id: requestId, at: Date.now() })
-        }
+          if (live.size === 0 && waiters.length > 0) {
+            const wake = waiters
+            waiters = []
+            for (const w of wake) w()
+          }
+        },
+        idle: Effect.async<void>((resume) => {
+          if (live.size === 0) return resume(Effect.void)
+          const wake = () => resume(Effect.void)
+          waiters.push(wake)
+          return Effect.sync(() => {
+            waiters = waiters.filter((w) => w !== wake)
+          })
+        }),
+        running: () => [...live.keys()]
       }
     })
   )

@@ -17,6 +17,8 @@ import { Cooldowns } from "../../src/resilience/Cooldowns.js"
 import { Lockouts } from "../../src/resilience/Lockouts.js"
 import { RoutingMemory } from "../../src/routing/RoutingMemory.js"
 import { SharedState } from "../../src/state/SharedState.js"
+import { BatchWriter } from "../../src/store/BatchWriter.js"
+import { InFlight } from "../../src/usage/InFlight.js"
 import { DnsResolver, type Resolve } from "../../src/upstream/egressGuard.js"
 import { databaseFor, databaseOf, onPostgres } from "./pgStore.js"
 
@@ -76,6 +78,21 @@ export const startGateway = async (
     logs,
     runtime,
     run: <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>) => runtime.runPromise(effect),
+    /**
+     * Every request that began has written its usage row: waits until none is in flight (a
+     * request's client can read its answer a moment before the request ends and queues its row),
+     * then flushes the usage writer. The one wait for usage rows (no sleeping and hoping).
+     */
+    usageWritten: () =>
+      runtime.runPromise(
+        Effect.gen(function* () {
+          const inflight = yield* InFlight
+          yield* inflight.idle.pipe(
+            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error(`requests still in flight after 10 s: ${inflight.running().join(", ")}`) })
+          )
+          yield* (yield* BatchWriter).flush
+        })
+      ),
     /** Forgets breakers, cooldowns, lockouts and routing memory, so tests sharing a gateway do not see each other's failures. */
     resetResilience: () =>
       runtime.runPromise(
