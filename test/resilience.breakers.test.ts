@@ -305,7 +305,8 @@ describe("provider circuit breaker: list", () => {
         resetTimeoutMs: 30_000,
         retryAt: null,
         lastFailureAt: now,
-        lastStatus: 500
+        lastStatus: 500,
+        probing: false
       })
     }).pipe(Effect.provide(layer))
   )

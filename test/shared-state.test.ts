@@ -12,6 +12,7 @@ import { Idempotency } from "../src/accounting/Idempotency.js"
 import { ResponseCache } from "../src/accounting/ResponseCache.js"
 import { TokenLimits } from "../src/accounting/TokenLimits.js"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { FREE_FAILURES, type LoginThrottle, makeLoginThrottle, type ThrottleChange } from "../src/auth/loginThrottle.js"
 import { AppConfig } from "../src/config/AppConfig.js"
 import { EventBus } from "../src/events/EventBus.js"
 import { openAiResponses } from "../src/formats/openai-responses.js"
@@ -132,6 +133,56 @@ describe("two gateway processes over one cluster", () => {
       expectHealthy(cluster)
     })
   )
+
+  it.scoped("the half-open probe slot is one for all processes: taken in one, the others wait; freed or decided, they may go", () =>
+    Effect.gen(function* () {
+      const cluster = makeMemoryCluster()
+      const breakers = CircuitBreakers.layer.pipe(
+        Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } } }), EventBus.layer, node(cluster)))
+      )
+      const a = yield* instance(CircuitBreakers, breakers)
+      const b = yield* instance(CircuitBreakers, breakers)
+      yield* a.onFailure(OPENAI, 503)
+      yield* a.onFailure(OPENAI, 503)
+      yield* TestClock.adjust("2 minutes")
+      const later = yield* Clock.currentTimeMillis
+      expect(a.unsafeAcquire(OPENAI, later)).toEqual({ allowed: true, probe: true, retryAfterMs: null })
+      // b was told: it sends no probe of its own while a's is out.
+      expect(b.unsafeAcquire(OPENAI, later)).toEqual({ allowed: false, probe: false, retryAfterMs: null })
+      expect((yield* b.list)[0]).toMatchObject({ state: "HALF_OPEN", probing: true })
+      // a's client left: the slot is free again, in b too.
+      a.unsafeReleaseProbe(OPENAI)
+      expect((yield* b.list)[0]).toMatchObject({ state: "HALF_OPEN", probing: false })
+      expect(b.unsafeAcquire(OPENAI, later)).toEqual({ allowed: true, probe: true, retryAfterMs: null })
+      expect(a.unsafeAcquire(OPENAI, later)).toEqual({ allowed: false, probe: false, retryAfterMs: null })
+      // b's probe fails: open again for a full reset timeout, in both.
+      yield* b.onFailure(OPENAI, 503)
+      expect(a.unsafeAcquire(OPENAI, later)).toMatchObject({ allowed: false, retryAfterMs: 60_000 })
+      expectHealthy(cluster)
+    })
+  )
+
+  it("failed logins counted by one process hold in the other; a success in either forgets them", () => {
+    const cluster = makeMemoryCluster()
+    const throttles = [cluster.join(), cluster.join()].map((shared) => {
+      const holder: { t?: LoginThrottle } = {}
+      const channel = shared.channel<ThrottleChange>("login-throttle", (c) => holder.t!.apply(c))
+      holder.t = makeLoginThrottle({ onChange: (c) => channel.publish(c) })
+      return holder.t
+    })
+    const [a, b] = throttles as [LoginThrottle, LoginThrottle]
+    const now = 1_000_000
+    // Guesses spread over both processes: the free ones are shared, not given twice.
+    for (let i = 0; i < FREE_FAILURES; i++) expect((i % 2 === 0 ? a : b).admit("203.0.113.9", "admin", now + i)).toBeUndefined()
+    expect(a.admit("203.0.113.9", "admin", now + 10)).toBe(2)
+    expect(b.admit("203.0.113.9", "admin", now + 10)).toBe(2)
+    // Another address is not slowed down.
+    expect(b.admit("198.51.100.1", "admin", now + 10)).toBeUndefined()
+    b.succeeded("203.0.113.9", "admin")
+    expect(a.tracks("203.0.113.9", "admin")).toBe(false)
+    expect(a.admit("203.0.113.9", "admin", now + 20)).toBeUndefined()
+    expectHealthy(cluster)
+  })
 
   const KEY: ConnectionRef = { id: "c-key", name: "openai-main", provider: { id: "openai", authClass: "apikey" } }
   const f429: FailureInfo = { status: 429, kind: "http", message: "rate limited", code: "rate_limit_error", headers: { "retry-after": "30" } }

@@ -4,7 +4,9 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
+import type { BundleContent } from "../src/domain/sync.js"
 import { openStorageKey, readArchive } from "../src/sync/Archive.js"
+import { openBundle, sealBundle } from "../src/sync/Bundle.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { runCli } from "./support/cli.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
@@ -304,5 +306,155 @@ describe("gateway restore <archive>", () => {
     } finally {
       await C.close()
     }
+  })
+})
+
+describe("compression and context configuration in the bundle (schema 2)", () => {
+  /** C makes the configuration, D is a fresh gateway that takes it; both sync through S, space `context`. */
+  let C: TestGateway
+  let D: TestGateway
+  const SPACE = "context"
+  const PRETTY = JSON.stringify({ files: [{ name: "a.ts", size: 120 }, { name: "b.ts", size: 98 }] }, null, 2)
+  const MINIFIED = JSON.stringify(JSON.parse(PRETTY))
+
+  const initSpace = (gw: TestGateway) => api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: SPACE, passphrase: PASSPHRASE } })
+  /** The space's latest bundle, opened as a receiver would. */
+  const latestBundle = async () => {
+    const stored = await api(S, `/api/cloud/bundles/${SPACE}`)
+    expect(stored.status).toBe(200)
+    return { version: stored.body.version as number, content: await Effect.runPromise(openBundle(stored.body.ciphertext, PASSPHRASE)) }
+  }
+  /** Compression combos (with their assignments), memory and skills as the management API shows them. */
+  const context = async (gw: TestGateway) => ({
+    combos: (await api(gw, "/api/context/combos")).body.combos,
+    memory: (await api(gw, "/api/context/memory")).body.entries,
+    skills: (await api(gw, "/api/context/skills")).body.skills
+  })
+  /** A chat through the synced provider: what the upstream got, and the compression the gateway chose. */
+  const chatVia = async (gw: TestGateway) => {
+    const res = await call(`${gw.url}/v1/chat/completions`, {
+      body: {
+        model: "ctx/m1",
+        messages: [
+          { role: "system", content: "You are a coding agent." },
+          { role: "user", content: "List the files." },
+          { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "list_files", arguments: "{}" } }] },
+          { role: "tool", tool_call_id: "call_1", content: PRETTY },
+          { role: "user", content: "Which is larger?" }
+        ]
+      },
+      headers: admin
+    })
+    expect(res.status, res.text).toBe(200)
+    const sent = up.requests.at(-1)!.body as any
+    return {
+      system: sent.messages.filter((m: any) => m.role === "system").map((m: any) => m.content).join("\n"),
+      tool: sent.messages.find((m: any) => m.role === "tool").content,
+      mode: res.headers.get("x-gateway-compression")
+    }
+  }
+
+  beforeAll(async () => {
+    ;[C, D] = await Promise.all([startGateway(), startGateway()])
+    for (const gw of [C, D]) await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  })
+  afterAll(async () => {
+    await Promise.all([C?.close(), D?.close()])
+  })
+
+  it("a bundle carries compression combos, assignments, memory and skills; a fresh gateway that pulls it serves with them at once", async () => {
+    expect((await api(C, "/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
+    const combo = await api(C, "/api/context/combos", { body: { name: "tight", engines: [{ engine: "json" }] } })
+    expect(combo.status, combo.text).toBe(201)
+    expect((await api(C, `/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(200)
+    expect((await api(C, "/api/context/memory", { body: { text: "The repository uses pnpm.", tags: ["repo"] } })).status).toBe(201)
+    expect((await api(C, "/api/context/skills", { body: { name: "style", text: "Answer in short sentences.", trigger: { always: true } } })).status).toBe(201)
+    const onC = await chatVia(C)
+    expect(onC).toMatchObject({ tool: MINIFIED, mode: "tight; source=routing-override" })
+
+    expect((await initSpace(C)).status).toBe(200)
+    expect((await action(C, { action: "push" })).body).toMatchObject({
+      result: "pushed",
+      version: 1,
+      counts: { compressionCombos: 1, compressionAssignments: 1, memory: 1, skills: 1 }
+    })
+    const { content } = await latestBundle()
+    expect(content.schema).toBe(2)
+    expect(content.sections.compressionCombos).toEqual([expect.objectContaining({ id: combo.body.id, name: "tight" })])
+    expect(content.sections.compressionAssignments).toEqual([expect.objectContaining({ kind: "model", target: "ctx/m1", combo_id: combo.body.id })])
+    expect(content.sections.memory).toEqual([expect.objectContaining({ text: "The repository uses pnpm.", scope: "global" })])
+    expect(content.sections.skills).toEqual([expect.objectContaining({ name: "style", text: "Answer in short sentences." })])
+
+    // D has read its (empty) context snapshot before the pull: the pull must make it reload.
+    expect(await context(D)).toEqual({ combos: [], memory: [], skills: [] })
+    expect((await initSpace(D)).status).toBe(200)
+    expect((await action(D, { action: "pull" })).body).toMatchObject({ result: "pulled", version: 1, counts: { compressionCombos: 1, memory: 1, skills: 1 } })
+    expect(await context(D)).toEqual(await context(C))
+    expect((await context(D)).combos[0]).toMatchObject({ name: "tight", assignments: { models: ["ctx/m1"], routingCombos: [] } })
+    // In effect on D's request path, no restart: the model's compression combo, the memory entry, the skill.
+    const onD = await chatVia(D)
+    expect(onD).toMatchObject({ tool: MINIFIED, mode: "tight; source=routing-override" })
+    expect(onD.system).toContain("The repository uses pnpm.")
+    expect(onD.system).toContain("Answer in short sentences.")
+    expect((await api(D, "/api/sync/cloud")).body).toMatchObject({ localVersion: 1, localChanged: false })
+  })
+
+  it("a skill edited on both sides is reported as changed in the skills section", async () => {
+    const skillOn = async (gw: TestGateway) => (await context(gw)).skills.find((s: any) => s.name === "style")
+    expect((await api(C, `/api/context/skills/${(await skillOn(C)).id}`, { method: "PUT", body: { text: "Answer in one sentence." } })).status).toBe(200)
+    expect((await action(C, { action: "sync" })).body).toMatchObject({ result: "pushed", version: 2 })
+    expect((await api(D, `/api/context/skills/${(await skillOn(D)).id}`, { method: "PUT", body: { text: "Answer at length." } })).status).toBe(200)
+    expect((await api(D, "/api/sync/cloud")).body).toMatchObject({ localChanged: true })
+
+    const refused = await action(D, { action: "sync" })
+    expect(refused.status).toBe(409)
+    expect(refused.body.report.sections).toEqual([{ section: "skills", onlyLocal: [], onlyRemote: [], changed: ["style"] }])
+    expect((await action(D, { action: "pull", force: true })).body).toMatchObject({ result: "pulled", version: 2 })
+    expect((await skillOn(D)).text).toBe("Answer in one sentence.")
+    expect((await chatVia(D)).system).toContain("Answer in one sentence.")
+  })
+
+  it("a schema-1 bundle (an older gateway's) is read, and leaves the receiver's compression and context as they were", async () => {
+    expect((await api(D, "/api/context/memory", { body: { text: "Only D knows this.", scope: "session", scopeId: "s-1" } })).status).toBe(201)
+    const before = await context(D)
+    expect(before.memory).toHaveLength(2)
+
+    // What a gateway before schema 2 made: the same configuration without the four sections, and one flag more.
+    const { version, content } = await latestBundle()
+    const { compressionCombos, compressionAssignments, memory, skills, ...older } = content.sections
+    for (const section of [compressionCombos, compressionAssignments, memory, skills]) expect(section?.length).toBeGreaterThan(0)
+    const schema1: BundleContent = {
+      ...content,
+      schema: 1,
+      sections: { ...older, flags: [...older.flags, { namespace: "feature_flags", key: "TOOL_POLICY_MODE", value: "warn" }] }
+    }
+    const put = await api(S, `/api/cloud/bundles/${SPACE}`, { method: "PUT", body: { baseVersion: version, ciphertext: sealBundle(schema1, PASSPHRASE) } })
+    expect(put.status, put.text).toBe(201)
+
+    // D changed (its own memory entry) and so did the space: a conflict, whose report compares only what both carry.
+    const refused = await action(D, { action: "sync" })
+    expect(refused.status).toBe(409)
+    expect(refused.body.report.sections).toEqual([{ section: "flags", onlyLocal: [], onlyRemote: ["TOOL_POLICY_MODE"], changed: [] }])
+
+    const pulled = await action(D, { action: "pull", force: true })
+    expect(pulled.status, pulled.text).toBe(200)
+    expect(pulled.body).toMatchObject({ result: "pulled", version: version + 1 })
+    expect(Object.keys(pulled.body.counts)).not.toContain("memory")
+    // The bundle was imported (its flag is live) ...
+    const flags = (await api(D, "/api/settings/feature-flags")).body.flags
+    expect(flags.find((f: any) => f.key === "TOOL_POLICY_MODE")).toMatchObject({ source: "db", effectiveValue: "warn" })
+    // ... and D's compression combos, assignments, memory (its own entry too) and skills are untouched, and still in effect.
+    expect(await context(D)).toEqual(before)
+    const onD = await chatVia(D)
+    expect(onD).toMatchObject({ tool: MINIFIED, mode: "tight; source=routing-override" })
+    expect(onD.system).toContain("The repository uses pnpm.")
+    expect((await api(D, "/api/sync/cloud")).body).toMatchObject({ localVersion: version + 1, localChanged: false })
+
+    // A section that is there but empty is a different thing: a schema-2 bundle without memory entries clears D's.
+    for (const m of (await context(C)).memory) expect((await api(C, `/api/context/memory/${m.id}`, { method: "DELETE" })).status).toBe(200)
+    expect((await action(C, { action: "push", force: true })).body).toMatchObject({ result: "pushed", version: version + 2, counts: { memory: 0 } })
+    expect((await action(D, { action: "sync" })).body).toMatchObject({ result: "pulled", version: version + 2 })
+    expect((await context(D)).memory).toEqual([])
+    expect((await context(D)).skills).toEqual(before.skills)
   })
 })

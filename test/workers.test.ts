@@ -1,4 +1,5 @@
 import * as http from "node:http"
+import WebSocket from "ws"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess, type ServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -195,6 +196,21 @@ describe("gateway --workers 2", () => {
     for (let i = 0; i < 8; i++) statuses.push((await chat(gw.url, i % 2 === 0 ? a : b, key)).status)
     // Each worker alone would let its own four through.
     expect(statuses).toEqual([200, 200, 200, 200, 429, 429, 429, 429])
+  })
+
+  it("the live feed of a dashboard connected to one worker shows the requests of both", async () => {
+    // Which worker the socket lands on does not matter: requests go through both.
+    const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/api/live/ws`, { headers: admin })
+    const frames: Array<any> = []
+    ws.on("message", (d) => frames.push(JSON.parse(String(d))))
+    try {
+      await until("the feed says hello", async () => frames.some((f) => f.type === "hello") || undefined, 10_000)
+      for (const agent of [a, b, a, b]) expect((await chat(gw.url, agent)).status).toBe(200)
+      const completed = () => frames.filter((f) => f.type === "event" && f.event.event === "request.completed").length
+      await until("all four requests are in the feed", async () => completed() >= 4 || undefined, 2_000)
+    } finally {
+      ws.close()
+    }
   })
 
   it("an idempotent burst split across both workers makes one upstream call (the claim is held by the primary)", async () => {

@@ -10,7 +10,8 @@ import { BadRequest, TooManyRequests, Unauthorized } from "../domain/errors.js"
 import { decodeOrBadRequest } from "../domain/parse.js"
 import { BatchWriter } from "../store/BatchWriter.js"
 import { KeyValue } from "../store/KeyValue.js"
-import { makeLoginThrottle } from "./loginThrottle.js"
+import { makeLoginThrottle, type ThrottleChange } from "./loginThrottle.js"
+import { SharedState } from "../state/SharedState.js"
 import { hashPassword, randomToken, sha256, verifyPassword } from "./password.js"
 
 export const AUTH_NAMESPACE = "auth"
@@ -55,7 +56,11 @@ export class AdminAuth extends Context.Tag("gateway/AdminAuth")<AdminAuth, Admin
       const sql = yield* SqlClient.SqlClient
       const kv = yield* KeyValue
       const writer = yield* BatchWriter
-      const throttle = makeLoginThrottle()
+      // One count across the gateway's processes: failures and successes go on the shared-state
+      // channel, and the other processes' arrive there (docs/scale-out.md).
+      const shared = yield* SharedState.orLocal
+      const throttleChannel = shared.channel<ThrottleChange>("login-throttle", (c) => throttle.apply(c))
+      const throttle = makeLoginThrottle({ onChange: (c) => (throttleChannel.shared ? throttleChannel.publish(c) : undefined) })
       let fullWarnedAt = -Infinity
 
       const storedHash = kv.get(AUTH_NAMESPACE, PASSWORD_KEY)

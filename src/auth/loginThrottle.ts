@@ -18,6 +18,11 @@ import { isIP } from "node:net"
  * make room, or an attacker could spray from other addresses until its own count is dropped:
  * when every tracked pair is waiting, a new pair is refused (without being counted) until the
  * first of those delays ends.
+ *
+ * Several gateway processes share it through `onChange` and `apply` (AdminAuth puts them on a
+ * shared-state channel): each counted failure and each success is told to the others, which
+ * merge it into their own table, so guesses spread over the processes behind a load balancer
+ * add up to one count (docs/scale-out.md).
  */
 export const FREE_FAILURES = 5
 export const MAX_DELAY_SECONDS = 15 * 60
@@ -67,6 +72,11 @@ const expandIPv6 = (address: string): Array<number> => {
   return [...front, ...Array<number>(8 - front.length - back.length).fill(0), ...back]
 }
 
+/** What one process tells the others: a pair's count after a failure it counted, or a success. */
+export type ThrottleChange =
+  | { readonly op: "failure"; readonly key: string; readonly failures: number; readonly last: number; readonly next: number }
+  | { readonly op: "success"; readonly key: string }
+
 export interface LoginThrottle {
   /**
    * Admits an attempt at `now` and counts it as a failure until `succeeded` says otherwise
@@ -78,9 +88,12 @@ export interface LoginThrottle {
   readonly succeeded: (address: string, account: string) => void
   /** Whether the pair is counted (a refused pair that is not was refused for want of room). */
   readonly tracks: (address: string, account: string) => boolean
+  /** Merges what another process counted (the higher count and the later wait win). */
+  readonly apply: (change: ThrottleChange) => void
 }
 
-export const makeLoginThrottle = (options: { readonly maxEntries?: number } = {}): LoginThrottle => {
+export const makeLoginThrottle = (options: { readonly maxEntries?: number; readonly onChange?: (change: ThrottleChange) => void } = {}): LoginThrottle => {
+  const onChange = options.onChange
   const maxEntries = options.maxEntries ?? MAX_ENTRIES
   const entries = new Map<string, Entry>()
   const keyOf = (address: string, account: string) => `${throttledAddress(address)}\u0000${account}`
@@ -117,11 +130,29 @@ export const makeLoginThrottle = (options: { readonly maxEntries?: number } = {}
       // Re-inserted, so the map's order is the order of the last failure.
       entries.delete(key)
       entries.set(key, entry)
+      onChange?.({ op: "failure", key, failures: entry.failures, last: entry.last, next: entry.next })
       return undefined
     },
     succeeded: (address, account) => {
-      entries.delete(keyOf(address, account))
+      const key = keyOf(address, account)
+      entries.delete(key)
+      onChange?.({ op: "success", key })
     },
-    tracks: (address, account) => entries.has(keyOf(address, account))
+    tracks: (address, account) => entries.has(keyOf(address, account)),
+    apply: (change) => {
+      if (change.op === "success") {
+        entries.delete(change.key)
+        return
+      }
+      const current = entries.get(change.key)
+      if (current === undefined && entries.size >= maxEntries && !makeRoom(change.last)) return
+      const merged = {
+        failures: Math.max(current?.failures ?? 0, change.failures),
+        last: Math.max(current?.last ?? 0, change.last),
+        next: Math.max(current?.next ?? 0, change.next)
+      }
+      entries.delete(change.key)
+      entries.set(change.key, merged)
+    }
   }
 }

@@ -9,6 +9,7 @@ import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
 import { AdminAuth, SESSION_COOKIE } from "../auth/AdminAuth.js"
 import { ApiKeys } from "../auth/ApiKeys.js"
+import { SharedState } from "../state/SharedState.js"
 import { AppConfig } from "../config/AppConfig.js"
 import { EventBus, type GatewayEvent } from "../events/EventBus.js"
 import { FeatureFlags } from "../flags/FeatureFlags.js"
@@ -136,12 +137,20 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
           for (const ws of clients) if (ws.bufferedAmount < MAX_BUFFERED) ws.send(frame)
         }
       }
-      yield* bus.listen((e) => {
+      const enqueue = (e: GatewayEvent) => {
         queued.push(e)
         if (!flushing) {
           flushing = true
           setImmediate(flush)
         }
+      }
+      // Every process's events, whichever process a dashboard is connected to (`--workers`, several
+      // gateways on Redis): each publishes its own on the `live` channel (docs/scale-out.md).
+      const shared = yield* SharedState.orLocal
+      const others = shared.channel<GatewayEvent>("live", enqueue)
+      yield* bus.listen((e) => {
+        enqueue(e)
+        if (others.shared) others.publish(e)
       })
 
       const accept = (req: http.IncomingMessage, socket: net.Socket, head: Buffer, samePort: boolean) => {

@@ -143,7 +143,9 @@ export const BreakerViewSchema = Schema.Struct({
   resetTimeoutMs: Schema.Number,
   retryAt: Schema.NullOr(Schema.String),
   lastFailureAt: Schema.NullOr(Schema.String),
-  lastStatus: Schema.NullOr(Schema.Number)
+  lastStatus: Schema.NullOr(Schema.Number),
+  /** HALF_OPEN: a probe is out (sent by this gateway process or another), so requests wait for its verdict. */
+  probing: Schema.Boolean
 })
 
 export const ConnectionStateView = Schema.Struct({

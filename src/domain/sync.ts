@@ -18,16 +18,41 @@ export type BundleRow = typeof BundleRow.Type
 export const BundleSetting = Schema.Struct({ namespace: Schema.String, key: Schema.String, value: Schema.String, secret: Schema.optional(Schema.Boolean) })
 export type BundleSetting = typeof BundleSetting.Type
 
-/** The sections a bundle carries; each replaces the receiver's whole section on import. */
-export const BUNDLE_SECTIONS = ["connections", "oauthGrants", "apiKeys", "combos", "pricing", "budgets", "tokenLimits", "flags", "settings"] as const
+/**
+ * The sections a bundle carries (in this order in digests and conflict reports; new ones go at
+ * the end, so digests of earlier configurations stay as they were); each replaces the receiver's
+ * whole section on import. The last four came with schema 2 (`SCHEMA_2_SECTIONS`): a schema-1
+ * bundle lacks them, and a section a bundle lacks is not carried, not empty (docs/operations.md,
+ * "Cloud sync", "Bundles of an older gateway (schema 1)").
+ */
+export const BUNDLE_SECTIONS = [
+  "connections",
+  "oauthGrants",
+  "apiKeys",
+  "combos",
+  "pricing",
+  "budgets",
+  "tokenLimits",
+  "flags",
+  "settings",
+  "compressionCombos",
+  "compressionAssignments",
+  "memory",
+  "skills"
+] as const
 export type BundleSection = (typeof BUNDLE_SECTIONS)[number]
 
-export const BUNDLE_SCHEMA = 1
+/** The sections schema 2 added: optional in a bundle (absent from one a schema-1 gateway made). */
+export const SCHEMA_2_SECTIONS = ["compressionCombos", "compressionAssignments", "memory", "skills"] as const satisfies ReadonlyArray<BundleSection>
+
+/** The layout this build writes; it reads `BUNDLE_SCHEMAS`. */
+export const BUNDLE_SCHEMA = 2
+export const BUNDLE_SCHEMAS = [1, 2] as const
 
 export const BundleContent = Schema.Struct({
   format: Schema.Literal("gateway-config"),
-  /** The bundle layout; a receiver refuses a schema it does not know. */
-  schema: Schema.Literal(BUNDLE_SCHEMA),
+  /** The bundle layout; a receiver refuses a schema it does not know (schema 1: before the compression and context sections). */
+  schema: Schema.Literal(...BUNDLE_SCHEMAS),
   createdAt: Schema.String,
   /** The database migrations of the gateway that made it: a receiver lacking one refuses it. */
   migrations: Schema.Array(Schema.String),
@@ -41,7 +66,17 @@ export const BundleContent = Schema.Struct({
     budgets: Schema.Array(BundleRow),
     tokenLimits: Schema.Array(BundleRow),
     flags: Schema.Array(BundleSetting),
-    settings: Schema.Array(BundleSetting)
+    settings: Schema.Array(BundleSetting),
+    // Schema 2 (migration 0018's configuration tables). Absent: not carried, so an import leaves
+    // the receiver's rows as they are. compression_stats and rtk_raw_outputs are traffic, never bundled.
+    /** `compression_combos`. */
+    compressionCombos: Schema.optional(Schema.Array(BundleRow)),
+    /** `compression_assignments` (each names a compression combo by `combo_id`). */
+    compressionAssignments: Schema.optional(Schema.Array(BundleRow)),
+    /** `context_memory`. */
+    memory: Schema.optional(Schema.Array(BundleRow)),
+    /** `context_skills`. */
+    skills: Schema.optional(Schema.Array(BundleRow))
   })
 })
 export type BundleContent = typeof BundleContent.Type

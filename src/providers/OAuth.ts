@@ -23,7 +23,7 @@ import { Secrets } from "../store/Secrets.js"
 import type { Dispatcher } from "undici"
 import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
-import { BoundedMap } from "../util/BoundedMap.js"
+import { SharedState } from "../state/SharedState.js"
 import { PROVIDERS, findProvider } from "./catalog.js"
 import { type Connection, Connections, connectionView } from "./Connections.js"
 import type { OAuthSpec, ProviderSpec } from "./modelSpec.js"
@@ -79,6 +79,7 @@ const SKEW_MS = 30_000
 /** How long a started flow (its state, verifier or device code) is kept. */
 const FLOW_TTL_MS = 10 * 60_000
 
+/** A flow in progress, as it is stored (JSON, in the shared-state keys). */
 interface Pending {
   readonly provider: string
   readonly flow: "pkce" | "device"
@@ -90,8 +91,8 @@ interface Pending {
   readonly redirectUri: string | undefined
   readonly deviceCode: string | undefined
   /** Device flow: ms between polls (grows on slow_down) and the earliest next poll. */
-  intervalMs: number
-  nextPollAt: number
+  readonly intervalMs: number
+  readonly nextPollAt: number
   readonly expiresAt: number
 }
 
@@ -154,7 +155,22 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         }
         env.set(p.id, values)
       }
-      const flows = new BoundedMap<string, Pending>({ maxEntries: 1000, ttlMs: FLOW_TTL_MS })
+      // Flows in progress live in the shared-state keys (docs/scale-out.md): a callback, a code
+      // pasted or a device poll may reach another process than the one that started the flow.
+      const shared = yield* SharedState.orLocal
+      const flowKey = (state: string) => `oauth-flow:${state}`
+      const flows = {
+        set: (state: string, p: Pending, now: number) => Effect.asVoid(shared.keys.claim(flowKey(state), JSON.stringify(p), Math.max(1, p.expiresAt - now))),
+        /** The flow and its stored text (what `update` and `delete` compare against). */
+        get: (state: string, now: number) =>
+          Effect.map(shared.keys.get(flowKey(state)), (text) => {
+            if (text === undefined) return undefined
+            const p = JSON.parse(text) as Pending
+            return p.expiresAt > now ? { p, text } : undefined
+          }),
+        update: (state: string, text: string, p: Pending, now: number) => shared.keys.replace(flowKey(state), text, JSON.stringify(p), Math.max(1, p.expiresAt - now)),
+        delete: (state: string) => Effect.flatMap(shared.keys.get(flowKey(state)), (text) => (text === undefined ? Effect.void : shared.keys.release(flowKey(state), text)))
+      }
       const inflight = new Map<string, Deferred.Deferred<Connection, OAuthRefreshFailed>>()
       const retrySchedule = Schedule.exponential(Duration.millis(config.retryBaseMs)).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(3)))
 
@@ -290,19 +306,20 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const state = randomToken(24)
           const { verifier, challenge } = pkcePair()
           const redirectUri = input.redirectUri ?? spec.redirectUri ?? `${callbackBase}/api/oauth/${provider.id}/callback`
-          flows.set(state, { provider: provider.id, flow: "pkce", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier, redirectUri, deviceCode: undefined, intervalMs: 0, nextPollAt: 0, expiresAt: now + FLOW_TTL_MS }, now)
+          yield* flows.set(state, { provider: provider.id, flow: "pkce", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier, redirectUri, deviceCode: undefined, intervalMs: 0, nextPollAt: 0, expiresAt: now + FLOW_TTL_MS }, now)
           return { provider: provider.id, flow: "pkce" as const, authorizeUrl: authorizeUrl(spec, e, { redirectUri, state, challenge }), state, redirectUri, expiresAt: toIso(now + FLOW_TTL_MS)! }
         })
 
-      /** The pending flow a state names, taken (one use); 400 when there is none. */
+      /** The pending flow a state names (and its stored text), taken (one use) unless `keep`; 400 when there is none. */
       const takeFlow = (provider: string, state: string | null, flow: "pkce" | "device", keep = false) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const p = state ? flows.get(state, now) : undefined
-          if (!p || p.provider !== provider || p.flow !== flow) {
-            return Effect.fail(new BadRequest({ message: `state: no ${flow === "pkce" ? "authorization" : "device flow"} of ${provider} is waiting under this state (unknown, used or expired; start again with POST /api/oauth/${provider}/${flow === "pkce" ? "authorize" : "device-code"})` }))
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const found = state ? yield* flows.get(state, now) : undefined
+          if (!found || found.p.provider !== provider || found.p.flow !== flow) {
+            return yield* new BadRequest({ message: `state: no ${flow === "pkce" ? "authorization" : "device flow"} of ${provider} is waiting under this state (unknown, used or expired; start again with POST /api/oauth/${provider}/${flow === "pkce" ? "authorize" : "device-code"})` })
           }
-          if (!keep) flows.delete(state!)
-          return Effect.succeed(p)
+          if (!keep) yield* shared.keys.release(flowKey(state!), found.text)
+          return found
         })
 
       const complete: OAuthShape["complete"] = (id, input, actor) =>
@@ -311,11 +328,11 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const pasted = pastedCode(input)
           if (pasted.error) {
             // The user refused (or the server failed): the flow is over either way.
-            if (pasted.state) flows.delete(pasted.state)
+            if (pasted.state) yield* flows.delete(pasted.state)
             return yield* new BadRequest({ message: pasted.error })
           }
           if (!pasted.state) return yield* new BadRequest({ message: "state: missing (paste the whole redirect URL, or send state with the code)" })
-          const p = yield* takeFlow(provider.id, pasted.state, "pkce")
+          const { p } = yield* takeFlow(provider.id, pasted.state, "pkce")
           const e = endpointsOf(provider, spec, p.overrides)
           const outcome = yield* post(spec, e.tokenUrl, {
             grant_type: "authorization_code",
@@ -369,7 +386,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const intervalMs = typeof json?.["interval"] === "number" && json["interval"] >= 0 ? json["interval"] * 1000 : 5000
           const state = randomToken(24)
           const expiresAt = now + Math.min(expiresIn, FLOW_TTL_MS)
-          flows.set(state, { provider: provider.id, flow: "device", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier: pkce?.verifier, redirectUri: undefined, deviceCode, intervalMs, nextPollAt: now + intervalMs, expiresAt }, now)
+          yield* flows.set(state, { provider: provider.id, flow: "device", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier: pkce?.verifier, redirectUri: undefined, deviceCode, intervalMs, nextPollAt: now + intervalMs, expiresAt }, now)
           return {
             provider: provider.id,
             flow: "device" as const,
@@ -385,7 +402,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       /** One poll of a device flow, at the earliest when its interval allows. */
       const pollOnce = (provider: ProviderSpec, spec: OAuthSpec, state: string, actor: string): Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict> =>
         Effect.gen(function* () {
-          const p = yield* takeFlow(provider.id, state, "device", true)
+          const { p, text } = yield* takeFlow(provider.id, state, "device", true)
           const wait = p.nextPollAt - (yield* Clock.currentTimeMillis)
           if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
           const e = endpointsOf(provider, spec, p.overrides)
@@ -396,31 +413,34 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
             ...(p.verifier ? { code_verifier: p.verifier } : {})
           }, yield* proxyOf(p.connection), true)
           const now = yield* Clock.currentTimeMillis
+          // The flow's pacing, stored for whichever process the next poll reaches.
+          const paced = (intervalMs: number) => flows.update(state, text, { ...p, intervalMs, nextPollAt: now + intervalMs }, now)
           if (outcome._tag === "ok") {
-            flows.delete(state)
+            yield* flows.delete(state)
             const done = yield* connect(p, provider, outcome.tokens, actor)
             return { status: "complete" as const, interval: p.intervalMs / 1000, connection: done.connection, created: done.created }
           }
           if (outcome._tag === "transient") {
-            p.nextPollAt = now + p.intervalMs
+            yield* paced(p.intervalMs)
             return yield* new BadGateway({ message: `the token endpoint failed: ${outcome.message} (poll again)` })
           }
           switch (outcome.error) {
             case "authorization_pending":
-              p.nextPollAt = now + p.intervalMs
+              yield* paced(p.intervalMs)
               return { status: "pending" as const, interval: p.intervalMs / 1000 }
-            case "slow_down":
-              p.intervalMs += config.slowDownMs
-              p.nextPollAt = now + p.intervalMs
-              return { status: "slow_down" as const, interval: p.intervalMs / 1000 }
+            case "slow_down": {
+              const intervalMs = p.intervalMs + config.slowDownMs
+              yield* paced(intervalMs)
+              return { status: "slow_down" as const, interval: intervalMs / 1000 }
+            }
             case "expired_token":
-              flows.delete(state)
+              yield* flows.delete(state)
               return yield* new BadRequest({ message: `the device code expired before the user answered: start again with POST /api/oauth/${provider.id}/device-code` })
             case "access_denied":
-              flows.delete(state)
+              yield* flows.delete(state)
               return yield* new BadRequest({ message: "the user denied access (access_denied)" })
             default:
-              flows.delete(state)
+              yield* flows.delete(state)
               return yield* new BadRequest({ message: `the token endpoint refused the device code: ${describeRefusal(outcome)}` })
           }
         })

@@ -64,12 +64,16 @@ interface Entry {
 /**
  * What one process tells the others (docs/ARCHITECTURE.md, "Seam 4"): the verdicts, which every
  * process runs through the same state machine at the verdict's time, so failures seen by several
- * processes add up to one count. The HALF_OPEN probe slot stays per process.
+ * processes add up to one count; and the HALF_OPEN probe slot, taken and freed, so that the
+ * processes behind a load balancer send one probe between them, not one each (two taken within
+ * the channel's delivery time, a millisecond or so, both go).
  */
 export type BreakerChange =
   | { readonly op: "failure"; readonly key: string; readonly provider: string; readonly origin: string | null; readonly providerClass: ProviderClass; readonly status: number; readonly at: number }
   | { readonly op: "success"; readonly key: string; readonly at: number }
   | { readonly op: "reset"; readonly provider?: string; readonly origin?: string }
+  | { readonly op: "probe"; readonly key: string; readonly at: number }
+  | { readonly op: "release"; readonly key: string }
 
 const effectiveState = (e: Entry, now: number): BreakerState =>
   e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
@@ -104,7 +108,14 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
       const channel = shared.channel<BreakerChange>("breakers", (c) => {
         if (c.op === "failure") fail(c.key, c.provider, c.origin, c.providerClass, c.status, c.at, false)
         else if (c.op === "success") succeed(c.key, c.at, false)
-        else clear(c.provider, c.origin)
+        else if (c.op === "probe") {
+          // Another process sends the probe: this one waits for its verdict like for its own.
+          const e = entries.get(c.key)
+          if (e !== undefined && e.state === "OPEN") e.probeSince = c.at
+        } else if (c.op === "release") {
+          const e = entries.get(c.key)
+          if (e !== undefined) e.probeSince = null
+        } else clear(c.provider, c.origin)
       })
 
       const stateAt: CircuitBreakersShape["stateAt"] = (provider, now) => {
@@ -124,6 +135,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
             return { allowed: false, probe: false, retryAfterMs: null }
           }
           e.probeSince = now
+          if (channel.shared) channel.publish({ op: "probe", key: breakerKey(provider), at: now })
           return { allowed: true, probe: true, retryAfterMs: null }
       }
 
@@ -207,8 +219,11 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
         withNow((now) => fail(breakerKey(provider), provider.id, provider.origin ?? null, provider.authClass, status, now, true))
 
       const unsafeReleaseProbe: CircuitBreakersShape["unsafeReleaseProbe"] = (provider) => {
-        const e = entries.get(breakerKey(provider))
-        if (e !== undefined) e.probeSince = null
+        const key = breakerKey(provider)
+        const e = entries.get(key)
+        if (e === undefined || e.probeSince === null) return
+        e.probeSince = null
+        if (channel.shared) channel.publish({ op: "release", key })
       }
 
       const clear = (provider: string | undefined, origin: string | undefined): number => {
@@ -251,7 +266,8 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
               resetTimeoutMs: p.resetTimeoutMs,
               retryAt: state === "OPEN" ? e.retryAt : null,
               lastFailureAt: e.lastFailureAt,
-              lastStatus: e.lastStatus
+              lastStatus: e.lastStatus,
+              probing: state === "HALF_OPEN" && e.probeSince !== null && now - e.probeSince <= p.resetTimeoutMs
             }
           })
       )

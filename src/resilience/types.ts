@@ -138,4 +138,6 @@ export interface BreakerView {
   readonly retryAt: number | null
   readonly lastFailureAt: number | null
   readonly lastStatus: number | null
+  /** HALF_OPEN: a probe is out (this process's, or another's it was told of), the others wait for its verdict. */
+  readonly probing: boolean
 }

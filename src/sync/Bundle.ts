@@ -13,11 +13,13 @@ import { BadRequest } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
 import {
   BUNDLE_SCHEMA,
+  BUNDLE_SCHEMAS,
   BUNDLE_SECTIONS,
   BundleContent,
   type BundleRow,
   type BundleSection,
   type BundleSetting,
+  SCHEMA_2_SECTIONS,
   type SectionDiff
 } from "../domain/sync.js"
 import { Backups } from "../store/Backups.js"
@@ -32,6 +34,13 @@ import * as Envelope from "./envelope.js"
  * local ones. Columns ending in `_enc` hold secrets encrypted with the storage key: the bundle
  * carries them decrypted (it only ever travels sealed in a passphrase envelope) and an import
  * encrypts them again with the receiving gateway's key.
+ *
+ * Schema 2 added the compression and context configuration (migration 0018): compression combos,
+ * their assignments, memory entries, skills. A bundle may lack those sections (one a schema-1
+ * gateway made): a section a bundle lacks is not carried, so an import leaves the receiver's rows
+ * of it as they are, and comparisons skip it. Migration 0018's other two tables,
+ * `compression_stats` (savings per day) and `rtk_raw_outputs` (tool outputs rtk cut), are
+ * traffic, not configuration, and are never bundled.
  */
 interface TableSection {
   readonly section: Exclude<BundleSection, "flags" | "settings">
@@ -39,8 +48,16 @@ interface TableSection {
   readonly key: ReadonlyArray<string>
   /** Columns that move with traffic, left out when bundles are compared. */
   readonly volatile: ReadonlyArray<string>
-  /** How an item is named in a conflict report. */
+  /** An item's identity in comparisons and digests (unique in its section), and its name in a conflict report. */
   readonly label: (row: BundleRow) => string
+  /** The name in a conflict report when the label alone does not say what the item is (default: the label). */
+  readonly name?: (row: BundleRow) => string
+}
+
+/** A memory entry's text, shortened for a conflict report. */
+const shortText = (text: unknown, max = 40): string => {
+  const t = String(text ?? "").replace(/\s+/g, " ").trim()
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t
 }
 
 const TABLES: ReadonlyArray<TableSection> = [
@@ -64,8 +81,33 @@ const TABLES: ReadonlyArray<TableSection> = [
   { section: "combos", table: "combos", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
   { section: "pricing", table: "pricing_overrides", key: ["provider", "model"], volatile: [], label: (r) => `${r["provider"]}/${r["model"]}` },
   { section: "budgets", table: "budgets", key: ["api_key_id"], volatile: [], label: (r) => String(r["api_key_id"]) },
-  { section: "tokenLimits", table: "token_limits", key: ["id"], volatile: [], label: (r) => `${r["api_key_id"]}:${r["scope"]}:${r["target"] ?? "*"}:${r["window"]}` }
+  { section: "tokenLimits", table: "token_limits", key: ["id"], volatile: [], label: (r) => `${r["api_key_id"]}:${r["scope"]}:${r["target"] ?? "*"}:${r["window"]}` },
+  // Schema 2: compression and context (src/context/ContextStore.ts reads them into its snapshot).
+  // No volatile columns: requests never write these tables (only compression_stats and
+  // rtk_raw_outputs, not bundled), so updated_at moves only with a management edit and is
+  // compared like the rest (an edit that changes nothing else still shows as changed).
+  { section: "compressionCombos", table: "compression_combos", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) },
+  // After compressionCombos: an assignment names its compression combo by combo_id (deleted first, inserted after).
+  { section: "compressionAssignments", table: "compression_assignments", key: ["kind", "target"], volatile: [], label: (r) => `${r["kind"]}:${r["target"]}` },
+  // By id, which an edit keeps (the text and scope change with one): an edited entry shows as changed, not as one removed and one added.
+  {
+    section: "memory",
+    table: "context_memory",
+    key: ["id"],
+    volatile: [],
+    label: (r) => String(r["id"]),
+    name: (r) => `${r["scope"]}${r["scope_id"] == null ? "" : `:${r["scope_id"]}`} "${shortText(r["text"])}" (${r["id"]})`
+  },
+  { section: "skills", table: "context_skills", key: ["id"], volatile: [], label: (r) => String(r["name"] ?? r["id"]) }
 ]
+
+const OPTIONAL: ReadonlyArray<BundleSection> = SCHEMA_2_SECTIONS
+
+/** A table section's rows, or undefined when the bundle does not carry the section (a schema-1 bundle's schema-2 sections). */
+const rowsOf = (content: BundleContent, section: TableSection["section"]): ReadonlyArray<BundleRow> | undefined => content.sections[section]
+
+/** The sections a bundle carries. */
+export const carried = (content: BundleContent): ReadonlyArray<BundleSection> => BUNDLE_SECTIONS.filter((s) => content.sections[s] !== undefined)
 
 export const FLAGS_NAMESPACE = "feature_flags"
 
@@ -88,38 +130,78 @@ const canonical = (value: unknown): string =>
 const stripped = (row: BundleRow, volatile: ReadonlyArray<string>): BundleRow =>
   volatile.length === 0 ? row : Object.fromEntries(Object.entries(row).filter(([k]) => !volatile.includes(k)))
 
-/** Each section as name → comparable text (volatile columns left out). */
-const itemsOf = (content: BundleContent): Record<BundleSection, Map<string, string>> => {
-  const out = {} as Record<BundleSection, Map<string, string>>
-  for (const t of TABLES) out[t.section] = new Map(content.sections[t.section].map((r) => [t.label(r), canonical(stripped(r, t.volatile))]))
-  out.flags = new Map(content.sections.flags.map((s) => [s.key, s.value]))
-  out.settings = new Map(content.sections.settings.map((s) => [`${s.namespace}/${s.key}`, s.value]))
+/** One section's items: label → comparable text (volatile columns left out), and label → name in a report. */
+interface Items {
+  readonly text: Map<string, string>
+  readonly names: Map<string, string>
+}
+
+/** Each section the bundle carries as its items (a section it lacks is absent, not empty). */
+const itemsOf = (content: BundleContent): Partial<Record<BundleSection, Items>> => {
+  const out: Partial<Record<BundleSection, Items>> = {}
+  for (const t of TABLES) {
+    const rows = rowsOf(content, t.section)
+    if (rows === undefined) continue
+    out[t.section] = {
+      text: new Map(rows.map((r) => [t.label(r), canonical(stripped(r, t.volatile))])),
+      names: new Map(rows.map((r) => [t.label(r), (t.name ?? t.label)(r)]))
+    }
+  }
+  const settings = (section: "flags" | "settings", name: (s: BundleSetting) => string) => ({
+    text: new Map(content.sections[section].map((s) => [name(s), s.value])),
+    names: new Map(content.sections[section].map((s) => [name(s), name(s)]))
+  })
+  out.flags = settings("flags", (s) => s.key)
+  out.settings = settings("settings", (s) => `${s.namespace}/${s.key}`)
   return out
 }
 
-/** A digest of what a bundle configures (not when it was made): equal digests, same configuration. */
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+/**
+ * A digest of what a bundle configures (not when it was made): equal digests, same configuration.
+ * A schema-2 section that is absent or empty is left out, so a configuration without compression
+ * or context rows has the digest it had before schema 2 (a sync set up then sees no change from
+ * the upgrade alone), and a schema-1 bundle digests like this gateway's configuration when the
+ * two agree on every other section and this one has no such rows: importing it would change
+ * nothing. A gateway that has such rows differs from any bundle that does not carry them.
+ */
 export const digest = (content: BundleContent): string => {
   const items = itemsOf(content)
-  const flat = BUNDLE_SECTIONS.map((s) => [s, [...items[s].entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))])
+  const flat = BUNDLE_SECTIONS.flatMap((s) => {
+    const section = items[s]
+    if (section === undefined || (OPTIONAL.includes(s) && section.text.size === 0)) return []
+    return [[s, [...section.text.entries()].sort(([a], [b]) => byText(a, b))]]
+  })
   return crypto.createHash("sha256").update(JSON.stringify(flat)).digest("hex")
 }
 
-/** What differs between two bundles, per section (sections without a difference left out). */
+/**
+ * What differs between two bundles, per section (sections without a difference left out). A
+ * section either bundle does not carry (a schema-1 bundle's compression and context sections) is
+ * not compared: it is not empty on that side, it is not there, and taking that bundle would keep
+ * the other side's rows.
+ */
 export const diff = (local: BundleContent, remote: BundleContent): ReadonlyArray<SectionDiff> => {
   const a = itemsOf(local)
   const b = itemsOf(remote)
   const out: Array<SectionDiff> = []
   for (const section of BUNDLE_SECTIONS) {
-    const onlyLocal = [...a[section].keys()].filter((k) => !b[section].has(k)).sort()
-    const onlyRemote = [...b[section].keys()].filter((k) => !a[section].has(k)).sort()
-    const changed = [...a[section].keys()].filter((k) => b[section].has(k) && b[section].get(k) !== a[section].get(k)).sort()
+    const l = a[section]
+    const r = b[section]
+    if (l === undefined || r === undefined) continue
+    const named = (items: Items, labels: Array<string>) => labels.map((k) => items.names.get(k) ?? k).sort(byText)
+    const onlyLocal = named(l, [...l.text.keys()].filter((k) => !r.text.has(k)))
+    const onlyRemote = named(r, [...r.text.keys()].filter((k) => !l.text.has(k)))
+    const changed = named(l, [...l.text.keys()].filter((k) => r.text.has(k) && r.text.get(k) !== l.text.get(k)))
     if (onlyLocal.length + onlyRemote.length + changed.length > 0) out.push({ section, onlyLocal, onlyRemote, changed })
   }
   return out
 }
 
+/** Items per section the bundle carries (a schema-1 bundle has no count for the schema-2 sections). */
 export const counts = (content: BundleContent): Record<string, number> =>
-  Object.fromEntries(BUNDLE_SECTIONS.map((s) => [s, content.sections[s].length]))
+  Object.fromEntries(carried(content).map((s) => [s, content.sections[s]!.length]))
 
 const decodeContent = Schema.decodeUnknownEither(Schema.parseJson(BundleContent))
 
@@ -138,7 +220,7 @@ export const openBundle = (ciphertext: string, passphrase: string): Effect.Effec
       )
     }
     const decoded = decodeContent(opened.ok.toString("utf8"))
-    if (decoded._tag === "Left") return Effect.fail(new BadRequest({ message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMA}): ${describeParseError(decoded.left)}` }))
+    if (decoded._tag === "Left") return Effect.fail(new BadRequest({ message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMAS.join(" or ")}): ${describeParseError(decoded.left)}` }))
     return Effect.succeed(decoded.right)
   })
 
@@ -152,9 +234,11 @@ export interface ConfigBundleShape {
    */
   readonly current: (secrets: "plain" | "stored") => Effect.Effect<BundleContent>
   /**
-   * Replaces every section with the bundle's in one transaction (secrets encrypted with this
-   * gateway's key), after a `pre-restore` backup; answers once the caches reloaded. 400 and
-   * nothing changed for a bundle from a newer gateway or one whose rows do not fit.
+   * Replaces every section the bundle carries with the bundle's in one transaction (secrets
+   * encrypted with this gateway's key), after a `pre-restore` backup; a section it does not carry
+   * (a schema-1 bundle's compression and context sections) is left as it is. Answers once the
+   * caches reloaded. 400 and nothing changed for a bundle from a newer gateway or one whose rows
+   * do not fit.
    */
   readonly apply: (content: BundleContent) => Effect.Effect<Record<string, number>, BadRequest>
 }
@@ -207,15 +291,20 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
             schema: BUNDLE_SCHEMA,
             createdAt: new Date().toISOString(),
             migrations: migrations.map((m) => String(m.migration_id)),
-            sections: { ...(sections as Pick<BundleContent["sections"], TableSection["section"]>), flags, settings }
+            // Every section, the schema-2 ones too: this gateway's own configuration is always whole.
+            sections: { ...(sections as Required<Pick<BundleContent["sections"], TableSection["section"]>>), flags, settings }
           } satisfies BundleContent
         }).pipe(Effect.withSpan("ConfigBundle.current"))
 
       const check = (content: BundleContent): string | undefined => {
         const unknown = content.migrations.filter((m) => !known.has(m))
         if (unknown.length > 0) return `made by a newer gateway: migrations ${unknown.join(", ")} are unknown to this build`
+        if ((content.sections.compressionCombos === undefined) !== (content.sections.compressionAssignments === undefined)) {
+          // An assignment names a compression combo by id: replacing one section and keeping the receiver's other would dangle.
+          return "sections.compressionCombos and sections.compressionAssignments come together or not at all"
+        }
         for (const t of TABLES) {
-          for (const row of content.sections[t.section]) {
+          for (const row of rowsOf(content, t.section) ?? []) {
             const bad = Object.keys(row).find((c) => !COLUMN.test(c))
             if (bad !== undefined) return `sections.${t.section}: ${JSON.stringify(bad.slice(0, 64))} is not a column name`
             const missing = t.key.find((k) => row[k] === undefined || row[k] === null)
@@ -232,9 +321,15 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
       const write = (db: SqlClient.SqlClient, content: BundleContent) =>
         db.withTransaction(
           Effect.gen(function* () {
-            for (const t of TABLES) {
-              yield* db`DELETE FROM ${db(t.table)}`
-              const rows = content.sections[t.section].map((row) => {
+            // Only the sections the bundle carries: a schema-1 bundle leaves compression and context as they are.
+            const present = TABLES.flatMap((t) => {
+              const rows = rowsOf(content, t.section)
+              return rows === undefined ? [] : [{ t, rows }]
+            })
+            // Deleted in reverse order (a row before the rows it references), inserted in order.
+            for (const { t } of [...present].reverse()) yield* db`DELETE FROM ${db(t.table)}`
+            for (const { t, rows: bundled } of present) {
+              const rows = bundled.map((row) => {
                 const out: Record<string, string | number | null> = { ...row }
                 for (const [col, value] of Object.entries(out)) if (col.endsWith("_enc") && typeof value === "string") out[col] = secrets.encrypt(value)
                 return out
@@ -276,7 +371,10 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
             )
           )
           yield* awaitReload(before)
-          yield* Effect.logWarning(`configuration imported (${BUNDLE_SECTIONS.map((s) => `${content.sections[s].length} ${s}`).join(", ")}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`)
+          const kept = BUNDLE_SECTIONS.filter((s) => content.sections[s] === undefined)
+          yield* Effect.logWarning(
+            `configuration imported (${carried(content).map((s) => `${content.sections[s]!.length} ${s}`).join(", ")}${kept.length > 0 ? `; schema ${content.schema}, not carried and kept as they were: ${kept.join(", ")}` : ""}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`
+          )
           return counts(content)
         }).pipe(Effect.uninterruptible, Effect.withSpan("ConfigBundle.apply"))
 
