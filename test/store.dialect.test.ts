@@ -19,7 +19,7 @@ import * as Db from "../src/store/Db.js"
 import { isBusy, isUniqueViolation } from "../src/store/dialect.js"
 import { KeyValue } from "../src/store/KeyValue.js"
 import { Secrets } from "../src/store/Secrets.js"
-import { StoreVersion } from "../src/store/StoreVersion.js"
+import { makeCachedLoad, polledVersion, StoreVersion } from "../src/store/StoreVersion.js"
 import { queryDb } from "./support/db.js"
 import { call, localCore, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
@@ -166,6 +166,20 @@ describe("StoreVersion over SQLite", () => {
     // Within the interval the commit is not looked for: the number stays, and peek answers it.
     expect(lazy.after).toBe(lazy.before)
     expect(lazy.peek).toBe(lazy.before)
+  })
+
+  it("changed: this process replaced the data (a restore, an import), so every cache loads again, whatever the last check saw", async () => {
+    let data = "before"
+    let probes = 0
+    const version = polledVersion(Effect.sync(() => ++probes && 7), 3_600_000)
+    const cache = makeCachedLoad(version, Effect.sync(() => data))
+    expect(await Effect.runPromise(cache.get)).toBe("before")
+    // Replaced behind the cache, within the check interval: nothing would look again for an hour.
+    data = "after"
+    expect(await Effect.runPromise(cache.get)).toBe("before")
+    await Effect.runPromise(version.changed)
+    expect(await Effect.runPromise(cache.get)).toBe("after")
+    expect(version.peek()).toBe(await Effect.runPromise(version.current))
   })
 })
 

@@ -157,20 +157,11 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
           return undefined
         })
 
-      /** Waits until StoreVersion reports the swap, so every cache reloads on its next read. */
-      const awaitReload = (before: number) =>
-        version.current.pipe(
-          Effect.repeat({ until: (v) => v !== before, schedule: Schedule.spaced("25 millis") }),
-          Effect.timeoutOption(Duration.seconds(10)),
-          Effect.asVoid
-        )
-
       const restoreFile = (file: string, label: string) =>
         Effect.gen(function* () {
           const problem = yield* check(file)
           if (problem !== undefined) return yield* Effect.fail(new BadRequest({ message: `cannot restore ${label}: ${problem}` }))
           const safetyBackup = yield* create("pre-restore")
-          const before = yield* version.current
           // This process's connection stays idle (its one permit held) while another connection
           // copies the file in; other processes wait on the write lock (busy_timeout).
           yield* Effect.scoped(
@@ -180,7 +171,8 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
             )
           )
           const migrated = yield* Effect.orDie(Effect.provideService(migrate, SqlClient.SqlClient, sql))
-          yield* awaitReload(before)
+          // Every cache loads again on its next read (other processes see the file change within a second).
+          yield* version.changed
           yield* Effect.logWarning(`database restored from ${label} (safety backup ${safetyBackup.id})`)
           return { restored: label, safetyBackup, migrated }
         }).pipe(Effect.uninterruptible, Effect.withSpan("Backups.restore"))

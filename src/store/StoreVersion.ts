@@ -27,6 +27,13 @@ export interface StoreVersionShape {
   readonly current: Effect.Effect<number>
   /** The version when no check is due (so `current` would answer it without reading), else undefined. */
   readonly peek: () => number | undefined
+  /**
+   * This process has just replaced data behind every cache (a restore, an imported bundle): the
+   * version moves now, so every cache loads again on its next read. Waiting for `current` to
+   * move instead is a race: a check made after other commits but before the replacement moves
+   * it too, and a cache loaded then holds the data from before.
+   */
+  readonly changed: Effect.Effect<void>
 }
 
 /**
@@ -39,6 +46,11 @@ export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number):
   let lastValue: number | undefined
   let lastCheck = 0
   return {
+    changed: Effect.sync(() => {
+      version++
+      // What the probe reads now already includes the replacement: no second reload for it.
+      lastCheck = 0
+    }),
     peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
     current: Effect.suspend(() => {
       const t = Date.now()

@@ -124,7 +124,10 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
     let warned = false
     const shape: StoreVersionShape = {
       peek: () => (listening ? version : undefined),
-      current: Effect.sync(() => version)
+      current: Effect.sync(() => version),
+      changed: Effect.sync(() => {
+        version++
+      })
     }
     /** One connection's life: resolves when it is listening, the returned promise ends with it. */
     const session = Effect.async<never, Error>((resume) => {

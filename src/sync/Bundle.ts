@@ -1,10 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as crypto from "node:crypto"
 import * as path from "node:path"
@@ -349,14 +347,6 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
           })
         )
 
-      /** Waits until StoreVersion reports the commit, so every cache reloads on its next read. */
-      const awaitReload = (before: number) =>
-        version.current.pipe(
-          Effect.repeat({ until: (v) => v !== before, schedule: Schedule.spaced("25 millis") }),
-          Effect.timeoutOption(Duration.seconds(10)),
-          Effect.asVoid
-        )
-
       const apply = (content: BundleContent) =>
         Effect.gen(function* () {
           const problem = check(content)
@@ -364,13 +354,13 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
           // On PostgreSQL there is no file to back up (pg_dump is the operator's) and no second
           // connection is needed: the tables' triggers notify every process, this one included.
           const safety = backups.unavailable === undefined ? yield* backups.create("pre-restore") : undefined
-          const before = yield* version.current
           yield* (backups.unavailable === undefined ? withSecondConnection(dbFile, (db) => write(db, content)) : write(sql, content)).pipe(
             Effect.catchTag("SqlError", (e) =>
               Effect.fail(new BadRequest({ message: `cannot import the configuration (nothing changed): its rows do not fit this gateway's tables: ${String(e.cause ?? e.message).slice(0, 300)}` }))
             )
           )
-          yield* awaitReload(before)
+          // Every cache loads again on its next read (other processes: through the store's own signal).
+          yield* version.changed
           const kept = BUNDLE_SECTIONS.filter((s) => content.sections[s] === undefined)
           yield* Effect.logWarning(
             `configuration imported (${carried(content).map((s) => `${content.sections[s]!.length} ${s}`).join(", ")}${kept.length > 0 ? `; schema ${content.schema}, not carried and kept as they were: ${kept.join(", ")}` : ""}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`
