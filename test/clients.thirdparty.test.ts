@@ -6,15 +6,13 @@ import { ChatAnthropic } from "@langchain/anthropic"
 import { ChatOpenAI, OpenAIEmbeddings } from "@langchain/openai"
 import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents"
 import { generateText, jsonSchema, Output, stepCountIs, streamText, tool } from "ai"
-import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { WebSocket as WsWebSocket } from "ws"
 import { z } from "zod"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { beforeAll, describe, expect, it } from "vitest"
 import { FakeUpstream } from "./support/fakeUpstream.js"
-import { connectFamilies, FAMILIES } from "./support/families.js"
-import { call, startGateway, type TestGateway } from "./support/gateway.js"
+import { FAMILIES, gatewayForFile } from "./support/families.js"
+import { call, type TestGateway } from "./support/gateway.js"
 
 /**
  * Third-party clients as they are, unmodified, with gateway model ids (`<connection>/<model>`),
@@ -34,27 +32,11 @@ const WEATHER = tool({
   inputSchema: jsonSchema<{ location: string }>({ type: "object", properties: { location: { type: "string" } }, required: ["location"], additionalProperties: false })
 })
 
+const file = gatewayForFile({ admin: ADMIN, keys: [KEY], env: { REQUIRE_API_KEY: "true" } })
 let gw: TestGateway
 let up: FakeUpstream
-
-beforeAll(async () => {
-  up = await FakeUpstream.start()
-  gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
-  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  await connectFamilies(gw.url, up, ADMIN)
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await up?.close()
-})
-
-beforeEach(async () => {
-  up.requests.length = 0
-  up.violations.length = 0
-  up.always({})
-  await gw.resetResilience()
+beforeAll(() => {
+  ;({ gw, up } = file)
 })
 
 describe("AI SDK: @ai-sdk/google with gateway model ids (the id goes into the path as it is)", () => {

@@ -1,13 +1,11 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { GoogleGenAI } from "@google/genai"
-import * as Effect from "effect/Effect"
 import { Ollama } from "ollama"
 import OpenAI from "openai"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { FakeUpstream } from "./support/fakeUpstream.js"
-import { connectFamilies, FAMILIES } from "./support/families.js"
-import { startGateway, type TestGateway } from "./support/gateway.js"
+import { beforeAll, describe, expect, it } from "vitest"
+import type { FakeUpstream } from "./support/fakeUpstream.js"
+import { FAMILIES, gatewayForFile } from "./support/families.js"
+import type { TestGateway } from "./support/gateway.js"
 
 /**
  * Every inbound format, through its official SDK, against every upstream family, streamed and
@@ -178,24 +176,9 @@ const ollamaClient = (): Client => {
 
 const CLIENTS: ReadonlyArray<() => Client> = [openAiChatClient, responsesClient, anthropicClient, geminiClient, ollamaClient]
 
-beforeAll(async () => {
-  up = await FakeUpstream.start()
-  gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
-  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  await connectFamilies(gw.url, up, ADMIN)
-})
-
-afterAll(async () => {
-  await gw?.close()
-  await up?.close()
-})
-
-beforeEach(async () => {
-  up.requests.length = 0
-  up.violations.length = 0
-  up.always({})
-  await gw.resetResilience()
+const file = gatewayForFile({ admin: ADMIN, keys: [KEY], env: { REQUIRE_API_KEY: "true" } })
+beforeAll(() => {
+  ;({ gw, up } = file)
 })
 
 for (const makeClient of CLIENTS) {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/auth/ApiKeys.js"
 import type { FormatId } from "../src/formats/canonical.js"
 import { type Family, FakeUpstream, type Reply } from "./support/fakeUpstream.js"
-import { FAMILIES } from "./support/families.js"
+import { FAMILIES, gatewayForFile } from "./support/families.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -15,30 +15,23 @@ import { call, startGateway, type TestGateway } from "./support/gateway.js"
 const ADMIN = "gwk_collect_admin_key_0123456789abcdef"
 const admin = { authorization: `Bearer ${ADMIN}` }
 
-let gw: TestGateway
-let up: FakeUpstream
-
-beforeAll(async () => {
-  up = await FakeUpstream.start()
-  gw = await startGateway()
-  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  for (const { family, connection } of FAMILIES) {
-    for (const [prefix, timeouts] of [["c", undefined], ["w", { nonStreamed: "whole" }]] as const) {
-      const body = { ...connection, name: `${prefix}-${String(connection["name"])}`, baseUrl: up.baseUrl(family), defaultModel: "m1", ...(timeouts ? { timeouts } : {}) }
-      const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
-      expect(res.status, res.text).toBe(201)
+/** Each upstream family twice: `c-<name>` collects streams, `w-<name>` asks for whole answers. */
+const file = gatewayForFile({
+  admin: ADMIN,
+  setup: async (gw, up) => {
+    for (const { family, connection } of FAMILIES) {
+      for (const [prefix, timeouts] of [["c", undefined], ["w", { nonStreamed: "whole" }]] as const) {
+        const body = { ...connection, name: `${prefix}-${String(connection["name"])}`, baseUrl: up.baseUrl(family), defaultModel: "m1", ...(timeouts ? { timeouts } : {}) }
+        const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
+        expect(res.status, res.text).toBe(201)
+      }
     }
   }
 })
-afterAll(async () => {
-  await gw?.close()
-  await up?.close()
-})
-beforeEach(async () => {
-  up.requests.length = 0
-  up.violations.length = 0
-  up.always({})
-  await gw.resetResilience()
+let gw: TestGateway
+let up: FakeUpstream
+beforeAll(() => {
+  ;({ gw, up } = file)
 })
 
 const WEATHER = { name: "get_weather", description: "Get the weather", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
