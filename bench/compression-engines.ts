@@ -1,15 +1,15 @@
 /**
  * Token savings of the caveman, whitespace and json engines on their test corpus
- * (test/fixtures/compression/<engine>/), counted with the o200k tokenizer (src/formats/tokens.ts'
+ * (test/fixtures/compression/<engine>/), counted with the o200k tokenizer (src/upstream/formats/tokens.ts'
  * counter). Not timed.
  *
  *   npx vite-node bench/compression-engines.ts            (--write: write missing expected outputs, to review by eye)
  */
 import * as fs from "node:fs"
 import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
-import * as caveman from "../src/context/engines/caveman.js"
-import * as json from "../src/context/engines/json.js"
-import * as whitespace from "../src/context/engines/whitespace.js"
+import * as caveman from "../src/services/context/engines/caveman.js"
+import * as json from "../src/services/context/engines/json.js"
+import * as whitespace from "../src/services/context/engines/whitespace.js"
 import * as Schema from "effect/Schema"
 import { loadCorpus, noRaw, runCase } from "../test/support/compressionCorpus.js"
 

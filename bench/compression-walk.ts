@@ -1,6 +1,6 @@
 /**
  * Where the tokens of real coding-agent requests are (docs/compression.md, "Where the text is"):
- * the recorded CLI requests (test/fixtures/clients/cli) walked by src/context/walk.ts, o200k
+ * the recorded CLI requests (test/fixtures/clients/cli) walked by src/services/context/walk.ts, o200k
  * tokens per segment role and kind, per agent; plus what one walk costs (identity fn, so the
  * body is only read) and what the estimate adds.
  *
@@ -8,10 +8,10 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { FormatId } from "../src/formats/canonical.js"
-import { approximateTokens, estimateTokensSync, loadTokenizer } from "../src/context/estimate.js"
-import { mapSegments, segmentsOf } from "../src/context/walk.js"
-import { loadCounter } from "../src/formats/tokens.js"
+import type { FormatId } from "../src/domain/canonical.js"
+import { approximateTokens, estimateTokensSync, loadTokenizer } from "../src/services/context/estimate.js"
+import { mapSegments, segmentsOf } from "../src/services/context/walk.js"
+import { loadCounter } from "../src/upstream/formats/tokens.js"
 
 const CLI = path.resolve(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), "../test/fixtures/clients/cli")
 

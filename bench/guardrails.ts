@@ -9,8 +9,8 @@
 import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { FeatureFlags } from "../src/flags/FeatureFlags.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { call, startGateway } from "../test/support/gateway.js"
 
 const REQUESTS = Number(process.env["REQUESTS"] ?? 2000)

@@ -1,6 +1,6 @@
 /**
  * rtk over its test corpus (test/fixtures/compression/rtk): tokens before and after per case
- * (o200k, src/formats/tokens.ts' tokenizer) and in total, for docs/compression.md. Not timed.
+ * (o200k, src/upstream/formats/tokens.ts' tokenizer) and in total, for docs/compression.md. Not timed.
  *
  *   npx vite-node bench/rtk-corpus.ts            (the table)
  *   npx vite-node bench/rtk-corpus.ts --write    (also (re)writes each case's .expected.txt: check them by eye)
@@ -9,8 +9,8 @@ import { countTokens } from "gpt-tokenizer/encoding/o200k_base"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Schema from "effect/Schema"
-import { RtkConfig, rtk } from "../src/context/engines/rtk.js"
-import type { Segment } from "../src/context/types.js"
+import { RtkConfig, rtk } from "../src/services/context/engines/rtk.js"
+import type { Segment } from "../src/services/context/types.js"
 
 const dir = path.join(import.meta.dirname, "../test/fixtures/compression/rtk")
 const write = process.argv.includes("--write")

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import type * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli } from "./support/cli.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 

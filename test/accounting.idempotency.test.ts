@@ -5,8 +5,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as TestClock from "effect/TestClock"
-import type { RecordedResponse } from "../src/accounting/Idempotency.js"
-import { Idempotency, idempotencyKey, MAX_KEYS, WINDOW_MS } from "../src/accounting/Idempotency.js"
+import type { RecordedResponse } from "../src/services/accounting/Idempotency.js"
+import { Idempotency, idempotencyKey, MAX_KEYS, WINDOW_MS } from "../src/services/accounting/Idempotency.js"
 
 const response = (text: string, status = 200): RecordedResponse => ({
   status,

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import type * as http from "node:http"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 

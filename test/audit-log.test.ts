@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -68,7 +68,7 @@ describe("management changes", () => {
     const before = await log()
     for (const method of ["PUT", "PATCH", "DELETE", "POST"]) {
       const r = await rawCall(gw.url, method, "/api/compliance/audit-log", { authorization: admin.authorization, "content-type": "application/json" }, "{}")
-      // 404/405, or 501 from the planned-routes table for the other methods of this path (src/http/planned.ts).
+      // 404/405, or 501 from the planned-routes table for the other methods of this path (src/platform/http/planned.ts).
       expect(r.status).toBeGreaterThanOrEqual(400)
     }
     const after = await log(`?limit=1000`)

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeNativeBatches } from "./support/fakeNativeBatches.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { BoundedMap } from "../src/util/BoundedMap.js"
+import { BoundedMap } from "../src/kernel/BoundedMap.js"
 
 const keysOf = <K, V>(m: BoundedMap<K, V>) => [...m.keys()]
 

@@ -1,6 +1,6 @@
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
-import { VERSION } from "../src/version.js"
+import { VERSION } from "../src/kernel/version.js"
 import { runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"

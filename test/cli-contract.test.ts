@@ -4,10 +4,10 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import * as Effect from "effect/Effect"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { ADMIN_KEY, BIN, cleanEnv, runCli, type CliResult } from "./support/cli.js"
 import { call, startGateway, tempDir } from "./support/gateway.js"
-import { VERSION } from "../src/version.js"
+import { VERSION } from "../src/kernel/version.js"
 
 /**
  * The command line as scripts see it: every command of the spec's table, its `--json`, the exit
@@ -223,7 +223,7 @@ describe("start-up", () => {
     const trace = path.join(tempDir(), "modules.txt")
     const env = { DATA_DIR: tempDir(), GATEWAY_ENV_FILE: path.join(tempDir(), "x.env"), MODULE_TRACE_OUT: trace }
     const traced = (args: ReadonlyArray<string>) => runCli(args, env, { nodeArgs: ["--import", path.resolve("bench/lib/moduleTrace.mjs")] })
-    const heavy = /\/dist\/(Gateway\.js|store\/|management\/|inference\/|upstream\/|http\/Server|providers\/Connections|context\/(?!types\.js))|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
+    const heavy = /\/dist\/(server\/|platform\/store\/|management\/api\/|inference\/|upstream\/client\/|upstream\/providers\/Connections|services\/context\/(?!types\.js))|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
     for (const args of [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["tunnel", "create", "--help"], ["compression", "preview", "--help"], ["context", "skills", "add", "--help"]]) {
       const r = await traced(args)
       expect(r.code, args.join(" ")).toBe(0)
@@ -235,6 +235,6 @@ describe("start-up", () => {
     }
     // The trace sees the heavy modules when a command does need them.
     expect((await traced(["keys", "list"])).code).toBe(0)
-    expect(expand(fs.readFileSync(trace, "utf8").split("\n").filter((l) => l !== "")).join("\n")).toMatch(/\/dist\/store\//)
+    expect(expand(fs.readFileSync(trace, "utf8").split("\n").filter((l) => l !== "")).join("\n")).toMatch(/\/dist\/platform\/store\//)
   }, 120_000)
 })

@@ -1,7 +1,7 @@
 import * as net from "node:net"
 import OpenAI from "openai"
 import { describe, expect, it } from "vitest"
-import { VERSION } from "../src/version.js"
+import { VERSION } from "../src/kernel/version.js"
 import { ADMIN_KEY, runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { queryDb } from "./support/db.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"

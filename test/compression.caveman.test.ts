@@ -1,8 +1,8 @@
 import * as Schema from "effect/Schema"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { caveman, Config, describe as rules, LANGUAGE_PACKS } from "../src/context/engines/caveman.js"
-import type { Segment } from "../src/context/types.js"
+import { caveman, Config, describe as rules, LANGUAGE_PACKS } from "../src/services/context/engines/caveman.js"
+import type { Segment } from "../src/services/context/types.js"
 import { loadCorpus, noRaw, runCase } from "./support/compressionCorpus.js"
 
 const USER: Segment = { role: "user", kind: "prose", turn: 0, turns: 2 }

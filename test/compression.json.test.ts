@@ -1,8 +1,8 @@
 import * as Schema from "effect/Schema"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { Config, describe as rules, json, minifyJson } from "../src/context/engines/json.js"
-import type { Segment } from "../src/context/types.js"
+import { Config, describe as rules, json, minifyJson } from "../src/services/context/engines/json.js"
+import type { Segment } from "../src/services/context/types.js"
 import { loadCorpus, noRaw, runCase } from "./support/compressionCorpus.js"
 
 const PROSE: Segment = { role: "user", kind: "prose", turn: 0, turns: 2 }

@@ -11,9 +11,9 @@ import {
   RtkConfig,
   rtk,
   test as rtkTest
-} from "../src/context/engines/rtk.js"
-import { checkRegex } from "../src/context/engines/rtk/regex.js"
-import type { Segment } from "../src/context/types.js"
+} from "../src/services/context/engines/rtk.js"
+import { checkRegex } from "../src/services/context/engines/rtk/regex.js"
+import type { Segment } from "../src/services/context/types.js"
 
 const dir = path.join(import.meta.dirname, "fixtures/compression/rtk")
 const cases = fs

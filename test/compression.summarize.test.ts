@@ -2,7 +2,7 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { cutOf, SummarizeConfig, withSummary } from "../src/context/summarize.js"
+import { cutOf, SummarizeConfig, withSummary } from "../src/services/context/summarize.js"
 
 /**
  * The summarize engine's corpus (test/fixtures/compression/summarize): each case a body in its

@@ -2,12 +2,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it, vi } from "vitest"
-import type { FormatId } from "../src/formats/canonical.js"
-import { decodeGenerateRequest } from "../src/formats/ollama.js"
-import { FORMATS } from "../src/formats/registry.js"
-import { tokenizerFamily } from "../src/context/estimate.js"
-import type { Segment } from "../src/context/types.js"
-import { commandOf, mapSegments, segmentsOf } from "../src/context/walk.js"
+import type { FormatId } from "../src/domain/canonical.js"
+import { decodeGenerateRequest } from "../src/upstream/formats/ollama.js"
+import { FORMATS } from "../src/upstream/formats/registry.js"
+import { tokenizerFamily } from "../src/services/context/estimate.js"
+import type { Segment } from "../src/services/context/types.js"
+import { commandOf, mapSegments, segmentsOf } from "../src/services/context/walk.js"
 
 const __dirname = path.dirname(fileURLToPath(import.meta.url))
 const CLIENTS = path.resolve(__dirname, "fixtures/clients")
@@ -531,8 +531,8 @@ describe("estimate", () => {
   it("approximates with characters / 4 before the tokenizer is loaded, then counts with o200k", async () => {
     // Fresh copies of the modules: another file run in the same worker may have loaded the tokenizer.
     vi.resetModules()
-    const { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerLoaded } = await import("../src/context/estimate.js")
-    const { countTextTokens } = await import("../src/formats/tokens.js")
+    const { approximateTokens, estimateTokens, estimateTokensSync, loadTokenizer, tokenizerLoaded } = await import("../src/services/context/estimate.js")
+    const { countTextTokens } = await import("../src/upstream/formats/tokens.js")
     expect(tokenizerLoaded()).toBe(false)
     expect(estimateTokensSync("openai-chat", "chat.completions", body)).toBe(approx)
     await loadTokenizer()

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
-import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
+import { EventBus, type GatewayEvent } from "../src/platform/events/EventBus.js"
 
 describe("EventBus", () => {
   it.scoped("a listener gets every event synchronously, in order, beside the subscriptions", () =>

@@ -6,7 +6,7 @@ import * as http from "node:http"
 import * as path from "node:path"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

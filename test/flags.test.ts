@@ -1,8 +1,8 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { FLAG_DEFINITIONS, isTruthy } from "../src/flags/catalog.js"
-import { FeatureFlags } from "../src/flags/FeatureFlags.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { FLAG_DEFINITIONS, isTruthy } from "../src/platform/flags/catalog.js"
+import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { queryDb } from "./support/db.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

@@ -2,11 +2,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
-import type { CanonicalResponse, FormatId, StreamEvent } from "../src/formats/canonical.js"
-import { splitSignedId } from "../src/formats/common.js"
-import { NdjsonParser, SseParser } from "../src/formats/frames.js"
-import { FORMATS } from "../src/formats/registry.js"
-import { StreamCollector } from "../src/formats/collect.js"
+import type { CanonicalResponse, FormatId, StreamEvent } from "../src/domain/canonical.js"
+import { splitSignedId } from "../src/upstream/formats/common.js"
+import { NdjsonParser, SseParser } from "../src/upstream/formats/frames.js"
+import { FORMATS } from "../src/upstream/formats/registry.js"
+import { StreamCollector } from "../src/upstream/formats/collect.js"
 
 /**
  * Golden corpus: recorded upstream streams (test/fixtures/streams/<format>.<case>.sse|ndjson),

@@ -4,7 +4,7 @@ import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import WebSocket from "ws"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli, type ServerProcess, startServerProcess } from "./support/cli.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import {

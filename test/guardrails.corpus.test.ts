@@ -2,11 +2,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
-import type { FormatId } from "../src/formats/canonical.js"
-import { guardRequest } from "../src/guardrails/Guardrails.js"
-import { findPii } from "../src/guardrails/pii.js"
-import { INJECTION_RULES } from "../src/guardrails/rules/injection.js"
-import { sanitizeText } from "../src/guardrails/sanitize.js"
+import type { FormatId } from "../src/domain/canonical.js"
+import { guardRequest } from "../src/services/guardrails/Guardrails.js"
+import { findPii } from "../src/services/guardrails/pii.js"
+import { INJECTION_RULES } from "../src/services/guardrails/rules/injection.js"
+import { sanitizeText } from "../src/services/guardrails/sanitize.js"
 
 /**
  * The detectors against their corpus (test/fixtures/guardrails: samples with expected verdicts),

@@ -3,10 +3,10 @@ import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { EventBus, type GatewayEvent } from "../src/events/EventBus.js"
-import { FeatureFlags } from "../src/flags/FeatureFlags.js"
-import { RequestHooks } from "../src/inference/hooks.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { EventBus, type GatewayEvent } from "../src/platform/events/EventBus.js"
+import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
+import { RequestHooks } from "../src/kernel/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 import { answerText, type ClientFormat, CONNECTIONS, errorMessage, FORMATS, requestFor, responsesDoneText, SAME, streamError, toolResultRequest } from "./support/guardrailClients.js"
@@ -304,7 +304,7 @@ describe("a guard that fails refuses the request (fails closed) with a 503 the c
 
   it("a guardrail that throws: 503 guardrail_unavailable naming it, in the client's format, nothing upstream, logged and counted", async () => {
     await setFlags({ PII_REDACTION_ENABLED: "true" })
-    const { PlaceholderMap } = await import("../src/guardrails/pii.js")
+    const { PlaceholderMap } = await import("../src/services/guardrails/pii.js")
     const original = PlaceholderMap.prototype.placeholder
     PlaceholderMap.prototype.placeholder = () => {
       throw new Error("the placeholder table is broken")

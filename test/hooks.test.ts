@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import {
   addMetadata,
   blockRequest,
@@ -10,7 +10,7 @@ import {
   type RequestHook,
   RequestHooks,
   type ResponseEvent
-} from "../src/inference/hooks.js"
+} from "../src/kernel/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
-import { Dashboard } from "../src/dashboard/Static.js"
-import { LiveFeed } from "../src/dashboard/LiveFeed.js"
+import { Dashboard } from "../src/management/dashboard/Static.js"
+import { LiveFeed } from "../src/management/dashboard/LiveFeed.js"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
@@ -8,19 +8,20 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
-import { AdminAuth } from "../src/auth/AdminAuth.js"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { AppConfig } from "../src/config/AppConfig.js"
-import { FeatureFlags } from "../src/flags/FeatureFlags.js"
-import { GatewayServer } from "../src/http/Server.js"
+import { AdminAuth } from "../src/services/auth/AdminAuth.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { AppConfig } from "../src/platform/config/AppConfig.js"
+import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
+import { GatewayServer } from "../src/kernel/internalCall.js"
+import { GatewayServerLive } from "../src/server/Server.js"
 import { InferenceRoutes } from "../src/inference/dispatch.js"
 import { ResponsesWebSocket } from "../src/inference/responsesWs.js"
-import { ManagementHandler } from "../src/management/App.js"
-import { McpHttp } from "../src/mcp/McpHttp.js"
-import { scrubSecrets } from "../src/observability/redact.js"
+import { ManagementHandler } from "../src/management/api/App.js"
+import { McpHttp } from "../src/management/mcp/McpHttp.js"
+import { scrubSecrets } from "../src/kernel/redact.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
-import { Settings } from "../src/settings/Settings.js"
+import { Settings } from "../src/platform/settings/Settings.js"
 
 /**
  * Input from outside that node or the JavaScript runtime throws on: malformed percent-escapes in
@@ -319,7 +320,7 @@ describe("the server's last resort", () => {
         return { requestId: "req_ok", program: Effect.sync(() => void res.end("fine")) }
       }
     }
-    const layer = GatewayServer.layer.pipe(
+    const layer = GatewayServerLive.pipe(
       Layer.provide(Layer.succeed(InferenceRoutes, routes)),
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
       Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),

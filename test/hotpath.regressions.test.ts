@@ -1,10 +1,10 @@
 import * as Effect from "effect/Effect"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { makeStreamWatchdog, StreamStalled, type StreamProgress } from "../src/inference/stream.js"
 import { DEFAULT_STREAM_TIMEOUTS } from "../src/inference/timeouts.js"
-import { UpstreamHttp } from "../src/upstream/UpstreamHttp.js"
+import { UpstreamHttp } from "../src/upstream/client/UpstreamHttp.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { queryDb } from "./support/db.js"
 import { FakeRerank, rerankTokens } from "./support/fakeRerank.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"

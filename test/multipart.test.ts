@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Readable } from "node:stream"
 import { describe, expect, it } from "vitest"
-import { multipartBody, uploadBody } from "../src/http/multipart.js"
+import { multipartBody, uploadBody } from "../src/platform/http/multipart.js"
 
 const collect = async (data: Buffer | Readable): Promise<Buffer> => {
   if (Buffer.isBuffer(data)) return data

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeOAuth } from "./support/fakeOAuth.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"

@@ -1,13 +1,13 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { PROVIDERS } from "../src/providers/catalog.js"
-import { checkProviderUrl, classifyHost } from "../src/providers/urlPolicy.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { PROVIDERS } from "../src/domain/catalog/catalog.js"
+import { checkProviderUrl, classifyHost } from "../src/upstream/providers/urlPolicy.js"
 import { queryDb } from "./support/db.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, localCore, startGateway, type TestGateway } from "./support/gateway.js"
-import { Connections } from "../src/providers/Connections.js"
-import { maskSecret } from "../src/observability/redact.js"
+import { Connections } from "../src/upstream/providers/Connections.js"
+import { maskSecret } from "../src/kernel/redact.js"
 
 const ADMIN = "gwk_providers_admin_key_0123456789ab"
 const admin = { authorization: `Bearer ${ADMIN}` }

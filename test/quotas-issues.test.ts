@@ -1,9 +1,9 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Budgets } from "../src/accounting/Budgets.js"
-import { TokenLimits } from "../src/accounting/TokenLimits.js"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { IssueTracker } from "../src/quotas/IssueTracker.js"
+import { Budgets } from "../src/services/accounting/Budgets.js"
+import { TokenLimits } from "../src/services/accounting/TokenLimits.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { IssueTracker } from "../src/inference/quotas/IssueTracker.js"
 import { FakeQuota } from "./support/fakeQuota.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

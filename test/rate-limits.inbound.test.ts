@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli } from "./support/cli.js"
 import { FakeOpenAI } from "./support/fakeOpenAI.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { redactText, scrubSecrets } from "../src/observability/redact.js"
+import { redactText, scrubSecrets } from "../src/kernel/redact.js"
 
 const KEY = "sk-proj-Zq8vR2mN4pL7xK1wT5yB9cD3opaqueABCDEFGH"
 /** Every piece of 12 key characters of `secret`. */

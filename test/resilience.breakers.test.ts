@@ -6,10 +6,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Queue from "effect/Queue"
 import * as TestClock from "effect/TestClock"
-import { EventBus } from "../src/events/EventBus.js"
-import { CircuitBreakers } from "../src/resilience/CircuitBreakers.js"
-import { ResilienceConfig } from "../src/resilience/ResilienceConfig.js"
-import type { ProviderRef } from "../src/resilience/types.js"
+import { EventBus } from "../src/platform/events/EventBus.js"
+import { CircuitBreakers } from "../src/services/resilience/CircuitBreakers.js"
+import { ResilienceConfig } from "../src/services/resilience/ResilienceConfig.js"
+import type { ProviderRef } from "../src/services/resilience/types.js"
 
 const layer = CircuitBreakers.layer.pipe(Layer.provideMerge(Layer.merge(ResilienceConfig.layerTest(), EventBus.layer)))
 

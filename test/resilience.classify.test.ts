@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { banned, classify, contextTooLong, creditsExhausted, parseDuration, parseRetryAfter } from "../src/resilience/classify.js"
-import type { Classification, FailureInfo } from "../src/resilience/types.js"
+import { banned, classify, contextTooLong, creditsExhausted, parseDuration, parseRetryAfter } from "../src/services/resilience/classify.js"
+import type { Classification, FailureInfo } from "../src/services/resilience/types.js"
 
 const NOW = Date.parse("2025-01-01T00:00:00Z")
 

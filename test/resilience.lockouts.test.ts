@@ -4,8 +4,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
 import type { PatchResilience } from "../src/domain/resilience.js"
-import { type LockoutRef, Lockouts } from "../src/resilience/Lockouts.js"
-import { ResilienceConfig } from "../src/resilience/ResilienceConfig.js"
+import { type LockoutRef, Lockouts } from "../src/services/resilience/Lockouts.js"
+import { ResilienceConfig } from "../src/services/resilience/ResilienceConfig.js"
 
 const provided = (modelLockout: PatchResilience["modelLockout"] = { enabled: true }) =>
   <A, E>(self: Effect.Effect<A, E, Lockouts>) => Effect.provide(self, Lockouts.layer.pipe(Layer.provide(ResilienceConfig.layerTest({ modelLockout }))))

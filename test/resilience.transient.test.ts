@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

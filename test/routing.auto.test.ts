@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
-import type { CanonicalRequest, Message } from "../src/formats/canonical.js"
-import type { Connection } from "../src/providers/Connections.js"
-import type { ModelSpec } from "../src/providers/catalog.js"
+import type { CanonicalRequest, Message } from "../src/domain/canonical.js"
+import type { Connection } from "../src/upstream/providers/Connections.js"
+import type { ModelSpec } from "../src/domain/catalog/catalog.js"
 import {
   ADVERTISED_AUTO_IDS,
   AUTO_VARIANT_IDS,
@@ -29,9 +29,9 @@ import {
   slaEvaluate,
   slaStrategy,
   taskFit
-} from "../src/routing/auto/index.js"
-import { seededRandom } from "../src/routing/random.js"
-import { FACTORS, type PoolEntry, type RequestFeatures, type RouterStrategy, type RoutingContext, type Weights } from "../src/routing/types.js"
+} from "../src/services/routing/auto/index.js"
+import { seededRandom } from "../src/services/routing/random.js"
+import { FACTORS, type PoolEntry, type RequestFeatures, type RouterStrategy, type RoutingContext, type Weights } from "../src/services/routing/types.js"
 
 // ---------------------------------------------------------------- helpers
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest"
-import type { ModelSpec } from "../src/providers/catalog.js"
-import type { Connection } from "../src/providers/Connections.js"
-import { seededRandom } from "../src/routing/random.js"
-import { COMBO_STRATEGIES, quotaShare } from "../src/routing/strategies/index.js"
-import type { Candidate, ObservedStats, QuotaInfo, RandomSource, RoutingState, Strategy, StrategyContext } from "../src/routing/types.js"
+import type { ModelSpec } from "../src/domain/catalog/catalog.js"
+import type { Connection } from "../src/upstream/providers/Connections.js"
+import { seededRandom } from "../src/services/routing/random.js"
+import { COMBO_STRATEGIES, quotaShare } from "../src/services/routing/strategies/index.js"
+import type { Candidate, ObservedStats, QuotaInfo, RandomSource, RoutingState, Strategy, StrategyContext } from "../src/services/routing/types.js"
 
 // ---------------------------------------------------------------- fixtures
 

@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as http from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, rawCall, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
@@ -125,7 +125,7 @@ describe("the settings document", () => {
     expect(stored[0]!.value).not.toContain("s3cret-pw")
     // Sending the masked URL back (GET → edit → PUT) keeps the password.
     await api("/api/settings/proxy", { method: "PUT", body: { url: "http://alice:****@127.0.0.1:3128", noProxy: [] } })
-    const { Settings } = await import("../src/settings/Settings.js")
+    const { Settings } = await import("../src/platform/settings/Settings.js")
     const clear = await gw.run(Effect.map(Settings, (s) => s.current().proxy.url))
     expect(clear).toBe("http://alice:s3cret-pw@127.0.0.1:3128")
     await api("/api/settings/proxy", { method: "PUT", body: {} })

@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**

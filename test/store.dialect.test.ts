@@ -7,19 +7,19 @@ import * as Logger from "effect/Logger"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
-import { ResponseCache } from "../src/accounting/ResponseCache.js"
-import { AppConfig } from "../src/config/AppConfig.js"
-import { FeatureFlags } from "../src/flags/FeatureFlags.js"
-import { Connections } from "../src/providers/Connections.js"
-import { AutoEngine } from "../src/routing/AutoEngine.js"
-import { Combos } from "../src/routing/Combos.js"
-import { BatchWriter } from "../src/store/BatchWriter.js"
-import * as Db from "../src/store/Db.js"
-import { isBusy, isUniqueViolation } from "../src/store/dialect.js"
-import { KeyValue } from "../src/store/KeyValue.js"
-import { Secrets } from "../src/store/Secrets.js"
-import { makeCachedLoad, polledVersion, StoreVersion } from "../src/store/StoreVersion.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import { ResponseCache } from "../src/services/accounting/ResponseCache.js"
+import { AppConfig } from "../src/platform/config/AppConfig.js"
+import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
+import { Connections } from "../src/upstream/providers/Connections.js"
+import { AutoEngine } from "../src/services/routing/AutoEngine.js"
+import { Combos } from "../src/services/routing/Combos.js"
+import { BatchWriter } from "../src/platform/store/BatchWriter.js"
+import * as Db from "../src/platform/store/Db.js"
+import { isBusy, isUniqueViolation } from "../src/platform/store/dialect.js"
+import { KeyValue } from "../src/platform/store/KeyValue.js"
+import { Secrets } from "../src/platform/store/Secrets.js"
+import { makeCachedLoad, polledVersion, StoreVersion } from "../src/platform/store/StoreVersion.js"
 import { queryDb } from "./support/db.js"
 import { call, localCore, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
@@ -33,7 +33,8 @@ const SRC = path.join(import.meta.dirname, "..", "src")
 
 /** Where SQLite-only SQL may appear: the dialect, the SQLite module, its writer thread and the SQLite migration set. */
 // postgres.ts and the PostgreSQL migration set are PostgreSQL's own (pg type OIDs read like `oid`).
-const ALLOWED = [path.join("store", "dialect.ts"), path.join("store", "sqlite.ts"), path.join("store", "sqliteWriter.ts"), path.join("store", "migrations") + path.sep, path.join("store", "postgres.ts"), path.join("store", "migrations-pg") + path.sep]
+const STORE = path.join("platform", "store")
+const ALLOWED = [path.join(STORE, "dialect.ts"), path.join(STORE, "sqlite.ts"), path.join(STORE, "sqliteWriter.ts"), path.join(STORE, "migrations") + path.sep, path.join(STORE, "postgres.ts"), path.join(STORE, "migrations-pg") + path.sep]
 
 /** Constructs SQLite accepts and PostgreSQL does not (or means otherwise), and SQLite driver codes. */
 const SQLITE_ONLY: ReadonlyArray<readonly [string, RegExp]> = [
@@ -79,11 +80,11 @@ describe("the store dialect seam", () => {
 
   it("the scan finds what it looks for (it runs over the files it lets through)", () => {
     // The SQLite module says PRAGMA; the dialect names SQLite and PostgreSQL codes.
-    expect(findings(path.join(SRC, "store", "sqlite.ts")).some((f) => f.includes("PRAGMA"))).toBe(true)
-    const dialect = findings(path.join(SRC, "store", "dialect.ts"))
+    expect(findings(path.join(SRC, STORE, "sqlite.ts")).some((f) => f.includes("PRAGMA"))).toBe(true)
+    const dialect = findings(path.join(SRC, STORE, "dialect.ts"))
     expect(dialect.some((f) => f.includes("SQLite driver error codes"))).toBe(true)
     expect(dialect.some((f) => f.includes("SQLSTATE codes"))).toBe(true)
-    expect(findings(path.join(SRC, "store", "migrations", "0001_init.ts")).some((f) => f.includes("COLLATE NOCASE"))).toBe(true)
+    expect(findings(path.join(SRC, STORE, "migrations", "0001_init.ts")).some((f) => f.includes("COLLATE NOCASE"))).toBe(true)
   })
 })
 

@@ -2,8 +2,8 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AdminAuth } from "../src/auth/AdminAuth.js"
-import { ApiKeys } from "../src/auth/ApiKeys.js"
+import { AdminAuth } from "../src/services/auth/AdminAuth.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /** GET /api/init and POST /api/system/env/repair against an in-process gateway with a real env file. */

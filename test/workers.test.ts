@@ -8,7 +8,7 @@ import { until } from "./support/until.js"
 
 /**
  * `gateway --workers 2` (docs/scale-out.md, "Workers"): two worker processes of one node:cluster
- * on one port, no Redis. Shared state travels through the primary over IPC (src/state/clusterIpc.ts):
+ * on one port, no Redis. Shared state travels through the primary over IPC (src/platform/state/clusterIpc.ts):
  * a breaker opened through one worker is open on the other within a second, an inbound rate limit
  * counts the requests of both exactly. A worker killed with -9 is started again while the port
  * keeps answering; SIGTERM to the primary stops every worker, and so does POST /api/shutdown.

@@ -1,6 +1,6 @@
 import { defineConfig } from "vite"
 
-// The dashboard is served by the gateway under /dashboard/ (src/dashboard/Static.ts) from
+// The dashboard is served by the gateway under /dashboard/ (src/management/dashboard/Static.ts) from
 // dist/web. Hashed asset names make them cacheable for a year; index.html is not cached.
 export default defineConfig({
   root: __dirname,

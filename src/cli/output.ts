@@ -1,7 +1,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as LogLevel from "effect/LogLevel"
-import * as Logging from "../observability/Logging.js"
+import * as Logging from "../services/observability/Logging.js"
 
 /** Prints rows as an aligned plain-text table (no colours, so it pipes cleanly). */
 export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {

@@ -5,7 +5,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { BadRequest } from "../domain/errors.js"
-import { ManagementApi } from "../management/Api.js"
+import { ManagementApi } from "../management/api/Api.js"
 import { appConfig } from "./root.js"
 
 /** A client for the running server, derived from the same HttpApi the server implements. */

@@ -3,7 +3,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { AppConfig, type AppConfigShape } from "../config/AppConfig.js"
+import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import { intFromText, schemaOption } from "./schema.js"
 
 /** A TCP port; 0 lets the system pick a free one (tests). */

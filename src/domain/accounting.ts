@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { findProvider, PROVIDERS } from "../providers/catalog.js"
+import { findProvider, PROVIDERS } from "./catalog/catalog.js"
 import { BadRequest } from "./errors.js"
 import { decodeOrBadRequest, oneOf, strict } from "./parse.js"
 

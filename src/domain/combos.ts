@@ -1,6 +1,44 @@
 import * as Schema from "effect/Schema"
-import { FACTORS, STRATEGY_NAMES } from "../routing/types.js"
 import { oneOf, strict } from "./parse.js"
+
+/** The 17 routing strategy values of a combo (spec document 1). */
+export const STRATEGY_NAMES = [
+  "priority",
+  "weighted",
+  "round-robin",
+  "context-relay",
+  "fill-first",
+  "p2c",
+  "random",
+  "least-used",
+  "cost-optimized",
+  "reset-aware",
+  "reset-window",
+  "headroom",
+  "strict-random",
+  "auto",
+  "lkgp",
+  "context-optimized",
+  "fusion"
+] as const
+export type StrategyName = (typeof STRATEGY_NAMES)[number]
+
+/** The 12 scoring factors (spec document 1, "Scoring factors"). */
+export const FACTORS = [
+  "health",
+  "quota",
+  "costInv",
+  "latencyInv",
+  "taskFit",
+  "stability",
+  "tierPriority",
+  "tierAffinity",
+  "specificityMatch",
+  "contextAffinity",
+  "connectionDensity",
+  "resetWindowAffinity"
+] as const
+export type Factor = (typeof FACTORS)[number]
 
 /**
  * Routing combos (spec document 1, "Combo"): a name used as a model id, one of the 17

@@ -1,11 +1,14 @@
 import * as Schema from "effect/Schema"
-import { ENGINE_IDS } from "../context/types.js"
 import { oneOf, strict, strictStruct } from "./parse.js"
+
+/** Engine ids (the built-in default combo is json, rtk, whitespace: src/services/context/select.ts). */
+export const ENGINE_IDS = ["rtk", "json", "whitespace", "caveman", "summarize"] as const
+export type EngineId = (typeof ENGINE_IDS)[number]
 
 /**
  * Compression and context (docs/compression.md): compression combos and their assignments,
  * the preview, analytics, memory entries and injected skills. The routes are in
- * src/management/context/Api.ts; the CLI builds its options from the same schemas.
+ * src/management/api/context/Api.ts; the CLI builds its options from the same schemas.
  */
 
 const Name = Schema.Trim.pipe(

@@ -4,7 +4,7 @@ import * as Schema from "effect/Schema"
 /**
  * Errors of the management plane. Each carries its HTTP status; the body is
  * `{"_tag": "...", "message": "..."}`. Inference routes answer in the client's wire format
- * instead (see src/inference/errors.ts).
+ * instead (see src/kernel/errors.ts).
  */
 export class BadRequest extends Schema.TaggedError<BadRequest>()(
   "BadRequest",

@@ -8,7 +8,7 @@ import { oneOf, strict } from "./parse.js"
  * definitions that then work as providers. docs/operations.md, "Provider nodes".
  */
 
-/** The wire families a node can speak: the chat formats the executors know (src/upstream/executors.ts). */
+/** The wire families a node can speak: the chat formats the executors know (src/upstream/client/executors.ts). */
 export const NODE_FAMILIES = ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const
 export type NodeFamily = (typeof NODE_FAMILIES)[number]
 

@@ -5,7 +5,7 @@ import { strict } from "./parse.js"
 /**
  * Configuration bundles, the sync server's store and the sync client (docs/operations.md,
  * "Cloud sync"). A bundle travels only as `ciphertext`, sealed with a passphrase the server never
- * sees (src/sync/envelope.ts); what is inside is `BundleContent`.
+ * sees (src/management/sync/envelope.ts); what is inside is `BundleContent`.
  */
 
 // ---------------------------------------------------------------- the bundle (inside the envelope)

@@ -3,10 +3,10 @@
  * as events and back, and the cost telemetry headers. Error shapes (answered, and inside a 200)
  * belong to each format (`WireFormat.isErrorBody`, `errorIn200`).
  */
-import type { CanonicalResponse, StreamEvent, Usage } from "../formats/canonical.js"
-import { formatCost } from "../accounting/cost.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { endStream, type RequestContext, responseHeaders, startStream, writeWhole } from "./io.js"
+import type { CanonicalResponse, StreamEvent, Usage } from "../domain/canonical.js"
+import { formatCost } from "../services/accounting/cost.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { endStream, type HttpRequestContext, responseHeaders, startStream, writeWhole } from "./io.js"
 import type { ExtraTokens, InferenceCall } from "./call.js"
 
 /** Rate-limit hints worth passing to the client with an error. */
@@ -44,7 +44,7 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
  * tokens spent elsewhere on this answer (a fusion panel), counted like its cost is.
  */
 export const costHeaders = (
-  ctx: RequestContext,
+  ctx: HttpRequestContext,
   provider: string,
   model: string,
   u: Partial<Usage> | undefined,

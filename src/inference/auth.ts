@@ -1,11 +1,11 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
-import type { ApiKeysShape } from "../auth/ApiKeys.js"
-import { type InferenceAccess, originAllowed } from "../config/AppConfig.js"
-import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
-import { bearerToken, trimmedHeader as header } from "../http/request.js"
-import { InferenceError } from "./errors.js"
+import type { ApiKeysShape } from "../services/auth/ApiKeys.js"
+import { type InferenceAccess, originAllowed } from "../platform/config/AppConfig.js"
+import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
+import { bearerToken, trimmedHeader as header } from "../platform/http/request.js"
+import { InferenceError } from "../kernel/errors.js"
 
 const QUERY_KEYS = ["token", "apiKey", "api_key", "key"] as const
 

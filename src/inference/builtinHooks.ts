@@ -6,13 +6,13 @@
  * with no hook registered pays only for them.
  */
 import * as Effect from "effect/Effect"
-import type { AccountingShape } from "../accounting/Accounting.js"
-import type { RecordedResponse } from "../accounting/Idempotency.js"
-import type { ResponseCacheShape } from "../accounting/ResponseCache.js"
-import type { UsageShape } from "../usage/Usage.js"
-import { outcomeCost, recordRequest, type Tracking } from "./attempts.js"
+import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { RecordedResponse } from "../services/accounting/Idempotency.js"
+import type { ResponseCacheShape } from "../services/accounting/ResponseCache.js"
+import type { UsageShape } from "../services/usage/Usage.js"
+import { outcomeCost, recordRequest, type Tracking } from "../kernel/attempts.js"
 import type { Lookup } from "./cacheLookup.js"
-import { attach, type ErrorEvent, type HookHost, type ResponseEvent, setUsage } from "./hooks.js"
+import { attach, type ErrorEvent, type HookHost, type ResponseEvent, setUsage } from "../kernel/hooks.js"
 import type { InferenceCall } from "./call.js"
 
 /** Built-in hooks on the request's end run before every registered one, so those see the usage row. */
@@ -26,7 +26,7 @@ export const attachUsageRow = (usage: UsageShape, accounting: AccountingShape, c
   const write = (event: ResponseEvent | ErrorEvent) =>
     recordRequest(usage, accounting, call, track, (row) => {
       setUsage(event, row)
-      // The request's metrics read it when it ends (src/observability/Observability.ts).
+      // The request's metrics read it when it ends (src/services/observability/Observability.ts).
       call.ctx.usageRow = row
     })
   attach(call.ctx, { name: "gateway.usage", priority: FIRST, onResponse: write, onError: write })

@@ -3,12 +3,12 @@
  * deterministic), and a hit if there is one, exact or (with an embedding model) similar.
  */
 import * as Effect from "effect/Effect"
-import type { AccountingShape } from "../accounting/Accounting.js"
-import type { AccountingConfigShape } from "../accounting/AccountingConfig.js"
-import { cacheable, cacheKey, cacheParams, promptText } from "../accounting/cacheKey.js"
-import type { CacheHit, ResponseCacheShape } from "../accounting/ResponseCache.js"
-import type { CanonicalRequest } from "../formats/canonical.js"
-import type { FeatureFlagsShape } from "../flags/FeatureFlags.js"
+import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { AccountingConfigShape } from "../services/accounting/AccountingConfig.js"
+import { cacheable, cacheKey, cacheParams, promptText } from "../services/accounting/cacheKey.js"
+import type { CacheHit, ResponseCacheShape } from "../services/accounting/ResponseCache.js"
+import type { CanonicalRequest } from "../domain/canonical.js"
+import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
 import { embed } from "./embeddings.js"
 import { requestHeader } from "./io.js"
 import type { InferenceCall, InferenceShape } from "./call.js"

@@ -4,17 +4,17 @@
  * (`pipeline.ts`) for a type: it imports its parts, none of them import it.
  */
 import type * as Effect from "effect/Effect"
-import type { CanonicalRequest, CanonicalResponse, FormatId } from "../formats/canonical.js"
-import type { StreamEncoder, WireFormat } from "../formats/format.js"
-import type { Connection, ResolvedTarget } from "../providers/Connections.js"
-import type { FailureInfo } from "../resilience/types.js"
-import type { RoutePlan } from "../routing/plan.js"
-import type { CustomCall } from "../upstream/executors.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import type { AttemptOutcome, Tracking } from "./attempts.js"
-import type { InferenceError } from "./errors.js"
+import type { CanonicalRequest, CanonicalResponse, FormatId } from "../domain/canonical.js"
+import type { StreamEncoder, WireFormat } from "../upstream/formats/format.js"
+import type { Connection, ResolvedTarget } from "../upstream/providers/Connections.js"
+import type { FailureInfo } from "../services/resilience/types.js"
+import type { RoutePlan } from "../services/routing/plan.js"
+import type { CustomCall } from "../upstream/client/executors.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import type { AttemptOutcome, Tracking } from "../kernel/attempts.js"
+import type { InferenceError } from "../kernel/errors.js"
 import type { AttemptRequest, TryCandidate } from "./fallback.js"
-import type { RequestContext } from "./io.js"
+import type { HttpRequestContext } from "./io.js"
 import type { Origin } from "./responseStore.js"
 import type { EventFraming } from "./stream.js"
 
@@ -26,7 +26,7 @@ export interface ExtraTokens {
 
 /** One inference request as a route hands it over. */
 export interface InferenceCall {
-  readonly ctx: RequestContext
+  readonly ctx: HttpRequestContext
   /** The client's wire format. */
   readonly format: WireFormat
   /** The client's body, parsed (Gemini routes add `model` from the path). */
@@ -116,10 +116,10 @@ export interface InferenceShape {
   ) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
   /**
    * The request will write a usage row for `endpoint`: written ahead while it runs, so a crash
-   * does not lose it (src/usage/InFlight.ts). Answers the function that ends it (for an HTTP
+   * does not lose it (src/services/usage/InFlight.ts). Answers the function that ends it (for an HTTP
    * request the server's exit handler does).
    */
-  readonly track: (ctx: RequestContext, endpoint: string) => () => void
+  readonly track: (ctx: HttpRequestContext, endpoint: string) => () => void
   /** A successful answer's body, read whole under the size limit; one that could not be is the target's failure. */
   readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
 }

@@ -7,16 +7,16 @@
  * Code) ask before every turn.
  */
 import * as Effect from "effect/Effect"
-import type { FormatId } from "../formats/canonical.js"
-import { tryJson } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { FORMATS } from "../formats/registry.js"
-import type { Candidate } from "../routing/types.js"
-import { type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "./attempts.js"
+import type { FormatId } from "../domain/canonical.js"
+import { tryJson } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { FORMATS } from "../upstream/formats/registry.js"
+import type { Candidate } from "../services/routing/types.js"
+import { type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking } from "../kernel/attempts.js"
 import type { InferenceShape } from "./call.js"
-import { clientError, type InferenceError } from "./errors.js"
+import { clientError, type InferenceError } from "../kernel/errors.js"
 import type { AttemptRequest, TryCandidate } from "./fallback.js"
-import type { RequestContext } from "./io.js"
+import type { HttpRequestContext } from "./io.js"
 
 /** What a counting endpoint asks of each candidate. */
 export interface CountRequest extends AttemptRequest {
@@ -64,7 +64,7 @@ const tryCount: TryCandidate<CountRequest, Counted> = Effect.fnUntraced(function
  */
 export const countUpstream = (
   inference: InferenceShape,
-  ctx: RequestContext,
+  ctx: HttpRequestContext,
   client: WireFormat,
   model: string,
   how: Pick<CountRequest, "able" | "prepare" | "read">

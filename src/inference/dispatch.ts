@@ -7,40 +7,42 @@ import * as LogLevel from "effect/LogLevel"
 import * as Layer from "effect/Layer"
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
-import { ApiKeys } from "../auth/ApiKeys.js"
-import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
-import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { openAiChat } from "../formats/openai-chat.js"
-import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../http/planned.js"
-import { decodePathSegment, quotedPath } from "../http/untrusted.js"
-import { Connections } from "../providers/Connections.js"
-import { Router } from "../routing/Router.js"
-import { Accounting } from "../accounting/Accounting.js"
-import { Idempotency, idempotencyKey } from "../accounting/Idempotency.js"
-import { InFlight } from "../usage/InFlight.js"
-import { IssueTracker } from "../quotas/IssueTracker.js"
-import { Quotas } from "../quotas/Quotas.js"
-import { MediaJobs } from "../media/MediaJobs.js"
-import { Usage } from "../usage/Usage.js"
+import { ApiKeys } from "../services/auth/ApiKeys.js"
+import { AppConfig, inferenceAccess } from "../platform/config/AppConfig.js"
+import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import { openAiChat } from "../upstream/formats/openai-chat.js"
+import { findPlanned, PLANNED_INFERENCE, plannedMessage } from "../platform/http/planned.js"
+import { decodePathSegment, quotedPath } from "../kernel/untrusted.js"
+import { Connections } from "../upstream/providers/Connections.js"
+import { Router } from "../services/routing/Router.js"
+import { Accounting } from "../services/accounting/Accounting.js"
+import { Idempotency, idempotencyKey } from "../services/accounting/Idempotency.js"
+import { InFlight } from "../services/usage/InFlight.js"
+import { IssueTracker } from "./quotas/IssueTracker.js"
+import { Quotas } from "./quotas/Quotas.js"
+import { MediaJobs } from "./media/MediaJobs.js"
+import { Usage } from "../services/usage/Usage.js"
 import { authenticateInference, presentedKey } from "./auth.js"
-import { clientAddress, trimmedHeader as header } from "../http/request.js"
+import { clientAddress, trimmedHeader as header } from "../platform/http/request.js"
 import { explicitSession } from "./session.js"
-import { badRequest, errorBody, InferenceError, toCanonical } from "./errors.js"
+import { badRequest, errorBody, InferenceError, toCanonical } from "../kernel/errors.js"
 import { recordAnswer } from "./builtinHooks.js"
-import { endRequest, RequestHooks } from "./hooks.js"
-import { InboundLimits } from "../accounting/InboundLimits.js"
-import { endStream, readBody, type RequestContext, sendJson, writeWhole } from "./io.js"
+import { endRequest, fireBegin, fireEnd, RequestHooks } from "../kernel/hooks.js"
+import { InboundLimits } from "../services/accounting/InboundLimits.js"
+import { endStream, readBody, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
-import { observabilityOrNone } from "../observability/Observability.js"
+import { traceIdOf } from "../services/observability/Observability.js"
 import { ResponseStore } from "./responseStore.js"
 import { isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
 import type { RouteDeps } from "./routes/openai.js"
-import { WebSearch } from "../search/WebSearch.js"
-import { Files } from "../files/Files.js"
-import { NativeBatches } from "../batches/native.js"
-import { SkillCatalog } from "../skills/SkillCatalog.js"
-import { Batches, INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../batches/Batches.js"
+import { WebSearch } from "./search/WebSearch.js"
+import { Files } from "./files/Files.js"
+import { NativeBatches } from "./batches/native.js"
+import { SkillCatalog } from "../services/skills/SkillCatalog.js"
+import { Batches } from "./batches/Batches.js"
+import { newRequestId } from "../kernel/ids.js"
+import { INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../kernel/internalCall.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
 /** A request the inference plane takes; runs to completion and never fails. */
@@ -61,7 +63,6 @@ export interface InferenceRoutesShape {
   readonly deps: RouteDeps
 }
 
-export const newRequestId = (): string => "req_" + crypto.randomUUID().replace(/-/g, "")
 
 const normalise = (path: string): string => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path)
 
@@ -190,7 +191,6 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       const files = yield* Files
       const internal = yield* InternalCalls
       const inboundLimits = yield* InboundLimits
-      const observability = yield* observabilityOrNone
       const access = inferenceAccess(yield* AppConfig)
       // Per-request info lines cost effects on every request: only when info is logged at all.
       const infoOn = LogLevel.lessThanEqual(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)
@@ -223,7 +223,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       // "Generator functions on the request path").
       const runIdempotent = Effect.fnUntraced(function* (
         clientKey: string,
-        ctx: RequestContext,
+        ctx: HttpRequestContext,
         route: RouteDef,
         path: string,
         token: string | undefined,
@@ -256,17 +256,21 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
       })
 
       const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
-        // A batch line this process sends itself (src/batches/Batches.ts): its owner's identity and request id.
+        // A batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id.
         const presented = req.headers[INTERNAL_HEADER]
         const isInternal = typeof presented === "string" && internal.check(presented)
         const internalId = isInternal ? req.headers[INTERNAL_REQUEST_ID_HEADER] : undefined
         const requestId = typeof internalId === "string" && /^[A-Za-z0-9_-]{1,100}$/.test(internalId) ? internalId : newRequestId()
         // Every answer names a session: the client's own, else (until the pipeline derives one from the body) this request's.
-        const ctx: RequestContext = {
+        const ctx: HttpRequestContext = {
           requestId,
           startedAt: Date.now(),
           req,
           res,
+          method: req.method ?? "GET",
+          headers: req.headers,
+          answer: res,
+          readBody: () => readBody(req),
           path,
           query: new URLSearchParams(rawQuery),
           apiKeyId: null,
@@ -280,7 +284,8 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           usageRow: undefined
         }
         // In flight, its span while tracing is on, and the trace id its log lines carry.
-        const traceId = observability.begin(ctx)
+        fireBegin(ctx)
+        const traceId = traceIdOf(ctx)
         let handler: Handler = route.handle
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
@@ -339,7 +344,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             // The request's end: onResponse or onError (its usage row among them), unless the recorded run ended it.
             const ending = endRequest(ctx, error, gone)
             // Its metrics and span: after the end hooks' synchronous part, which put its usage row on ctx.
-            observability.end(ctx, gone ? 499 : res.statusCode, error)
+            fireEnd(ctx, gone ? 499 : res.statusCode, error)
             // Its usage row (if it writes one) is queued by now: no longer written ahead.
             if (ending === undefined) {
               inflight.end(ctx.requestId)
@@ -414,7 +419,7 @@ class TransientAnswer {
 
 const digest = (data: string | Buffer): string => crypto.createHash("sha256").update(data).digest("hex").slice(0, 32)
 
-const respondError = (ctx: RequestContext, e: InferenceError, route: RouteDef): void => {
+const respondError = (ctx: HttpRequestContext, e: InferenceError, route: RouteDef): void => {
   if (ctx.progress && !ctx.progress.contentStarted && !ctx.res.writableEnded) {
     // Progress events opened the stream: the error goes as the format's stream error event.
     ctx.progress.emit("error", { status: e.status })

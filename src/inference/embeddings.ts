@@ -1,17 +1,17 @@
 import * as Effect from "effect/Effect"
-import type { FormatId } from "../formats/canonical.js"
-import { arr, num, obj, tryJson } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { clientError, type InferenceError } from "./errors.js"
-import type { RequestContext } from "./io.js"
+import type { FormatId } from "../domain/canonical.js"
+import { arr, num, obj, tryJson } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { clientError, type InferenceError } from "../kernel/errors.js"
+import type { HttpRequestContext } from "./io.js"
 import type { InferenceShape } from "./call.js"
-import { FORMATS } from "../formats/registry.js"
-import { countTextTokens } from "../formats/tokens.js"
-import type { AccountingShape } from "../accounting/Accounting.js"
-import type { Candidate } from "../routing/types.js"
-import { type AttemptOutcome, attemptFailed, failureOfError, headerValue } from "./attempts.js"
+import { FORMATS } from "../upstream/formats/registry.js"
+import { countTextTokens } from "../upstream/formats/tokens.js"
+import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { Candidate } from "../services/routing/types.js"
+import { type AttemptOutcome, attemptFailed, failureOfError, headerValue } from "../kernel/attempts.js"
 import type { AttemptRequest, TryCandidate } from "./fallback.js"
-import { runMedia } from "../media/run.js"
+import { runMedia } from "./media/run.js"
 import { errorInAnswer } from "./sending.js"
 
 export interface EmbeddingResult {
@@ -105,7 +105,7 @@ const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(functio
 /**
  * Embeddings through any upstream family that has them (OpenAI-compatible `/embeddings`,
  * Gemini `:batchEmbedContents`, Ollama `/api/embed`), in canonical terms: texts in, vectors out.
- * One request of the media runner (src/media/run.ts): the budget, the router's plan without
+ * One request of the media runner (src/inference/media/run.ts): the budget, the router's plan without
  * Anthropic connections, the guarded attempt (a combo or a model served by several connections
  * falls back to the next on a retryable failure, and every failure counts for the breakers and
  * cooldowns), one usage row (`embeddings`) and the cost headers.
@@ -114,7 +114,7 @@ export const embed = (
   inference: InferenceShape,
   /** Budgets, token limits, pricing and the usage row of the request. */
   accounting: AccountingShape,
-  ctx: RequestContext,
+  ctx: HttpRequestContext,
   client: WireFormat,
   model: string,
   inputs: ReadonlyArray<string>,

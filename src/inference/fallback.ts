@@ -2,20 +2,19 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import type { AccountingShape } from "../accounting/Accounting.js"
-import type { WireFormat } from "../formats/format.js"
-import type { ConnectionSlotsShape } from "../resilience/ConnectionSlots.js"
-import type { ResilienceShape } from "../resilience/Resilience.js"
-import type { Blocked, RoutePlan } from "../routing/plan.js"
-import type { RouterShape } from "../routing/Router.js"
-import type { RoutingMemoryShape } from "../routing/RoutingMemory.js"
-import type { Candidate } from "../routing/types.js"
-import type { ObservabilityShape } from "../observability/Observability.js"
-import { failureType } from "../observability/genai.js"
-import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "./attempts.js"
-import { InferenceError } from "./errors.js"
-import { attemptStarted, type HookTable, upstreamFailed } from "./hooks.js"
-import { committed, type RequestContext } from "./io.js"
+import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import type { ConnectionSlotsShape } from "../services/resilience/ConnectionSlots.js"
+import type { ResilienceShape } from "../services/resilience/Resilience.js"
+import type { Blocked, RoutePlan } from "../services/routing/plan.js"
+import type { RouterShape } from "../services/routing/Router.js"
+import type { RoutingMemoryShape } from "../services/routing/RoutingMemory.js"
+import type { Candidate } from "../services/routing/types.js"
+import { failureType } from "../services/observability/genai.js"
+import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "../kernel/attempts.js"
+import { InferenceError } from "../kernel/errors.js"
+import { attemptStarted, fireAttemptEnd, fireAttemptStart, fireRouted, type HookTable, upstreamFailed } from "../kernel/hooks.js"
+import { committed, type HttpRequestContext } from "./io.js"
 
 /** Whether a request has onProviderError or onRateLimit handlers. */
 const failureHooks = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onProviderError.length !== 0 || hooks.onRateLimit.length !== 0)
@@ -29,7 +28,7 @@ export const MAX_ATTEMPTS = 10
  * pass their own.
  */
 export interface AttemptRequest {
-  readonly ctx: RequestContext
+  readonly ctx: HttpRequestContext
   /** The client's wire format: the error when nothing could be tried is rendered in it. */
   readonly format: WireFormat
   /** The model id as the client asked for it (token limits are checked against it). */
@@ -84,7 +83,6 @@ export interface GuardedAttemptDeps {
   /** Whether info lines are written (log annotations cost effects on every attempt). */
   readonly infoOn: boolean
   /** Each attempt's metrics, and its span while tracing is on. */
-  readonly observability: ObservabilityShape
 }
 
 /**
@@ -96,8 +94,7 @@ export interface GuardedAttemptDeps {
  * (`X-Gateway-Fallback-Attempts`, progress events). `track` says what the request's usage row
  * will record; the caller writes it.
  */
-export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn, observability }: GuardedAttemptDeps) => {
-  const tracing = observability.tracing
+export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn }: GuardedAttemptDeps) => {
   // Both generator functions are made once, here, and called per request: one made per request
   // keeps what it saw alive through young GCs (docs/performance.md, "Generator functions on the
   // request path").
@@ -125,7 +122,8 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     d.attempts++
     const startedAt = Date.now()
     const probe = gate.probe || plan.probes.has(candidate.key)
-    const span = tracing ? observability.attemptBegin(ctx, ctx.endpoint, candidate, d.attempts, probe) : undefined
+    // The lifecycle's listeners (observability's spans) hear of the attempt; what they answer comes back at its end.
+    const started = fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe })
     // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
     const starting = ctx.hooks?.onAttemptStart
     const tryIt =
@@ -158,7 +156,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       const failure = Cause.failureOption(exit.cause)
       if (failure._tag === "None") {
         const interrupted = Cause.isInterrupted(exit.cause)
-        observability.attemptEnd(ctx, span, { endpoint: ctx.endpoint, candidate, latencyMs: Date.now() - startedAt, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
+        const latencyMs = Date.now() - startedAt
+        ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latencyMs
+        fireAttemptEnd(ctx, started, { endpoint: ctx.endpoint, candidate, latencyMs, errorType: interrupted ? "cancelled" : "internal_error", usage: undefined, ttftMs: null })
         if (interrupted) yield* releaseProbe
         // Interrupted or a defect: no typed failure is in this cause.
         return yield* Effect.failCause(exit.cause as Cause.Cause<never>)
@@ -167,18 +167,19 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     }
     const endedAt = Date.now()
     const latency = endedAt - startedAt
+    ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latency
     if (result._tag === "Right") {
       memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
       track.outcome = result.right
       const broken = result.right.streamFailure
-      observability.attemptEnd(ctx, span, {
+      fireAttemptEnd(ctx, started, {
         endpoint: ctx.endpoint,
         candidate,
         latencyMs: latency,
         errorType: broken ? failureType(broken) : "",
         usage: result.right.usage,
         ttftMs: result.right.ttftMs,
-        ...(span ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
+        ...(started ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
       })
       const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
       if (!broken) resilience.succeeded(candidate, result.right.headers, now())
@@ -189,7 +190,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       return { kind: "served" as const, outcome: result.right }
     }
     const failed = result.left
-    observability.attemptEnd(ctx, span, {
+    fireAttemptEnd(ctx, started, {
       endpoint: ctx.endpoint,
       candidate,
       latencyMs: latency,
@@ -258,7 +259,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
   const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
       if (track.tried === undefined) track.tried = plan.candidates[0]
-      if (tracing) observability.routed(request.ctx, plan)
+      fireRouted(request.ctx, plan)
       const run = dispatch({ request, plan, track, attempt, attempts: 0, tried: new Set() })
       return infoOn ? run.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? request.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : run
     })

@@ -2,68 +2,42 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as http from "node:http"
 import type { Readable } from "node:stream"
-import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
-import { VERSION } from "../version.js"
-import { badRequest, InferenceError } from "./errors.js"
-import { type HookHost, observe } from "./hooks.js"
-import type { Span as OtelSpan } from "@opentelemetry/api"
-import type { UsageRecord } from "../usage/Usage.js"
+import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../kernel/untrusted.js"
+import { VERSION } from "../kernel/version.js"
+import { badRequest, InferenceError } from "../kernel/errors.js"
+import { observe } from "../kernel/hooks.js"
+import { type Progress, type RequestContext, requestHeader } from "../kernel/request.js"
+
+export { requestHeader }
 
 /** Largest JSON body accepted on inference routes (images travel inline as base64). */
 export const MAX_JSON_BODY_BYTES = 32 * 1024 * 1024
 
 /**
- * One request of the inference plane. Its lifecycle fields (`HookHost`: its hooks, what hooks
- * attached, the answer as written) are read by hooks.ts; answers are written through
- * `writeWhole`, `startStream`, `writeStream` and `endStream` below, which the hooks observe.
+ * One request of the inference plane over HTTP: the core's request context (src/kernel/request.ts)
+ * with node's request and response, which only the code that reads bodies and writes answers
+ * touches. Answers are written through `writeWhole`, `startStream`, `writeStream` and
+ * `endStream` below, which the hooks observe.
  */
-export interface RequestContext extends HookHost {
-  readonly requestId: string
-  readonly startedAt: number
+export interface HttpRequestContext extends RequestContext {
   readonly req: http.IncomingMessage
   readonly res: http.ServerResponse
-  /** Path without the query string. */
-  readonly path: string
-  readonly query: URLSearchParams
-  /** The gateway API key that authenticated the request, if one did. */
-  apiKeyId: string | null
-  /** Headers the pipeline adds to the answer (session, fallback attempts, cost telemetry). */
-  readonly responseHeaders: Record<string, string>
-  /** X-Gateway-Progress on a streamed request: headers went out early, events go as SSE comments. */
-  progress?: Progress
-  /** The request body, when it was read before the route ran (idempotency fingerprints it). */
-  body?: Buffer
-  /** The usage label of a request that writes a usage row (`chat.completions`, `images.generations`, ...). */
-  endpoint?: string
-  /** Observability (src/observability/Observability.ts): the route's label (its template, never the concrete path). */
-  route?: string
-  /** The request's span, while tracing is on. */
-  span?: OtelSpan | undefined
-  /** Milliseconds spent in upstream attempts so far (the rest is the gateway's own). */
-  upstreamMs?: number
-  /** The usage row the request wrote (its metrics' provider, model, tokens and cost). */
-  usageRow?: UsageRecord
 }
 
-/** Progress events of one streamed request (`X-Gateway-Progress: true`). */
-export interface Progress {
-  /** Set once the answer itself began (after that, failures are in-stream errors). */
-  contentStarted: boolean
-  readonly emit: (stage: string, data?: Readonly<Record<string, unknown>>) => void
-}
+export type { Progress, RequestContext }
 
 /**
  * Whether the answer is committed: something of it reached the client, so the request can no
  * longer go to another target or be answered with an HTTP error status. Progress events alone
  * (headers and comments) do not commit it.
  */
-export const committed = (ctx: RequestContext): boolean => ctx.res.headersSent && (ctx.progress === undefined || ctx.progress.contentStarted)
+export const committed = (ctx: HttpRequestContext): boolean => ctx.res.headersSent && (ctx.progress === undefined || ctx.progress.contentStarted)
 
 /**
  * Opens an SSE answer early so progress events can flow while the gateway routes and waits;
  * each event is an SSE comment (`: progress {...}`) that SDKs ignore.
  */
-export const openProgress = (ctx: RequestContext, contentType: string): Progress => {
+export const openProgress = (ctx: HttpRequestContext, contentType: string): Progress => {
   startStream(ctx, { ...responseHeaders(ctx), "content-type": contentType, "cache-control": "no-cache", "x-accel-buffering": "no" })
   const progress: Progress = {
     contentStarted: false,
@@ -103,18 +77,12 @@ const put = (h: Record<string, string | number>, k: string, v: string | number):
   }
 }
 
-/** A request header's value (the first, when it was sent more than once). */
-export const requestHeader = (ctx: RequestContext, name: string): string | undefined => {
-  const v = ctx.req.headers[name]
-  return Array.isArray(v) ? v[0] : v
-}
-
 /**
  * When the client goes away (its response closes), calls `abort`; answers a function that stops
  * watching. The request path ties its waits on the upstream to this instead of to interruption.
  */
 export const clientGone =
-  (ctx: RequestContext) =>
+  (ctx: HttpRequestContext) =>
   (abort: () => void): (() => void) => {
     // Already gone (it left while this request was between two waits): at once.
     if (ctx.res.closed) {
@@ -199,17 +167,17 @@ const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, In
 }
 
 /** Parses a JSON object body; anything else is a 400 that says what was wrong. */
-export const readJsonObject = (ctx: RequestContext): Effect.Effect<Record<string, unknown>, InferenceError> => withJsonObject(ctx, Effect.succeed)
+export const readJsonObject = (ctx: HttpRequestContext): Effect.Effect<Record<string, unknown>, InferenceError> => withJsonObject(ctx, Effect.succeed)
 
 /** The body as a JSON object, then `handle` with it, in one step after the read (the request path). */
-export const withJsonObject = <A, E>(ctx: RequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<A, E>): Effect.Effect<A, E | InferenceError> =>
+export const withJsonObject = <A, E>(ctx: HttpRequestContext, handle: (body: Record<string, unknown>) => Effect.Effect<A, E>): Effect.Effect<A, E | InferenceError> =>
   Effect.flatMap(ctx.body ? Effect.succeed(ctx.body) : readBody(ctx.req), (buf): Effect.Effect<A, E | InferenceError> => {
     const body = parseJsonObject(buf)
     return Either.isLeft(body) ? Effect.fail(body.left) : handle(body.right)
   })
 
 export const sendJson = (
-  ctx: RequestContext,
+  ctx: HttpRequestContext,
   status: number,
   body: unknown,
   headers: Readonly<Record<string, string>> = {}
@@ -221,7 +189,7 @@ export const sendJson = (
 // ---------------------------------------------------------------- the answer's writes (the lifecycle's sink)
 
 /** A whole answer: head and body in one go. Kept on the context for the request's end (onResponse / onError carry it). */
-export const writeWhole = (ctx: RequestContext, status: number, headers: Readonly<Record<string, string | number>>, payload: string | Buffer): void => {
+export const writeWhole = (ctx: HttpRequestContext, status: number, headers: Readonly<Record<string, string | number>>, payload: string | Buffer): void => {
   const rewrite = ctx.rewrite
   if (rewrite?.whole !== undefined && typeof payload === "string") {
     const out = rewrite.whole({ status, headers, body: payload })
@@ -240,7 +208,7 @@ export const writeWhole = (ctx: RequestContext, status: number, headers: Readonl
 }
 
 /** The head of a streamed answer (status 200); fires onStreamStart. */
-export const startStream = (ctx: RequestContext, headers: Readonly<Record<string, string | number>>): void => {
+export const startStream = (ctx: HttpRequestContext, headers: Readonly<Record<string, string | number>>): void => {
   if (ctx.rewrite?.head !== undefined) headers = ctx.rewrite.head(headers)
   ctx.res.writeHead(200, headers)
   ctx.answerHeaders = headers
@@ -249,7 +217,7 @@ export const startStream = (ctx: RequestContext, headers: Readonly<Record<string
 }
 
 /** A piece of a streamed answer (text, or bytes of a binary answer such as media content); fires onFrame. Answers `res.write`'s verdict (false: wait for drain). */
-export const writeStream = (ctx: RequestContext, text: string | Uint8Array): boolean => {
+export const writeStream = (ctx: HttpRequestContext, text: string | Uint8Array): boolean => {
   if (ctx.rewrite?.frame !== undefined && typeof text === "string") {
     text = ctx.rewrite.frame(text)
     if (text === "") return true
@@ -265,14 +233,14 @@ export const writeStream = (ctx: RequestContext, text: string | Uint8Array): boo
  * connection is cut (the client sees an incomplete transfer, not a shorter file that looks whole);
  * fires onStreamEnd with the error. Call it last: the client's close interrupts the request.
  */
-export const abortStream = (ctx: RequestContext, error: string): void => {
+export const abortStream = (ctx: HttpRequestContext, error: string): void => {
   ctx.res.destroy()
   const hooks = ctx.hooks
   if (hooks !== undefined && hooks.onStreamEnd.length !== 0) observe(ctx, "onStreamEnd", hooks.onStreamEnd, { text: "", error })
 }
 
 /** The end of a streamed answer, with its last text; fires onStreamEnd (`error`: it ended with an error event). */
-export const endStream = (ctx: RequestContext, text: string, error: string | null = null): void => {
+export const endStream = (ctx: HttpRequestContext, text: string, error: string | null = null): void => {
   if (ctx.rewrite?.end !== undefined) ({ text, error } = ctx.rewrite.end(text, error))
   ctx.res.end(text)
   const hooks = ctx.hooks
@@ -285,7 +253,7 @@ export const endStream = (ctx: RequestContext, text: string, error: string | nul
  * connection (a byte answer has no error event: the client must not take it for a whole one);
  * the client leaving destroys the source. `what` names it in the stream-end error.
  */
-export const relayBytes = (ctx: RequestContext, readable: Readable, headers: Readonly<Record<string, string | number>>, what: string): Effect.Effect<void> =>
+export const relayBytes = (ctx: HttpRequestContext, readable: Readable, headers: Readonly<Record<string, string | number>>, what: string): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
     startStream(ctx, headers)
     const onDrain = () => readable.resume()

@@ -6,51 +6,50 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
-import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../formats/canonical.js"
-import { obj, tryJson } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { FORMATS } from "../formats/registry.js"
-import { Connections, type Connection, type ResolvedTarget } from "../providers/Connections.js"
-import { OAuth } from "../providers/OAuth.js"
-import { UpstreamHttp } from "../upstream/UpstreamHttp.js"
-import { InFlight } from "../usage/InFlight.js"
-import { Usage as UsageService } from "../usage/Usage.js"
-import { Accounting } from "../accounting/Accounting.js"
-import { AccountingConfig } from "../accounting/AccountingConfig.js"
-import type { BudgetCheck } from "../accounting/Budgets.js"
-import { formatCost } from "../accounting/cost.js"
-import { ResponseCache } from "../accounting/ResponseCache.js"
-import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { ConnectionSlots } from "../resilience/ConnectionSlots.js"
-import { Resilience } from "../resilience/Resilience.js"
-import { ResilienceConfig } from "../resilience/ResilienceConfig.js"
-import type { RoutePlan } from "../routing/plan.js"
-import { requestFeatures } from "../routing/auto/features.js"
-import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
-import { type RouteError, Router } from "../routing/Router.js"
-import { RoutingMemory } from "../routing/RoutingMemory.js"
-import type { Candidate, RequestFeatures } from "../routing/types.js"
+import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../domain/canonical.js"
+import { obj, tryJson } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { FORMATS } from "../upstream/formats/registry.js"
+import { Connections, type Connection, type ResolvedTarget } from "../upstream/providers/Connections.js"
+import { OAuth } from "../services/oauth/OAuth.js"
+import { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
+import { InFlight } from "../services/usage/InFlight.js"
+import { Usage as UsageService } from "../services/usage/Usage.js"
+import { Accounting } from "../services/accounting/Accounting.js"
+import { AccountingConfig } from "../services/accounting/AccountingConfig.js"
+import type { BudgetCheck } from "../services/accounting/Budgets.js"
+import { formatCost } from "../services/accounting/cost.js"
+import { ResponseCache } from "../services/accounting/ResponseCache.js"
+import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import { ConnectionSlots } from "../services/resilience/ConnectionSlots.js"
+import { Resilience } from "../services/resilience/Resilience.js"
+import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
+import type { RoutePlan } from "../services/routing/plan.js"
+import { requestFeatures } from "../services/routing/auto/features.js"
+import { probeTimeoutMs } from "../services/routing/auto/selfHealing.js"
+import { type RouteError, Router } from "../services/routing/Router.js"
+import { RoutingMemory } from "../services/routing/RoutingMemory.js"
+import type { Candidate, RequestFeatures } from "../services/routing/types.js"
 import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, clientFacing, failureOfError, failureOfStream, headerValue } from "./attempts.js"
+import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, clientFacing, failureOfError, failureOfStream, headerValue } from "../kernel/attempts.js"
 import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { makeGuardedAttempt } from "./fallback.js"
-import { observabilityOrNone } from "../observability/Observability.js"
-import { clientError, decodeFailure, type InferenceError } from "./errors.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
+import { clientError, decodeFailure, type InferenceError } from "../kernel/errors.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { makeFusion } from "./fusion.js"
-import { requestReceived, routeResolved } from "./hooks.js"
-import { Guardrails } from "../guardrails/Guardrails.js"
+import { requestReceived, routeResolved } from "../kernel/hooks.js"
+import { Guardrails } from "../services/guardrails/Guardrails.js"
 import { collectStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
-import { clientGone, committed, openProgress, type RequestContext, requestHeader } from "./io.js"
+import { clientGone, committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
 import { encodeFor, errorInAnswer, makeSending } from "./sending.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { relayFrames, relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
-import { Egress } from "../egress/Egress.js"
+import { Egress } from "../upstream/egress/Egress.js"
 
 /** Features of a request that could not be decoded: the router still needs something. */
 /** What one request's serving reads and changes. */
@@ -94,7 +93,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const usage = yield* UsageService
       const timeouts = yield* StreamTimeouts
       const inflight = yield* InFlight
-      const writeAhead = (ctx: RequestContext, endpoint: string) => {
+      const writeAhead = (ctx: HttpRequestContext, endpoint: string) => {
         ctx.endpoint = endpoint
         inflight.begin({ requestId: ctx.requestId, startedAt: ctx.startedAt, endpoint, apiKeyId: ctx.apiKeyId })
         return () => inflight.end(ctx.requestId)
@@ -120,7 +119,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
 
       /** `sessionId`: the client's own session id (X-Session-Id or the body's), read once per request. */
-      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: RequestContext; sessionId?: string | undefined } = {}): Effect.Effect<RoutePlan, InferenceError> => {
+      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: HttpRequestContext; sessionId?: string | undefined } = {}): Effect.Effect<RoutePlan, InferenceError> => {
         const { ctx, sessionId } = input
         const planInput = {
           features: input.features ?? (() => NO_FEATURES(sessionId)),
@@ -282,7 +281,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
       })
 
-      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn, observability: yield* observabilityOrNone })
+      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
       const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> => guarded(call, plan, track, attempt)
 

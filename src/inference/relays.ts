@@ -4,22 +4,22 @@
  * Nothing goes to the client until the upstream has begun its answer, so an error or a stall
  * before that is not committed and the request can still go to another target.
  */
-import { type CanonicalError, mergeUsage, type StreamEvent, type Usage } from "../formats/canonical.js"
-import { obj, str, tryJson } from "../formats/common.js"
-import type { StreamEncoder, WireFormat } from "../formats/format.js"
-import type { Frame } from "../formats/frames.js"
-import { JsonArrayFraming } from "../formats/gemini.js"
-import { scrubSecrets } from "../observability/redact.js"
-import type { Connection } from "../providers/Connections.js"
-import { ResponsesStreamEncoder } from "../formats/openai-responses.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { type AttemptFailed, type AttemptOutcome, attemptFailed, clientFacing, failureOfStream, headerValue } from "./attempts.js"
+import { type CanonicalError, mergeUsage, type StreamEvent, type Usage } from "../domain/canonical.js"
+import { obj, str, tryJson } from "../upstream/formats/common.js"
+import type { StreamEncoder, WireFormat } from "../upstream/formats/format.js"
+import type { Frame } from "../upstream/formats/frames.js"
+import { JsonArrayFraming } from "../upstream/formats/gemini.js"
+import { scrubSecrets } from "../kernel/redact.js"
+import type { Connection } from "../upstream/providers/Connections.js"
+import { ResponsesStreamEncoder } from "../upstream/formats/openai-responses.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { type AttemptFailed, type AttemptOutcome, attemptFailed, clientFacing, failureOfStream, headerValue } from "../kernel/attempts.js"
 import type { InferenceCall } from "./call.js"
-import { clientError } from "./errors.js"
+import { clientError } from "../kernel/errors.js"
 import type { Origin } from "./responseStore.js"
 import { secretsOf } from "./sending.js"
 import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome, type StreamSink } from "./stream.js"
-import { StreamCollector } from "../formats/collect.js"
+import { StreamCollector } from "../upstream/formats/collect.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])

@@ -1,11 +1,11 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { obj } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { localSharedState, SharedState, type SharedStateShape } from "../state/SharedState.js"
-import { BoundedMap } from "../util/BoundedMap.js"
-import { clientError, type InferenceError } from "./errors.js"
+import { obj } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { localSharedState, SharedState, type SharedStateShape } from "../platform/state/SharedState.js"
+import { BoundedMap } from "../kernel/BoundedMap.js"
+import { clientError, type InferenceError } from "../kernel/errors.js"
 
 /** Which upstream produced a response itself (its output items are that server's own). */
 export interface Origin {

@@ -8,39 +8,40 @@ import * as Layer from "effect/Layer"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
-import { InboundLimits } from "../accounting/InboundLimits.js"
-import { ApiKeys } from "../auth/ApiKeys.js"
-import { AppConfig, inferenceAccess } from "../config/AppConfig.js"
-import { FeatureFlags } from "../flags/FeatureFlags.js"
-import { Guardrails } from "../guardrails/Guardrails.js"
-import { type CanonicalError, newId, wholeUsage } from "../formats/canonical.js"
-import { arr, obj, str, tryJson } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { openAiResponses } from "../formats/openai-responses.js"
-import { FORMATS } from "../formats/registry.js"
-import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../http/untrusted.js"
-import { kindOf, modelDoes } from "../providers/catalog.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { probeTimeoutMs } from "../routing/auto/selfHealing.js"
-import type { Candidate } from "../routing/types.js"
+import { InboundLimits } from "../services/accounting/InboundLimits.js"
+import { ApiKeys } from "../services/auth/ApiKeys.js"
+import { AppConfig, inferenceAccess } from "../platform/config/AppConfig.js"
+import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import { Guardrails } from "../services/guardrails/Guardrails.js"
+import { type CanonicalError, newId, wholeUsage } from "../domain/canonical.js"
+import { arr, obj, str, tryJson } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { openAiResponses } from "../upstream/formats/openai-responses.js"
+import { FORMATS } from "../upstream/formats/registry.js"
+import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../kernel/untrusted.js"
+import { kindOf, modelDoes } from "../domain/catalog/catalog.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { probeTimeoutMs } from "../services/routing/auto/selfHealing.js"
+import type { Candidate } from "../services/routing/types.js"
 import { responseEvents } from "./answers.js"
-import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "./attempts.js"
+import { allBlocked, AttemptFailed, type AttemptOutcome, attemptFailed, failureOfError, headerValue, newTracking, type Tracking } from "../kernel/attempts.js"
 import { authenticateInference } from "./auth.js"
 import { attachUsageRow } from "./builtinHooks.js"
-import { observabilityOrNone } from "../observability/Observability.js"
+import { traceIdOf } from "../services/observability/Observability.js"
 import type { InferenceCall } from "./call.js"
-import { InferenceRoutes, newRequestId } from "./dispatch.js"
-import { decodeFailure, errorBody, InferenceError } from "./errors.js"
+import { InferenceRoutes } from "./dispatch.js"
+import { newRequestId } from "../kernel/ids.js"
+import { decodeFailure, errorBody, InferenceError } from "../kernel/errors.js"
 import { type AttemptRequest, firstOf, narrowPlan } from "./fallback.js"
-import { endRequest, observe, RequestHooks, requestReceived, routeResolved } from "./hooks.js"
-import { gatewayHeaders, type RequestContext, responseHeaders } from "./io.js"
+import { endRequest, fireBegin, fireEnd, observe, RequestHooks, requestReceived, routeResolved } from "../kernel/hooks.js"
+import { gatewayHeaders, type HttpRequestContext, responseHeaders } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import { encodeFor, errorInAnswer } from "./sending.js"
 import { makeRelay, streamEnded } from "./relays.js"
 import { type Expanded, type Origin, ResponseStore, type ResponseStoreShape } from "./responseStore.js"
 import { type EventFraming, type FrameRelay, relayFrames, type StreamSink, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
-import { splitNoThinking } from "./catalog.js"
+import { splitNoThinking } from "../upstream/providers/catalogEntries.js"
 import { customToolNames, decodeResponsesRequest } from "./routes/openai.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
@@ -70,7 +71,7 @@ const errorFrame = (e: InferenceError, headers?: Readonly<Record<string, string>
 }
 
 /** The head fields of an error answer: the rate-limit fields the request got, then the error's own. */
-const errorHeaders = (ctx: RequestContext, e: InferenceError): Record<string, string> | undefined => {
+const errorHeaders = (ctx: HttpRequestContext, e: InferenceError): Record<string, string> | undefined => {
   let out: Record<string, string> | undefined
   for (const k in ctx.responseHeaders) if (k.startsWith("ratelimit-") || k.startsWith("x-ratelimit-")) (out ??= {})[k] = ctx.responseHeaders[k]!
   if (e.headers) for (const k in e.headers) (out ??= {})[k.toLowerCase()] = e.headers[k]!
@@ -141,7 +142,7 @@ class SocketSink implements StreamSink {
   sent = false
 
   constructor(
-    private readonly ctx: RequestContext,
+    private readonly ctx: HttpRequestContext,
     private readonly answer: SocketAnswer,
     private readonly send: (text: string) => void,
     private readonly open: () => boolean
@@ -281,7 +282,6 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       const hooks = yield* RequestHooks
       const guardrails = yield* Guardrails
       const inboundLimits = yield* InboundLimits
-      const observability = yield* observabilityOrNone
       const fibers = yield* FiberSet.make()
       const run = yield* FiberSet.runtime(fibers)<never>()
       const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 })
@@ -389,8 +389,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       )
 
       /** The work of one `response.create` (see `respond`) on its connection; `state.untrack` is set once it is in flight. */
-      const serve: (conn: SocketConn, ctx: RequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) => Effect.Effect<void, InferenceError> =
-        Effect.fnUntraced(function* (conn: SocketConn, ctx: RequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) {
+      const serve: (conn: SocketConn, ctx: HttpRequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) => Effect.Effect<void, InferenceError> =
+        Effect.fnUntraced(function* (conn: SocketConn, ctx: HttpRequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) {
           const { ws, apiKeyId, store, send } = conn
           // The key's inbound limits, per message as HTTP checks them per request.
           const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
@@ -503,12 +503,16 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         const respond = (raw: string, body: Record<string, unknown>, model: string): Effect.Effect<void> => {
           const answer: SocketAnswer = { statusCode: 200, headersSent: false }
           answering = answer
-          const ctx: RequestContext = {
+          const ctx: HttpRequestContext = {
             requestId: newRequestId(),
             startedAt: Date.now(),
             req,
-            // Read by the lifecycle only (status, whether the answer began): nothing writes to it.
+            // Nothing writes to it: the answer goes out as socket events (`answer` is what the lifecycle reads).
             res: answer as unknown as http.ServerResponse,
+            method: req.method ?? "GET",
+            headers: req.headers,
+            answer,
+            readBody: () => Effect.succeed(Buffer.from(raw)),
             path: req.url ?? "",
             query: new URLSearchParams(),
             apiKeyId,
@@ -519,7 +523,8 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             route: `websocket ${(req.url ?? "").split("?")[0]}`
           }
           // In flight, its span while tracing is on; its log lines carry its request and trace ids.
-          const traceId = observability.begin(ctx)
+          fireBegin(ctx)
+          const traceId = traceIdOf(ctx)
           const state: ServeState = { untrack: undefined }
           // As the dispatcher ends an HTTP request: the error event, then the end hooks (the usage
           // row among them), uninterruptibly, so a cancelled response still gets its row (499).
@@ -541,7 +546,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 }
               }
               const ending = endRequest(ctx, error, gone)
-              observability.end(ctx, gone ? 499 : answer.statusCode, error)
+              fireEnd(ctx, gone ? 499 : answer.statusCode, error)
               const done = Effect.sync(() => state.untrack?.())
               return Effect.zipRight(ending === undefined ? done : Effect.zipRight(ending, done), after)
             })

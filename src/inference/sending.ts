@@ -7,23 +7,23 @@
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import type { Dispatcher } from "undici"
-import type { EgressShape } from "../egress/Egress.js"
-import { PROXY_FAMILY_UNAVAILABLE } from "../egress/family.js"
-import type { CanonicalRequest, FormatId } from "../formats/canonical.js"
-import { tryJson } from "../formats/common.js"
-import type { WireFormat } from "../formats/format.js"
-import { FORMATS } from "../formats/registry.js"
-import type { Connection, ConnectionsShape, ResolvedTarget } from "../providers/Connections.js"
-import { checkProviderUrl, type UrlPolicyFlags } from "../providers/urlPolicy.js"
-import { scrubSecrets } from "../observability/redact.js"
-import type { FailureInfo } from "../resilience/types.js"
-import { customRequest, upstreamRequest } from "../upstream/executors.js"
-import { discardBody, ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/UpstreamHttp.js"
+import type { EgressShape } from "../upstream/egress/Egress.js"
+import { PROXY_FAMILY_UNAVAILABLE } from "../upstream/egress/family.js"
+import type { CanonicalRequest, FormatId } from "../domain/canonical.js"
+import { tryJson } from "../upstream/formats/common.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import { FORMATS } from "../upstream/formats/registry.js"
+import type { Connection, ConnectionsShape, ResolvedTarget } from "../upstream/providers/Connections.js"
+import { checkProviderUrl, type UrlPolicyFlags } from "../upstream/providers/urlPolicy.js"
+import { scrubSecrets } from "../kernel/redact.js"
+import type { FailureInfo } from "../services/resilience/types.js"
+import { customRequest, upstreamRequest } from "../upstream/client/executors.js"
+import { discardBody, ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/client/UpstreamHttp.js"
 import { hintHeaders } from "./answers.js"
-import { headerValue } from "./attempts.js"
+import { headerValue } from "../kernel/attempts.js"
 import type { SendOptions } from "./call.js"
-import { jsonTooDeep, MAX_JSON_DEPTH } from "../http/untrusted.js"
-import { clientError, InferenceError } from "./errors.js"
+import { jsonTooDeep, MAX_JSON_DEPTH } from "../kernel/untrusted.js"
+import { clientError, InferenceError } from "../kernel/errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
 
 /** The request body for a connection's own format (the translated path), with its provider's quirks. */
@@ -138,7 +138,7 @@ export const makeSending = (deps: {
   readonly timeouts: StreamTimeoutsShape
   readonly credentials?: FreshCredentials | undefined
   readonly renew?: RenewCredentials | undefined
-  /** Upstream proxies (src/egress/); without it every call goes direct. */
+  /** Upstream proxies (src/upstream/egress/); without it every call goes direct. */
   readonly egress?: EgressShape | undefined
 }) => {
   const { connections, http, timeouts, credentials, renew, egress } = deps

@@ -4,10 +4,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { CanonicalError } from "../formats/canonical.js"
-import { type Frame, NdjsonParser, SseParser } from "../formats/frames.js"
-import type { UpstreamResponse } from "../upstream/UpstreamHttp.js"
-import { committed, endStream, type RequestContext, responseHeaders, startStream, writeStream } from "./io.js"
+import type { CanonicalError } from "../domain/canonical.js"
+import { type Frame, NdjsonParser, SseParser } from "../upstream/formats/frames.js"
+import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { committed, endStream, type HttpRequestContext, responseHeaders, startStream, writeStream } from "./io.js"
 import { StreamTimeouts, type StreamTimeoutsShape } from "./timeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
@@ -167,7 +167,7 @@ export interface StreamSink {
  */
 class HttpSink implements StreamSink {
   constructor(
-    private readonly ctx: RequestContext,
+    private readonly ctx: HttpRequestContext,
     private readonly contentType: string
   ) {}
 
@@ -221,7 +221,7 @@ class HttpSink implements StreamSink {
  * (its response closing) destroys the upstream body, which aborts the upstream request.
  */
 export const relayStream = (
-  ctx: RequestContext,
+  ctx: HttpRequestContext,
   res: UpstreamResponse,
   framing: "sse" | "ndjson",
   relay: FrameRelay,

@@ -1,7 +1,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { positiveInteger } from "../config/AppConfig.js"
+import { positiveInteger } from "../platform/config/AppConfig.js"
 
 /**
  * How long a silent upstream is waited for, in ms. Every wait that comes before the answer has

@@ -7,7 +7,7 @@ import { runCli, startServerProcess, type ServerProcess } from "../support/cli.j
 import { FakeOAuth } from "../support/fakeOAuth.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import * as Effect from "effect/Effect"
-import { ApiKeys } from "../../src/auth/ApiKeys.js"
+import { ApiKeys } from "../../src/services/auth/ApiKeys.js"
 import { call, startGateway } from "../support/gateway.js"
 import { until } from "../support/until.js"
 import { createDatabase, required } from "./support/servers.js"

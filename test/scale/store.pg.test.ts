@@ -9,11 +9,11 @@ import * as Scope from "effect/Scope"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ApiKeys } from "../../src/auth/ApiKeys.js"
-import { AppConfig } from "../../src/config/AppConfig.js"
-import * as Db from "../../src/store/Db.js"
-import { BatchWriter } from "../../src/store/BatchWriter.js"
-import { migrateToPostgres } from "../../src/store/migrateToPostgres.js"
+import { ApiKeys } from "../../src/services/auth/ApiKeys.js"
+import { AppConfig } from "../../src/platform/config/AppConfig.js"
+import * as Db from "../../src/platform/store/Db.js"
+import { BatchWriter } from "../../src/platform/store/BatchWriter.js"
+import { migrateToPostgres } from "../../src/cli/migrateToPostgres.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { call, localCore, startGateway, tempDir } from "../support/gateway.js"
 import { createTestDatabase, dropTestDatabase, maintenanceUrl, withClient } from "../support/pgStore.js"
@@ -106,7 +106,7 @@ describe("DATABASE_URL", () => {
 describe("two processes on one database", () => {
   it("both start when they start together on an empty database (the migrations run once)", async () => {
     const url = await database()
-    // Gateways on one database share the storage key (src/store/keyCheck.ts refuses a different one).
+    // Gateways on one database share the storage key (src/platform/store/keyCheck.ts refuses a different one).
     const env = { DATABASE_URL: url, STORAGE_ENCRYPTION_KEY: "store.pg test key" }
     const [a, b] = await Promise.all([startGateway({ env }), startGateway({ env })])
     try {

@@ -1,7 +1,7 @@
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { EngineContext, Segment, TextEngine } from "../../src/context/types.js"
+import type { EngineContext, Segment, TextEngine } from "../../src/services/context/types.js"
 
 /** One case of an engine's corpus: test/fixtures/compression/<engine>/<case>.input.txt and friends. */
 export interface CorpusCase {

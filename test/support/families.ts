@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, expect } from "vitest"
-import { ApiKeys } from "../../src/auth/ApiKeys.js"
+import { ApiKeys } from "../../src/services/auth/ApiKeys.js"
 import { type Family, FakeUpstream } from "./fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./gateway.js"
 

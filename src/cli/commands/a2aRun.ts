@@ -4,7 +4,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { A2A_METHODS, AGENT_CARD_PATH, LIST_CAPABILITIES } from "../../a2a/protocol.js"
+import { A2A_METHODS, AGENT_CARD_PATH, LIST_CAPABILITIES } from "../../inference/a2a/protocol.js"
 import { exitWith, printJson } from "../output.js"
 import { serverUrl } from "../remote.js"
 

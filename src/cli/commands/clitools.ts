@@ -3,7 +3,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import { CLI_TOOLS } from "../../clitools/catalog.js"
+import { CLI_TOOLS } from "../../management/clitools/catalog.js"
 import { lazy, type Parsed } from "../handler.js"
 import { gateway } from "../root.js"
 

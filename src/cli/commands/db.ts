@@ -14,7 +14,7 @@ export const migrateToPostgresOptions = {
 
 /**
  * `gateway db migrate-to-postgres`: the SQLite database into PostgreSQL, every table in one
- * transaction, row counts verified (src/store/migrateToPostgres.ts, docs/scale-out.md).
+ * transaction, row counts verified (src/cli/migrateToPostgres.ts, docs/scale-out.md).
  */
 const migrateToPostgres = Command.make("migrate-to-postgres", migrateToPostgresOptions, lazy(impl, (m) => m.migrateToPostgres)).pipe(
   Command.withDescription(

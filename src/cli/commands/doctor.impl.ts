@@ -8,15 +8,15 @@ import { createRequire } from "node:module"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { AppConfig, DEFAULT_HOST, DEFAULT_PORT, isLoopbackHost } from "../../config/AppConfig.js"
-import { FLAGS_BY_KEY, isTruthy } from "../../flags/catalog.js"
-import { resolveFlag } from "../../flags/FeatureFlags.js"
-import { DB_FILENAME } from "../../store/Db.js"
-import { loader } from "../../store/migrations/index.js"
-import { engineVersion, fileHealth } from "../../store/sqlite.js"
-import { DatabaseUrl, maskUrl } from "../../store/StoreKind.js"
-import { deriveKey, makeCipher, STORAGE_KEY_FILE } from "../../store/Secrets.js"
-import { VERSION } from "../../version.js"
+import { AppConfig, DEFAULT_HOST, DEFAULT_PORT, isLoopbackHost } from "../../platform/config/AppConfig.js"
+import { FLAGS_BY_KEY, isTruthy } from "../../platform/flags/catalog.js"
+import { resolveFlag } from "../../platform/flags/FeatureFlags.js"
+import { DB_FILENAME } from "../../platform/store/Db.js"
+import { loader } from "../../platform/store/migrations/index.js"
+import { engineVersion, fileHealth } from "../../platform/store/sqlite.js"
+import { DatabaseUrl, maskUrl } from "../../platform/store/StoreKind.js"
+import { deriveKey, makeCipher, STORAGE_KEY_FILE } from "../../platform/store/Secrets.js"
+import { VERSION } from "../../kernel/version.js"
 import type { Parsed } from "../handler.js"
 import { bold, colourOn, exitWith, green, printJson, red, yellow } from "../output.js"
 import { cliConfig } from "../root.js"
@@ -109,7 +109,7 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
 const checkPostgres = (url: Redacted.Redacted<string>, display: string) =>
   Effect.gen(function* () {
     const empty = { overrides: new Map<string, string>(), secrets: [] as Array<string>, adminAuth: false }
-    const pg = yield* Effect.promise(() => import("../../store/postgres.js"))
+    const pg = yield* Effect.promise(() => import("../../platform/store/postgres.js"))
     const PgClient = yield* Effect.promise(() => import("@effect/sql-pg/PgClient"))
     const Reactivity = yield* Effect.promise(() => import("@effect/experimental/Reactivity"))
     const probe = Effect.gen(function* () {

@@ -1,7 +1,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Schema from "effect/Schema"
-import { ENV_NAME } from "../../system/envFile.js"
+import { ENV_NAME } from "../../platform/system/envFile.js"
 import { lazy } from "../handler.js"
 import { json } from "../options.js"
 import { schemaArg } from "../schema.js"

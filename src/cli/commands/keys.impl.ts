@@ -1,7 +1,7 @@
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { ApiKeys } from "../../auth/ApiKeys.js"
+import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import type { Parsed } from "../handler.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"

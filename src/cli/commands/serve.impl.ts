@@ -14,14 +14,14 @@ export const serve = (root: Parsed<typeof rootOptions>) =>
   Effect.gen(function* () {
     const workers = Option.isSome(root.workers) ? yield* workersOf(root.workers.value, root.mcp) : 1
     if (root.mcp) {
-      const { serveStdio } = yield* Effect.promise(() => import("../../mcp/stdio.js"))
+      const { serveStdio } = yield* Effect.promise(() => import("../mcpStdio.js"))
       return yield* serveStdio(overridesFrom(root))
     }
     if (workers > 1 && cluster.isPrimary) {
-      const { servePrimary } = yield* Effect.promise(() => import("../../system/workers.js"))
+      const { servePrimary } = yield* Effect.promise(() => import("../../server/workers.js"))
       return yield* servePrimary(workers, overridesFrom(root))
     }
-    const { serve: serveGateway } = yield* Effect.promise(() => import("../../system/serve.js"))
+    const { serve: serveGateway } = yield* Effect.promise(() => import("../../server/serve.js"))
     // A worker started after another one listened takes that port (its primary says which).
     const pinned = cluster.isWorker ? Number(process.env.GATEWAY_WORKER_PORT) : Number.NaN
     const served = serveGateway(Number.isInteger(pinned) && pinned > 0 ? { ...overridesFrom(root), port: pinned } : overridesFrom(root))
@@ -31,7 +31,7 @@ export const serve = (root: Parsed<typeof rootOptions>) =>
 
 const workersOf = (text: string, mcp: boolean) =>
   Effect.flatMap(
-    Effect.promise(() => import("../../system/workers.js")),
+    Effect.promise(() => import("../../server/workers.js")),
     ({ parseWorkers }) => {
       const n = parseWorkers(text)
       if (n instanceof Error) return Effect.fail(new UsageError({ message: n.message }))

@@ -19,20 +19,20 @@ import {
   rpcError,
   rpcResult,
   skillsTable
-} from "../../a2a/protocol.js"
-import type { InferenceAccess } from "../../config/AppConfig.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { requestOrigin, trimmedHeader } from "../../http/request.js"
-import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../http/untrusted.js"
-import type { SkillCatalogShape } from "../../skills/SkillCatalog.js"
-import { readBody, type RequestContext, sendJson } from "../io.js"
+} from "../a2a/protocol.js"
+import type { InferenceAccess } from "../../platform/config/AppConfig.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { requestOrigin, trimmedHeader } from "../../platform/http/request.js"
+import { jsonTooDeep, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
+import type { SkillCatalogShape } from "../../services/skills/SkillCatalog.js"
+import { readBody, type HttpRequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
 /** A2A bodies are one small JSON-RPC request. */
 const MAX_A2A_BODY_BYTES = 1024 * 1024
 
-const originOf = (deps: RouteDeps, ctx: RequestContext) =>
+const originOf = (deps: RouteDeps, ctx: HttpRequestContext) =>
   Effect.map(deps.flag("GATEWAY_TRUST_PROXY_HEADERS"), (trust) => requestOrigin(ctx.req, trust))
 
 const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string } => {
@@ -46,7 +46,7 @@ const parse = (text: string): { readonly ok: true; readonly value: unknown } | {
 }
 
 const send = (deps: RouteDeps, catalog: SkillCatalogShape) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const buf = ctx.body ?? (yield* readBody(ctx.req, MAX_A2A_BODY_BYTES))
     const asked = trimmedHeader(ctx.req, "a2a-version")
     const version = requestedVersion(asked)
@@ -73,7 +73,7 @@ const send = (deps: RouteDeps, catalog: SkillCatalogShape) =>
   })
 
 const card = (deps: RouteDeps, access: InferenceAccess) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const origin = yield* originOf(deps, ctx)
     const keyRequired = access.keyRequiredByBind || (yield* deps.flag("REQUIRE_API_KEY"))
     sendJson(ctx, 200, agentCard(origin, keyRequired))

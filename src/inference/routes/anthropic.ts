@@ -1,13 +1,13 @@
 import * as Effect from "effect/Effect"
-import { anthropic, MESSAGES_MAX_TOKENS } from "../../formats/anthropic.js"
-import type { CanonicalRequest } from "../../formats/canonical.js"
-import { num, obj } from "../../formats/common.js"
-import { requireParam } from "../../formats/params.js"
-import { countRequestTokens } from "../../formats/tokens.js"
-import { splitNoThinking } from "../catalog.js"
+import { anthropic, MESSAGES_MAX_TOKENS } from "../../upstream/formats/anthropic.js"
+import type { CanonicalRequest } from "../../domain/canonical.js"
+import { num, obj } from "../../upstream/formats/common.js"
+import { requireParam } from "../../upstream/formats/params.js"
+import { countRequestTokens } from "../../upstream/formats/tokens.js"
+import { splitNoThinking } from "../../upstream/providers/catalogEntries.js"
 import { countUpstream } from "../countTokens.js"
-import { clientError, tryDecode } from "../errors.js"
-import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { clientError, tryDecode } from "../../kernel/errors.js"
+import { readJsonObject, type HttpRequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
 
@@ -21,7 +21,7 @@ const decode = (body: Record<string, unknown>, messages = false) =>
 
 /** `POST /v1/messages` (`?beta=true` too: the query is ignored). */
 const messages = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(body, true)
     if (canonical.messages.length === 0) {
@@ -39,7 +39,7 @@ const messages = (deps: RouteDeps) =>
  * breaker open) or failing still gets a local count.
  */
 const countTokens = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical: CanonicalRequest = yield* decode(body)
     const { model } = splitNoThinking(canonical.model)

@@ -2,22 +2,22 @@
  * The audio endpoints: `POST /v1/audio/speech` (JSON in, audio bytes out, streamed as they
  * arrive), `POST /v1/audio/transcriptions` and `POST /v1/audio/translations` (multipart in,
  * the upload spooled to disk and its duration measured before any upstream is called). Each is
- * one `runMedia` over the guarded attempt; the per-family tries live in src/media/audio/.
+ * one `runMedia` over the guarded attempt; the per-family tries live in src/inference/media/audio/.
  */
 import * as Effect from "effect/Effect"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { checkParams, invalidParam, number, oneOf, params, requireParam, string } from "../../formats/params.js"
-import { RequestDecodeError } from "../../formats/format.js"
-import { field, fieldValues, filesOf, MultipartError, parseMultipart, readUpload } from "../../http/multipart.js"
-import { audioFamily } from "../../media/audio/family.js"
-import { probeAudio } from "../../media/audio/probe.js"
-import { SPEECH_CONTENT_TYPES, SPEECH_FORMATS, type SpeechFormat, type SpeechRequest, trySpeech } from "../../media/audio/speech.js"
-import { render, TRANSCRIPT_FORMATS, type TranscriptFormat } from "../../media/audio/transcript.js"
-import { type TranscriptionRequest, tryTranscription } from "../../media/audio/transcription.js"
-import { does, runMedia } from "../../media/run.js"
-import type { Candidate } from "../../routing/types.js"
-import { clientError, decodeFailure, type InferenceError, tryDecode } from "../errors.js"
-import { abortStream, type RequestContext, responseHeaders, sendJson, withJsonObject, writeWhole } from "../io.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { checkParams, invalidParam, number, oneOf, params, requireParam, string } from "../../upstream/formats/params.js"
+import { RequestDecodeError } from "../../upstream/formats/format.js"
+import { field, fieldValues, filesOf, MultipartError, parseMultipart, readUpload } from "../../platform/http/multipart.js"
+import { audioFamily } from "../media/audio/family.js"
+import { probeAudio } from "../media/audio/probe.js"
+import { SPEECH_CONTENT_TYPES, SPEECH_FORMATS, type SpeechFormat, type SpeechRequest, trySpeech } from "../media/audio/speech.js"
+import { render, TRANSCRIPT_FORMATS, type TranscriptFormat } from "../media/audio/transcript.js"
+import { type TranscriptionRequest, tryTranscription } from "../media/audio/transcription.js"
+import { does, runMedia } from "../media/run.js"
+import type { Candidate } from "../../services/routing/types.js"
+import { clientError, decodeFailure, type InferenceError, tryDecode } from "../../kernel/errors.js"
+import { abortStream, type HttpRequestContext, responseHeaders, sendJson, withJsonObject, writeWhole } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -78,7 +78,7 @@ const decodeSpeech = (body: Record<string, unknown>): SpeechInput => {
 
 const speech = (deps: RouteDeps) => {
   const attempt = trySpeech(deps.inference, deps.accounting)
-  const handle = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  const handle = Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const s = yield* tryDecode(openAiChat, () => decodeSpeech(body))
     const request: SpeechRequest = { ctx, format: openAiChat, model: s.model, input: s.input, voice: s.voice, responseFormat: s.responseFormat, speed: s.speed, instructions: s.instructions }
     const { outcome } = yield* runMedia(deps.inference, deps.accounting, { ctx, client: openAiChat, model: s.model, endpoint: "audio.speech", what: "speech", able: canSpeak, request, attempt, stream: true })
@@ -89,7 +89,7 @@ const speech = (deps: RouteDeps) => {
       abortStream(ctx, outcome.error ?? outcome.streamFailure.message)
     }
   })
-  return (ctx: RequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
+  return (ctx: HttpRequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
 }
 
 // ---------------------------------------------------------------- transcription and translation
@@ -117,7 +117,7 @@ const transcription = (deps: RouteDeps, task: "transcribe" | "translate") => {
   const attempt = tryTranscription(deps.inference, deps.accounting)
   const endpoint = task === "transcribe" ? "audio.transcriptions" : "audio.translations"
   return Effect.fnUntraced(
-    function* (ctx: RequestContext) {
+    function* (ctx: HttpRequestContext) {
       const form = yield* Effect.mapError(parseMultipart(ctx.req, UPLOAD_LIMITS, ctx.body), fromMultipart)
       const model = field(form, "model")?.trim()
       if (!model) return yield* bad("model: Field required, expected a model id", "model")

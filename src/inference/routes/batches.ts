@@ -1,11 +1,11 @@
 /** `/v1/batches` (docs/files-batches.md, "Batches"): the OpenAI batch object over `Batches`; the `BatchRunner` runs them. */
 import * as Effect from "effect/Effect"
-import { BATCH_ENDPOINTS, type Batch, type BatchesShape, FINISHED } from "../../batches/Batches.js"
-import type { NativeBatchesShape } from "../../batches/native.js"
-import { type FilesShape, ownerOf } from "../../files/Files.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { badRequest, InferenceError } from "../errors.js"
-import { type RequestContext, sendJson, withJsonObject } from "../io.js"
+import { BATCH_ENDPOINTS, type Batch, type BatchesShape, FINISHED } from "../batches/Batches.js"
+import type { NativeBatchesShape } from "../batches/native.js"
+import { type FilesShape, ownerOf } from "../files/Files.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { badRequest, InferenceError } from "../../kernel/errors.js"
+import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import { notFound } from "./files.js"
 import type { RouteDef } from "./types.js"
 
@@ -49,7 +49,7 @@ const modeOf = (body: Record<string, unknown>, metadata: unknown): Effect.Effect
 }
 
 const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesShape) => {
-  const handle = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  const handle = Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const owner = ownerOf(ctx.apiKeyId)
     const input = body["input_file_id"]
     if (typeof input !== "string" || input === "") return yield* badRequest("'input_file_id' must be the id of a file uploaded with purpose 'batch'", "input_file_id")
@@ -80,14 +80,14 @@ const create = (batches: BatchesShape, files: FilesShape, native: NativeBatchesS
     })
     sendJson(ctx, 200, batchObject(batch))
   })
-  return (ctx: RequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
+  return (ctx: HttpRequestContext) => withJsonObject(ctx, (body) => handle(ctx, body))
 }
 
-const own = (batches: BatchesShape, ctx: RequestContext, id: string) =>
+const own = (batches: BatchesShape, ctx: HttpRequestContext, id: string) =>
   Effect.flatMap(batches.find(ownerOf(ctx.apiKeyId), id), (b) => (b ? Effect.succeed(b) : Effect.fail(notFound("batch", id, "batch_id"))))
 
 const retrieve = (batches: BatchesShape, native: NativeBatchesShape) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (!b.native) return sendJson(ctx, 200, batchObject(b))
     // A native batch is polled on GET too (at most once a second), so the answer is the upstream's latest.
@@ -96,7 +96,7 @@ const retrieve = (batches: BatchesShape, native: NativeBatchesShape) =>
   })
 
 const list = (batches: BatchesShape) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const raw = ctx.query.get("limit")
     const limit = raw === null ? 20 : Number(raw)
     if (raw !== null && (!/^\d+$/.test(raw) || limit < 1 || limit > 100)) return yield* badRequest("'limit' must be an integer between 1 and 100", "limit")
@@ -108,7 +108,7 @@ const list = (batches: BatchesShape) =>
 const conflict = (message: string) => new InferenceError({ status: 409, kind: "invalid_request", code: "batch_state", message, param: "batch_id" })
 
 const cancel = (batches: BatchesShape, native: NativeBatchesShape) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (b.status === "cancelling" || b.status === "cancelled") return sendJson(ctx, 200, batchObject(b))
     if (b.status !== "validating" && b.status !== "in_progress") return yield* conflict(`batch ${b.id} is ${b.status} and cannot be cancelled`)
@@ -120,7 +120,7 @@ const cancel = (batches: BatchesShape, native: NativeBatchesShape) =>
   })
 
 const remove = (batches: BatchesShape) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const b = yield* own(batches, ctx, params["id"] ?? "")
     if (!FINISHED.includes(b.status)) return yield* conflict(`batch ${b.id} is ${b.status}; only a completed, failed, expired or cancelled batch can be deleted (cancel it first)`)
     yield* batches.remove(b)

@@ -1,11 +1,11 @@
 import * as Effect from "effect/Effect"
-import { str } from "../../formats/common.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { openAiResponses } from "../../formats/openai-responses.js"
-import { findProvider, PROVIDERS } from "../../providers/catalog.js"
-import { VERSION } from "../../version.js"
-import { badRequest, InferenceError } from "../errors.js"
-import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { str } from "../../upstream/formats/common.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { openAiResponses } from "../../upstream/formats/openai-responses.js"
+import { findProvider, PROVIDERS } from "../../domain/catalog/catalog.js"
+import { VERSION } from "../../kernel/version.js"
+import { badRequest, InferenceError } from "../../kernel/errors.js"
+import { readJsonObject, type HttpRequestContext, sendJson } from "../io.js"
 import { imagesGenerate } from "./images.js"
 import { chatCompletions, embeddings, type RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
@@ -32,10 +32,10 @@ const providerModel = Effect.fnUntraced(function* (deps: RouteDeps, provider: st
   return `${provider}/${model}`
 })
 
-const providerRoute = (deps: RouteDeps, inner: (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => {
+const providerRoute = (deps: RouteDeps, inner: (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => {
   // Built once with the route table, not once per request.
   const handle = inner(deps)
-  return Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  return Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const body = yield* readJsonObject(ctx)
     const model = str(body["model"])
     if (!model) return yield* badRequest("model must be a non-empty string", "model")
@@ -66,7 +66,7 @@ const manifest = () => ({
 const WS_PATHS = ["/v1/responses", "/responses", "/api/v1/responses"]
 
 const handshake = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     if (ctx.query.get("handshake") !== "1") {
       return yield* badRequest("this endpoint only answers ?handshake=1; open the WebSocket on /v1/responses", "handshake")
     }

@@ -9,11 +9,11 @@ import { Busboy } from "@fastify/busboy"
 import * as Effect from "effect/Effect"
 import type * as http from "node:http"
 import type { Readable } from "node:stream"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { type Files, ownerOf, type StoredFile, UPLOAD_PURPOSES } from "../../files/Files.js"
-import type { FileNotStored, FileTooLarge, Stored } from "../../files/FileStore.js"
-import { badRequest, InferenceError } from "../errors.js"
-import { type RequestContext, relayBytes, responseHeaders, sendJson } from "../io.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { type Files, ownerOf, type StoredFile, UPLOAD_PURPOSES } from "../files/Files.js"
+import type { FileNotStored, FileTooLarge, Stored } from "../files/FileStore.js"
+import { badRequest, InferenceError } from "../../kernel/errors.js"
+import { type HttpRequestContext, relayBytes, responseHeaders, sendJson } from "../io.js"
 import type { RouteDef } from "./types.js"
 
 const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
@@ -148,7 +148,7 @@ const MIN_EXPIRY_S = 3600
 const MAX_EXPIRY_S = 30 * 24 * 3600
 
 const upload = (files: typeof Files.Service) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const id = files.newId()
     const { fields, file } = yield* readUpload(files, ctx.req, id)
     const invalid = (e: InferenceError) => Effect.zipRight(file ? files.discard(id) : Effect.void, Effect.fail(e))
@@ -172,7 +172,7 @@ const upload = (files: typeof Files.Service) =>
     sendJson(ctx, 200, fileObject(stored))
   })
 
-const intParam = (ctx: RequestContext, name: string, min: number, max: number, fallback: number): Effect.Effect<number, InferenceError> => {
+const intParam = (ctx: HttpRequestContext, name: string, min: number, max: number, fallback: number): Effect.Effect<number, InferenceError> => {
   const v = ctx.query.get(name)
   if (v === null) return Effect.succeed(fallback)
   const n = Number(v)
@@ -180,7 +180,7 @@ const intParam = (ctx: RequestContext, name: string, min: number, max: number, f
 }
 
 const list = (files: typeof Files.Service) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const limit = yield* intParam(ctx, "limit", 1, 10_000, 10_000)
     const order = ctx.query.get("order") ?? "desc"
     if (order !== "asc" && order !== "desc") return yield* badRequest("'order' must be 'asc' or 'desc'", "order")
@@ -191,7 +191,7 @@ const list = (files: typeof Files.Service) =>
   })
 
 const retrieve = (files: typeof Files.Service) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     const f = yield* files.find(ownerOf(ctx.apiKeyId), id)
     if (!f) return yield* notFound("file", id)
@@ -199,14 +199,14 @@ const retrieve = (files: typeof Files.Service) =>
   })
 
 const remove = (files: typeof Files.Service) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     if (!(yield* files.remove(ownerOf(ctx.apiKeyId), id))) return yield* notFound("file", id)
     sendJson(ctx, 200, { id, object: "file", deleted: true })
   })
 
 const content = (files: typeof Files.Service) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const id = params["id"] ?? ""
     const found = yield* files.content(ownerOf(ctx.apiKeyId), id)
     if (!found) return yield* notFound("file", id)
@@ -214,7 +214,7 @@ const content = (files: typeof Files.Service) =>
   })
 
 /** The file's bytes as they are read (backpressure from the client). */
-const relayFile = (ctx: RequestContext, readable: Readable, length: number): Effect.Effect<void> =>
+const relayFile = (ctx: HttpRequestContext, readable: Readable, length: number): Effect.Effect<void> =>
   relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": "application/octet-stream", "content-length": length, "cache-control": "private, no-store" }), "the file")
 
 const ID = /^\/v1\/files\/(?<id>[^/]+)$/

@@ -1,18 +1,18 @@
 import * as Effect from "effect/Effect"
-import { arr, num, obj, str } from "../../formats/common.js"
-import { gemini, GeminiStreamEncoder } from "../../formats/gemini.js"
-import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../formats/params.js"
-import { countRequestTokens } from "../../formats/tokens.js"
-import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../catalog.js"
+import { arr, num, obj, str } from "../../upstream/formats/common.js"
+import { gemini, GeminiStreamEncoder } from "../../upstream/formats/gemini.js"
+import { checkParams, integer, invalidParam, object, params, requireParam, string } from "../../upstream/formats/params.js"
+import { countRequestTokens } from "../../upstream/formats/tokens.js"
+import { catalogEntries, geminiModel, splitNoThinking, virtualGeminiModel } from "../../upstream/providers/catalogEntries.js"
 import { countUpstream } from "../countTokens.js"
 import { embed } from "../embeddings.js"
-import { badRequest, InferenceError, tryDecode } from "../errors.js"
-import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { badRequest, InferenceError, tryDecode } from "../../kernel/errors.js"
+import { readJsonObject, type HttpRequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
 
 /** Requests from Google's SDKs and CLI (they share `/v1/models` with OpenAI clients). */
-export const isGoogleClient = (ctx: RequestContext): boolean =>
+export const isGoogleClient = (ctx: HttpRequestContext): boolean =>
   ctx.req.headers["x-goog-api-key"] !== undefined || ctx.req.headers["x-goog-api-client"] !== undefined || ctx.query.has("key")
 
 /** The model of a path parameter (already percent-decoded by the dispatcher), without a `models/` prefix. */
@@ -20,7 +20,7 @@ const modelFromPath = (m: string): string => (m.startsWith("models/") ? m.slice(
 
 const decode = (body: Record<string, unknown>) => tryDecode(gemini, () => gemini.decodeRequest(body))
 
-const generate = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string, stream: boolean) {
+const generate = Effect.fnUntraced(function* (deps: RouteDeps, ctx: HttpRequestContext, rawModel: string, stream: boolean) {
   const body = { ...(yield* readJsonObject(ctx)), model: modelFromPath(rawModel) }
   const canonical = yield* decode(body)
   const { model, noThinking } = splitNoThinking(canonical.model)
@@ -40,7 +40,7 @@ const generate = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestConte
   })
 })
 
-const countTokens = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string) {
+const countTokens = Effect.fnUntraced(function* (deps: RouteDeps, ctx: HttpRequestContext, rawModel: string) {
   const raw = yield* readJsonObject(ctx)
   // countTokens takes either contents directly or a whole generateContentRequest.
   const inner = obj(raw["generateContentRequest"]) ?? raw
@@ -79,7 +79,7 @@ const embedRequests = (body: Record<string, unknown>, batch: boolean): ReadonlyA
   })
 }
 
-const embedContent = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestContext, rawModel: string, batch: boolean) {
+const embedContent = Effect.fnUntraced(function* (deps: RouteDeps, ctx: HttpRequestContext, rawModel: string, batch: boolean) {
   const body = yield* readJsonObject(ctx)
   const requests = yield* tryDecode(gemini, () => embedRequests(body, batch))
   if (requests.length === 0) return yield* badRequest("requests must hold at least one request", "requests")
@@ -92,7 +92,7 @@ const embedContent = Effect.fnUntraced(function* (deps: RouteDeps, ctx: RequestC
 
 const METHODS = ["generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"] as const
 
-const method = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Record<string, string>>) => {
+const method = (deps: RouteDeps) => (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) => {
   const model = params["model"] ?? ""
   switch (params["method"]) {
     case "generateContent":
@@ -111,12 +111,12 @@ const method = (deps: RouteDeps) => (ctx: RequestContext, params: Readonly<Recor
 }
 
 export const listGeminiModels = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(geminiModel), ...(yield* deps.virtualModels).map(virtualGeminiModel)] })
   })
 
 export const getGeminiModel = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const id = modelFromPath(params["model"] ?? "")
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     if (!entry) return yield* new InferenceError({ status: 404, kind: "not_found", code: null, message: `models/${id} is not found` })
@@ -140,7 +140,7 @@ const BARE_CALL = /^\/v1(?:beta)?\/(?<model>(?!models\/)[^:/]+\/[^:]+):(?<method
  */
 const bareCall = (deps: RouteDeps) => {
   const call = method(deps)
-  return Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  return Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const model = params["model"] ?? ""
     const known = yield* Effect.either(deps.inference.plan(splitNoThinking(model).model, gemini))
     if (known._tag === "Left" && known.left.status === 404) {

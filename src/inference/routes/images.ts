@@ -2,21 +2,21 @@
  * `POST /v1/images/generations`, `GET /v1/images/generations` (the image models),
  * `POST /v1/images/edits` (multipart, or JSON with `images[].image_url` data URLs). Requests are
  * checked here (a bad field is a 400 naming it), served by `runMedia` over the candidates that can
- * make images, and answered in OpenAI's images shape (src/media/images.ts; docs/media.md).
+ * make images, and answered in OpenAI's images shape (src/inference/media/images.ts; docs/media.md).
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { obj, str } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
-import { boolean, checkParams, integer, invalidParam, object, oneOf, params, requireParam, string } from "../../formats/params.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { DEFAULT_MAX_FILE_BYTES, filesOf, isMultipart, type MultipartError, type MultipartForm, parseMultipart, readUpload, type UploadedFile } from "../../http/multipart.js"
-import { canEdit, canGenerate, fileHead, type ImageInput, type ImagesRequest, sniffImage, tryImages } from "../../media/images.js"
-import { runMedia } from "../../media/run.js"
-import { modelDoes } from "../../providers/catalog.js"
-import { catalogEntries, type CatalogEntry } from "../catalog.js"
-import { badRequest, InferenceError, tryDecode } from "../errors.js"
-import { type RequestContext, sendJson, withJsonObject } from "../io.js"
+import { obj, str } from "../../upstream/formats/common.js"
+import { RequestDecodeError } from "../../upstream/formats/format.js"
+import { boolean, checkParams, integer, invalidParam, object, oneOf, params, requireParam, string } from "../../upstream/formats/params.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { DEFAULT_MAX_FILE_BYTES, filesOf, isMultipart, type MultipartError, type MultipartForm, parseMultipart, readUpload, type UploadedFile } from "../../platform/http/multipart.js"
+import { canEdit, canGenerate, fileHead, type ImageInput, type ImagesRequest, sniffImage, tryImages } from "../media/images.js"
+import { runMedia } from "../media/run.js"
+import { modelDoes } from "../../domain/catalog/catalog.js"
+import { catalogEntries, type CatalogEntry } from "../../upstream/providers/catalogEntries.js"
+import { badRequest, InferenceError, tryDecode } from "../../kernel/errors.js"
+import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -87,7 +87,7 @@ const modelOf = (body: Record<string, unknown>): Effect.Effect<string, Inference
 
 /** `POST /v1/images/generations` (and `/v1/providers/{provider}/images/generations` with the model pinned). */
 export const imagesGenerate = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const model = yield* modelOf(body)
     const ask = yield* tryDecode(openAiChat, () => decodeAsk(body))
     const served = yield* runMedia(deps.inference, deps.accounting, {
@@ -161,8 +161,8 @@ interface EditInput {
   readonly mask: ImageInput | undefined
 }
 
-const fromMultipart: (ctx: RequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> =
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> =
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const form = yield* Effect.mapError(parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body), multipartFailure)
     const files = filesOf(form, "image")
     if (files.length === 0) return yield* badRequest("image: Field required, expected one or more image files (image or image[])", "image")
@@ -189,13 +189,13 @@ const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, Infe
     return { body, images, mask }
   })
 
-const fromJson = (ctx: RequestContext): Effect.Effect<EditInput, InferenceError> => withJsonObject(ctx, jsonEdit)
+const fromJson = (ctx: HttpRequestContext): Effect.Effect<EditInput, InferenceError> => withJsonObject(ctx, jsonEdit)
 
-const isJson = (ctx: RequestContext): boolean => /^application\/([\w.+-]+\+)?json\b/i.test(String(ctx.req.headers["content-type"] ?? ""))
+const isJson = (ctx: HttpRequestContext): boolean => /^application\/([\w.+-]+\+)?json\b/i.test(String(ctx.req.headers["content-type"] ?? ""))
 
 /** `POST /v1/images/edits`. */
 export const imagesEdit = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     let input: EditInput
     if (isMultipart(ctx.req)) input = yield* fromMultipart(ctx)
     else if (isJson(ctx)) input = yield* fromJson(ctx)
@@ -235,7 +235,7 @@ const isImageModel = (e: CatalogEntry): boolean =>
 
 /** `GET /v1/images/generations`: the image models, in OpenAI's list shape. */
 export const listImageModels = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const entries = catalogEntries(yield* deps.connections).filter(isImageModel)
     sendJson(ctx, 200, {
       object: "list",

@@ -1,12 +1,12 @@
-import type { NativeBatchesShape } from "../../batches/native.js"
-import type { BatchesShape } from "../../batches/Batches.js"
-import type { InferenceAccess } from "../../config/AppConfig.js"
-import type { Files } from "../../files/Files.js"
-import type { MediaJobsShape } from "../../media/MediaJobs.js"
-import type { IssueTrackerShape } from "../../quotas/IssueTracker.js"
-import type { QuotasShape } from "../../quotas/Quotas.js"
-import type { WebSearchShape } from "../../search/WebSearch.js"
-import type { SkillCatalogShape } from "../../skills/SkillCatalog.js"
+import type { NativeBatchesShape } from "../batches/native.js"
+import type { BatchesShape } from "../batches/Batches.js"
+import type { InferenceAccess } from "../../platform/config/AppConfig.js"
+import type { Files } from "../files/Files.js"
+import type { MediaJobsShape } from "../media/MediaJobs.js"
+import type { IssueTrackerShape } from "../quotas/IssueTracker.js"
+import type { QuotasShape } from "../quotas/Quotas.js"
+import type { WebSearchShape } from "../search/WebSearch.js"
+import type { SkillCatalogShape } from "../../services/skills/SkillCatalog.js"
 import { a2aRoutes } from "./a2a.js"
 import { anthropicRoutes } from "./anthropic.js"
 import { audioRoutes } from "./audio.js"
@@ -39,7 +39,7 @@ export interface RouteServices {
 
 /**
  * Every client-facing route, in one list: the dispatcher's table (dispatch.ts), and what the
- * agent-skill generator documents (src/skills/apiSource.ts). The builders only capture their
+ * agent-skill generator documents (src/cli/skills/apiSource.ts). The builders only capture their
  * services in the handlers, so the list's methods and paths do not depend on them. The
  * dispatcher tries patterns in this order.
  */

@@ -15,11 +15,11 @@
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import type { Readable } from "node:stream"
-import { formatCost } from "../../accounting/cost.js"
-import { str } from "../../formats/common.js"
-import { RequestDecodeError } from "../../formats/format.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { boolean, checkParams, either, integer, invalidParam, oneOf, type Param, params, string } from "../../formats/params.js"
+import { formatCost } from "../../services/accounting/cost.js"
+import { str } from "../../upstream/formats/common.js"
+import { RequestDecodeError } from "../../upstream/formats/format.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { boolean, checkParams, either, integer, invalidParam, oneOf, type Param, params, string } from "../../upstream/formats/params.js"
 import {
   audioSeconds,
   isFinal,
@@ -36,15 +36,15 @@ import {
   videoFamily,
   type VideoInput,
   videoSubmit
-} from "../../media/jobFamilies.js"
-import { JOB_ID, jobEndpoint, type JobContent, type MediaJob, type MediaJobsShape } from "../../media/MediaJobs.js"
-import { badAnswer, does, headerValue, mediaBytes, type MediaOutcome, runMedia, sendMedia } from "../../media/run.js"
-import type { Candidate } from "../../routing/types.js"
-import type { AttemptFailed } from "../attempts.js"
+} from "../media/jobFamilies.js"
+import { JOB_ID, jobEndpoint, type JobContent, type MediaJob, type MediaJobsShape } from "../media/MediaJobs.js"
+import { badAnswer, does, headerValue, mediaBytes, type MediaOutcome, runMedia, sendMedia } from "../media/run.js"
+import type { Candidate } from "../../services/routing/types.js"
+import type { AttemptFailed } from "../../kernel/attempts.js"
 import type { InferenceShape } from "../call.js"
-import { badRequest, InferenceError, tryDecode } from "../errors.js"
+import { badRequest, InferenceError, tryDecode } from "../../kernel/errors.js"
 import type { AttemptRequest } from "../fallback.js"
-import { clientGone, type RequestContext, relayBytes, requestHeader, responseHeaders, sendJson, withJsonObject } from "../io.js"
+import { clientGone, type HttpRequestContext, relayBytes, requestHeader, responseHeaders, sendJson, withJsonObject } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -128,7 +128,7 @@ const decodeMusic = (body: Record<string, unknown>): Submission<MusicInput> => {
 }
 
 /** How long the client wants the submission held: `wait` in the body, else `Prefer: wait=N` (bounded, RFC 7240). */
-const waitSeconds = (ctx: RequestContext, body: Record<string, unknown>): number => {
+const waitSeconds = (ctx: HttpRequestContext, body: Record<string, unknown>): number => {
   const w = body["wait"]
   if (w === true) return DEFAULT_WAIT_SECONDS
   if (typeof w === "number") return w
@@ -224,7 +224,7 @@ export const jobObject = (job: MediaJob) => ({
 })
 
 /** The cost telemetry of a job answer: the job's cost as its usage row recorded it (0 until it completed). */
-const jobHeaders = (ctx: RequestContext, job: MediaJob): void => {
+const jobHeaders = (ctx: HttpRequestContext, job: MediaJob): void => {
   const h = ctx.responseHeaders
   h["x-gateway-response-cost"] = formatCost(job.costUsd ?? 0)
   h["x-gateway-tokens-in"] = "0"
@@ -236,7 +236,7 @@ const jobHeaders = (ctx: RequestContext, job: MediaJob): void => {
 }
 
 /** A submission answers 202 (and where to poll) while its job runs, 200 once it finished; a poll always 200. */
-const answerJob = (ctx: RequestContext, job: MediaJob, submitted: boolean, extra: Record<string, string> = {}): void => {
+const answerJob = (ctx: HttpRequestContext, job: MediaJob, submitted: boolean, extra: Record<string, string> = {}): void => {
   jobHeaders(ctx, job)
   const running = submitted && !isFinal(job.status)
   sendJson(ctx, running ? 202 : 200, jobObject(job), running ? { location: jobPath(job), ...extra } : extra)
@@ -246,7 +246,7 @@ const answerJob = (ctx: RequestContext, job: MediaJob, submitted: boolean, extra
 
 const submitVideo = (deps: RouteDeps, jobs: MediaJobsShape) => {
   const attempt = tryVideo(deps.inference)
-  const submit = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  const submit = Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const { model, input } = yield* tryDecode(openAiChat, () => decodeVideo(body))
     const wait = waitSeconds(ctx, body)
     const served = yield* runMedia(deps.inference, deps.accounting, {
@@ -274,12 +274,12 @@ const submitVideo = (deps: RouteDeps, jobs: MediaJobsShape) => {
     if (wait > 0 && !isFinal(job.status)) job = yield* jobs.wait(job, wait * 1000)
     answerJob(ctx, job, true, wait > 0 ? { "preference-applied": `wait=${wait}` } : {})
   })
-  return (ctx: RequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
+  return (ctx: HttpRequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
 }
 
 const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => {
   const attempt = tryMusic(deps.inference)
-  const submit = Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  const submit = Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const { model, input } = yield* tryDecode(openAiChat, () => decodeMusic(body))
     const served = yield* runMedia(deps.inference, deps.accounting, {
       ctx,
@@ -305,13 +305,13 @@ const submitMusic = (deps: RouteDeps, jobs: MediaJobsShape) => {
     })
     answerJob(ctx, job, true)
   })
-  return (ctx: RequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
+  return (ctx: HttpRequestContext) => withJsonObject(ctx, (body) => submit(ctx, body))
 }
 
 const PREFIX: Record<JobKind, string> = { video: "vid_", music: "mus_" }
 
 /** The caller's job from the path, or a 400 (not a job id of this kind) / 404 (none such for this key). */
-const ownJob = Effect.fnUntraced(function* (jobs: MediaJobsShape, kind: JobKind, ctx: RequestContext, id: string) {
+const ownJob = Effect.fnUntraced(function* (jobs: MediaJobsShape, kind: JobKind, ctx: HttpRequestContext, id: string) {
   if (!JOB_ID.test(id) || !id.startsWith(PREFIX[kind])) {
     return yield* badRequest(`'${id.slice(0, 80)}' is not a ${kind} job id (expected ${PREFIX[kind]} and 32 hex digits)`, "id", "invalid_job_id")
   }
@@ -321,13 +321,13 @@ const ownJob = Effect.fnUntraced(function* (jobs: MediaJobsShape, kind: JobKind,
 })
 
 const getJob = (jobs: MediaJobsShape, kind: JobKind) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
     answerJob(ctx, job, false)
   })
 
 const getContent = (jobs: MediaJobsShape, kind: JobKind) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const job = yield* jobs.refresh(yield* ownJob(jobs, kind, ctx, params["id"] ?? ""))
     if (job.status !== "completed") {
       const why = job.status === "failed" ? `it failed: ${job.error?.message ?? "no reason given"}` : `it is ${job.status} (${job.progress}%)`
@@ -339,7 +339,7 @@ const getContent = (jobs: MediaJobsShape, kind: JobKind) =>
   })
 
 /** The content's bytes, written as they arrive (backpressure from the client); a source that breaks off cuts the answer short. */
-const relay = (ctx: RequestContext, source: JobContent): Effect.Effect<void> => {
+const relay = (ctx: HttpRequestContext, source: JobContent): Effect.Effect<void> => {
   const length = source._tag === "file" ? source.size : Number(headerValue(source.response.headers)["content-length"] ?? NaN)
   const readable: Readable = source._tag === "file" ? fs.createReadStream(source.path) : (source.response.body as unknown as Readable)
   return relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }), "the content")

@@ -1,12 +1,12 @@
 import * as Effect from "effect/Effect"
-import { str } from "../../formats/common.js"
-import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder, OPTIONS_PARAMS } from "../../formats/ollama.js"
-import { boolean, checkParams, either, integer, number, object, params, string } from "../../formats/params.js"
-import { VERSION } from "../../version.js"
-import { catalogEntries, ollamaModel, splitNoThinking, virtualOllamaModel } from "../catalog.js"
+import { str } from "../../upstream/formats/common.js"
+import { decodeGenerateRequest, encodeOllamaResponse, ollama, OllamaStreamEncoder, OPTIONS_PARAMS } from "../../upstream/formats/ollama.js"
+import { boolean, checkParams, either, integer, number, object, params, string } from "../../upstream/formats/params.js"
+import { VERSION } from "../../kernel/version.js"
+import { catalogEntries, ollamaModel, splitNoThinking, virtualOllamaModel } from "../../upstream/providers/catalogEntries.js"
 import { embed } from "../embeddings.js"
-import { badRequest, InferenceError, tryDecode } from "../errors.js"
-import { readJsonObject, type RequestContext, sendJson } from "../io.js"
+import { badRequest, InferenceError, tryDecode } from "../../kernel/errors.js"
+import { readJsonObject, type HttpRequestContext, sendJson } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
 
@@ -33,7 +33,7 @@ const untagged = (deps: RouteDeps, model: string) =>
     : Effect.succeed(model)
 
 const chat = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => ollama.decodeRequest(body))
     const { model, noThinking } = splitNoThinking(yield* untagged(deps, canonical.model))
@@ -41,7 +41,7 @@ const chat = (deps: RouteDeps) =>
   })
 
 const generate = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => decodeGenerateRequest(body))
     const model = yield* untagged(deps, canonical.model)
@@ -64,7 +64,7 @@ const generate = (deps: RouteDeps) =>
   })
 
 const embedRoute = (deps: RouteDeps, legacy: boolean) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const model = str(body["model"])
     if (!model) return yield* badRequest("model is required", "model")
@@ -83,12 +83,12 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) =>
   })
 
 const tags = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     sendJson(ctx, 200, { models: [...catalogEntries(yield* deps.connections).map(ollamaModel), ...(yield* deps.virtualModels).map(virtualOllamaModel)] })
   })
 
 const show = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const body = yield* readJsonObject(ctx)
     const name = str(body["model"]) ?? str(body["name"]) ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === name || `${e.id}:latest` === name)

@@ -1,25 +1,25 @@
 import * as Effect from "effect/Effect"
-import { arr, obj, str } from "../../formats/common.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { boolean, checkParams, integer, oneOf, params, string } from "../../formats/params.js"
-import { openAiResponses } from "../../formats/openai-responses.js"
-import type { FlagKey } from "../../flags/catalog.js"
-import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../formats/canonical.js"
-import { newId, wholeUsage, type Usage } from "../../formats/canonical.js"
-import { usageToOpenAi } from "../../formats/openai-chat-answers.js"
-import { RequestDecodeError, type StreamEncoder } from "../../formats/format.js"
-import type { UsageShape } from "../../usage/Usage.js"
-import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../catalog.js"
-import type { VirtualModel } from "../../routing/Router.js"
-import type { AccountingShape } from "../../accounting/Accounting.js"
+import { arr, obj, str } from "../../upstream/formats/common.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { boolean, checkParams, integer, oneOf, params, string } from "../../upstream/formats/params.js"
+import { openAiResponses } from "../../upstream/formats/openai-responses.js"
+import type { FlagKey } from "../../platform/flags/catalog.js"
+import type { CanonicalRequest, CanonicalResponse, StreamEvent } from "../../domain/canonical.js"
+import { newId, wholeUsage, type Usage } from "../../domain/canonical.js"
+import { usageToOpenAi } from "../../upstream/formats/openai-chat-answers.js"
+import { RequestDecodeError, type StreamEncoder } from "../../upstream/formats/format.js"
+import type { UsageShape } from "../../services/usage/Usage.js"
+import { catalogEntries, modelObject, openAiModelList, splitNoThinking, virtualModelObject } from "../../upstream/providers/catalogEntries.js"
+import type { VirtualModel } from "../../services/routing/Router.js"
+import type { AccountingShape } from "../../services/accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
-import { badRequest, decodeFailure, InferenceError, tryDecode } from "../errors.js"
-import { type RequestContext, sendJson, withJsonObject } from "../io.js"
+import { badRequest, decodeFailure, InferenceError, tryDecode } from "../../kernel/errors.js"
+import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import type { InferenceShape } from "../call.js"
 import type { ResponseStoreShape } from "../responseStore.js"
 import { decodedAs, type RouteDef } from "./types.js"
-import type { Connection } from "../../providers/Connections.js"
-import { sseData } from "../../formats/frames.js"
+import type { Connection } from "../../upstream/providers/Connections.js"
+import { sseData } from "../../upstream/formats/frames.js"
 
 export interface RouteDeps {
   readonly inference: InferenceShape
@@ -38,7 +38,7 @@ export const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unkn
   new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
 
 /** `POST /v1/chat/completions`. */
-export const chatCompletions = (deps: RouteDeps) => (ctx: RequestContext, body: Record<string, unknown>) => {
+export const chatCompletions = (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => {
   // Called once the body is read (inside that step): decoding needs no step of its own.
   let canonical: CanonicalRequest
   try {
@@ -123,7 +123,7 @@ class CompletionsStreamEncoder implements StreamEncoder {
 }
 
 export const completions = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const canonical = yield* tryDecode(openAiChat, () => completionsDecode(body))
     yield* deps.inference.run({
       ctx,
@@ -158,7 +158,7 @@ export const decodeResponsesRequest = (body: Record<string, unknown>, continues:
  * and with `store: false`.
  */
 export const responses = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const requested = str(body["model"])
     const continues = typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== ""
     // The answering connection decides how previous_response_id is resolved (see ResponseStore.expand).
@@ -193,7 +193,7 @@ export const responses = (deps: RouteDeps) =>
 const EMBEDDINGS_PARAMS = params({ dimensions: integer(1), encoding_format: oneOf("float", "base64"), user: string })
 
 export const embeddings = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, body: Record<string, unknown>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, body: Record<string, unknown>) {
     const model = str(body["model"])
     if (!model) return yield* badRequest("model must be a non-empty string", "model")
     const input = body["input"]
@@ -206,13 +206,13 @@ export const embeddings = (deps: RouteDeps) =>
   })
 
 export const listModels = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
     const entries = catalogEntries(yield* deps.connections)
     sendJson(ctx, 200, openAiModelList(entries, yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES"), yield* deps.virtualModels))
   })
 
 export const retrieveModel = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: RequestContext, params: Readonly<Record<string, string>>) {
+  Effect.fnUntraced(function* (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) {
     const id = params["model"] ?? ""
     const entry = catalogEntries(yield* deps.connections).find((e) => e.id === id)
     const includeNames = yield* deps.flag("MODEL_CATALOG_INCLUDE_NAMES")
@@ -223,7 +223,7 @@ export const retrieveModel = (deps: RouteDeps) =>
   })
 
 export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
-  const withBody = (h: (ctx: RequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: RequestContext) =>
+  const withBody = (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
     withJsonObject(ctx, (body) => h(ctx, body))
   return [
     { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)) },

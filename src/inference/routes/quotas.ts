@@ -5,10 +5,10 @@
  */
 import * as Effect from "effect/Effect"
 import { presentedKey } from "../auth.js"
-import { openAiChat } from "../../formats/openai-chat.js"
-import { decodeReport, type IssueTrackerShape } from "../../quotas/IssueTracker.js"
-import type { QuotasShape } from "../../quotas/Quotas.js"
-import { type RequestContext, sendJson, withJsonObject } from "../io.js"
+import { openAiChat } from "../../upstream/formats/openai-chat.js"
+import { decodeReport, type IssueTrackerShape } from "../quotas/IssueTracker.js"
+import type { QuotasShape } from "../quotas/Quotas.js"
+import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
 import type { RouteDeps } from "./openai.js"
 import type { RouteDef } from "./types.js"
 
@@ -17,7 +17,7 @@ export const quotaRoutes = (_deps: RouteDeps, quotas: QuotasShape, tracker: Issu
     method: "GET",
     path: "/v1/quotas/check",
     format: openAiChat,
-    handle: (ctx: RequestContext) =>
+    handle: (ctx: HttpRequestContext) =>
       Effect.map(
         quotas.check({ provider: ctx.query.get("provider") ?? undefined, connection: ctx.query.get("connection") ?? undefined, model: ctx.query.get("model") ?? undefined }, ctx.apiKeyId),
         (answer) => sendJson(ctx, 200, answer)
@@ -27,7 +27,7 @@ export const quotaRoutes = (_deps: RouteDeps, quotas: QuotasShape, tracker: Issu
     method: "POST",
     path: "/v1/issues/report",
     format: openAiChat,
-    handle: (ctx: RequestContext) =>
+    handle: (ctx: HttpRequestContext) =>
       withJsonObject(ctx, (body) =>
         Effect.flatMap(decodeReport(body), (report) => {
           // The caller's own key is the one gateway key known in clear here: scrubbed literally too.

@@ -1,9 +1,9 @@
 import type * as Effect from "effect/Effect"
-import type { WireFormat } from "../../formats/format.js"
-import type { InferenceError } from "../errors.js"
-import type { RequestContext } from "../io.js"
+import type { WireFormat } from "../../upstream/formats/format.js"
+import type { InferenceError } from "../../kernel/errors.js"
+import type { HttpRequestContext } from "../io.js"
 
-export type Handler = (ctx: RequestContext, params: Readonly<Record<string, string>>) => Effect.Effect<void, InferenceError>
+export type Handler = (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) => Effect.Effect<void, InferenceError>
 
 /** One client-facing route: its method and path (`:name` segments, a trailing `*rest`), its format, its handler. */
 export interface RouteDef {

@@ -1,0 +1,50 @@
+/**
+ * The `claude-code-compatible` provider (ENABLE_CC_COMPATIBLE_PROVIDER, docs/providers.md): an
+ * Anthropic-messages upstream that serves Claude Code's traffic only (relays and resellers of
+ * Claude subscriptions) and checks that the caller is Claude Code. The gateway presents itself the
+ * way Claude Code does, as the Claude Code OAuth entry (src/domain/catalog/oauthProviders.ts) presents
+ * its grant: the `anthropic-beta` list Claude Code sends (merged with a client's own), `x-app: cli`,
+ * Claude Code's user agent, the key both as `x-api-key` (ANTHROPIC_API_KEY) and as
+ * `Authorization: Bearer` (ANTHROPIC_AUTH_TOKEN), whichever the relay reads, and Claude Code's
+ * system-prompt preamble first in every request. Part of the catalog; a connection can only be
+ * created while the flag is on.
+ */
+import { chat, type ProviderSpec } from "./modelSpec.js"
+
+export const CC_COMPATIBLE_PROVIDER_ID = "claude-code-compatible"
+
+/** The Claude Code release whose headers the gateway sends. */
+export const CLAUDE_CODE_VERSION = "2.0.14"
+
+export const CLAUDE_CODE_PREAMBLE = "You are Claude Code, Anthropic's official CLI for Claude."
+
+const VR = { vision: true, reasoning: true }
+
+export const CC_COMPATIBLE_PROVIDER: ProviderSpec = {
+  id: CC_COMPATIBLE_PROVIDER_ID,
+  name: "Claude Code compatible (custom base URL)",
+  format: "anthropic",
+  baseUrl: null,
+  authStyle: "x-api-key",
+  authClass: "apikey",
+  category: "custom",
+  requiresApiKey: true,
+  requiresBaseUrl: true,
+  docsUrl: "https://docs.anthropic.com/en/docs/claude-code/settings#environment-variables",
+  offers: ["chat"],
+  clientCompat: {
+    headers: {
+      "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14",
+      "anthropic-dangerous-direct-browser-access": "true",
+      "x-app": "cli",
+      "user-agent": `claude-cli/${CLAUDE_CODE_VERSION} (external, cli)`
+    },
+    bearerToo: true,
+    systemPreamble: CLAUDE_CODE_PREAMBLE
+  },
+  models: [
+    chat("claude-opus-4-1", "Claude Opus 4.1", 200_000, 32_000, 15, 75, VR, { cachedInput: 1.5 }),
+    chat("claude-sonnet-4-5", "Claude Sonnet 4.5", 200_000, 64_000, 3, 15, VR, { cachedInput: 0.3 }),
+    chat("claude-haiku-4-5", "Claude Haiku 4.5", 200_000, 64_000, 1, 5, VR, { cachedInput: 0.1 })
+  ]
+}

@@ -1,0 +1,598 @@
+/**
+ * The request lifecycle (docs/ARCHITECTURE.md, "Seam 2: the request lifecycle"): one ordered set
+ * of hooks on the inference request path. A hook has a name, a priority (lower runs first,
+ * default 100, as the plugin SDK of spec document 3) and a handler per event it cares about.
+ * A handler may answer synchronously (the fast path) or with an Effect; it may replace the
+ * request body (onRequest, onModelSelect), block the request with its own answer (onRequest,
+ * onComboResolve, onModelSelect, onAttemptStart) and attach metadata to the request, which
+ * later handlers read. A handler that throws or fails is logged and skipped; the request goes on.
+ *
+ * Cost: the registered handlers are kept as one array per event, rebuilt on (un)registration;
+ * every request takes the current table once, and each event point checks its array's length
+ * before doing anything, so an event nobody listens to costs one branch and no allocation.
+ *
+ * This module imports nothing of the pipeline: the request is seen through `HookHost`, which
+ * the request context (io.ts) satisfies.
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import { errorKindForStatus } from "../domain/canonical.js"
+import type { WireFormat } from "../upstream/formats/format.js"
+import type { FailureInfo } from "../services/resilience/types.js"
+import type { RoutePlan } from "../services/routing/plan.js"
+import type { Candidate } from "../services/routing/types.js"
+import type { UsageRecord } from "../services/usage/Usage.js"
+import type { RequestContext } from "./request.js"
+import { clientError, InferenceError } from "./errors.js"
+
+export * from "./hookEvents.js"
+import { type AnswerRewrite, type AttemptEnd, type AttemptStart, type LifecycleListener, type RequestFailure, type Settlement, type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, GuardFailure, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHeaders, type RequestHook, type ResponseEvent } from "./hookEvents.js"
+
+// ---------------------------------------------------------------- the table
+
+interface Entry<E> {
+  readonly name: string
+  readonly priority: number
+  /** Registration order, across the registry and the hooks attached to single requests. */
+  readonly seq: number
+  readonly handler: HookHandler<E>
+  /** The gateway's own hooks: trusted (no failure guard), and they get no request view. */
+  readonly builtin: boolean
+  /** A guard: its failure refuses the request (`RequestHook.failClosed`). */
+  readonly failClosed: boolean
+}
+
+/** Every event's handlers in run order; a new table on every change, so a request keeps the one it started with. */
+export type HookTable = { readonly [K in HookEvent]: ReadonlyArray<Entry<HookEvents[K]>> } & {
+  /** The lifecycle's listeners (observability, webhooks' request events, the inspector), in registration order. */
+  readonly listeners: ReadonlyArray<LifecycleListener>
+  /** Runs what write-path handlers return as an Effect, and logs failures of synchronous ones. */
+  readonly runtime: Runtime.Runtime<never> | undefined
+}
+
+const NONE: ReadonlyArray<never> = Object.freeze([])
+
+const emptyTable = (runtime: Runtime.Runtime<never> | undefined, listeners: ReadonlyArray<LifecycleListener> = NONE): HookTable => ({
+  listeners,
+  onRequest: NONE,
+  onComboResolve: NONE,
+  onModelSelect: NONE,
+  onAttemptStart: NONE,
+  onProviderError: NONE,
+  onRateLimit: NONE,
+  onStreamStart: NONE,
+  onFrame: NONE,
+  onStreamEnd: NONE,
+  onResponse: NONE,
+  onError: NONE,
+  runtime
+})
+
+/** No hook at all (a request context made outside the dispatcher). */
+export const EMPTY_HOOKS: HookTable = emptyTable(undefined)
+
+let sequence = 0
+
+const before = (a: Entry<unknown>, b: Entry<unknown>): boolean => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq)
+
+const insert = <E>(list: ReadonlyArray<Entry<E>>, entry: Entry<E>): ReadonlyArray<Entry<E>> => {
+  if (list.length === 0) return [entry]
+  const out = list.slice()
+  let i = out.length
+  while (i > 0 && before(entry as Entry<unknown>, out[i - 1] as Entry<unknown>)) i--
+  out.splice(i, 0, entry)
+  return out
+}
+
+const validated = (hook: RequestHook): void => {
+  if (typeof hook !== "object" || hook === null) throw new TypeError("a hook must be an object")
+  if (typeof hook.name !== "string" || hook.name.trim() === "") throw new TypeError("a hook needs a non-empty name")
+  if (hook.priority !== undefined && (typeof hook.priority !== "number" || Number.isNaN(hook.priority))) throw new TypeError(`hook ${hook.name}: priority must be a number`)
+  for (const event of HOOK_EVENTS) {
+    const h = hook[event]
+    if (h !== undefined && typeof h !== "function") throw new TypeError(`hook ${hook.name}: ${event} must be a function`)
+  }
+}
+
+/** `table` with `hook`'s handlers inserted in order. */
+const withHook = (table: HookTable, hook: RequestHook, seq: number, builtin: boolean): HookTable => {
+  const out: Record<string, unknown> = { ...table }
+  const priority = hook.priority ?? DEFAULT_PRIORITY
+  for (const event of HOOK_EVENTS) {
+    const handler = hook[event]
+    if (handler !== undefined) {
+      const entry = { name: hook.name, priority, seq, handler: handler as HookHandler<unknown>, builtin, failClosed: hook.failClosed === true }
+      out[event] = insert(table[event] as ReadonlyArray<Entry<unknown>>, entry)
+    }
+  }
+  return out as HookTable
+}
+
+/** The answer of one request as its transport has it so far (node's `ServerResponse` is one). */
+export interface AnswerState {
+  readonly statusCode: number
+  readonly headersSent: boolean
+}
+
+/** The part of a request context the lifecycle reads and keeps (request.ts `RequestContext` has it). */
+export interface HookHost {
+  readonly requestId: string
+  readonly startedAt: number
+  readonly path: string
+  readonly method: string
+  readonly headers: RequestHeaders
+  /** The answer as the transport has it so far: its status, and whether its head went out. */
+  readonly answer: AnswerState
+  readonly apiKeyId: string | null
+  /** Headers the answer will carry (io.ts `responseHeaders`); a verdict's `headers` are added here. */
+  readonly responseHeaders?: Record<string, string>
+  /** The hooks of this request: the registry's table when it began, plus any attached to it alone. */
+  hooks?: HookTable
+  /** The request as hooks see it, made when a handler first runs. */
+  hookRequest?: HookRequest
+  /** A whole answer's headers and body as written (io.ts `writeWhole`); a stream's head headers. */
+  answerHeaders?: Readonly<Record<string, string | number>>
+  answerBody?: string | Buffer
+  /** The hook that blocked the request. */
+  blockedBy?: string
+  /** Rewrites of the answer given at onRequest (composed), run by io.ts's writers. */
+  rewrite?: AnswerRewrite
+  /** A whole answer's body before `rewrite` ran (what the upstream's answer encoded to), when a rewrite changed it. */
+  answerUnrewritten?: string
+  /** onResponse or onError has fired. */
+  ended?: boolean
+}
+
+/**
+ * Adds hooks to one request only (the gateway's own per-request hooks: its usage row, the
+ * response cache's entry, the idempotency recorder). Built-in hooks are trusted: their failures
+ * are not caught and they get no request view.
+ */
+export const attach = (host: HookHost, hook: RequestHook, builtin = true): void => {
+  host.hooks = withHook(host.hooks ?? EMPTY_HOOKS, hook, ++sequence, builtin)
+}
+
+// ---------------------------------------------------------------- firing
+
+const requestOf = (host: HookHost): HookRequest =>
+  (host.hookRequest ??= {
+    requestId: host.requestId,
+    timestamp: host.startedAt,
+    method: host.method,
+    path: host.path,
+    headers: host.headers,
+    apiKeyId: host.apiKeyId,
+    metadata: {}
+  })
+
+/** Built-in handlers take no request view: this stands for it. */
+const NO_REQUEST = Object.freeze({}) as HookRequest
+
+const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/** A handler that threw: logged (through the gateway's runtime), and the request goes on. */
+const report = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): void => {
+  const log = Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped): ${describe(e)}`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const runtime = host.hooks?.runtime
+  if (runtime) Runtime.runFork(runtime)(log)
+  else Effect.runFork(log)
+}
+
+/** The code of the refusal a failed guard answers (docs/errors.md). */
+export const GUARD_FAILED = "guardrail_unavailable"
+
+/**
+ * A fail-closed hook failed: logged as an error, and the request refused with a 503 naming the
+ * guard (and the part of it that failed, from a `GuardFailure`), never sent on without it.
+ */
+const guardFailed = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): HookReturn => {
+  const part = e instanceof GuardFailure ? e.part : entry.name
+  const reason = describe(e instanceof GuardFailure ? e.reason : e)
+  const log = Effect.logError(`guard ${entry.name} failed in ${event}: ${part}: ${reason}; the request was refused (${GUARD_FAILED})`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const runtime = host.hooks?.runtime
+  if (runtime) Runtime.runFork(runtime)(log)
+  else Effect.runFork(log)
+  return {
+    block: {
+      status: 503,
+      code: GUARD_FAILED,
+      message: `the request was not sent: the ${part} guard could not check it (it failed; the gateway fails closed). Try again; if it persists, the operator finds the cause in the gateway's log under request ${host.requestId}`,
+      headers: { "retry-after": "1" }
+    }
+  }
+}
+
+/** A handler's Effect, its failures logged and skipped (a guard's refuse the request); an interruption (the client left) goes on as it is. */
+const guarded = (host: HookHost, entry: Entry<never>, event: HookEvent, effect: Effect.Effect<HookReturn, unknown>): Effect.Effect<HookReturn> =>
+  entry.failClosed
+    ? Effect.catchAllCause(effect, (cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.succeed(guardFailed(host, entry, event, Cause.squash(cause)))
+      )
+    : entry.builtin
+      ? (effect as Effect.Effect<HookReturn>)
+      : Effect.catchAllCause(effect, (cause) =>
+          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
+        )
+
+/** What the handlers of one event decided. */
+interface Decision {
+  body?: Record<string, unknown>
+  block?: { readonly hook: string; readonly answer: BlockAnswer }
+}
+
+const BODY = 1
+const BLOCK = 2
+const REWRITE = 4
+
+/** `second` after `first`. */
+const chain = (first: AnswerRewrite | undefined, second: AnswerRewrite): AnswerRewrite => {
+  if (first === undefined) return second
+  return {
+    whole: (a) => {
+      const x = first.whole ? first.whole(a) : a
+      return second.whole ? second.whole(x) : x
+    },
+    head: (h) => {
+      const x = first.head ? first.head(h) : h
+      return second.head ? second.head(x) : x
+    },
+    frame: (t) => {
+      const x = first.frame ? first.frame(t) : t
+      return second.frame ? second.frame(x) : x
+    },
+    end: (t, e) => {
+      const x = first.end ? first.end(t, e) : { text: t, error: e }
+      return second.end ? second.end(x.text, x.error) : x
+    }
+  }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/**
+ * Applies one handler's verdict where the event allows it; answers the decision so far (with
+ * `block` set, later handlers do not run). A malformed verdict is reported and ignored.
+ */
+const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { body?: unknown }, allows: number, out: HookReturn, decision: Decision | undefined): Decision | undefined => {
+  if (out === undefined || out === null) return decision
+  if (typeof out !== "object") {
+    report(host, entry, name, new TypeError(`a handler answers a verdict object or nothing, not ${typeof out}`))
+    return decision
+  }
+  if (out.metadata !== undefined) {
+    if (isObject(out.metadata)) Object.assign(requestOf(host).metadata, out.metadata)
+    else report(host, entry, name, new TypeError("metadata must be an object"))
+  }
+  if (out.body !== undefined && (allows & BODY) !== 0) {
+    if (isObject(out.body)) {
+      event.body = out.body
+      decision = { ...decision, body: out.body }
+    } else report(host, entry, name, new TypeError("body must be a JSON object"))
+  }
+  if (out.rewrite !== undefined && (allows & REWRITE) !== 0) {
+    if (isObject(out.rewrite)) host.rewrite = chain(host.rewrite, out.rewrite as AnswerRewrite)
+    else report(host, entry, name, new TypeError("rewrite must be an object of functions"))
+  }
+  if (out.headers !== undefined && (allows & BODY) !== 0 && host.responseHeaders !== undefined) {
+    if (isObject(out.headers)) for (const k in out.headers) host.responseHeaders[k.toLowerCase()] = String(out.headers[k])
+    else report(host, entry, name, new TypeError("headers must be an object"))
+  }
+  if (out.block !== undefined && (allows & BLOCK) !== 0) decision = { ...decision, block: { hook: entry.name, answer: isObject(out.block) ? out.block : {} } }
+  return decision
+}
+
+/** The write-path events carry no body (`apply` never writes to it there). */
+const NO_BODY: { body?: unknown } = Object.freeze({})
+
+type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
+
+/** Runs `list` from `i` in order: synchronously while handlers answer synchronously, as an Effect from the first one that does not. */
+const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, event: object, host: HookHost, allows: number, decision: Decision | undefined): Fired => {
+  for (; i < list.length; i++) {
+    const entry = list[i]!
+    let out: HookReturn | Effect.Effect<HookReturn, unknown>
+    try {
+      out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
+    } catch (e) {
+      if (entry.failClosed) out = guardFailed(host, entry, name, e)
+      else if (entry.builtin) throw e
+      else {
+        report(host, entry, name, e)
+        continue
+      }
+    }
+    if (Effect.isEffect(out)) {
+      const next = i + 1
+      // The last handler (the usual case: a built-in on the request's end) needs no continuation.
+      if (next === list.length) return Effect.map(guarded(host, entry, name, out), (verdict) => apply(host, entry, name, event, allows, verdict, decision))
+      return Effect.flatMap(guarded(host, entry, name, out), (verdict) => {
+        const d = apply(host, entry, name, event, allows, verdict, decision)
+        if (d?.block) return Effect.succeed(d)
+        const rest = runFrom(list, next, name, event, host, allows, d)
+        return Effect.isEffect(rest) ? rest : Effect.succeed(rest)
+      })
+    }
+    decision = apply(host, entry, name, event, allows, out, decision)
+    if (decision?.block) return decision
+  }
+  return decision
+}
+
+const asEffect = (fired: Fired): Effect.Effect<Decision | undefined> => (Effect.isEffect(fired) ? fired : Effect.succeed(fired))
+
+/**
+ * Fires an event from the write path (stream start, frame, stream end): synchronously, in order;
+ * an Effect a handler answers is run detached (not awaited), on the gateway's runtime.
+ */
+export const observe = <K extends "onStreamStart" | "onFrame" | "onStreamEnd">(host: HookHost, name: K, list: ReadonlyArray<Entry<HookEvents[K]>>, event: HookEvents[K]): void => {
+  for (const entry of list as ReadonlyArray<Entry<never>>) {
+    try {
+      const out = (entry.handler as HookHandler<object>)(event, entry.builtin ? NO_REQUEST : requestOf(host))
+      if (Effect.isEffect(out)) {
+        const run = Effect.flatMap(guarded(host, entry, name, out), (verdict) => Effect.sync(() => apply(host, entry, name, NO_BODY, 0, verdict, undefined)))
+        const runtime = host.hooks?.runtime
+        if (runtime) Runtime.runFork(runtime)(run)
+        else Effect.runFork(run)
+      } else if (out !== undefined) apply(host, entry, name, NO_BODY, 0, out, undefined)
+    } catch (e) {
+      if (entry.builtin) throw e
+      report(host, entry, name, e)
+    }
+  }
+}
+
+/** A hook's block as the client's answer: its own body as it is, or an error in the client's format. */
+export const blockedAnswer = (format: WireFormat, hook: string, answer: BlockAnswer): InferenceError => {
+  const status = typeof answer.status === "number" && Number.isInteger(answer.status) && answer.status >= 200 && answer.status <= 599 ? answer.status : 403
+  const message = typeof answer.message === "string" && answer.message !== "" ? answer.message : `the request was blocked by ${hook}`
+  const headers = isObject(answer.headers) ? (answer.headers as Readonly<Record<string, string>>) : undefined
+  const code = typeof answer.code === "string" && answer.code !== "" ? answer.code : "request_blocked"
+  return answer.body !== undefined
+    ? new InferenceError({ status, kind: errorKindForStatus(status), code, message, body: answer.body, ...(headers ? { headers } : {}) })
+    : clientError(format, { status, kind: errorKindForStatus(status), code, message }, headers)
+}
+
+/** The body the handlers left (undefined: unchanged), or the block as a failure in the client's terms. */
+const settle = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect<Record<string, unknown> | undefined, InferenceError> =>
+  Effect.flatMap(asEffect(fired), (d) => {
+    if (d?.block) {
+      host.blockedBy = d.block.hook
+      return Effect.fail(blockedAnswer(format, d.block.hook, d.block.answer))
+    }
+    return Effect.succeed(d?.body)
+  })
+
+export const targetOf = (c: Candidate): HookTarget => ({ key: c.key, provider: c.connection.provider.id, connection: c.connection.name, model: c.model })
+
+/** onRequest. Call only when there are handlers. */
+export const requestReceived = (
+  host: HookHost,
+  format: WireFormat,
+  call: { readonly endpoint: string; readonly model: string; readonly stream: boolean; readonly body: Record<string, unknown> }
+): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+  const event = { endpoint: call.endpoint, format: format.id, model: call.model, stream: call.stream, body: call.body }
+  return settle(host, format, runFrom(host.hooks!.onRequest as ReadonlyArray<Entry<never>>, 0, "onRequest", event, host, BODY | BLOCK | REWRITE, undefined))
+}
+
+/** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */
+export const routeResolved = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>, endpoint: string): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+  const table = host.hooks!
+  const candidates = plan.candidates.map(targetOf)
+  const select = (): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+    if (table.onModelSelect.length === 0) return Effect.succeed(undefined)
+    const first = plan.candidates[0] ?? plan.fusion?.judge
+    const event = { model, format: format.id, endpoint, route: plan.kind, strategy: plan.strategy, target: first ? targetOf(first) : undefined, candidates, body }
+    return settle(host, format, runFrom(table.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined))
+  }
+  if (plan.kind === "direct" || table.onComboResolve.length === 0) return select()
+  const event: ComboResolveEvent = {
+    model,
+    route: plan.kind,
+    scope: plan.scope,
+    strategy: plan.strategy,
+    candidates,
+    blocked: plan.blocked.map((b) => ({ target: targetOf(b.candidate), reason: b.reason })),
+    fusion: plan.fusion !== undefined
+  }
+  return Effect.flatMap(settle(host, format, runFrom(table.onComboResolve as ReadonlyArray<Entry<never>>, 0, "onComboResolve", event, host, BLOCK, undefined)), select)
+}
+
+/** onAttemptStart: the block (the attempt must not go out), or undefined. Call only when there are handlers. */
+export const attemptStarted = (host: HookHost, format: WireFormat, attempt: number, candidate: Candidate, probe: boolean): Effect.Effect<InferenceError | undefined> =>
+  Effect.map(asEffect(runFrom(host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>, 0, "onAttemptStart", { attempt, target: targetOf(candidate), probe }, host, BLOCK, undefined)), (d) => {
+    if (!d?.block) return undefined
+    host.blockedBy = d.block.hook
+    return blockedAnswer(format, d.block.hook, d.block.answer)
+  })
+
+/**
+ * onProviderError, then (for a 429) onRateLimit; undefined when every handler answered
+ * synchronously. Call only when either has handlers.
+ */
+export const upstreamFailed = (
+  host: HookHost,
+  attempt: number,
+  candidate: Candidate,
+  failure: FailureInfo,
+  classification: { readonly reason: string; readonly retryable: boolean },
+  answered: boolean
+): Effect.Effect<void> | undefined => {
+  const table = host.hooks!
+  const event: ProviderErrorEvent = {
+    attempt,
+    target: targetOf(candidate),
+    status: failure.status,
+    kind: failure.kind,
+    reason: classification.reason,
+    retryable: classification.retryable && !answered,
+    message: failure.message,
+    answered
+  }
+  const limited = failure.status === 429 && table.onRateLimit.length !== 0
+  const first = runFrom(table.onProviderError as ReadonlyArray<Entry<never>>, 0, "onProviderError", event, host, 0, undefined)
+  if (!limited) return Effect.isEffect(first) ? Effect.asVoid(first) : undefined
+  const then = () => runFrom(table.onRateLimit as ReadonlyArray<Entry<never>>, 0, "onRateLimit", event, host, 0, undefined)
+  if (Effect.isEffect(first)) return Effect.flatMap(first, () => Effect.asVoid(asEffect(then())))
+  const second = then()
+  return Effect.isEffect(second) ? Effect.asVoid(second) : undefined
+}
+
+/**
+ * The request's end: onResponse, or onError when it failed (`error`) or the client left (`gone`).
+ * Fires once per request (later calls do nothing); undefined when nothing is left to run.
+ */
+export const endRequest = (host: HookHost, error?: InferenceError, gone = false): Effect.Effect<unknown> | undefined => {
+  if (host.ended) return undefined
+  host.ended = true
+  const table = host.hooks
+  if (table === undefined) return undefined
+  const failed = error !== undefined || gone
+  const list = failed ? table.onError : table.onResponse
+  if (list.length === 0) return undefined
+  const body = host.answerBody
+  const ending = {
+    status: gone ? 499 : host.answer.statusCode,
+    headers: host.answerHeaders,
+    body,
+    streamed: body === undefined && host.answer.headersSent,
+    usage: undefined as UsageRecord | undefined
+  }
+  const event = failed
+    ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy }
+    : ending
+  const fired = runFrom(list as ReadonlyArray<Entry<never>>, 0, failed ? "onError" : "onResponse", event, host, 0, undefined)
+  return Effect.isEffect(fired) ? fired : undefined
+}
+
+/** A built-in hook on the request's end that writes into the event for the handlers after it (the usage row). */
+export const setUsage = (event: ResponseEvent | ErrorEvent, usage: UsageRecord): void => {
+  ;(event as { usage: UsageRecord | undefined }).usage = usage
+}
+
+// ---------------------------------------------------------------- the registry
+
+export interface RegisteredHook {
+  readonly name: string
+  readonly priority: number
+  readonly events: ReadonlyArray<HookEvent>
+}
+
+export interface RequestHooksShape {
+  /** Adds a hook for every request from now on; answers the function that removes it (calling it twice is harmless). */
+  readonly register: (hook: RequestHook) => () => void
+  /** Adds a listener for every request from now on; answers the function that removes it. */
+  readonly listen: (listener: LifecycleListener) => () => void
+  /** The handlers now registered, one array per event (a request takes this once, when it begins). */
+  readonly current: () => HookTable
+  /** The registered hooks in run order (ties: registration order). */
+  readonly registered: () => ReadonlyArray<RegisteredHook>
+}
+
+/** A registry; `runtime` logs failures and runs write-path Effects (the layer passes its own). */
+export const makeRequestHooks = (runtime?: Runtime.Runtime<never>): RequestHooksShape => {
+  let hooks: ReadonlyArray<{ readonly hook: RequestHook; readonly seq: number }> = []
+  let listeners: ReadonlyArray<LifecycleListener> = NONE
+  let table = emptyTable(runtime)
+  const rebuild = () => {
+    let t = emptyTable(runtime, listeners)
+    for (const h of hooks) t = withHook(t, h.hook, h.seq, false)
+    table = t
+  }
+  return {
+    listen: (listener) => {
+      listeners = [...listeners, listener]
+      rebuild()
+      let removed = false
+      return () => {
+        if (removed) return
+        removed = true
+        listeners = listeners.filter((l) => l !== listener)
+        rebuild()
+      }
+    },
+    register: (hook) => {
+      validated(hook)
+      const item = { hook, seq: ++sequence }
+      hooks = [...hooks, item]
+      table = withHook(table, hook, item.seq, false)
+      let removed = false
+      return () => {
+        if (removed) return
+        removed = true
+        hooks = hooks.filter((h) => h !== item)
+        rebuild()
+      }
+    },
+    current: () => table,
+    registered: () =>
+      [...hooks]
+        .sort((a, b) => (a.hook.priority ?? DEFAULT_PRIORITY) - (b.hook.priority ?? DEFAULT_PRIORITY) || a.seq - b.seq)
+        .map(({ hook }) => ({ name: hook.name, priority: hook.priority ?? DEFAULT_PRIORITY, events: HOOK_EVENTS.filter((e) => hook[e] !== undefined) }))
+  }
+}
+
+// ---------------------------------------------------------------- listeners
+
+/**
+ * Tells the request's listeners it arrived (before authentication). Each `fire*` below is a
+ * loop over the listeners the request began with: none, nothing but the check.
+ */
+export const fireBegin = (ctx: RequestContext): void => {
+  const ls = ctx.hooks?.listeners
+  if (ls !== undefined) for (let i = 0; i < ls.length; i++) ls[i]!.begin?.(ctx)
+}
+
+/** Its route plan is known. */
+export const fireRouted = (ctx: RequestContext, plan: RoutePlan): void => {
+  const ls = ctx.hooks?.listeners
+  if (ls !== undefined) for (let i = 0; i < ls.length; i++) ls[i]!.routed?.(ctx, plan)
+}
+
+/** Whether a listener wants to hear of attempts as they start (tracing does): the caller then gathers what spans need. */
+export const listensToAttemptStart = (ctx: RequestContext): boolean => {
+  const ls = ctx.hooks?.listeners
+  if (ls !== undefined) for (let i = 0; i < ls.length; i++) if (ls[i]!.attemptStart !== undefined) return true
+  return false
+}
+
+/** An attempt starts; what each listener answered, by position, for `fireAttemptEnd` (undefined: none listens to starts). */
+export const fireAttemptStart = (ctx: RequestContext, attempt: AttemptStart): Array<unknown> | undefined => {
+  const ls = ctx.hooks?.listeners
+  if (ls === undefined) return undefined
+  let tokens: Array<unknown> | undefined
+  for (let i = 0; i < ls.length; i++) {
+    const start = ls[i]!.attemptStart
+    if (start !== undefined) (tokens ??= new Array(ls.length))[i] = start(ctx, attempt)
+  }
+  return tokens
+}
+
+/** The attempt ended. */
+export const fireAttemptEnd = (ctx: RequestContext, tokens: ReadonlyArray<unknown> | undefined, end: AttemptEnd): void => {
+  const ls = ctx.hooks?.listeners
+  if (ls !== undefined) for (let i = 0; i < ls.length; i++) ls[i]!.attemptEnd?.(ctx, tokens?.[i], end)
+}
+
+/** The request ended (after its end hooks' synchronous part, which put its usage row on ctx). */
+export const fireEnd = (ctx: RequestContext, status: number, error?: RequestFailure): void => {
+  const ls = ctx.hooks?.listeners
+  if (ls !== undefined) for (let i = 0; i < ls.length; i++) ls[i]!.end?.(ctx, status, error)
+}
+
+/** A request was settled (`LifecycleListener.settled`); `table` is the registry's current one (a batch line has no request). */
+export const fireSettled = (table: HookTable, s: Settlement): void => {
+  const ls = table.listeners
+  for (let i = 0; i < ls.length; i++) ls[i]!.settled?.(s)
+}
+
+/**
+ * The request lifecycle's registry (docs/ARCHITECTURE.md, "The lifecycle seam"): hooks (guardrails,
+ * policies, compression, plugins) register with `register`; listeners (observability, the
+ * webhooks' request events, the traffic inspector) with `listen`.
+ */
+export class RequestHooks extends Context.Tag("gateway/RequestHooks")<RequestHooks, RequestHooksShape>() {
+  static readonly layer = Layer.effect(RequestHooks, Effect.map(Effect.runtime<never>(), makeRequestHooks))
+}

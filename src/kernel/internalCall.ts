@@ -1,0 +1,107 @@
+/**
+ * Calls a feature makes to the gateway's own routes (a batch line, an eval case, the summarizer's
+ * chat completion; later the playground and the inspector's replay): an HTTP request on loopback
+ * to the server this process runs, carrying the process's internal credential, so routing,
+ * resilience, guardrails, usage rows and cost apply to it exactly as to a client's request. The
+ * caller names whose request it is (`onBehalfOf`: an API key id, charged and limited as that key).
+ *
+ * The server publishes where it listens (`GatewayServer`, provided by src/server/Server.ts);
+ * features depend on this module, never on the server itself.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as crypto from "node:crypto"
+
+/** Where the gateway's server listens, once it is bound. */
+export interface GatewayServerShape {
+  readonly host: string
+  readonly port: number
+  readonly url: string
+}
+
+export class GatewayServer extends Context.Tag("gateway/GatewayServer")<GatewayServer, GatewayServerShape>() {}
+
+/** The header carrying the process's internal credential. */
+export const INTERNAL_HEADER = "x-gateway-internal"
+/** With the credential: the API key id the request is made for. */
+export const ON_BEHALF_HEADER = "x-gateway-on-behalf-of"
+/** With the credential: the request id to use (a batch line's `<batch>_<line>`). */
+export const INTERNAL_REQUEST_ID_HEADER = "x-gateway-internal-request-id"
+
+/**
+ * The process's credential for its own loopback calls: random per start, never written anywhere;
+ * with it the dispatcher takes the caller's identity from the request.
+ */
+export interface InternalCallsShape {
+  readonly secret: string
+  /** Whether `presented` is this process's secret (constant time). */
+  readonly check: (presented: string) => boolean
+}
+
+export class InternalCalls extends Context.Tag("gateway/InternalCalls")<InternalCalls, InternalCallsShape>() {
+  static readonly layer = Layer.sync(InternalCalls, () => {
+    const secret = crypto.randomBytes(32).toString("hex")
+    const expected = Buffer.from(secret)
+    return {
+      secret,
+      check: (presented) => {
+        const p = Buffer.from(presented)
+        return p.length === expected.length && crypto.timingSafeEqual(p, expected)
+      }
+    }
+  })
+}
+
+/** One call to an own route. */
+export interface OwnRouteRequest {
+  /** `POST` unless said. */
+  readonly method?: string
+  /** The JSON body: a string as it is, anything else serialised. */
+  readonly body?: unknown
+  /** The API key id the call is made for (its budget, limits and usage rows); none: the gateway's own. */
+  readonly onBehalfOf?: string | null
+  /** The request id the call gets (`[A-Za-z0-9_-]{1,100}`); none: a new one. */
+  readonly requestId?: string
+  /** More request headers (`x-gateway-compression: off`, ...). */
+  readonly headers?: Readonly<Record<string, string>>
+  readonly signal?: AbortSignal
+}
+
+export interface OwnRoutesShape {
+  /** The loopback base URL of this process's server (`http://127.0.0.1:20128`). */
+  readonly base: string
+  /** Sends one request to `path` (`/v1/chat/completions`) of this process's server. */
+  readonly fetch: (path: string, request?: OwnRouteRequest) => Promise<Response>
+}
+
+/** The loopback host to reach a server bound to `host` (an unspecified address answers on 127.0.0.1). */
+export const loopbackHost = (host: string): string =>
+  host === "0.0.0.0" || host === "::" || host === "" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
+
+export class OwnRoutes extends Context.Tag("gateway/OwnRoutes")<OwnRoutes, OwnRoutesShape>() {
+  static readonly layer = Layer.effect(
+    OwnRoutes,
+    Effect.gen(function* () {
+      const server = yield* GatewayServer
+      const internal = yield* InternalCalls
+      const base = `http://${loopbackHost(server.host)}:${server.port}`
+      return {
+        base,
+        fetch: (path, request = {}) =>
+          fetch(`${base}${path}`, {
+            method: request.method ?? "POST",
+            headers: {
+              "content-type": "application/json",
+              ...request.headers,
+              [INTERNAL_HEADER]: internal.secret,
+              ...(request.onBehalfOf ? { [ON_BEHALF_HEADER]: request.onBehalfOf } : {}),
+              ...(request.requestId !== undefined ? { [INTERNAL_REQUEST_ID_HEADER]: request.requestId } : {})
+            },
+            ...(request.body === undefined ? {} : { body: typeof request.body === "string" ? request.body : JSON.stringify(request.body) }),
+            ...(request.signal ? { signal: request.signal } : {})
+          })
+      }
+    })
+  )
+}

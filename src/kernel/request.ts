@@ -1,0 +1,57 @@
+/**
+ * One request as the gateway's core sees it, whatever carried it (an HTTP request, a
+ * WebSocket frame, an internal call): its identity, method, path and headers, its lifecycle
+ * (`HookHost`: its hooks, what they attached, the answer as written) and what the pipeline
+ * learns on the way. No transport object is reachable from here: the inference plane's
+ * `HttpRequestContext` (src/inference/io.ts) adds node's request and response for the code
+ * that writes answers.
+ */
+import type * as Effect from "effect/Effect"
+import type { Span as OtelSpan } from "@opentelemetry/api"
+import type { UsageRecord } from "../services/usage/Usage.js"
+import type { InferenceError } from "./errors.js"
+import type { HookHost } from "./hooks.js"
+
+export interface RequestContext extends HookHost {
+  readonly requestId: string
+  readonly startedAt: number
+  /** Path without the query string. */
+  readonly path: string
+  readonly query: URLSearchParams
+  /** The gateway API key that authenticated the request, if one did. */
+  apiKeyId: string | null
+  /** Headers the pipeline adds to the answer (session, fallback attempts, cost telemetry). */
+  readonly responseHeaders: Record<string, string>
+  /** X-Gateway-Progress on a streamed request: headers went out early, events go as SSE comments. */
+  progress?: Progress
+  /** The request body, when it was read before the route ran (idempotency fingerprints it). */
+  body?: Buffer
+  /**
+   * Reads the whole request body, bounded by the transport's limit (413 above it). It does not
+   * keep it: a caller that needs it again sets `body` (what later readers look at first).
+   */
+  readonly readBody: () => Effect.Effect<Buffer, InferenceError>
+  /** The usage label of a request that writes a usage row (`chat.completions`, `images.generations`, ...). */
+  endpoint?: string
+  /** Observability (src/services/observability/Observability.ts): the route's label (its template, never the concrete path). */
+  route?: string
+  /** The request's span, while tracing is on. */
+  span?: OtelSpan | undefined
+  /** Milliseconds spent in upstream attempts so far (the rest is the gateway's own). */
+  upstreamMs?: number
+  /** The usage row the request wrote (its metrics' provider, model, tokens and cost). */
+  usageRow?: UsageRecord
+}
+
+/** Progress events of one streamed request (`X-Gateway-Progress: true`). */
+export interface Progress {
+  /** Set once the answer itself began (after that, failures are in-stream errors). */
+  contentStarted: boolean
+  readonly emit: (stage: string, data?: Readonly<Record<string, unknown>>) => void
+}
+
+/** A request header's value (the first, when it was sent more than once). */
+export const requestHeader = (ctx: RequestContext, name: string): string | undefined => {
+  const v = ctx.headers[name]
+  return typeof v === "string" || v === undefined ? v : v[0]
+}

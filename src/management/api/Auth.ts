@@ -1,0 +1,123 @@
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { AdminAuth, type AdminAuthShape, SESSION_COOKIE } from "../../services/auth/AdminAuth.js"
+import { type ApiKeyRecord, ApiKeys, type ApiKeysShape } from "../../services/auth/ApiKeys.js"
+import { safeEqual } from "../../services/auth/password.js"
+import { Forbidden, Unauthorized } from "../../domain/errors.js"
+import { isLoopbackHost } from "../../platform/config/AppConfig.js"
+import { bearerToken } from "../../platform/http/request.js"
+import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
+import type * as http from "node:http"
+import { notePrincipal } from "./compliance/capture.js"
+import { ManagementAuth } from "./Principal.js"
+
+const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+/** The Origin of a browser request must be this server's own (Host header). */
+const crossOrigin = (headers: Readonly<Record<string, string | undefined>>): boolean => {
+  const origin = headers["origin"]
+  if (!origin || origin === "null") return origin === "null"
+  try {
+    return new URL(origin).host !== headers["host"]
+  } catch {
+    return true
+  }
+}
+
+/**
+ * With `requireLogin` off, a caller without credentials is let in only when it is this machine
+ * talking to the gateway directly: a loopback socket, no forwarding header (a local reverse proxy
+ * would make every remote client look local), a loopback Host (DNS rebinding), and for writes no
+ * Origin but a loopback one (a web page in the operator's browser cannot post cross-site).
+ */
+export const directLocal = (source: http.IncomingMessage): boolean => {
+  const socket = source.socket?.remoteAddress
+  if (!socket || !isLoopbackHost(socket)) return false
+  const h = source.headers
+  if (h["x-forwarded-for"] !== undefined || h["forwarded"] !== undefined || h["x-real-ip"] !== undefined) return false
+  const host = h["host"]
+  if (!host) return false
+  const hostname = host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.split(":")[0]!
+  if (!isLoopbackHost(hostname)) return false
+  const origin = h["origin"]
+  if (origin !== undefined) {
+    try {
+      if (new URL(origin).host !== host) return false
+    } catch {
+      return false
+    }
+  }
+  return true
+}
+
+/** A request as authentication reads it, from the management plane or from the MCP endpoint. */
+export interface AuthRequest {
+  readonly method: string
+  readonly headers: Readonly<Record<string, string | undefined>>
+  /** The `gw_session` cookie, if sent. */
+  readonly sessionCookie: string | undefined
+  readonly source: http.IncomingMessage
+}
+
+/**
+ * Who is calling, before any decision about what they may do: any valid gateway key (admin or
+ * not), an admin cookie session (with its CSRF rules), this machine directly while
+ * `requireLogin` is off, or nobody. Credentials that were sent and are wrong fail (401/403).
+ */
+export type Identity =
+  | { readonly kind: "api-key"; readonly key: ApiKeyRecord }
+  | { readonly kind: "session" }
+  | { readonly kind: "local" }
+  | { readonly kind: "none" }
+
+export const makeIdentify = (keys: ApiKeysShape, admin: AdminAuthShape, settings: SettingsShape) => (req: AuthRequest): Effect.Effect<Identity, Unauthorized | Forbidden> =>
+  Effect.gen(function* () {
+    const token = bearerToken(req.headers["authorization"])
+    if (token) {
+      const key = yield* keys.verify(token)
+      if (Option.isNone(key)) return yield* new Unauthorized({ message: "invalid, disabled or expired API key" })
+      return { kind: "api-key" as const, key: key.value }
+    }
+    if (req.sessionCookie) {
+      const session = yield* admin.session(req.sessionCookie)
+      if (Option.isNone(session)) return yield* new Unauthorized({ message: "session expired or invalid; log in again" })
+      if (UNSAFE.has(req.method)) {
+        if (crossOrigin(req.headers)) return yield* new Forbidden({ message: "cross-origin request refused" })
+        const csrf = req.headers["x-csrf-token"]
+        if (!csrf || !safeEqual(csrf, session.value.csrfToken)) {
+          return yield* new Forbidden({ message: "missing or wrong X-CSRF-Token for this session (GET /api/auth/session returns it)" })
+        }
+      }
+      return { kind: "session" as const }
+    }
+    if (!settings.current().requireLogin && directLocal(req.source)) return { kind: "local" as const }
+    return { kind: "none" as const }
+  })
+
+export const ManagementAuthLive = Layer.effect(
+  ManagementAuth,
+  Effect.gen(function* () {
+    const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+    // The principal is noted for the request's audit row (compliance/capture.ts).
+    return Effect.tap(Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
+      switch (who.kind) {
+        case "api-key":
+          // Not an admin key is no management authentication at all: 401, as without a key.
+          if (!who.key.scopes.includes("admin")) return yield* new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })
+          return { kind: "api-key" as const, id: who.key.id }
+        case "session":
+          return { kind: "session" as const, id: "admin" }
+        case "local":
+          return { kind: "local" as const, id: "local" }
+        case "none":
+          return yield* new Unauthorized({
+            message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
+          })
+      }
+    }), notePrincipal)
+  })
+)

@@ -1,0 +1,111 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as http from "node:http"
+import { AdminAuth, SESSION_COOKIE, SESSION_TTL_MS } from "../../../services/auth/AdminAuth.js"
+import { ApiKeys } from "../../../services/auth/ApiKeys.js"
+import { FeatureFlags } from "../../../platform/flags/FeatureFlags.js"
+import { bearerToken, clientAddress } from "../../../platform/http/request.js"
+import { ManagementApi } from "../Api.js"
+import { directLocal } from "../Auth.js"
+import { Conflict, Forbidden } from "../../../domain/errors.js"
+
+/** Login, logout and the session probe (docs/management.md). */
+export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =>
+  Effect.gen(function* () {
+    const admin = yield* AdminAuth
+    const keys = yield* ApiKeys
+    const flags = yield* FeatureFlags
+    const setupLock = yield* Effect.makeSemaphore(1)
+    /** Logs in and sets the session cookie (HttpOnly, SameSite=Strict, Secure over TLS). */
+    const startSession = (password: string) =>
+      Effect.gen(function* () {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const source = req.source as http.IncomingMessage
+        const trustProxy = yield* flags.enabled("GATEWAY_TRUST_PROXY_HEADERS")
+        const { token, session } = yield* admin.login(password, {
+          ip: clientAddress(source, trustProxy),
+          userAgent: req.headers["user-agent"]
+        }).pipe(
+          Effect.tapError((e) =>
+            e._tag === "TooManyRequests"
+              ? HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds))))
+              : Effect.void
+          )
+        )
+        const secure =
+          (source.socket as { encrypted?: boolean }).encrypted === true ||
+          (trustProxy && req.headers["x-forwarded-proto"] === "https")
+        yield* HttpApp.appendPreResponseHandler((_req, res) =>
+          Effect.succeed(
+            HttpServerResponse.unsafeSetCookie(res, SESSION_COOKIE, token, {
+              httpOnly: true,
+              sameSite: "strict",
+              path: "/",
+              secure,
+              maxAge: `${SESSION_TTL_MS} millis`
+            })
+          )
+        )
+        return { ok: true, csrfToken: session.csrfToken, expiresAt: new Date(session.expiresAt).toISOString() }
+      })
+    return handlers
+      .handle("login", ({ payload }) => startSession(payload.password))
+      .handle("setup", ({ payload }) =>
+        Effect.gen(function* () {
+          const req = yield* HttpServerRequest.HttpServerRequest
+          const source = req.source as http.IncomingMessage
+          // Who may choose the first password: this machine talking directly (the operator who just
+          // started it), or a holder of an admin key. Anyone else who reaches the port could take
+          // the gateway over; they are told how to do it on the host.
+          const token = bearerToken(req.headers["authorization"])
+          const admin_ = token ? Option.exists(yield* keys.verify(token), (k) => k.scopes.includes("admin")) : false
+          if (!admin_ && !directLocal(source)) {
+            return yield* new Forbidden({
+              message: "first-run setup is allowed only from the gateway's own machine (loopback, no proxy) or with an admin API key; on the host run `gateway setup`, or start with INITIAL_PASSWORD"
+            })
+          }
+          yield* setupLock.withPermits(1)(
+            Effect.gen(function* () {
+              if (yield* admin.hasPassword) {
+                return yield* new Conflict({ message: "an admin password is already set: log in (POST /api/auth/login); to change it run `gateway reset-password`" })
+              }
+              yield* admin.setPassword(payload.password, "setup")
+            })
+          )
+          return yield* startSession(payload.password)
+        })
+      )
+      .handle("logout", () =>
+        Effect.gen(function* () {
+          const req = yield* HttpServerRequest.HttpServerRequest
+          const cookie = req.cookies[SESSION_COOKIE]
+          if (cookie) yield* admin.logout(cookie)
+          yield* HttpApp.appendPreResponseHandler((_req, res) =>
+            Effect.succeed(HttpServerResponse.expireCookie(res, SESSION_COOKIE, { path: "/", httpOnly: true, sameSite: "strict" }))
+          )
+          return { ok: true }
+        })
+      )
+      .handle("session", () =>
+        Effect.gen(function* () {
+          const req = yield* HttpServerRequest.HttpServerRequest
+          const passwordSet = yield* admin.hasPassword
+          const token = bearerToken(req.headers["authorization"])
+          if (token) {
+            const key = yield* keys.verify(token)
+            const ok = Option.isSome(key) && key.value.scopes.includes("admin")
+            return { authenticated: ok, via: ok ? ("api-key" as const) : null, csrfToken: null, passwordSet }
+          }
+          const cookie = req.cookies[SESSION_COOKIE]
+          const session = cookie ? yield* admin.session(cookie) : Option.none()
+          return Option.isSome(session)
+            ? { authenticated: true, via: "session" as const, csrfToken: session.value.csrfToken, passwordSet }
+            : { authenticated: false, via: null, csrfToken: null, passwordSet }
+        })
+      )
+  })
+)

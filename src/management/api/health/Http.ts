@@ -1,0 +1,22 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
+import { VERSION } from "../../../kernel/version.js"
+import { ManagementApi } from "../Api.js"
+
+const startedAt = Date.now()
+// Which process answered: with `gateway --workers N`, the worker's number (1..N) too.
+const worker = process.env.GATEWAY_WORKER_ID === undefined ? undefined : Number(process.env.GATEWAY_WORKER_ID)
+
+/** `GET /api/health/ping`: liveness, version, uptime and the answering process (pid, worker), without authentication. */
+export const HealthLive = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
+  handlers.handle("ping", () =>
+    Effect.succeed({
+      ok: true,
+      version: VERSION,
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      time: new Date().toISOString(),
+      pid: process.pid,
+      ...(worker === undefined ? {} : { worker })
+    })
+  )
+)

@@ -1,0 +1,32 @@
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as Schema from "effect/Schema"
+import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
+import { ApiKeyView, CreateApiKey, CreatedApiKey, UpdateApiKey } from "../../../domain/keys.js"
+import { ManagementAuth, IdPath } from "../Principal.js"
+
+export class KeysGroup extends HttpApiGroup.make("keys")
+  .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(ApiKeyView) })))
+  .add(
+    HttpApiEndpoint.post("create", "/api/keys")
+      .setPayload(CreateApiKey)
+      .addSuccess(CreatedApiKey, { status: 201 })
+      .addError(BadRequest)
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/api/keys/:id")
+      .setPath(IdPath)
+      .setPayload(UpdateApiKey)
+      .addSuccess(ApiKeyView)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/api/keys/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: ApiKeyView }))
+      .addError(NotFound)
+      .addError(Conflict)
+  )
+  .middleware(ManagementAuth) {}

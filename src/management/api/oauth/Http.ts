@@ -1,0 +1,52 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { BadGateway, BadRequest } from "../../../domain/errors.js"
+import { connectionView } from "../../../upstream/providers/Connections.js"
+import { OAuth } from "../../../services/oauth/OAuth.js"
+import { ManagementApi } from "../Api.js"
+import { actor } from "../Principal.js"
+
+/** Where this gateway is reached from a browser: GATEWAY_PUBLIC_URL, else the request's Host. */
+const callbackBase = (configured: Option.Option<string>) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (req) =>
+    Option.isSome(configured) ? configured.value.replace(/\/+$/, "") : `http://${req.headers["host"] ?? "127.0.0.1:20128"}`
+  )
+
+/** OAuth connections (docs/operations.md, "OAuth connections"). */
+export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers) =>
+  Effect.gen(function* () {
+    const oauth = yield* OAuth
+    const publicUrl = yield* Config.option(Config.string("GATEWAY_PUBLIC_URL")).pipe(Effect.orDie)
+    return handlers
+      .handle("authorize", ({ path, payload }) => Effect.flatMap(callbackBase(publicUrl), (base) => oauth.startAuthorize(path.provider, payload, base)))
+      .handle("complete", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.complete(path.provider, payload, a)))
+      .handle("deviceCode", ({ path, payload }) => oauth.startDevice(path.provider, payload))
+      .handle("poll", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.poll(path.provider, payload, a)))
+      .handle("refresh", ({ path, payload }) =>
+        Effect.gen(function* () {
+          const c = yield* oauth.pick(path.provider, payload.connection)
+          const refreshed = yield* Effect.mapError(oauth.refresh(c.id), (e) => (e.permanent ? new BadRequest({ message: e.message }) : new BadGateway({ message: e.message })))
+          return { connection: connectionView(refreshed) }
+        })
+      )
+      .handle("status", ({ path }) => oauth.status(path.provider))
+      .handle("revoke", ({ path, payload }) => Effect.flatMap(actor, (a) => Effect.map(oauth.revoke(path.provider, payload.connection, a), (c) => ({ removed: connectionView(c) }))))
+  })
+)
+
+/** The browser's redirect: no management credentials, the flow's one-time state instead. */
+export const OAuthCallbackLive = HttpApiBuilder.group(ManagementApi, "oauthCallback", (handlers) =>
+  Effect.gen(function* () {
+    const oauth = yield* OAuth
+    return handlers.handle("callback", ({ path, urlParams }) => {
+      if (urlParams.error) {
+        const url = `http://x/?${new URLSearchParams(Object.entries(urlParams).filter((e): e is [string, string] => typeof e[1] === "string")).toString()}`
+        return oauth.complete(path.provider, { url }, "oauth-callback")
+      }
+      return oauth.complete(path.provider, { ...(urlParams.code ? { code: urlParams.code } : {}), state: urlParams.state ?? "" }, "oauth-callback")
+    })
+  })
+)

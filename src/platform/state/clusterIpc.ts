@@ -1,0 +1,254 @@
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type { Worker } from "node:cluster"
+import {
+  type Codec,
+  jsonCodec,
+  makeMemoryCounters,
+  makeMemoryKeys,
+  makeMemoryTotals,
+  SharedState,
+  type SharedStateShape,
+  type StateChannel,
+  type TotalEntry
+} from "./SharedState.js"
+
+/**
+ * The shared-state transport of `gateway --workers N` without Redis (docs/scale-out.md,
+ * "Workers"): the workers of one node:cluster talk through the primary over the IPC channel node
+ * gives every worker. It implements `SharedStateShape` (docs/ARCHITECTURE.md, "Seam 4: shared
+ * state") and nothing per service:
+ *
+ * - `channel(topic).publish(change)` sends `{ gw: "pub", topic, text }` to the primary, which
+ *   relays it as `{ gw: "msg", topic, text }` to every other live worker; there it goes through
+ *   the codec to the `apply`s registered for the topic. At most once, unordered between workers
+ *   (a worker that is restarting misses what was published meanwhile), like Redis pub/sub.
+ * - `counters`, `totals` and `keys` are held by the primary (one memory store each for the whole
+ *   node): each call is one request and answer over IPC (`totals.add` is one message, no answer),
+ *   so rate limits, budgets, token limits and idempotency claims are exact across the workers. A
+ *   worker whose channel to the primary is gone (the primary died) uses its own memory.
+ *
+ * Messages are plain JSON objects whose `gw` field names them; node's own cluster messages
+ * (`cmd: "NODE_…"`) do not have one.
+ */
+
+/** The calls on the primary's stores. */
+export type StoreOp = "count.add" | "count.get" | "totals.claim" | "totals.add" | "keys.claim" | "keys.get" | "keys.replace" | "keys.release"
+
+/** What a worker sends its primary. `id` -1: no answer wanted. */
+export type ToPrimary =
+  | { readonly gw: "pub"; readonly topic: string; readonly text: string }
+  | { readonly gw: "call"; readonly id: number; readonly op: StoreOp; readonly args: ReadonlyArray<unknown> }
+  | { readonly gw: "stop"; readonly intent: "shutdown" | "restart" }
+
+/** What the primary sends a worker. */
+export type ToWorker =
+  | { readonly gw: "msg"; readonly topic: string; readonly text: string }
+  | { readonly gw: "result"; readonly id: number; readonly value: unknown }
+
+/** The stores of one node (the primary's, or a worker's own once the primary is gone), called by name. */
+const makeStores = () => {
+  const counters = makeMemoryCounters()
+  const totals = makeMemoryTotals(true)
+  const keys = makeMemoryKeys(true)
+  return (op: StoreOp, a: ReadonlyArray<any>): Effect.Effect<unknown> => {
+    switch (op) {
+      case "count.add":
+        return counters.add(a[0], a[1], a[2], a[3])
+      case "count.get":
+        return counters.get(a[0], a[1], a[2])
+      case "totals.claim":
+        return totals.claim(a[0] as ReadonlyArray<TotalEntry>, a[1])
+      case "totals.add":
+        return Effect.sync(() => totals.add(a[0] as ReadonlyArray<TotalEntry>, a[1]))
+      case "keys.claim":
+        return keys.claim(a[0], a[1], a[2])
+      case "keys.get":
+        return keys.get(a[0])
+      case "keys.replace":
+        return keys.replace(a[0], a[1], a[2], a[3])
+      case "keys.release":
+        return keys.release(a[0], a[1])
+    }
+  }
+}
+
+const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
+  typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
+
+/**
+ * The primary's side: relays channel messages between `workers()` and answers calls on its
+ * stores (counters, totals, keys). Returns the handler to attach to each worker's `message` event; `stop`
+ * messages go to `onStop`.
+ */
+export const makeRelay = (options: {
+  readonly workers: () => Iterable<Worker>
+  readonly onStop: (intent: "shutdown" | "restart", from: Worker) => void
+  /** Counts relayed messages per topic (tests and the start-up log read it). */
+  readonly relayed?: Map<string, number>
+}) => {
+  const stores = makeStores()
+  const send = (w: Worker, m: ToWorker) => {
+    if (!w.isConnected()) return
+    try {
+      w.send(m)
+    } catch {
+      // The worker is going away: it misses this change, as a Redis subscriber that dropped would.
+    }
+  }
+  return (from: Worker, message: unknown) => {
+    if (!isGatewayMessage(message)) return
+    const m = message as ToPrimary
+    switch (m.gw) {
+      case "pub": {
+        const out: ToWorker = { gw: "msg", topic: m.topic, text: m.text }
+        for (const w of options.workers()) if (w !== from) send(w, out)
+        if (options.relayed) options.relayed.set(m.topic, (options.relayed.get(m.topic) ?? 0) + 1)
+        return
+      }
+      case "call": {
+        const value = Effect.runSync(stores(m.op, m.args))
+        if (m.id >= 0) send(from, { gw: "result", id: m.id, value: value === undefined ? null : value })
+        return
+      }
+      case "stop":
+        return options.onStop(m.intent, from)
+    }
+  }
+}
+
+/** Whether this process is a worker of `gateway --workers N` with an IPC channel to its primary. */
+export const isClusterWorker = (): boolean => process.env.GATEWAY_WORKER_ID !== undefined && typeof process.send === "function"
+
+/**
+ * Whether this process runs the work that must run once per gateway, not once per worker (the
+ * batch sweep): every process but workers 2..N of `gateway --workers N`.
+ */
+export const runsOncePerGateway = (): boolean => !isClusterWorker() || process.env.GATEWAY_WORKER_ID === "1"
+
+/** Sends a message to the primary; false when the channel is closed. */
+export const toPrimary = (m: ToPrimary): boolean => {
+  if (typeof process.send !== "function" || !process.connected) return false
+  try {
+    process.send(m)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The worker's side, as a `SharedState` layer: one `message` listener for the process (removed
+ * when the layer closes), dispatching by topic. An `apply` that throws is logged and the others
+ * still run.
+ */
+export const layerWorker = Layer.scoped(
+  SharedState,
+  Effect.gen(function* () {
+    const runtime = yield* Effect.runtime<never>()
+    const logWarning = (message: string) => Runtime.runFork(runtime)(Effect.logWarning(message))
+    const subscribers = new Map<string, Array<(text: string) => void>>()
+    const waiting = new Map<number, (value: unknown) => void>()
+    let nextId = 0
+    const local = makeStores()
+    const GONE = Symbol("primary gone")
+
+    const onMessage = (message: unknown) => {
+      if (!isGatewayMessage(message)) return
+      const m = message as ToWorker
+      if (m.gw === "result") {
+        const resume = waiting.get(m.id)
+        if (resume !== undefined) {
+          waiting.delete(m.id)
+          resume(m.value)
+        }
+        return
+      }
+      if (m.gw === "msg") {
+        const list = subscribers.get(m.topic)
+        if (list === undefined) return
+        for (const deliver of list) deliver(m.text)
+      }
+    }
+    // The primary went away: what was waiting for a count is answered from this process's memory.
+    const onDisconnect = () => {
+      for (const [id, resume] of waiting) {
+        waiting.delete(id)
+        resume(GONE)
+      }
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        process.on("message", onMessage)
+        process.on("disconnect", onDisconnect)
+      }),
+      () =>
+        Effect.sync(() => {
+          process.off("message", onMessage)
+          process.off("disconnect", onDisconnect)
+        })
+    )
+
+    /** One call on the primary's stores (on this worker's own when the primary is gone). */
+    const call = (op: StoreOp, args: ReadonlyArray<unknown>): Effect.Effect<any> =>
+      Effect.flatMap(
+        Effect.async<unknown>((resume) => {
+          const id = ++nextId
+          waiting.set(id, (value) => resume(Effect.succeed(value)))
+          if (!toPrimary({ gw: "call", id, op, args })) {
+            waiting.delete(id)
+            resume(Effect.succeed(GONE))
+          }
+        }),
+        (value) => (value === GONE ? local(op, args) : Effect.succeed(value === null ? undefined : value))
+      )
+
+    const shape: SharedStateShape = {
+      counters: {
+        add: (key, by, windowMs, now) => call("count.add", [key, by, windowMs, now]),
+        get: (key, windowMs, now) => call("count.get", [key, windowMs, now])
+      },
+      totals: {
+        exact: true,
+        claim: (entries, by) => call("totals.claim", [entries, by]),
+        add: (entries, by) => {
+          if (!toPrimary({ gw: "call", id: -1, op: "totals.add", args: [entries, by] })) Effect.runSync(local("totals.add", [entries, by]))
+        }
+      },
+      keys: {
+        exact: true,
+        claim: (key, value, ttlMs) => call("keys.claim", [key, value, ttlMs]),
+        get: (key) => call("keys.get", [key]),
+        replace: (key, owner, value, ttlMs) => call("keys.replace", [key, owner, value, ttlMs]),
+        release: (key, owner) => call("keys.release", [key, owner])
+      },
+      channel: <A>(topic: string, apply: (change: A) => void, codec: Codec<A> = jsonCodec): StateChannel<A> => {
+        let list = subscribers.get(topic)
+        if (list === undefined) subscribers.set(topic, (list = []))
+        list.push((text) => {
+          try {
+            apply(codec.decode(text))
+          } catch (e) {
+            logWarning(`shared state: a change on "${topic}" from another worker could not be applied: ${String(e)}`)
+          }
+        })
+        return {
+          shared: true,
+          publish: (change: A) => {
+            toPrimary({ gw: "pub", topic, text: codec.encode(change) })
+          }
+        }
+      }
+    }
+    return shape
+  })
+)
+
+/**
+ * The shared-state layer for this process: the workers' IPC transport when this is a worker of
+ * `gateway --workers N` and no other multi-process transport was chosen (`fallback` is what
+ * src/server/Gateway.ts would use otherwise: one process, or Redis when REDIS_URL is set).
+ */
+export const layerForProcess = <E, R>(fallback: Layer.Layer<SharedState, E, R>): Layer.Layer<SharedState, E, R> =>
+  isClusterWorker() && !process.env.REDIS_URL ? layerWorker : fallback

@@ -1,0 +1,149 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { dataVersion } from "./sqlite.js"
+import { SqliteWriterThread } from "./sqliteWriter.js"
+import { StoreKind } from "./StoreKind.js"
+
+/**
+ * How in-memory caches learn that another process (the CLI, a second gateway) committed to the
+ * database. The contract any store's layer keeps (docs/ARCHITECTURE.md, "Seam 3"):
+ *
+ * - `current` answers a number that changes after another process committed, at the latest
+ *   one check interval later (a layer says its interval; SQLite's: 1 s). The number only ever
+ *   grows and says nothing else: callers compare it with the one they loaded at. Whether this
+ *   process's own commits change it is not promised; callers invalidate themselves when they write.
+ * - `peek()` answers the number without any I/O when it is known to be fresh, else undefined
+ *   (then `current` checks). It is called on the request path: constant time, no allocation.
+ *
+ * The SQLite layer polls `PRAGMA data_version` (`polledVersion`); a PostgreSQL layer can poll a
+ * counter the same way, or listen (LISTEN/NOTIFY) and bump the number when notified, with
+ * `peek` then always answering it.
+ */
+export interface StoreVersionShape {
+  /** The version, checked against the database at most once per interval. */
+  readonly current: Effect.Effect<number>
+  /** The version when no check is due (so `current` would answer it without reading), else undefined. */
+  readonly peek: () => number | undefined
+  /**
+   * This process has just replaced data behind every cache (a restore, an imported bundle): the
+   * version moves now, so every cache loads again on its next read. Waiting for `current` to
+   * move instead is a race: a check made after other commits but before the replacement moves
+   * it too, and a cache loaded then holds the data from before.
+   */
+  readonly changed: Effect.Effect<void>
+}
+
+/**
+ * A version over `probe`, a counter the database changes when another process commits, read
+ * at most once per `intervalMs`: in-memory caches stay cheap on the request path yet see
+ * `gateway keys add` within a second.
+ */
+export const polledVersion = (probe: Effect.Effect<number>, intervalMs: number): StoreVersionShape => {
+  let version = 0
+  let lastValue: number | undefined
+  let lastCheck = 0
+  return {
+    changed: Effect.sync(() => {
+      version++
+      // What the probe reads now already includes the replacement: no second reload for it.
+      lastCheck = 0
+    }),
+    peek: () => (Date.now() - lastCheck < intervalMs ? version : undefined),
+    current: Effect.suspend(() => {
+      const t = Date.now()
+      if (t - lastCheck < intervalMs) return Effect.succeed(version)
+      lastCheck = t
+      return Effect.map(probe, (v) => {
+        if (lastValue !== undefined && v !== lastValue) version++
+        lastValue = v
+        return version
+      })
+    })
+  }
+}
+
+export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersion, StoreVersionShape>() {
+  /**
+   * SQLite: `PRAGMA data_version`, polled at most once per `intervalMs`. PostgreSQL (`StoreKind`
+   * says which): LISTEN on the change notifications of the tables' triggers (src/platform/store/postgres.ts).
+   */
+  static readonly layer = (intervalMs = 1000) =>
+    Layer.scoped(
+      StoreVersion,
+      Effect.gen(function* () {
+        const kind = yield* Effect.serviceOption(StoreKind)
+        if (Option.isSome(kind) && kind.value._tag === "postgres") {
+          const pg = yield* Effect.promise(() => import("./postgres.js"))
+          return yield* pg.listenedVersion(kind.value.url)
+        }
+        const sql = yield* SqlClient.SqlClient
+        // With the batch writer's thread (src/platform/store/sqliteWriter.ts) its connection is the one
+        // polled: the main connection's counter moves with every batch the thread commits.
+        const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
+        // A thread that has failed (or fails during the call) hands the question back to the main connection.
+        const probe =
+          thread === undefined
+            ? dataVersion(sql)
+            : Effect.suspend(() => (thread.alive() ? Effect.catchAll(Effect.tryPromise(() => thread.dataVersion()), () => dataVersion(sql)) : dataVersion(sql)))
+        return polledVersion(probe, intervalMs)
+      })
+    )
+}
+
+/**
+ * A value loaded from the database and kept in memory until this process changes it
+ * (`invalidate`) or another process commits (`StoreVersion`).
+ */
+export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effect<A>) => {
+  let cached: { readonly value: A; readonly version: number; readonly generation: number } | undefined
+  let generation = 0
+  const load_ = (v: number) => {
+    const gen = generation
+    return Effect.map(load, (value) => {
+      cached = { value, version: v, generation: gen }
+      return value
+    })
+  }
+  // The request path reads these on every call: a fresh cache answers in one step.
+  const get = Effect.suspend(() => {
+    const known = version.peek()
+    if (known !== undefined && cached && cached.version === known && cached.generation === generation) return Effect.succeed(cached.value)
+    return Effect.flatMap(version.current, (v) => (cached && cached.version === v && cached.generation === generation ? Effect.succeed(cached.value) : load_(v)))
+  })
+  return {
+    get,
+    /** The value when it is known fresh without reading anything, else undefined (use `get`). */
+    peek: (): A | undefined => {
+      const known = version.peek()
+      return known !== undefined && cached && cached.version === known && cached.generation === generation ? cached.value : undefined
+    },
+    invalidate: Effect.sync(() => {
+      generation++
+    })
+  }
+}
+
+/**
+ * For state kept in memory and loaded whole (budgets, token limits): runs `load` now and answers
+ * the `refresh` to call before reading, which loads again only when another process committed.
+ * Without a StoreVersion (tests of a service alone) `refresh` does nothing. A fresh check costs
+ * one step: it is on the request path.
+ */
+export const makeVersionedReload = (version: Option.Option<StoreVersionShape>, load: Effect.Effect<void>) =>
+  Effect.gen(function* () {
+    yield* load
+    if (Option.isNone(version)) return Effect.void
+    const v = version.value
+    let seen = yield* v.current
+    const reload = Effect.flatMap(v.current, (n) =>
+      n === seen
+        ? Effect.void
+        : Effect.tap(load, () => {
+            seen = n
+          })
+    )
+    return Effect.suspend(() => (v.peek() === seen ? Effect.void : reload))
+  })

@@ -1,0 +1,22 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+
+/**
+ * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
+ * PostgreSQL types.
+ *
+ * Requests written ahead while they run (src/services/usage/InFlight.ts): after a crash, the next start
+ * turns the ones a dead process left into usage rows, so a kill -9 loses no request that had
+ * run for more than about 100 ms.
+ */
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE usage_inflight (
+    request_id TEXT PRIMARY KEY,
+    ts BIGINT NOT NULL,
+    instance TEXT NOT NULL,
+    api_key_id TEXT,
+    endpoint TEXT NOT NULL
+  )`
+  yield* sql`CREATE INDEX usage_inflight_instance ON usage_inflight (instance)`
+})

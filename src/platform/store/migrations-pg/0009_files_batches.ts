@@ -1,0 +1,69 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+
+/**
+ * PostgreSQL set (src/platform/store/migrations-pg/index.ts): the SQLite migration of the same number in
+ * PostgreSQL types.
+ *
+ * Files and batches (docs/files-batches.md).
+ *
+ * - `files`: the metadata of `/v1/files` (the bytes live in the `FileStore`, under the same id),
+ *   owned by the API key that uploaded it (`api_key_id`, '' when the gateway runs without keys).
+ *   Times are epoch ms; a file past `expires_at` is invisible at once and removed by the sweep.
+ * - `batches`: one row per `/v1/batches` object; `request_counts` are the `total`, `completed`
+ *   and `failed` columns, moved in the same transaction as the line's result.
+ * - `batch_lines`: every validated input line (its request) and, once answered, its result (the
+ *   output or error file's line). A line with `status_code` set is done and never runs again: a
+ *   restart resumes with the rest.
+ */
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE files (
+    id TEXT PRIMARY KEY,
+    api_key_id TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    sha256 TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT
+  )`
+  yield* sql`CREATE INDEX files_owner ON files (api_key_id, created_at, id)`
+  yield* sql`CREATE INDEX files_expires ON files (expires_at)`
+  yield* sql`CREATE TABLE batches (
+    id TEXT PRIMARY KEY,
+    api_key_id TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    input_file_id TEXT NOT NULL,
+    completion_window TEXT NOT NULL,
+    metadata TEXT,
+    status TEXT NOT NULL,
+    errors TEXT,
+    output_file_id TEXT,
+    error_file_id TEXT,
+    total BIGINT NOT NULL DEFAULT 0,
+    completed BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    in_progress_at BIGINT,
+    expires_at BIGINT NOT NULL,
+    finalizing_at BIGINT,
+    completed_at BIGINT,
+    failed_at BIGINT,
+    expired_at BIGINT,
+    cancelling_at BIGINT,
+    cancelled_at BIGINT
+  )`
+  yield* sql`CREATE INDEX batches_owner ON batches (api_key_id, created_at, id)`
+  yield* sql`CREATE INDEX batches_status ON batches (status)`
+  yield* sql`CREATE TABLE batch_lines (
+    batch_id TEXT NOT NULL,
+    line BIGINT NOT NULL,
+    custom_id TEXT NOT NULL,
+    request TEXT NOT NULL,
+    status_code BIGINT,
+    result TEXT,
+    PRIMARY KEY (batch_id, line)
+  )`
+})

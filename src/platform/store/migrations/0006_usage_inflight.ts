@@ -1,0 +1,19 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+
+/**
+ * Requests written ahead while they run (src/services/usage/InFlight.ts): after a crash, the next start
+ * turns the ones a dead process left into usage rows, so a kill -9 loses no request that had
+ * run for more than about 100 ms.
+ */
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE usage_inflight (
+    request_id TEXT PRIMARY KEY,
+    ts INTEGER NOT NULL,
+    instance TEXT NOT NULL,
+    api_key_id TEXT,
+    endpoint TEXT NOT NULL
+  )`
+  yield* sql`CREATE INDEX usage_inflight_instance ON usage_inflight (instance)`
+})

@@ -1,0 +1,223 @@
+/**
+ * The batch writer's SQLite writes on a worker thread (src/platform/store/BatchWriter.ts). better-sqlite3
+ * is synchronous: a transaction of ~25 usage rows held the event loop for about a millisecond
+ * every 20 ms, and every request that arrived meanwhile waited for it, which made most of the
+ * gateway's latency tail (docs/performance.md, "The latency tail"). The worker has its own
+ * connection to the same file (WAL: readers on the main connection go on; writers take turns
+ * under the busy timeout) and the same per-connection settings as the main one.
+ *
+ * The worker is a short CommonJS script evaluated from a string, so the bundle, the compiled
+ * tree and the tests start it the same way; it loads better-sqlite3 from the path this module
+ * resolves.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { createRequire } from "node:module"
+import { Worker } from "node:worker_threads"
+import { BUSY_TIMEOUT_MS } from "./sqlite.js"
+
+/** A row as the batch writer queues it. */
+export interface QueuedRow {
+  readonly table: string
+  readonly row: Readonly<Record<string, string | number | Uint8Array | null>>
+}
+
+/** What a batch's write came to: the rows that could not be written, each with the reason. */
+export interface BatchResult {
+  /** The batch failed as a whole (after the busy timeout) and its rows were written singly. */
+  readonly singly: string | undefined
+  readonly dropped: ReadonlyArray<{ readonly table: string; readonly error: string }>
+}
+
+export interface SqliteWriter {
+  /** Writes the rows in one transaction (one multi-row INSERT per table and column set). */
+  readonly write: (rows: ReadonlyArray<QueuedRow>) => Promise<BatchResult>
+  /**
+   * `PRAGMA data_version` on the thread's connection: it moves when another connection commits
+   * (another process, or this process's main connection), never for the thread's own rows.
+   * StoreVersion polls this one: the main connection's moves with every batch the thread writes.
+   */
+  readonly dataVersion: () => Promise<number>
+  /** False once the thread has failed (its callers then use the main connection). */
+  readonly alive: () => boolean
+  /** Closes the worker's connection and ends the thread. */
+  readonly close: () => Promise<void>
+}
+
+/**
+ * The writer thread's nice value: 10 weighs a tenth of the main thread's (0) when they compete
+ * for a core, which is still several times what the writes of a saturated gateway need.
+ */
+const WRITER_NICE = 10
+
+/** Rows per INSERT statement: 500 rows of ~21 columns stay under SQLite's 32766 bound parameters. */
+const ROWS_PER_STATEMENT = 500
+
+const WORKER_SOURCE = String.raw`
+"use strict"
+const { parentPort, workerData } = require("node:worker_threads")
+// Below the main thread (Linux: the calling thread only), so that where both share a core a
+// request preempts a batch rather than wait for it; still enough to keep up under full load.
+try { require("node:os").setPriority(0, workerData.nice) } catch {}
+const Database = require(workerData.driver)
+const db = new Database(workerData.file)
+db.pragma("busy_timeout = " + workerData.busyTimeoutMs)
+db.pragma("synchronous = NORMAL")
+db.pragma("foreign_keys = ON")
+const replacing = workerData.replacing
+const statements = new Map()
+const quote = (name) => '"' + String(name).replace(/"/g, '""') + '"'
+const prepared = (sql) => {
+  let s = statements.get(sql)
+  if (s === undefined) {
+    if (statements.size >= 64) statements.delete(statements.keys().next().value)
+    s = db.prepare(sql)
+    statements.set(sql, s)
+  }
+  return s
+}
+const value = (v) => (v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v)
+// Rows replacing one another by key: the last of each key, in the position of the last write.
+const lastPerKey = (rows, key) => {
+  if (rows.length < 2) return rows
+  const byKey = new Map()
+  for (const row of rows) {
+    const id = key.map((k) => String(row[k])).join("\u0000")
+    byKey.delete(id)
+    byKey.set(id, row)
+  }
+  return byKey.size === rows.length ? rows : Array.from(byKey.values())
+}
+const insert = (table, columns, rows) => {
+  const key = replacing[table]
+  const list = key ? lastPerKey(rows, key) : rows
+  const one = "(" + columns.map(() => "?").join(", ") + ")"
+  for (let i = 0; i < list.length; i += ${ROWS_PER_STATEMENT}) {
+    const part = list.slice(i, i + ${ROWS_PER_STATEMENT})
+    let sql = "INSERT INTO " + quote(table) + " (" + columns.map(quote).join(", ") + ") VALUES " + new Array(part.length).fill(one).join(", ")
+    if (key) {
+      const updates = columns.filter((c) => !key.includes(c)).map((c) => quote(c) + " = excluded." + quote(c))
+      sql += " ON CONFLICT (" + key.map(quote).join(", ") + ") " + (updates.length === 0 ? "DO NOTHING" : "DO UPDATE SET " + updates.join(", "))
+    }
+    const params = []
+    for (const row of part) for (const c of columns) params.push(value(row[c]))
+    prepared(sql).run(params)
+  }
+}
+const grouped = (batch) => {
+  const groups = new Map()
+  for (const p of batch) {
+    const columns = Object.keys(p.row)
+    const id = p.table + "|" + columns.join(",")
+    let g = groups.get(id)
+    if (g === undefined) groups.set(id, (g = { table: p.table, columns, rows: [] }))
+    g.rows.push(p.row)
+  }
+  return groups.values()
+}
+const writeAll = db.transaction((batch) => {
+  for (const g of grouped(batch)) insert(g.table, g.columns, g.rows)
+})
+parentPort.on("message", (m) => {
+  if (m.dataVersion) {
+    parentPort.postMessage({ id: m.id, version: db.pragma("data_version", { simple: true }) })
+    return
+  }
+  if (m.close) {
+    try { db.close() } catch {}
+    parentPort.postMessage({ id: m.id, closed: true })
+    return
+  }
+  let singly
+  const dropped = []
+  try {
+    writeAll.immediate(m.rows)
+  } catch (e) {
+    // The batch as a whole failed: rows one by one, so one bad row cannot take the others with it.
+    singly = String(e && e.message)
+    for (const p of m.rows) {
+      try {
+        insert(p.table, Object.keys(p.row), [p.row])
+      } catch (e2) {
+        dropped.push({ table: p.table, error: String(e2 && e2.message) })
+      }
+    }
+  }
+  parentPort.postMessage({ id: m.id, singly, dropped })
+})
+`
+
+/**
+ * Starts the writer thread on `file`. `replacing` names the tables whose rows replace the row
+ * with the same key (their key columns). Fails (the promise) when the thread cannot open the file.
+ */
+export const startSqliteWriter = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>): Promise<SqliteWriter> =>
+  new Promise((resolve, reject) => {
+    const driver = createRequire(import.meta.url).resolve("better-sqlite3")
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, busyTimeoutMs: BUSY_TIMEOUT_MS, replacing, nice: WRITER_NICE } })
+    // A thread that does nothing keeps no process alive (a CLI command ends when its work does).
+    worker.unref()
+    let next = 0
+    let failure: Error | undefined
+    const waiting = new Map<number, { readonly ok: (m: never) => void; readonly fail: (e: Error) => void }>()
+    const failAll = (e: Error) => {
+      failure = e
+      for (const w of waiting.values()) w.fail(e)
+      waiting.clear()
+    }
+    worker.on("message", (m: { readonly id: number }) => {
+      const w = waiting.get(m.id)
+      waiting.delete(m.id)
+      w?.ok(m as never)
+    })
+    worker.on("error", (e) => failAll(e))
+    worker.on("exit", (code) => failAll(new Error(`the SQLite writer thread exited (code ${code})`)))
+    const call = <A>(message: Record<string, unknown>): Promise<A> =>
+      failure
+        ? Promise.reject(failure)
+        : new Promise<A>((ok, fail) => {
+            const id = next++
+            waiting.set(id, { ok: ok as (m: never) => void, fail })
+            worker.postMessage({ ...message, id })
+          })
+    const writer: SqliteWriter = {
+      write: (rows) => call<BatchResult>({ rows }),
+      dataVersion: () => call<{ readonly version: number }>({ dataVersion: true }).then((m) => m.version),
+      alive: () => failure === undefined,
+      close: async () => {
+        if (failure) return
+        await call({ close: true }).catch(() => undefined)
+        failure = new Error("the SQLite writer thread is closed")
+        await worker.terminate()
+      }
+    }
+    // Started when a first (empty) batch has gone through: the driver loaded and the file opened.
+    writer.write([]).then(
+      () => resolve(writer),
+      (e: Error) => {
+        void worker.terminate()
+        reject(e)
+      }
+    )
+  })
+
+/**
+ * The writer thread of the SQLite file, for the batch writer and StoreVersion; `writer` is
+ * undefined when it could not start (both then use the main connection, as before).
+ */
+export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread")<SqliteWriterThread, { readonly writer: SqliteWriter | undefined }>() {
+  static readonly layer = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>) =>
+    Layer.scoped(
+      SqliteWriterThread,
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.tryPromise(() => startSqliteWriter(file, replacing)).pipe(
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("the SQLite writer thread did not start; rows are written on the main thread", e.error), undefined))
+          ),
+          (w) => (w === undefined ? Effect.void : Effect.promise(() => w.close()))
+        ),
+        (writer) => ({ writer })
+      )
+    )
+}

@@ -1,0 +1,177 @@
+/**
+ * The gateway's metrics (docs/observability.md): the GenAI client metrics of the semantic
+ * conventions per upstream attempt, and the gateway's own per request, kept in `metricStore.ts`
+ * families updated synchronously where the request path already does its bookkeeping (the
+ * guarded attempt's end, the request's end). Read by `GET /metrics` (Prometheus text, through
+ * the OpenTelemetry Prometheus serializer) and, with `OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT`, pushed
+ * over OTLP by a periodic reader. Both readers read the same families.
+ */
+import type { Resource } from "@opentelemetry/resources"
+import type { MetricReader } from "@opentelemetry/sdk-metrics"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
+import type { Usage } from "../../domain/canonical.js"
+import type { CircuitBreakersShape } from "../resilience/CircuitBreakers.js"
+import type { UsageRecord } from "../usage/Usage.js"
+import { VERSION } from "../../kernel/version.js"
+import { Counter, Histogram, metricProducer, ObservedGauge, UpDown } from "./metricStore.js"
+import type { OtelSettings } from "./otelConfig.js"
+import { loadMetricExporter } from "./otlp.js"
+
+/** Semconv's advised boundaries for `gen_ai.client.token.usage`. */
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+/** Semconv's advised boundaries for `gen_ai.client.operation.duration` (seconds); also the request duration's. */
+const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+/** Semconv's advised boundaries for time to first chunk (seconds). */
+const TTFC_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+/** The gateway's own added latency (seconds): finer, it is meant to be well under a millisecond. */
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1]
+
+const BREAKER_VALUE: Readonly<Record<string, number>> = { CLOSED: 0, DEGRADED: 1, HALF_OPEN: 2, OPEN: 3 }
+
+const GENAI = ["gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.response.model"] as const
+
+/** What one upstream attempt did, as the GenAI client metrics record it. */
+export interface AttemptMeasure {
+  readonly operation: string
+  readonly provider: string
+  readonly requestModel: string
+  readonly responseModel: string
+  readonly seconds: number
+  /** Empty when the attempt answered. */
+  readonly errorType: string
+  readonly usage: Partial<Usage> | undefined
+  /** Streams only. */
+  readonly ttftMs: number | null
+}
+
+/** What one request was, as the gateway's own metrics record it. */
+export interface RequestMeasure {
+  /** The route's template (`/v1/chat/completions`, `/v1/providers/{provider}/embeddings`, `unmatched`). */
+  readonly route: string
+  readonly status: number
+  readonly keyId: string | null
+  readonly seconds: number
+  /** Time spent in upstream attempts (the rest is the gateway's own); undefined when none was made. */
+  readonly upstreamSeconds: number | undefined
+  /** The request's usage row, when it wrote one. */
+  readonly row: UsageRecord | undefined
+  /** The error code it was answered with (`guardrail_unavailable`, `upstream_timeout`, ...), when it failed. */
+  readonly errorCode?: string | undefined
+}
+
+export interface GatewayMetricsShape {
+  readonly requestStarted: () => void
+  readonly requestEnded: (m: RequestMeasure) => void
+  readonly attemptEnded: (m: AttemptMeasure) => void
+  /** The Prometheus text exposition of every metric now. */
+  readonly scrape: Effect.Effect<string>
+}
+
+export class GatewayMetrics extends Context.Tag("gateway/GatewayMetrics")<GatewayMetrics, GatewayMetricsShape>() {}
+
+const families = () => {
+  const tokenUsage = new Histogram({ name: "gen_ai.client.token.usage", description: "Input and output tokens per upstream call", unit: "{token}", labels: [...GENAI, "gen_ai.token.type"] }, TOKEN_BUCKETS)
+  const operationDuration = new Histogram({ name: "gen_ai.client.operation.duration", description: "Duration of each upstream call (an attempt, fallbacks included)", unit: "s", labels: [...GENAI, "error.type"] }, DURATION_BUCKETS)
+  const firstChunk = new Histogram({ name: "gen_ai.client.operation.time_to_first_chunk", description: "Time from sending a streamed upstream call to its first chunk", unit: "s", labels: GENAI }, TTFC_BUCKETS)
+  const requests = new Counter({ name: "gateway.requests", description: "Requests of the inference plane", unit: "{request}", labels: ["route", "status", "provider", "model", "key_id"] })
+  const requestDuration = new Histogram({ name: "gateway.request.duration", description: "Time from a request's arrival to its end", unit: "s", labels: ["route", "status"] }, DURATION_BUCKETS)
+  const overhead = new Histogram({ name: "gateway.overhead.duration", description: "What the gateway added to a request: its duration less the time in upstream calls", unit: "s", labels: ["route"] }, OVERHEAD_BUCKETS)
+  const tokens = new Counter({ name: "gateway.tokens", description: "Tokens recorded in usage rows", unit: "{token}", labels: ["provider", "model", "key_id", "type"] })
+  const cost = new Counter({ name: "gateway.cost.usd", description: "Cost of the answers, in US dollars", unit: "USD", labels: ["provider", "model", "key_id"] })
+  const fallbacks = new Counter({ name: "gateway.fallback.attempts", description: "Failed attempts that fell back to another target", unit: "{attempt}", labels: ["requested_model", "provider", "model"] })
+  const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
+  const errors = new Counter({ name: "gateway.errors", description: "Requests answered with an error, by its code", unit: "{request}", labels: ["route", "status", "code"] })
+  const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
+  inFlight.add([], 0)
+  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, errors, inFlight }
+}
+
+const NO_LABELS: ReadonlyArray<string> = []
+
+/** Status codes as label values, one string each (the metric store's lookups then hash nothing new). */
+const STATUS: Array<string> = []
+const statusText = (status: number): string => (STATUS[status] ??= String(status))
+
+/**
+ * The metrics and their readers. The readers (the OpenTelemetry SDK's Prometheus serializer and,
+ * with `push`, the OTLP periodic reader) are loaded when metrics are first read, or at once when
+ * they are pushed; `close` flushes and stops them.
+ */
+export const makeGatewayMetrics = (options: {
+  readonly resource: () => Promise<Resource>
+  readonly breakers: CircuitBreakersShape | undefined
+  readonly runtime: Runtime.Runtime<never>
+  readonly push: OtelSettings["metrics"]
+}): { readonly metrics: GatewayMetricsShape; readonly start: () => Promise<unknown>; readonly close: () => Promise<void> } => {
+  const f = families()
+  const breakers = options.breakers
+  const breakerState = new ObservedGauge(
+    { name: "gateway.circuit_breaker.state", description: "Circuit breaker per provider and origin: 0 closed, 1 degraded, 2 half-open, 3 open", unit: "1", labels: ["provider", "origin"] },
+    async () =>
+      breakers === undefined
+        ? []
+        : (await Runtime.runPromise(options.runtime)(breakers.list)).map((b) => ({ labels: [b.provider, b.origin ?? ""], value: BREAKER_VALUE[b.state] ?? 0 }))
+  )
+  let readers: Promise<{ readonly scrape: () => Promise<string>; readonly close: () => Promise<void> }> | undefined
+  const start = () =>
+    (readers ??= (async () => {
+      const [{ PrometheusExporter, PrometheusSerializer }, { MeterProvider, PeriodicExportingMetricReader }, resource] = await Promise.all([
+        import("@opentelemetry/exporter-prometheus"),
+        import("@opentelemetry/sdk-metrics"),
+        options.resource()
+      ])
+      const producer = metricProducer(resource, { name: "gateway", version: VERSION }, Object.values(f) as never, [breakerState])
+      const prometheus = new PrometheusExporter({ preventServerStart: true, metricProducers: [producer], withoutScopeInfo: true })
+      const all: Array<MetricReader> = [prometheus]
+      const push = options.push
+      if (push) {
+        const exporter = await loadMetricExporter(push)
+        all.push(new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: push.intervalMillis, exportTimeoutMillis: Math.min(push.timeoutMillis, push.intervalMillis), metricProducers: [producer] }))
+      }
+      const provider = new MeterProvider({ resource, readers: all })
+      const serializer = new PrometheusSerializer(undefined, false, undefined, false, true)
+      return {
+        scrape: async () => serializer.serialize((await prometheus.collect()).resourceMetrics),
+        close: () => provider.shutdown().catch(() => undefined)
+      }
+    })())
+
+  const metrics: GatewayMetricsShape = {
+    requestStarted: () => f.inFlight.add(NO_LABELS, 1),
+    requestEnded: (m) => {
+      f.inFlight.add(NO_LABELS, -1)
+      const row = m.row
+      const status = statusText(m.status)
+      const key = m.keyId ?? ""
+      const provider = row?.provider ?? ""
+      // A row whose request reached no target names the model as the client wrote it: no label.
+      const model = provider === "" ? "" : (row?.model ?? "")
+      f.requests.add([m.route, status, provider, model, key])
+      f.requestDuration.record([m.route, status], m.seconds)
+      if (m.errorCode !== undefined) f.errors.add([m.route, status, m.errorCode])
+      if (m.upstreamSeconds !== undefined) f.overhead.record([m.route], Math.max(0, m.seconds - m.upstreamSeconds))
+      if (row === undefined) return
+      const u = row.usage
+      if (u.input) f.tokens.add([provider, model, key, "input"], u.input)
+      if (u.output) f.tokens.add([provider, model, key, "output"], u.output)
+      if (u.cached) f.tokens.add([provider, model, key, "cache_read"], u.cached)
+      if (u.cacheWrite) f.tokens.add([provider, model, key, "cache_creation"], u.cacheWrite)
+      if (u.reasoning) f.tokens.add([provider, model, key, "reasoning"], u.reasoning)
+      if (row.costUsd) f.cost.add([provider, model, key], row.costUsd)
+      if (row.fallbackAttempts) f.fallbacks.add([row.requestedModel ?? model, provider, model], row.fallbackAttempts)
+      if (row.cacheHit) f.cacheHits.add([m.route, model])
+    },
+    attemptEnded: (m) => {
+      f.operationDuration.record([m.operation, m.provider, m.requestModel, m.responseModel, m.errorType], m.seconds)
+      if (m.errorType !== "") return
+      const u = m.usage
+      if (u?.inputTokens !== undefined) f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "input"], u.inputTokens)
+      if (u?.outputTokens !== undefined) f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "output"], u.outputTokens)
+      if (m.ttftMs !== null) f.firstChunk.record([m.operation, m.provider, m.requestModel, m.responseModel], m.ttftMs / 1000)
+    },
+    scrape: Effect.promise(async () => (await start()).scrape())
+  }
+  return { metrics, start, close: async () => (readers ? (await readers).close() : undefined) }
+}

@@ -1,0 +1,383 @@
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type { Readable } from "node:stream"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { EventEmitter } from "node:events"
+import * as Option from "effect/Option"
+import { Agent, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
+import { positiveInteger } from "../../platform/config/AppConfig.js"
+import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
+import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
+import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from "./egressGuard.js"
+import { BoundedMap } from "../../kernel/BoundedMap.js"
+import { VERSION } from "../../kernel/version.js"
+
+export type UpstreamBody = Awaited<ReturnType<typeof request>>["body"]
+
+export interface UpstreamResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  readonly body: UpstreamBody
+  /** With `readWhole`: the body, read (an error answer's cut at ERROR_BODY_MAX_BYTES). */
+  readonly bytes?: Buffer
+  /** With `readWhole`: reading the body failed after the headers came (`bytes` is then unset). */
+  readonly bodyError?: Error
+}
+
+/** How much of an error answer's body is kept (the rest is not read: the connection is dropped). */
+export const ERROR_BODY_MAX_BYTES = 1024 * 1024
+
+/** Largest whole (non-streamed) answer read by default: generous for base64 images, far from node's string limit. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+export const MAX_RESPONSE_BYTES_ENV = "GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES"
+
+/**
+ * Reading a whole answer's body failed after its headers: it grew past the size limit, went
+ * silent for longer than the body idle timeout, or the connection broke.
+ */
+export class UpstreamBodyError extends Error {
+  constructor(
+    readonly reason: "too_large" | "stalled" | "broken",
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+const tooLarge = (limit: number) => new UpstreamBodyError("too_large", `upstream answer larger than ${limit} bytes (${MAX_RESPONSE_BYTES_ENV})`)
+
+/** The upstream could not be reached or did not answer in time; no HTTP status exists. */
+export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportError")<{
+  /**
+   * `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent.
+   * `proxy_family`: the call's proxy has no address in its pinned family (docs/egress.md).
+   */
+  readonly kind: "connect" | "timeout" | "network" | "blocked" | "proxy_family"
+  readonly message: string
+}> {}
+
+export interface UpstreamRequest {
+  readonly url: string
+  readonly method: "GET" | "POST" | "DELETE"
+  readonly headers: Record<string, string>
+  /** A streamed body (an upload read from disk) can be sent once: build the request anew per try. */
+  readonly body?: string | Buffer | Readable
+  /** Time allowed until response headers arrive. */
+  readonly headersTimeout?: Duration.DurationInput
+  /**
+   * Longest silence between two chunks of the body (undici's per-request body timeout; time the
+   * reader spends paused does not count). Without it, the agent's BODY_IDLE_TIMEOUT_MS.
+   */
+  readonly bodyIdleTimeout?: Duration.DurationInput
+  /** With `readWhole`: the largest successful answer read (default: the service's `maxResponseBytes`). */
+  readonly maxBodyBytes?: number
+  /**
+   * Read the whole body before answering (a non-streamed call): one wait instead of two. The
+   * answer carries `bytes` (or `bodyError`); its `body` is consumed. A successful answer larger
+   * than `maxBodyBytes` is not read further: the connection is dropped and `bodyError` is an
+   * UpstreamBodyError (`too_large`); a body silent for `bodyIdleTimeout` one (`stalled`).
+   */
+  readonly readWhole?: boolean
+  /**
+   * Ties the call to its caller some other way than interruption: `abortWhen(abort)` registers
+   * `abort` (called when the caller goes away) and answers an unregister function. The call then
+   * aborts through it, not through interruption, and costs no interruptible region. Only for a
+   * fiber that is interrupted exactly when that happens (a request's own fiber, by its client).
+   * A streamed answer's body stays covered until it is read to its end or destroyed.
+   */
+  readonly abortWhen?: (abort: () => void) => () => void
+  /** Where the call goes out: a proxy's dispatcher (src/upstream/egress/); unset: the direct, guarded agent. */
+  readonly dispatcher?: Dispatcher
+}
+
+export interface UpstreamHttpShape {
+  /**
+   * Sends one request. Interrupting the effect aborts it. The body of the returned response
+   * must be consumed or destroyed by the caller.
+   */
+  readonly request: (req: UpstreamRequest) => Effect.Effect<UpstreamResponse, UpstreamTransportError>
+  readonly userAgent: string
+  /** Largest whole answer read (GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES): for callers of `readUpstreamBody`. */
+  readonly maxResponseBytes: number
+  /**
+   * `fetch` over the same guarded agent, for clients built on the platform's HttpClient (the sync
+   * server); `init.dispatcher` (a proxy's, src/upstream/egress/) replaces the agent.
+   */
+  readonly fetch: typeof globalThis.fetch
+}
+
+/**
+ * Reads an upstream body whole, up to `maxBytes`: beyond it the body is destroyed (which drops
+ * the upstream connection) and what was read is answered (`cut`) or the read fails with an
+ * UpstreamBodyError (`fail`). Interruption (the client went away) destroys the body, which
+ * aborts the upstream request.
+ */
+export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Number.POSITIVE_INFINITY, overflow: "cut" | "fail" = "cut", idleMs?: number) =>
+  Effect.async<Buffer, Error>((resume) => {
+    collect(body, maxBytes, overflow, (error, bytes) => resume(error ? Effect.fail(error) : Effect.succeed(bytes!)), idleMs)
+    return Effect.sync(() => body.destroy())
+  })
+
+/**
+ * Collects a body whole, then calls `done` once. Past `maxBytes` nothing more is read: the body
+ * is destroyed at once (so an oversized answer costs at most the limit plus one chunk) and
+ * `done` gets the first `maxBytes` (`cut`) or an UpstreamBodyError (`fail`). `idleMs`: a body
+ * silent that long is destroyed and `done` gets an UpstreamBodyError (`stalled`); for a body
+ * whose request set no undici body timeout (a stream asked for, answered whole).
+ */
+const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void, idleMs?: number) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  let over = false
+  let timer: NodeJS.Timeout | undefined
+  if (idleMs !== undefined) {
+    const finish = done
+    const silent = () => {
+      over = true
+      body.off("data", onData)
+      body.destroy()
+      finish(new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${idleMs} ms`))
+    }
+    timer = setTimeout(silent, idleMs)
+    const rearm = () => timer?.refresh()
+    body.on("data", rearm)
+    done = (error, bytes) => {
+      clearTimeout(timer)
+      body.off("data", rearm)
+      finish(error, bytes)
+    }
+  }
+  const onData = (chunk: Buffer) => {
+    const room = maxBytes - size
+    if (chunk.length <= room) {
+      chunks.push(chunk)
+      size += chunk.length
+      return
+    }
+    over = true
+    body.off("data", onData)
+    body.destroy()
+    if (overflow === "fail") return done(tooLarge(maxBytes))
+    chunks.push(chunk.subarray(0, room))
+    done(undefined, Buffer.concat(chunks, maxBytes))
+  }
+  body.on("data", onData)
+  body.once("end", () => {
+    if (!over) done(undefined, Buffer.concat(chunks, size))
+  })
+  // Also the abort error of the destroy above, which is not reported.
+  body.once("error", (e: Error) => {
+    if (!over) done(e)
+  })
+}
+
+/**
+ * Drops an answer's body unread. undici's body emits the abort as an `error`, which with no
+ * listener would be an uncaught exception: one is added first.
+ */
+export const discardBody = (body: UpstreamResponse["body"]): void => {
+  if (body.destroyed) return
+  body.on("error", () => undefined)
+  body.destroy()
+}
+
+export const DEFAULT_HEADERS_TIMEOUT = Duration.minutes(5)
+/**
+ * Longest silence allowed between two body chunks when a call sets no `bodyIdleTimeout`: a
+ * backstop for streams, which the stream watchdog ends much earlier.
+ */
+export const BODY_IDLE_TIMEOUT_MS = 5 * 60 * 1000
+
+/** A body that went silent for `ms`, as the caller reports it. */
+const bodyFailure = (e: Error, ms: number | undefined): Error =>
+  e instanceof undiciErrors.BodyTimeoutError || (e as { code?: string }).code === "UND_ERR_BODY_TIMEOUT"
+    ? new UpstreamBodyError("stalled", `upstream answer stalled: nothing for ${ms ?? BODY_IDLE_TIMEOUT_MS} ms`)
+    : e instanceof UpstreamBodyError
+      ? e
+      : new UpstreamBodyError("broken", e.message)
+
+const classify = (cause: unknown): UpstreamTransportError => {
+  const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  const code = err.code ?? err.cause?.code ?? ""
+  if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
+  if (code === "PROXY_FAMILY_UNAVAILABLE") return new UpstreamTransportError({ kind: "proxy_family", message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family" })
+  const message = err.cause?.message ?? err.message ?? String(cause)
+  if (cause instanceof undiciErrors.HeadersTimeoutError) {
+    return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
+  }
+  if (cause instanceof undiciErrors.BodyTimeoutError) {
+    return new UpstreamTransportError({ kind: "timeout", message })
+  }
+  if (cause instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") {
+    return new UpstreamTransportError({ kind: "timeout", message: `connect timeout: ${message}` })
+  }
+  if (["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET"].includes(code)) {
+    return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
+  }
+  return new UpstreamTransportError({ kind: "network", message: code ? `${code}: ${message}` : message })
+}
+
+/** Origin and path of an upstream URL, parsed once per distinct URL (a handful per connection). */
+const parsed = new BoundedMap<string, { readonly origin: string; readonly path: string; readonly host: string } | string>({ maxEntries: 1000 })
+const splitUrl = (url: string): { readonly origin: string; readonly path: string; readonly host: string } | string => {
+  let hit = parsed.get(url)
+  if (hit === undefined) {
+    try {
+      const u = new URL(url)
+      hit = u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname } : `unsupported upstream URL scheme ${u.protocol}`
+    } catch {
+      hit = `invalid upstream URL: ${url}`
+    }
+    parsed.set(url, hit)
+  }
+  return hit
+}
+
+/**
+ * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin
+ * (node's http client and the platform client cost measurably more per request).
+ *
+ * Every outbound call of the gateway (inference, media, provider tests, OAuth token endpoints,
+ * quota probes, native batches, the sync server) goes through this agent, so the outbound policy
+ * (OUTBOUND_SSRF_GUARD_ENABLED and the two allow flags) is enforced here once: a host written as
+ * an address (or `localhost`, a metadata name) is judged before anything is sent, and a name is
+ * judged by the agent's `lookup` on every address it resolves to, which is also what the socket
+ * connects to (src/upstream/client/egressGuard.ts).
+ */
+export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHttp, UpstreamHttpShape>() {
+  static readonly layer = Layer.scoped(
+    UpstreamHttp,
+    Effect.gen(function* () {
+      // Without FeatureFlags (a client built alone), the flags' defaults.
+      const flags = yield* Effect.serviceOption(FeatureFlags)
+      const resolver = yield* DnsResolver
+      const peekPolicy = (): UrlPolicyFlags | undefined => {
+        if (Option.isNone(flags)) return DEFAULT_URL_POLICY
+        const f = flags.value
+        const guard = f.peekEnabled("OUTBOUND_SSRF_GUARD_ENABLED")
+        const allowLocal = f.peekEnabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS")
+        const allowPrivate = f.peekEnabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+        return guard !== undefined && allowLocal !== undefined && allowPrivate !== undefined ? { guard, allowLocal, allowPrivate } : undefined
+      }
+      const readPolicy = (): Promise<UrlPolicyFlags> => {
+        const f = Option.getOrThrow(flags)
+        return Effect.runPromise(
+          Effect.all({ guard: f.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), allowLocal: f.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), allowPrivate: f.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS") })
+        )
+      }
+      const lookup = guardedLookup(() => resolver, () => peekPolicy() ?? readPolicy())
+      const agent = new Agent({
+        keepAliveTimeout: 30_000,
+        keepAliveMaxTimeout: 600_000,
+        connect: { timeout: 10_000, lookup },
+        bodyTimeout: BODY_IDLE_TIMEOUT_MS,
+        headersTimeout: 0
+      })
+      yield* Effect.addFinalizer(() => Effect.promise(() => agent.destroy().catch(() => undefined)))
+      const userAgent = `gateway/${VERSION}`
+      const maxResponseBytes = yield* positiveInteger(MAX_RESPONSE_BYTES_ENV, "bytes", DEFAULT_MAX_RESPONSE_BYTES)
+      const guardedFetch = ((input: Parameters<typeof globalThis.fetch>[0], init?: Parameters<typeof globalThis.fetch>[1]) => {
+        const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url
+        const target = splitUrl(url)
+        const policy = peekPolicy() ?? DEFAULT_URL_POLICY
+        const refused = typeof target === "string" ? undefined : checkHostLiteral(target.host, policy)
+        if (refused) return Promise.reject(new TypeError("fetch failed", { cause: refused }))
+        // A caller may name a proxy's dispatcher (src/upstream/egress/) in `init`; else the direct, guarded agent.
+        return undiciFetch(input as never, { ...(init as object), dispatcher: (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? agent } as never) as unknown as Promise<Response>
+      }) as typeof globalThis.fetch
+      return {
+        userAgent,
+        maxResponseBytes,
+        fetch: guardedFetch,
+        request: (req) => {
+          // The flags are almost always fresh: no effect to read them.
+          const policy = peekPolicy()
+          return policy !== undefined ? send(req, policy) : Effect.flatMap(Effect.promise(readPolicy), (p) => send(req, p))
+        }
+      } satisfies UpstreamHttpShape
+      function send(req: UpstreamRequest, policy: UrlPolicyFlags) {
+        return Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
+            const target = splitUrl(req.url)
+            if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
+            // An address written in the URL is never looked up: judged here, before anything is sent.
+            const refused = checkHostLiteral(target.host, policy)
+            if (refused) return resume(Effect.fail(new UpstreamTransportError({ kind: "blocked", message: refused.message })))
+            // One plain timer covers connecting, sending and waiting for the headers, and undici
+            // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
+            const abort = new EventEmitter()
+            const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+            const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
+            // The timeout answers at once: undici only acts on an abort once it has a connection,
+            // so a connect or TLS handshake that hangs would otherwise hold the caller until the
+            // agent's connect timeout.
+            let settled = false
+            let body: UpstreamBody | undefined
+            const cancel = () => {
+              settled = true
+              clearTimeout(timer)
+              abort.emit("abort")
+              body?.destroy()
+            }
+            // Settled (answered, failed, timed out): stop watching the caller.
+            let unwatch: (() => void) | undefined
+            const settle = () => {
+              settled = true
+              unwatch?.()
+            }
+            const timer = Number.isFinite(ms)
+              ? setTimeout(() => {
+                  settle()
+                  abort.emit("abort")
+                  resume(Effect.fail(new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })))
+                }, Math.max(0, ms))
+              : undefined
+            if (req.abortWhen) {
+              unwatch = req.abortWhen(() => {
+                if (!settled) {
+                  cancel()
+                  // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
+                  return resume(Effect.interrupt)
+                }
+                // A streamed answer handed over but perhaps not yet taken up by its reader (the
+                // fiber may be interrupted before it starts reading): destroying it aborts the call.
+                if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+              })
+              if (settled) return
+            }
+            const via = req.dispatcher ?? agent
+            via.request(
+              { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout },
+              (err, data) => {
+                clearTimeout(timer)
+                if (settled) {
+                  if (!err) data?.body?.destroy()
+                  return
+                }
+                if (err) {
+                  settle()
+                  return resume(Effect.fail(classify(err)))
+                }
+                const head = { status: data.statusCode, headers: data.headers, body: data.body }
+                body = data.body
+                if (!req.readWhole) {
+                  // Watching the caller goes on until the body is done with (read or destroyed).
+                  settled = true
+                  if (unwatch) data.body.once("close", unwatch)
+                  return resume(Effect.succeed(head))
+                }
+                const ok = data.statusCode >= 200 && data.statusCode < 300
+                collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
+                  if (settled) return
+                  settle()
+                  resume(Effect.succeed(error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! }))
+                })
+              }
+            )
+            return req.abortWhen ? undefined : Effect.sync(cancel)
+          })
+      }
+    })
+  )
+}

@@ -1,0 +1,426 @@
+/** anthropic: responses, errors and streams (the requests are in anthropic.ts). */
+import {
+  type CanonicalError,
+  type CanonicalResponse,
+  type ContentBlock,
+  type ErrorKind,
+  errorKindForStatus,
+  type ImageBlock,
+  newId,
+  type StopReason,
+  type StreamEvent,
+  type TextBlock,
+  type Usage,
+  wholeUsage
+} from "../../domain/canonical.js"
+import { arr, idWithSignature, num, obj, splitSignedId, str, tryJson } from "./common.js"
+import { fallbackMessage, messageIn200 } from "./common.js"
+import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
+import { sseData } from "./frames.js"
+
+/** Anthropic requires max_tokens; used when the client did not say. */
+export const DEFAULT_MAX_TOKENS = 8192
+
+// ---------------------------------------------------------------- content (requests and responses)
+
+export const decodeImage = (b: Record<string, unknown>): ImageBlock | undefined => {
+  const source = obj(b["source"])
+  if (str(source?.["type"]) === "base64") {
+    return { type: "image", source: { kind: "base64", mediaType: str(source?.["media_type"]) ?? "image/png", data: str(source?.["data"]) ?? "" } }
+  }
+  if (str(source?.["type"]) === "url") return { type: "image", source: { kind: "url", url: str(source?.["url"]) ?? "" } }
+  return undefined
+}
+
+export const decodeBlocks = (content: unknown, where: string): Array<ContentBlock> => {
+  if (typeof content === "string") return content ? [{ type: "text", text: content }] : []
+  if (!Array.isArray(content)) throw new RequestDecodeError(`${where}.content must be a string or an array of content blocks`, `${where}.content`)
+  const out: Array<ContentBlock> = []
+  for (const raw of content) {
+    const b = obj(raw)
+    if (!b) continue
+    switch (str(b["type"])) {
+      case "text":
+        out.push({ type: "text", text: str(b["text"]) ?? "" })
+        break
+      case "image": {
+        const image = decodeImage(b)
+        if (image) out.push(image)
+        break
+      }
+      case "tool_use":
+      case "server_tool_use": {
+        const { id, signature } = splitSignedId(str(b["id"]) ?? newId("toolu_"))
+        out.push({ type: "tool_use", id, name: str(b["name"]) ?? "", input: b["input"] ?? {}, ...(signature ? { signature } : {}) })
+        break
+      }
+      case "tool_result": {
+        const inner = b["content"]
+        const parts =
+          typeof inner === "string"
+            ? [{ type: "text" as const, text: inner }]
+            : arr(inner).flatMap((p): Array<TextBlock | ImageBlock> => {
+                const po = obj(p)
+                if (str(po?.["type"]) === "text") return [{ type: "text", text: str(po?.["text"]) ?? "" }]
+                if (str(po?.["type"]) === "image" && po) {
+                  const image = decodeImage(po)
+                  return image ? [image] : []
+                }
+                return []
+              })
+        out.push({
+          type: "tool_result",
+          toolUseId: splitSignedId(str(b["tool_use_id"]) ?? "").id,
+          content: parts,
+          ...(b["is_error"] === true ? { isError: true } : {})
+        })
+        break
+      }
+      case "thinking":
+        out.push({ type: "reasoning", text: str(b["thinking"]) ?? "", ...(str(b["signature"]) ? { signature: str(b["signature"])! } : {}) })
+        break
+      case "redacted_thinking":
+        out.push({ type: "reasoning", text: "", redacted: str(b["data"]) ?? "" })
+        break
+      case "document": {
+        // Plain-text documents keep their text; other documents have no canonical form yet.
+        const source = obj(b["source"])
+        if (str(source?.["type"]) === "text") out.push({ type: "text", text: str(source?.["data"]) ?? "" })
+        break
+      }
+    }
+  }
+  return out
+}
+
+// ---------------------------------------------------------------- responses
+
+export const STOP_FROM: Record<string, StopReason> = {
+  end_turn: "end_turn",
+  max_tokens: "max_tokens",
+  stop_sequence: "stop_sequence",
+  tool_use: "tool_use",
+  pause_turn: "end_turn",
+  refusal: "refusal",
+  model_context_window_exceeded: "max_tokens"
+}
+
+export const STOP_TO: Record<StopReason, string> = {
+  end_turn: "end_turn",
+  max_tokens: "max_tokens",
+  stop_sequence: "stop_sequence",
+  tool_use: "tool_use",
+  content_filter: "refusal",
+  refusal: "refusal"
+}
+
+export const usageFromAnthropic = (u: unknown): Partial<Usage> | undefined => {
+  const usage = obj(u)
+  if (!usage) return undefined
+  const input = num(usage["input_tokens"])
+  const output = num(usage["output_tokens"])
+  const read = num(usage["cache_read_input_tokens"])
+  const created = num(usage["cache_creation_input_tokens"])
+  if (input === undefined && output === undefined) return undefined
+  // Anthropic counts cached input apart from input_tokens; canonical input includes it.
+  return {
+    ...(input !== undefined ? { inputTokens: input + (read ?? 0) + (created ?? 0) } : {}),
+    ...(output !== undefined ? { outputTokens: output } : {}),
+    ...(read ? { cachedInputTokens: read } : {}),
+    ...(created ? { cacheCreationTokens: created } : {})
+  }
+}
+
+export const usageToAnthropic = (u: Partial<Usage> | undefined) => {
+  const cached = u?.cachedInputTokens ?? 0
+  const created = u?.cacheCreationTokens ?? 0
+  return {
+    input_tokens: Math.max(0, (u?.inputTokens ?? 0) - cached - created),
+    output_tokens: u?.outputTokens ?? 0,
+    cache_creation_input_tokens: created,
+    cache_read_input_tokens: cached
+  }
+}
+
+export const decodeResponse = (raw: unknown): CanonicalResponse => {
+  const body = obj(raw) ?? {}
+  const content = decodeBlocks(body["content"] ?? [], "content").filter((b) => b.type !== "tool_result")
+  const usage = usageFromAnthropic(body["usage"])
+  const stopSequence = str(body["stop_sequence"])
+  return {
+    id: str(body["id"]) ?? newId("msg_"),
+    model: str(body["model"]) ?? "",
+    created: Math.floor(Date.now() / 1000),
+    content,
+    stopReason: STOP_FROM[str(body["stop_reason"]) ?? ""] ?? "end_turn",
+    ...(stopSequence ? { stopSequence } : {}),
+    ...(usage ? { usage: wholeUsage(usage) } : {})
+  }
+}
+
+export const encodeBlock = (b: ContentBlock): Record<string, unknown> | undefined => {
+  switch (b.type) {
+    case "text":
+      return { type: "text", text: b.text }
+    case "tool_use":
+      return { type: "tool_use", id: idWithSignature(b.id, b.signature), name: b.name, input: b.input ?? {} }
+    case "reasoning":
+      return b.redacted ? { type: "redacted_thinking", data: b.redacted } : { type: "thinking", thinking: b.text, signature: b.encrypted ? "" : (b.signature ?? "") }
+    default:
+      return undefined
+  }
+}
+
+export const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: string }) => ({
+  id: res.id.startsWith("msg_") ? res.id : `msg_${res.id}`,
+  type: "message",
+  role: "assistant",
+  model: ctx.model,
+  content: res.content.flatMap((b) => encodeBlock(b) ?? []),
+  stop_reason: STOP_TO[res.stopReason],
+  stop_sequence: res.stopSequence ?? null,
+  usage: usageToAnthropic(res.usage)
+})
+
+// ---------------------------------------------------------------- errors
+
+export const TYPE_BY_KIND: Record<ErrorKind, string> = {
+  invalid_request: "invalid_request_error",
+  authentication: "authentication_error",
+  permission: "permission_error",
+  not_found: "not_found_error",
+  too_large: "request_too_large",
+  rate_limit: "rate_limit_error",
+  timeout: "timeout_error",
+  overloaded: "overloaded_error",
+  upstream: "api_error",
+  server: "api_error"
+}
+
+export const encodeAnthropicError = (e: CanonicalError) => ({
+  type: "error",
+  error: { type: TYPE_BY_KIND[e.kind], message: e.message }
+})
+
+export const decodeError = (status: number, body: unknown, text: string): CanonicalError => {
+  const e = obj(obj(body)?.["error"])
+  const message = str(e?.["message"]) ?? fallbackMessage(status, text)
+  const type = str(e?.["type"])
+  return { status, kind: type === "overloaded_error" ? "overloaded" : errorKindForStatus(status), message, code: type ?? null }
+}
+
+/** An Anthropic error object: `{type: "error", error: {...}}` (or an `error` object alone). */
+export const isErrorBody = (body: unknown): boolean => {
+  const b = obj(body)
+  return b !== undefined && (b["type"] === "error" || obj(b["error"]) !== undefined)
+}
+
+/** A 200 whose `type` is `error`. */
+export const errorIn200 = (body: unknown): CanonicalError | undefined => {
+  const b = obj(body)
+  return b?.["type"] === "error" ? { status: 502, kind: "upstream", message: messageIn200(b["error"]) } : undefined
+}
+
+// ---------------------------------------------------------------- streams
+
+/** Anthropic SSE events → canonical events (indices renumbered from 0). */
+export class AnthropicStreamDecoder implements StreamDecoder {
+  private readonly index = new Map<number, number>()
+  private next = 0
+  private stop: { reason: StopReason; sequence?: string } | undefined
+  private done = false
+
+  push(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> {
+    if (this.done) return []
+    const ev = obj(tryJson(frame.data))
+    if (!ev) return []
+    const type = frame.event ?? str(ev["type"])
+    const out: Array<StreamEvent> = []
+    switch (type) {
+      case "message_start": {
+        const m = obj(ev["message"]) ?? {}
+        out.push({ type: "start", id: str(m["id"]) ?? newId("msg_"), model: str(m["model"]) ?? "", created: Math.floor(Date.now() / 1000) })
+        const usage = usageFromAnthropic(m["usage"])
+        // A message_start without counts (0 in, at most 1 out) reports nothing yet.
+        if (usage && ((usage.inputTokens ?? 0) > 0 || (usage.outputTokens ?? 0) > 1)) out.push({ type: "usage", usage })
+        break
+      }
+      case "content_block_start": {
+        const b = obj(ev["content_block"]) ?? {}
+        const index = this.next++
+        this.index.set(num(ev["index"]) ?? 0, index)
+        const bt = str(b["type"])
+        if (bt === "tool_use" || bt === "server_tool_use") {
+          const { id, signature } = splitSignedId(str(b["id"]) ?? newId("toolu_"))
+          out.push({ type: "block_start", index, block: { type: "tool_use", id, name: str(b["name"]) ?? "", ...(signature ? { signature } : {}) } })
+          const input = obj(b["input"])
+          if (input && Object.keys(input).length > 0) out.push({ type: "tool_args_delta", index, partialJson: JSON.stringify(input) })
+        } else if (bt === "thinking") {
+          out.push({ type: "block_start", index, block: { type: "reasoning" } })
+          if (str(b["thinking"])) out.push({ type: "reasoning_delta", index, text: str(b["thinking"])! })
+        } else if (bt === "redacted_thinking") {
+          out.push({ type: "block_start", index, block: { type: "reasoning", redacted: str(b["data"]) ?? "" } })
+        } else {
+          out.push({ type: "block_start", index, block: { type: "text" } })
+          if (str(b["text"])) out.push({ type: "text_delta", index, text: str(b["text"])! })
+        }
+        break
+      }
+      case "content_block_delta": {
+        const index = this.index.get(num(ev["index"]) ?? 0)
+        const d = obj(ev["delta"]) ?? {}
+        if (index === undefined) break
+        switch (str(d["type"])) {
+          case "text_delta":
+            out.push({ type: "text_delta", index, text: str(d["text"]) ?? "" })
+            break
+          case "input_json_delta":
+            out.push({ type: "tool_args_delta", index, partialJson: str(d["partial_json"]) ?? "" })
+            break
+          case "thinking_delta":
+            out.push({ type: "reasoning_delta", index, text: str(d["thinking"]) ?? "" })
+            break
+          case "signature_delta":
+            out.push({ type: "signature", index, signature: str(d["signature"]) ?? "" })
+            break
+        }
+        break
+      }
+      case "content_block_stop": {
+        const index = this.index.get(num(ev["index"]) ?? 0)
+        if (index !== undefined) out.push({ type: "block_stop", index })
+        break
+      }
+      case "message_delta": {
+        const d = obj(ev["delta"]) ?? {}
+        const reason = str(d["stop_reason"])
+        if (reason) this.stop = { reason: STOP_FROM[reason] ?? "end_turn", ...(str(d["stop_sequence"]) ? { sequence: str(d["stop_sequence"])! } : {}) }
+        // output_tokens is cumulative; newer API versions repeat the input counts here too.
+        const usage = usageFromAnthropic(ev["usage"])
+        if (usage) out.push({ type: "usage", usage })
+        break
+      }
+      case "message_stop":
+        this.done = true
+        out.push({ type: "finish", stopReason: this.stop?.reason ?? "end_turn", ...(this.stop?.sequence ? { stopSequence: this.stop.sequence } : {}) })
+        break
+      case "error": {
+        this.done = true
+        const e = obj(ev["error"]) ?? {}
+        const etype = str(e["type"])
+        const status = etype === "overloaded_error" ? 529 : etype === "rate_limit_error" ? 429 : etype === "invalid_request_error" ? 400 : 500
+        out.push({ type: "error", error: { status, kind: errorKindForStatus(status), message: str(e["message"]) ?? "upstream error", code: etype ?? null } })
+        break
+      }
+    }
+    return out
+  }
+
+  end(): ReadonlyArray<StreamEvent> {
+    if (this.done) return []
+    this.done = true
+    // The upstream closed without message_stop: that is a broken stream, not a finished one.
+    return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop", code: "stream_interrupted" } }]
+  }
+}
+
+/** Canonical events → Anthropic SSE (`event:` lines included: the SDK needs them). */
+export class AnthropicStreamEncoder implements StreamEncoder {
+  private id = newId("msg_")
+  private usage: Partial<Usage> = {}
+  private started = false
+  private readonly openBlocks = new Set<number>()
+  private readonly blockIndex = new Map<number, number>()
+
+  constructor(private readonly model: string) {}
+
+  private start(): string {
+    if (this.started) return ""
+    this.started = true
+    return sseData(
+      {
+        type: "message_start",
+        message: {
+          id: this.id,
+          type: "message",
+          role: "assistant",
+          model: this.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: usageToAnthropic(this.usage)
+        }
+      },
+      "message_start"
+    )
+  }
+
+  private idx(canonical: number): number {
+    let i = this.blockIndex.get(canonical)
+    if (i === undefined) {
+      i = this.blockIndex.size
+      this.blockIndex.set(canonical, i)
+    }
+    return i
+  }
+
+  push(ev: StreamEvent): string {
+    switch (ev.type) {
+      case "start":
+        if (ev.id) this.id = ev.id.startsWith("msg_") ? ev.id : `msg_${ev.id}`
+        return ""
+      case "usage":
+        this.usage = { ...this.usage, ...ev.usage }
+        return ""
+      case "block_start": {
+        const index = this.idx(ev.index)
+        this.openBlocks.add(index)
+        const block =
+          ev.block.type === "text"
+            ? { type: "text", text: "" }
+            : ev.block.type === "reasoning"
+              ? ev.block.redacted !== undefined
+                ? { type: "redacted_thinking", data: ev.block.redacted }
+                : { type: "thinking", thinking: "", signature: "" }
+              : { type: "tool_use", id: idWithSignature(ev.block.id, ev.block.signature), name: ev.block.name, input: {} }
+        return this.start() + sseData({ type: "content_block_start", index, content_block: block }, "content_block_start")
+      }
+      case "text_delta":
+        return this.start() + sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "text_delta", text: ev.text } }, "content_block_delta")
+      case "reasoning_delta":
+        return this.start() + sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "thinking_delta", thinking: ev.text } }, "content_block_delta")
+      case "signature":
+        // An OpenAI encrypted reasoning blob is not an Anthropic signature.
+        return ev.encrypted ? "" : sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "signature_delta", signature: ev.signature } }, "content_block_delta")
+      case "tool_args_delta":
+        return ev.partialJson
+          ? sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "input_json_delta", partial_json: ev.partialJson } }, "content_block_delta")
+          : ""
+      case "block_stop": {
+        const index = this.idx(ev.index)
+        this.openBlocks.delete(index)
+        return sseData({ type: "content_block_stop", index }, "content_block_stop")
+      }
+      case "finish": {
+        let out = this.start()
+        for (const index of this.openBlocks) out += sseData({ type: "content_block_stop", index }, "content_block_stop")
+        this.openBlocks.clear()
+        out += sseData(
+          {
+            type: "message_delta",
+            delta: { stop_reason: STOP_TO[ev.stopReason], stop_sequence: ev.stopSequence ?? null },
+            usage: usageToAnthropic(this.usage)
+          },
+          "message_delta"
+        )
+        return out + sseData({ type: "message_stop" }, "message_stop")
+      }
+      case "error":
+        return sseData(encodeAnthropicError(ev.error), "error")
+    }
+  }
+
+  end(): string {
+    return ""
+  }
+}

@@ -1,0 +1,123 @@
+import type { CanonicalError, CanonicalRequest, CanonicalResponse, FormatId, StreamEvent, Usage } from "../../domain/canonical.js"
+import type { Frame } from "./frames.js"
+import type { ProviderQuirks } from "../../domain/catalog/modelSpec.js"
+
+export type { ProviderQuirks }
+
+import { RequestDecodeError } from "../../kernel/errors.js"
+
+export { RequestDecodeError }
+
+/** A list field of a request body: absent or null is empty; anything but an array is a 400 naming it. */
+export const listField = (body: Readonly<Record<string, unknown>>, key: string): ReadonlyArray<unknown> => {
+  const v = body[key]
+  if (v === undefined || v === null) return []
+  if (!Array.isArray(v)) throw new RequestDecodeError(`${key} must be an array`, key)
+  return v
+}
+
+/**
+ * For decoders of formats that stream flat deltas (chat completions, Gemini, Ollama): the
+ * canonical blocks are made sequential, one open at a time, numbered in order.
+ */
+export abstract class SequentialBlocks {
+  protected open: { kind: "text" | "reasoning" | "tool"; index: number; toolIndex?: number } | undefined
+  protected next = 0
+
+  /** Opens a text or reasoning block unless one of that kind is open (closing another first). */
+  protected ensure(kind: "text" | "reasoning", out: Array<StreamEvent>) {
+    if (this.open?.kind === kind) return
+    this.close(out)
+    const index = this.next++
+    this.open = { kind, index }
+    out.push({ type: "block_start", index, block: { type: kind } })
+  }
+
+  protected close(out: Array<StreamEvent>) {
+    if (this.open) out.push({ type: "block_stop", index: this.open.index })
+    this.open = undefined
+  }
+}
+
+/** Turns upstream stream frames into canonical events, incrementally. */
+export interface StreamDecoder {
+  push(frame: Frame): ReadonlyArray<StreamEvent>
+  /** The upstream ended the stream: close what is open and finish. */
+  end(): ReadonlyArray<StreamEvent>
+}
+
+/** Turns canonical events into the client's wire frames, incrementally. */
+export interface StreamEncoder {
+  push(event: StreamEvent): string
+  /** Frames after the last event (`data: [DONE]`), if the format has them. */
+  end(): string
+  /** The finished answer's id and output items (Responses; kept for `previous_response_id`). */
+  result?(): { readonly id: string; readonly output: ReadonlyArray<unknown> }
+}
+
+export interface EncodeContext {
+  /** The model id as the client asked for it, echoed in answers. */
+  readonly model: string
+  /** The gateway's request id. */
+  readonly requestId: string
+  /** Client options that shape the answer (OpenAI `stream_options.include_usage`, ...). */
+  readonly options?: Readonly<Record<string, unknown>>
+}
+
+/**
+ * How one provider's dialect of a wire format differs from the format itself. Declared with the
+ * provider (`quirks` of its entry in src/domain/catalog/catalog.ts), read by the format's functions;
+ * an absent field is the format's standard behaviour.
+ */
+
+/** A provider without quirks. */
+export const NO_QUIRKS: ProviderQuirks = {}
+
+/**
+ * One wire format: a decoder and an encoder each for requests, responses and stream events,
+ * plus its error shapes (answered, and inside a 2xx) and what a same-format body needs before
+ * it passes through. Transport (paths, headers, auth) belongs to the executors.
+ */
+export interface WireFormat {
+  readonly id: FormatId
+  /** `text/event-stream` or `application/x-ndjson`. */
+  readonly streamContentType: string
+  readonly framing: "sse" | "ndjson"
+  decodeRequest(body: Record<string, unknown>): CanonicalRequest
+  /** The upstream's request body; `quirks` are the upstream provider's. */
+  encodeRequest(req: CanonicalRequest, quirks?: ProviderQuirks): Record<string, unknown>
+  /**
+   * A client's body in this format, passed through to an upstream of the same format: the fixes
+   * it needs first, given the upstream provider's quirks. `body` itself when nothing changes.
+   */
+  passthroughBody(body: Record<string, unknown>, quirks: ProviderQuirks): Record<string, unknown>
+  /** A passed-through body with reasoning turned off (the no-thinking model alias). */
+  withoutThinking(body: Record<string, unknown>): Record<string, unknown>
+  /** A same-format body asked as a stream (a non-streamed request whose answer the gateway collects). */
+  asStream(body: Record<string, unknown>): Record<string, unknown>
+  /**
+   * Whether a same-format non-streamed request can be answered from its stream collected
+   * (`StreamCollector`) as faithfully as from the whole answer: false when it asks for what the
+   * canonical form does not carry (several choices, log probabilities, server-side tools...).
+   */
+  collectable(body: Record<string, unknown>): boolean
+  decodeResponse(body: unknown): CanonicalResponse
+  encodeResponse(res: CanonicalResponse, ctx: EncodeContext): unknown
+  streamDecoder(): StreamDecoder
+  streamEncoder(ctx: EncodeContext): StreamEncoder
+  /** The error body this format's clients expect. */
+  encodeError(error: CanonicalError): unknown
+  /** An upstream's error answer (any status) in canonical terms. */
+  decodeError(status: number, body: unknown, text: string): CanonicalError
+  /** Whether a parsed body is an error object in this format's own shape (a same-format client gets it as it is). */
+  isErrorBody(body: unknown): boolean
+  /** A 2xx answer whose body is an error in this format (some upstreams answer so): that error, never an empty success. */
+  errorIn200(body: unknown): CanonicalError | undefined
+  /**
+   * Usage carried by one frame of this format's stream, if any, without decoding the rest:
+   * the pass-through path uses it to count tokens of a stream it does not translate.
+   */
+  usageOf(frame: Frame): Partial<Usage> | undefined
+  /** Usage of a whole (non-streamed) answer in this format. */
+  usageOfResponse(body: unknown): Partial<Usage> | undefined
+}
