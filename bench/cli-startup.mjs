@@ -33,10 +33,7 @@ const FLOOR = `import(${JSON.stringify(path.resolve(BENCH, "../node_modules/@eff
 const cases = [
   { label: "node -e 0 (baseline)", args: ["-e", "0"], baseline: true },
   { label: "@effect/cli's Command module alone (floor)", args: ["--input-type=module", "-e", FLOOR] },
-  ...COMMANDS.flatMap((c) => [
-    { label: `gateway ${c.join(" ")}`, args: [BIN, ...c] },
-    ...(other ? [{ label: `gateway ${c.join(" ")} (other)`, args: [other, ...c] }] : [])
-  ])
+  ...COMMANDS.flatMap((c) => [{ label: `gateway ${c.join(" ")}`, args: [BIN, ...c] }, ...(other ? [{ label: `gateway ${c.join(" ")} (other)`, args: [other, ...c] }] : [])])
 ]
 
 const once = (args, extraEnv = {}) => {
@@ -52,7 +49,9 @@ const traceFile = path.join(dataDir, "modules.txt")
 const modulesOf = (args) => {
   if (args[0] === "-e") return 0
   once(["--import", path.join(BENCH, "lib/moduleTrace.mjs"), ...args], { MODULE_TRACE_OUT: traceFile })
-  return readFileSync(traceFile, "utf8").split("\n").filter((l) => l !== "").length
+  return readFileSync(traceFile, "utf8")
+    .split("\n")
+    .filter((l) => l !== "").length
 }
 
 try {
@@ -77,10 +76,18 @@ try {
     modules: modulesOf(c.args)
   }))
   const f = (n) => n.toFixed(0)
-  console.log(`Node ${process.version}, ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, ${runs} rounds\n`)
+  console.log(
+    `Node ${process.version}, ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}, ${runs} rounds\n`
+  )
   console.log("| Command | median ms (min–max) | over baseline | ÷ baseline | modules loaded |")
   console.log("|---|---|---|---|---|")
-  for (const r of rows) console.log(`| \`${r.command}\` | ${f(r.medianMs)} (${f(r.minMs)}–${f(r.maxMs)}) | ${r.command.includes("baseline") ? "-" : f(r.overBaselineMs)} | ${r.ratio.toFixed(1)}× | ${r.modules || "-"} |`)
+  for (const r of rows)
+    console.log(
+      `| \`${r.command}\` | ${f(r.medianMs)} (${f(r.minMs)}–${f(r.maxMs)}) | ${r.command.includes("baseline") ? "-" : f(r.overBaselineMs)} | ${r.ratio.toFixed(1)}× | ${r.modules || "-"} |`
+    )
   const outDir = path.join(BENCH, "results")
   mkdirSync(outDir, { recursive: true })
   const file = path.join(outDir, `cli-startup-${new Date().toISOString().replace(/:/g, "-").replace(/\..*/, "Z")}.json`)

@@ -44,9 +44,7 @@ for (const e of engines) {
 type Seg = { role: "system" | "user" | "assistant" | "tool"; kind: "prose" | "tool-result"; turn: number; turns: number }
 // ../shared from the main checkout, ../../shared from a worktree under /work/wt; FIXTURES= to point elsewhere.
 const FIXTURES =
-  process.env["FIXTURES"] ??
-  ["../shared/fixtures/clients/cli/", "../../shared/fixtures/clients/cli/"].map((p) => `${process.cwd()}/${p}`).find((p) => fs.existsSync(p)) ??
-  ""
+  process.env["FIXTURES"] ?? ["../shared/fixtures/clients/cli/", "../../shared/fixtures/clients/cli/"].map((p) => `${process.cwd()}/${p}`).find((p) => fs.existsSync(p)) ?? ""
 const texts = new Map<string, { text: string; segment: Seg }>()
 const add = (text: unknown, segment: Seg) => {
   if (typeof text === "string" && text.length > 0) texts.set(`${segment.kind}/${segment.role}/${segment.turn === segment.turns - 1}/${text}`, { text, segment })
@@ -81,7 +79,10 @@ if (FIXTURES && fs.existsSync(FIXTURES)) {
     }
   }
   console.log(`recorded traffic: ${texts.size} distinct texts`)
-  const runs = [...engines.map((e) => ({ ...e, label: e.id, raw: {} })), ...(["lite", "ultra"] as const).map((level) => ({ ...engines[0], label: `caveman/${level}`, raw: { level } }))]
+  const runs = [
+    ...engines.map((e) => ({ ...e, label: e.id, raw: {} })),
+    ...(["lite", "ultra"] as const).map((level) => ({ ...engines[0], label: `caveman/${level}`, raw: { level } }))
+  ]
   for (const e of runs) {
     const cfg = (Schema.decodeUnknownSync as any)(e.config)(e.raw)
     let before = 0
@@ -94,6 +95,8 @@ if (FIXTURES && fs.existsSync(FIXTURES)) {
       after += countTokens(out)
       if (out !== text) touched++
     }
-    console.log(`${e.label.padEnd(14)} recorded, applicable ${String(before).padStart(7)} → ${String(after).padStart(7)}  ${(((before - after) / before) * 100).toFixed(1)}%  (${touched} texts changed)`)
+    console.log(
+      `${e.label.padEnd(14)} recorded, applicable ${String(before).padStart(7)} → ${String(after).padStart(7)}  ${(((before - after) / before) * 100).toFixed(1)}%  (${touched} texts changed)`
+    )
   }
 }

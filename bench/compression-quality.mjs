@@ -39,10 +39,18 @@ const request = (turn, model) => {
   } catch {}
   const messages =
     turn.role === "user"
-      ? [{ role: "user", content: text }, { role: "assistant", content: "Understood. Where should I start?" }, { role: "user", content: turn.question }]
+      ? [
+          { role: "user", content: text },
+          { role: "assistant", content: "Understood. Where should I start?" },
+          { role: "user", content: turn.question }
+        ]
       : [
           { role: "user", content: "Run it and tell me what you see." },
-          { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: segment.toolName ?? "bash", arguments: JSON.stringify({ command: segment.command ?? "run" }) } }] },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "call_1", type: "function", function: { name: segment.toolName ?? "bash", arguments: JSON.stringify({ command: segment.command ?? "run" }) } }]
+          },
           { role: "tool", tool_call_id: "call_1", content: text },
           { role: "user", content: turn.question }
         ]

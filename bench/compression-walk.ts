@@ -36,7 +36,10 @@ const classify = (agent: string, r: { method?: string; path?: string; body?: unk
 }
 
 const requests: Array<Req> = []
-for (const file of fs.readdirSync(CLI).filter((f) => f.endsWith(".requests.jsonl") && !f.startsWith("all-clients")).sort()) {
+for (const file of fs
+  .readdirSync(CLI)
+  .filter((f) => f.endsWith(".requests.jsonl") && !f.startsWith("all-clients"))
+  .sort()) {
   const agent = file.split("-")[0]!
   for (const line of fs.readFileSync(path.join(CLI, file), "utf8").split("\n")) {
     if (!line.trim()) continue

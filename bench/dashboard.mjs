@@ -44,7 +44,16 @@ const started = (cmd, args, env, pattern) =>
   })
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "bench-dashboard-"))
-const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dataDir, DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dataDir, ".env"), NO_COLOR: "1", LOG_FORMAT: "json", INITIAL_PASSWORD: PASSWORD, GATEWAY_LIVE_WS_PORT: "0" }
+const env = {
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: dataDir,
+  DATA_DIR: dataDir,
+  GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+  NO_COLOR: "1",
+  LOG_FORMAT: "json",
+  INITIAL_PASSWORD: PASSWORD,
+  GATEWAY_LIVE_WS_PORT: "0"
+}
 const upstream = await started(process.execPath, [path.join(BENCH, "mock-upstream.mjs")], env, /listening (\d+)/)
 const up = `http://127.0.0.1:${upstream.match[1]}/v1`
 const made = spawnSync(process.execPath, [BIN, "keys", "add", "--scope", "admin", "--name", "bench", "--json"], { env, encoding: "utf8" })
@@ -53,18 +62,40 @@ const ADMIN = JSON.parse(made.stdout).secret
 const gateway = await started(process.execPath, [BIN, "--port", "0"], env, /listening on (http:\/\/[^ "]+)/)
 const base = gateway.match[1]
 const api = async (method, p, body) => {
-  const res = await fetch(base + p, { method, headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) })
+  const res = await fetch(base + p, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
   return { status: res.status, body: await res.json().catch(() => undefined) }
 }
 const provider = await api("POST", "/api/providers", { provider: "openai-compatible", name: "mock", baseUrl: up, apiKey: "sk-up", defaultModel: "json-1k" })
 if (provider.status !== 201) throw new Error(`provider: ${provider.status} ${JSON.stringify(provider.body)}`)
-const chat = (model) => fetch(`${base}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" }, body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }] }) }).then((r) => r.text())
+const chat = (model) =>
+  fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "hello" }] })
+  }).then((r) => r.text())
 // Successes only: a 500 would cool the connection down and turn the requests after it into 503s.
 for (let i = 0; i < 200; i++) await chat(i % 3 === 0 ? "mock/delay-20" : "mock/json-1k")
 say(`gateway ${base}, 200 requests of traffic`)
 
 const PAGES = [...readFileSync(path.join(ROOT, "web/src/pages.ts"), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({ path: m[1], title: m[2] }))
-const browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] })
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync"
+  ]
+})
 const newLoggedIn = async () => {
   const context = await browser.newContext({ viewport: { width: 1366, height: 900 } })
   const page = await context.newPage()
@@ -77,9 +108,12 @@ const newLoggedIn = async () => {
 const timeLoad = async (page, entry) => {
   const t0 = performance.now()
   await page.goto(`${base}/dashboard${entry.path}`)
-  await page.getByRole("heading", { level: 1, name: entry.title }).waitFor({ timeout: 10_000 }).catch(async (e) => {
-    throw new Error(`${entry.title}: ${e.message}\n${(await page.textContent("body"))?.slice(0, 500)}`)
-  })
+  await page
+    .getByRole("heading", { level: 1, name: entry.title })
+    .waitFor({ timeout: 10_000 })
+    .catch(async (e) => {
+      throw new Error(`${entry.title}: ${e.message}\n${(await page.textContent("body"))?.slice(0, 500)}`)
+    })
   await page.waitForFunction(() => !document.querySelector("[aria-busy='true']"))
   return performance.now() - t0
 }
@@ -122,4 +156,9 @@ upstream.child.kill("SIGTERM")
 const assets = JSON.parse(readFileSync(path.join(ROOT, "dist/web/assets.json"), "utf8"))
 console.log(`\n| page | cold median (ms) | cold max (ms) | warm (ms) |\n|---|---:|---:|---:|`)
 for (const r of rows) console.log(`| ${r.page} | ${r.coldMedianMs} | ${r.coldMaxMs} | ${r.warmMs} |`)
-console.log(`\nbuilt files: ${assets.files.length}, ${(assets.total.bytes / 1024).toFixed(1)} KiB, ${(assets.total.gzip / 1024).toFixed(1)} KiB gzip; load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`)
+console.log(
+  `\nbuilt files: ${assets.files.length}, ${(assets.total.bytes / 1024).toFixed(1)} KiB, ${(assets.total.gzip / 1024).toFixed(1)} KiB gzip; load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ")}`
+)

@@ -27,9 +27,22 @@ const secs = arg("--secs", 3)
 const say = (m) => console.error(`[design-floors] ${m}`)
 
 const startProxy = async (name, file, mock, pin) => {
-  const proc = spawnChild({ name, cmd: process.execPath, args: [path.join(BENCH, "floors", file), "--upstream", mock.baseUrl], env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, core: 0, pin })
+  const proc = spawnChild({
+    name,
+    cmd: process.execPath,
+    args: [path.join(BENCH, "floors", file), "--upstream", mock.baseUrl],
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+    core: 0,
+    pin
+  })
   const m = await waitForLine(proc, /listening (\d+)/)
-  return { name, pid: proc.pid, chatUrl: `http://127.0.0.1:${m[1]}/v1/chat/completions`, headers: { "content-type": "application/json", authorization: "Bearer sk-bench" }, model: (x) => x }
+  return {
+    name,
+    pid: proc.pid,
+    chatUrl: `http://127.0.0.1:${m[1]}/v1/chat/completions`,
+    headers: { "content-type": "application/json", authorization: "Bearer sk-bench" },
+    model: (x) => x
+  }
 }
 
 const range = (xs) => `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}`
@@ -81,7 +94,13 @@ try {
   console.log(out.join("\n"))
   const dir = path.join(BENCH, "results")
   mkdirSync(dir, { recursive: true })
-  const file = path.join(dir, `design-floors-${new Date().toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z")}.json`)
+  const file = path.join(
+    dir,
+    `design-floors-${new Date()
+      .toISOString()
+      .replace(/:/g, "-")
+      .replace(/\.\d+Z$/, "Z")}.json`
+  )
   writeFileSync(file, JSON.stringify({ rounds, secs, pinned: pin, node: process.version, targets: targets.map((t) => ({ name: t.name, runs: t.runs })) }, null, 2))
   say(`written ${path.relative(ROOT, file)}`)
 } catch (e) {

@@ -58,13 +58,26 @@ try {
     rmSync(out, { force: true })
     // A preload that counted nothing would print zeros that look like a result.
     if (!c.patched || c.ops === 0) throw new Error("effect-ops: the preload found no Effect fiber to count (bench/lib/effect-ops-preload.mjs)")
-    rows.push({ label, opsPerRequest: c.ops / N, fibersPerRequest: c.fibers / N, failed, byOp: Object.fromEntries(Object.entries(c.byOp).map(([k, v]) => [k, +(v / N).toFixed(1)])) })
+    rows.push({
+      label,
+      opsPerRequest: c.ops / N,
+      fibersPerRequest: c.fibers / N,
+      failed,
+      byOp: Object.fromEntries(Object.entries(c.byOp).map(([k, v]) => [k, +(v / N).toFixed(1)]))
+    })
   }
   agent.destroy()
   console.log(`| Request (${N} sequential) | Effect ops per request | fibers per request |`)
   console.log("|---|---:|---:|")
   for (const r of rows) console.log(`| ${r.label}${r.failed ? ` (${r.failed} failed)` : ""} | ${r.opsPerRequest.toFixed(0)} | ${r.fibersPerRequest.toFixed(2)} |`)
-  for (const r of rows) console.error(`${r.label}: ${Object.entries(r.byOp).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ")}`)
+  for (const r of rows)
+    console.error(
+      `${r.label}: ${Object.entries(r.byOp)
+        .filter(([, v]) => v > 0)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")}`
+    )
 } finally {
   await cleanup()
   rmSync(path.dirname(out), { recursive: true, force: true })

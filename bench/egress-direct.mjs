@@ -27,7 +27,6 @@ const rounds = Number(arg("rounds", "3"))
 const built = buildBase(rootDir, base, "egress-bench-base-")
 const baseDir = built.dir
 try {
-
   const mock = await startMock({ benchDir, core: undefined, pin: false })
   const gateways = {
     base: await startGateway({ rootDir: baseDir, mock, pin: false, name: "base" }),
@@ -48,7 +47,12 @@ try {
     }
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-  const row = (k) => ({ p50: median(results[k].map((x) => x.p50)), p90: median(results[k].map((x) => x.p90)), mean: median(results[k].map((x) => x.mean)), n: results[k].reduce((s, x) => s + x.n, 0) })
+  const row = (k) => ({
+    p50: median(results[k].map((x) => x.p50)),
+    p90: median(results[k].map((x) => x.p90)),
+    mean: median(results[k].map((x) => x.mean)),
+    n: results[k].reduce((s, x) => s + x.n, 0)
+  })
   const b = row("base")
   const e = row("egress")
   console.log(`| gateway | requests | p50 ms | p90 ms | mean ms |`)

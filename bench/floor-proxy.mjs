@@ -15,13 +15,10 @@ const strip = (headers) => {
 }
 
 const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-  const up = http.request(
-    { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: strip(req.headers), agent },
-    (ur) => {
-      res.writeHead(ur.statusCode, strip(ur.headers))
-      ur.pipe(res)
-    }
-  )
+  const up = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: strip(req.headers), agent }, (ur) => {
+    res.writeHead(ur.statusCode, strip(ur.headers))
+    ur.pipe(res)
+  })
   up.on("error", (err) => {
     if (!res.headersSent) res.writeHead(502, { "content-type": "application/json" })
     res.end(JSON.stringify({ error: { message: `floor proxy: ${err.message}`, type: "proxy_error" } }))

@@ -16,7 +16,8 @@ import { HELPER_SOURCE } from "../scripts/spread-rewrite.mjs"
 const SCENARIOS = {
   "async (baseline)": "Effect.async((resume) => { setImmediate(() => { garbage(); resume(Effect.void) }) })",
   "Deferred.make + async": "Effect.flatMap(Deferred.make(), () => wait)",
-  "Deferred.await (completed later)": "Effect.flatMap(Deferred.make(), (d) => Effect.zipRight(Effect.sync(() => setImmediate(() => { garbage(); Deferred.unsafeDone(d, Effect.void) })), Deferred.await(d)))",
+  "Deferred.await (completed later)":
+    "Effect.flatMap(Deferred.make(), (d) => Effect.zipRight(Effect.sync(() => setImmediate(() => { garbage(); Deferred.unsafeDone(d, Effect.void) })), Deferred.await(d)))",
   "fork + await": "Effect.flatMap(Effect.fork(Effect.sync(garbage)), (f) => f.await)",
   "{ ...obj, x } + async": "Effect.suspend(() => { keep = { ...plain, x: 1 }; return wait })",
   "Object.assign({}, obj, { x }) + async": "Effect.suspend(() => { keep = Object.assign({}, plain, { x: 1 }); return wait })",
@@ -41,7 +42,13 @@ if (child) {
       resume(Effect.void)
     })
   })
-  const body = new Function("Effect", "Deferred", "garbage", "wait", "plain", `${HELPER_SOURCE}\nlet keep; return () => ${SCENARIOS[args[1]]}`)(Effect, Deferred, garbage, wait, plain)
+  const body = new Function("Effect", "Deferred", "garbage", "wait", "plain", `${HELPER_SOURCE}\nlet keep; return () => ${SCENARIOS[args[1]]}`)(
+    Effect,
+    Deferred,
+    garbage,
+    wait,
+    plain
+  )
   const end = Date.now() + seconds * 1000
   if (PER_UNIT_FIBER.has(args[1])) {
     const fork = Runtime.runFork(Runtime.defaultRuntime)
@@ -71,7 +78,14 @@ if (child) {
       .map((l) => Object.fromEntries([...l.matchAll(/(\w[\w.]*)=([0-9.]+)/g)].map((m) => [m[1], Number(m[2])])))
     const avg = (k) => scavenges.reduce((a, r) => a + (r[k] ?? 0), 0) / Math.max(1, scavenges.length)
     const pauses = scavenges.map((r) => r.pause).sort((a, b) => a - b)
-    rows.push([name, scavenges.length, (avg("allocated") / 1024).toFixed(0), (avg("new_space_survived") / 1024).toFixed(0), (avg("promoted") / 1024).toFixed(0), (pauses[Math.floor(pauses.length / 2)] ?? 0).toFixed(2)])
+    rows.push([
+      name,
+      scavenges.length,
+      (avg("allocated") / 1024).toFixed(0),
+      (avg("new_space_survived") / 1024).toFixed(0),
+      (avg("promoted") / 1024).toFixed(0),
+      (pauses[Math.floor(pauses.length / 2)] ?? 0).toFixed(2)
+    ])
   }
   console.log(`node ${process.version}, ${seconds} s per scenario; KB per scavenge\n`)
   console.log("| scenario | scavenges | allocated | survived | promoted | pause median ms |")

@@ -18,7 +18,8 @@ const STREAMS = Number(process.env["STREAMS"] ?? 200)
 const CONCURRENCY = 8
 const TEXT = "Sure. Here is the summary you asked for, with the contact bob@corp.example kept as written. ".repeat(10)
 
-const chunk = (content: string, finish: string | null = null) => `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m1", choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`
+const chunk = (content: string, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", created: 1, model: "m1", choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`
 
 const mock = http.createServer((req, res) => {
   let body = ""
@@ -26,7 +27,14 @@ const mock = http.createServer((req, res) => {
   req.on("end", () => {
     const json = JSON.parse(body)
     if (!json.stream) {
-      const answer = JSON.stringify({ id: "c1", object: "chat.completion", created: 1, model: "m1", choices: [{ index: 0, message: { role: "assistant", content: TEXT }, finish_reason: "stop" }], usage: { prompt_tokens: 10, completion_tokens: 200, total_tokens: 210 } })
+      const answer = JSON.stringify({
+        id: "c1",
+        object: "chat.completion",
+        created: 1,
+        model: "m1",
+        choices: [{ index: 0, message: { role: "assistant", content: TEXT }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 10, completion_tokens: 200, total_tokens: 210 }
+      })
       res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
       return res.end(answer)
     }
@@ -52,23 +60,42 @@ const main = async () => {
   const upstream = `http://127.0.0.1:${(mock.address() as AddressInfo).port}/v1`
   const gw = await startGateway({ env: { LOG_LEVEL: "warning" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "mock", baseUrl: upstream, defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
-  const setFlags = (v: Record<string, string | undefined>) => gw.run(Effect.gen(function* () {
-    const f = yield* FeatureFlags
-    for (const [k, value] of Object.entries(v)) yield* Effect.orDie(f.set(k, value))
-  }))
+  await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "mock", baseUrl: upstream, defaultModel: "m1" },
+    headers: { authorization: `Bearer ${ADMIN}` }
+  })
+  const setFlags = (v: Record<string, string | undefined>) =>
+    gw.run(
+      Effect.gen(function* () {
+        const f = yield* FeatureFlags
+        for (const [k, value] of Object.entries(v)) yield* Effect.orDie(f.set(k, value))
+      })
+    )
   const USER = "Summarise the thread from alice@example.com (card 4111 1111 1111 1111) and answer politely. ".repeat(20)
   const ask = (stream: boolean, pace = false) =>
-    fetch(`${gw.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "mock/m1", stream, messages: [{ role: "system", content: "be brief" }, { role: "user", content: pace ? `${USER} PACED` : USER }] }) })
+    fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "mock/m1",
+        stream,
+        messages: [
+          { role: "system", content: "be brief" },
+          { role: "user", content: pace ? `${USER} PACED` : USER }
+        ]
+      })
+    })
   const load = async (n: number, stream: boolean) => {
     let left = n
     const started = performance.now()
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) {
-        const res = await ask(stream)
-        await res.text()
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (left-- > 0) {
+          const res = await ask(stream)
+          await res.text()
+        }
+      })
+    )
     return n / ((performance.now() - started) / 1000)
   }
   /** Milliseconds to the first text of a paced stream (16-character chunks every 10 ms), and to its end. */
@@ -89,7 +116,16 @@ const main = async () => {
   const CONFIGS: ReadonlyArray<[string, Record<string, string | undefined>]> = [
     ["off", { INPUT_SANITIZER_ENABLED: "false", INJECTION_GUARD_MODE: "off", PII_REDACTION_ENABLED: "false", PII_RESPONSE_SANITIZATION: "false" }],
     ["default (sanitizer)", { INPUT_SANITIZER_ENABLED: undefined }],
-    ["all on (redact)", { INPUT_SANITIZER_ENABLED: "true", INJECTION_GUARD_MODE: "redact", PII_REDACTION_ENABLED: "true", PII_RESPONSE_SANITIZATION: "true", PII_RESPONSE_SANITIZATION_MODE: "redact" }]
+    [
+      "all on (redact)",
+      {
+        INPUT_SANITIZER_ENABLED: "true",
+        INJECTION_GUARD_MODE: "redact",
+        PII_REDACTION_ENABLED: "true",
+        PII_RESPONSE_SANITIZATION: "true",
+        PII_RESPONSE_SANITIZATION_MODE: "redact"
+      }
+    ]
   ]
   const rows: Array<Array<string>> = []
   let base: { json: number; sse: number } | undefined

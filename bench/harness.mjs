@@ -50,7 +50,10 @@ const usage = `usage: npm run bench -- [--quick] [--soak] [--profile] [--only <m
 const parseArgs = (argv) => {
   const f = { quick: false, soak: false, profile: false, only: null, targets: [...ALL_TARGETS], rounds: null, pin: true, soakMinutes: 10 }
   const list = (v, allowed, flag) => {
-    const items = String(v ?? "").split(",").map((s) => s.trim()).filter(Boolean)
+    const items = String(v ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
     const bad = items.filter((i) => !allowed.includes(i))
     if (items.length === 0 || bad.length) throw new Error(`${flag}: unknown ${bad.join(", ") || "(empty)"}; choose from ${allowed.join(",")}`)
     return items
@@ -59,16 +62,36 @@ const parseArgs = (argv) => {
     const [a, inline] = argv[i].includes("=") ? argv[i].split(/=(.*)/s) : [argv[i], undefined]
     const value = () => inline ?? argv[++i]
     switch (a) {
-      case "--quick": f.quick = true; break
-      case "--soak": f.soak = true; break
-      case "--profile": f.profile = true; break
-      case "--no-pin": f.pin = false; break
-      case "--only": f.only = new Set(list(value(), METRICS, "--only")); break
-      case "--targets": f.targets = list(value(), ALL_TARGETS, "--targets"); break
-      case "--rounds": f.rounds = Math.max(1, Number.parseInt(value(), 10) || 1); break
-      case "--soak-minutes": f.soakMinutes = Math.max(0.5, Number(value()) || 10); break
-      case "--help": case "-h": f.help = true; break
-      default: throw new Error(`unknown argument ${argv[i]}\n\n${usage}`)
+      case "--quick":
+        f.quick = true
+        break
+      case "--soak":
+        f.soak = true
+        break
+      case "--profile":
+        f.profile = true
+        break
+      case "--no-pin":
+        f.pin = false
+        break
+      case "--only":
+        f.only = new Set(list(value(), METRICS, "--only"))
+        break
+      case "--targets":
+        f.targets = list(value(), ALL_TARGETS, "--targets")
+        break
+      case "--rounds":
+        f.rounds = Math.max(1, Number.parseInt(value(), 10) || 1)
+        break
+      case "--soak-minutes":
+        f.soakMinutes = Math.max(0.5, Number(value()) || 10)
+        break
+      case "--help":
+      case "-h":
+        f.help = true
+        break
+      default:
+        throw new Error(`unknown argument ${argv[i]}\n\n${usage}`)
     }
   }
   if (f.only?.has("soak")) f.soak = true
@@ -91,8 +114,42 @@ if (flags.help) {
 const want = (m) => (flags.only ? flags.only.has(m) : m !== "soak" && m !== "profile") || (m === "soak" && flags.soak) || (m === "profile" && flags.profile)
 
 const MODE = flags.quick
-  ? { name: "quick", rounds: 1, latencyMs: 500, throughputS: 0.5, sseMs: 0, sseConcurrency: 8, sseSpreadMs: 160, burstS: 0.5, warmupS: 0.5, streamWarmup: false, streams: 100, settleMs: 300, extraRounds: 1, extraLatencyMs: 400, extraS: 0.5, profileS: 6 }
-  : { name: "default", rounds: 3, latencyMs: 1500, throughputS: 5, sseMs: 1500, sseConcurrency: 16, sseSpreadMs: 1280, burstS: 3, warmupS: 5, streamWarmup: true, streams: 1000, settleMs: 1000, extraRounds: 3, extraLatencyMs: 1500, extraS: 3, profileS: 15 }
+  ? {
+      name: "quick",
+      rounds: 1,
+      latencyMs: 500,
+      throughputS: 0.5,
+      sseMs: 0,
+      sseConcurrency: 8,
+      sseSpreadMs: 160,
+      burstS: 0.5,
+      warmupS: 0.5,
+      streamWarmup: false,
+      streams: 100,
+      settleMs: 300,
+      extraRounds: 1,
+      extraLatencyMs: 400,
+      extraS: 0.5,
+      profileS: 6
+    }
+  : {
+      name: "default",
+      rounds: 3,
+      latencyMs: 1500,
+      throughputS: 5,
+      sseMs: 1500,
+      sseConcurrency: 16,
+      sseSpreadMs: 1280,
+      burstS: 3,
+      warmupS: 5,
+      streamWarmup: true,
+      streams: 1000,
+      settleMs: 1000,
+      extraRounds: 3,
+      extraLatencyMs: 1500,
+      extraS: 3,
+      profileS: 15
+    }
 if (flags.rounds) MODE.rounds = flags.rounds
 
 // ---------------------------------------------------------------------------------------------
@@ -188,7 +245,12 @@ const distStamp = (() => {
   }
 })()
 const versions = {
-  gateway: { version: pkgVersion(path.join(ROOT, "package.json")), commit: git("rev-parse", "HEAD"), uncommittedChanges: dirty == null ? null : dirty.length > 0, distLastWritten: distStamp },
+  gateway: {
+    version: pkgVersion(path.join(ROOT, "package.json")),
+    commit: git("rev-parse", "HEAD"),
+    uncommittedChanges: dirty == null ? null : dirty.length > 0,
+    distLastWritten: distStamp
+  },
   peer: (() => {
     try {
       const e = peerEntry(BENCH_DIR)
@@ -223,7 +285,10 @@ const report = (name) => {
   else log(`${name} FAILED to start: ${x.error}`)
 }
 // Floor and peer start one at a time (spawn → first 200 is measured with nothing else running).
-for (const [name, start] of [["floor", startFloor], ["peer", startPeer]]) {
+for (const [name, start] of [
+  ["floor", startFloor],
+  ["peer", startPeer]
+]) {
   if (!flags.targets.includes(name)) continue
   targets[name] = await start({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct") })
   report(name)
@@ -244,7 +309,9 @@ const verify = async (name) => {
     x.error = `does not return the mock's answers: ${problems.join("; ")}`
     log(`${name}: ${x.error}`)
   } else {
-    log(`${name} verified: JSON ${v.json1k.bytes} B / ${v.json10k.bytes} B, paced SSE ${v.ssePaced.chunks} chunks in ${v.ssePaced.ms} ms, burst SSE ${v.sseBurst.chunks} chunks, [DONE] and usage${v.ssePaced.usage ? "" : " (no usage chunk)"}`)
+    log(
+      `${name} verified: JSON ${v.json1k.bytes} B / ${v.json10k.bytes} B, paced SSE ${v.ssePaced.chunks} chunks in ${v.ssePaced.ms} ms, burst SSE ${v.sseBurst.chunks} chunks, [DONE] and usage${v.ssePaced.usage ? "" : " (no usage chunk)"}`
+    )
   }
 }
 await Promise.all(["direct", "floor", "peer"].map(verify))
@@ -338,7 +405,11 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
   }
   if (want("latency")) {
     await each("latency", (x) => latencyRun(x.chatUrl, { ...jsonReq(x, "1k"), durationMs: MODE.latencyMs }))
-    log(`round ${r}/${MODE.rounds}: latency c=1 p50 ${active().map((n) => `${n} ${round[n]?.latency?.p50?.toFixed(3) ?? "–"}`).join(", ")} ms`)
+    log(
+      `round ${r}/${MODE.rounds}: latency c=1 p50 ${active()
+        .map((n) => `${n} ${round[n]?.latency?.p50?.toFixed(3) ?? "–"}`)
+        .join(", ")} ms`
+    )
   }
   if (want("throughput")) {
     for (const [label, c, size] of THROUGHPUT) {
@@ -347,12 +418,29 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         notePeak(name)
         return res
       })
-      log(`round ${r}/${MODE.rounds}: ${label} req/s ${active().map((n) => `${n} ${round[n]?.[label]?.rps?.toFixed(0) ?? "–"}`).join(", ")}`)
+      log(
+        `round ${r}/${MODE.rounds}: ${label} req/s ${active()
+          .map((n) => `${n} ${round[n]?.[label]?.rps?.toFixed(0) ?? "–"}`)
+          .join(", ")}`
+      )
     }
   }
   if (want("sse")) {
-    await each("sse", (x) => sseRun(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-paced")), concurrency: MODE.sseConcurrency, durationMs: MODE.sseMs, spreadMs: MODE.sseSpreadMs, expectedChunks: CHUNKS }))
-    log(`round ${r}/${MODE.rounds}: SSE TTFT p50 ${active().map((n) => `${n} ${round[n]?.sse?.ttftP50?.toFixed(3) ?? "–"}`).join(", ")} ms`)
+    await each("sse", (x) =>
+      sseRun(x.chatUrl, {
+        headers: x.headers,
+        body: streamBody(x.model("sse-paced")),
+        concurrency: MODE.sseConcurrency,
+        durationMs: MODE.sseMs,
+        spreadMs: MODE.sseSpreadMs,
+        expectedChunks: CHUNKS
+      })
+    )
+    log(
+      `round ${r}/${MODE.rounds}: SSE TTFT p50 ${active()
+        .map((n) => `${n} ${round[n]?.sse?.ttftP50?.toFixed(3) ?? "–"}`)
+        .join(", ")} ms`
+    )
     await each("burst", async (x, name) => {
       let bad = 0
       const res = await throughputRun(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-burst")), connections: 32, durationS: MODE.burstS })
@@ -362,7 +450,11 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       if (!streamComplete(check, CHUNKS)) bad++
       return { ...res, spotCheckIncomplete: bad }
     })
-    log(`round ${r}/${MODE.rounds}: SSE burst streams/s ${active().map((n) => `${n} ${round[n]?.burst?.rps?.toFixed(0) ?? "–"}`).join(", ")}`)
+    log(
+      `round ${r}/${MODE.rounds}: SSE burst streams/s ${active()
+        .map((n) => `${n} ${round[n]?.burst?.rps?.toFixed(0) ?? "–"}`)
+        .join(", ")}`
+    )
   }
   rounds.push(round)
 }
@@ -372,7 +464,8 @@ rounds.forEach((round, i) => {
     for (const [label, m] of Object.entries(ms)) {
       if (m.error) notes.push(`round ${i + 1}, ${name}, ${label}: ${m.error}`)
       const bad = (m.non2xx ?? 0) + (m.errors ?? 0) + (m.timeouts ?? 0)
-      if (bad > 0 && typeof m.non2xx === "number") notes.push(`round ${i + 1}, ${name}, ${label}: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts (not counted in req/s)`)
+      if (bad > 0 && typeof m.non2xx === "number")
+        notes.push(`round ${i + 1}, ${name}, ${label}: ${m.non2xx} non-2xx, ${m.errors} errors, ${m.timeouts} timeouts (not counted in req/s)`)
       if (m.spotCheckIncomplete) notes.push(`round ${i + 1}, ${name}, ${label}: a burst stream read after the run was incomplete`)
       if (m.incomplete) notes.push(`round ${i + 1}, ${name}, ${label}: ${m.incomplete} of ${m.streams} paced streams incomplete (${JSON.stringify(m.failures)})`)
       if (label === "latency" && m.errors) notes.push(`round ${i + 1}, ${name}, latency: ${m.errors} failed requests (${JSON.stringify(m.failures)})`)
@@ -396,7 +489,14 @@ if (want("streams")) {
     const before = rssBytes(x.pid)
     const cpu0 = cpuSnapshot()
     const res = await safe(`streams ${name}`, () =>
-      manyStreams(x.chatUrl, { headers: x.headers, body: streamBody(x.model("sse-paced")), n: MODE.streams, expectedChunks: CHUNKS, gapLimitMs: GAP_LIMIT_MS, sample: () => rssBytes(x.pid) })
+      manyStreams(x.chatUrl, {
+        headers: x.headers,
+        body: streamBody(x.model("sse-paced")),
+        n: MODE.streams,
+        expectedChunks: CHUNKS,
+        gapLimitMs: GAP_LIMIT_MS,
+        sample: () => rssBytes(x.pid)
+      })
     )
     if (res.error) {
       streams[name] = res
@@ -415,7 +515,9 @@ if (want("streams")) {
       pass: res.complete === MODE.streams && res.stalled === 0
     }
     if (Object.keys(res.errors).length) notes.push(`${MODE.streams} streams, ${name}: incomplete streams ${JSON.stringify(res.errors)}`)
-    log(`${name}: ${res.complete}/${MODE.streams} streams complete, ${res.stalled} with a gap > ${GAP_LIMIT_MS} ms, max gap ${res.maxGapMs.toFixed(1)} ms, RSS ${peak >= before ? "+" : ""}${mb(peak - before).toFixed(1)} MB, ${Math.round(res.wallMs)} ms`)
+    log(
+      `${name}: ${res.complete}/${MODE.streams} streams complete, ${res.stalled} with a gap > ${GAP_LIMIT_MS} ms, max gap ${res.maxGapMs.toFixed(1)} ms, RSS ${peak >= before ? "+" : ""}${mb(peak - before).toFixed(1)} MB, ${Math.round(res.wallMs)} ms`
+    )
   }
 }
 
@@ -452,7 +554,14 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
       modelLockout: { enabled: false }
     })
     if (patch.status !== 200) throw new Error(`PATCH /api/resilience: ${patch.status} ${patch.body}`)
-    const prov = await api(x, "POST", "/api/providers", { provider: "openai", name: "bad", baseUrl: `${t("direct").baseUrl}/v1`, apiKey: "sk-bench", defaultModel: "fail-503", models: ["fail-503"] })
+    const prov = await api(x, "POST", "/api/providers", {
+      provider: "openai",
+      name: "bad",
+      baseUrl: `${t("direct").baseUrl}/v1`,
+      apiKey: "sk-bench",
+      defaultModel: "fail-503",
+      models: ["fail-503"]
+    })
     if (prov.status >= 300) throw new Error(`POST /api/providers: ${prov.status} ${prov.body}`)
     const combo = await api(x, "POST", "/api/combos", { name: "fallback", strategy: "priority", targets: [{ model: "bad/fail-503" }, { model: "openai-compatible/json-1k" }] })
     if (combo.status >= 300) throw new Error(`POST /api/combos: ${combo.status} ${combo.body}`)
@@ -463,12 +572,16 @@ if (want("fallback") && ready("gateway") && checkAlive("gateway")) {
       if (probe.status === 200 && probe.headers["x-gateway-fallback-attempts"] === "1") break
       await sleep(100)
     }
-    if (probe.headers?.["x-gateway-fallback-attempts"] !== "1") throw new Error(`the combo does not fall back: ${probe.status} attempts=${probe.headers?.["x-gateway-fallback-attempts"]} ${String(probe.body).slice(0, 300)}`)
+    if (probe.headers?.["x-gateway-fallback-attempts"] !== "1")
+      throw new Error(`the combo does not fall back: ${probe.status} attempts=${probe.headers?.["x-gateway-fallback-attempts"]} ${String(probe.body).slice(0, 300)}`)
     const runs = await extraRun(x, body, (r) => `attempts=${r.headers["x-gateway-fallback-attempts"] ?? "0"}`)
     await api(x, "PATCH", "/api/resilience", { providerBreaker: { apikey: before }, connectionCooldown: cooldownBefore, modelLockout: lockoutBefore })
     return { breakerDuringRun: { degradationThreshold: 1_000_000, failureThreshold: 1_000_000 }, breakerRestored: before, runs }
   })
-  if (!fallback.error) log(`fallback: req/s ${fallback.runs.map((r) => r.c32.rps.toFixed(0)).join(", ")}; p50 ${fallback.runs.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; headers ${JSON.stringify(fallback.runs.map((r) => r.latency.checks))}`)
+  if (!fallback.error)
+    log(
+      `fallback: req/s ${fallback.runs.map((r) => r.c32.rps.toFixed(0)).join(", ")}; p50 ${fallback.runs.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; headers ${JSON.stringify(fallback.runs.map((r) => r.latency.checks))}`
+    )
 }
 
 let cache = null
@@ -478,11 +591,15 @@ if (want("cache") && ready("gateway") && checkAlive("gateway")) {
     const body = chatBody(x.model("json-1k"), { temperature: 0 })
     const first = await request(x.chatUrl, { headers: x.headers, body })
     const second = await request(x.chatUrl, { headers: x.headers, body })
-    if (second.headers?.["x-gateway-cache"] !== "HIT") throw new Error(`no cache hit: first ${first.headers?.["x-gateway-cache"]}, second ${second.status} ${second.headers?.["x-gateway-cache"]}`)
+    if (second.headers?.["x-gateway-cache"] !== "HIT")
+      throw new Error(`no cache hit: first ${first.headers?.["x-gateway-cache"]}, second ${second.status} ${second.headers?.["x-gateway-cache"]}`)
     const runs = await extraRun(x, body, (r) => `cache=${r.headers["x-gateway-cache"] ?? "none"}`)
     return { first: first.headers["x-gateway-cache"], runs }
   })
-  if (!cache.error) log(`cache: req/s ${cache.runs.map((r) => r.c32.rps.toFixed(0)).join(", ")}; p50 ${cache.runs.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; headers ${JSON.stringify(cache.runs.map((r) => r.latency.checks))}`)
+  if (!cache.error)
+    log(
+      `cache: req/s ${cache.runs.map((r) => r.c32.rps.toFixed(0)).join(", ")}; p50 ${cache.runs.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; headers ${JSON.stringify(cache.runs.map((r) => r.latency.checks))}`
+    )
 }
 
 // Soak: the gateway under steady c=32 JSON load, RSS every 30 s.
@@ -542,12 +659,22 @@ if (want("profile") && flags.targets.includes("gateway")) {
   profile = await safe("profile", async () => {
     const dir = path.join(BENCH_DIR, "results", "profiles")
     mkdirSync(dir, { recursive: true })
-    const g = await startGateway({ rootDir: ROOT, core: CORE_TARGET, prepCore: CORE_LOAD, pin, mock: t("direct"), extraNodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`], name: "gateway-profiled" })
+    const g = await startGateway({
+      rootDir: ROOT,
+      core: CORE_TARGET,
+      prepCore: CORE_LOAD,
+      pin,
+      mock: t("direct"),
+      extraNodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`],
+      name: "gateway-profiled"
+    })
     if (!g.ok) throw new Error(g.error)
     log(`profile: gateway pid ${g.pid} under --cpu-prof, c=32 JSON 1 KB for ${MODE.profileS} s`)
     const res = await throughputRun(g.chatUrl, { ...jsonReq(g, "1k"), connections: 32, durationS: MODE.profileS })
     const exit = await g.proc.stop("SIGTERM", 30_000)
-    const file = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile") && f.includes(`.${g.pid}.`)).map((f) => path.join(dir, f))[0]
+    const file = readdirSync(dir)
+      .filter((f) => f.endsWith(".cpuprofile") && f.includes(`.${g.pid}.`))
+      .map((f) => path.join(dir, f))[0]
     if (!file) throw new Error(`no .cpuprofile for pid ${g.pid} in ${dir} (exit ${exit.code ?? exit.signal})`)
     const top = topSelf(file, { limit: 25, root: ROOT })
     return { file: path.relative(ROOT, file), durationS: MODE.profileS, rps: res.rps, exit, ...top }
@@ -609,7 +736,13 @@ const M = {
   "rss.idleMB": single(rssIdle, mb),
   "rss.afterLoadMB": single(rssAfterLoad, mb),
   "rss.peakDuringLoadMB": single(peakLoadRss, mb),
-  "startup.ms": single(Object.fromEntries(Object.entries(targets).filter(([, x]) => x.startupMs != null).map(([n, x]) => [n, x.startupMs])))
+  "startup.ms": single(
+    Object.fromEntries(
+      Object.entries(targets)
+        .filter(([, x]) => x.startupMs != null)
+        .map(([n, x]) => [n, x.startupMs])
+    )
+  )
 }
 const ext = (runs, f) => (runs && !runs.error ? acrossRounds(runs.runs.map(f)) : null)
 const fb = { rps: ext(fallback, (r) => r.c32.rps), p50: ext(fallback, (r) => r.latency.p50) }
@@ -670,9 +803,21 @@ const rows = [
   { label: "status", text: status },
   { section: "Latency, c=1, JSON 1 KB (ms)" },
   { label: "p50", values: M["latency.p50"], ratios: gatewayRatios(M["latency.p50"]) },
-  { label: "added p50 (target − direct)", values: M["latency.p50.added"], ratios: gatewayRatios(M["latency.p50.added"], M["latency.p50.added"], { added: true }), target: "≤ 0.5 ms", pass: check.addedP50 },
+  {
+    label: "added p50 (target − direct)",
+    values: M["latency.p50.added"],
+    ratios: gatewayRatios(M["latency.p50.added"], M["latency.p50.added"], { added: true }),
+    target: "≤ 0.5 ms",
+    pass: check.addedP50
+  },
   { label: "p99", values: M["latency.p99"], ratios: gatewayRatios(M["latency.p99"]) },
-  { label: "added p99 (target − direct)", values: M["latency.p99.added"], ratios: gatewayRatios(M["latency.p99.added"], M["latency.p99.added"], { added: true }), target: "≤ 1.5 ms", pass: check.addedP99 },
+  {
+    label: "added p99 (target − direct)",
+    values: M["latency.p99.added"],
+    ratios: gatewayRatios(M["latency.p99.added"], M["latency.p99.added"], { added: true }),
+    target: "≤ 1.5 ms",
+    pass: check.addedP99
+  },
   { section: "Throughput (req/s)" },
   ...THROUGHPUT.map(([label, c, size]) => ({
     label: `c=${c}, JSON ${size === "1k" ? "1 KB" : "10 KB"}`,
@@ -681,10 +826,20 @@ const rows = [
     target: "≥ 0.5× floor, ≥ 5× peer",
     pass: check[`throughput.${label}`]
   })),
-  { label: "CPU µs per request, c=32, JSON 1 KB (the target process's own; lower is better)", values: M["throughput.c32_1k.cpuUs"], ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"]) },
+  {
+    label: "CPU µs per request, c=32, JSON 1 KB (the target process's own; lower is better)",
+    values: M["throughput.c32_1k.cpuUs"],
+    ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"])
+  },
   { section: "Streaming (SSE)" },
   { label: "TTFT p50, paced (ms)", values: M["sse.ttft.p50"], ratios: gatewayRatios(M["sse.ttft.p50"]) },
-  { label: "added TTFT p50 (ms)", values: M["sse.ttft.p50.added"], ratios: gatewayRatios(M["sse.ttft.p50.added"], M["sse.ttft.p50.added"], { added: true }), target: "≤ 1 ms", pass: check.addedTtft },
+  {
+    label: "added TTFT p50 (ms)",
+    values: M["sse.ttft.p50.added"],
+    ratios: gatewayRatios(M["sse.ttft.p50.added"], M["sse.ttft.p50.added"], { added: true }),
+    target: "≤ 1 ms",
+    pass: check.addedTtft
+  },
   { label: "p99 inter-chunk gap, paced 20 ms (ms)", values: M["sse.gap.p99"], ratios: gatewayRatios(M["sse.gap.p99"]) },
   { label: "added p99 gap (ms)", values: M["sse.gap.p99.added"], ratios: gatewayRatios(M["sse.gap.p99.added"], M["sse.gap.p99.added"], { added: true }) },
   { label: "streams/s, c=32, burst", values: M["sse.burst.c32"], ratios: gatewayRatios(M["sse.burst.c32"]), target: "≥ 0.7× floor", pass: check.sseThroughput },
@@ -729,26 +884,49 @@ const rows = [
 const totalS = (performance.now() - T_START) / 1000
 const table = markdownTable(rows)
 
-const failed = Object.entries(targets).filter(([, x]) => x.error).map(([n, x]) => `- ${n}: ${x.error.split("\n")[0].slice(0, 400)}`)
+const failed = Object.entries(targets)
+  .filter(([, x]) => x.error)
+  .map(([n, x]) => `- ${n}: ${x.error.split("\n")[0].slice(0, 400)}`)
 const out = []
 out.push(`## Gateway benchmark (${MODE.name} mode)`)
 out.push("")
-out.push(`${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${machine.node}, ${machine.kernel}; gateway ${versions.gateway.version} at ${versions.gateway.commit?.slice(0, 12) ?? "?"}${versions.gateway.uncommittedChanges ? " (with uncommitted changes)" : ""}; peer @portkey-ai/gateway ${versions.peer.version ?? "?"}; autocannon ${versions.autocannon ?? "?"}`)
+out.push(
+  `${machine.cpu}, ${machine.cores} cores, ${(machine.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB, Node ${machine.node}, ${machine.kernel}; gateway ${versions.gateway.version} at ${versions.gateway.commit?.slice(0, 12) ?? "?"}${versions.gateway.uncommittedChanges ? " (with uncommitted changes)" : ""}; peer @portkey-ai/gateway ${versions.peer.version ?? "?"}; autocannon ${versions.autocannon ?? "?"}`
+)
 out.push("")
 out.push(table)
 out.push("")
-out.push(`Cells: median of the round medians (min–max across ${MODE.rounds} interleaved round${MODE.rounds > 1 ? "s" : ""}: direct, floor, gateway, peer, repeated). "added" = target − direct in the same round. Ratios are the gateway's value ÷ the other target's, from the same run; for gateway-only rows the divisor is that target's plain JSON 1 KB figure (req/s at c=32, p50 at c=1).`)
+out.push(
+  `Cells: median of the round medians (min–max across ${MODE.rounds} interleaved round${MODE.rounds > 1 ? "s" : ""}: direct, floor, gateway, peer, repeated). "added" = target − direct in the same round. Ratios are the gateway's value ÷ the other target's, from the same run; for gateway-only rows the divisor is that target's plain JSON 1 KB figure (req/s at c=32, p50 at c=1).`
+)
 out.push(`Pinning: ${pinning}.`)
-out.push(`Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`)
-out.push(`Durations: c=1 latency ${MODE.latencyMs / 1000} s, each throughput run ${MODE.throughputS} s, SSE ${MODE.sseConcurrency} concurrent paced streams (starts spread over ${MODE.sseSpreadMs} ms; new streams for ${MODE.sseMs / 1000} s, at least one per worker), burst ${MODE.burstS} s; warm-up ${MODE.warmupS} s per target (not measured).`)
-if (fallback && !fallback.error) out.push(`Fallback: combo \`fallback\` (priority: bad/fail-503 → openai-compatible/json-1k); the api-key breaker thresholds were raised and the connection cooldown and model lockout switched off for that run only (else the bad target is skipped after its first failures). Header check: ${fbChecks.good}/${fbChecks.all} answers with X-Gateway-Fallback-Attempts: 1, ${fbChecks.non2xx} non-2xx.`)
+out.push(
+  `Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`
+)
+out.push(
+  `Durations: c=1 latency ${MODE.latencyMs / 1000} s, each throughput run ${MODE.throughputS} s, SSE ${MODE.sseConcurrency} concurrent paced streams (starts spread over ${MODE.sseSpreadMs} ms; new streams for ${MODE.sseMs / 1000} s, at least one per worker), burst ${MODE.burstS} s; warm-up ${MODE.warmupS} s per target (not measured).`
+)
+if (fallback && !fallback.error)
+  out.push(
+    `Fallback: combo \`fallback\` (priority: bad/fail-503 → openai-compatible/json-1k); the api-key breaker thresholds were raised and the connection cooldown and model lockout switched off for that run only (else the bad target is skipped after its first failures). Header check: ${fbChecks.good}/${fbChecks.all} answers with X-Gateway-Fallback-Attempts: 1, ${fbChecks.non2xx} non-2xx.`
+  )
 if (fallback?.error) out.push(`Fallback run failed: ${fallback.error}`)
 if (cache && !cache.error) out.push(`Cache: ${chChecks.good}/${chChecks.all} c=1 answers with X-Gateway-Cache: HIT (first request: ${cache.first}), ${chChecks.non2xx} non-2xx.`)
 if (cache?.error) out.push(`Cache run failed: ${cache.error}`)
-if (soak && !soak.error) out.push(`Soak: ${soak.durationS} s at c=32 (${soak.rps.toFixed(0)} req/s); RSS ${soak.samples.map((s) => `${s.t}s ${mb(s.rssBytes).toFixed(0)}`).join(", ")} MB; growth ${mb(soak.growthBytes).toFixed(1)} MB (median of the last 3 samples − median of the first 3 after a ${soak.warmInS} s warm-in), slope ${soak.slopeMbPerMin == null ? "–" : soak.slopeMbPerMin.toFixed(2)} MB/min after the warm-in.`)
+if (soak && !soak.error)
+  out.push(
+    `Soak: ${soak.durationS} s at c=32 (${soak.rps.toFixed(0)} req/s); RSS ${soak.samples.map((s) => `${s.t}s ${mb(s.rssBytes).toFixed(0)}`).join(", ")} MB; growth ${mb(soak.growthBytes).toFixed(1)} MB (median of the last 3 samples − median of the first 3 after a ${soak.warmInS} s warm-in), slope ${soak.slopeMbPerMin == null ? "–" : soak.slopeMbPerMin.toFixed(2)} MB/min after the warm-in.`
+  )
 if (failed.length) out.push(`Targets with problems:\n${failed.join("\n")}`)
 const pct = (f) => (f == null ? "?" : `${(100 * f).toFixed(0)}%`)
-out.push(`Background load: other processes used ${pct(runForeign)} of the machine's CPU during the measurements (worst single measurement ${pct(foreign.max)}; ${foreign.noisy} of ${foreign.measurements} measurements above 10%); load average ${loadStart.map((l) => l.toFixed(2)).join(" ")} at start, ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at the end.${runForeign != null && runForeign > 0.1 ? " **The machine was busy with other work: treat these numbers as noisy and re-run on a quiet machine.**" : ""}`)
+out.push(
+  `Background load: other processes used ${pct(runForeign)} of the machine's CPU during the measurements (worst single measurement ${pct(foreign.max)}; ${foreign.noisy} of ${foreign.measurements} measurements above 10%); load average ${loadStart.map((l) => l.toFixed(2)).join(" ")} at start, ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(
+      " "
+    )} at the end.${runForeign != null && runForeign > 0.1 ? " **The machine was busy with other work: treat these numbers as noisy and re-run on a quiet machine.**" : ""}`
+)
 for (const n of notes) out.push(`Note: ${n}`)
 if (profile && !profile.error) {
   out.push("")
@@ -757,11 +935,16 @@ if (profile && !profile.error) {
   out.push("")
   out.push("| # | self ms | self % | function | location |")
   out.push("|---:|---:|---:|---|---|")
-  profile.top.forEach((f, i) => out.push(`| ${i + 1} | ${f.selfMs.toFixed(0)} | ${f.selfPct.toFixed(1)} | ${f.name.replace(/\|/g, "\\|")} | ${f.url ? `${f.url}:${f.line}` : ""} |`))
+  profile.top.forEach((f, i) =>
+    out.push(`| ${i + 1} | ${f.selfMs.toFixed(0)} | ${f.selfPct.toFixed(1)} | ${f.name.replace(/\|/g, "\\|")} | ${f.url ? `${f.url}:${f.line}` : ""} |`)
+  )
 }
 if (profile?.error) out.push(`Profile failed: ${profile.error}`)
 
-const stamp = new Date().toISOString().replace(/:/g, "-").replace(/\.\d+Z$/, "Z")
+const stamp = new Date()
+  .toISOString()
+  .replace(/:/g, "-")
+  .replace(/\.\d+Z$/, "Z")
 const resultsDir = path.join(BENCH_DIR, "results")
 mkdirSync(resultsDir, { recursive: true })
 const file = path.join(resultsDir, `${stamp}.json`)
@@ -792,7 +975,14 @@ const results = {
   cache: cache ? { ...cache, summary: ch, headerChecks: chChecks } : null,
   soak,
   profile,
-  background: { foreignCpuShare: runForeign, worstMeasurement: foreign.max, noisyMeasurements: foreign.noisy, measurements: foreign.measurements, loadavgStart: loadStart, loadavgEnd: os.loadavg() },
+  background: {
+    foreignCpuShare: runForeign,
+    worstMeasurement: foreign.max,
+    noisyMeasurements: foreign.noisy,
+    measurements: foreign.measurements,
+    loadavgStart: loadStart,
+    loadavgEnd: os.loadavg()
+  },
   notes,
   table
 }

@@ -76,7 +76,9 @@ try {
   console.log(`|---|---:|---:|---:|---:|---:|---:|---:|`)
   for (const [name, xs] of Object.entries(results)) {
     const c = row(xs)
-    console.log(`| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${c.cpuUs.toFixed(0)} | ${(c.rps / off.rps).toFixed(3)} | ${(c.cpuUs / off.cpuUs).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`)
+    console.log(
+      `| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(2)} | ${c.p99.toFixed(2)} | ${c.cpuUs.toFixed(0)} | ${(c.rps / off.rps).toFixed(3)} | ${(c.cpuUs / off.cpuUs).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`
+    )
   }
   console.log(`OTLP posts received by the sink: ${exported}`)
 } finally {

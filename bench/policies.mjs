@@ -11,7 +11,6 @@ import { chatBody, startGateway, startMock } from "./lib/targets.mjs"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 
-
 const SECONDS = numberArg("seconds", 4)
 const ROUNDS = numberArg("rounds", 2)
 const CONCURRENCY = numberArg("concurrency", 16)

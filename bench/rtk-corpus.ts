@@ -14,7 +14,11 @@ import type { Segment } from "../src/services/context/types.js"
 
 const dir = path.join(import.meta.dirname, "../test/fixtures/compression/rtk")
 const write = process.argv.includes("--write")
-const cases = fs.readdirSync(dir).filter((f) => f.endsWith(".input.txt")).map((f) => f.slice(0, -".input.txt".length)).sort()
+const cases = fs
+  .readdirSync(dir)
+  .filter((f) => f.endsWith(".input.txt"))
+  .map((f) => f.slice(0, -".input.txt".length))
+  .sort()
 
 let before = 0
 let after = 0

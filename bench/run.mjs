@@ -62,11 +62,12 @@ if (!existsSync(path.join(ROOT, "dist/cli/main.js")) || distNewest < srcNewest) 
 // The harness leads its own process group, so the group can be swept when it is done, and
 // keeps its temporary data dirs under one directory that is removed here whatever happens.
 const tmp = mkdtempSync(path.join(os.tmpdir(), "gateway-bench-run-"))
-const child = spawn(
-  "/bin/sh",
-  ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", process.execPath, path.join(BENCH, "harness.mjs"), ...process.argv.slice(2)],
-  { cwd: ROOT, stdio: "inherit", detached: true, env: { ...process.env, BENCH_TMP_DIR: tmp } }
-)
+const child = spawn("/bin/sh", ["-c", 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"', "sh", process.execPath, path.join(BENCH, "harness.mjs"), ...process.argv.slice(2)], {
+  cwd: ROOT,
+  stdio: "inherit",
+  detached: true,
+  env: { ...process.env, BENCH_TMP_DIR: tmp }
+})
 const sweep = () => {
   try {
     process.kill(-child.pid, "SIGKILL")

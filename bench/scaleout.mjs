@@ -109,7 +109,12 @@ const body = chatBody("openai-compatible/json-1k")
 const results = { one: [], two: [], workers: [] }
 let balancerKind = ""
 try {
-  say(`load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} on ${os.availableParallelism()} cores`)
+  say(
+    `load average before: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")} on ${os.availableParallelism()} cores`
+  )
   const one = await launch("one", [], external)
   const a = await launch("two-a", [], external)
   const b = await launch("two-b", [], external)
@@ -133,7 +138,12 @@ try {
   }
   await balancer.stop()
 } finally {
-  say(`load average after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  say(
+    `load average after: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`
+  )
   await cleanup()
 }
 const fmt = (xs) => `${Math.round(median(xs))} (${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))})`

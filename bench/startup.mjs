@@ -27,8 +27,33 @@ const profile = process.argv.includes("--cpu-prof")
 const say = (m) => console.error(`[startup] ${m}`)
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "startup-"))
-const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dataDir, DATA_DIR: dataDir, GATEWAY_ENV_FILE: path.join(dataDir, ".env"), NO_COLOR: "1", LOG_LEVEL: "warning", GATEWAY_API_KEY: "sk-startup-admin-0123456789abcdef" }
-const setup = spawnSync(process.execPath, [BIN, "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible", "--provider-base-url", "http://127.0.0.1:9/v1", "--api-key", "sk-up", "--default-model", "m1"], { env, encoding: "utf8" })
+const env = {
+  PATH: process.env.PATH ?? "/usr/bin:/bin",
+  HOME: dataDir,
+  DATA_DIR: dataDir,
+  GATEWAY_ENV_FILE: path.join(dataDir, ".env"),
+  NO_COLOR: "1",
+  LOG_LEVEL: "warning",
+  GATEWAY_API_KEY: "sk-startup-admin-0123456789abcdef"
+}
+const setup = spawnSync(
+  process.execPath,
+  [
+    BIN,
+    "setup",
+    "--non-interactive",
+    "--add-provider",
+    "--provider",
+    "openai-compatible",
+    "--provider-base-url",
+    "http://127.0.0.1:9/v1",
+    "--api-key",
+    "sk-up",
+    "--default-model",
+    "m1"
+  ],
+  { env, encoding: "utf8" }
+)
 if (setup.status !== 0) throw new Error(`gateway setup failed: ${setup.stderr}`)
 
 const freePort = () =>
@@ -76,7 +101,12 @@ const startOnce = async (nodeArgs = []) => {
   return ms
 }
 
-say(`load average before: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} on ${os.availableParallelism()} cores`)
+say(
+  `load average before: ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} on ${os.availableParallelism()} cores`
+)
 await startOnce()
 nodeBaseline()
 const base = []
@@ -90,7 +120,12 @@ console.log(`| | median (min–max) of ${runs} |`)
 console.log(`|---|---:|`)
 console.log(`| node -e 0 | ${fmt(base)} |`)
 console.log(`| gateway${workers ? ` --workers ${workers}` : ""}: spawn → first 200 of /api/health/ping | ${fmt(gw)} |`)
-say(`load average after: ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+say(
+  `load average after: ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")}`
+)
 if (profile) {
   const dir = path.join(BENCH, "results/profiles")
   mkdirSync(dir, { recursive: true })

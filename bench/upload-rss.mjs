@@ -74,7 +74,20 @@ try {
   const secs = (Date.now() - started) / 1000
   if (res.status !== 200) throw new Error(`upload answered ${res.status}: ${JSON.stringify(answer)}`)
   const growth = peak - baseline
-  console.log(JSON.stringify({ mib, status: res.status, bytes: answer.bytes, seconds: secs, mibPerSecond: +(mib / secs).toFixed(1), rssBaselineMb: +baseline.toFixed(1), rssPeakMb: +peak.toFixed(1), rssGrowthMb: +growth.toFixed(1), boundMb: BOUND_MB, ratioToBound: +(growth / BOUND_MB).toFixed(2) }))
+  console.log(
+    JSON.stringify({
+      mib,
+      status: res.status,
+      bytes: answer.bytes,
+      seconds: secs,
+      mibPerSecond: +(mib / secs).toFixed(1),
+      rssBaselineMb: +baseline.toFixed(1),
+      rssPeakMb: +peak.toFixed(1),
+      rssGrowthMb: +growth.toFixed(1),
+      boundMb: BOUND_MB,
+      ratioToBound: +(growth / BOUND_MB).toFixed(2)
+    })
+  )
   say(`${mib} MiB in ${secs.toFixed(1)} s; RSS ${baseline.toFixed(1)} → ${peak.toFixed(1)} MB (+${growth.toFixed(1)} MB, bound ${BOUND_MB} MB)`)
   process.exitCode = growth < BOUND_MB ? 0 : 1
 } finally {

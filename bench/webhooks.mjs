@@ -71,8 +71,19 @@ try {
   for (const x of targets) {
     const none = mean(x.none, "rps")
     const noneCpu = mean(x.none, "cpuMs")
-    for (const [name, xs] of [["none", x.none], ["one webhook (request.completed)", x.hook]]) {
-      const cells = [mean(xs, "rps").toFixed(0), mean(xs, "p50").toFixed(2), mean(xs, "p99").toFixed(2), (mean(xs, "rps") / none).toFixed(3), mean(xs, "cpuMs").toFixed(3), (mean(xs, "cpuMs") / noneCpu).toFixed(3), `${(mean(xs, "foreign") * 100).toFixed(0)}%`]
+    for (const [name, xs] of [
+      ["none", x.none],
+      ["one webhook (request.completed)", x.hook]
+    ]) {
+      const cells = [
+        mean(xs, "rps").toFixed(0),
+        mean(xs, "p50").toFixed(2),
+        mean(xs, "p99").toFixed(2),
+        (mean(xs, "rps") / none).toFixed(3),
+        mean(xs, "cpuMs").toFixed(3),
+        (mean(xs, "cpuMs") / noneCpu).toFixed(3),
+        `${(mean(xs, "foreign") * 100).toFixed(0)}%`
+      ]
       console.log(`| ${x.label} | ${name} | ${cells.join(" | ")} | ${xs.reduce((s, y) => s + y.errors, 0)} |`)
     }
   }

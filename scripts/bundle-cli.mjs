@@ -51,7 +51,5 @@ if (rewritten === 0) throw new Error("bundle-cli: no spread literal was rewritte
 
 // Which source modules each output file holds: what test/cli-contract.test.ts reads to tell that
 // a light command loads no server code, and what to look at when a chunk grows.
-const outputs = Object.fromEntries(
-  Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)])
-)
+const outputs = Object.fromEntries(Object.entries(result.metafile.outputs).map(([file, o]) => [path.relative(outdir, path.join(root, file)), Object.keys(o.inputs)]))
 writeFileSync(path.join(outdir, "modules.json"), JSON.stringify(outputs))

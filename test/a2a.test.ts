@@ -33,7 +33,11 @@ const send = (params: unknown, method = "message/send", id: unknown = 7) => rpc(
 const ask = { skill: "list-capabilities", messages: [{ role: "user", content: "What can you do?" }] }
 
 const requireKeys = async (on: boolean) => {
-  const r = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "REQUIRE_API_KEY", value: String(on) }, headers: { authorization: `Bearer ${ADMIN}` } })
+  const r = await call(`${gw.url}/api/settings/feature-flags`, {
+    method: "PUT",
+    body: { key: "REQUIRE_API_KEY", value: String(on) },
+    headers: { authorization: `Bearer ${ADMIN}` }
+  })
   expect(r.status).toBe(200)
 }
 
@@ -42,7 +46,12 @@ const rows = (table: string) =>
   table
     .split("\n")
     .slice(2)
-    .map((line) => line.slice(2, -2).split(" | ").map((c) => c.trim()))
+    .map((line) =>
+      line
+        .slice(2, -2)
+        .split(" | ")
+        .map((c) => c.trim())
+    )
 
 describe("POST /a2a", () => {
   it("message/send with list-capabilities answers a task whose first artifact is a table of the 42 skills with raw URLs that serve them", async () => {
@@ -151,63 +160,79 @@ describe("the agent card", () => {
 const CLI_TIMEOUT = 120_000
 
 describe("gateway a2a", () => {
-  it("card prints the running server's card (--json: the card itself)", async () => {
-    const json = await runCli(["a2a", "card", "--url", gw.url, "--json"])
-    expect(json.code).toBe(0)
-    expect(JSON.parse(json.stdout)).toEqual((await call(`${gw.url}/.well-known/agent-card.json`)).body)
-    const text = await runCli(["a2a", "card", "--url", gw.url])
-    expect(text.code).toBe(0)
-    expect(text.stdout).toContain(`endpoint: ${gw.url}/a2a (A2A 0.3.0)`)
-    expect(text.stdout).toContain(`interfaces: ${gw.url}/a2a JSONRPC 1.0, ${gw.url}/a2a JSONRPC 0.3`)
-    expect(text.stdout).toContain("skills: list-capabilities")
-  }, CLI_TIMEOUT)
+  it(
+    "card prints the running server's card (--json: the card itself)",
+    async () => {
+      const json = await runCli(["a2a", "card", "--url", gw.url, "--json"])
+      expect(json.code).toBe(0)
+      expect(JSON.parse(json.stdout)).toEqual((await call(`${gw.url}/.well-known/agent-card.json`)).body)
+      const text = await runCli(["a2a", "card", "--url", gw.url])
+      expect(text.code).toBe(0)
+      expect(text.stdout).toContain(`endpoint: ${gw.url}/a2a (A2A 0.3.0)`)
+      expect(text.stdout).toContain(`interfaces: ${gw.url}/a2a JSONRPC 1.0, ${gw.url}/a2a JSONRPC 0.3`)
+      expect(text.stdout).toContain("skills: list-capabilities")
+    },
+    CLI_TIMEOUT
+  )
 
-  it("status says the endpoint answers and how many skills it lists; with keys required it needs one", async () => {
-    const ok = await runCli(["a2a", "status", "--url", gw.url, "--json"])
-    expect(ok.code).toBe(0)
-    expect(JSON.parse(ok.stdout)).toMatchObject({ url: gw.url, card: true, endpoint: `${gw.url}/a2a`, answering: true, skills: 42 })
-    await requireKeys(true)
-    try {
-      const refused = await runCli(["a2a", "status", "--url", gw.url])
-      expect(refused.code).toBe(1)
-      expect(refused.stdout).toContain("401")
-      const keyed = await runCli(["a2a", "status", "--url", gw.url], { GATEWAY_API_KEY: USER })
-      expect(keyed.code).toBe(0)
-      expect(keyed.stdout).toContain("list-capabilities lists 42 skills")
-    } finally {
-      await requireKeys(false)
-    }
-  }, CLI_TIMEOUT)
+  it(
+    "status says the endpoint answers and how many skills it lists; with keys required it needs one",
+    async () => {
+      const ok = await runCli(["a2a", "status", "--url", gw.url, "--json"])
+      expect(ok.code).toBe(0)
+      expect(JSON.parse(ok.stdout)).toMatchObject({ url: gw.url, card: true, endpoint: `${gw.url}/a2a`, answering: true, skills: 42 })
+      await requireKeys(true)
+      try {
+        const refused = await runCli(["a2a", "status", "--url", gw.url])
+        expect(refused.code).toBe(1)
+        expect(refused.stdout).toContain("401")
+        const keyed = await runCli(["a2a", "status", "--url", gw.url], { GATEWAY_API_KEY: USER })
+        expect(keyed.code).toBe(0)
+        expect(keyed.stdout).toContain("list-capabilities lists 42 skills")
+      } finally {
+        await requireKeys(false)
+      }
+    },
+    CLI_TIMEOUT
+  )
 
-  it("status sends the key only to the server it asked, not to another host a card names", async () => {
-    // A card server on another port whose card points at the gateway: a different origin.
-    const card = (await call(`${gw.url}/.well-known/agent-card.json`)).body
-    const other = http.createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(card)))
-    await new Promise<void>((r) => other.listen(0, "127.0.0.1", r))
-    const otherUrl = `http://127.0.0.1:${(other.address() as net.AddressInfo).port}`
-    await requireKeys(true)
-    try {
-      const r = await runCli(["a2a", "status", "--url", otherUrl, "--api-key", USER])
-      expect(r.code).toBe(1)
-      expect(r.stdout).toContain("401")
-    } finally {
-      await requireKeys(false)
-      await new Promise((r) => other.close(r))
-    }
-  }, CLI_TIMEOUT)
+  it(
+    "status sends the key only to the server it asked, not to another host a card names",
+    async () => {
+      // A card server on another port whose card points at the gateway: a different origin.
+      const card = (await call(`${gw.url}/.well-known/agent-card.json`)).body
+      const other = http.createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(card)))
+      await new Promise<void>((r) => other.listen(0, "127.0.0.1", r))
+      const otherUrl = `http://127.0.0.1:${(other.address() as net.AddressInfo).port}`
+      await requireKeys(true)
+      try {
+        const r = await runCli(["a2a", "status", "--url", otherUrl, "--api-key", USER])
+        expect(r.code).toBe(1)
+        expect(r.stdout).toContain("401")
+      } finally {
+        await requireKeys(false)
+        await new Promise((r) => other.close(r))
+      }
+    },
+    CLI_TIMEOUT
+  )
 
-  it("status and card exit 1 when nothing answers", async () => {
-    const closed = http.createServer()
-    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r))
-    const url = `http://127.0.0.1:${(closed.address() as net.AddressInfo).port}`
-    await new Promise((r) => closed.close(r))
-    const status = await runCli(["a2a", "status", "--url", url, "--json"])
-    expect(status.code).toBe(1)
-    expect(JSON.parse(status.stdout)).toMatchObject({ url, card: false, answering: false })
-    const card = await runCli(["a2a", "card", "--url", url])
-    expect(card.code).toBe(1)
-    expect(card.stderr).toContain("no gateway answers")
-  }, CLI_TIMEOUT)
+  it(
+    "status and card exit 1 when nothing answers",
+    async () => {
+      const closed = http.createServer()
+      await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r))
+      const url = `http://127.0.0.1:${(closed.address() as net.AddressInfo).port}`
+      await new Promise((r) => closed.close(r))
+      const status = await runCli(["a2a", "status", "--url", url, "--json"])
+      expect(status.code).toBe(1)
+      expect(JSON.parse(status.stdout)).toMatchObject({ url, card: false, answering: false })
+      const card = await runCli(["a2a", "card", "--url", url])
+      expect(card.code).toBe(1)
+      expect(card.stderr).toContain("no gateway answers")
+    },
+    CLI_TIMEOUT
+  )
 })
 
 describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and the 0.3 SDK", () => {
@@ -215,9 +240,21 @@ describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and th
     tenant: "",
     configuration: undefined,
     metadata: undefined,
-    message: { messageId: crypto.randomUUID(), contextId: "", taskId: "", role: Role.ROLE_USER, parts: [{ content: { $case: "text" as const, value: text }, metadata: undefined, filename: "", mediaType: "" }], metadata: undefined, extensions: [], referenceTaskIds: [] }
+    message: {
+      messageId: crypto.randomUUID(),
+      contextId: "",
+      taskId: "",
+      role: Role.ROLE_USER,
+      parts: [{ content: { $case: "text" as const, value: text }, metadata: undefined, filename: "", mediaType: "" }],
+      metadata: undefined,
+      extensions: [],
+      referenceTaskIds: []
+    }
   })
-  const keyed = (key: string): typeof fetch => (input, init = {}) => fetch(input, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${key}` } })
+  const keyed =
+    (key: string): typeof fetch =>
+    (input, init = {}) =>
+      fetch(input, { ...init, headers: { ...(init.headers as Record<string, string>), authorization: `Bearer ${key}` } })
   /** The table a 1.0 result carries: its task's first artifact's first text part. */
   const tableOf = (result: Awaited<ReturnType<Client["sendMessage"]>>) => {
     expect("messageId" in result).toBe(false)
@@ -233,7 +270,10 @@ describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and th
     const table = tableOf(await client.sendMessage(message("What can you do?")))
     expect(rows(table)).toHaveLength(42)
     // The wire: the 1.0 shape, answered by the header.
-    const raw = await rpc({ jsonrpc: "2.0", id: 9, method: "SendMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "hi" }] } } }, { "a2a-version": "1.0" })
+    const raw = await rpc(
+      { jsonrpc: "2.0", id: 9, method: "SendMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "hi" }] } } },
+      { "a2a-version": "1.0" }
+    )
     expect(raw.headers.get("a2a-version")).toBe("1.0")
     expect(raw.body.result.kind).toBeUndefined()
     expect(raw.body.result.task).toMatchObject({ status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ name: "capabilities", parts: [{ mediaType: "text/markdown" }] }] })
@@ -274,7 +314,8 @@ describe("the official A2A clients (@a2a-js/sdk): 1.0, its 0.3 transport, and th
     expect(r.status).toBe(200)
     expect(r.body).toMatchObject({ id: 5, error: { code: -32009, data: { supportedVersions: ["0.3", "1.0"] } } })
     expect(r.body.error.message).toContain('"2.0" is not supported')
-    for (const v of ["0.3.0", "1.0.0", " 1.0 "]) expect((await rpc({ jsonrpc: "2.0", id: 6, method: "SendMessage", params: ask }, { "a2a-version": v })).body.result, v).toBeDefined()
+    for (const v of ["0.3.0", "1.0.0", " 1.0 "])
+      expect((await rpc({ jsonrpc: "2.0", id: 6, method: "SendMessage", params: ask }, { "a2a-version": v })).body.result, v).toBeDefined()
   })
 
   it("the card carries both versions' fields: supportedInterfaces for 1.0 beside url and preferredTransport for 0.3", async () => {

@@ -36,8 +36,7 @@ const addUsage = (apiKeyId: string, ts: number, costUsd: number) =>
           VALUES (${ts}, ${"r" + ts}, ${apiKeyId}, 'openai', 'gpt-4o', '/v1/chat/completions', 200, 10, 10, ${costUsd})`
   ).pipe(Effect.orDie)
 
-const failure = (input: unknown) =>
-  Effect.flatMap(Budgets, (b) => Effect.map(Effect.flip(b.set(input)), (e) => `${e._tag}: ${e.message}`))
+const failure = (input: unknown) => Effect.flatMap(Budgets, (b) => Effect.map(Effect.flip(b.set(input)), (e) => `${e._tag}: ${e.message}`))
 
 const statusOf = (apiKeyId: string) => Effect.flatMap(Budgets, (b) => Effect.map(b.status(apiKeyId), (s) => s[0]!))
 
@@ -88,7 +87,9 @@ describe("POST /api/usage/budget rules", () => {
     Effect.gen(function* () {
       yield* addKey("k1")
       const legacy = yield* failure({ keyId: "k1", limit: 10, period: "monthly" })
-      expect(legacy).toMatch(/^BadRequest: the legacy budget shape \(keyId, limit, period\) is not accepted; send apiKeyId and at least one of dailyLimitUsd, weeklyLimitUsd, monthlyLimitUsd/)
+      expect(legacy).toMatch(
+        /^BadRequest: the legacy budget shape \(keyId, limit, period\) is not accepted; send apiKeyId and at least one of dailyLimitUsd, weeklyLimitUsd, monthlyLimitUsd/
+      )
       expect(legacy).toContain("resetTime")
       expect(yield* failure({ apiKeyId: "k1", limit: 10 })).toBe(legacy)
       const none = "BadRequest: set at least one limit greater than 0: dailyLimitUsd, weeklyLimitUsd or monthlyLimitUsd"
@@ -101,9 +102,7 @@ describe("POST /api/usage/budget rules", () => {
         expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, resetTime })).toBe(badTime)
       }
       expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: -1, monthlyLimitUsd: 5 })).toBe("BadRequest: dailyLimitUsd: dailyLimitUsd must be a non-negative number of USD")
-      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, warningThreshold: 1.5 })).toBe(
-        "BadRequest: warningThreshold: warningThreshold must be a fraction between 0 and 1"
-      )
+      expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, warningThreshold: 1.5 })).toBe("BadRequest: warningThreshold: warningThreshold must be a fraction between 0 and 1")
       expect(yield* failure({ apiKeyId: "k1", dailyLimitUsd: 1, resetInterval: "yearly" })).toBe(
         'BadRequest: resetInterval: resetInterval must be one of: daily, weekly, monthly (got "yearly")'
       )
@@ -150,7 +149,16 @@ describe("POST /api/usage/budget rules", () => {
       yield* budgets.record("k1", 2)
       yield* TestClock.adjust("1 hour")
       const replaced = yield* budgets.set({ apiKeyId: "k1", dailyLimitUsd: 5, resetInterval: "daily", warningThreshold: 0.5 })
-      expect(replaced).toMatchObject({ dailyLimitUsd: 5, weeklyLimitUsd: null, monthlyLimitUsd: null, resetInterval: "daily", limitUsd: 5, spentUsd: 2, createdAt: "2025-03-12T12:00:00.000Z", updatedAt: "2025-03-12T13:00:00.000Z" })
+      expect(replaced).toMatchObject({
+        dailyLimitUsd: 5,
+        weeklyLimitUsd: null,
+        monthlyLimitUsd: null,
+        resetInterval: "daily",
+        limitUsd: 5,
+        spentUsd: 2,
+        createdAt: "2025-03-12T12:00:00.000Z",
+        updatedAt: "2025-03-12T13:00:00.000Z"
+      })
       expect(Object.keys(replaced.windows)).toEqual(["daily"])
       expect(yield* budgets.status()).toHaveLength(1)
       expect(yield* budgets.status("other")).toEqual([])

@@ -23,11 +23,7 @@ const dbAt = (dataDir: string) => Db.layer.pipe(Layer.provide(AppConfig.layerTes
 
 /** The real batch writer on a real database (for `it.live`: the writer lingers on the clock). */
 const liveCacheAt = (dataDir: string, overrides: Partial<AccountingConfigShape> = {}) =>
-  ResponseCache.layer.pipe(
-    Layer.provideMerge(Layer.mergeAll(AccountingConfig.layerTest(overrides), BatchWriter.layer)),
-    Layer.provideMerge(dbAt(dataDir)),
-    Layer.provide(quiet)
-  )
+  ResponseCache.layer.pipe(Layer.provideMerge(Layer.mergeAll(AccountingConfig.layerTest(overrides), BatchWriter.layer)), Layer.provideMerge(dbAt(dataDir)), Layer.provide(quiet))
 
 /** A real database, and a writer that only records what was appended (for `TestClock` tests). */
 const recordingCache = (overrides: Partial<AccountingConfigShape> = {}) => {
@@ -131,7 +127,17 @@ describe("cacheKey", () => {
     const k = key(withTool)
     const variants: Array<[string, string]> = [
       ["message", key({ ...withTool, messages: [{ role: "user", content: [{ type: "text", text: "Weather in Rome?" }] }, ...withTool.messages.slice(1)] })],
-      ["tool input", key({ ...withTool, messages: [withTool.messages[0]!, { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "weather", input: { city: "Rome", unit: "c" } }] }, withTool.messages[2]!] })],
+      [
+        "tool input",
+        key({
+          ...withTool,
+          messages: [
+            withTool.messages[0]!,
+            { role: "assistant", content: [{ type: "tool_use", id: "call_1", name: "weather", input: { city: "Rome", unit: "c" } }] },
+            withTool.messages[2]!
+          ]
+        })
+      ],
       ["temperature", key({ ...withTool, temperature: 0.5 })],
       ["max tokens", key({ ...withTool, maxTokens: 101 })],
       ["tool", key({ ...withTool, tools: [{ ...withTool.tools[0]!, description: "Weather now" }] })],
@@ -266,7 +272,7 @@ describe("ResponseCache: similarity", () => {
       expect(yield* cache.get("q", { ...query(vec(1, 0, 0)), format: "anthropic" })).toBeUndefined()
       expect(yield* cache.get("q", { ...query(vec(1, 0, 0)), model: "gpt-4o-mini" })).toBeUndefined()
       expect(yield* cache.get("q", query(vec(1, 0)))).toBeUndefined()
-      expect((yield* cache.get("q", query(vec(0, 0, 1), "p2")))).toBeUndefined()
+      expect(yield* cache.get("q", query(vec(0, 0, 1), "p2"))).toBeUndefined()
       expect((yield* cache.get("q", query(vec(1, 0, 0), "p2")))?.key).toBe("other-params")
     }).pipe(Effect.provide(recordingCache({ cacheSimilarity: 0.9 }).layer))
   )
@@ -295,12 +301,21 @@ describe("ResponseCache: database tier", () => {
 
       yield* Effect.gen(function* () {
         const cache = yield* ResponseCache
-        expect((yield* cache.stats)).toMatchObject({ memorySize: 0, dbSize: 2 })
+        expect(yield* cache.stats).toMatchObject({ memorySize: 0, dbSize: 2 })
         const hit = yield* cache.get("k1")
-        expect(hit).toMatchObject({ key: "k1", model: "gpt-4o", format: "openai-chat", usage: { inputTokens: 10, outputTokens: 2 }, costUsd: 0.0012, provider: "openai", params: "p1", match: "exact" })
+        expect(hit).toMatchObject({
+          key: "k1",
+          model: "gpt-4o",
+          format: "openai-chat",
+          usage: { inputTokens: 10, outputTokens: 2 },
+          costUsd: 0.0012,
+          provider: "openai",
+          params: "p1",
+          match: "exact"
+        })
         expect(Array.from(hit!.embedding!)).toEqual([0.25, -1.5, 3])
-        expect((yield* cache.get("k2"))).toMatchObject({ usage: null, provider: null })
-        expect((yield* cache.stats)).toMatchObject({ memorySize: 2, dbSize: 2, hits: 2 })
+        expect(yield* cache.get("k2")).toMatchObject({ usage: null, provider: null })
+        expect(yield* cache.stats).toMatchObject({ memorySize: 2, dbSize: 2, hits: 2 })
         // Promoted with params and embedding: it now takes part in similarity.
         const similar = yield* cache.get("q", { format: "openai-chat", model: "gpt-4o", params: "p1", embedding: vec(0.25, -1.5, 3) })
         expect(similar).toMatchObject({ key: "k1", match: "similar" })

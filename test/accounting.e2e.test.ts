@@ -111,7 +111,11 @@ describe("cost telemetry", () => {
     }
     expect(response.headers.get("x-gateway-response-cost")).toBeNull()
     await waitForRow(response.headers.get("x-gateway-request-id")!)
-    const [row] = queryDb(gw.dataDir, "SELECT tokens_in, tokens_out, cost_usd, api_key_id, requested_model, fallback_attempts, cache_hit FROM usage WHERE request_id = ?", response.headers.get("x-gateway-request-id"))
+    const [row] = queryDb(
+      gw.dataDir,
+      "SELECT tokens_in, tokens_out, cost_usd, api_key_id, requested_model, fallback_attempts, cache_hit FROM usage WHERE request_id = ?",
+      response.headers.get("x-gateway-request-id")
+    )
     expect(row).toMatchObject({ tokens_in: 11, tokens_out: 7, api_key_id: userKey.id, requested_model: "oai/gpt-4o", fallback_attempts: 0, cache_hit: 0 })
     expect(row!["cost_usd"]).toBeCloseTo(GPT4O_COST, 12)
   })
@@ -181,7 +185,10 @@ describe("token limits", () => {
     const userKey = { id: limitedKey.id }
     const bad = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: userKey.id, scope: "model", maxTokens: 10 }, headers: admin })
     expect(bad.status).toBe(400)
-    const created = await call(`${gw.url}/api/usage/token-limits`, { body: { apiKeyId: userKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 20, window: "hour" }, headers: admin })
+    const created = await call(`${gw.url}/api/usage/token-limits`, {
+      body: { apiKeyId: userKey.id, scope: "model", model: "oai/gpt-4o", maxTokens: 20, window: "hour" },
+      headers: admin
+    })
     expect(created.status).toBe(201)
     expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
     expect((await chat({ model: "oai/gpt-4o" }, asUser)).status).toBe(200)
@@ -342,7 +349,10 @@ describe("progress events", () => {
     await call(`${gw.url}/api/combos`, { body: { name: "prog", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "local/llama3.2" }] }, headers: admin })
     try {
       up.always({ status: 503 })
-      const raw = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prog", stream: true, messages: [{ role: "user", content: "hi" }] }, headers: { "x-gateway-progress": "true" } })
+      const raw = await call(`${gw.url}/v1/chat/completions`, {
+        body: { model: "prog", stream: true, messages: [{ role: "user", content: "hi" }] },
+        headers: { "x-gateway-progress": "true" }
+      })
       expect(raw.status).toBe(200)
       expect(raw.headers.get("x-gateway-progress")).toBe("enabled")
       const stages = raw.text
@@ -452,8 +462,14 @@ describe("review fixes", () => {
   })
 
   it("fusion panel calls are priced and counted, and the answer's cost header includes them", async () => {
-    await call(`${gw.url}/api/providers`, { body: { provider: "openai", name: "oai2", apiKey: "sk-2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" }, headers: admin })
-    await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } }, headers: admin })
+    await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai", name: "oai2", apiKey: "sk-2", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" },
+      headers: admin
+    })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } },
+      headers: admin
+    })
     try {
       const res = await chat({ model: "panel" })
       expect(res.status).toBe(200)
@@ -479,7 +495,10 @@ describe("similarity matching in the response cache", () => {
     const similarGw = await startGateway({ env: { GATEWAY_CACHE_EMBEDDING_MODEL: "emb/similar-embed", GATEWAY_CACHE_SIMILARITY: "0.99" } })
     try {
       await similarGw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      await call(`${similarGw.url}/api/providers`, { body: { provider: "openai-compatible", name: "emb", baseUrl: up.baseUrl("openai-chat"), models: ["similar-embed", "m1"], defaultModel: "m1" }, headers: admin })
+      await call(`${similarGw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "emb", baseUrl: up.baseUrl("openai-chat"), models: ["similar-embed", "m1"], defaultModel: "m1" },
+        headers: admin
+      })
       const ask = (content: string) => call(`${similarGw.url}/v1/chat/completions`, { body: { model: "emb/m1", temperature: 0, messages: [{ role: "user", content }] } })
       expect((await ask("What is the capital of France?")).headers.get("x-gateway-cache")).toBe("MISS")
       await similarGw.usageWritten()

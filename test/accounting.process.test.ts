@@ -74,7 +74,17 @@ describe("requests in flight at a kill -9", () => {
         (r) => r.text(),
         () => "gone"
       )
-    const pending = [send(false), send(true), send(false), send(true), fetch(`${server.url}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "openai-compatible/e1", input: "hi" }) }).catch(() => "gone")]
+    const pending = [
+      send(false),
+      send(true),
+      send(false),
+      send(true),
+      fetch(`${server.url}/v1/embeddings`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "openai-compatible/e1", input: "hi" })
+      }).catch(() => "gone")
+    ]
     // All five reached the upstream (so they are running), then well past the write-ahead's ~100 ms.
     await expect.poll(() => up.requests.length - before, { timeout: 15_000 }).toBe(5)
     // Each is written ahead (about 100 ms after it began): on disk before the kill.

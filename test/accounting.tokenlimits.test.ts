@@ -111,7 +111,14 @@ describe("token limits: windows", () => {
       yield* addKey("k1")
       const limits = yield* TokenLimits
       const hourly = yield* limits.create({ apiKeyId: "k1", scope: "global", maxTokens: 1000, window: "hour" })
-      expect(hourly).toMatchObject({ usedTokens: 0, windowStart: "2025-03-12T10:00:00.000Z", resetsAt: "2025-03-12T11:00:00.000Z", provider: null, model: null, createdAt: "2025-03-12T10:30:00.000Z" })
+      expect(hourly).toMatchObject({
+        usedTokens: 0,
+        windowStart: "2025-03-12T10:00:00.000Z",
+        resetsAt: "2025-03-12T11:00:00.000Z",
+        provider: null,
+        model: null,
+        createdAt: "2025-03-12T10:30:00.000Z"
+      })
       expect(hourly.id).toMatch(/^tl_[0-9a-f]{12}$/)
       const weekly = yield* limits.create({ apiKeyId: "k1", scope: "provider", provider: "openai", maxTokens: 5000, window: "week" })
       expect(weekly).toMatchObject({ windowStart: "2025-03-10T00:00:00.000Z", resetsAt: "2025-03-17T00:00:00.000Z" })
@@ -205,7 +212,9 @@ describe("token limits: validation", () => {
       expect(yield* failure({ apiKeyId: "k1", scope: "global", maxTokens: 1, window: "year" })).toBe(
         'BadRequest: window: window must be one of: minute, hour, day, week, month (got "year")'
       )
-      expect(yield* failure({ apiKeyId: "k1", scope: "provider", provider: "nope", maxTokens: 1 })).toMatch(/^BadRequest: provider: provider 'nope' is not a known provider id; known: openai, /)
+      expect(yield* failure({ apiKeyId: "k1", scope: "provider", provider: "nope", maxTokens: 1 })).toMatch(
+        /^BadRequest: provider: provider 'nope' is not a known provider id; known: openai, /
+      )
       expect(yield* failure({ apiKeyId: "k1", scope: "global", maxTokens: 1, limit: 2 })).toMatch(/^BadRequest: limit: is unexpected/)
       expect(yield* failure({ apiKeyId: "nope", scope: "global", maxTokens: 1 })).toBe("NotFound: no API key with id 'nope'")
       expect(yield* Effect.flatMap(TokenLimits, (l) => l.list())).toEqual([])
@@ -251,7 +260,11 @@ describe("token limits: reload", () => {
         expect(used.get(ids.hourly)).toBe(44)
         expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toEqual({ ok: true })
         yield* limits.record("k1", OPENAI_DIRECT, 106)
-        expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toMatchObject({ ok: false, limit: { id: ids.hourly, usedTokens: 150 }, retryAfterMs: 30 * 60_000 })
+        expect(limits.check("k1", OPENAI_DIRECT, yield* Clock.currentTimeMillis)).toMatchObject({
+          ok: false,
+          limit: { id: ids.hourly, usedTokens: 150 },
+          retryAfterMs: 30 * 60_000
+        })
       }).pipe(Effect.provide(limitsAt(dir)))
     })
   )

@@ -122,7 +122,10 @@ describe("WebSocket response.create", () => {
 
 describe("telemetry headers", () => {
   it("fusion's token headers count the panel, as its cost does", async () => {
-    await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "panel", strategy: "fusion", targets: [{ model: "oai/gpt-4o" }, { model: "oai2/gpt-4o" }], config: { judgeModel: "oai/gpt-4o" } },
+      headers: admin
+    })
     try {
       up.always({ usage: { input: 11, output: 7 } })
       const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "panel", messages: [{ role: "user", content: "hi" }] } })

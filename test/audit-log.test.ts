@@ -37,7 +37,10 @@ afterAll(async () => {
 
 describe("management changes", () => {
   it("records who, from where, what, the status, before and after, with secrets masked", async () => {
-    const created = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), apiKey: UPSTREAM_SECRET, defaultModel: "m1" }, headers: admin })
+    const created = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), apiKey: UPSTREAM_SECRET, defaultModel: "m1" },
+      headers: admin
+    })
     expect(created.status).toBe(201)
     const id = created.body.id
     const updated = await call(`${gw.url}/api/providers/${id}`, { method: "PUT", body: { defaultModel: "m2" }, headers: admin })
@@ -45,7 +48,16 @@ describe("management changes", () => {
 
     const page = await log("?kind=management&action=providers.")
     const [update, create] = page.entries
-    expect(create).toMatchObject({ kind: "management", actor: adminKeyId, action: "providers.create", target: id, method: "POST", route: "/api/providers", status: 201, ip: expect.stringMatching(/127\.0\.0\.1/) })
+    expect(create).toMatchObject({
+      kind: "management",
+      actor: adminKeyId,
+      action: "providers.create",
+      target: id,
+      method: "POST",
+      route: "/api/providers",
+      status: 201,
+      ip: expect.stringMatching(/127\.0\.0\.1/)
+    })
     expect(update).toMatchObject({ action: "providers.update", target: id, method: "PUT", route: `/api/providers/${id}`, status: 200 })
     expect(update.before).toMatchObject({ id, defaultModel: "m1" })
     expect(update.after).toMatchObject({ id, defaultModel: "m2" })
@@ -61,7 +73,10 @@ describe("management changes", () => {
     const anon = await call(`${gw.url}/api/policies`, { body: { name: "x", blockedTerms: ["a"] } })
     expect(anon.status).toBe(401)
     const page = await log("?action=policies.create")
-    expect(page.entries.map((e: any) => [e.actor, e.status])).toEqual([["anonymous", 401], [adminKeyId, 400]])
+    expect(page.entries.map((e: any) => [e.actor, e.status])).toEqual([
+      ["anonymous", 401],
+      [adminKeyId, 400]
+    ])
   })
 
   it("is append-only: no method changes or deletes entries", async () => {
@@ -107,7 +122,10 @@ describe("reading it", () => {
     const r = await fetch(`${gw.url}/api/compliance/audit-log/export?action=policies.create&actor=${adminKeyId}`, { headers: admin })
     expect(r.status).toBe(200)
     expect(r.headers.get("content-type")).toContain("application/x-ndjson")
-    const lines = (await r.text()).trim().split("\n").map((l) => JSON.parse(l))
+    const lines = (await r.text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
     expect(lines.length).toBeGreaterThanOrEqual(6)
     expect(lines.map((l) => l.id)).toEqual([...lines.map((l) => l.id)].sort((a, b) => a - b))
     expect(lines.at(-1).after.name).toBe("page-4")
@@ -122,7 +140,11 @@ describe("guardrail and policy actions", () => {
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: user.secret, maxRetries: 0 })
     const refused = await client.chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "a forbidden phrase" }] }).catch((e) => e)
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError)
-    await client.chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }], tools: [{ type: "function", function: { name: "rm_rf", parameters: { type: "object", properties: {} } } }] })
+    await client.chat.completions.create({
+      model: "up/m1",
+      messages: [{ role: "user", content: "hi" }],
+      tools: [{ type: "function", function: { name: "rm_rf", parameters: { type: "object", properties: {} } } }]
+    })
     // The bus delivers asynchronously: wait for both rows.
     let entries: Array<any> = []
     for (const until = Date.now() + 5000; Date.now() < until; ) {

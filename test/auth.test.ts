@@ -41,7 +41,14 @@ const loginFrom = (base: string, localAddress: string, password: string) =>
     const u = new URL("/api/auth/login", base)
     const body = JSON.stringify({ password })
     const req = nodeHttp.request(
-      { host: u.hostname, port: u.port, path: u.pathname, method: "POST", localAddress, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: "POST",
+        localAddress,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+      },
       (res) => {
         let text = ""
         res.setEncoding("utf8")
@@ -89,9 +96,7 @@ describe("API keys", () => {
   })
 
   it("stop working once expired", async () => {
-    const created = await gw.run(
-      Effect.flatMap(ApiKeys, (k) => k.create({ name: "old", scopes: ["inference"], expiresAt: new Date(Date.now() - 1000) }))
-    )
+    const created = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "old", scopes: ["inference"], expiresAt: new Date(Date.now() - 1000) })))
     await setRequireKey("true")
     try {
       const res = await call(`${gw.url}/v1/chat/completions`, { body: chatBody, headers: { authorization: `Bearer ${created.secret}` } })
@@ -306,7 +311,12 @@ describe("isLoopbackHost", () => {
 
 describe("management authentication", () => {
   it("answers 401 without a session or admin key", async () => {
-    for (const [method, path] of [["GET", "/api/keys"], ["GET", "/api/providers"], ["GET", "/api/settings/feature-flags"], ["POST", "/api/keys"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/api/keys"],
+      ["GET", "/api/providers"],
+      ["GET", "/api/settings/feature-flags"],
+      ["POST", "/api/keys"]
+    ] as const) {
       const res = await call(`${gw.url}${path}`, { method, body: method === "POST" ? {} : undefined })
       expect(res.status, `${method} ${path}`).toBe(401)
       expect(res.body._tag).toBe("Unauthorized")
@@ -375,9 +385,7 @@ describe("management authentication", () => {
   it("counts parallel wrong guesses against the throttle (no race past it)", async () => {
     const other = await startGateway({ env: { INITIAL_PASSWORD: PASSWORD } })
     try {
-      const statuses = await Promise.all(
-        Array.from({ length: 40 }, (_, i) => call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status))
-      )
+      const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => call(`${other.url}/api/auth/login`, { body: { password: `guess-${i}` } }).then((r) => r.status)))
       expect(statuses.filter((s) => s === 401).length).toBe(FREE_FAILURES)
       expect(statuses.filter((s) => s === 429).length).toBe(40 - FREE_FAILURES)
     } finally {

@@ -46,7 +46,13 @@ describe("ENABLE_CC_COMPATIBLE_PROVIDER", () => {
   it("on: requests reach the relay with Claude Code's headers, the key as x-api-key and bearer, and the system preamble", async () => {
     expect((await create(on)).status).toBe(201)
     const res = await call(`${on.url}/v1/chat/completions`, {
-      body: { model: "relay/claude-sonnet-4-5", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }] }
+      body: {
+        model: "relay/claude-sonnet-4-5",
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "user", content: "hi" }
+        ]
+      }
     })
     expect(res.status).toBe(200)
     expect(res.body.choices[0].message.content).toBe("hello from the relay")

@@ -31,8 +31,7 @@ const connect = async (gw: TestGateway, body: Record<string, unknown>) => {
   const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", defaultModel: "m1", models: ["m1"], ...body }, headers: admin })
   expect(res.status).toBe(201)
 }
-const provider = async (gw: TestGateway, name: string) =>
-  ((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections as Array<any>).find((c) => c.name === name)
+const provider = async (gw: TestGateway, name: string) => ((await call(`${gw.url}/api/providers`, { headers: admin })).body.connections as Array<any>).find((c) => c.name === name)
 const probes = (up: FakeUpstream) => up.requests.filter((r) => r.method === "GET" && r.path === "/v1/models").length
 const chat = (gw: TestGateway, model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 

@@ -17,9 +17,33 @@ const admin = { authorization: `Bearer ${ADMIN}` }
 
 /** A slice of LiteLLM's real file, as it is shaped (per-token USD, provider in litellm_provider, prefixed keys). */
 const LITELLM = {
-  sample_spec: { max_tokens: "LEGACY parameter", input_cost_per_token: 0, output_cost_per_token: 0, litellm_provider: "one of https://docs.litellm.ai/docs/providers", mode: "one of: chat, embedding, completion, image_generation" },
-  "gpt-4o": { max_tokens: 16384, max_input_tokens: 128000, max_output_tokens: 16384, input_cost_per_token: 3e-6, output_cost_per_token: 1.2e-5, cache_read_input_token_cost: 1.5e-6, litellm_provider: "openai", mode: "chat", supports_function_calling: true },
-  "claude-haiku-4-5": { max_tokens: 64000, input_cost_per_token: 2e-6, output_cost_per_token: 9e-6, cache_read_input_token_cost: 2e-7, cache_creation_input_token_cost: 2.5e-6, litellm_provider: "anthropic", mode: "chat" },
+  sample_spec: {
+    max_tokens: "LEGACY parameter",
+    input_cost_per_token: 0,
+    output_cost_per_token: 0,
+    litellm_provider: "one of https://docs.litellm.ai/docs/providers",
+    mode: "one of: chat, embedding, completion, image_generation"
+  },
+  "gpt-4o": {
+    max_tokens: 16384,
+    max_input_tokens: 128000,
+    max_output_tokens: 16384,
+    input_cost_per_token: 3e-6,
+    output_cost_per_token: 1.2e-5,
+    cache_read_input_token_cost: 1.5e-6,
+    litellm_provider: "openai",
+    mode: "chat",
+    supports_function_calling: true
+  },
+  "claude-haiku-4-5": {
+    max_tokens: 64000,
+    input_cost_per_token: 2e-6,
+    output_cost_per_token: 9e-6,
+    cache_read_input_token_cost: 2e-7,
+    cache_creation_input_token_cost: 2.5e-6,
+    litellm_provider: "anthropic",
+    mode: "chat"
+  },
   "gemini/gemini-2.5-flash": { max_tokens: 65535, input_cost_per_token: 4e-7, output_cost_per_token: 3e-6, litellm_provider: "gemini", mode: "chat" },
   "some-unknown-provider/model": { input_cost_per_token: 1e-6, output_cost_per_token: 1e-6, litellm_provider: "nobody-knows", mode: "chat" }
 }
@@ -70,22 +94,26 @@ describe("PRICING_SYNC_ENABLED", () => {
     expect((await row(gw, "openai", "gpt-4o-mini")).source).toBe("catalog")
 
     // Requests are costed at the synced price: 1000 in, 500 out at $3 / $12 per 1M.
-    expect((await api(gw, "/api/providers", { body: { provider: "openai", name: "oa", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-test-openai-0000000000" } })).status).toBe(201)
+    expect((await api(gw, "/api/providers", { body: { provider: "openai", name: "oa", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-test-openai-0000000000" } })).status).toBe(
+      201
+    )
     const chat = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "oa/gpt-4o", messages: [{ role: "user", content: "hi" }] } })
-    expect((await chat()).headers.get("x-gateway-response-cost")).toBe((1000 * 3 / 1e6 + 500 * 12 / 1e6).toFixed(10))
+    expect((await chat()).headers.get("x-gateway-response-cost")).toBe(((1000 * 3) / 1e6 + (500 * 12) / 1e6).toFixed(10))
 
     // An override still wins, field by field.
     expect((await api(gw, "/api/pricing", { method: "PUT", body: { provider: "openai", model: "gpt-4o", input: 5 } })).status).toBe(200)
     expect(await row(gw, "openai", "gpt-4o")).toMatchObject({ source: "synced+override", input: 5, output: 12 })
-    expect((await chat()).headers.get("x-gateway-response-cost")).toBe((1000 * 5 / 1e6 + 500 * 12 / 1e6).toFixed(10))
+    expect((await chat()).headers.get("x-gateway-response-cost")).toBe(((1000 * 5) / 1e6 + (500 * 12) / 1e6).toFixed(10))
 
     // A custom model price (/api/provider-models) wins over the synced one.
-    expect((await api(gw, "/api/providers", { body: { provider: "anthropic", name: "an", baseUrl: up.baseUrl("anthropic"), apiKey: "sk-ant-test-000000000000" } })).status).toBe(201)
+    expect((await api(gw, "/api/providers", { body: { provider: "anthropic", name: "an", baseUrl: up.baseUrl("anthropic"), apiKey: "sk-ant-test-000000000000" } })).status).toBe(
+      201
+    )
     const haiku = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "an/claude-haiku-4-5", messages: [{ role: "user", content: "hi" }] } })
-    expect((await haiku()).headers.get("x-gateway-response-cost")).toBe((1000 * 2 / 1e6 + 500 * 9 / 1e6).toFixed(10))
+    expect((await haiku()).headers.get("x-gateway-response-cost")).toBe(((1000 * 2) / 1e6 + (500 * 9) / 1e6).toFixed(10))
     const custom = await api(gw, "/api/provider-models", { method: "PATCH", body: { provider: "anthropic", model: "claude-haiku-4-5", price: { input: 7, output: 70 } } })
     expect([200, 201]).toContain(custom.status)
-    expect((await haiku()).headers.get("x-gateway-response-cost")).toBe((1000 * 7 / 1e6 + 500 * 70 / 1e6).toFixed(10))
+    expect((await haiku()).headers.get("x-gateway-response-cost")).toBe(((1000 * 7) / 1e6 + (500 * 70) / 1e6).toFixed(10))
   })
 
   it("the flag on without the environment variable, or the variable set and the flag overridden off: no download", async () => {

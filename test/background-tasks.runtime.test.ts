@@ -37,8 +37,13 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   on = await start({ GATEWAY_ENABLE_RUNTIME_BACKGROUND_TASKS: "true" })
   off = await start()
-  for (const [gw, fake] of [[on, fakeOn], [off, fakeOff]] as const) {
-    const res = await api(gw, "/api/providers", { body: { provider: "openai-compatible", name: "compat", apiKey: CONN_KEY, baseUrl: `${fake.origin}/compat/v1`, models: ["gpt-4o-mini"] } })
+  for (const [gw, fake] of [
+    [on, fakeOn],
+    [off, fakeOff]
+  ] as const) {
+    const res = await api(gw, "/api/providers", {
+      body: { provider: "openai-compatible", name: "compat", apiKey: CONN_KEY, baseUrl: `${fake.origin}/compat/v1`, models: ["gpt-4o-mini"] }
+    })
     expect(res.status).toBe(201)
   }
 })

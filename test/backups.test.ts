@@ -49,7 +49,9 @@ afterAll(async () => {
 
 describe("backup and restore round trip", () => {
   it("brings back every connection, key, combo and flag, and routes inference through the restored connection", async () => {
-    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "first", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
+    expect(
+      (await api("/api/providers", { body: { provider: "openai-compatible", name: "first", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+    ).toBe(201)
     const key = await api("/api/keys", { body: { name: "client" } })
     expect(key.status).toBe(201)
     const secret: string = key.body.secret ?? key.body.key
@@ -66,7 +68,9 @@ describe("backup and restore round trip", () => {
     // Change everything.
     const first = before.providers.connections?.find?.((c: any) => c.name === "first") ?? before.providers.find?.((c: any) => c.name === "first")
     expect((await api(`/api/providers/${first.id}`, { method: "DELETE" })).status).toBeLessThan(300)
-    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "second", baseUrl: up2.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
+    expect(
+      (await api("/api/providers", { body: { provider: "openai-compatible", name: "second", baseUrl: up2.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+    ).toBe(201)
     expect((await api("/api/settings/feature-flags", { method: "PUT", body: { key: "TOOL_POLICY_MODE" } })).status).toBe(200)
     const combos = (await api("/api/combos")).body.combos
     for (const c of combos) expect((await api(`/api/combos/${c.id}`, { method: "DELETE" })).status).toBeLessThan(300)

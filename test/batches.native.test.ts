@@ -47,8 +47,10 @@ afterAll(async () => {
   await up?.close()
 })
 
-const chatLine = (id: string, model: string, text: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: text }] } })
-const messageLine = (id: string, model: string, text: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/messages", body: { model, max_tokens: 64, messages: [{ role: "user", content: text }] } })
+const chatLine = (id: string, model: string, text: string) =>
+  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model, messages: [{ role: "user", content: text }] } })
+const messageLine = (id: string, model: string, text: string) =>
+  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/messages", body: { model, max_tokens: 64, messages: [{ role: "user", content: text }] } })
 
 const upload = async (lines: ReadonlyArray<string>) => client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
 
@@ -61,12 +63,21 @@ const until = async (id: string, done: (s: string) => boolean, ms = 15_000) => {
   }
 }
 
-const outputLines = async (fileId: string) => (await (await client.files.content(fileId)).text()).trim().split("\n").map((l) => JSON.parse(l))
+const outputLines = async (fileId: string) =>
+  (await (await client.files.content(fileId)).text())
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
 
 describe("native batches: OpenAI", () => {
   it("forwards the batch to OpenAI's batch API; completed with the upstream's counts, the output in OpenAI's line format, usage rows at half price", async () => {
     const input = await upload([chatLine("a-1", "oa/gpt-4o-mini", "one"), chatLine("a-2", "oa/gpt-4o-mini", "fail"), chatLine("a-3", "oa/gpt-4o-mini", "three")])
-    const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "native", job: "n1" } })
+    const created = await client.batches.create({
+      input_file_id: input.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { gateway_mode: "native", job: "n1" }
+    })
     expect(created).toMatchObject({ object: "batch", status: "validating", metadata: { gateway_mode: "native", job: "n1" } })
     const seenInProgress = await until(created.id, (s) => s === "in_progress" || s === "completed")
     expect(["in_progress", "completed"]).toContain(seenInProgress.status)
@@ -80,7 +91,12 @@ describe("native batches: OpenAI", () => {
     const upstream = [...up.openai.values()].find((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id)!
     expect(upstream).toBeDefined()
     expect(upstream.endpoint).toBe("/v1/chat/completions")
-    const sent = up.files.get(upstream.input_file_id)!.toString("utf8").trim().split("\n").map((l) => JSON.parse(l))
+    const sent = up.files
+      .get(upstream.input_file_id)!
+      .toString("utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
     expect(sent.map((l) => l.custom_id)).toEqual(["line-1", "line-2", "line-3"])
     expect(sent.every((l) => l.body.model === "gpt-4o-mini" && l.url === "/v1/chat/completions")).toBe(true)
     expect(up.requests.filter((r) => r.path.startsWith("/openai/")).every((r) => r.auth === `Bearer ${OPENAI_KEY}`)).toBe(true)
@@ -97,7 +113,11 @@ describe("native batches: OpenAI", () => {
 
     // One usage row per line, the owner's, at 50% of gpt-4o-mini's prices (0.15 / 0.6 per M).
     // Usage rows are written in batches: wait for them rather than for a fixed time.
-    const rows = await usageRows("SELECT request_id, api_key_id, status, cost_usd, provider, model, endpoint, tokens_in, tokens_out FROM usage WHERE request_id LIKE ? ORDER BY request_id", created.id, 3)
+    const rows = await usageRows(
+      "SELECT request_id, api_key_id, status, cost_usd, provider, model, endpoint, tokens_in, tokens_out FROM usage WHERE request_id LIKE ? ORDER BY request_id",
+      created.id,
+      3
+    )
     expect(rows.every((r: any) => r.api_key_id === keyId && r.provider === "openai" && r.model === "gpt-4o-mini" && r.endpoint === "chat.completions")).toBe(true)
     const ok = rows.filter((r: any) => r.status === 200)
     expect(ok).toHaveLength(2)
@@ -113,7 +133,10 @@ describe("native batches: OpenAI", () => {
     try {
       const input = await upload([chatLine("c-1", "oa/gpt-4o-mini", "first"), chatLine("c-2", "oa/gpt-4o-mini", "second"), chatLine("c-3", "oa/gpt-4o-mini", "third")])
       const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "native" } })
-      const running = await until(created.id, (s) => s === "in_progress" && [...up.openai.values()].some((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id))
+      const running = await until(
+        created.id,
+        (s) => s === "in_progress" && [...up.openai.values()].some((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id)
+      )
       expect(running.status).toBe("in_progress")
       const cancelling = await client.batches.cancel(created.id)
       expect(cancelling.status).toBe("cancelling")
@@ -148,7 +171,11 @@ describe("native batches: Anthropic", () => {
     expect(up.requests.filter((r) => r.path.startsWith("/anthropic/")).every((r) => r.auth === ANTHROPIC_KEY)).toBe(true)
     const out = await outputLines(done.output_file_id!)
     expect(out).toHaveLength(1)
-    expect(out[0]).toMatchObject({ custom_id: "m-1", error: null, response: { status_code: 200, request_id: `${created.id}_1`, body: { type: "message", content: [{ type: "text", text: "batched: hello" }] } } })
+    expect(out[0]).toMatchObject({
+      custom_id: "m-1",
+      error: null,
+      response: { status_code: 200, request_id: `${created.id}_1`, body: { type: "message", content: [{ type: "text", text: "batched: hello" }] } }
+    })
     const errors = await outputLines(done.error_file_id!)
     expect(errors[0]).toMatchObject({ custom_id: "m-2", response: { status_code: 400, body: { type: "error", error: { type: "invalid_request_error" } } } })
     const rows = await usageRows("SELECT status, cost_usd, provider, endpoint FROM usage WHERE request_id LIKE ? ORDER BY request_id", created.id, 2)
@@ -182,7 +209,9 @@ describe("native batches: Anthropic", () => {
 describe("native batches: refused", () => {
   const refused = async (lines: ReadonlyArray<string>, endpoint: string, match: RegExp) => {
     const input = await upload(lines)
-    const err = await client.batches.create({ input_file_id: input.id, endpoint: endpoint as never, completion_window: "24h", metadata: { gateway_mode: "native" } }).catch((e) => e)
+    const err = await client.batches
+      .create({ input_file_id: input.id, endpoint: endpoint as never, completion_window: "24h", metadata: { gateway_mode: "native" } })
+      .catch((e) => e)
     expect(err).toMatchObject({ status: 400, param: "metadata.gateway_mode", code: "native_batch_unavailable" })
     expect(err.message).toMatch(match)
   }
@@ -197,7 +226,9 @@ describe("native batches: refused", () => {
     await refused([messageLine("w-1", "oa/gpt-4o-mini", "a")], "/v1/messages", /does not take '\/v1\/messages'/)
     expect(creations()).toBe(before)
     const input = await upload([chatLine("v-1", "oa/gpt-4o-mini", "a")])
-    await expect(client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "fast" } })).rejects.toMatchObject({ status: 400, param: "metadata.gateway_mode" })
+    await expect(
+      client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { gateway_mode: "fast" } })
+    ).rejects.toMatchObject({ status: 400, param: "metadata.gateway_mode" })
   })
 
   it("an upstream that refuses the batch fails it with the reason, the connection's key scrubbed", async () => {

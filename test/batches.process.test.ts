@@ -26,7 +26,12 @@ describe("a 1,000-line batch across a kill and restart", () => {
     const client = (url: string) => new OpenAI({ apiKey: ADMIN_KEY, baseURL: `${url}/v1`, maxRetries: 0 })
     const N = 1000
     const lines = Array.from({ length: N }, (_, i) =>
-      JSON.stringify({ custom_id: `line-${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "openai-compatible/m1", messages: [{ role: "user", content: `n${i}` }] } })
+      JSON.stringify({
+        custom_id: `line-${i}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: "openai-compatible/m1", messages: [{ role: "user", content: `n${i}` }] }
+      })
     )
     let c = client(server.url)
     const input = await c.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "big.jsonl"), purpose: "batch" })
@@ -52,7 +57,10 @@ describe("a 1,000-line batch across a kill and restart", () => {
       }
       expect(done.status).toBe("completed")
       expect(done.request_counts).toEqual({ total: N, completed: N, failed: 0 })
-      const out = (await (await c.files.content(done.output_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l))
+      const out = (await (await c.files.content(done.output_file_id!)).text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
       expect(out).toHaveLength(N)
       const ids = out.map((l) => l.custom_id)
       expect(new Set(ids).size).toBe(N)

@@ -23,7 +23,10 @@ beforeAll(async () => {
   await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   keyA = (await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "a" }, { secret: KEY_A })))).id
   await g.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "b" }, { secret: KEY_B })))
-  const res = await call(`${g.url}/api/providers`, { body: { provider: "openai-compatible", name: "fake", apiKey: "sk-up", baseUrl: up.baseUrl, models: ["m1"] }, headers: { authorization: `Bearer ${ADMIN}` } })
+  const res = await call(`${g.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "fake", apiKey: "sk-up", baseUrl: up.baseUrl, models: ["m1"] },
+    headers: { authorization: `Bearer ${ADMIN}` }
+  })
   expect(res.status, JSON.stringify(res.body)).toBe(201)
   a = new OpenAI({ apiKey: KEY_A, baseURL: `${g.url}/v1`, maxRetries: 0 })
   b = new OpenAI({ apiKey: KEY_B, baseURL: `${g.url}/v1`, maxRetries: 0 })
@@ -33,9 +36,11 @@ afterAll(async () => {
   await up?.close()
 })
 
-const chatLine = (id: string, text: string) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "fake/m1", messages: [{ role: "user", content: text }] } })
+const chatLine = (id: string, text: string) =>
+  JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "fake/m1", messages: [{ role: "user", content: text }] } })
 
-const upload = async (client: OpenAI, lines: ReadonlyArray<string>) => client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
+const upload = async (client: OpenAI, lines: ReadonlyArray<string>) =>
+  client.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "batch.jsonl"), purpose: "batch" })
 
 const until = async (client: OpenAI, id: string, done: (s: string) => boolean, ms = 20_000) => {
   const end = Date.now() + ms
@@ -48,7 +53,10 @@ const until = async (client: OpenAI, id: string, done: (s: string) => boolean, m
 
 describe("batches with the openai SDK", () => {
   it("runs a batch to completed with request_counts and the output file in OpenAI's format; usage rows carry the batch id", async () => {
-    const input = await upload(a, Array.from({ length: 12 }, (_, i) => chatLine(`req-${i}`, `hello ${i}`)))
+    const input = await upload(
+      a,
+      Array.from({ length: 12 }, (_, i) => chatLine(`req-${i}`, `hello ${i}`))
+    )
     const created = await a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { job: "nightly" } })
     expect(created).toMatchObject({ object: "batch", status: "validating", input_file_id: input.id, metadata: { job: "nightly" } })
     expect(created.id).toMatch(/^batch_/)
@@ -59,7 +67,10 @@ describe("batches with the openai SDK", () => {
     expect(done.completed_at).not.toBeNull()
     expect(done.error_file_id).toBeNull()
     const text = await (await a.files.content(done.output_file_id!)).text()
-    const lines = text.trim().split("\n").map((l) => JSON.parse(l))
+    const lines = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
     expect(lines).toHaveLength(12)
     for (const [i, l] of lines.entries()) {
       expect(l.custom_id).toBe(`req-${i}`)
@@ -85,7 +96,12 @@ describe("batches with the openai SDK", () => {
 
   it("fails validation with line-numbered errors and runs nothing", async () => {
     const before = up.total
-    const input = await upload(a, [chatLine("ok-1", "x"), "not json", chatLine("ok-1", "dup"), JSON.stringify({ custom_id: "u", method: "POST", url: "/v1/embeddings", body: { model: "fake/m1" } })])
+    const input = await upload(a, [
+      chatLine("ok-1", "x"),
+      "not json",
+      chatLine("ok-1", "dup"),
+      JSON.stringify({ custom_id: "u", method: "POST", url: "/v1/embeddings", body: { model: "fake/m1" } })
+    ])
     const created = await a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
     const done = await until(a, created.id, (s) => s !== "validating")
     expect(done.status).toBe("failed")
@@ -101,14 +117,20 @@ describe("batches with the openai SDK", () => {
   it("refuses bad create parameters with a 400 naming them; another key's input file is 404", async () => {
     const input = await upload(a, [chatLine("x", "x")])
     await expect(a.batches.create({ input_file_id: input.id, endpoint: "/v1/nope" as never, completion_window: "24h" })).rejects.toMatchObject({ status: 400, param: "endpoint" })
-    await expect(a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "1h" as never })).rejects.toMatchObject({ status: 400, param: "completion_window" })
+    await expect(a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "1h" as never })).rejects.toMatchObject({
+      status: 400,
+      param: "completion_window"
+    })
     await expect(b.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).rejects.toMatchObject({ status: 404 })
   })
 
   it("cancels a running batch: cancelled, with what was answered in the output and the rest in the error file", async () => {
     up.delayMs = 100
     try {
-      const input = await upload(a, Array.from({ length: 40 }, (_, i) => chatLine(`c-${i}`, `cancel ${i}`)))
+      const input = await upload(
+        a,
+        Array.from({ length: 40 }, (_, i) => chatLine(`c-${i}`, `cancel ${i}`))
+      )
       const created = await a.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
       await until(a, created.id, (s) => s === "in_progress")
       await new Promise((r) => setTimeout(r, 250))
@@ -119,7 +141,10 @@ describe("batches with the openai SDK", () => {
       expect(done.cancelled_at).not.toBeNull()
       expect(done.request_counts!.completed).toBeGreaterThan(0)
       expect(done.request_counts!.completed).toBeLessThan(40)
-      const errors = (await (await a.files.content(done.error_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l))
+      const errors = (await (await a.files.content(done.error_file_id!)).text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
       expect(errors.length).toBe(40 - done.request_counts!.completed)
       expect(errors[0].error.code).toBe("batch_cancelled")
       // Cancelling a cancelled batch answers it as it is; a finished one cannot be cancelled twice into another state.
@@ -145,9 +170,15 @@ describe("completion window", () => {
     up.delayMs = 200
     try {
       await g2.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      await call(`${g2.url}/api/providers`, { body: { provider: "openai-compatible", name: "fake", apiKey: "sk-up", baseUrl: up.baseUrl, models: ["m1"] }, headers: { authorization: `Bearer ${ADMIN}` } })
+      await call(`${g2.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "fake", apiKey: "sk-up", baseUrl: up.baseUrl, models: ["m1"] },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
       const c = new OpenAI({ apiKey: ADMIN, baseURL: `${g2.url}/v1`, maxRetries: 0 })
-      const input = await upload(c, Array.from({ length: 30 }, (_, i) => chatLine(`e-${i}`, `expire ${i}`)))
+      const input = await upload(
+        c,
+        Array.from({ length: 30 }, (_, i) => chatLine(`e-${i}`, `expire ${i}`))
+      )
       const created = await c.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
       const done = await until(c, created.id, (s) => s === "expired", 10_000)
       expect(done.status).toBe("expired")
@@ -157,7 +188,10 @@ describe("completion window", () => {
       expect(answered).toBeLessThan(30)
       const out = (await (await c.files.content(done.output_file_id!)).text()).trim().split("\n")
       expect(out).toHaveLength(answered)
-      const errors = (await (await c.files.content(done.error_file_id!)).text()).trim().split("\n").map((l) => JSON.parse(l))
+      const errors = (await (await c.files.content(done.error_file_id!)).text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l))
       expect(errors).toHaveLength(30 - answered)
       expect(errors.every((e) => e.error.code === "batch_expired" && e.response === null)).toBe(true)
     } finally {

@@ -42,9 +42,7 @@ beforeEach(async () => {
 describe("POST /v1/chat/completions through the openai SDK", () => {
   it("returns the upstream's answer for <provider>/<model>, with the prefix stripped upstream", async () => {
     upstream.next({ content: "the upstream says hi" })
-    const { data, response } = await client.chat.completions
-      .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "say hi" }] })
-      .withResponse()
+    const { data, response } = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "say hi" }] }).withResponse()
     expect(data.choices[0]?.message.content).toBe("the upstream says hi")
     expect(response.headers.get("x-gateway-version")).toMatch(/^\d+\.\d+\.\d+/)
     expect(response.headers.get("x-gateway-request-id")).toMatch(/^req_[0-9a-f]{32}$/)
@@ -120,9 +118,7 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
       headers: { "retry-after": "7" },
       body: { error: { message: "slow down", type: "rate_limit_error", code: "rate_limited" } }
     })
-    const err = await client.chat.completions
-      .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
-      .catch((e: unknown) => e)
+    const err = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(OpenAI.APIError)
     const apiErr = err as InstanceType<typeof OpenAI.APIError>
     expect(apiErr.status).toBe(429)
@@ -173,10 +169,7 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
     upstream.next({ content: "a long answer that takes its time", chunks: 20, chunkDelayMs: 50 })
     const before = upstream.aborted
     const controller = new AbortController()
-    const stream = await client.chat.completions.create(
-      { model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true },
-      { signal: controller.signal }
-    )
+    const stream = await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }], stream: true }, { signal: controller.signal })
     let n = 0
     await (async () => {
       for await (const _ of stream) if (++n === 2) controller.abort()

@@ -18,35 +18,122 @@ import { VERSION } from "../src/kernel/version.js"
 
 /** Spec document 2, "Command-line tool": the table's commands (setup-<tool> for each tool of issue 22). */
 const SPEC_COMMANDS = [
-  "setup", "doctor", "providers available", "providers list", "providers test", "providers test-all", "providers validate",
-  "reset-password", "reset-encrypted-columns", "status", "logs", "config show", "provider list", "provider add",
-  "keys add", "keys list", "keys remove", "models", "combo list", "combo switch", "combo create", "combo delete",
-  "backup", "restore", "health", "quota", "cache", "cache clear", "mcp status", "mcp restart", "a2a status", "a2a card",
-  "tunnel list", "tunnel create", "tunnel stop", "env show", "env get", "env set", "test", "update", "completion",
-  "setup-codex", "setup-claude", "setup-gemini", "setup-opencode", "setup-qwen", "setup-kilo", "launch", "launch-codex"
+  "setup",
+  "doctor",
+  "providers available",
+  "providers list",
+  "providers test",
+  "providers test-all",
+  "providers validate",
+  "reset-password",
+  "reset-encrypted-columns",
+  "status",
+  "logs",
+  "config show",
+  "provider list",
+  "provider add",
+  "keys add",
+  "keys list",
+  "keys remove",
+  "models",
+  "combo list",
+  "combo switch",
+  "combo create",
+  "combo delete",
+  "backup",
+  "restore",
+  "health",
+  "quota",
+  "cache",
+  "cache clear",
+  "mcp status",
+  "mcp restart",
+  "a2a status",
+  "a2a card",
+  "tunnel list",
+  "tunnel create",
+  "tunnel stop",
+  "env show",
+  "env get",
+  "env set",
+  "test",
+  "update",
+  "completion",
+  "setup-codex",
+  "setup-claude",
+  "setup-gemini",
+  "setup-opencode",
+  "setup-qwen",
+  "setup-kilo",
+  "launch",
+  "launch-codex"
 ]
 
 /** Built by the MCP, skills and tools work of the same issue; until it lands they are unknown commands. */
-const ELSEWHERE = new Set(["mcp status", "mcp restart", "a2a status", "a2a card", "setup-codex", "setup-claude", "setup-gemini", "setup-opencode", "setup-qwen", "setup-kilo", "launch", "launch-codex"])
+const ELSEWHERE = new Set([
+  "mcp status",
+  "mcp restart",
+  "a2a status",
+  "a2a card",
+  "setup-codex",
+  "setup-claude",
+  "setup-gemini",
+  "setup-opencode",
+  "setup-qwen",
+  "setup-kilo",
+  "launch",
+  "launch-codex"
+])
 
 /** Commands whose output is data: each takes --json. */
 const DATA_COMMANDS = [
-  "setup", "doctor", "providers available", "providers list", "providers test", "providers test-all", "providers validate",
-  "reset-encrypted-columns", "status", "logs", "config show", "provider list", "provider add", "keys add", "keys list",
-  "keys remove", "models", "combo list", "combo switch", "combo create", "combo delete", "backup", "restore", "health",
-  "quota", "cache", "cache clear", "tunnel list", "tunnel create", "tunnel stop", "env show", "test", "update"
+  "setup",
+  "doctor",
+  "providers available",
+  "providers list",
+  "providers test",
+  "providers test-all",
+  "providers validate",
+  "reset-encrypted-columns",
+  "status",
+  "logs",
+  "config show",
+  "provider list",
+  "provider add",
+  "keys add",
+  "keys list",
+  "keys remove",
+  "models",
+  "combo list",
+  "combo switch",
+  "combo create",
+  "combo delete",
+  "backup",
+  "restore",
+  "health",
+  "quota",
+  "cache",
+  "cache clear",
+  "tunnel list",
+  "tunnel create",
+  "tunnel stop",
+  "env show",
+  "test",
+  "update"
 ]
 
 /** Runs `f` over `items`, at most `n` at a time (spawned processes on a shared 2-core machine). */
 const pool = async <A, B>(items: ReadonlyArray<A>, n: number, f: (a: A) => Promise<B>): Promise<Array<B>> => {
   const out: Array<B> = new Array(items.length)
   let next = 0
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < items.length) {
-      const i = next++
-      out[i] = await f(items[i]!)
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) {
+        const i = next++
+        out[i] = await f(items[i]!)
+      }
+    })
+  )
   return out
 }
 
@@ -136,7 +223,12 @@ describe("exit codes and usage errors", () => {
     const gw = await startGateway()
     try {
       await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN_KEY })))
-      const cases = [["--expires-at", "never", { expiresAt: "never" }], ["--rpm", "0", { rpm: 0 }], ["--name", " ", { name: " " }], ["--scope", "root", { scopes: ["root"] }]] as const
+      const cases = [
+        ["--expires-at", "never", { expiresAt: "never" }],
+        ["--rpm", "0", { rpm: 0 }],
+        ["--name", " ", { name: " " }],
+        ["--scope", "root", { scopes: ["root"] }]
+      ] as const
       for (const [flag, value, payload] of cases) {
         const cli = await runCli(["keys", "add", flag, value], { DATA_DIR: tempDir() })
         expect(cli.code).toBe(2)
@@ -155,7 +247,11 @@ describe("the root --json", () => {
   it("`gateway --json <command>` prints what `gateway <command> --json` prints", async () => {
     const env = { DATA_DIR: tempDir(), GATEWAY_ENV_FILE: path.join(tempDir(), "x.env") }
     expect((await runCli(["keys", "add", "--name", "one"], env)).code).toBe(0)
-    for (const args of [["keys", "list"], ["env", "show"], ["providers", "available", "--category", "local"]]) {
+    for (const args of [
+      ["keys", "list"],
+      ["env", "show"],
+      ["providers", "available", "--category", "local"]
+    ]) {
       const root = await runCli(["--json", ...args], env)
       const sub = await runCli([...args, "--json"], env)
       expect(root.code).toBe(0)
@@ -223,18 +319,46 @@ describe("start-up", () => {
     const trace = path.join(tempDir(), "modules.txt")
     const env = { DATA_DIR: tempDir(), GATEWAY_ENV_FILE: path.join(tempDir(), "x.env"), MODULE_TRACE_OUT: trace }
     const traced = (args: ReadonlyArray<string>) => runCli(args, env, { nodeArgs: ["--import", path.resolve("bench/lib/moduleTrace.mjs")] })
-    const heavy = /\/dist\/(server\/|platform\/store\/|management\/api\/|inference\/|upstream\/client\/|upstream\/providers\/Connections|services\/context\/(?!types\.js))|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
-    for (const args of [["--version"], ["--help"], ["keys", "list", "--help"], ["env", "show"], ["tunnel", "create", "--help"], ["compression", "preview", "--help"], ["context", "skills", "add", "--help"]]) {
+    const heavy =
+      /\/dist\/(server\/|platform\/store\/|management\/api\/|inference\/|upstream\/client\/|upstream\/providers\/Connections|services\/context\/(?!types\.js))|node_modules\/(undici|better-sqlite3|@effect\/sql|ws)\//
+    for (const args of [
+      ["--version"],
+      ["--help"],
+      ["keys", "list", "--help"],
+      ["env", "show"],
+      ["tunnel", "create", "--help"],
+      ["compression", "preview", "--help"],
+      ["context", "skills", "add", "--help"]
+    ]) {
       const r = await traced(args)
       expect(r.code, args.join(" ")).toBe(0)
-      const loaded = expand(fs.readFileSync(trace, "utf8").split("\n").filter((l) => l !== ""))
+      const loaded = expand(
+        fs
+          .readFileSync(trace, "utf8")
+          .split("\n")
+          .filter((l) => l !== "")
+      )
       expect(loaded.length, args.join(" ")).toBeGreaterThan(100)
-      expect(loaded.filter((u) => heavy.test(u)), args.join(" ")).toEqual([])
+      expect(
+        loaded.filter((u) => heavy.test(u)),
+        args.join(" ")
+      ).toEqual([])
       // Help and version load no command's implementation at all.
-      if (args.some((a) => a.startsWith("--"))) expect(loaded.filter((u) => u.endsWith(".impl.js")), args.join(" ")).toEqual([])
+      if (args.some((a) => a.startsWith("--")))
+        expect(
+          loaded.filter((u) => u.endsWith(".impl.js")),
+          args.join(" ")
+        ).toEqual([])
     }
     // The trace sees the heavy modules when a command does need them.
     expect((await traced(["keys", "list"])).code).toBe(0)
-    expect(expand(fs.readFileSync(trace, "utf8").split("\n").filter((l) => l !== "")).join("\n")).toMatch(/\/dist\/platform\/store\//)
+    expect(
+      expand(
+        fs
+          .readFileSync(trace, "utf8")
+          .split("\n")
+          .filter((l) => l !== "")
+      ).join("\n")
+    ).toMatch(/\/dist\/platform\/store\//)
   }, 120_000)
 })

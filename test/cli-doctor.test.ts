@@ -42,7 +42,10 @@ describe("exposure on a non-loopback address", () => {
     const server = await startServerProcess({ DATA_DIR: tempDir() }, ["--host", "0.0.0.0"], { prefix: ["unshare", "-n"] })
     await new Promise((r) => setTimeout(r, 200))
     await server.stop()
-    const warning = server.output().split("\n").find((l) => l.includes("REQUIRE_API_KEY is off") && l.includes("requires a gateway API key"))
+    const warning = server
+      .output()
+      .split("\n")
+      .find((l) => l.includes("REQUIRE_API_KEY is off") && l.includes("requires a gateway API key"))
     expect(warning).toBeDefined()
     expect(JSON.parse(warning!).logLevel).toBe("WARN")
   })

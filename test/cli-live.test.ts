@@ -92,7 +92,11 @@ describe("gateway test", () => {
 
 describe("gateway tunnel", () => {
   it("relays this build's 501 as one clear line and exit 1", async () => {
-    for (const args of [["tunnel", "list"], ["tunnel", "create"], ["tunnel", "stop", "quick"]]) {
+    for (const args of [
+      ["tunnel", "list"],
+      ["tunnel", "create"],
+      ["tunnel", "stop", "quick"]
+    ]) {
       const r = await runCli([...args, "--url", gw.url], { GATEWAY_API_KEY: ADMIN_KEY })
       expect(r.code, args.join(" ")).toBe(1)
       expect(r.stderr.trim()).toMatch(/^error: tunnels are not built in this version/)
@@ -100,7 +104,14 @@ describe("gateway tunnel", () => {
   }, 60_000)
 
   it("speaks the spec's tunnel API: status of each backend, enable with an authtoken, mesh enable, disable", async () => {
-    const status = (phase: string, publicUrl: string | null = null) => ({ phase, running: phase === "running", publicUrl, apiUrl: publicUrl ? `${publicUrl}/v1` : null, targetUrl: "http://127.0.0.1:20128", lastError: null })
+    const status = (phase: string, publicUrl: string | null = null) => ({
+      phase,
+      running: phase === "running",
+      publicUrl,
+      apiUrl: publicUrl ? `${publicUrl}/v1` : null,
+      targetUrl: "http://127.0.0.1:20128",
+      lastError: null
+    })
     const api = await jsonServer({
       "GET /api/tunnels/quick": { body: status("running", "https://a.example") },
       "GET /api/tunnels/token": { body: status("needs_auth") },
@@ -113,7 +124,11 @@ describe("gateway tunnel", () => {
       const env = { GATEWAY_API_KEY: ADMIN_KEY }
       const list = await runCli(["tunnel", "list", "--url", api.url, "--json"], env)
       expect(list.code, list.stderr).toBe(0)
-      expect(JSON.parse(list.stdout).tunnels.map((t: any) => [t.kind, t.phase])).toEqual([["quick", "running"], ["token", "needs_auth"], ["mesh", "stopped"]])
+      expect(JSON.parse(list.stdout).tunnels.map((t: any) => [t.kind, t.phase])).toEqual([
+        ["quick", "running"],
+        ["token", "needs_auth"],
+        ["mesh", "stopped"]
+      ])
       const table = await runCli(["tunnel", "list", "--url", api.url], env)
       expect(table.stdout).toMatch(/quick\s+running\s+https:\/\/a\.example\s+https:\/\/a\.example\/v1/)
       const token = await runCli(["tunnel", "create", "token", "--auth-token", "tok-123", "--url", api.url, "--json"], env)
@@ -145,7 +160,14 @@ describe("gateway update", () => {
       expect(newer.code).toBe(1)
       expect(newer.stdout).toContain(`npm install -g ${PACKAGE_NAME}@99.0.0`)
       const json = JSON.parse((await runCli(["update", "--json"], env)).stdout)
-      expect(json).toEqual({ name: PACKAGE_NAME, current: VERSION, latest: "99.0.0", updateAvailable: true, registry: registry.url, command: `npm install -g ${PACKAGE_NAME}@99.0.0` })
+      expect(json).toEqual({
+        name: PACKAGE_NAME,
+        current: VERSION,
+        latest: "99.0.0",
+        updateAvailable: true,
+        registry: registry.url,
+        command: `npm install -g ${PACKAGE_NAME}@99.0.0`
+      })
       expect(registry.seen[0]!.headers.accept).toContain("application/vnd.npm.install-v1+json")
 
       registry.routes[`GET /${PACKAGE_NAME}`] = packument(VERSION)
@@ -185,7 +207,14 @@ describe("gateway completion", () => {
     const complete = (words: string) => `COMP_WORDS=(${words}) COMP_CWORD=${words.split(" ").length - 1} && _gateway_bash_completions gateway && echo "[\${COMPREPLY[*]}]"`
     const r = await sh(
       "bash",
-      ["source <($GATEWAY completion bash)", "complete -p gateway", complete("gateway ke"), complete("gateway keys add --sc"), complete("gateway reset-p"), complete("gateway providers test-all --js")].join(" && ")
+      [
+        "source <($GATEWAY completion bash)",
+        "complete -p gateway",
+        complete("gateway ke"),
+        complete("gateway keys add --sc"),
+        complete("gateway reset-p"),
+        complete("gateway providers test-all --js")
+      ].join(" && ")
     )
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toMatch(/complete .*-F _gateway_bash_completions.* gateway/)

@@ -16,7 +16,13 @@ describe("gateway models and gateway provider", () => {
       const node = await fetch(`${server.url}/api/provider-nodes`, {
         method: "POST",
         headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
-        body: JSON.stringify({ id: "mylab", prefix: "lab", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "lab-large", contextLength: 32000, price: { input: 2, output: 8 } }] })
+        body: JSON.stringify({
+          id: "mylab",
+          prefix: "lab",
+          baseUrl: up.baseUrl("openai-chat"),
+          family: "openai-chat",
+          models: [{ id: "lab-large", contextLength: 32000, price: { input: 2, output: 8 } }]
+        })
       })
       expect(node.status).toBe(201)
 

@@ -116,7 +116,11 @@ describe("logging", () => {
     } finally {
       await server.stop()
     }
-    const lines = server.output().trim().split("\n").filter((l) => l.startsWith("{"))
+    const lines = server
+      .output()
+      .trim()
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
     expect(lines.length).toBeGreaterThan(2)
     const parsed = lines.map((l) => JSON.parse(l))
     const mine = parsed.filter((l) => l.annotations?.requestId === requestId)
@@ -133,8 +137,10 @@ describe("shutdown", () => {
     expect((await setup(dataDir)).code).toBe(0)
     const server = await startServerProcess({ DATA_DIR: dataDir })
     fake.upstream.next({ delayMs: 800 })
-    const test = fetch(`${server.url}/api/providers/openai-compatible/test`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` } })
-      .then(async (r) => ({ status: r.status, body: (await r.json()) as { ok: boolean } }))
+    const test = fetch(`${server.url}/api/providers/openai-compatible/test`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` } }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as { ok: boolean }
+    }))
     await new Promise((r) => setTimeout(r, 200))
     const code = await server.stop("SIGTERM")
     const result = await test
@@ -153,7 +159,7 @@ describe("shutdown", () => {
     const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
     const fire = () =>
       fetch(`${server.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body })
-        .then(async (r) => ((await r.text(), r.status)))
+        .then(async (r) => (await r.text(), r.status))
         .catch(() => 0)
     const burst = Array.from({ length: 120 }, fire)
     // SIGTERM once the burst is under way upstream (a fixed delay races a loaded machine).

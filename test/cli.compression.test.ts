@@ -178,7 +178,10 @@ describe("gateway compression / gateway context", () => {
       expect(settings.stdout).toMatch(/^active profile\s+engine:whitespace$/m)
       expect(settings.stdout).toMatch(/^auto-trigger tokens\s+off$/m)
       expect(settings.stdout).toMatch(/^window share\s+0.5$/m)
-      expect(JSON.parse((await runCli(["compression", "settings", "--no-active-profile", "--json"], env)).stdout)).toMatchObject({ activeProfile: null, autoTrigger: { windowShare: 0.5 } })
+      expect(JSON.parse((await runCli(["compression", "settings", "--no-active-profile", "--json"], env)).stdout)).toMatchObject({
+        activeProfile: null,
+        autoTrigger: { windowShare: 0.5 }
+      })
 
       expect((await runCli(["compression", "combos", "assign", "tight", "--clear"], env)).stdout).toContain("assigned to nothing")
       expect((await runCli(["compression", "combos", "delete", combo.id], env)).stdout).toContain("deleted compression combo Tight")

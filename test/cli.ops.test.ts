@@ -52,7 +52,10 @@ interface Spawned {
 /** `gateway --port <port>` as its own process, waiting until it answers. */
 const spawnGateway = async (env: Record<string, string>): Promise<Spawned> => {
   const port = await freePort()
-  const child = spawn(process.execPath, [BIN, "--port", String(port)], { env: cleanEnv({ LOG_FORMAT: "json", GATEWAY_API_KEY: ADMIN_KEY, ...env }), stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [BIN, "--port", String(port)], {
+    env: cleanEnv({ LOG_FORMAT: "json", GATEWAY_API_KEY: ADMIN_KEY, ...env }),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let out = ""
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()))
   child.stderr!.on("data", (c: Buffer) => (out += c.toString()))
@@ -69,8 +72,7 @@ const configured = async () => {
   return dataDir
 }
 
-const slowChat = (url: string) =>
-  call(`${url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
+const slowChat = (url: string) => call(`${url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
 
 describe("POST /api/restart and /api/shutdown (spawned gateway)", () => {
   it("restart: the in-flight request completes, then a new process answers on the same port; shutdown then exits 0", async () => {
@@ -173,7 +175,10 @@ describe("gateway logs", () => {
     try {
       // Appended until the follower prints it (it may not have opened the file yet when the first line lands).
       await until(async () => {
-        fs.appendFileSync(file, JSON.stringify({ message: "wanted line", logLevel: "INFO", timestamp: "t1" }) + "\n" + JSON.stringify({ message: "other", logLevel: "INFO" }) + "\n")
+        fs.appendFileSync(
+          file,
+          JSON.stringify({ message: "wanted line", logLevel: "INFO", timestamp: "t1" }) + "\n" + JSON.stringify({ message: "other", logLevel: "INFO" }) + "\n"
+        )
         await new Promise((r) => setTimeout(r, 50))
         return out.includes("wanted line")
       })

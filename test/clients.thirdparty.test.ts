@@ -10,7 +10,7 @@ import OpenAI from "openai"
 import { WebSocket as WsWebSocket } from "ws"
 import { z } from "zod"
 import { beforeAll, describe, expect, it } from "vitest"
-import { FakeUpstream } from "./support/fakeUpstream.js"
+import type { FakeUpstream } from "./support/fakeUpstream.js"
 import { FAMILIES, gatewayForFile } from "./support/families.js"
 import { call, type TestGateway } from "./support/gateway.js"
 
@@ -83,7 +83,10 @@ describe("AI SDK: @ai-sdk/google with gateway model ids (the id goes into the pa
     expect(raw.body.error).toMatchObject({ code: 404, status: "NOT_FOUND" })
     expect(raw.body.error.message).toContain('"nope/unknown" is not a model this gateway serves')
     // Real routes keep their own answers.
-    const chat = await call(`${gw.url}/v1/chat/completions`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${KEY}` } })
+    const chat = await call(`${gw.url}/v1/chat/completions`, {
+      body: { model: "up-chat/m1", messages: [{ role: "user", content: "hi" }] },
+      headers: { authorization: `Bearer ${KEY}` }
+    })
     expect(chat.status).toBe(200)
     expect(up.requests).toHaveLength(2)
   })
@@ -113,7 +116,14 @@ describe("AI SDK: what its providers add to requests (structured output, forced 
     const anthropic = createAnthropic({ baseURL: `${gw.url}/v1`, apiKey: KEY })
     for (const { connection } of FAMILIES) {
       up.next({ toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] })
-      const result = await generateText({ model: anthropic(`${connection["name"]}/m1`), prompt: "weather?", tools: { get_weather: WEATHER }, toolChoice: "required", maxOutputTokens: 256, maxRetries: 0 })
+      const result = await generateText({
+        model: anthropic(`${connection["name"]}/m1`),
+        prompt: "weather?",
+        tools: { get_weather: WEATHER },
+        toolChoice: "required",
+        maxOutputTokens: 256,
+        maxRetries: 0
+      })
       expect(result.toolCalls.map((c) => [c.toolName, c.input])).toEqual([["get_weather", { location: "Paris" }]])
     }
     expect(up.violations).toEqual([])
@@ -239,11 +249,21 @@ describe("LangChain with gateway model ids", () => {
         expect(answer.usage_metadata).toMatchObject({ input_tokens: 11, output_tokens: 7 })
         up.next({ content: TEXT, chunks: 3 })
         let streamed = ""
-        for await (const chunk of await chat.stream("say hi")) streamed += typeof chunk.content === "string" ? chunk.content : chunk.content.map((c) => ("text" in c ? c.text : "")).join("")
+        for await (const chunk of await chat.stream("say hi"))
+          streamed += typeof chunk.content === "string" ? chunk.content : chunk.content.map((c) => ("text" in c ? c.text : "")).join("")
         expect(streamed).toBe(TEXT)
         up.next({ toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] })
         const called = await chat
-          .bindTools([{ type: "function", function: { name: "get_weather", description: "Get the weather", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } } }])
+          .bindTools([
+            {
+              type: "function",
+              function: {
+                name: "get_weather",
+                description: "Get the weather",
+                parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] }
+              }
+            }
+          ])
           .invoke("weather in Paris?")
         expect(called.tool_calls?.map((c) => [c.name, c.args])).toEqual([["get_weather", { location: "Paris" }]])
       }

@@ -22,7 +22,10 @@ let up: FakeUpstream
 const read = (file: string) => fs.readFileSync(file, "utf8")
 const json = (file: string) => JSON.parse(read(file))
 const filesUnder = (dir: string): Array<string> =>
-  fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+  fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.join(e.parentPath, e.name))
 
 const setup = (tool: string, home: string, extra: ReadonlyArray<string> = [], env: Record<string, string> = {}) =>
   runCli([`setup-${tool}`, "--remote", gw.url, "--api-key", KEY, ...extra], { HOME: home, ...env })
@@ -33,7 +36,10 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "tools" }, { secret: KEY })))
   for (const name of ["up", "other"]) {
-    const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name, baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status).toBe(201)
   }
 })
@@ -63,7 +69,10 @@ const expectations: Record<string, (home: string) => void> = {
     expect(Object.keys(c.provider.gateway.models)).toEqual(expect.arrayContaining(["up/m1", "other/m1", "auto/coding"]))
   },
   qwen: (home) =>
-    expect(json(path.join(home, ".qwen", "settings.json"))).toEqual({ security: { auth: { selectedType: "openai", apiKey: KEY, baseUrl: `${gw.url}/v1` } }, model: { name: "up/m1" } }),
+    expect(json(path.join(home, ".qwen", "settings.json"))).toEqual({
+      security: { auth: { selectedType: "openai", apiKey: KEY, baseUrl: `${gw.url}/v1` } },
+      model: { name: "up/m1" }
+    }),
   kilo: (home) => {
     const c = json(path.join(home, ".config", "kilo", "kilo.json"))
     expect(c).toMatchObject({ $schema: "https://app.kilo.ai/config.json", model: "gateway/up/m1" })
@@ -120,7 +129,11 @@ describe("gateway setup-<tool>", { timeout: 120_000 }, () => {
     const home = tempDir("gw-setup-offline-")
     const r = await setup("codex", home, ["--yes", "--offline", "--model", "up/m1"])
     expect(r.code).toBe(0)
-    expect(TOML.parse(read(path.join(home, ".codex", "config.toml")))).toMatchObject({ check_for_update_on_startup: false, analytics: { enabled: false }, features: { plugins: false } })
+    expect(TOML.parse(read(path.join(home, ".codex", "config.toml")))).toMatchObject({
+      check_for_update_on_startup: false,
+      analytics: { enabled: false },
+      features: { plugins: false }
+    })
     expect(r.stdout).toContain("export GATEWAY_CODEX_API_KEY=gwk_clit…")
   })
 
@@ -176,7 +189,10 @@ describe("gateway launch", { timeout: 120_000 }, () => {
   it("spawns the tool with the gateway's environment and arguments before the user's, writes nothing, and exits with its code", async () => {
     const home = tempDir("gw-launch-")
     for (const args of [["launch", "codex"], ["launch-codex"]]) {
-      const r = await runCli([...args, "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "exec", "--skip-git-repo-check", "say hi"], { HOME: home, PATH: pathWith(bin) })
+      const r = await runCli([...args, "--remote", gw.url, "--api-key", KEY, "--model", "up/m1", "--", "exec", "--skip-git-repo-check", "say hi"], {
+        HOME: home,
+        PATH: pathWith(bin)
+      })
       expect(r.code).toBe(7)
       const lines = r.stdout.trim().split("\n")
       expect(lines[0]).toBe(`key=${KEY}`)

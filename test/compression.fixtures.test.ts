@@ -83,7 +83,9 @@ const classify = (name: string, r: { method?: string; path?: string; headers?: R
     // Claude Code asked for thinking, but the recording's stand-in model answered its tool call without a
     // thinking block: the real API (and the strict fake upstream, same family here) rejects that history
     // with thinking on. Not compression's business: that recording goes without `thinking`.
-    const unthought = (body["messages"] ?? []).some((m: Json) => m.role === "assistant" && Array.isArray(m.content) && m.content.some((c: Json) => c.type === "tool_use") && m.content[0]?.type !== "thinking")
+    const unthought = (body["messages"] ?? []).some(
+      (m: Json) => m.role === "assistant" && Array.isArray(m.content) && m.content.some((c: Json) => c.type === "tool_use") && m.content[0]?.type !== "thinking"
+    )
     if (body["thinking"] && unthought) {
       const { thinking: _t, ...rest } = body
       return at("anthropic", "messages", p, rest)
@@ -100,7 +102,10 @@ const classify = (name: string, r: { method?: string; path?: string; headers?: R
 const loadRecorded = (): Array<Recorded> => {
   const out: Array<Recorded> = []
   const cli = path.join(CLIENTS, "cli")
-  for (const file of fs.readdirSync(cli).filter((f) => f.endsWith(".requests.jsonl")).sort()) {
+  for (const file of fs
+    .readdirSync(cli)
+    .filter((f) => f.endsWith(".requests.jsonl"))
+    .sort()) {
     fs.readFileSync(path.join(cli, file), "utf8")
       .split("\n")
       .filter((l) => l.trim() !== "")
@@ -110,7 +115,10 @@ const loadRecorded = (): Array<Recorded> => {
       })
   }
   const sdk = path.join(CLIENTS, "sdk")
-  for (const file of fs.readdirSync(sdk).filter((f) => f.endsWith(".json") && !f.startsWith("_")).sort()) {
+  for (const file of fs
+    .readdirSync(sdk)
+    .filter((f) => f.endsWith(".json") && !f.startsWith("_"))
+    .sort()) {
     const doc = JSON.parse(fs.readFileSync(path.join(sdk, file), "utf8")) as { requests?: Array<Record<string, any>> }
     ;(doc.requests ?? []).forEach((req, i) => {
       const r = classify(`sdk/${file.replace(/\.json$/, "")}#${i + 1}`, req)
@@ -121,7 +129,17 @@ const loadRecorded = (): Array<Recorded> => {
 }
 
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "x-goog-api-key", "api-key"])
-const HOP_HEADERS = new Set(["host", "connection", "content-length", "accept-encoding", "transfer-encoding", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions"])
+const HOP_HEADERS = new Set([
+  "host",
+  "connection",
+  "content-length",
+  "accept-encoding",
+  "transfer-encoding",
+  "upgrade",
+  "sec-websocket-key",
+  "sec-websocket-version",
+  "sec-websocket-extensions"
+])
 
 let gw: TestGateway
 let up: FakeUpstream
@@ -230,7 +248,11 @@ describe("the recorded client traffic, compressed", () => {
   it("found every agent's inference requests", () => {
     expect(new Set(all.map((r) => r.family))).toEqual(new Set(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]))
     const agents = fs.readdirSync(path.join(CLIENTS, "cli")).filter((f) => f.endsWith(".requests.jsonl"))
-    for (const file of agents.filter((f) => !f.includes("count_tokens"))) expect(all.some((r) => r.name.startsWith(`cli/${file.replace(/\.requests\.jsonl$/, "")}#`)), file).toBe(true)
+    for (const file of agents.filter((f) => !f.includes("count_tokens")))
+      expect(
+        all.some((r) => r.name.startsWith(`cli/${file.replace(/\.requests\.jsonl$/, "")}#`)),
+        file
+      ).toBe(true)
     expect(all.length).toBeGreaterThan(60)
   })
 
@@ -256,8 +278,18 @@ describe("the recorded client traffic, compressed", () => {
 
   it("the recordings with tool results: every agent that ran a tool", () => {
     const names = new Set(withTools.map((r) => r.name.split("#")[0]))
-    for (const agent of ["claude-p-toolcall-bearer", "codex-exec-custom-provider-toolcall", "kilo-run-openai-compatible-toolcall", "qwen-p-toolcall-yolo", "gemini-p-toolcall", "opencode-run-openai-compatible-toolcall"]) {
-      expect([...names].some((n) => n === `cli/${agent}`), agent).toBe(true)
+    for (const agent of [
+      "claude-p-toolcall-bearer",
+      "codex-exec-custom-provider-toolcall",
+      "kilo-run-openai-compatible-toolcall",
+      "qwen-p-toolcall-yolo",
+      "gemini-p-toolcall",
+      "opencode-run-openai-compatible-toolcall"
+    ]) {
+      expect(
+        [...names].some((n) => n === `cli/${agent}`),
+        agent
+      ).toBe(true)
     }
   })
 
@@ -265,7 +297,10 @@ describe("the recorded client traffic, compressed", () => {
     it(`${r.name}: a long noisy tool output reaches the upstream compressed (caveman leaves tool results alone)`, async () => {
       const format = r.family as FormatId
       const inject = (output: string) => mapSegments(format, r.endpoint, r.body, (text, s) => (s.kind === "tool-result" ? output : text))!
-      const resultsOf = (body: Json) => segmentsOf(format, r.endpoint, body).filter((s) => s.segment.kind === "tool-result").map((s) => s.text)
+      const resultsOf = (body: Json) =>
+        segmentsOf(format, r.endpoint, body)
+          .filter((s) => s.segment.kind === "tool-result")
+          .map((s) => s.text)
       for (const [mode, output] of [
         ["default", NOISY],
         ["engine:rtk", NOISY],

@@ -30,7 +30,9 @@ describe("json", () => {
     expect(rules().map((r) => r.id)).toEqual(["whole-text", "fenced-block"])
   })
   it("minifies a tool result that is one JSON object or array, keeping number and string text exactly", () => {
-    expect(run('{\n  "a": 1.0,\n  "b": [ 12345678901234567890, -0, 1E+2 ],\n  "c": "x  \\u00e9 \\/ y"\n}\n')).toBe('{"a":1.0,"b":[12345678901234567890,-0,1E+2],"c":"x  \\u00e9 \\/ y"}')
+    expect(run('{\n  "a": 1.0,\n  "b": [ 12345678901234567890, -0, 1E+2 ],\n  "c": "x  \\u00e9 \\/ y"\n}\n')).toBe(
+      '{"a":1.0,"b":[12345678901234567890,-0,1E+2],"c":"x  \\u00e9 \\/ y"}'
+    )
   })
   it("agrees with JSON.stringify(JSON.parse(x)) when no literal has another spelling", () => {
     const value = fc.jsonValue({ maxDepth: 3 }).filter((v) => typeof v === "object" && v !== null)

@@ -274,7 +274,7 @@ describe("rtk regex checks", () => {
     for (const bad of ["(a+)+", "(a*)*b", "(?:x+){2,}", "((ab)+c)*", "([a-z]+\\s?)+$", "(\\d+|x)+", "(a)\\1", "(?<n>a)\\k<n>", "(a+){2}"]) {
       expect(checkRegex(bad, false), bad).toBeDefined()
     }
-    for (const ok of ["^\\s*\\(use \"git [^\"]*\"[^)]*\\)\\s*$", "(ab)+", "(a+)?", "(a+){1}", "[(+*)]+", "^\\d+ passed", "a{2,3}b+"]) {
+    for (const ok of ['^\\s*\\(use "git [^"]*"[^)]*\\)\\s*$', "(ab)+", "(a+)?", "(a+){1}", "[(+*)]+", "^\\d+ passed", "a{2,3}b+"]) {
       expect(checkRegex(ok, false), ok).toBeUndefined()
     }
     expect(checkRegex("(a+)+", true)).toBeUndefined()
@@ -309,7 +309,23 @@ describe("rtk listings", () => {
   })
   it("has the filters the issue names", () => {
     expect(BUILTIN_FILTERS.map((f) => f.id)).toEqual(
-      expect.arrayContaining(["git-status", "git-diff", "git-log", "test-js", "test-pytest", "test-go", "test-cargo", "npm-install", "pip-install", "ls-long", "find", "grep", "build-tsc", "build-cargo", "build-make"])
+      expect.arrayContaining([
+        "git-status",
+        "git-diff",
+        "git-log",
+        "test-js",
+        "test-pytest",
+        "test-go",
+        "test-cargo",
+        "npm-install",
+        "pip-install",
+        "ls-long",
+        "find",
+        "grep",
+        "build-tsc",
+        "build-cargo",
+        "build-make"
+      ])
     )
   })
 })

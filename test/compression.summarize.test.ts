@@ -12,7 +12,10 @@ import { cutOf, SummarizeConfig, withSummary } from "../src/services/context/sum
  * lands before a user's own turn (never between a tool call and its result).
  */
 const dir = path.resolve("test/fixtures/compression/summarize")
-const cases = fs.readdirSync(dir).filter((n) => n.endsWith(".input.json")).map((n) => n.replace(".input.json", ""))
+const cases = fs
+  .readdirSync(dir)
+  .filter((n) => n.endsWith(".input.json"))
+  .map((n) => n.replace(".input.json", ""))
 
 describe("summarize corpus", () => {
   it("has cases in every format with a message list", () => {

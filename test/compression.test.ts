@@ -21,7 +21,17 @@ let gw: TestGateway
 let up: FakeUpstream
 let clientKeyId = ""
 
-const PRETTY = JSON.stringify({ files: [{ name: "a.ts", size: 120 }, { name: "b.ts", size: 98 }], total: 2 }, null, 2)
+const PRETTY = JSON.stringify(
+  {
+    files: [
+      { name: "a.ts", size: 120 },
+      { name: "b.ts", size: 98 }
+    ],
+    total: 2
+  },
+  null,
+  2
+)
 const MINIFIED = JSON.stringify(JSON.parse(PRETTY))
 
 /** A chat request whose tool result is pretty JSON (json and whitespace shrink it; rtk leaves it). */
@@ -291,7 +301,11 @@ describe("prompt caches still hit", () => {
       model: "up/m1",
       messages: [
         { role: "user", content: "Run the tests." },
-        { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npx vitest run" }) } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "call_1", type: "function", function: { name: "bash", arguments: JSON.stringify({ command: "npx vitest run" }) } }]
+        },
         { role: "tool", tool_call_id: "call_1", content: big },
         ...extra
       ]
@@ -301,7 +315,15 @@ describe("prompt caches still hit", () => {
     const b = (await send(h, body([]))).upstream
     expect(JSON.stringify(b)).toBe(JSON.stringify(a))
     expect(toolText(a).length).toBeLessThan(big.length)
-    const longer = (await send(h, body([{ role: "assistant", content: "All pass." }, { role: "user", content: "Good." }]))).upstream
+    const longer = (
+      await send(
+        h,
+        body([
+          { role: "assistant", content: "All pass." },
+          { role: "user", content: "Good." }
+        ])
+      )
+    ).upstream
     expect(longer.messages.slice(0, a.messages.length)).toEqual(a.messages)
   })
 })
@@ -331,7 +353,11 @@ describe("rtk's raw outputs", () => {
 })
 
 describe("memory and skill injection", () => {
-  const systemText = (upstream: any) => upstream.messages.filter((m: any) => m.role === "system").map((m: any) => m.content).join("\n---\n")
+  const systemText = (upstream: any) =>
+    upstream.messages
+      .filter((m: any) => m.role === "system")
+      .map((m: any) => m.content)
+      .join("\n---\n")
   const asClient = { authorization: `Bearer ${CLIENT}` }
 
   it("global, per key and per session entries join the system prompt after the client's own; x-gateway-no-memory skips them", async () => {
@@ -442,7 +468,11 @@ describe("management", () => {
     expect(res.body.body.messages[3].content).toBe(MINIFIED)
     const anth = await api("/api/compression/preview", {
       method: "POST",
-      body: { format: "anthropic", mode: "engine:json", body: { model: "x", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: PRETTY }] }] } }
+      body: {
+        format: "anthropic",
+        mode: "engine:json",
+        body: { model: "x", max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: PRETTY }] }] }
+      }
     })
     expect(anth.status, anth.text).toBe(200)
     expect(anth.body.body.messages[0].content[0].content).toBe(MINIFIED)
@@ -525,7 +555,9 @@ describe("summarize", () => {
     model: "up/m1",
     messages: [
       { role: "system", content: "You are a coding agent." },
-      ...Array.from({ length: n }, (_, i) => (i % 2 === 0 ? { role: "user", content: `${tag} step ${i}: change file${i}.ts` } : { role: "assistant", content: `Done with step ${i - 1}.` })),
+      ...Array.from({ length: n }, (_, i) =>
+        i % 2 === 0 ? { role: "user", content: `${tag} step ${i}: change file${i}.ts` } : { role: "assistant", content: `Done with step ${i - 1}.` }
+      ),
       { role: "user", content: `${tag}: what is left?` }
     ]
   })
@@ -562,7 +594,13 @@ describe("summarize", () => {
     expect(sent.messages[1].content).toContain("SUMMARY: files 0 to 7 changed.")
     expect(sent.messages[2].role).toBe("assistant")
     // 12 turns + the question: 8 summarised (the cut moves in steps of 4, before a user turn), 5 kept.
-    expect(sent.messages.slice(3).map((m: any) => m.content)).toEqual(["w step 8: change file8.ts", "Done with step 8.", "w step 10: change file10.ts", "Done with step 10.", "w: what is left?"])
+    expect(sent.messages.slice(3).map((m: any) => m.content)).toEqual([
+      "w step 8: change file8.ts",
+      "Done with step 8.",
+      "w step 10: change file10.ts",
+      "Done with step 10.",
+      "w: what is left?"
+    ])
     // The next turn (same older part): the same summary, no new call, the same prefix.
     up.requests.length = 0
     const next = long(12, "w")
@@ -602,7 +640,10 @@ describe("rtk project filter files", () => {
   it("a valid file's filters run; a file with an unsafe regex is refused until GATEWAY_RTK_TRUST_PROJECT_FILTERS", async () => {
     const dir = path.join(gw.dataDir, "rtk-filters")
     fs.mkdirSync(dir, { recursive: true })
-    fs.writeFileSync(path.join(dir, "deploy.json"), JSON.stringify({ filters: [{ id: "deploy-tool", description: "our deploy script", match: { command: "deploy\\.sh" }, drop: ["^debug: "] }] }))
+    fs.writeFileSync(
+      path.join(dir, "deploy.json"),
+      JSON.stringify({ filters: [{ id: "deploy-tool", description: "our deploy script", match: { command: "deploy\\.sh" }, drop: ["^debug: "] }] })
+    )
     fs.writeFileSync(path.join(dir, "risky.json"), JSON.stringify([{ id: "risky", description: "nested quantifier", match: { command: "risky" }, drop: ["^(a+)+$"] }]))
     try {
       const listed = await api("/api/context/rtk/filters")

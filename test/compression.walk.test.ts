@@ -81,7 +81,14 @@ const expectWalk = (format: FormatId, endpoint: string, raw: Json, expected: Rea
   expect(found).toStrictEqual(
     expected.map(({ text, at: _at, ...s }) => ({
       text,
-      segment: { role: s.role, kind: s.kind, ...(s.toolName !== undefined ? { toolName: s.toolName } : {}), ...(s.command !== undefined ? { command: s.command } : {}), turn: s.turn, turns: s.turns }
+      segment: {
+        role: s.role,
+        kind: s.kind,
+        ...(s.toolName !== undefined ? { toolName: s.toolName } : {}),
+        ...(s.command !== undefined ? { command: s.command } : {}),
+        turn: s.turn,
+        turns: s.turns
+      }
     }))
   )
   for (const e of expected) expect(getAt(body, e.at)).toBe(e.text)
@@ -94,7 +101,11 @@ const expectWalk = (format: FormatId, endpoint: string, raw: Json, expected: Rea
   const want = structuredClone(raw)
   for (const e of expected) setAt(want, e.at, e.text.toUpperCase())
   expect(out).toStrictEqual(want)
-  expectShared(body, out, expected.map((e) => e.at))
+  expectShared(
+    body,
+    out,
+    expected.map((e) => e.at)
+  )
   expect(body).toStrictEqual(snapshot)
   return out!
 }
@@ -177,7 +188,15 @@ describe("openai-responses", () => {
     instructions: "You are Codex, a coding agent.",
     input: [
       { type: "message", id: "msg_1", role: "developer", content: [{ type: "input_text", text: "<permissions instructions>\nsandboxed\n</permissions instructions>" }] },
-      { type: "message", role: "user", content: [{ type: "input_text", text: "USE_TOOL run echo" }, { type: "input_image", image_url: "data:image/png;base64,iVBORw0KGgo=" }, { type: "input_file", file_id: "file_1" }] },
+      {
+        type: "message",
+        role: "user",
+        content: [
+          { type: "input_text", text: "USE_TOOL run echo" },
+          { type: "input_image", image_url: "data:image/png;base64,iVBORw0KGgo=" },
+          { type: "input_file", file_id: "file_1" }
+        ]
+      },
       { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "Plan: run echo." }], encrypted_content: "gAAAAABencrypted" },
       { type: "function_call", status: "completed", id: "fc_1", name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}', call_id: "call_a" },
       { type: "function_call_output", id: "fco_1", call_id: "call_a", output: "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n" },
@@ -185,7 +204,14 @@ describe("openai-responses", () => {
       { type: "custom_tool_call_output", call_id: "call_b", output: [{ type: "input_text", text: "Success. Updated the following files:\nM a.ts" }] },
       { type: "local_shell_call", call_id: "call_c", status: "completed", action: { type: "exec", command: ["bash", "-lc", "git diff --stat"] } },
       { type: "local_shell_call_output", call_id: "call_c", output: " a.ts | 2 +-\n" },
-      { type: "message", role: "assistant", content: [{ type: "output_text", text: "Done.", annotations: [] }, { type: "refusal", refusal: "no" }] },
+      {
+        type: "message",
+        role: "assistant",
+        content: [
+          { type: "output_text", text: "Done.", annotations: [] },
+          { type: "refusal", refusal: "no" }
+        ]
+      },
       { role: "user", content: "ship it" }
     ],
     tools: [{ type: "function", name: "exec_command", parameters: { type: "object", properties: { cmd: { type: "string" } } } }],
@@ -199,7 +225,10 @@ describe("openai-responses", () => {
       seg("system", "prose", 0, n, ["instructions"], "You are Codex, a coding agent."),
       seg("system", "prose", 0, n, ["input", 0, "content", 0, "text"], "<permissions instructions>\nsandboxed\n</permissions instructions>"),
       seg("user", "prose", 1, n, ["input", 1, "content", 0, "text"], "USE_TOOL run echo"),
-      seg("tool", "tool-result", 4, n, ["input", 4, "output"], "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n", { toolName: "exec_command", command: "echo TOOL_OK" }),
+      seg("tool", "tool-result", 4, n, ["input", 4, "output"], "Chunk ID: f3ad3f\nWall time: 0.1712 seconds\nProcess exited with code 0\nOutput:\nTOOL_OK\n", {
+        toolName: "exec_command",
+        command: "echo TOOL_OK"
+      }),
       seg("tool", "tool-result", 6, n, ["input", 6, "output", 0, "text"], "Success. Updated the following files:\nM a.ts", { toolName: "apply_patch" }),
       seg("tool", "tool-result", 8, n, ["input", 8, "output"], " a.ts | 2 +-\n", { toolName: "local_shell", command: "git diff --stat" }),
       seg("assistant", "prose", 9, n, ["input", 9, "content", 0, "text"], "Done."),
@@ -288,11 +317,23 @@ describe("anthropic", () => {
   })
 
   it("walks a string system and a system message inside messages (Claude Code sends one)", () => {
-    expectWalk("anthropic", "messages", { model: "m", system: "Be brief.", messages: [{ role: "system", content: "More rules." }, { role: "user", content: "hi" }] }, [
-      seg("system", "prose", 0, 2, ["system"], "Be brief."),
-      seg("system", "prose", 0, 2, ["messages", 0, "content"], "More rules."),
-      seg("user", "prose", 1, 2, ["messages", 1, "content"], "hi")
-    ])
+    expectWalk(
+      "anthropic",
+      "messages",
+      {
+        model: "m",
+        system: "Be brief.",
+        messages: [
+          { role: "system", content: "More rules." },
+          { role: "user", content: "hi" }
+        ]
+      },
+      [
+        seg("system", "prose", 0, 2, ["system"], "Be brief."),
+        seg("system", "prose", 0, 2, ["messages", 0, "content"], "More rules."),
+        seg("user", "prose", 1, 2, ["messages", 1, "content"], "hi")
+      ]
+    )
   })
 })
 
@@ -308,7 +349,10 @@ describe("gemini", () => {
           { functionCall: { id: "ld_1", name: "list_directory", args: { dir_path: "." } }, thoughtSignature: "skip_thought_signature_validator" }
         ]
       },
-      { role: "user", parts: [{ functionResponse: { id: "ld_1", name: "list_directory", response: { output: "Directory listing for /home/user/work:\nREADME.md (120 bytes)" } } }] },
+      {
+        role: "user",
+        parts: [{ functionResponse: { id: "ld_1", name: "list_directory", response: { output: "Directory listing for /home/user/work:\nREADME.md (120 bytes)" } } }]
+      },
       { role: "model", parts: [{ functionCall: { name: "run_shell_command", args: { command: "npm test" } } }] },
       { role: "user", parts: [{ functionResponse: { name: "run_shell_command", response: { stdout: "PASS 3 tests\n", stderr: "npm warn config\n", exitCode: 0 } } }] },
       { role: "model", parts: [{ text: "All tests pass." }, { text: "Signed answer.", thoughtSignature: "c2lnbmVk" }] },
@@ -325,9 +369,17 @@ describe("gemini", () => {
       seg("system", "prose", 0, n, ["systemInstruction", "parts", 0, "text"], "You are Gemini CLI, an autonomous CLI agent."),
       seg("user", "prose", 0, n, ["contents", 0, "parts", 0, "text"], "<session_context>\nThis is the Gemini CLI.\n</session_context>"),
       seg("user", "prose", 0, n, ["contents", 0, "parts", 1, "text"], "USE_TOOL list files"),
-      seg("tool", "tool-result", 2, n, ["contents", 2, "parts", 0, "functionResponse", "response", "output"], "Directory listing for /home/user/work:\nREADME.md (120 bytes)", { toolName: "list_directory" }),
-      seg("tool", "tool-result", 4, n, ["contents", 4, "parts", 0, "functionResponse", "response", "stdout"], "PASS 3 tests\n", { toolName: "run_shell_command", command: "npm test" }),
-      seg("tool", "tool-result", 4, n, ["contents", 4, "parts", 0, "functionResponse", "response", "stderr"], "npm warn config\n", { toolName: "run_shell_command", command: "npm test" }),
+      seg("tool", "tool-result", 2, n, ["contents", 2, "parts", 0, "functionResponse", "response", "output"], "Directory listing for /home/user/work:\nREADME.md (120 bytes)", {
+        toolName: "list_directory"
+      }),
+      seg("tool", "tool-result", 4, n, ["contents", 4, "parts", 0, "functionResponse", "response", "stdout"], "PASS 3 tests\n", {
+        toolName: "run_shell_command",
+        command: "npm test"
+      }),
+      seg("tool", "tool-result", 4, n, ["contents", 4, "parts", 0, "functionResponse", "response", "stderr"], "npm warn config\n", {
+        toolName: "run_shell_command",
+        command: "npm test"
+      }),
       seg("assistant", "prose", 5, n, ["contents", 5, "parts", 0, "text"], "All tests pass."),
       seg("user", "prose", 6, n, ["contents", 6, "parts", 0, "text"], "great")
     ])
@@ -344,7 +396,10 @@ describe("gemini", () => {
           { role: "user", parts: [{ function_response: { name: "shell", response: { result: "a.txt" } } }] }
         ]
       },
-      [seg("system", "prose", 0, 2, ["system_instruction"], "Be brief."), seg("tool", "tool-result", 1, 2, ["contents", 1, "parts", 0, "function_response", "response", "result"], "a.txt", { toolName: "shell", command: "ls" })]
+      [
+        seg("system", "prose", 0, 2, ["system_instruction"], "Be brief."),
+        seg("tool", "tool-result", 1, 2, ["contents", 1, "parts", 0, "function_response", "response", "result"], "a.txt", { toolName: "shell", command: "ls" })
+      ]
     )
   })
 })
@@ -380,7 +435,18 @@ describe("ollama", () => {
 
 describe("what the walker never does", () => {
   it("keeps a text when fn answers empty, and offers no empty text", () => {
-    const body = { model: "m", messages: [{ role: "user", content: [{ type: "text", text: "" }, { type: "text", text: "keep me" }] }] }
+    const body = {
+      model: "m",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "" },
+            { type: "text", text: "keep me" }
+          ]
+        }
+      ]
+    }
     const seen: Array<string> = []
     expect(mapSegments("openai-chat", "chat.completions", body, (t) => (seen.push(t), ""))).toBeUndefined()
     expect(seen).toEqual(["keep me"])
@@ -450,7 +516,10 @@ const classify = (name: string, r: { method?: string; path?: string; body?: unkn
 const recorded = (): Array<Recorded> => {
   const out: Array<Recorded> = []
   const cli = path.join(CLIENTS, "cli")
-  for (const file of fs.readdirSync(cli).filter((f) => f.endsWith(".requests.jsonl")).sort()) {
+  for (const file of fs
+    .readdirSync(cli)
+    .filter((f) => f.endsWith(".requests.jsonl"))
+    .sort()) {
     fs.readFileSync(path.join(cli, file), "utf8")
       .split("\n")
       .filter((l) => l.trim() !== "")
@@ -460,7 +529,10 @@ const recorded = (): Array<Recorded> => {
       })
   }
   const sdk = path.join(CLIENTS, "sdk")
-  for (const file of fs.readdirSync(sdk).filter((f) => f.endsWith(".json")).sort()) {
+  for (const file of fs
+    .readdirSync(sdk)
+    .filter((f) => f.endsWith(".json"))
+    .sort()) {
     const doc = JSON.parse(fs.readFileSync(path.join(sdk, file), "utf8")) as { requests?: Array<{ method?: string; path?: string; body?: unknown }> }
     ;(doc.requests ?? []).forEach((req, i) => {
       const r = classify(`sdk/${file}#${i + 1}`, req)
@@ -477,7 +549,10 @@ describe("recorded client requests", () => {
     expect(new Set(all.map((r) => r.format))).toEqual(new Set(["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]))
     const agents = fs.readdirSync(path.join(CLIENTS, "cli")).filter((f) => f.endsWith(".requests.jsonl"))
     for (const file of agents) {
-      expect(all.some((r) => r.name.startsWith(`cli/${file}#`)), file).toBe(true)
+      expect(
+        all.some((r) => r.name.startsWith(`cli/${file}#`)),
+        file
+      ).toBe(true)
     }
     expect(all.filter((r) => r.name.startsWith("cli/")).length).toBeGreaterThan(60)
   })

@@ -56,7 +56,9 @@ describe("whitespace", () => {
     expect(run(t)).toBe(t)
   })
   it("invariants: non-whitespace characters and their order kept, leading indentation kept, idempotent", () => {
-    const line = fc.tuple(fc.constantFrom("", "  ", "\t", "    "), fc.array(fc.constantFrom("a", "b", " ", "  ", "\t", "```", "~~~", "é"), { maxLength: 8 })).map(([i, w]) => i + w.join(""))
+    const line = fc
+      .tuple(fc.constantFrom("", "  ", "\t", "    "), fc.array(fc.constantFrom("a", "b", " ", "  ", "\t", "```", "~~~", "é"), { maxLength: 8 }))
+      .map(([i, w]) => i + w.join(""))
     const text = fc.array(line, { maxLength: 12 }).map((l) => l.join("\n"))
     fc.assert(
       fc.property(text, fc.constantFrom(PROSE, TOOL), (t, segment) => {
@@ -64,7 +66,11 @@ describe("whitespace", () => {
         expect(out.replace(/\s/g, "")).toBe(t.replace(/\s/g, ""))
         expect(run(out, segment)).toBe(out)
         if (segment.kind === "tool-result") {
-          const indents = (s: string) => s.split("\n").filter((l) => l.trim() !== "").map((l) => /^[ \t]*/.exec(l)![0])
+          const indents = (s: string) =>
+            s
+              .split("\n")
+              .filter((l) => l.trim() !== "")
+              .map((l) => /^[ \t]*/.exec(l)![0])
           expect(indents(out)).toEqual(indents(t))
         }
         return true

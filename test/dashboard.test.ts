@@ -21,7 +21,10 @@ const PASSWORD = "dashboard-test-password"
 const fakeBuild = () => {
   const dir = tempDir("gw-web-")
   fs.mkdirSync(path.join(dir, "assets"))
-  fs.writeFileSync(path.join(dir, "index.html"), `<!doctype html><html><head><script type="module" src="/dashboard/assets/index-abc123.js"></script></head><body>${"<!-- padding -->".repeat(80)}</body></html>`)
+  fs.writeFileSync(
+    path.join(dir, "index.html"),
+    `<!doctype html><html><head><script type="module" src="/dashboard/assets/index-abc123.js"></script></head><body>${"<!-- padding -->".repeat(80)}</body></html>`
+  )
   fs.writeFileSync(path.join(dir, "assets/index-abc123.js"), `console.log(${JSON.stringify("x".repeat(4000))})`)
   fs.writeFileSync(path.join(dir, "assets/logo-def456.png"), Buffer.from([0x89, 0x50, 0x4e, 0x47]))
   return dir
@@ -137,7 +140,13 @@ describe("first-run setup (POST /api/auth/setup)", () => {
   afterAll(() => gw.close())
 
   it("is refused through a proxy (a forwarded request is not this machine), and a short password is a 400", async () => {
-    const proxied = await rawCall(gw.url, "POST", "/api/auth/setup", { "content-type": "application/json", "x-forwarded-for": "203.0.113.9" }, JSON.stringify({ password: PASSWORD }))
+    const proxied = await rawCall(
+      gw.url,
+      "POST",
+      "/api/auth/setup",
+      { "content-type": "application/json", "x-forwarded-for": "203.0.113.9" },
+      JSON.stringify({ password: PASSWORD })
+    )
     expect(proxied.status).toBe(403)
     expect(proxied.body.message).toContain("gateway setup")
     const cross = await rawCall(gw.url, "POST", "/api/auth/setup", { "content-type": "application/json", origin: "http://evil.example" }, JSON.stringify({ password: PASSWORD }))
@@ -169,7 +178,13 @@ describe("first-run setup (POST /api/auth/setup)", () => {
     const other = await startGateway()
     try {
       await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      const res = await rawCall(other.url, "POST", "/api/auth/setup", { "content-type": "application/json", "x-forwarded-for": "203.0.113.9", authorization: `Bearer ${ADMIN}` }, JSON.stringify({ password: PASSWORD }))
+      const res = await rawCall(
+        other.url,
+        "POST",
+        "/api/auth/setup",
+        { "content-type": "application/json", "x-forwarded-for": "203.0.113.9", authorization: `Bearer ${ADMIN}` },
+        JSON.stringify({ password: PASSWORD })
+      )
       expect(res.status).toBe(200)
     } finally {
       await other.close()
@@ -243,7 +258,8 @@ describe("the live feed (GATEWAY_ENABLE_LIVE_WS)", () => {
   const host = () => new URL(gw.url).host
 
   it("a dashboard session sees each request as it completes or fails: hello with the recent events, then one frame per event", async () => {
-    const chat = (model: string) => call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${USER}` } })
+    const chat = (model: string) =>
+      call(`${gw.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${USER}` } })
     expect((await chat("up/m1")).status).toBe(200)
     const client = await open(ws(), { cookie, origin: `http://${host()}` })
     try {
@@ -298,4 +314,3 @@ describe("the live feed (GATEWAY_ENABLE_LIVE_WS)", () => {
     }
   })
 })
-

@@ -29,8 +29,7 @@ const hostOf = (url: string) => new URL(url).host
 /** Tunnels to `target` (host:port) the proxy opened since `before`. */
 const tunnelsTo = (target: string, before: number) => proxy.passed.slice(before).filter((p) => p.target === `CONNECT ${target}`).length
 
-const setFallback = (value: string | undefined) =>
-  gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK", value))))
+const setFallback = (value: string | undefined) => gw.run(Effect.flatMap(FeatureFlags, (f) => Effect.orDie(f.set("GATEWAY_CONTROL_PLANE_PROXY_DIRECT_FALLBACK", value))))
 const setGlobalProxy = async (url: string | null, family?: string) => {
   const res = await api(gw, "/api/settings/proxy", { method: "PUT", body: { url, ...(family ? { family } : {}) } })
   expect(res.status, res.text).toBe(200)
@@ -128,7 +127,9 @@ describe("OAuth token endpoints", () => {
 
 describe("provider-node probes", () => {
   it("POST /api/provider-nodes/{id}/test probes through the proxy of the node's connection", async () => {
-    const node = await api(gw, "/api/provider-nodes", { body: { id: "proxlab", name: "Proxied lab", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "m1" }] } })
+    const node = await api(gw, "/api/provider-nodes", {
+      body: { id: "proxlab", name: "Proxied lab", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "m1" }] }
+    })
     expect(node.status, node.text).toBe(201)
     const viaProxy = await registryProxy("node-proxy", proxy.port)
     const conn = await api(gw, "/api/providers", { body: { provider: "proxlab", apiKey: "sk-node-key", proxyId: viaProxy } })

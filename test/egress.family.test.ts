@@ -37,7 +37,10 @@ let n = 0
 const proxyAndConnection = async (proxy: Record<string, unknown>) => {
   const p = await call(`${gw.url}${PROXIES}`, { body: { name: `p${++n}`, ...proxy }, headers: admin })
   expect(p.status, p.text).toBe(201)
-  const c = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: `fam${n}`, baseUrl: fake.upstream.baseUrl, defaultModel: "m1", proxyId: p.body.id }, headers: admin })
+  const c = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: `fam${n}`, baseUrl: fake.upstream.baseUrl, defaultModel: "m1", proxyId: p.body.id },
+    headers: admin
+  })
   expect(c.status, c.text).toBe(201)
   return { proxy: p.body as { id: string; url: string }, name: c.body.name as string }
 }
@@ -139,7 +142,10 @@ describe("rule 2: ipv4/ipv6 append the marker once and pin the family with no fa
 describe("rule 3: an IP literal that contradicts the directive is an error when the dispatcher is built", () => {
   it("buildDispatcher throws PROXY_FAMILY_UNAVAILABLE for ipv6 with an IPv4 literal and ipv4 with an IPv6 literal", () => {
     const lookup = () => undefined
-    for (const [host, family] of [["127.0.0.1", "ipv6"], ["::1", "ipv4"]] as const) {
+    for (const [host, family] of [
+      ["127.0.0.1", "ipv6"],
+      ["::1", "ipv4"]
+    ] as const) {
       for (const type of ["http", "socks5"] as const) {
         let thrown: unknown
         try {
@@ -154,7 +160,10 @@ describe("rule 3: an IP literal that contradicts the directive is an error when 
   })
 
   it("the global proxy (/api/settings/proxy, stored as given) with a contradicting literal refuses chat with 503 PROXY_FAMILY_UNAVAILABLE and sends nothing", async () => {
-    const c = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "global-user", baseUrl: fake.upstream.baseUrl, defaultModel: "m1" }, headers: admin })
+    const c = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "global-user", baseUrl: fake.upstream.baseUrl, defaultModel: "m1" },
+      headers: admin
+    })
     expect(c.status).toBe(201)
     const put = await call(`${gw.url}/api/settings/proxy`, { method: "PUT", body: { url: `http://127.0.0.1:${dual.port}`, family: "ipv6" }, headers: admin })
     expect(put.status, put.text).toBe(200)

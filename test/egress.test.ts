@@ -206,7 +206,10 @@ describe("the proxy registry", () => {
     const got = await call(`${gw.url}${PROXIES}/${p.id}`, { headers: admin })
     expect(got.body.usedBy).toEqual([c.name])
 
-    const unknown = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "bad-proxy", baseUrl: fake.upstream.baseUrl, proxyId: "proxy_nope" }, headers: admin })
+    const unknown = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "bad-proxy", baseUrl: fake.upstream.baseUrl, proxyId: "proxy_nope" },
+      headers: admin
+    })
     expect(unknown.status).toBe(400)
     expect(unknown.body.message).toContain("proxyId")
     // PUT /api/providers/{id} points the connection elsewhere; then the proxy can go.

@@ -86,4 +86,3 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
     }
   })
 })
-

@@ -60,7 +60,10 @@ beforeAll(async () => {
   })
   gw = await startGateway()
   adminKeyId = (await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))).id
-  expect((await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "good" }, headers: admin })).status).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "good" }, headers: admin }))
+      .status
+  ).toBe(201)
   expect((await call(`${gw.url}/api/pricing`, { method: "PUT", body: { provider: "openai-compatible", model: "good", input: 1, output: 2 }, headers: admin })).status).toBe(200)
 })
 

@@ -26,7 +26,8 @@ beforeAll(async () => {
 })
 afterAll(() => g?.close())
 
-const chunkRows = () => queryDb(g.dataDir, "SELECT object_id, seq, length(data) AS n FROM file_chunks ORDER BY object_id, seq") as Array<{ object_id: string; seq: number; n: number }>
+const chunkRows = () =>
+  queryDb(g.dataDir, "SELECT object_id, seq, length(data) AS n FROM file_chunks ORDER BY object_id, seq") as Array<{ object_id: string; seq: number; n: number }>
 const onDisk = () => (fs.existsSync(path.join(g.dataDir, "files")) ? fs.readdirSync(path.join(g.dataDir, "files")) : [])
 
 describe("the database file store", () => {
@@ -72,7 +73,9 @@ describe("the database file store", () => {
       headers: { "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": String(5 * 1024 * 1024) }
     })
     req.on("error", () => {})
-    req.write(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n`)
+    req.write(
+      `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.bin"\r\n\r\n`
+    )
     req.write(crypto.randomBytes(2 * 1024 * 1024))
     // Chunks exist under a temporary id while the upload runs.
     await until("chunks of the running upload", () => chunkRows().some((r) => r.object_id.includes(".part-")))

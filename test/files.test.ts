@@ -100,9 +100,10 @@ describe("files with the openai SDK", () => {
   it("refuses a bad purpose or expiry with a 400 naming it, and keeps nothing", async () => {
     const before = storedFiles().length
     await expect(a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "nonsense" as never })).rejects.toMatchObject({ status: 400, param: "purpose" })
-    await expect(
-      a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "batch", expires_after: { anchor: "created_at", seconds: 5 } })
-    ).rejects.toMatchObject({ status: 400, param: "expires_after[seconds]" })
+    await expect(a.files.create({ file: await toFile(Buffer.from("x"), "x.txt"), purpose: "batch", expires_after: { anchor: "created_at", seconds: 5 } })).rejects.toMatchObject({
+      status: 400,
+      param: "expires_after[seconds]"
+    })
     expect(storedFiles().length).toBe(before)
   })
 

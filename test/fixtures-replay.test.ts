@@ -32,32 +32,66 @@ interface Case {
 
 /** Connections, each serving models whose clients speak another family (lower priority wins a shared id). */
 const CONNECTIONS: ReadonlyArray<{ family: Family; connection: Record<string, unknown> }> = [
-  { family: "openai-chat", connection: { provider: "openai-compatible", name: "to-chat", priority: 1, models: ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "nomic-embed-text", "text-embedding-004"] } },
-  { family: "openai-responses", connection: { provider: "openai-compatible", name: "to-resp", priority: 1, upstreamFormat: "openai-responses", models: ["gemini-2.5-flash", "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash"] } },
+  {
+    family: "openai-chat",
+    connection: {
+      provider: "openai-compatible",
+      name: "to-chat",
+      priority: 1,
+      models: ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "nomic-embed-text", "text-embedding-004"]
+    }
+  },
+  {
+    family: "openai-responses",
+    connection: {
+      provider: "openai-compatible",
+      name: "to-resp",
+      priority: 1,
+      upstreamFormat: "openai-responses",
+      models: ["gemini-2.5-flash", "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash"]
+    }
+  },
   { family: "ollama", connection: { provider: "ollama", name: "to-oll", priority: 1, models: ["fake-model"] } },
   { family: "anthropic", connection: { provider: "anthropic", name: "to-anth", priority: 5, apiKey: "sk-ant-upstream", models: ["gpt-5", "gpt-5.4-nano"] } },
-  { family: "gemini", connection: { provider: "gemini", name: "to-gem", priority: 5, apiKey: "gemini-upstream-key", models: ["qwen3-coder-plus", "llama3", "text-embedding-3-small"] } }
+  {
+    family: "gemini",
+    connection: { provider: "gemini", name: "to-gem", priority: 5, apiKey: "gemini-upstream-key", models: ["qwen3-coder-plus", "llama3", "text-embedding-3-small"] }
+  }
 ]
 
 const clientFamily = (p: string): Family | undefined =>
-  p === "/v1/chat/completions" || p === "/v1/embeddings" ? "openai-chat"
-  : p === "/v1/responses" ? "openai-responses"
-  : p.startsWith("/v1/messages") ? "anthropic"
-  : /^\/v1(beta)?\/models\/[^/]+:/.test(p) ? "gemini"
-  : p.startsWith("/api/") ? "ollama"
-  : undefined
+  p === "/v1/chat/completions" || p === "/v1/embeddings"
+    ? "openai-chat"
+    : p === "/v1/responses"
+      ? "openai-responses"
+      : p.startsWith("/v1/messages")
+        ? "anthropic"
+        : /^\/v1(beta)?\/models\/[^/]+:/.test(p)
+          ? "gemini"
+          : p.startsWith("/api/")
+            ? "ollama"
+            : undefined
 
 const loadCases = (): Array<Case> => {
   const cases: Array<Case> = []
-  for (const file of fs.readdirSync(path.join(FIXTURES, "cli")).filter((f) => f.endsWith(".jsonl")).sort()) {
-    const lines = fs.readFileSync(path.join(FIXTURES, "cli", file), "utf8").split("\n").filter((l) => l.trim())
+  for (const file of fs
+    .readdirSync(path.join(FIXTURES, "cli"))
+    .filter((f) => f.endsWith(".jsonl"))
+    .sort()) {
+    const lines = fs
+      .readFileSync(path.join(FIXTURES, "cli", file), "utf8")
+      .split("\n")
+      .filter((l) => l.trim())
     lines.forEach((line, i) => {
       const r = JSON.parse(line) as Recording & { headers: Record<string, string> }
       if (r.headers["upgrade"] || !["GET", "POST", "HEAD"].includes(r.method)) return
       cases.push({ name: `${file.replace(/\.requests\.jsonl$/, "")} #${i + 1} ${r.method} ${r.path}`, request: r })
     })
   }
-  for (const file of fs.readdirSync(path.join(FIXTURES, "sdk")).filter((f) => f.endsWith(".json") && !f.startsWith("_")).sort()) {
+  for (const file of fs
+    .readdirSync(path.join(FIXTURES, "sdk"))
+    .filter((f) => f.endsWith(".json") && !f.startsWith("_"))
+    .sort()) {
     const recorded = JSON.parse(fs.readFileSync(path.join(FIXTURES, "sdk", file), "utf8")) as { requests?: Array<Recording> }
     for (const [i, r] of (recorded.requests ?? []).entries()) cases.push({ name: `sdk ${file.replace(/\.json$/, "")} #${i + 1} ${r.method} ${r.path}`, request: r })
   }

@@ -18,7 +18,8 @@ const start = async (env: Record<string, string>) => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   return gw
 }
-const scheduled = async (gw: TestGateway) => ((await call(`${gw.url}/api/db-backups`, { headers: admin })).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
+const scheduled = async (gw: TestGateway) =>
+  ((await call(`${gw.url}/api/db-backups`, { headers: admin })).body.backups as Array<{ kind: string }>).filter((b) => b.kind === "scheduled").length
 
 afterAll(async () => {
   for (const gw of started) await gw.close()

@@ -70,12 +70,17 @@ describe("custom (free-form) tools on chat completions", () => {
     ])
     const calls = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? [])
     expect(calls[0]).toEqual({ index: 0, id: "c9", type: "custom", custom: { name: "apply_patch", input: "" } })
-    expect(calls.slice(1).map((c: any) => c.custom.input).join("")).toBe("line1\nline2")
+    expect(
+      calls
+        .slice(1)
+        .map((c: any) => c.custom.input)
+        .join("")
+    ).toBe("line1\nline2")
   })
 
   it("decodes a streamed custom call from an OpenAI upstream into canonical arguments", () => {
     const events = sse([
-      { choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", type: "custom", custom: { name: "apply_patch", input: "a \"quoted\"" } }] } }] },
+      { choices: [{ delta: { tool_calls: [{ index: 0, id: "c1", type: "custom", custom: { name: "apply_patch", input: 'a "quoted"' } }] } }] },
       { choices: [{ delta: { tool_calls: [{ index: 0, custom: { input: "\nend" } }] } }] },
       { choices: [{ delta: {}, finish_reason: "tool_calls" }] }
     ])
@@ -119,25 +124,44 @@ describe("chat stream tool calls from loose servers", () => {
       { type: "block_stop", index: 0 },
       { type: "finish", stopReason: "tool_use" }
     ])
-    const args = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []).map((c: any) => c.function.arguments).join("")
+    const args = chunks
+      .flatMap((c) => c.choices[0]?.delta?.tool_calls ?? [])
+      .map((c: any) => c.function.arguments)
+      .join("")
     expect(JSON.parse(args)).toEqual({})
   })
 })
 
 describe("stop reasons when an answer holds tool calls", () => {
   it("a call cut by the token limit reports the limit, not a finished call, in every family", () => {
-    const chat = openAiChat.decodeResponse({ id: "x", choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: '{"a' } }] }, finish_reason: "length" }] })
+    const chat = openAiChat.decodeResponse({
+      id: "x",
+      choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: '{"a' } }] }, finish_reason: "length" }]
+    })
     expect(chat.stopReason).toBe("max_tokens")
     const gem = gemini.decodeResponse({ candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "MAX_TOKENS" }] })
     expect(gem.stopReason).toBe("max_tokens")
-    const oll = ollama.decodeResponse({ model: "m", message: { role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: {} } }] }, done: true, done_reason: "length" })
+    const oll = ollama.decodeResponse({
+      model: "m",
+      message: { role: "assistant", content: "", tool_calls: [{ function: { name: "f", arguments: {} } }] },
+      done: true,
+      done_reason: "length"
+    })
     expect(oll.stopReason).toBe("max_tokens")
-    const resp = openAiResponses.decodeResponse({ id: "r", status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, output: [{ type: "function_call", call_id: "c", name: "f", arguments: "{" }] })
+    const resp = openAiResponses.decodeResponse({
+      id: "r",
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+      output: [{ type: "function_call", call_id: "c", name: "f", arguments: "{" }]
+    })
     expect(resp.stopReason).toBe("max_tokens")
   })
 
   it("a complete call reports tool_use even when the family says stop", () => {
-    const chat = openAiChat.decodeResponse({ id: "x", choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }, finish_reason: "stop" }] })
+    const chat = openAiChat.decodeResponse({
+      id: "x",
+      choices: [{ message: { role: "assistant", tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }, finish_reason: "stop" }]
+    })
     expect(chat.stopReason).toBe("tool_use")
     const gem = gemini.decodeResponse({ candidates: [{ content: { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] }, finishReason: "STOP" }] })
     expect(gem.stopReason).toBe("tool_use")

@@ -47,7 +47,7 @@ const summarize = (events: ReadonlyArray<StreamEvent>): Summary => {
     else if (ev.type === "signature") ev.encrypted ? (s.encrypted = ev.signature) : (s.signature = ev.signature)
     else if (ev.type === "block_start" && ev.block.type === "tool_use") {
       const { id, signature } = splitSignedId(ev.block.id)
-      tools.set(ev.index, { id, name: ev.block.name, args: "", ...(ev.block.signature ?? signature ? { signature: ev.block.signature ?? signature } : {}) })
+      tools.set(ev.index, { id, name: ev.block.name, args: "", ...((ev.block.signature ?? signature) ? { signature: ev.block.signature ?? signature } : {}) })
     } else if (ev.type === "tool_args_delta") tools.get(ev.index)!.args += ev.partialJson
     else if (ev.type === "usage") Object.assign(usage, ev.usage)
     else if (ev.type === "finish") s.stop = ev.stopReason
@@ -59,11 +59,38 @@ const summarize = (events: ReadonlyArray<StreamEvent>): Summary => {
 }
 
 /** What each client format can carry back; the rest is lost by design (docs/formats.md). */
-const CARRIES: Record<FormatId, { signature: boolean; encrypted: boolean; toolSignature: boolean; cached: boolean; reasoningTokens: boolean; toolIds: boolean; stops: ReadonlyArray<string> }> = {
-  "openai-chat": { signature: false, encrypted: false, toolSignature: true, cached: true, reasoningTokens: true, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens", "content_filter"] },
-  "openai-responses": { signature: false, encrypted: true, toolSignature: true, cached: true, reasoningTokens: true, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens", "content_filter"] },
+const CARRIES: Record<
+  FormatId,
+  { signature: boolean; encrypted: boolean; toolSignature: boolean; cached: boolean; reasoningTokens: boolean; toolIds: boolean; stops: ReadonlyArray<string> }
+> = {
+  "openai-chat": {
+    signature: false,
+    encrypted: false,
+    toolSignature: true,
+    cached: true,
+    reasoningTokens: true,
+    toolIds: true,
+    stops: ["end_turn", "tool_use", "max_tokens", "content_filter"]
+  },
+  "openai-responses": {
+    signature: false,
+    encrypted: true,
+    toolSignature: true,
+    cached: true,
+    reasoningTokens: true,
+    toolIds: true,
+    stops: ["end_turn", "tool_use", "max_tokens", "content_filter"]
+  },
   anthropic: { signature: true, encrypted: false, toolSignature: true, cached: true, reasoningTokens: false, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens"] },
-  gemini: { signature: true, encrypted: false, toolSignature: true, cached: true, reasoningTokens: true, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens", "content_filter"] },
+  gemini: {
+    signature: true,
+    encrypted: false,
+    toolSignature: true,
+    cached: true,
+    reasoningTokens: true,
+    toolIds: true,
+    stops: ["end_turn", "tool_use", "max_tokens", "content_filter"]
+  },
   ollama: { signature: false, encrypted: false, toolSignature: false, cached: false, reasoningTokens: false, toolIds: true, stops: ["end_turn", "tool_use", "max_tokens"] }
 }
 

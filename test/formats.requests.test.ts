@@ -58,7 +58,13 @@ describe("tool history stays valid in every target format", () => {
     const messages: Array<Message> = [
       { role: "user", content: [{ type: "text", text: "go" }] },
       { role: "tool", content: [{ type: "tool_result", toolUseId: "ghost", content: [{ type: "text", text: "from nowhere" }] }] },
-      { role: "assistant", content: [{ type: "tool_use", id: "c1", name: "a", input: {} }, { type: "tool_use", id: "c2", name: "b", input: {} }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "tool_use", id: "c1", name: "a", input: {} },
+          { type: "tool_use", id: "c2", name: "b", input: {} }
+        ]
+      },
       { role: "tool", content: [{ type: "tool_result", toolUseId: "c2", content: [{ type: "text", text: "b done" }] }] },
       { role: "user", content: [{ type: "text", text: "next" }] }
     ]
@@ -110,7 +116,13 @@ describe("Anthropic specifics", () => {
       tools: [weatherTool],
       messages: [
         { role: "user", content: [{ type: "text", text: "weather?" }] },
-        { role: "assistant", content: [{ type: "reasoning", text: "use the tool", ...(signature ? { signature } : {}) }, { type: "tool_use", id: "toolu_1", name: "get_weather", input: { location: "Paris" } }] },
+        {
+          role: "assistant",
+          content: [
+            { type: "reasoning", text: "use the tool", ...(signature ? { signature } : {}) },
+            { type: "tool_use", id: "toolu_1", name: "get_weather", input: { location: "Paris" } }
+          ]
+        },
         { role: "tool", content: [{ type: "tool_result", toolUseId: "toolu_1", content: [{ type: "text", text: "sunny" }] }] }
       ]
     })
@@ -124,9 +136,23 @@ describe("Anthropic specifics", () => {
   })
 
   it("always sends max_tokens, and merges consecutive user messages", () => {
-    const body = encodeAnthropicRequest({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "a" }] }, { role: "user", content: [{ type: "text", text: "b" }] }] })
+    const body = encodeAnthropicRequest({
+      ...base,
+      messages: [
+        { role: "user", content: [{ type: "text", text: "a" }] },
+        { role: "user", content: [{ type: "text", text: "b" }] }
+      ]
+    })
     expect(body["max_tokens"]).toBe(8192)
-    expect(body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] }])
+    expect(body.messages).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "a" },
+          { type: "text", text: "b" }
+        ]
+      }
+    ])
   })
 })
 
@@ -150,8 +176,20 @@ describe("reasoning signatures across formats", () => {
       ...base,
       messages: [
         { role: "user", content: [{ type: "text", text: "go" }] },
-        { role: "assistant", content: [{ type: "tool_use", id: "a", name: "x", input: {} }, { type: "tool_use", id: "b", name: "y", input: {} }] },
-        { role: "tool", content: [{ type: "tool_result", toolUseId: "a", name: "x", content: [{ type: "text", text: "1" }] }, { type: "tool_result", toolUseId: "b", name: "y", content: [{ type: "text", text: "2" }] }] }
+        {
+          role: "assistant",
+          content: [
+            { type: "tool_use", id: "a", name: "x", input: {} },
+            { type: "tool_use", id: "b", name: "y", input: {} }
+          ]
+        },
+        {
+          role: "tool",
+          content: [
+            { type: "tool_result", toolUseId: "a", name: "x", content: [{ type: "text", text: "1" }] },
+            { type: "tool_result", toolUseId: "b", name: "y", content: [{ type: "text", text: "2" }] }
+          ]
+        }
       ]
     })
     const parts = (body.contents as Array<{ parts: Array<Record<string, unknown>> }>)[1]!.parts
@@ -159,7 +197,16 @@ describe("reasoning signatures across formats", () => {
   })
 
   it("maps reasoning text to reasoning_content, thinking blocks, thought parts and Ollama thinking", () => {
-    const res = { id: "r", model: "m", created: 1, stopReason: "end_turn" as const, content: [{ type: "reasoning" as const, text: "hmm", signature: "S" }, { type: "text" as const, text: "hi" }] }
+    const res = {
+      id: "r",
+      model: "m",
+      created: 1,
+      stopReason: "end_turn" as const,
+      content: [
+        { type: "reasoning" as const, text: "hmm", signature: "S" },
+        { type: "text" as const, text: "hi" }
+      ]
+    }
     const ctx = { model: "m", requestId: "q" }
     expect((openAiChat.encodeResponse(res, ctx) as any).choices[0].message).toMatchObject({ reasoning_content: "hmm", content: "hi" })
     expect((anthropic.encodeResponse(res, ctx) as any).content[0]).toEqual({ type: "thinking", thinking: "hmm", signature: "S" })
@@ -173,7 +220,13 @@ describe("reasoning signatures across formats", () => {
       ...base,
       messages: [
         { role: "user", content: [{ type: "text", text: "go" }] },
-        { role: "assistant", content: [{ type: "reasoning", text: "think" }, { type: "tool_use", id: "c", name: "x", input: {} }] },
+        {
+          role: "assistant",
+          content: [
+            { type: "reasoning", text: "think" },
+            { type: "tool_use", id: "c", name: "x", input: {} }
+          ]
+        },
         { role: "tool", content: [{ type: "tool_result", toolUseId: "c", content: [{ type: "text", text: "ok" }] }] }
       ]
     }
@@ -184,7 +237,10 @@ describe("reasoning signatures across formats", () => {
 
 describe("Responses API strictness", () => {
   it("writes user content as input_text and assistant content as output_text after a tool round trip", () => {
-    const req = openAiChat.decodeRequest({ ...chatRoundTrip, messages: [...chatRoundTrip.messages, { role: "assistant", content: "tomorrow: rain" }, { role: "user", content: "thanks" }] })
+    const req = openAiChat.decodeRequest({
+      ...chatRoundTrip,
+      messages: [...chatRoundTrip.messages, { role: "assistant", content: "tomorrow: rain" }, { role: "user", content: "thanks" }]
+    })
     const input = encodeResponsesRequest(req).input as Array<any>
     for (const item of input.filter((i) => i.type === "message")) {
       const expected = item.role === "assistant" ? "output_text" : "input_text"
@@ -202,7 +258,10 @@ describe("Responses API strictness", () => {
     const codex = {
       model: "gpt-5",
       input: [{ type: "message", role: "user", content: [{ type: "input_text", text: "hi" }], internal_chat_message_metadata_passthrough: { content_item_kinds: ["user.text"] } }],
-      tools: [{ type: "namespace", name: "multi_agent_v1", tools: [] }, { type: "function", name: "exec_command", parameters: {} }],
+      tools: [
+        { type: "namespace", name: "multi_agent_v1", tools: [] },
+        { type: "function", name: "exec_command", parameters: {} }
+      ],
       client_metadata: { thread_id: "t" },
       prompt_cache_key: "k",
       store: false
@@ -247,7 +306,12 @@ describe("Gemini tool-schema sanitising", () => {
         maybe: { type: ["string", "null"], description: "free text" },
         reply_to: { anyOf: [{ type: "string" }, { type: "null" }] },
         mode: { const: "fast" },
-        fork: { oneOf: [{ type: "string", enum: ["all"] }, { type: "string", pattern: "^[1-9][0-9]*$" }] },
+        fork: {
+          oneOf: [
+            { type: "string", enum: ["all"] },
+            { type: "string", pattern: "^[1-9][0-9]*$" }
+          ]
+        },
         timeout: { type: "integer", minimum: -9007199254740991, exclusiveMinimum: 0 },
         url: { type: "string", format: "uri" },
         when: { type: "string", format: "date-time" },
@@ -279,7 +343,11 @@ describe("Gemini tool-schema sanitising", () => {
   })
 
   it("leaves out the parameters of a tool that takes none, and lower-cases Gemini's upper-case types when reading them", () => {
-    const body = encodeGeminiRequest({ ...base, tools: [{ name: "get_goal", parameters: { type: "object", properties: {}, required: [] } }], messages: [{ role: "user", content: [{ type: "text", text: "x" }] }] })
+    const body = encodeGeminiRequest({
+      ...base,
+      tools: [{ name: "get_goal", parameters: { type: "object", properties: {}, required: [] } }],
+      messages: [{ role: "user", content: [{ type: "text", text: "x" }] }]
+    })
     expect((body["tools"] as any)[0].functionDeclarations[0]).toEqual({ name: "get_goal" })
     const req = gemini.decodeRequest({
       model: "gemini-3.5-flash-lite",
@@ -292,15 +360,27 @@ describe("Gemini tool-schema sanitising", () => {
 
 describe("usage in every naming", () => {
   it("reads prompt/completion, input/output (with cache) and promptTokenCount/candidates (with thoughts)", () => {
-    expect(openAiChat.usageOfResponse({ usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } })).toEqual({ inputTokens: 10, outputTokens: 5, cachedInputTokens: 4 })
+    expect(openAiChat.usageOfResponse({ usage: { prompt_tokens: 10, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 4 } } })).toEqual({
+      inputTokens: 10,
+      outputTokens: 5,
+      cachedInputTokens: 4
+    })
     expect(anthropic.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, cache_read_input_tokens: 30, cache_creation_input_tokens: 2 } })).toEqual({
       inputTokens: 42,
       outputTokens: 5,
       cachedInputTokens: 30,
       cacheCreationTokens: 2
     })
-    expect(gemini.usageOfResponse({ usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, thoughtsTokenCount: 20 } })).toEqual({ inputTokens: 10, outputTokens: 25, reasoningTokens: 20 })
-    expect(openAiResponses.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, output_tokens_details: { reasoning_tokens: 3 } } })).toEqual({ inputTokens: 10, outputTokens: 5, reasoningTokens: 3 })
+    expect(gemini.usageOfResponse({ usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, thoughtsTokenCount: 20 } })).toEqual({
+      inputTokens: 10,
+      outputTokens: 25,
+      reasoningTokens: 20
+    })
+    expect(openAiResponses.usageOfResponse({ usage: { input_tokens: 10, output_tokens: 5, output_tokens_details: { reasoning_tokens: 3 } } })).toEqual({
+      inputTokens: 10,
+      outputTokens: 5,
+      reasoningTokens: 3
+    })
     expect(ollama.usageOfResponse({ prompt_eval_count: 10, eval_count: 5 })).toEqual({ inputTokens: 10, outputTokens: 5 })
   })
 
@@ -331,14 +411,31 @@ describe("token counting", () => {
       system: [{ type: "text", text: "You are a careful assistant." }],
       tools: [weatherTool],
       messages: [
-        { role: "user", content: [{ type: "text", text: "Hello world" }, { type: "image", source: { kind: "base64", mediaType: "image/png", data: png.toString("base64") } }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello world" },
+            { type: "image", source: { kind: "base64", mediaType: "image/png", data: png.toString("base64") } }
+          ]
+        },
         { role: "assistant", content: [{ type: "tool_use", id: "c", name: "get_weather", input: { location: "Paris" } }] },
         { role: "tool", content: [{ type: "tool_result", toolUseId: "c", content: [{ type: "text", text: "sunny and warm" }] }] }
       ]
     })
     const image = Math.ceil((200 * 300) / 750)
     expect(full).toBeGreaterThan(text + image + 20)
-    const noImage = await countRequestTokens({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "Hello world" }, { type: "image", source: { kind: "url", url: "https://x/y.png" } }] }] })
+    const noImage = await countRequestTokens({
+      ...base,
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello world" },
+            { type: "image", source: { kind: "url", url: "https://x/y.png" } }
+          ]
+        }
+      ]
+    })
     expect(noImage).toBe(text + 1600)
   })
 })

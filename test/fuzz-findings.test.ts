@@ -2,7 +2,16 @@ import { describe, expect, it } from "vitest"
 import { Findings, type HttpCase, judge } from "./support/fuzz.js"
 
 /** The fuzz harness's own rules: which findings a replay may clear, and which always count. */
-const kase: HttpCase = { kind: "http", route: "inference POST /v1/chat/completions", plane: "inference", method: "POST", target: "/v1/chat/completions", headers: {}, key: "valid", tags: [] }
+const kase: HttpCase = {
+  kind: "http",
+  route: "inference POST /v1/chat/completions",
+  plane: "inference",
+  method: "POST",
+  target: "/v1/chat/completions",
+  headers: {},
+  key: "valid",
+  tags: []
+}
 
 describe("fuzz findings", () => {
   it("a 503 that does not show again on replay is reported apart and does not fail the run", async () => {

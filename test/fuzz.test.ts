@@ -52,8 +52,21 @@ const admin = { authorization: `Bearer ${ADMIN_KEY}` }
 
 /** The connections the gateway routes to, all on the fake upstream; most serve models a client of another family asks for. */
 const connections = (up: FakeUpstream) => [
-  { provider: "openai-compatible", name: "to-chat", priority: 1, baseUrl: up.baseUrl("openai-chat"), models: ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "nomic-embed-text", "text-embedding-004", "m1"] },
-  { provider: "openai-compatible", name: "to-resp", priority: 1, upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5", "gemini-2.5-flash", "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash"] },
+  {
+    provider: "openai-compatible",
+    name: "to-chat",
+    priority: 1,
+    baseUrl: up.baseUrl("openai-chat"),
+    models: ["claude-opus-5-5", "claude-sonnet-4-5", "claude-haiku-4-5-20251001", "nomic-embed-text", "text-embedding-004", "m1"]
+  },
+  {
+    provider: "openai-compatible",
+    name: "to-resp",
+    priority: 1,
+    upstreamFormat: "openai-responses",
+    baseUrl: up.baseUrl("openai-responses"),
+    models: ["gpt-5", "gemini-2.5-flash", "gemini-3.1-pro-preview", "gemini-3.5-flash-lite", "gemini-3.8-flash"]
+  },
   { provider: "ollama", name: "to-oll", priority: 1, baseUrl: up.baseUrl("ollama"), models: ["fake-model", "llama3"] },
   { provider: "anthropic", name: "to-anth", priority: 5, apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), models: ["gpt-5.4-nano", "qwen3-coder-plus"] },
   { provider: "gemini", name: "to-gem", priority: 5, apiKey: "gemini-upstream-key", baseUrl: up.baseUrl("gemini"), models: ["text-embedding-3-small"] }
@@ -61,7 +74,8 @@ const connections = (up: FakeUpstream) => [
 const OURS = new Set(["to-chat", "to-resp", "to-oll", "to-anth", "to-gem"])
 
 /** Management calls whose success changes what later cases see (new connections, flags, combos). */
-const DIRTYING = /^management (POST \/api\/providers|PUT \/api\/settings|DELETE \/api\/settings|POST \/api\/combos|PUT \/api\/combos|PATCH \/api\/combos|DELETE \/api\/combos|PATCH \/api\/resilience)/
+const DIRTYING =
+  /^management (POST \/api\/providers|PUT \/api\/settings|DELETE \/api\/settings|POST \/api\/combos|PUT \/api\/combos|PATCH \/api\/combos|DELETE \/api\/combos|PATCH \/api\/resilience)/
 
 /** Puts the gateway back as the fuzz set it up: only our connections, default flags, no combos. */
 const restore = async (base: string) => {
@@ -134,7 +148,7 @@ const remoteHeap = (inspectorUrl: string): Promise<number> =>
         const mine = ++id
         const on = (data: WebSocket.RawData) => {
           const msg = JSON.parse(String(data))
-          if (msg.id === mine) (ws.off("message", on), ok(msg.result))
+          if (msg.id === mine) ws.off("message", on), ok(msg.result)
         }
         ws.on("message", on)
         ws.send(JSON.stringify({ id: mine, method, params }))
@@ -172,7 +186,14 @@ afterAll(async () => {
     for (const [s, v] of f.all) all.all.set(s, v)
   }
   // The reports went with the failed assertions; here what was measured, and the count.
-  if (PROFILE) console.log(profile.sort((a, b) => b[0] - a[0]).slice(0, 25).map(([ms, what]) => `${ms.toFixed(0)} ms ${what}`).join("\n") + `\ntotal ${profile.reduce((n, [ms]) => n + ms, 0).toFixed(0)} ms in requests`)
+  if (PROFILE)
+    console.log(
+      profile
+        .sort((a, b) => b[0] - a[0])
+        .slice(0, 25)
+        .map(([ms, what]) => `${ms.toFixed(0)} ms ${what}`)
+        .join("\n") + `\ntotal ${profile.reduce((n, [ms]) => n + ms, 0).toFixed(0)} ms in requests`
+    )
   console.log([...notes, all.summary()].join("\n"))
 })
 
@@ -208,7 +229,11 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
         if (PROFILE) profile.push([performance.now() - t0, `${c.route} ${c.tags.filter((t) => !t.includes(":") || t.startsWith("frame:")).join(",")}`])
         // Crashes surface on the next turn of the event loop at the latest.
         await new Promise((r) => setImmediate(r))
-        const cause = gw.logs.filter((l) => l.level === "ERROR").map((l) => l.message).join("\n").slice(0, 1200)
+        const cause = gw.logs
+          .filter((l) => l.level === "ERROR")
+          .map((l) => l.message)
+          .join("\n")
+          .slice(0, 1200)
         findings.record(index, c, judge(c, outcome, crashes.length > seen ? crashes.slice(seen).join("\n") : undefined, cause))
         if (c.kind === "http" && DIRTYING.test(c.route) && (outcome.status ?? 0) < 300) await restore(gw.url)
         await gw.resetResilience()
@@ -260,7 +285,8 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
     let server = await start()
     for (const c of connections(up)) expect((await call(`${server.url}/api/providers`, { body: c, headers: admin })).status).toBe(201)
     let exited: string | undefined
-    const watch = (p: ServerProcess) => p.child.once("exit", (code, signal) => (exited = `gateway process exited (${code ?? signal}):\n${p.output().split("\n").slice(-12).join("\n")}`))
+    const watch = (p: ServerProcess) =>
+      p.child.once("exit", (code, signal) => (exited = `gateway process exited (${code ?? signal}):\n${p.output().split("\n").slice(-12).join("\n")}`))
     watch(server)
     let restarts = 0
     const findings = spawned
@@ -273,7 +299,13 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
         const outcome = await send(server.url, c)
         // A process that dies takes a moment to be seen as dead.
         if (outcome.cut || outcome.hang) await new Promise((r) => setTimeout(r, 300))
-        const cause = server.output().slice(logged).split("\n").filter((l) => /"level":"(ERROR|FATAL)"|Error/.test(l)).join("\n").slice(0, 1200)
+        const cause = server
+          .output()
+          .slice(logged)
+          .split("\n")
+          .filter((l) => /"level":"(ERROR|FATAL)"|Error/.test(l))
+          .join("\n")
+          .slice(0, 1200)
         findings.record(100_000 + index, c, judge(c, outcome, exited, cause))
         if (exited) {
           // Go on with a fresh process on the same data; its heap is measured anew.
@@ -297,12 +329,15 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
       })
       notes.push(...findings.unconfirmed.map((u) => `spawned process: ${u}`))
       // Smaller reproductions, but for crashes (each try would need a restart).
-      await findings.shrink(async (c) => {
-        const o = await sendHttp(server.url, c, DEADLINE_MS)
-        await new Promise((r) => setTimeout(r, 100))
-        if (exited) throw new Error(`the gateway died while shrinking a finding: ${exited}`)
-        return judge(c, o, undefined)
-      }, ["crash", "reset"])
+      await findings.shrink(
+        async (c) => {
+          const o = await sendHttp(server.url, c, DEADLINE_MS)
+          await new Promise((r) => setTimeout(r, 100))
+          if (exited) throw new Error(`the gateway died while shrinking a finding: ${exited}`)
+          return judge(c, o, undefined)
+        },
+        ["crash", "reset"]
+      )
       expect((await call(`${server.url}/api/health/ping`)).status).toBe(200)
       // The heap: the cases the process survived, once to warm up, then again; measured after each, after a forced GC.
       const replay = async () => {
@@ -316,7 +351,9 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
       const baseline = await replay()
       const after = await replay()
       expect(server.child.exitCode, "the gateway process is alive after the replay").toBeNull()
-      notes.push(`spawned process heap after a forced GC: ${mb(baseline)} after ${survived.length} cases replayed, ${mb(after)} after replaying them again (${restarts} restarts after crashes)`)
+      notes.push(
+        `spawned process heap after a forced GC: ${mb(baseline)} after ${survived.length} cases replayed, ${mb(after)} after replaying them again (${restarts} restarts after crashes)`
+      )
       expect.soft(after - baseline, `process heap grew from ${mb(baseline)} to ${mb(after)}`).toBeLessThan(HEAP_MARGIN)
     } finally {
       ctx.task.meta.fuzz = { ...findings.counts }

@@ -27,7 +27,11 @@ const connectionOf = async (name: string) => (await resilience()).connections.fi
 const breakersOf = async (provider: string) => (await resilience()).breakers.filter((b: any) => b.provider === provider)
 /** Cooldowns of 1 ms: a failing connection is asked again at once, so its breaker counts every failure. */
 const shortCooldowns = (on: boolean) =>
-  call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
+  call(`${gw.url}/api/resilience`, {
+    method: "PATCH",
+    body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } },
+    headers: admin
+  })
 
 const usageRows = async (requestId: string | null) => {
   await gw.usageWritten()
@@ -249,7 +253,8 @@ const connectWs = () =>
   })
 
 describe("the WebSocket relay goes through the guarded attempt", () => {
-  const create = (input: string) => JSON.stringify({ type: "response.create", model: "gpt-ws", input: [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }] })
+  const create = (input: string) =>
+    JSON.stringify({ type: "response.create", model: "gpt-ws", input: [{ type: "message", role: "user", content: [{ type: "input_text", text: input }] }] })
 
   it("response.create falls back to another Responses connection on a 503 before anything was sent, and the failing one cools down", async () => {
     steady.always({ content: "from steady", chunks: 3 })
@@ -304,9 +309,7 @@ describe("fusion panel members go through the guarded attempt", () => {
   const chat = () => call(`${gw.url}/v1/chat/completions`, { body: { model: "council", messages: [{ role: "user", content: "hi" }] } })
 
   it("a member whose first connection fails falls back to the next one serving its model; the failing one cools down and is not asked next time", async () => {
-    steady.script((r) =>
-      JSON.stringify(r.body).includes("<source 1>") ? { content: "the synthesis" } : { content: r.body.model === "pm-1" ? "answer one" : "answer two" }
-    )
+    steady.script((r) => (JSON.stringify(r.body).includes("<source 1>") ? { content: "the synthesis" } : { content: r.body.model === "pm-1" ? "answer one" : "answer two" }))
     const first = await chat()
     expect(first.status, first.text).toBe(200)
     expect(first.body.choices[0].message.content).toBe("the synthesis")

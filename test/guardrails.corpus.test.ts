@@ -55,7 +55,17 @@ const recorded = (): Array<{ file: string; format: FormatId; body: Record<string
   const dir = path.join(here, "fixtures/clients")
   const out: Array<{ file: string; format: FormatId; body: Record<string, unknown> }> = []
   const formatOf = (p: string): FormatId | undefined =>
-    p.endsWith("/chat/completions") ? "openai-chat" : p.endsWith("/responses") ? "openai-responses" : /\/messages(\/count_tokens)?$/.test(p) ? "anthropic" : /:(stream)?generateContent$|:countTokens$/i.test(p) ? "gemini" : /\/api\/(chat|generate)$/.test(p) ? "ollama" : undefined
+    p.endsWith("/chat/completions")
+      ? "openai-chat"
+      : p.endsWith("/responses")
+        ? "openai-responses"
+        : /\/messages(\/count_tokens)?$/.test(p)
+          ? "anthropic"
+          : /:(stream)?generateContent$|:countTokens$/i.test(p)
+            ? "gemini"
+            : /\/api\/(chat|generate)$/.test(p)
+              ? "ollama"
+              : undefined
   const take = (file: string, p: unknown, body: unknown) => {
     const format = typeof p === "string" ? formatOf(p) : undefined
     if (format && typeof body === "object" && body !== null && !Array.isArray(body)) out.push({ file, format, body: body as Record<string, unknown> })
@@ -64,10 +74,11 @@ const recorded = (): Array<{ file: string; format: FormatId; body: Record<string
     for (const name of fs.readdirSync(path.join(dir, sub))) {
       const file = path.join(sub, name)
       const text = fs.readFileSync(path.join(dir, file), "utf8")
-      if (name.endsWith(".jsonl")) for (const line of text.split("\n").filter((l) => l.trim())) {
-        const r = JSON.parse(line)
-        take(file, r.path, r.body)
-      }
+      if (name.endsWith(".jsonl"))
+        for (const line of text.split("\n").filter((l) => l.trim())) {
+          const r = JSON.parse(line)
+          take(file, r.path, r.body)
+        }
       else if (name.endsWith(".json")) {
         const d = JSON.parse(text)
         for (const r of Array.isArray(d?.requests) ? d.requests : []) take(file, r.path ?? r.url, r.body)

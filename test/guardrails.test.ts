@@ -9,7 +9,18 @@ import { FeatureFlags } from "../src/platform/flags/FeatureFlags.js"
 import { RequestHooks } from "../src/kernel/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
-import { answerText, type ClientFormat, CONNECTIONS, errorMessage, FORMATS, requestFor, responsesDoneText, SAME, streamError, toolResultRequest } from "./support/guardrailClients.js"
+import {
+  answerText,
+  type ClientFormat,
+  CONNECTIONS,
+  errorMessage,
+  FORMATS,
+  requestFor,
+  responsesDoneText,
+  SAME,
+  streamError,
+  toolResultRequest
+} from "./support/guardrailClients.js"
 
 /**
  * The request and answer guardrails (docs/guardrails.md) through HTTP, in every inbound format,
@@ -90,6 +101,7 @@ describe("INPUT_SANITIZER_ENABLED", () => {
     const body = received()
     expect(body).toContain("hello world ABC fine\\ttab")
     if (format !== "completions") expect(body).toContain("system text")
+    // biome-ignore lint/suspicious/noMisleadingCharacterClass: the class lists, one by one, the invisible and direction characters the sanitiser must have removed
     expect(body).not.toMatch(/[\u200B\u200D\u0007\u202E\u202C\uFF21\u2066\u2069\u0085]/)
   })
 })
@@ -195,7 +207,9 @@ describe("PII_REDACTION_ENABLED", () => {
     const tools = [{ type: "function" as const, function: { name: "send_mail", parameters: { type: "object", properties: { to: { type: "string" } } } } }]
     for (const stream of [false, true]) {
       const params = { model: SAME["openai-chat"], tools, messages: [{ role: "user" as const, content: "mail dave@example.org" }] }
-      const msg = stream ? (await client.chat.completions.stream(params).finalChatCompletion()).choices[0]!.message : (await client.chat.completions.create(params)).choices[0]!.message
+      const msg = stream
+        ? (await client.chat.completions.stream(params).finalChatCompletion()).choices[0]!.message
+        : (await client.chat.completions.create(params)).choices[0]!.message
       const args = msg.tool_calls![0]!.type === "function" ? msg.tool_calls![0]!.function.arguments : ""
       expect(JSON.parse(args)).toEqual({ to: "dave@example.org" })
     }
@@ -331,13 +345,23 @@ describe("a guard that fails refuses the request (fails closed) with a 503 the c
 
   it("a registered guard (failClosed) that throws or fails refuses; an ordinary hook that throws is skipped", async () => {
     const hooks = await gw.run(RequestHooks)
-    const ordinary = hooks.register({ name: "test.ordinary", onRequest: () => { throw new Error("oops") } })
+    const ordinary = hooks.register({
+      name: "test.ordinary",
+      onRequest: () => {
+        throw new Error("oops")
+      }
+    })
     try {
       expect((await send("openai-chat", "hi", false)).status).toBe(200)
     } finally {
       ordinary()
     }
-    for (const onRequest of [() => { throw new Error("rules unreadable") }, () => Effect.fail(new Error("rules store down"))]) {
+    for (const onRequest of [
+      () => {
+        throw new Error("rules unreadable")
+      },
+      () => Effect.fail(new Error("rules store down"))
+    ]) {
       const guard = hooks.register({ name: "test.guard", failClosed: true, onRequest })
       try {
         const r = await send("anthropic", "hi", false)

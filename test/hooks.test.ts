@@ -1,16 +1,7 @@
 import * as Effect from "effect/Effect"
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import {
-  addMetadata,
-  blockRequest,
-  type ErrorEvent,
-  modifyBody,
-  type ProviderErrorEvent,
-  type RequestHook,
-  RequestHooks,
-  type ResponseEvent
-} from "../src/kernel/hooks.js"
+import { addMetadata, blockRequest, type ErrorEvent, modifyBody, type ProviderErrorEvent, type RequestHook, RequestHooks, type ResponseEvent } from "../src/kernel/hooks.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -40,7 +31,9 @@ beforeAll(async () => {
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "openai-compatible", name: "main", baseUrl: main.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "duo", strategy: "priority", targets: [{ model: "main/m1" }, { model: "flaky/m1" }] }, headers: admin })).status).toBe(201)
+  expect((await call(`${gw.url}/api/combos`, { body: { name: "duo", strategy: "priority", targets: [{ model: "main/m1" }, { model: "flaky/m1" }] }, headers: admin })).status).toBe(
+    201
+  )
 })
 
 afterAll(async () => {
@@ -64,8 +57,7 @@ afterEach(async () => {
 const chat = (body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   call(`${gw.url}/v1/chat/completions`, { body: { messages: [{ role: "user", content: "hi" }], ...body }, headers })
 
-const messages = (body: Record<string, unknown>) =>
-  call(`${gw.url}/v1/messages`, { body: { max_tokens: 64, messages: [{ role: "user", content: "hi" }], ...body } })
+const messages = (body: Record<string, unknown>) => call(`${gw.url}/v1/messages`, { body: { max_tokens: 64, messages: [{ role: "user", content: "hi" }], ...body } })
 
 /** The text a chat completions stream carried. */
 const contentOf = (sse: string): string =>
@@ -96,7 +88,14 @@ describe("order", () => {
     expect((await chat({ model: "main/m1" })).status).toBe(200)
     expect(ran).toEqual(["first", "early-1", "early-2", "default", "late"])
     // The gateway's own (context.compression, priority 60) are registered too.
-    const names = await gw.run(Effect.map(RequestHooks, (h) => h.registered().map((r) => r.name).filter((n) => !n.startsWith("context."))))
+    const names = await gw.run(
+      Effect.map(RequestHooks, (h) =>
+        h
+          .registered()
+          .map((r) => r.name)
+          .filter((n) => !n.startsWith("context."))
+      )
+    )
     expect(names).toEqual(["first", "early-1", "early-2", "default", "late"])
   })
 
@@ -145,8 +144,7 @@ describe("changing the body", () => {
   it("an Effect handler's rewrite reaches a translated request too (messages → chat completions)", async () => {
     await register({
       name: "async-rewriter",
-      onRequest: (event) =>
-        Effect.as(Effect.sleep("5 millis"), modifyBody({ ...event.body, messages: [{ role: "user", content: "rewritten later" }] }))
+      onRequest: (event) => Effect.as(Effect.sleep("5 millis"), modifyBody({ ...event.body, messages: [{ role: "user", content: "rewritten later" }] }))
     })
     const res = await messages({ model: "main/m1" })
     expect(res.status).toBe(200)
@@ -317,7 +315,14 @@ describe("upstream errors", () => {
     const first = await chat({ model: "flaky/m1" })
     expect(first.status).toBeGreaterThanOrEqual(500)
     expect(errors).toHaveLength(1)
-    expect(errors[0]).toMatchObject({ attempt: 1, status: 500, kind: "http", reason: "server_error", answered: false, target: { key: "flaky/m1", connection: "flaky", provider: "openai-compatible", model: "m1" } })
+    expect(errors[0]).toMatchObject({
+      attempt: 1,
+      status: 500,
+      kind: "http",
+      reason: "server_error",
+      answered: false,
+      target: { key: "flaky/m1", connection: "flaky", provider: "openai-compatible", model: "m1" }
+    })
     expect(limits).toHaveLength(0)
     expect(failed).toHaveLength(1)
     expect(failed[0]!.error?.status).toBe(first.status)
@@ -338,7 +343,11 @@ describe("upstream errors", () => {
     try {
       const attempts: Array<string> = []
       const errors: Array<string> = []
-      await register({ name: "watch", onAttemptStart: (e) => void attempts.push(`${e.attempt}:${e.target.key}`), onProviderError: (e) => void errors.push(`${e.target.key}:${e.status}:${e.retryable}`) })
+      await register({
+        name: "watch",
+        onAttemptStart: (e) => void attempts.push(`${e.attempt}:${e.target.key}`),
+        onProviderError: (e) => void errors.push(`${e.target.key}:${e.status}:${e.retryable}`)
+      })
       const res = await chat({ model: "flaky-first" })
       expect(res.status).toBe(200)
       expect(attempts).toEqual(["1:flaky/m1", "2:main/m1"])
@@ -353,9 +362,20 @@ describe("failing hooks", () => {
   it("a hook that throws or fails is logged and skipped: the request is answered as usual", async () => {
     main.always({ content: "still fine", chunks: 3 })
     const ran: Array<string> = []
-    await register({ name: "thrower", onRequest: () => { throw new Error("boom in onRequest") } })
+    await register({
+      name: "thrower",
+      onRequest: () => {
+        throw new Error("boom in onRequest")
+      }
+    })
     await register({ name: "failer", onModelSelect: () => Effect.fail("no model for you") })
-    await register({ name: "dier", onFrame: () => { throw new Error("boom in onFrame") }, onStreamStart: () => Effect.die("boom in onStreamStart") })
+    await register({
+      name: "dier",
+      onFrame: () => {
+        throw new Error("boom in onFrame")
+      },
+      onStreamStart: () => Effect.die("boom in onStreamStart")
+    })
     await register({ name: "bad-verdict", onRequest: () => ({ body: "not an object" }) as never })
     await register({ name: "end-dier", onResponse: () => Effect.die("boom at the end") })
     await register({ name: "survivor", priority: 1000, onRequest: () => void ran.push("onRequest"), onResponse: () => void ran.push("onResponse") })

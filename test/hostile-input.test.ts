@@ -4,7 +4,7 @@ import { LiveFeed } from "../src/management/dashboard/LiveFeed.js"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import * as http from "node:http"
+import type * as http from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import WebSocket from "ws"
@@ -90,7 +90,11 @@ describe("malformed percent-escapes in a path", () => {
     expect(model.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_path_encoding", param: "model" })
     expect(model.body.error.message).toContain("'/v1/models/%E0%A4%A'")
 
-    for (const [method, path] of [["GET", "/v1beta/models/%ZZ"], ["POST", "/v1beta/models/%ZZ:generateContent"], ["POST", "/v1/models/m%E0:countTokens"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/v1beta/models/%ZZ"],
+      ["POST", "/v1beta/models/%ZZ:generateContent"],
+      ["POST", "/v1/models/m%E0:countTokens"]
+    ] as const) {
       const res = await raw(method, path, { "x-goog-api-key": KEY }, method === "POST" ? JSON.stringify({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }) : undefined)
       expect(res.status, `${path}: ${res.text}`).toBe(400)
       // Gemini's error shape: { error: { code, message, status } }.
@@ -144,7 +148,12 @@ describe("JSON nested deeper than 128 levels", () => {
       expect(res.body.error.message).toContain("JSON nested deeper than 128 levels")
       expect(res.body.error.code).toBe("json_too_deep")
     }
-    const anthropic = await raw("POST", "/v1/messages", client, withDeep({ model: "up/m1", max_tokens: 5, messages: [{ role: "user", content: "hi" }], tools: [{ name: "f", input_schema: "$DEEP" }] }, deepObject(5000)))
+    const anthropic = await raw(
+      "POST",
+      "/v1/messages",
+      client,
+      withDeep({ model: "up/m1", max_tokens: 5, messages: [{ role: "user", content: "hi" }], tools: [{ name: "f", input_schema: "$DEEP" }] }, deepObject(5000))
+    )
     expect(anthropic.status).toBe(400)
     expect(anthropic.body).toMatchObject({ type: "error", error: { type: "invalid_request_error" } })
     expect(anthropic.body.error.message).toContain("JSON nested deeper than 128 levels")
@@ -155,7 +164,10 @@ describe("JSON nested deeper than 128 levels", () => {
 
   it("deep but within the limit (a real tool schema nests far less) is served; brackets inside strings do not count", async () => {
     const schema = withDeep({ type: "object", properties: { x: "$DEEP" } }, '{"type":"object","properties":{"y":'.repeat(40) + '{"type":"string"}' + "}}".repeat(40))
-    const body = withDeep(chatBody({ tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }], metadata: { note: "[[[[{{{{".repeat(100) + '\\"' + "[".repeat(300) } }), schema)
+    const body = withDeep(
+      chatBody({ tools: [{ type: "function", function: { name: "f", parameters: "$DEEP" } }], metadata: { note: "[[[[{{{{".repeat(100) + '\\"' + "[".repeat(300) } }),
+      schema
+    )
     const res = await raw("POST", "/v1/chat/completions", client, body)
     expect(res.status, res.text.slice(0, 300)).toBe(200)
     expect(res.body.choices[0].message.content).toBe("Hello from upstream")
@@ -164,12 +176,13 @@ describe("JSON nested deeper than 128 levels", () => {
   it("is an error frame, not a 500, over the WebSocket Responses transport; the socket keeps working", async () => {
     const ws = new WebSocket(gw.url.replace(/^http/, "ws") + "/v1/responses", { headers: client })
     const frames: Array<any> = []
-    const next = () => new Promise<any>((resolve, reject) => {
-      const have = frames.length
-      const check = () => (frames.length > have ? resolve(frames[have]) : setTimeout(check, 10))
-      setTimeout(() => reject(new Error(`no frame; got ${JSON.stringify(frames)}`)), 5000).unref()
-      check()
-    })
+    const next = () =>
+      new Promise<any>((resolve, reject) => {
+        const have = frames.length
+        const check = () => (frames.length > have ? resolve(frames[have]) : setTimeout(check, 10))
+        setTimeout(() => reject(new Error(`no frame; got ${JSON.stringify(frames)}`)), 5000).unref()
+        check()
+      })
     ws.on("message", (d) => frames.push(JSON.parse(String(d))))
     await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject))
     try {
@@ -179,7 +192,12 @@ describe("JSON nested deeper than 128 levels", () => {
       expect(error).toMatchObject({ type: "error", status: 400, error: { code: "json_too_deep" } })
       expect(error.error.message).toContain("JSON nested deeper than 128 levels")
       const wait2 = next()
-      ws.send(JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "f", parameters: "$DEEP" }] }).replace('"$DEEP"', deepObject(5000)))
+      ws.send(
+        JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "f", parameters: "$DEEP" }] }).replace(
+          '"$DEEP"',
+          deepObject(5000)
+        )
+      )
       expect(await wait2).toMatchObject({ type: "error", status: 400, error: { code: "json_too_deep" } })
       const created = next()
       ws.send(JSON.stringify({ type: "response.create", model: "gpt-5", input: "hi", stream: true }))
@@ -254,7 +272,10 @@ describe("lone surrogates from a JSON body", () => {
   it("a model name with one reaches the upstream path (which puts the model in its URL) without a 500", async () => {
     const chat = await raw("POST", "/v1/chat/completions", client, `{"model":"gem/x\\ud800","messages":[{"role":"user","content":"hi"}]}`)
     expect(chat.status, chat.text).toBe(200)
-    expect(up.requests.some((r) => r.path.includes("x%EF%BF%BD")), JSON.stringify(up.requests.map((r) => r.path))).toBe(true)
+    expect(
+      up.requests.some((r) => r.path.includes("x%EF%BF%BD")),
+      JSON.stringify(up.requests.map((r) => r.path))
+    ).toBe(true)
     // The upstream URL is built for every family, also where it does not name the model.
     const count = await raw("POST", "/v1/messages/count_tokens", client, `{"model":"ant/x\\udc00y","messages":[{"role":"user","content":"hi"}]}`)
     expect(count.status, count.text).toBe(200)
@@ -271,7 +292,10 @@ describe("shutdown with kept-alive sockets", () => {
     const own = await startGateway()
     try {
       await own.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      expect((await call(`${own.url}/api/providers`, { body: { provider: "openai-compatible", name: "slow", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })).status).toBe(201)
+      expect(
+        (await call(`${own.url}/api/providers`, { body: { provider: "openai-compatible", name: "slow", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin }))
+          .status
+      ).toBe(201)
       const port = Number(new URL(own.url).port)
       const open = (): Promise<{ socket: net.Socket; data: () => string; ended: Promise<Array<string>> }> =>
         new Promise((resolve) => {
@@ -323,7 +347,13 @@ describe("the server's last resort", () => {
     const layer = GatewayServerLive.pipe(
       Layer.provide(Layer.succeed(InferenceRoutes, routes)),
       Layer.provide(Layer.succeed(ManagementHandler, (_req, res) => void res.end("management"))),
-      Layer.provide(Layer.succeed(ResponsesWebSocket, { upgrade: () => { throw new Error("upgrade bug") } })),
+      Layer.provide(
+        Layer.succeed(ResponsesWebSocket, {
+          upgrade: () => {
+            throw new Error("upgrade bug")
+          }
+        })
+      ),
       Layer.provide(Layer.succeed(Dashboard, { handle: () => false })),
       Layer.provide(Layer.succeed(LiveFeed, { upgrade: () => false, port: () => undefined })),
       Layer.provide(Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)),
@@ -332,7 +362,12 @@ describe("the server's last resort", () => {
       Layer.provide(Layer.succeed(ApiKeys, { hasAdminKey: Effect.succeed(true) } as never)),
       Layer.provide(Layer.succeed(AdminAuth, { hasPassword: Effect.succeed(true) } as never)),
       Layer.provide(AppConfig.layerTest({ dataDir: tempDir(), host: "127.0.0.1", port: 0 })),
-      Layer.provide(Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message)))))
+      Layer.provide(
+        Logger.replace(
+          Logger.defaultLogger,
+          Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message)))
+        )
+      )
     )
     const runtime = ManagedRuntime.make(layer)
     try {

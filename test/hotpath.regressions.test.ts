@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { makeStreamWatchdog, StreamStalled, type StreamProgress } from "../src/inference/stream.js"
+import { makeStreamWatchdog, type StreamStalled, type StreamProgress } from "../src/inference/stream.js"
 import { DEFAULT_STREAM_TIMEOUTS } from "../src/inference/timeouts.js"
 import { UpstreamHttp } from "../src/upstream/client/UpstreamHttp.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
@@ -38,7 +38,7 @@ beforeAll(async () => {
       head = ""
       if (mode === "stream") {
         // Headers and one event of a stream, then nothing: only the gateway can end it.
-        s.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n')
+        s.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
         const event = 'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
         s.write(`${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`)
         s.once("close", () => rawClosed.push(mode))
@@ -167,7 +167,16 @@ describe("a client that leaves", () => {
   })
 
   it("a non-streamed answer with one side of usage missing counts that side as 0, as a translated answer would", async () => {
-    up.always({ body: { id: "x", object: "chat.completion", created: 1, model: "m1", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 5 } } })
+    up.always({
+      body: {
+        id: "x",
+        object: "chat.completion",
+        created: 1,
+        model: "m1",
+        choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 5 }
+      }
+    })
     const res = await chat("up/m1")
     expect(res.status).toBe(200)
     expect(res.headers.get("x-gateway-tokens-in")).toBe("5")
@@ -186,9 +195,12 @@ describe("the shared stream watchdog", () => {
       Effect.scoped(
         Effect.gen(function* () {
           const watchdog = yield* makeStreamWatchdog(timeouts)
-          watchdog.watch({ state: state(), stalled: () => {
-            throw new Error("boom")
-          } })
+          watchdog.watch({
+            state: state(),
+            stalled: () => {
+              throw new Error("boom")
+            }
+          })
           yield* Effect.sleep("120 millis")
           // Registered after the first one threw: the sweep must still be running.
           watchdog.watch({ state: state(), stalled: (e) => stalledSecond.push(e) })

@@ -32,7 +32,14 @@ interface Outcome {
 const send = (method: string, path: string, body: Buffer): Promise<Outcome> =>
   new Promise((resolve) => {
     const url = new URL(gw.url)
-    const req = http.request({ host: url.hostname, port: url.port, method, path, agent: false, headers: { "content-type": "application/json", "content-length": body.length, authorization: "Bearer not-a-key" } })
+    const req = http.request({
+      host: url.hostname,
+      port: url.port,
+      method,
+      path,
+      agent: false,
+      headers: { "content-type": "application/json", "content-length": body.length, authorization: "Bearer not-a-key" }
+    })
     req.on("error", (e) => resolve({ error: `${(e as NodeJS.ErrnoException).code ?? ""} ${e.message}` }))
     req.on("response", (res) => {
       const chunks: Array<Buffer> = []
@@ -115,7 +122,11 @@ describe("a management body refused part-way (over 1 MiB, sent chunked)", () => 
     `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: ${connection}\r\n${auth ? `Authorization: Bearer ${admin}\r\n` : ""}\r\n`
   for (const connection of ["keep-alive", "close"]) {
     it(`gets its 4xx JSON answer, never a reset (Connection: ${connection})`, async () => {
-      for (const [method, path] of [["DELETE", "/api/usage/token-limits"], ["POST", "/api/keys"], ["PUT", "/api/settings"]] as const) {
+      for (const [method, path] of [
+        ["DELETE", "/api/usage/token-limits"],
+        ["POST", "/api/keys"],
+        ["PUT", "/api/settings"]
+      ] as const) {
         for (const auth of [true, false]) {
           const r = await chunked(head(method, path, connection, auth), 3 * 1024 * 1024)
           expect(r.error, `${method} ${path} ${auth}`).toBeUndefined()

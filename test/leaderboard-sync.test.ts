@@ -33,7 +33,10 @@ const start = async (tag: string, env: Record<string, string>) => {
   const gw = await startGateway({ env: { GATEWAY_LEADERBOARD_URL: `${boardUrl}?gw=${tag}`, GATEWAY_LEADERBOARD_SYNC_INTERVAL_SECONDS: "0.2", ...env } })
   gateways.push(gw)
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  for (const [name, model] of [["a", MODEL_A], ["b", MODEL_B]] as const) {
+  for (const [name, model] of [
+    ["a", MODEL_A],
+    ["b", MODEL_B]
+  ] as const) {
     const res = await call(`${gw.url}/api/providers`, {
       body: { provider: "openai-compatible", name: `up-${name}`, baseUrl: ups[name].baseUrl("openai-chat"), defaultModel: model, models: [model] },
       headers: admin

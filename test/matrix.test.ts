@@ -16,7 +16,11 @@ const ADMIN = "gwk_matrix_admin_key_0123456789abcdef"
 const KEY = "gwk_matrix_client_key_0123456789abcd"
 const TEXT = "Hello from upstream"
 const FINAL = "It is sunny in Paris"
-const WEATHER = { name: "get_weather", description: "Get the weather for a city", parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] } }
+const WEATHER = {
+  name: "get_weather",
+  description: "Get the weather for a city",
+  parameters: { type: "object", properties: { location: { type: "string" } }, required: ["location"] }
+}
 
 interface Outcome {
   readonly text: string
@@ -114,7 +118,8 @@ const anthropicClient = (): Client => {
 
 const geminiClient = (): Client => {
   const ai = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gw.url } })
-  const config = (withTools: boolean) => (withTools ? { tools: [{ functionDeclarations: [{ name: WEATHER.name, description: WEATHER.description, parametersJsonSchema: WEATHER.parameters }] }] } : {})
+  const config = (withTools: boolean) =>
+    withTools ? { tools: [{ functionDeclarations: [{ name: WEATHER.name, description: WEATHER.description, parametersJsonSchema: WEATHER.parameters }] }] } : {}
   /** Runs one turn; returns the model content (all parts, signatures included) and the outcome. */
   const run = async (model: string, contents: Array<{ role: string; parts: Array<Record<string, unknown>> }>, stream: boolean, withTools: boolean) => {
     if (!stream) {
@@ -139,7 +144,12 @@ const geminiClient = (): Client => {
       const first = await run(model, [user], stream, true)
       const call = first.find((p) => p["functionCall"])!["functionCall"] as { name: string; id?: string }
       const modelTurn = { role: "model", parts: first.filter((p) => !(typeof p["text"] === "string" && p["text"] === "" && !p["thoughtSignature"])) }
-      const second = await run(model, [user, modelTurn, { role: "user", parts: [{ functionResponse: { name: call.name, response: { result: "sunny" }, ...(call.id ? { id: call.id } : {}) } }] }], stream, true)
+      const second = await run(
+        model,
+        [user, modelTurn, { role: "user", parts: [{ functionResponse: { name: call.name, response: { result: "sunny" }, ...(call.id ? { id: call.id } : {}) } }] }],
+        stream,
+        true
+      )
       return { first: outcome(first), second: outcome(second) }
     }
   }
@@ -168,7 +178,12 @@ const ollamaClient = (): Client => {
     roundTrip: async (model, stream) => {
       const user = { role: "user", content: "weather in Paris?" }
       const first = await run(model, [user], stream, true)
-      const second = await run(model, [user, { role: "assistant", content: "", tool_calls: first.tool_calls }, { role: "tool", content: "sunny", tool_name: "get_weather" }], stream, true)
+      const second = await run(
+        model,
+        [user, { role: "assistant", content: "", tool_calls: first.tool_calls }, { role: "tool", content: "sunny", tool_name: "get_weather" }],
+        stream,
+        true
+      )
       return { first: outcome(first), second: outcome(second) }
     }
   }
@@ -197,7 +212,12 @@ for (const makeClient of CLIENTS) {
         })
 
         it(`→ ${family} upstream: parallel tool calls, ${mode}`, async () => {
-          up.next({ toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }, { name: "get_weather", arguments: '{"location":"Lyon"}' }] })
+          up.next({
+            toolCalls: [
+              { name: "get_weather", arguments: '{"location":"Paris"}' },
+              { name: "get_weather", arguments: '{"location":"Lyon"}' }
+            ]
+          })
           const out = await makeClient().ask(model, stream, true)
           expect(out.calls).toEqual([
             { name: "get_weather", args: { location: "Paris" } },

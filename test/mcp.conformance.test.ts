@@ -43,7 +43,10 @@ describe("the MCP conformance suite against /mcp", () => {
     it(`dns-rebinding-protection passes at http://${host}:<port>/mcp (a foreign Host and Origin refused, the gateway's own accepted)`, async () => {
       const url = `http://${host}:${new URL(gw.url).port}/mcp`
       const r = await scenario(url, "dns-rebinding-protection")
-      expect(r.checks.map((c) => [c.id, c.status]), r.output).toEqual([
+      expect(
+        r.checks.map((c) => [c.id, c.status]),
+        r.output
+      ).toEqual([
         ["localhost-host-rebinding-rejected", "SUCCESS"],
         ["localhost-host-valid-accepted", "SUCCESS"]
       ])
@@ -55,7 +58,10 @@ describe("the MCP conformance suite against /mcp", () => {
     it(`${name} passes`, async () => {
       const r = await scenario(`${gw.url}/mcp`, name)
       expect(r.checks.length, r.output).toBeGreaterThan(0)
-      expect(r.checks.filter((c) => c.status === "FAILURE"), r.output).toEqual([])
+      expect(
+        r.checks.filter((c) => c.status === "FAILURE"),
+        r.output
+      ).toEqual([])
       expect(r.code, r.output).toBe(0)
     })
   }

@@ -19,8 +19,15 @@ const PREVIOUS_REVISION = "2025-06-18"
 const CATALOG_TOOLS = ["gateway_agent_skills_list", "gateway_agent_skills_get", "gateway_agent_skills_coverage"]
 const ALL_TOOLS = [
   ...CATALOG_TOOLS,
-  "gateway_providers_list", "gateway_providers_test", "gateway_combos_list", "gateway_combos_switch_primary",
-  "gateway_usage_summary", "gateway_health_summary", "gateway_keys_list", "gateway_keys_create", "gateway_keys_revoke"
+  "gateway_providers_list",
+  "gateway_providers_test",
+  "gateway_combos_list",
+  "gateway_combos_switch_primary",
+  "gateway_usage_summary",
+  "gateway_health_summary",
+  "gateway_keys_list",
+  "gateway_keys_create",
+  "gateway_keys_revoke"
 ]
 
 const skill = (name: string, description: string) => `---\nname: ${name}\ndescription: "${description}"\n---\n\n## Overview\n\n${name} in detail.\n`
@@ -66,7 +73,8 @@ const connect = async (headers: Record<string, string> = {}, options: { readonly
 }
 const names = async (client: Client) => (await client.listTools()).tools.map((t) => t.name)
 const text = (result: Awaited<ReturnType<Client["callTool"]>>) => (result.content as Array<{ text: string }>).map((c) => c.text).join("\n")
-const setFlag = (key: string, value?: string) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", headers: admin, body: value === undefined ? { key } : { key, value } })
+const setFlag = (key: string, value?: string) =>
+  call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", headers: admin, body: value === undefined ? { key } : { key, value } })
 
 /** An initialize request sent by hand, asking for `version`: the answer and the session it opened. */
 const initialize = async (version: string) => {
@@ -89,7 +97,13 @@ describe("MCP over streamable HTTP", () => {
     expect(api.isError).toBeFalsy()
     const skills = (api.structuredContent as { skills: Array<{ id: string; name: string; rawUrl: string }> }).skills
     expect(skills.map((s) => s.id)).toEqual(["gw-providers", "gw-api-keys"])
-    expect(skills[0]).toMatchObject({ name: "Providers", description: "Connect upstream providers", category: "api", area: "providers", rawUrl: `${gw.url}/api/agent-skills/gw-providers/raw` })
+    expect(skills[0]).toMatchObject({
+      name: "Providers",
+      description: "Connect upstream providers",
+      category: "api",
+      area: "providers",
+      rawUrl: `${gw.url}/api/agent-skills/gw-providers/raw`
+    })
     const byArea = await client.callTool({ name: "gateway_agent_skills_list", arguments: { area: "cli-keys" } })
     expect((byArea.structuredContent as { skills: Array<{ id: string }> }).skills.map((s) => s.id)).toEqual(["cli-keys"])
 
@@ -128,7 +142,10 @@ describe("MCP over streamable HTTP", () => {
     expect(again.isError).toBe(true)
     expect(text(again)).toMatch(/no API key with id or name/)
 
-    const provider = await call(`${gw.url}/api/providers`, { headers: admin, body: { provider: "openai-compatible", name: "mcp-up", baseUrl: upstream.baseUrl, apiKey: "sk-mcp-upstream-secret-0123456789", defaultModel: "m1" } })
+    const provider = await call(`${gw.url}/api/providers`, {
+      headers: admin,
+      body: { provider: "openai-compatible", name: "mcp-up", baseUrl: upstream.baseUrl, apiKey: "sk-mcp-upstream-secret-0123456789", defaultModel: "m1" }
+    })
     expect(provider.status).toBe(201)
     const providers = await client.callTool({ name: "gateway_providers_list", arguments: {} })
     expect((providers.structuredContent as { connections: Array<{ name: string }> }).connections.map((c) => c.name)).toContain("mcp-up")
@@ -137,7 +154,10 @@ describe("MCP over streamable HTTP", () => {
     expect(tested.structuredContent).toMatchObject({ name: "mcp-up", ok: true })
     expect((await call(`${gw.url}/api/providers/${provider.body.id}`, { headers: admin })).body.testStatus).toBe("active")
 
-    const combo = await call(`${gw.url}/api/combos`, { headers: admin, body: { name: "mcp-team", strategy: "priority", targets: [{ model: "mcp-up/m1" }, { model: "mcp-up/m2" }] } })
+    const combo = await call(`${gw.url}/api/combos`, {
+      headers: admin,
+      body: { name: "mcp-team", strategy: "priority", targets: [{ model: "mcp-up/m1" }, { model: "mcp-up/m2" }] }
+    })
     expect(combo.status).toBe(201)
     const switched = await client.callTool({ name: "gateway_combos_switch_primary", arguments: { combo: "mcp-team", model: "mcp-up/m2" } })
     expect(switched.structuredContent).toMatchObject({ added: false, primary: { model: "mcp-up/m2" } })
@@ -243,7 +263,10 @@ describe("MCP over streamable HTTP", () => {
     const before = await call(`${gw.url}/api/mcp/status`, { headers: admin })
     expect(before.status).toBe(200)
     expect(before.body).toMatchObject({ tools: ALL_TOOLS.length, enforceScopes: true, compressDescriptions: false, restartedAt: null })
-    expect(before.body.transports).toEqual([{ name: "streamable-http", endpoint: "/mcp" }, { name: "stdio", endpoint: "gateway --mcp" }])
+    expect(before.body.transports).toEqual([
+      { name: "streamable-http", endpoint: "/mcp" },
+      { name: "stdio", endpoint: "gateway --mcp" }
+    ])
     expect(before.body.sessionsActive).toBeGreaterThanOrEqual(1)
 
     const restarted = await call(`${gw.url}/api/mcp/restart`, { method: "POST", headers: admin })
@@ -267,7 +290,13 @@ describe("MCP over streamable HTTP", () => {
     const noSession = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))
     expect(noSession.status).toBe(400)
     expect(noSession.body.error.message).toMatch(/begins with an initialize request/)
-    const unknown = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin, "mcp-session-id": "no-such-session" }, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))
+    const unknown = await rawCall(
+      gw.url,
+      "POST",
+      "/mcp",
+      { ...json, ...admin, "mcp-session-id": "no-such-session" },
+      JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
+    )
     expect(unknown.status).toBe(404)
     const deep = await rawCall(gw.url, "POST", "/mcp", { ...json, ...admin }, "[".repeat(200) + "]".repeat(200))
     expect(deep.status).toBe(400)
@@ -282,7 +311,13 @@ describe("MCP over streamable HTTP", () => {
 
     // A session belongs to the caller that opened it.
     const opened = await initialize(LATEST_PROTOCOL_VERSION)
-    const stolen = await rawCall(gw.url, "POST", "/mcp", { ...json, authorization: `Bearer ${INFERENCE}`, "mcp-session-id": opened.sessionId! }, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }))
+    const stolen = await rawCall(
+      gw.url,
+      "POST",
+      "/mcp",
+      { ...json, authorization: `Bearer ${INFERENCE}`, "mcp-session-id": opened.sessionId! },
+      JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" })
+    )
     expect(stolen.status).toBe(403)
     expect(gw.logs.some((l) => l.level === "ERROR" && l.message.includes("/mcp"))).toBe(false)
   })
@@ -300,7 +335,13 @@ describe("DNS rebinding: /mcp checks Origin, and Host on a loopback bind (the MC
       expect((err as Error).message).toMatch(/not allowed here \(DNS rebinding protection\)/)
     }
     expect(await sessions()).toBe(before)
-    const raw = await rawCall(gw.url, "POST", "/mcp", { "content-type": "application/json", accept: "application/json, text/event-stream", origin: "http://evil.example.com" }, "{}")
+    const raw = await rawCall(
+      gw.url,
+      "POST",
+      "/mcp",
+      { "content-type": "application/json", accept: "application/json, text/event-stream", origin: "http://evil.example.com" },
+      "{}"
+    )
     expect(raw.status).toBe(403)
     expect(raw.body).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32000, data: { code: "origin_not_allowed" } } })
   })
@@ -338,7 +379,11 @@ describe("DNS rebinding: names and origins the operator allows", () => {
 
   it("GATEWAY_ALLOWED_HOSTS, the hosts of GATEWAY_ALLOWED_ORIGINS and NEXT_PUBLIC_BASE_URL are names of the gateway; others are not", async () => {
     const url = other.url
-    for (const [host, origin] of [["gateway.lan:8080", "http://gateway.lan:8080"], ["app.example", "https://app.example"], ["gw.example.net", "https://gw.example.net"]] as const) {
+    for (const [host, origin] of [
+      ["gateway.lan:8080", "http://gateway.lan:8080"],
+      ["app.example", "https://app.example"],
+      ["gw.example.net", "https://gw.example.net"]
+    ] as const) {
       const { client } = await connect({ origin }, { host, url })
       expect(await names(client), host).toEqual(CATALOG_TOOLS)
     }

@@ -24,7 +24,11 @@ let client: OpenAI
 
 const usageRow = async (requestId: string | null) => {
   await gw.usageWritten()
-  const rows = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, stream, tokens_in, tokens_out, cost_usd, fallback_attempts, error FROM usage WHERE request_id = ?", requestId)
+  const rows = queryDb(
+    gw.dataDir,
+    "SELECT endpoint, status, provider, model, stream, tokens_in, tokens_out, cost_usd, fallback_attempts, error FROM usage WHERE request_id = ?",
+    requestId
+  )
   expect(rows).toHaveLength(1)
   return rows[0]!
 }
@@ -71,7 +75,10 @@ beforeAll(async () => {
   // Two connections serving the same models: "pair-a" (tried first) on `down`, "pair-b" on `up`.
   await add({ provider: "openai-compatible", name: "pair-a", apiKey: "sk-pair-a", priority: 1, baseUrl: down.baseUrl("openai"), models: ["voice-1", "ears-1"] })
   await add({ provider: "openai-compatible", name: "pair-b", apiKey: "sk-pair-b", priority: 2, baseUrl: up.baseUrl("openai"), models: ["voice-1", "ears-1"] })
-  const combo = await call(`${gw.url}/api/combos`, { body: { name: "speakers", strategy: "priority", targets: [{ model: "gem/gemini-2.5-flash-preview-tts" }, { model: "oai/tts-1" }] }, headers: admin })
+  const combo = await call(`${gw.url}/api/combos`, {
+    body: { name: "speakers", strategy: "priority", targets: [{ model: "gem/gemini-2.5-flash-preview-tts" }, { model: "oai/tts-1" }] },
+    headers: admin
+  })
   expect(combo.status, JSON.stringify(combo.body)).toBe(201)
   client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: ADMIN, maxRetries: 0 })
 })
@@ -126,7 +133,9 @@ describe("POST /v1/audio/speech", () => {
   it("ElevenLabs: an OpenAI voice name maps to a premade voice, opus to output_format opus_48000_64, the key goes as xi-api-key", async () => {
     const audio = Buffer.from("OggS fake opus pages ".repeat(50))
     up.next({ audio })
-    const { data, response } = await client.audio.speech.create({ model: "el/eleven_flash_v2_5", input: "Bonjour", voice: "alloy", response_format: "opus", speed: 2 }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "el/eleven_flash_v2_5", input: "Bonjour", voice: "alloy", response_format: "opus", speed: 2 })
+      .withResponse()
     expect(Buffer.from(await data.arrayBuffer()).equals(audio)).toBe(true)
     expect(response.headers.get("content-type")).toBe("audio/ogg")
     const got = last("elevenlabs")
@@ -141,7 +150,9 @@ describe("POST /v1/audio/speech", () => {
   it("ElevenLabs: wav is its 24 kHz PCM wrapped by the gateway; another voice id passes through", async () => {
     const pcm = sinePcm(0.25)
     up.next({ audio: pcm })
-    const { data, response } = await client.audio.speech.create({ model: "el/eleven_multilingual_v2", input: "Hi", voice: "JBFqnCBsd6RMkjVDRZzb", response_format: "wav" }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "el/eleven_multilingual_v2", input: "Hi", voice: "JBFqnCBsd6RMkjVDRZzb", response_format: "wav" })
+      .withResponse()
     const wav = Buffer.from(await data.arrayBuffer())
     expect(response.headers.get("content-type")).toBe("audio/wav")
     expect(last("elevenlabs").path).toBe("/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb")
@@ -176,7 +187,9 @@ describe("POST /v1/audio/speech", () => {
   it("Gemini TTS: the PCM comes back as a WAV with a valid RIFF header and every sample, priced by the tokens Gemini reports", async () => {
     const pcm = sinePcm(1.5)
     up.next({ pcm, geminiUsage: { prompt: 10, candidates: 1000 } })
-    const { data, response } = await client.audio.speech.create({ model: "gem/gemini-2.5-flash-preview-tts", input: "Have a wonderful day", voice: "alloy", response_format: "wav", instructions: "Say cheerfully" }).withResponse()
+    const { data, response } = await client.audio.speech
+      .create({ model: "gem/gemini-2.5-flash-preview-tts", input: "Have a wonderful day", voice: "alloy", response_format: "wav", instructions: "Say cheerfully" })
+      .withResponse()
     const wav = Buffer.from(await data.arrayBuffer())
     expect(response.headers.get("content-type")).toBe("audio/wav")
     expect(wav.toString("ascii", 0, 4)).toBe("RIFF")
@@ -225,7 +238,10 @@ describe("POST /v1/audio/speech", () => {
   })
 
   it("Gemini TTS alone refuses opus (it needs an encoder) with a 400 naming mp3, wav and pcm; in a combo the next target answers", async () => {
-    const alone = await call(`${gw.url}/v1/audio/speech`, { body: { model: "gem/gemini-2.5-flash-preview-tts", input: "Hi", voice: "alloy", response_format: "opus" }, headers: admin })
+    const alone = await call(`${gw.url}/v1/audio/speech`, {
+      body: { model: "gem/gemini-2.5-flash-preview-tts", input: "Hi", voice: "alloy", response_format: "opus" },
+      headers: admin
+    })
     expect(alone.status).toBe(400)
     expect(alone.body.error).toMatchObject({ param: "response_format", code: "unsupported_value" })
     expect(alone.body.error.message).toMatch(/gives as mp3, wav or pcm; opus would need an encoder the gateway does not ship/)
@@ -255,7 +271,11 @@ describe("POST /v1/audio/speech", () => {
 
   it("an upstream that breaks off mid-audio cuts the client's transfer instead of ending a shorter file", async () => {
     up.next({ audio: sineMp3(1), chunks: 4, cutAfterFirst: true })
-    const res = await fetch(`${gw.url}/v1/audio/speech`, { method: "POST", headers: { ...admin, "content-type": "application/json" }, body: JSON.stringify({ model: "oai/tts-1", input: "Broken", voice: "alloy" }) })
+    const res = await fetch(`${gw.url}/v1/audio/speech`, {
+      method: "POST",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify({ model: "oai/tts-1", input: "Broken", voice: "alloy" })
+    })
     expect(res.status).toBe(200)
     await expect(res.arrayBuffer()).rejects.toThrow()
     const row = await usageRow(res.headers.get("x-gateway-request-id"))
@@ -267,7 +287,11 @@ describe("POST /v1/audio/speech", () => {
     const audio = sineMp3(0.5)
     up.next({ audio, chunks: 5 })
     const ask = () =>
-      fetch(`${gw.url}/v1/audio/speech`, { method: "POST", headers: { ...admin, "content-type": "application/json", "idempotency-key": "speak-once" }, body: JSON.stringify({ model: "oai/tts-1", input: "Once", voice: "alloy" }) })
+      fetch(`${gw.url}/v1/audio/speech`, {
+        method: "POST",
+        headers: { ...admin, "content-type": "application/json", "idempotency-key": "speak-once" },
+        body: JSON.stringify({ model: "oai/tts-1", input: "Once", voice: "alloy" })
+      })
     const first = await ask()
     expect(Buffer.from(await first.arrayBuffer()).equals(audio)).toBe(true)
     const again = await ask()
@@ -357,16 +381,26 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(srt).toBe("1\n00:00:00,000 --> 00:00:00,600\nFirst sentence.\n\n2\n00:00:00,700 --> 00:00:01,300\nSecond one.\n\n")
     const vtt = await client.audio.transcriptions.create({ file: await upload(wav15), model: "oai/whisper-1", response_format: "vtt" })
     expect(vtt).toBe("WEBVTT\n\n00:00:00.000 --> 00:00:00.600\nFirst sentence.\n\n00:00:00.700 --> 00:00:01.300\nSecond one.\n\n")
-    const verbose = await client.audio.transcriptions.create({ file: await upload(wav15), model: "oai/whisper-1", response_format: "verbose_json", timestamp_granularities: ["word", "segment"] })
+    const verbose = await client.audio.transcriptions.create({
+      file: await upload(wav15),
+      model: "oai/whisper-1",
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"]
+    })
     expect(verbose).toMatchObject({ task: "transcribe", language: "english", duration: 1.5, text: "First sentence. Second one." })
-    expect(verbose.segments!.map((s) => [s.start, s.end, s.text])).toEqual([[0, 0.6, " First sentence."], [0.7, 1.3, " Second one."]])
+    expect(verbose.segments!.map((s) => [s.start, s.end, s.text])).toEqual([
+      [0, 0.6, " First sentence."],
+      [0.7, 1.3, " Second one."]
+    ])
     expect(verbose.words!.map((w) => w.word)).toEqual(["First", "sentence.", "Second", "one."])
     expect(last("openai").form!.fields["timestamp_granularities[]"]).toEqual(["word", "segment"])
   })
 
   it("Deepgram: the raw audio with its content type and a Token; srt is built from its words; the duration is measured", async () => {
     up.always({ text: "Hello world. How are you?", claimedDuration: 31 })
-    const { data, response } = await client.audio.transcriptions.create({ file: await upload(wav15), model: "dg/nova-3", response_format: "verbose_json", timestamp_granularities: ["word"] }).withResponse()
+    const { data, response } = await client.audio.transcriptions
+      .create({ file: await upload(wav15), model: "dg/nova-3", response_format: "verbose_json", timestamp_granularities: ["word"] })
+      .withResponse()
     expect(data).toMatchObject({ task: "transcribe", language: "en", duration: 1.5, text: "Hello world. How are you?" })
     expect(data.words!.map((w) => w.word)).toEqual(["Hello", "world.", "How", "are", "you?"])
     const got = last("deepgram")
@@ -401,9 +435,18 @@ describe("POST /v1/audio/transcriptions", () => {
 
   it("ElevenLabs Scribe: the multipart with model_id, its words (spacing left out) make the segments", async () => {
     up.always({ text: "One two three." })
-    const data = await client.audio.transcriptions.create({ file: await upload(wav15), model: "el/scribe_v1", response_format: "verbose_json", timestamp_granularities: ["word", "segment"] })
+    const data = await client.audio.transcriptions.create({
+      file: await upload(wav15),
+      model: "el/scribe_v1",
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"]
+    })
     expect(data).toMatchObject({ language: "eng", duration: 1.5, text: "One two three." })
-    expect(data.words).toEqual([{ word: "One", start: 0, end: 0.2 }, { word: "two", start: 0.25, end: 0.45 }, { word: "three.", start: 0.5, end: 0.7 }])
+    expect(data.words).toEqual([
+      { word: "One", start: 0, end: 0.2 },
+      { word: "two", start: 0.25, end: 0.45 },
+      { word: "three.", start: 0.5, end: 0.7 }
+    ])
     expect(data.segments).toEqual([{ id: 0, start: 0, end: 0.7, text: "One two three." }])
     const got = last("elevenlabs")
     expect(got.path).toBe("/v1/speech-to-text")
@@ -453,7 +496,10 @@ describe("POST /v1/audio/transcriptions", () => {
     expect(notAudio.body.error).toMatchObject({ param: "file", code: "invalid_audio" })
     expect(notAudio.body.error.message).toMatch(/could not read the audio/)
 
-    const big = await postForm("/v1/audio/transcriptions", { model: "oai/whisper-1", file: new Blob([Buffer.concat([wav15, Buffer.alloc(25 * 1024 * 1024)])], { type: "audio/wav" }) })
+    const big = await postForm("/v1/audio/transcriptions", {
+      model: "oai/whisper-1",
+      file: new Blob([Buffer.concat([wav15, Buffer.alloc(25 * 1024 * 1024)])], { type: "audio/wav" })
+    })
     expect(big.status).toBe(413)
     expect(big.body.error).toMatchObject({ param: "file", code: "file_too_large" })
     expect(big.body.error.message).toMatch(/larger than 26214400 bytes/)

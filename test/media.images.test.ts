@@ -43,7 +43,7 @@ const fromDataUrl = (url: string | undefined) => {
   return m ? { type: m[1], bytes: Buffer.from(m[2]!, "base64") } : undefined
 }
 /** A multipart upload through fetch (for what the SDK would not send). */
-const upload = (form: FormData) => fetch(`${gw.url}/v1/images/edits`, { method: "POST", body: form }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+const upload = (form: FormData) => fetch(`${gw.url}/v1/images/edits`, { method: "POST", body: form }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
 
 beforeAll(async () => {
   up = await FakeImages.start(RED)
@@ -100,7 +100,16 @@ describe("POST /v1/images/generations, OpenAI-compatible upstream", () => {
     expect(response.headers.get("x-gateway-model")).toBe("gpt-image-2")
     expect(response.headers.get("x-gateway-provider")).toBe("openai")
     const [row] = await usageRow(response.headers.get("x-gateway-request-id"))
-    expect(row).toMatchObject({ endpoint: "images.generations", status: 200, provider: "openai", model: "gpt-image-2", tokens_in: 50, tokens_out: 1056, requested_model: "oai/gpt-image-2", error: null })
+    expect(row).toMatchObject({
+      endpoint: "images.generations",
+      status: 200,
+      provider: "openai",
+      model: "gpt-image-2",
+      tokens_in: 50,
+      tokens_out: 1056,
+      requested_model: "oai/gpt-image-2",
+      error: null
+    })
     expect(row!["cost_usd"]).toBeCloseTo(0.03193, 12)
   })
 
@@ -275,7 +284,12 @@ describe("POST /v1/images/edits", () => {
 
   it("a JSON edit with images[].image_url data URLs is sent upstream as multipart", async () => {
     const res = await call(`${gw.url}/v1/images/edits`, {
-      body: { model: "oai/gpt-image-2", prompt: "json edit", images: [{ image_url: `data:image/png;base64,${BLUE.toString("base64")}` }], mask: { image_url: `data:image/png;base64,${RED.toString("base64")}` } }
+      body: {
+        model: "oai/gpt-image-2",
+        prompt: "json edit",
+        images: [{ image_url: `data:image/png;base64,${BLUE.toString("base64")}` }],
+        mask: { image_url: `data:image/png;base64,${RED.toString("base64")}` }
+      }
     })
     expect(res.status, res.text).toBe(200)
     const sent = up.requests.at(-1)!

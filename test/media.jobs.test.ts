@@ -30,7 +30,11 @@ let keyA: string
 const flush = (g: TestGateway) => g.usageWritten()
 const rows = async (requestId: string | null, g: TestGateway = gw) => {
   await flush(g)
-  return queryDb(g.dataDir, "SELECT endpoint, status, cost_usd, api_key_id, provider, model, requested_model, error, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id", requestId)
+  return queryDb(
+    g.dataDir,
+    "SELECT endpoint, status, cost_usd, api_key_id, provider, model, requested_model, error, fallback_attempts FROM usage WHERE request_id = ? ORDER BY id",
+    requestId
+  )
 }
 
 const submit = (kind: "videos" | "music", body: Record<string, unknown>, headers: Record<string, string> = asA, g: TestGateway = gw) =>
@@ -125,12 +129,27 @@ describe("video jobs: OpenAI videos API", () => {
     expect(last.headers.get("x-gateway-tokens-out")).toBe("0")
 
     // A finished job is not asked about again; its row is written once.
-    const upstreamId = created && fake.requests.filter((r) => r.path.startsWith("/v1/videos/video_")).at(-1)!.path.split("/")[3]!
+    const upstreamId =
+      created &&
+      fake.requests
+        .filter((r) => r.path.startsWith("/v1/videos/video_"))
+        .at(-1)!
+        .path.split("/")[3]!
     const polls = fake.hits(new RegExp(`^GET /v1/videos/${upstreamId}$`))
     expect((await poll("videos", id)).body.status).toBe("completed")
     expect(fake.hits(new RegExp(`^GET /v1/videos/${upstreamId}$`))).toBe(polls)
     expect(await rows(id)).toEqual([
-      { endpoint: "videos.generations:job", status: 200, cost_usd: 0.8, api_key_id: keyA, provider: "openai", model: "sora-2", requested_model: "oai/sora-2", error: null, fallback_attempts: 0 }
+      {
+        endpoint: "videos.generations:job",
+        status: 200,
+        cost_usd: 0.8,
+        api_key_id: keyA,
+        provider: "openai",
+        model: "sora-2",
+        requested_model: "oai/sora-2",
+        error: null,
+        fallback_attempts: 0
+      }
     ])
 
     const got = await content("videos", id)
@@ -214,7 +233,13 @@ describe("video jobs: OpenAI videos API", () => {
 
 describe("video jobs: Gemini Veo operations", () => {
   it("maps the request to predictLongRunning, polls the operation, relays the video (key on its own origin, not after the redirect), cost per second asked", async () => {
-    const sub = await submit("videos", { model: "goog/veo-3.1-generate-preview", prompt: "a hummingbird in slow motion", seconds: 6, size: "1920x1080", negative_prompt: "cartoon" })
+    const sub = await submit("videos", {
+      model: "goog/veo-3.1-generate-preview",
+      prompt: "a hummingbird in slow motion",
+      seconds: 6,
+      size: "1920x1080",
+      negative_prompt: "cartoon"
+    })
     expect(sub.status, sub.text).toBe(202)
     expect(sub.body).toMatchObject({ status: "queued", seconds: 6, model: "veo-3.1-generate-preview" })
     const started = fake.requests.filter((r) => r.path.endsWith(":predictLongRunning")).at(-1)!
@@ -252,7 +277,10 @@ describe("video jobs: Gemini Veo operations", () => {
     expect(res.headers.get("x-gateway-response-cost")).toBe("3.2000000000")
 
     fake.failJobs = true
-    const failed = await call(`${gw.url}/v1/videos/generations`, { body: { model: "goog/veo-3.1-generate-preview", prompt: "bad" }, headers: { ...asA, prefer: "respond-async, wait=15" } })
+    const failed = await call(`${gw.url}/v1/videos/generations`, {
+      body: { model: "goog/veo-3.1-generate-preview", prompt: "bad" },
+      headers: { ...asA, prefer: "respond-async, wait=15" }
+    })
     expect(failed.status).toBe(200)
     expect(failed.body).toMatchObject({ status: "failed", error: { code: "INVALID_ARGUMENT", message: "The prompt could not be processed." } })
     expect(await rows(failed.body.id)).toEqual([expect.objectContaining({ status: 502, cost_usd: 0 })])

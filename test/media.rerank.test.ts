@@ -25,11 +25,7 @@ const rerank = (body: unknown) => call(`${gw.url}/v1/rerank`, { body })
 
 const usageRow = async (requestId: string | null) => {
   await gw.usageWritten()
-  const [row] = queryDb(
-    gw.dataDir,
-    "SELECT endpoint, status, provider, model, tokens_in, cost_usd, fallback_attempts, connection_id FROM usage WHERE request_id = ?",
-    requestId
-  )
+  const [row] = queryDb(gw.dataDir, "SELECT endpoint, status, provider, model, tokens_in, cost_usd, fallback_attempts, connection_id FROM usage WHERE request_id = ?", requestId)
   return row as Record<string, any> | undefined
 }
 const connectionId = async (name: string): Promise<string> => (await call(`${gw.url}/api/providers/${name}`, { headers: admin })).body.id
@@ -109,7 +105,15 @@ describe("POST /v1/rerank", () => {
     expect(second.document.text).toBe(DOCS[second.index])
     // $2 per 1000 searches; one search = one query with up to 100 documents.
     expectCostHeaders(res.headers, "0.0020000000", "rerank-v3.5", "cohere")
-    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "rerank", status: 200, provider: "cohere", model: "rerank-v3.5", tokens_in: null, cost_usd: 0.002, fallback_attempts: 0 })
+    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "rerank",
+      status: 200,
+      provider: "cohere",
+      model: "rerank-v3.5",
+      tokens_in: null,
+      cost_usd: 0.002,
+      fallback_attempts: 0
+    })
 
     const many = await rerank({ model: "co/rerank-v3.5", query: "capital", documents: Array.from({ length: 150 }, (_, i) => `document ${i} about a capital`) })
     expect(many.status, many.text).toBe(200)

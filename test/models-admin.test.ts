@@ -35,7 +35,8 @@ beforeEach(async () => {
   up.requests.length = 0
   await gw.resetResilience()
   for (const a of (await api("/api/models/alias")).body.aliases) if (a.source === "user") await api(`/api/models/alias?alias=${encodeURIComponent(a.alias)}`, { method: "DELETE" })
-  for (const m of (await api("/api/provider-models")).body.models) await api(`/api/provider-models?provider=${encodeURIComponent(m.provider)}&model=${encodeURIComponent(m.model)}`, { method: "DELETE" })
+  for (const m of (await api("/api/provider-models")).body.models)
+    await api(`/api/provider-models?provider=${encodeURIComponent(m.provider)}&model=${encodeURIComponent(m.model)}`, { method: "DELETE" })
   await setFlag("MODEL_ALIAS_COMPAT_ENABLED", false)
 })
 
@@ -155,7 +156,15 @@ describe("custom models (/api/provider-models)", () => {
     expect(add.body).toMatchObject({ provider: "local", scope: "connection", model: "qwen3-coder", inCatalog: false, contextLength: 262144, hidden: false })
     expect(await listedIds()).toContain("local/qwen3-coder")
     const entry = (await api("/api/models/catalog")).body.models.find((m: any) => m.id === "local/qwen3-coder")
-    expect(entry).toMatchObject({ provider: "openai-compatible", connection: "local", kind: "chat", contextWindow: 262144, custom: true, capabilities: { tools: true, reasoning: true, vision: false }, price: { input: 0.2, output: 0.8 } })
+    expect(entry).toMatchObject({
+      provider: "openai-compatible",
+      connection: "local",
+      kind: "chat",
+      contextWindow: 262144,
+      custom: true,
+      capabilities: { tools: true, reasoning: true, vision: false },
+      price: { input: 0.2, output: 0.8 }
+    })
     expect((await chat("local/qwen3-coder")).status).toBe(200)
     expect(up.requests.at(-1)?.body.model).toBe("qwen3-coder")
     // Bare id: the connection serves it now.
@@ -169,7 +178,9 @@ describe("custom models (/api/provider-models)", () => {
   })
 
   it("a provider-wide custom model appears for that provider's connections", async () => {
-    expect((await api("/api/provider-models", { body: { provider: "anthropic", model: "claude-next", contextLength: 500000, capabilities: ["tools", "vision"] } })).status).toBe(201)
+    expect((await api("/api/provider-models", { body: { provider: "anthropic", model: "claude-next", contextLength: 500000, capabilities: ["tools", "vision"] } })).status).toBe(
+      201
+    )
     expect(await listedIds()).toContain("claude-acct/claude-next")
     expect((await api("/api/models/catalog?provider=anthropic")).body.models.map((m: any) => m.id)).toContain("anthropic/claude-next")
   })

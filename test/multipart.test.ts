@@ -20,7 +20,10 @@ describe("multipart bodies for upstreams", () => {
   fs.writeFileSync(file, bytes)
 
   it("streams an upload from disk, byte for byte what the in-memory form would be, with its exact length", async () => {
-    const streamed = multipartBody([{ name: "model", value: "m" }, { name: "file", filename: "a.wav", contentType: "audio/wav", path: file, size: bytes.length }])
+    const streamed = multipartBody([
+      { name: "model", value: "m" },
+      { name: "file", filename: "a.wav", contentType: "audio/wav", path: file, size: bytes.length }
+    ])
     expect(streamed.data).toBeInstanceOf(Readable)
     const sent = await collect(streamed.data)
     expect(sent.length).toBe(streamed.length)
@@ -34,7 +37,10 @@ describe("multipart bodies for upstreams", () => {
   })
 
   it("keeps a form without uploads in memory", async () => {
-    const whole = multipartBody([{ name: "prompt", value: "a \"quoted\"\r\nname" }, { name: "image", filename: "x.png", contentType: "image/png", data: Buffer.from([1, 2, 3]) }])
+    const whole = multipartBody([
+      { name: "prompt", value: 'a "quoted"\r\nname' },
+      { name: "image", filename: "x.png", contentType: "image/png", data: Buffer.from([1, 2, 3]) }
+    ])
     expect(Buffer.isBuffer(whole.data)).toBe(true)
     expect((whole.data as Buffer).length).toBe(whole.length)
   })

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import type { FormatId } from "../src/domain/canonical.js"
-import { type Family, FakeUpstream, type Reply } from "./support/fakeUpstream.js"
+import type { Family, FakeUpstream, Reply } from "./support/fakeUpstream.js"
 import { FAMILIES, gatewayForFile } from "./support/families.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 
@@ -20,7 +20,10 @@ const file = gatewayForFile({
   admin: ADMIN,
   setup: async (gw, up) => {
     for (const { family, connection } of FAMILIES) {
-      for (const [prefix, timeouts] of [["c", undefined], ["w", { nonStreamed: "whole" }]] as const) {
+      for (const [prefix, timeouts] of [
+        ["c", undefined],
+        ["w", { nonStreamed: "whole" }]
+      ] as const) {
         const body = { ...connection, name: `${prefix}-${String(connection["name"])}`, baseUrl: up.baseUrl(family), defaultModel: "m1", ...(timeouts ? { timeouts } : {}) }
         const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
         expect(res.status, res.text).toBe(201)
@@ -44,9 +47,20 @@ const request = (client: FormatId, model: string): { path: string; body: Record<
     case "openai-responses":
       return { path: "/v1/responses", body: { model, input: "weather in Paris?", tools: [{ type: "function", ...WEATHER, strict: false }] } }
     case "anthropic":
-      return { path: "/v1/messages", body: { model, max_tokens: 1024, messages: [{ role: "user", content: "weather in Paris?" }], tools: [{ name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.parameters }] } }
+      return {
+        path: "/v1/messages",
+        body: {
+          model,
+          max_tokens: 1024,
+          messages: [{ role: "user", content: "weather in Paris?" }],
+          tools: [{ name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.parameters }]
+        }
+      }
     case "gemini":
-      return { path: `/v1beta/models/${model}:generateContent`, body: { contents: [{ role: "user", parts: [{ text: "weather in Paris?" }] }], tools: [{ functionDeclarations: [WEATHER] }] } }
+      return {
+        path: `/v1beta/models/${model}:generateContent`,
+        body: { contents: [{ role: "user", parts: [{ text: "weather in Paris?" }] }], tools: [{ functionDeclarations: [WEATHER] }] }
+      }
     case "ollama":
       return { path: "/api/chat", body: { model, stream: false, messages: [{ role: "user", content: "weather in Paris?" }], tools: [{ type: "function", function: WEATHER }] } }
   }
@@ -54,9 +68,20 @@ const request = (client: FormatId, model: string): { path: string; body: Record<
 
 const REPLIES: ReadonlyArray<{ readonly name: string; readonly reply: Reply }> = [
   { name: "text with usage", reply: { content: "It is sunny in Paris today.", chunks: 4, usage: { input: 123, output: 45 } } },
-  { name: "parallel tool calls", reply: { toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }, { name: "get_weather", arguments: '{"location":"Lyon"}' }] } },
+  {
+    name: "parallel tool calls",
+    reply: {
+      toolCalls: [
+        { name: "get_weather", arguments: '{"location":"Paris"}' },
+        { name: "get_weather", arguments: '{"location":"Lyon"}' }
+      ]
+    }
+  },
   { name: "reasoning, then text", reply: { reasoning: { text: "The user wants the weather.", signature: "sig-abc" }, content: "Sunny." } },
-  { name: "reasoning, then a tool call", reply: { reasoning: { text: "I should look it up.", signature: "sig-def" }, toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] } },
+  {
+    name: "reasoning, then a tool call",
+    reply: { reasoning: { text: "I should look it up.", signature: "sig-def" }, toolCalls: [{ name: "get_weather", arguments: '{"location":"Paris"}' }] }
+  },
   { name: "cut at the output limit", reply: { content: "It is sunny and", stop: "max_tokens" } },
   { name: "refused", reply: { content: "I cannot help with that.", stop: "refusal" } }
 ]
@@ -115,7 +140,10 @@ describe("a long generation, non-streamed", () => {
     await add({ provider: "anthropic", name: "slow", apiKey: "sk-ant-slow", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
     await add({ provider: "anthropic", name: "slow-whole", apiKey: "sk-ant-slow", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1", timeouts: { nonStreamed: "whole" } })
     await add({ provider: "openai-compatible", name: "steady", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
-    expect((await call(`${short.url}/api/combos`, { body: { name: "slow-then-steady", strategy: "priority", targets: [{ model: "slow/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+    expect(
+      (await call(`${short.url}/api/combos`, { body: { name: "slow-then-steady", strategy: "priority", targets: [{ model: "slow/m1" }, { model: "steady/m1" }] }, headers: admin }))
+        .status
+    ).toBe(201)
   })
   afterAll(async () => {
     await short?.close()

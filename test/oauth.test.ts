@@ -44,8 +44,7 @@ const connectQwen = async (g: TestGateway, name: string) => {
   return done.body.connection
 }
 
-const chat = (g: TestGateway, model: string) =>
-  call(`${g.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
+const chat = (g: TestGateway, model: string) => call(`${g.url}/v1/chat/completions`, { body: { model, messages: [{ role: "user", content: "hi" }] } })
 
 const bearerOf = (r: { headers: Record<string, unknown> }) => String(r.headers["authorization"] ?? "")
 
@@ -105,7 +104,12 @@ describe("authorization code with PKCE", () => {
     expect(done.status).toBe(200)
     expect(done.body.created).toBe(true)
     expect(auth.verified).toBe(verifiedBefore + 1)
-    expect(done.body.connection).toMatchObject({ name: "claude1", provider: "claude-code", authType: "oauth", oauth: { email: "dev@example.test", accountId: "acct-123", hasRefreshToken: true } })
+    expect(done.body.connection).toMatchObject({
+      name: "claude1",
+      provider: "claude-code",
+      authType: "oauth",
+      oauth: { email: "dev@example.test", accountId: "acct-123", hasRefreshToken: true }
+    })
 
     // One-time: the same redirect again is refused.
     expect((await call(location.toString())).status).toBe(400)
@@ -210,8 +214,12 @@ describe("refresh", () => {
   })
 
   it("invalid_grant puts the connection in the terminal expired state: not routed, fallback works, a new authorization clears it", async () => {
-    expect((await api(gw2, "/api/providers", { body: { provider: "openai-compatible", name: "backup", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
-    expect((await api(gw2, "/api/combos", { body: { name: "coder", strategy: "priority", targets: [{ model: "qwen-rp/qwen3-coder-plus" }, { model: "backup/m1" }] } })).status).toBe(201)
+    expect(
+      (await api(gw2, "/api/providers", { body: { provider: "openai-compatible", name: "backup", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+    ).toBe(201)
+    expect(
+      (await api(gw2, "/api/combos", { body: { name: "coder", strategy: "priority", targets: [{ model: "qwen-rp/qwen3-coder-plus" }, { model: "backup/m1" }] } })).status
+    ).toBe(201)
     auth.refreshTtl = 5 // the next token is again about to expire
     expect((await api(gw2, "/api/oauth/qwen/refresh", { body: { connection: "qwen-rp" } })).status).toBe(200)
     auth.revokeAll()

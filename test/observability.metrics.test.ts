@@ -29,7 +29,14 @@ beforeAll(async () => {
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "groq", name: "bad", apiKey: "sk-bad", baseUrl: bad.baseUrl("openai-chat"), defaultModel: "llama-3.3-70b-versatile" })).status).toBe(201)
   expect((await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "team", strategy: "priority", targets: [{ model: "bad/llama-3.3-70b-versatile" }, { model: "good/gpt-4o" }] }, headers: admin })).status).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/combos`, {
+        body: { name: "team", strategy: "priority", targets: [{ model: "bad/llama-3.3-70b-versatile" }, { model: "good/gpt-4o" }] },
+        headers: admin
+      })
+    ).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()

@@ -40,7 +40,10 @@ beforeAll(async () => {
   const add = (body: Record<string, unknown>) => call(`${gw.url}/api/providers`, { body, headers: admin })
   expect((await add({ provider: "groq", name: "bad", apiKey: "sk-bad", baseUrl: bad.baseUrl("openai-chat"), defaultModel: "llama-3.3-70b-versatile" })).status).toBe(201)
   expect((await add({ provider: "openai", name: "good", apiKey: "sk-good", baseUrl: good.baseUrl("openai-chat"), defaultModel: "gpt-4o" })).status).toBe(201)
-  const combo = await call(`${gw.url}/api/combos`, { body: { name: "team", strategy: "priority", targets: [{ model: "bad/llama-3.3-70b-versatile" }, { model: "good/gpt-4o" }] }, headers: admin })
+  const combo = await call(`${gw.url}/api/combos`, {
+    body: { name: "team", strategy: "priority", targets: [{ model: "bad/llama-3.3-70b-versatile" }, { model: "good/gpt-4o" }] },
+    headers: admin
+  })
   expect(combo.status).toBe(201)
 })
 afterAll(async () => {
@@ -58,7 +61,9 @@ const spansOf = (requestId: string, attempts: number) =>
   until(`the spans of ${requestId}`, () => {
     const server = receiver.spans.find((s) => s.kind === 2 && s.attributes["gateway.request.id"] === requestId)
     if (!server) return undefined
-    const children = receiver.spans.filter((s) => s.parentSpanId === server.spanId).sort((a, b) => Number(a.attributes["gateway.attempt"]) - Number(b.attributes["gateway.attempt"]))
+    const children = receiver.spans
+      .filter((s) => s.parentSpanId === server.spanId)
+      .sort((a, b) => Number(a.attributes["gateway.attempt"]) - Number(b.attributes["gateway.attempt"]))
     return children.length === attempts ? { server, children } : undefined
   })
 
@@ -98,10 +103,23 @@ describe("traces over OTLP", () => {
       expect(s.attributes["gen_ai.operation.name"]).toBe("chat")
     }
     expect(first.name).toBe("chat llama-3.3-70b-versatile")
-    expect(first.attributes).toMatchObject({ "gateway.attempt": 1, "gen_ai.provider.name": "groq", "gen_ai.request.model": "llama-3.3-70b-versatile", "gateway.connection": "bad", "error.type": "503" })
+    expect(first.attributes).toMatchObject({
+      "gateway.attempt": 1,
+      "gen_ai.provider.name": "groq",
+      "gen_ai.request.model": "llama-3.3-70b-versatile",
+      "gateway.connection": "bad",
+      "error.type": "503"
+    })
     expect(first.status).toBe(2)
     expect(second.name).toBe("chat gpt-4o")
-    expect(second.attributes).toMatchObject({ "gateway.attempt": 2, "gen_ai.provider.name": "openai", "gen_ai.response.model": "gpt-4o", "gateway.connection": "good", "gen_ai.usage.input_tokens": 11, "gen_ai.usage.output_tokens": 7 })
+    expect(second.attributes).toMatchObject({
+      "gateway.attempt": 2,
+      "gen_ai.provider.name": "openai",
+      "gen_ai.response.model": "gpt-4o",
+      "gateway.connection": "good",
+      "gen_ai.usage.input_tokens": 11,
+      "gen_ai.usage.output_tokens": 7
+    })
     expect(second.attributes["error.type"]).toBeUndefined()
     expect(second.status).not.toBe(2)
 

@@ -68,8 +68,12 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
 
   // Configure one of everything.
-  await ok("/api/providers", { body: { provider: "openai-compatible", name: "lab", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-lab-secret-0123456789", defaultModel: "m1", models: ["m1"] } })
-  await ok("/api/provider-nodes", { body: { id: "mynode", prefix: "mynode", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "n1", contextLength: 8192, price: { input: 1, output: 2 } }] } })
+  await ok("/api/providers", {
+    body: { provider: "openai-compatible", name: "lab", baseUrl: up.baseUrl("openai-chat"), apiKey: "sk-lab-secret-0123456789", defaultModel: "m1", models: ["m1"] }
+  })
+  await ok("/api/provider-nodes", {
+    body: { id: "mynode", prefix: "mynode", baseUrl: up.baseUrl("openai-chat"), family: "openai-chat", models: [{ id: "n1", contextLength: 8192, price: { input: 1, output: 2 } }] }
+  })
   await ok("/api/providers", { body: { provider: "mynode", apiKey: "sk-node-secret-0123456789" } })
   const key = await ok("/api/keys", { body: { name: "client" } })
   clientKey = key.secret

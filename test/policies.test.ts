@@ -24,7 +24,8 @@ let openai: OpenAI
 let anthropic: Anthropic
 
 const policy = (body: Record<string, unknown>) => call(`${gw.url}/api/policies`, { body, headers: admin })
-const setMode = async (value: string) => expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "TOOL_POLICY_MODE", value }, headers: admin })).status).toBe(200)
+const setMode = async (value: string) =>
+  expect((await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "TOOL_POLICY_MODE", value }, headers: admin })).status).toBe(200)
 const clearPolicies = async () => {
   const list = await call(`${gw.url}/api/policies`, { headers: admin })
   for (const p of list.body.policies) expect((await call(`${gw.url}/api/policies/${p.name}`, { method: "DELETE", headers: admin })).status).toBe(200)
@@ -38,7 +39,10 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   const user = await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))
   userKeyId = user.id
-  const created = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+  const created = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "m1" },
+    headers: admin
+  })
   expect(created.status).toBe(201)
   openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: USER, maxRetries: 0 })
   anthropic = new Anthropic({ baseURL: gw.url, apiKey: USER, maxRetries: 0 })
@@ -204,7 +208,14 @@ describe("TOOL_POLICY_MODE", () => {
   it("block, every inbound format: Responses, Anthropic (SDK), Gemini, Ollama declare tools; the upstream never sees the denied one", async () => {
     await policy({ name: "tools", tools: { allow: ["read_*", "shell_exec"], deny: ["shell_*"] } })
     await setMode("block")
-    const responses = await openai.responses.create({ model: "m1", input: "hi", tools: [{ type: "function", name: "shell_exec", parameters: { type: "object", properties: {} }, strict: false }, { type: "function", name: "read_file", parameters: { type: "object", properties: {} }, strict: false }] })
+    const responses = await openai.responses.create({
+      model: "m1",
+      input: "hi",
+      tools: [
+        { type: "function", name: "shell_exec", parameters: { type: "object", properties: {} }, strict: false },
+        { type: "function", name: "read_file", parameters: { type: "object", properties: {} }, strict: false }
+      ]
+    })
     expect(responses.output_text).toBe("Hello from upstream")
     expect(upstreamTools()).toEqual(["read_file"])
 
@@ -212,7 +223,11 @@ describe("TOOL_POLICY_MODE", () => {
       model: "m1",
       max_tokens: 50,
       messages: [{ role: "user", content: "hi" }],
-      tools: [{ name: "shell_exec", input_schema: { type: "object", properties: {} } }, { name: "read_file", input_schema: { type: "object", properties: {} } }, { name: "write_file", input_schema: { type: "object", properties: {} } }]
+      tools: [
+        { name: "shell_exec", input_schema: { type: "object", properties: {} } },
+        { name: "read_file", input_schema: { type: "object", properties: {} } },
+        { name: "write_file", input_schema: { type: "object", properties: {} } }
+      ]
     })
     expect(messages.content[0]).toMatchObject({ type: "text", text: "Hello from upstream" })
     // write_file is not in the allow list.
@@ -220,7 +235,17 @@ describe("TOOL_POLICY_MODE", () => {
 
     const gemini = await call(`${gw.url}/v1beta/models/m1:generateContent`, {
       headers: { "x-goog-api-key": USER },
-      body: { contents: [{ role: "user", parts: [{ text: "hi" }] }], tools: [{ functionDeclarations: [{ name: "shell_exec", parameters: { type: "object", properties: {} } }, { name: "read_file", parameters: { type: "object", properties: {} } }] }] }
+      body: {
+        contents: [{ role: "user", parts: [{ text: "hi" }] }],
+        tools: [
+          {
+            functionDeclarations: [
+              { name: "shell_exec", parameters: { type: "object", properties: {} } },
+              { name: "read_file", parameters: { type: "object", properties: {} } }
+            ]
+          }
+        ]
+      }
     })
     expect(gemini.status).toBe(200)
     expect(gemini.headers.get("x-gateway-policy-removed-tools")).toBe("shell_exec")
@@ -243,12 +268,23 @@ describe("TOOL_POLICY_MODE", () => {
     await denyShell()
     await setMode("block")
     const forced = await openai.chat.completions
-      .create({ model: "m1", messages: [{ role: "user", content: "hi" }], tools: [fn("shell_exec"), fn("read_file")], tool_choice: { type: "function", function: { name: "shell_exec" } } })
+      .create({
+        model: "m1",
+        messages: [{ role: "user", content: "hi" }],
+        tools: [fn("shell_exec"), fn("read_file")],
+        tool_choice: { type: "function", function: { name: "shell_exec" } }
+      })
       .catch((x) => x)
     expect(forced).toBeInstanceOf(OpenAI.PermissionDeniedError)
     expect(forced.message).toMatch(/policy "tools" v\d+, rule tools.deny: the request forces tool "shell_exec" is denied/)
     const required = await anthropic.messages
-      .create({ model: "m1", max_tokens: 50, messages: [{ role: "user", content: "hi" }], tools: [{ name: "shell_run", input_schema: { type: "object", properties: {} } }], tool_choice: { type: "any" } })
+      .create({
+        model: "m1",
+        max_tokens: 50,
+        messages: [{ role: "user", content: "hi" }],
+        tools: [{ name: "shell_run", input_schema: { type: "object", properties: {} } }],
+        tool_choice: { type: "any" }
+      })
       .catch((x) => x)
     expect(required).toBeInstanceOf(Anthropic.PermissionDeniedError)
     expect(required.error.error.message).toContain("requires a tool call")
@@ -267,7 +303,13 @@ describe("TOOL_POLICY_MODE", () => {
     expect(history.message).toContain('the conversation carries a call of tool "shell_exec"')
     const geminiHistory = await call(`${gw.url}/v1beta/models/m1:generateContent`, {
       headers: { "x-goog-api-key": USER },
-      body: { contents: [{ role: "user", parts: [{ text: "hi" }] }, { role: "model", parts: [{ functionCall: { name: "shell_exec", args: { cmd: "ls" } } }] }, { role: "user", parts: [{ functionResponse: { name: "shell_exec", response: { out: "a" } } }] }] }
+      body: {
+        contents: [
+          { role: "user", parts: [{ text: "hi" }] },
+          { role: "model", parts: [{ functionCall: { name: "shell_exec", args: { cmd: "ls" } } }] },
+          { role: "user", parts: [{ functionResponse: { name: "shell_exec", response: { out: "a" } } }] }
+        ]
+      }
     })
     expect(geminiHistory.status).toBe(403)
     expect(geminiHistory.body.error.message).toContain("tools.deny")
@@ -282,4 +324,3 @@ describe("TOOL_POLICY_MODE", () => {
     expect(r.response.headers.get("x-gateway-policy-warning")).toMatch(/policy "tools" v\d+, rule tools.deny: tool "shell_exec" is denied/)
   })
 })
-

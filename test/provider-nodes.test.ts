@@ -71,7 +71,14 @@ describe("an OpenAI-chat node", () => {
     // Header values are stored encrypted and listed masked.
     expect(created.body.headers["X-Lab-Tenant"]).not.toBe("team-7")
     expect(JSON.stringify((await api(gw, "/api/provider-nodes")).body)).not.toContain("team-7")
-    expect(created.body.models[0]).toEqual({ id: "lab-large", name: "lab-large", contextLength: 32000, maxOutput: 4000, capabilities: ["tools", "vision"], price: { input: 2, output: 8, cachedInput: null } })
+    expect(created.body.models[0]).toEqual({
+      id: "lab-large",
+      name: "lab-large",
+      contextLength: 32000,
+      maxOutput: 4000,
+      capabilities: ["tools", "vision"],
+      price: { input: 2, output: 8, cachedInput: null }
+    })
 
     const conn = await api(gw, "/api/providers", { body: { provider: "mylab", apiKey: "sk-lab-secret-0123456789" } })
     expect(conn.status).toBe(201)
@@ -84,7 +91,13 @@ describe("an OpenAI-chat node", () => {
     expect(ids).toEqual(expect.arrayContaining(["lab/lab-large", "lab/lab-free"]))
     const catalog = await api(gw, "/api/models/catalog?provider=mylab")
     expect(catalog.body.models.map((m: any) => m.id)).toEqual(["lab/lab-large", "lab/lab-free"])
-    expect(catalog.body.models[0]).toMatchObject({ provider: "mylab", contextWindow: 32000, maxOutput: 4000, capabilities: { tools: true, vision: true }, price: { input: 2, output: 8 } })
+    expect(catalog.body.models[0]).toMatchObject({
+      provider: "mylab",
+      contextWindow: 32000,
+      maxOutput: 4000,
+      capabilities: { tools: true, vision: true },
+      price: { input: 2, output: 8 }
+    })
 
     const { data, response } = await client.chat.completions.create({ model: "lab/lab-large", messages: [{ role: "user", content: "hi" }] }).withResponse()
     expect(data.choices[0]!.message.content).toBe("from the lab")
@@ -112,7 +125,9 @@ describe("an OpenAI-chat node", () => {
     expect(added.status).toBe(201)
     expect(added.body).toMatchObject({ provider: "mylab", scope: "provider", model: "lab-extra" })
     expect((await sdk(gw).models.list()).data.map((m) => m.id)).toContain("mylab/lab-extra")
-    const { response } = await sdk(gw).chat.completions.create({ model: "mylab/lab-extra", messages: [{ role: "user", content: "hi" }] }).withResponse()
+    const { response } = await sdk(gw)
+      .chat.completions.create({ model: "mylab/lab-extra", messages: [{ role: "user", content: "hi" }] })
+      .withResponse()
     // 1000 + 500 tokens at $1/1M.
     expect(response.headers.get("x-gateway-response-cost")).toBe("0.0015000000")
     expect((await usageRow(gw, response.headers.get("x-gateway-request-id")))!["cost_usd"]).toBeCloseTo(0.0015, 12)
@@ -154,12 +169,19 @@ describe("an OpenAI-chat node", () => {
 describe("an Anthropic node", () => {
   it("is called in the messages wire shape with x-api-key, translated for an OpenAI client, priced from its models", async () => {
     const created = await api(gw, "/api/provider-nodes", {
-      body: { id: "claudeish", baseUrl: anth.baseUrl("anthropic"), family: "anthropic", models: [{ id: "ci-1", capabilities: ["tools", "reasoning"], price: { input: 3, output: 15 } }] }
+      body: {
+        id: "claudeish",
+        baseUrl: anth.baseUrl("anthropic"),
+        family: "anthropic",
+        models: [{ id: "ci-1", capabilities: ["tools", "reasoning"], price: { input: 3, output: 15 } }]
+      }
     })
     expect(created.status).toBe(201)
     expect(created.body).toMatchObject({ authStyle: "x-api-key", prefix: "claudeish" })
     expect((await api(gw, "/api/providers", { body: { provider: "claudeish", apiKey: "sk-ant-node" } })).status).toBe(201)
-    const { data, response } = await sdk(gw).chat.completions.create({ model: "claudeish/ci-1", max_tokens: 100, messages: [{ role: "user", content: "hi" }] }).withResponse()
+    const { data, response } = await sdk(gw)
+      .chat.completions.create({ model: "claudeish/ci-1", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })
+      .withResponse()
     expect(data.choices[0]!.message.content).toBe("from claude-ish")
     const seen = anth.requests.find((r) => r.path === "/v1/messages")!
     expect(seen.headers["x-api-key"]).toBe("sk-ant-node")

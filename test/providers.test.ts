@@ -58,7 +58,16 @@ describe("/api/providers", () => {
     const secret = "sk-upstream-secret-abcdef123456"
     const created = await create({ provider: "openai-compatible", name: "crud", baseUrl: upstream.baseUrl, apiKey: secret, defaultModel: "m1", max_concurrent: 4, priority: 3 })
     expect(created.status).toBe(201)
-    expect(created.body).toMatchObject({ provider: "openai-compatible", name: "crud", baseUrl: upstream.baseUrl, defaultModel: "m1", max_concurrent: 4, priority: 3, enabled: true, hasApiKey: true })
+    expect(created.body).toMatchObject({
+      provider: "openai-compatible",
+      name: "crud",
+      baseUrl: upstream.baseUrl,
+      defaultModel: "m1",
+      max_concurrent: 4,
+      priority: 3,
+      enabled: true,
+      hasApiKey: true
+    })
     expect(created.body.apiKey).toBe("sk-upstr…3456")
     const id = created.body.id
 
@@ -106,7 +115,7 @@ describe("/api/providers", () => {
     expect(notJson.body.message).toContain("not valid JSON")
     const wrongType = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", baseUrl: upstream.baseUrl, priority: "high" }, headers: admin })
     expect(wrongType.status).toBe(400)
-    expect(wrongType.body.message).toBe("invalid request: priority: expected number, actual \"high\"")
+    expect(wrongType.body.message).toBe('invalid request: priority: expected number, actual "high"')
     const truncated = await call(`${gw.url}/api/auth/login`, { method: "POST", body: '{"password":', headers: { "content-type": "application/json" } })
     expect(truncated.status).toBe(400)
   })
@@ -204,7 +213,11 @@ describe("/api/providers", () => {
     expect(moved.body.message).toContain("apiKey")
     const samePath = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: `${upstream.url}/v2` }, headers: admin })
     expect(samePath.status).toBe(200)
-    const withKey = await call(`${gw.url}/api/providers/${c.body.id}`, { method: "PUT", body: { baseUrl: "https://elsewhere.example/v1", apiKey: "sk-new-key-for-elsewhere-1" }, headers: admin })
+    const withKey = await call(`${gw.url}/api/providers/${c.body.id}`, {
+      method: "PUT",
+      body: { baseUrl: "https://elsewhere.example/v1", apiKey: "sk-new-key-for-elsewhere-1" },
+      headers: admin
+    })
     expect(withKey.status).toBe(200)
   })
 

@@ -72,7 +72,13 @@ describe("GET /v1/quotas/check", () => {
     expect(res.body).toMatchObject({ ok: true, remaining: 7.5, source: "openrouter.key", provider: "openrouter", connection: "or", reason: null })
     const now = new Date()
     expect(res.body.resetsAt).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString())
-    expect(res.body.details).toMatchObject({ unit: "usd", upstream: { ok: true, status: 200, limit: 10, limitReset: "monthly", rateLimit: { requests: 200, interval: "10s" } }, budget: null, tokenLimits: [], refusedBy: [] })
+    expect(res.body.details).toMatchObject({
+      unit: "usd",
+      upstream: { ok: true, status: 200, limit: 10, limitReset: "monthly", rateLimit: { requests: 200, interval: "10s" } },
+      budget: null,
+      tokenLimits: [],
+      refusedBy: []
+    })
     expect(res.body.details.resilience).toMatchObject({ enabled: true, admission: "ok", breaker: "CLOSED", state: "available" })
     const sent = fake.received.filter((r) => r.path === "/openrouter/api/v1/key").at(-1)!
     expect(sent.method).toBe("GET")
@@ -125,7 +131,13 @@ describe("GET /v1/quotas/check", () => {
   it("reads Anthropic's anthropic-ratelimit headers from a count_tokens call", async () => {
     const res = await check("provider=anthropic")
     expect(res.status, res.text).toBe(200)
-    expect(res.body).toMatchObject({ ok: false, remaining: 49, source: "anthropic-ratelimit-headers", reason: "upstream rate limit reached (tokens)", resetsAt: "2030-01-01T00:01:00.000Z" })
+    expect(res.body).toMatchObject({
+      ok: false,
+      remaining: 49,
+      source: "anthropic-ratelimit-headers",
+      reason: "upstream rate limit reached (tokens)",
+      resetsAt: "2030-01-01T00:01:00.000Z"
+    })
     const sent = fake.received.filter((r) => r.path === "/anthropic/v1/messages/count_tokens").at(-1)!
     expect(sent.method).toBe("POST")
     expect(JSON.parse(sent.body).messages).toHaveLength(1)
@@ -149,7 +161,12 @@ describe("GET /v1/quotas/check", () => {
   })
 
   it("the caller key's spent budget makes ok false, with its reset and remaining", async () => {
-    const spentKeyId = await gw.run(Effect.map(Effect.flatMap(ApiKeys, (k) => k.list), (keys) => keys.find((k) => k.name === "spent")!.id))
+    const spentKeyId = await gw.run(
+      Effect.map(
+        Effect.flatMap(ApiKeys, (k) => k.list),
+        (keys) => keys.find((k) => k.name === "spent")!.id
+      )
+    )
     await gw.run(
       Effect.gen(function* () {
         const budgets = yield* Budgets
@@ -192,7 +209,12 @@ describe("GET /v1/quotas/check", () => {
 
 describe("GET /v1/quotas/check and token limits", () => {
   it("a spent token limit of the caller key on this provider makes ok false; other providers are not affected", async () => {
-    const userId = await gw.run(Effect.map(Effect.flatMap(ApiKeys, (k) => k.list), (keys) => keys.find((k) => k.name === "user")!.id))
+    const userId = await gw.run(
+      Effect.map(
+        Effect.flatMap(ApiKeys, (k) => k.list),
+        (keys) => keys.find((k) => k.name === "user")!.id
+      )
+    )
     await gw.run(
       Effect.gen(function* () {
         const limits = yield* TokenLimits

@@ -102,7 +102,9 @@ describe("requests per minute", () => {
 
   it("leaves keys without limits alone: no RateLimit headers", async () => {
     const key = await createKey({ name: "unlimited" })
-    const res = await sdk(key.secret).chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] }).withResponse()
+    const res = await sdk(key.secret)
+      .chat.completions.create({ model: "up/m1", messages: [{ role: "user", content: "hi" }] })
+      .withResponse()
     expect(res.response.headers.get("ratelimit-limit")).toBeNull()
   })
 })
@@ -194,10 +196,13 @@ describe("RATE_LIMIT_AUTO_ENABLE", () => {
     const auto = await startGateway({ env: { RATE_LIMIT_AUTO_ENABLE: "true", GATEWAY_RATE_LIMIT_DEFAULT_RPM: "1", GATEWAY_RATE_LIMIT_DEFAULT_TPM: "5000" } })
     try {
       await auto.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      expect((await call(`${auto.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" }, headers: admin })).status).toBe(201)
+      expect(
+        (await call(`${auto.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl, defaultModel: "m1" }, headers: admin })).status
+      ).toBe(201)
       const plain = (await call(`${auto.url}/api/keys`, { body: { name: "plain" }, headers: admin })).body
       const own = (await call(`${auto.url}/api/keys`, { body: { name: "own", rpm: 3 }, headers: admin })).body
-      const ask = (secret: string) => call(`${auto.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
+      const ask = (secret: string) =>
+        call(`${auto.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
       const first = await ask(plain.secret)
       expect(first.status).toBe(200)
       expect(first.headers.get("ratelimit-limit")).toBe("1")

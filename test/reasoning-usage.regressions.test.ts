@@ -30,7 +30,11 @@ afterAll(async () => {
 })
 
 /** The body of the last request the messages upstream got. */
-const lastMessages = () => up.requestsOf("anthropic").filter((r) => r.path.endsWith("/messages")).at(-1)!.body as Record<string, any>
+const lastMessages = () =>
+  up
+    .requestsOf("anthropic")
+    .filter((r) => r.path.endsWith("/messages"))
+    .at(-1)!.body as Record<string, any>
 
 /** Anthropic's rules for extended thinking, plus room for the answer. */
 const expectRoomForAnswer = (body: Record<string, any>) => {
@@ -112,7 +116,11 @@ describe("reasoning effort to a messages upstream", () => {
 
 describe("reasoning effort to a generative-language upstream", () => {
   // A non-streamed request goes upstream as streamGenerateContent (its answer collected).
-  const lastGenerate = () => up.requestsOf("gemini").filter((r) => /:(stream)?generateContent$/i.test(r.path)).at(-1)!.body as Record<string, any>
+  const lastGenerate = () =>
+    up
+      .requestsOf("gemini")
+      .filter((r) => /:(stream)?generateContent$/i.test(r.path))
+      .at(-1)!.body as Record<string, any>
   const chat = (extra: Record<string, unknown>) =>
     call(`${gw.url}/v1/chat/completions`, { body: { model: "gem/gemini-2.5-pro", messages: [{ role: "user", content: "think" }], ...extra } })
 

@@ -3,8 +3,7 @@ import { redactText, scrubSecrets } from "../src/kernel/redact.js"
 
 const KEY = "sk-proj-Zq8vR2mN4pL7xK1wT5yB9cD3opaqueABCDEFGH"
 /** Every piece of 12 key characters of `secret`. */
-const piecesOf = (secret: string) =>
-  Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12)).filter((p) => /^[A-Za-z0-9_-]{12}$/.test(p))
+const piecesOf = (secret: string) => Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12)).filter((p) => /^[A-Za-z0-9_-]{12}$/.test(p))
 const expectNoPiece = (text: string, secret: string) => {
   for (const piece of piecesOf(secret)) expect(text, `${piece} in ${text}`).not.toContain(piece)
 }
@@ -51,9 +50,40 @@ describe("JSON stays JSON", () => {
     }
     const pick = <A>(xs: ReadonlyArray<A>): A => xs[Math.floor(random() * xs.length)]!
     const words = [
-      "password", "token", "api_key", "Authorization", "x-api-key", "secret", ": ", "=", ":", '"', "'", '\\"', "\\", "\n", " ", "é", "\u0000",
-      "expected string", "Bearer abcdef123456", "sk-abcdefghij", "u00e9", "rk-abcdef", "12345678", "hunter2hunter2", "?key=abc", "&token=",
-      KEY, KEY.slice(5, 30), KEY.slice(20), secrets[1]!, JSON.stringify(secrets[1]), encodeURIComponent(secrets[1]!), secrets[2]!, secrets[2]!.slice(3, 17)
+      "password",
+      "token",
+      "api_key",
+      "Authorization",
+      "x-api-key",
+      "secret",
+      ": ",
+      "=",
+      ":",
+      '"',
+      "'",
+      '\\"',
+      "\\",
+      "\n",
+      " ",
+      "é",
+      "\u0000",
+      "expected string",
+      "Bearer abcdef123456",
+      "sk-abcdefghij",
+      "u00e9",
+      "rk-abcdef",
+      "12345678",
+      "hunter2hunter2",
+      "?key=abc",
+      "&token=",
+      KEY,
+      KEY.slice(5, 30),
+      KEY.slice(20),
+      secrets[1]!,
+      JSON.stringify(secrets[1]),
+      encodeURIComponent(secrets[1]!),
+      secrets[2]!,
+      secrets[2]!.slice(3, 17)
     ]
     const text = (): string => Array.from({ length: 1 + Math.floor(random() * 6) }, () => pick(words)).join("")
     const value = (depth: number): unknown => {
@@ -80,9 +110,19 @@ describe("pieces of the connection's key", () => {
   it("are masked inside longer runs of key characters, wherever they start and end", () => {
     const out = scrubSecrets(`bad key: x${KEY.slice(8, 40)}y`, [KEY])
     expect(out).toBe("bad key: x****y")
-    for (const [from, to] of [[0, 12], [3, 20], [10, 46], [30, 46]] as const) {
+    for (const [from, to] of [
+      [0, 12],
+      [3, 20],
+      [10, 46],
+      [30, 46]
+    ] as const) {
       const piece = KEY.slice(from, to)
-      for (const around of [["", ""], ["QQQQ", ""], ["", "_zzzz"], ["QQ_", "_QQ"]] as const) {
+      for (const around of [
+        ["", ""],
+        ["QQQQ", ""],
+        ["", "_zzzz"],
+        ["QQ_", "_QQ"]
+      ] as const) {
         const masked = scrubSecrets(`got ${around[0]}${piece}${around[1]} instead`, [KEY])
         expect(masked, piece).toBe(`got ${around[0]}****${around[1]} instead`)
       }

@@ -19,7 +19,11 @@ import ts from "typescript"
 // The request path: the kernel, the inference plane's own files and routes (not its features'
 // folders: batches, media, files... run beside requests), and the HTTP helpers.
 const ROOTS = ["src/kernel", "src/inference/routes", "src/platform/http"]
-const topLevel = (dir: string): Array<string> => fs.readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => path.join(dir, f))
+const topLevel = (dir: string): Array<string> =>
+  fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => path.join(dir, f))
 
 const files = (dir: string): Array<string> =>
   fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -28,10 +32,16 @@ const files = (dir: string): Array<string> =>
   })
 
 const isFunction = (n: ts.Node): n is ts.FunctionLikeDeclaration =>
-  ts.isArrowFunction(n) || ts.isFunctionExpression(n) || ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isGetAccessor(n) || ts.isSetAccessor(n) || ts.isConstructorDeclaration(n)
+  ts.isArrowFunction(n) ||
+  ts.isFunctionExpression(n) ||
+  ts.isFunctionDeclaration(n) ||
+  ts.isMethodDeclaration(n) ||
+  ts.isGetAccessor(n) ||
+  ts.isSetAccessor(n) ||
+  ts.isConstructorDeclaration(n)
 
 /** The `function*` of `source` made each time an enclosing ordinary function runs: "file:line". */
-export const perCallGenerators = (file: string, source: string): Array<string> => {
+const perCallGenerators = (file: string, source: string): Array<string> => {
   const sf = ts.createSourceFile(file, source, ts.ScriptTarget.Latest, true)
   const found: Array<string> = []
   const visit = (n: ts.Node): void => {

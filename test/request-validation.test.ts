@@ -84,7 +84,17 @@ describe("OpenAI routes check the parameters they know", () => {
   })
 
   it("accepts null for optional parameters and passes unknown fields through", async () => {
-    const res = await post("/v1/chat/completions", { ...chat, temperature: null, max_tokens: null, stop: null, stream: null, top_p: 1, n: 1, stream_options: null, x_vendor_flag: { a: 1 } })
+    const res = await post("/v1/chat/completions", {
+      ...chat,
+      temperature: null,
+      max_tokens: null,
+      stop: null,
+      stream: null,
+      top_p: 1,
+      n: 1,
+      stream_options: null,
+      x_vendor_flag: { a: 1 }
+    })
     expect(res.status, res.text).toBe(200)
     expect(up.requests[0]!.body.x_vendor_flag).toEqual({ a: 1 })
     const r2 = await post("/v1/responses", { ...responses, temperature: null, max_output_tokens: 32000, store: false, include: ["reasoning.encrypted_content"] })
@@ -127,7 +137,11 @@ describe("Gemini routes answer in Gemini's error shape", () => {
     [`${GEMINI}:generateContent`, { contents, generationConfig: { temperature: "hot" } }, /generationConfig.temperature: expected a number between 0 and 2, got "hot"/],
     [`${GEMINI}:generateContent`, { contents, generationConfig: { maxOutputTokens: -5 } }, /generationConfig.maxOutputTokens: expected a positive integer/],
     [`${GEMINI}:generateContent`, { contents, generation_config: { top_p: 2 } }, /generation_config.top_p: expected a number between 0 and 1/],
-    [`${GEMINI}:generateContent`, { contents, generationConfig: { thinkingConfig: { thinkingBudget: "max" } } }, /generationConfig.thinkingConfig.thinkingBudget: expected an integer/],
+    [
+      `${GEMINI}:generateContent`,
+      { contents, generationConfig: { thinkingConfig: { thinkingBudget: "max" } } },
+      /generationConfig.thinkingConfig.thinkingBudget: expected an integer/
+    ],
     [`${GEMINI}:generateContent`, { contents, generationConfig: "hot" }, /generationConfig: expected an object/],
     [`${GEMINI}:generateContent`, { contents: "hi" }, /contents: expected an array/],
     [`${GEMINI}:streamGenerateContent?alt=sse`, { contents, generationConfig: { stopSequences: "END" } }, /stopSequences: expected an array of strings/],

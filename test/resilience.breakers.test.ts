@@ -17,8 +17,7 @@ const APIKEY: ProviderRef = { id: "openai", authClass: "apikey" }
 const OAUTH: ProviderRef = { id: "claude-oauth", authClass: "oauth" }
 const LOCAL: ProviderRef = { id: "ollama", authClass: "local" }
 
-const fail = (p: ProviderRef, n: number, status = 503) =>
-  Effect.flatMap(CircuitBreakers, (b) => Effect.repeatN(b.onFailure(p, status), n - 1))
+const fail = (p: ProviderRef, n: number, status = 503) => Effect.flatMap(CircuitBreakers, (b) => Effect.repeatN(b.onFailure(p, status), n - 1))
 
 const state = (p: ProviderRef) => Effect.flatMap(CircuitBreakers, (b) => Effect.map(Clock.currentTimeMillis, (now) => b.stateAt(p, now)))
 
@@ -148,9 +147,7 @@ describe("provider circuit breaker: profiles", () => {
     }).pipe(
       Effect.provide(
         CircuitBreakers.layer.pipe(
-          Layer.provideMerge(
-            Layer.merge(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer)
-          )
+          Layer.provideMerge(Layer.merge(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer))
         )
       )
     )

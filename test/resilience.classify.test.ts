@@ -29,8 +29,16 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ["400 'maximum context length' is model-scoped", http(400, "This model's maximum context length is 8192 tokens"), { ...MODEL, reason: "context_too_long" }],
   ["400 'prompt is too long' is model-scoped", http(400, "prompt is too long: 210000 tokens > 200000 maximum"), { ...MODEL, reason: "context_too_long" }],
   ["413 'too many tokens' is model-scoped", http(413, "Too many tokens"), { ...MODEL, reason: "context_too_long" }],
-  ["400 'input is too long' in the body is model-scoped", http(400, "bad request", { body: '{"message":"Input is too long for requested model."}' }), { ...MODEL, reason: "context_too_long" }],
-  ["400 Gemini 'exceeds the maximum number of tokens' is model-scoped", http(400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."), { ...MODEL, reason: "context_too_long" }],
+  [
+    "400 'input is too long' in the body is model-scoped",
+    http(400, "bad request", { body: '{"message":"Input is too long for requested model."}' }),
+    { ...MODEL, reason: "context_too_long" }
+  ],
+  [
+    "400 Gemini 'exceeds the maximum number of tokens' is model-scoped",
+    http(400, "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."),
+    { ...MODEL, reason: "context_too_long" }
+  ],
   // model not served or not supported by this upstream: the next target
   ["400 model_not_found code is model-scoped", http(400, "no such model", { code: "model_not_found" }), { ...MODEL, reason: "model_unsupported" }],
   ["400 'The model ... does not exist' is model-scoped", http(400, "The model `gpt-9` does not exist or you do not have access to it."), { ...MODEL, reason: "model_unsupported" }],
@@ -39,28 +47,72 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ["400 Groq model_decommissioned is model-scoped", http(400, "The model has been decommissioned", { code: "model_decommissioned" }), { ...MODEL, reason: "model_unsupported" }],
   ["400 Ollama 'does not support tools' is model-scoped", http(400, "registry.ollama.ai/library/gemma:2b does not support tools"), { ...MODEL, reason: "model_unsupported" }],
   // unsupported parameter or value: the next target
-  ["400 unsupported_parameter code is model-scoped", http(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", { code: "unsupported_parameter" }), { ...MODEL, reason: "unsupported_parameter" }],
-  ["400 unsupported_value code is model-scoped", http(400, "Unsupported value: 'temperature' does not support 0.2 with this model.", { code: "unsupported_value" }), { ...MODEL, reason: "unsupported_parameter" }],
+  [
+    "400 unsupported_parameter code is model-scoped",
+    http(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", { code: "unsupported_parameter" }),
+    { ...MODEL, reason: "unsupported_parameter" }
+  ],
+  [
+    "400 unsupported_value code is model-scoped",
+    http(400, "Unsupported value: 'temperature' does not support 0.2 with this model.", { code: "unsupported_value" }),
+    { ...MODEL, reason: "unsupported_parameter" }
+  ],
   ["400 'unknown parameter' is model-scoped", http(400, "Unknown parameter: 'reasoning_effort'."), { ...MODEL, reason: "unsupported_parameter" }],
-  ["422 'Extra inputs are not permitted' is model-scoped", http(422, "bad request", { body: '{"detail":[{"type":"extra_forbidden","msg":"Extra inputs are not permitted"}]}' }), { ...MODEL, reason: "unsupported_parameter" }],
+  [
+    "422 'Extra inputs are not permitted' is model-scoped",
+    http(422, "bad request", { body: '{"detail":[{"type":"extra_forbidden","msg":"Extra inputs are not permitted"}]}' }),
+    { ...MODEL, reason: "unsupported_parameter" }
+  ],
   // other 400s stay the client's
-  ["400 invalid message role is the client's fault", http(400, "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."), { ...CLIENT, reason: "bad_request" }],
+  [
+    "400 invalid message role is the client's fault",
+    http(400, "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."),
+    { ...CLIENT, reason: "bad_request" }
+  ],
   ["400 missing required field is the client's fault", http(400, "Missing required parameter: 'messages'."), { ...CLIENT, reason: "bad_request" }],
   // 401
   ["401 is an expired credential (terminal)", http(401, "invalid x-api-key"), { ...TERMINAL, terminal: "expired", quotaExhausted: false, reason: "auth" }],
   // credits
   ["402 is credits exhausted (terminal)", http(402, "payment required"), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
-  ["429 insufficient_quota is credits exhausted, not a cooldown", http(429, "You exceeded your current quota, please check your plan and billing details.", { code: "insufficient_quota" }), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
-  ["400 'credit balance is too low' is credits exhausted", http(400, "Your credit balance is too low to access the Anthropic API."), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
-  ["403 'out of credits' is credits exhausted", http(403, "You are out of credits"), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
+  [
+    "429 insufficient_quota is credits exhausted, not a cooldown",
+    http(429, "You exceeded your current quota, please check your plan and billing details.", { code: "insufficient_quota" }),
+    { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
+  ],
+  [
+    "400 'credit balance is too low' is credits exhausted",
+    http(400, "Your credit balance is too low to access the Anthropic API."),
+    { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
+  ],
+  [
+    "403 'out of credits' is credits exhausted",
+    http(403, "You are out of credits"),
+    { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
+  ],
   // 403
   ["403 with ban wording is banned (terminal)", http(403, "Your account has been suspended"), { ...TERMINAL, terminal: "banned", quotaExhausted: false, reason: "banned" }],
-  ["403 'account has been disabled' is banned", http(403, "forbidden", { body: '{"error":"This account has been disabled"}' }), { ...TERMINAL, terminal: "banned", reason: "banned" }],
-  ["403 about a policy violation is not a ban (a request's content, not the account)", http(403, "blocked by content safety (policy violation)"), { ...MODEL, reason: "forbidden" }],
+  [
+    "403 'account has been disabled' is banned",
+    http(403, "forbidden", { body: '{"error":"This account has been disabled"}' }),
+    { ...TERMINAL, terminal: "banned", reason: "banned" }
+  ],
+  [
+    "403 about a policy violation is not a ban (a request's content, not the account)",
+    http(403, "blocked by content safety (policy violation)"),
+    { ...MODEL, reason: "forbidden" }
+  ],
   ["404 echoing a model name with account words is never terminal", http(404, "The model `billing-exceeded-your-current-quota` does not exist"), { ...MODEL, reason: "not_found" }],
-  ["400 echoing a client field named billing is not credits exhausted (an unknown argument: the next target)", http(400, "Unrecognized request argument supplied: billing_tag"), { ...MODEL, reason: "unsupported_parameter" }],
+  [
+    "400 echoing a client field named billing is not credits exhausted (an unknown argument: the next target)",
+    http(400, "Unrecognized request argument supplied: billing_tag"),
+    { ...MODEL, reason: "unsupported_parameter" }
+  ],
   ["400 with a client's invalid billing value is the client's fault", http(400, "Invalid value for 'billing_tag': expected a string"), { ...CLIENT, reason: "bad_request" }],
-  ["Anthropic's 400 'credit balance is too low' is credits exhausted", http(400, "Your credit balance is too low to access the Anthropic API."), { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }],
+  [
+    "Anthropic's 400 'credit balance is too low' is credits exhausted",
+    http(400, "Your credit balance is too low to access the Anthropic API."),
+    { ...TERMINAL, terminal: "credits_exhausted", quotaExhausted: true, reason: "credits_exhausted" }
+  ],
   ["401 with ban wording (deactivated) is banned", http(401, "This key is associated with a deactivated account"), { ...TERMINAL, terminal: "banned", reason: "banned" }],
   ["403 without ban wording is model-scoped (no access)", http(403, "You do not have access to this model"), { ...MODEL, reason: "forbidden" }],
   // 404
@@ -80,11 +132,21 @@ const rows: ReadonlyArray<readonly [string, FailureInfo, Expected]> = [
   ],
   [
     "429 per-minute quota with a short retryDelay is a rate limit",
-    http(429, "Quota exceeded for metric: generate_content_free_tier_requests", { body: '{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}' }),
+    http(429, "Quota exceeded for metric: generate_content_free_tier_requests", {
+      body: '{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34s"}]}}'
+    }),
     { ...RATE, quotaExhausted: false, reason: "rate_limited", retryAfterMs: 34_000 }
   ],
-  ["429 with Retry-After above 60 s is quota exhausted", http(429, "slow down", { headers: { "retry-after": "3600" } }), { ...RATE, quotaExhausted: true, reason: "quota_exhausted", retryAfterMs: 3_600_000 }],
-  ["429 with Retry-After of 60 s is a rate limit", http(429, "slow down", { headers: { "retry-after": "60" } }), { ...RATE, quotaExhausted: false, reason: "rate_limited", retryAfterMs: 60_000 }],
+  [
+    "429 with Retry-After above 60 s is quota exhausted",
+    http(429, "slow down", { headers: { "retry-after": "3600" } }),
+    { ...RATE, quotaExhausted: true, reason: "quota_exhausted", retryAfterMs: 3_600_000 }
+  ],
+  [
+    "429 with Retry-After of 60 s is a rate limit",
+    http(429, "slow down", { headers: { "retry-after": "60" } }),
+    { ...RATE, quotaExhausted: false, reason: "rate_limited", retryAfterMs: 60_000 }
+  ],
   // 5xx
   ["500 trips the breaker", http(500), { ...TRIP, reason: "server_error" }],
   ["502 trips the breaker", http(502), { ...TRIP, reason: "server_error" }],

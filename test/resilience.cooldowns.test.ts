@@ -60,10 +60,7 @@ const cooldownSequence = (conn: ConnectionRef, n: number) =>
   })
 
 const insertConnection = (id: string, name: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql`INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES (${id}, 'openai', ${name}, 0, 0)`
-  )
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO connections (id, provider, name, created_at, updated_at) VALUES (${id}, 'openai', ${name}, 0, 0)`)
 
 describe("connection cooldown: state table", () => {
   it.effect("available → cooldown on a transient failure: rateLimitedUntil in the future, testStatus unavailable", () =>
@@ -345,9 +342,25 @@ describe("connection cooldown: persistence", () => {
 
       const rows = queryDb(dir, "SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections ORDER BY id")
       expect(rows).toEqual([
-        { id: "c-key", rate_limited_until: null, test_status: "banned", last_error: "Your account has been suspended", last_error_type: "banned", error_code: "403", backoff_level: 0 },
+        {
+          id: "c-key",
+          rate_limited_until: null,
+          test_status: "banned",
+          last_error: "Your account has been suspended",
+          last_error_type: "banned",
+          error_code: "403",
+          backoff_level: 0
+        },
         { id: "c-local", rate_limited_until: null, test_status: null, last_error: null, last_error_type: null, error_code: null, backoff_level: 0 },
-        { id: "c-oauth", rate_limited_until: start + 5000, test_status: "unavailable", last_error: "rate limited", last_error_type: "rate_limited", error_code: "rate_limit_error", backoff_level: 1 },
+        {
+          id: "c-oauth",
+          rate_limited_until: start + 5000,
+          test_status: "unavailable",
+          last_error: "rate limited",
+          last_error_type: "rate_limited",
+          error_code: "rate_limit_error",
+          backoff_level: 1
+        },
         { id: "c-quiet", rate_limited_until: null, test_status: null, last_error: null, last_error_type: null, error_code: null, backoff_level: 0 }
       ])
 

@@ -50,8 +50,7 @@ const textOf = (res: { text: string; body: any }): string =>
     .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? "")
     .join("")
 
-const chat = (model: string, stream = false) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
 beforeAll(async () => {
   flaky = await FakeUpstream.start()
@@ -68,8 +67,12 @@ beforeAll(async () => {
   expect((await add({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "ollama", name: "gone", baseUrl: refusedUrl.replace(/\/v1$/, ""), defaultModel: "m1" })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "gone-first", strategy: "priority", targets: [{ model: "gone/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "flaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+  ).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/combos`, { body: { name: "gone-first", strategy: "priority", targets: [{ model: "gone/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+  ).toBe(201)
   gw.runtime.runFork(
     Effect.scoped(
       Effect.gen(function* () {
@@ -114,10 +117,31 @@ const MATRIX: ReadonlyArray<Row> = [
   { name: "504", reply: { status: 504 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: true },
   { name: "408", reply: { status: 408 }, breakerFailures: 1, connection: "cooldown", cooldownMs: 3_000, locked: false },
   { name: "429 Retry-After seconds", reply: { status: 429, headers: { "retry-after": "20" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 20_000, locked: true },
-  { name: "429 Retry-After HTTP date", reply: () => ({ status: 429, headers: { "retry-after": new Date(Date.now() + 40_000).toUTCString() } }), breakerFailures: 0, connection: "cooldown", cooldownMs: 40_000, locked: true },
+  {
+    name: "429 Retry-After HTTP date",
+    reply: () => ({ status: 429, headers: { "retry-after": new Date(Date.now() + 40_000).toUTCString() } }),
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 40_000,
+    locked: true
+  },
   { name: "429 retry-after-ms", reply: { status: 429, headers: { "retry-after-ms": "15000" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 15_000, locked: true },
-  { name: "429 x-ratelimit-reset-requests", reply: { status: 429, headers: { "x-ratelimit-reset-requests": "1m0s" } }, breakerFailures: 0, connection: "cooldown", cooldownMs: 60_000, locked: true },
-  { name: "429 reset text in the body", reply: { status: 429, errorMessage: "Rate limit reached. Please try again in 25s." }, breakerFailures: 0, connection: "cooldown", cooldownMs: 25_000, locked: true },
+  {
+    name: "429 x-ratelimit-reset-requests",
+    reply: { status: 429, headers: { "x-ratelimit-reset-requests": "1m0s" } },
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 60_000,
+    locked: true
+  },
+  {
+    name: "429 reset text in the body",
+    reply: { status: 429, errorMessage: "Rate limit reached. Please try again in 25s." },
+    breakerFailures: 0,
+    connection: "cooldown",
+    cooldownMs: 25_000,
+    locked: true
+  },
   { name: "429 without a hint (base 3 s)", reply: { status: 429 }, breakerFailures: 0, connection: "cooldown", cooldownMs: 3_000, locked: true },
   { name: "401", reply: { status: 401, errorMessage: "Incorrect API key provided" }, breakerFailures: 0, connection: "expired", locked: false },
   { name: "403 ban", reply: { status: 403, errorMessage: "Your account has been suspended for a policy violation" }, breakerFailures: 0, connection: "banned", locked: true },
@@ -252,7 +276,11 @@ const failUpstream = async (up: FakeUpstream, model: string, n: number) => {
 }
 
 const shortCooldowns = (on: boolean) =>
-  call(`${gw.url}/api/resilience`, { method: "PATCH", body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
+  call(`${gw.url}/api/resilience`, {
+    method: "PATCH",
+    body: { connectionCooldown: on ? { apiKeyBaseMs: 1, maxCooldownMs: 1 } : { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } },
+    headers: admin
+  })
 
 describe("the provider breaker over HTTP", () => {
   beforeAll(async () => expect((await shortCooldowns(true)).status).toBe(200))
@@ -347,23 +375,23 @@ describe("resilience endpoints", () => {
   it("GET and DELETE /api/resilience/model-cooldowns list and clear lockouts, one or all", async () => {
     await lockouts(true)
     try {
-    flaky.always({ status: 404 })
-    await chat("flaky/m1")
-    await chat("steady/m1")
-    steady.always({ status: 404 })
-    await chat("steady/m2")
-    const list = await lockoutsOf()
-    expect(list.map((l: any) => `${l.connection}/${l.model}`).sort()).toEqual(["flaky/m1", "steady/m2"])
-    expect(list[0]).toMatchObject({ reason: "not_found", status: 404, failures: 1 })
-    expect(Date.parse(list[0].expiresAt) - Date.now()).toBeGreaterThan(100_000)
-    const one = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "openai-compatible", model: "m1" }, headers: admin })
-    expect(one.body.cleared).toBe(1)
-    expect((await lockoutsOf()).map((l: any) => l.connection)).toEqual(["steady"])
-    const bad = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "x" }, headers: admin })
-    expect(bad.status).toBe(400)
-    const all = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { all: true }, headers: admin })
-    expect(all.body.cleared).toBe(1)
-    expect(await lockoutsOf()).toEqual([])
+      flaky.always({ status: 404 })
+      await chat("flaky/m1")
+      await chat("steady/m1")
+      steady.always({ status: 404 })
+      await chat("steady/m2")
+      const list = await lockoutsOf()
+      expect(list.map((l: any) => `${l.connection}/${l.model}`).sort()).toEqual(["flaky/m1", "steady/m2"])
+      expect(list[0]).toMatchObject({ reason: "not_found", status: 404, failures: 1 })
+      expect(Date.parse(list[0].expiresAt) - Date.now()).toBeGreaterThan(100_000)
+      const one = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "openai-compatible", model: "m1" }, headers: admin })
+      expect(one.body.cleared).toBe(1)
+      expect((await lockoutsOf()).map((l: any) => l.connection)).toEqual(["steady"])
+      const bad = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { provider: "x" }, headers: admin })
+      expect(bad.status).toBe(400)
+      const all = await call(`${gw.url}/api/resilience/model-cooldowns`, { method: "DELETE", body: { all: true }, headers: admin })
+      expect(all.body.cleared).toBe(1)
+      expect(await lockoutsOf()).toEqual([])
     } finally {
       await lockouts(false)
     }

@@ -7,16 +7,17 @@ import type { PatchResilience } from "../src/domain/resilience.js"
 import { type LockoutRef, Lockouts } from "../src/services/resilience/Lockouts.js"
 import { ResilienceConfig } from "../src/services/resilience/ResilienceConfig.js"
 
-const provided = (modelLockout: PatchResilience["modelLockout"] = { enabled: true }) =>
-  <A, E>(self: Effect.Effect<A, E, Lockouts>) => Effect.provide(self, Lockouts.layer.pipe(Layer.provide(ResilienceConfig.layerTest({ modelLockout }))))
+const provided =
+  (modelLockout: PatchResilience["modelLockout"] = { enabled: true }) =>
+  <A, E>(self: Effect.Effect<A, E, Lockouts>) =>
+    Effect.provide(self, Lockouts.layer.pipe(Layer.provide(ResilienceConfig.layerTest({ modelLockout }))))
 
 const GPT: LockoutRef = { provider: "openai", connectionId: "c1", connectionName: "openai-main", model: "gpt-4o" }
 const MINI: LockoutRef = { ...GPT, model: "gpt-4o-mini" }
 const OTHER_CONN: LockoutRef = { ...GPT, connectionId: "c2", connectionName: "openai-backup" }
 const CLAUDE: LockoutRef = { provider: "anthropic", connectionId: "c3", connectionName: "claude", model: "claude-sonnet-4" }
 
-const locked = (ref: LockoutRef) =>
-  Effect.flatMap(Lockouts, (l) => Effect.map(Clock.currentTimeMillis, (now) => l.lockedAt(ref.provider, ref.connectionId, ref.model, now)))
+const locked = (ref: LockoutRef) => Effect.flatMap(Lockouts, (l) => Effect.map(Clock.currentTimeMillis, (now) => l.lockedAt(ref.provider, ref.connectionId, ref.model, now)))
 
 /** Fails `ref` `n` times back to back; answers the lockout durations. */
 const durations = (ref: LockoutRef, n: number, status = 503) =>

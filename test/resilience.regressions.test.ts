@@ -84,11 +84,18 @@ describe("attempt resources are released on every path", () => {
   })
 
   it("a candidate skipped as misconfigured gives back the half-open probe, so its healthy sibling is tried", async () => {
-    const add = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "broken", baseUrl: a.baseUrl("openai-chat"), apiKey: "sk-1", defaultModel: "m1", priority: 0 }, headers: admin })
+    const add = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "broken", baseUrl: a.baseUrl("openai-chat"), apiKey: "sk-1", defaultModel: "m1", priority: 0 },
+      headers: admin
+    })
     expect(add.status).toBe(201)
     try {
       // Each 503 also cools "ca" down: a 1 ms cooldown lets the second one reach the upstream.
-      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } }, headers: admin })
+      await call(`${gw.url}/api/resilience`, {
+        method: "PATCH",
+        body: { providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 300 } }, connectionCooldown: { apiKeyBaseMs: 1, maxCooldownMs: 1 } },
+        headers: admin
+      })
       a.always({ status: 503 })
       await chat("ca/m1")
       await new Promise((r) => setTimeout(r, 5))
@@ -105,7 +112,14 @@ describe("attempt resources are released on every path", () => {
       expect(await res.text()).toContain("from a")
       expect((await status()).breakers.find((x: any) => x.provider === "openai-compatible").state).toBe("CLOSED")
     } finally {
-      await call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } }, connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } }, headers: admin })
+      await call(`${gw.url}/api/resilience`, {
+        method: "PATCH",
+        body: {
+          providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } },
+          connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 }
+        },
+        headers: admin
+      })
       await call(`${gw.url}/api/providers/broken`, { method: "DELETE", headers: admin })
     }
   })
@@ -113,7 +127,10 @@ describe("attempt resources are released on every path", () => {
 
 describe("one request never tries a target again after it failed", () => {
   it("skips repeated and newly cooling-down targets within the request", async () => {
-    await call(`${gw.url}/api/combos`, { body: { name: "rep", strategy: "priority", targets: [{ model: "ca/m1" }, { model: "ca/m2" }, { model: "ca/m1" }, { model: "cb/m1" }] }, headers: admin })
+    await call(`${gw.url}/api/combos`, {
+      body: { name: "rep", strategy: "priority", targets: [{ model: "ca/m1" }, { model: "ca/m2" }, { model: "ca/m1" }, { model: "cb/m1" }] },
+      headers: admin
+    })
     a.always({ status: 429, headers: { "retry-after": "30" } })
     const res = await chat("rep")
     expect(res.status).toBe(200)
@@ -179,7 +196,12 @@ describe("usage rows when the client leaves", () => {
 describe("fusion keeps the panel's work", () => {
   it("answers with the panel's first answer when the judge fails, and records a row for a cut-off straggler", async () => {
     await call(`${gw.url}/api/combos`, {
-      body: { name: "council", strategy: "fusion", targets: [{ model: "ca/m1" }, { model: "cb/m1" }, { model: "ca/m2" }], config: { judgeModel: "cb/m1", fusionTuning: { minPanel: 2, stragglerGraceMs: 50, panelHardTimeoutMs: 3000 } } },
+      body: {
+        name: "council",
+        strategy: "fusion",
+        targets: [{ model: "ca/m1" }, { model: "cb/m1" }, { model: "ca/m2" }],
+        config: { judgeModel: "cb/m1", fusionTuning: { minPanel: 2, stragglerGraceMs: 50, panelHardTimeoutMs: 3000 } }
+      },
       headers: admin
     })
     // Panel: ca/m1 and cb/m1 answer, ca/m2 is slow (cut off); the judge (cb) fails.
@@ -191,7 +213,10 @@ describe("fusion keeps the panel's work", () => {
     expect(body.choices[0].message.content).toBe("panel a")
     await new Promise((r) => setTimeout(r, 200))
     const panel = await rows(res.headers.get("x-gateway-request-id"))
-    const byEndpoint = panel.filter((r: any) => r.endpoint === "chat.completions:fusion-panel").map((r: any) => r.status).sort()
+    const byEndpoint = panel
+      .filter((r: any) => r.endpoint === "chat.completions:fusion-panel")
+      .map((r: any) => r.status)
+      .sort()
     expect(byEndpoint).toEqual([200, 200, 499])
     expect(panel.filter((r: any) => r.endpoint === "chat.completions")).toHaveLength(1)
   })

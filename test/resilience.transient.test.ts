@@ -198,12 +198,40 @@ describe("one breaker per provider and upstream origin", () => {
 
 describe("a 400 that says this target cannot take the request falls back", () => {
   const FALLS_BACK: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
-    ["OpenAI context_length_exceeded", { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens.", type: "invalid_request_error", code: "context_length_exceeded" } } }],
-    ["Anthropic prompt is too long", { status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } } }],
-    ["Gemini exceeds the maximum number of tokens", { status: 400, body: { error: { code: 400, message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", status: "INVALID_ARGUMENT" } } }],
-    ["model_not_found", { status: 400, body: { error: { message: "The model `m1` does not exist or you do not have access to it.", type: "invalid_request_error", code: "model_not_found" } } }],
+    [
+      "OpenAI context_length_exceeded",
+      { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens.", type: "invalid_request_error", code: "context_length_exceeded" } } }
+    ],
+    [
+      "Anthropic prompt is too long",
+      { status: 400, body: { type: "error", error: { type: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum" } } }
+    ],
+    [
+      "Gemini exceeds the maximum number of tokens",
+      {
+        status: 400,
+        body: { error: { code: 400, message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", status: "INVALID_ARGUMENT" } }
+      }
+    ],
+    [
+      "model_not_found",
+      { status: 400, body: { error: { message: "The model `m1` does not exist or you do not have access to it.", type: "invalid_request_error", code: "model_not_found" } } }
+    ],
     ["model not supported", { status: 400, body: { error: { message: "The requested model is not supported.", type: "invalid_request_error" } } }],
-    ["unsupported_parameter", { status: 400, body: { error: { message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.", type: "invalid_request_error", param: "max_tokens", code: "unsupported_parameter" } } }],
+    [
+      "unsupported_parameter",
+      {
+        status: 400,
+        body: {
+          error: {
+            message: "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            type: "invalid_request_error",
+            param: "max_tokens",
+            code: "unsupported_parameter"
+          }
+        }
+      }
+    ],
     ["unknown parameter", { status: 400, body: { error: { message: "Unknown parameter: 'reasoning_effort'.", type: "invalid_request_error" } } }]
   ]
   for (const [name, reply] of FALLS_BACK) {
@@ -220,7 +248,10 @@ describe("a 400 that says this target cannot take the request falls back", () =>
   }
 
   it("any other 400 is the client's: returned as it is, no fallback", async () => {
-    flaky.always({ status: 400, body: { error: { message: "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user'.", type: "invalid_request_error", param: "messages[0].role" } } })
+    flaky.always({
+      status: 400,
+      body: { error: { message: "Invalid value: 'robot'. Supported values are: 'system', 'assistant', 'user'.", type: "invalid_request_error", param: "messages[0].role" } }
+    })
     const res = await chat("pair")
     expect(res.status).toBe(400)
     expect(res.body.error.message).toContain("robot")

@@ -28,7 +28,11 @@ const connect = (key = KEY): Promise<Client> => connectWs(gw.url.replace(/^http/
 const user = (text: string) => ({ type: "message", role: "user", content: [{ type: "input_text", text }] })
 const create = (text: string) => ({ type: "response.create", model: "gpt-5", input: [user(text)], store: false })
 /** The answer's text as the client's delta events carried it. */
-const deltas = (c: Client) => c.frames.filter((f) => f.type === "response.output_text.delta").map((f) => f.delta).join("")
+const deltas = (c: Client) =>
+  c.frames
+    .filter((f) => f.type === "response.output_text.delta")
+    .map((f) => f.delta)
+    .join("")
 const received = (i = -1) => JSON.stringify(up.requests.at(i)?.body ?? null)
 
 const GUARDRAIL_FLAGS = ["INPUT_SANITIZER_ENABLED", "INJECTION_GUARD_MODE", "PII_REDACTION_ENABLED", "PII_RESPONSE_SANITIZATION", "PII_RESPONSE_SANITIZATION_MODE"] as const
@@ -45,7 +49,10 @@ beforeAll(async () => {
   gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
-  const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] }, headers: admin })
+  const res = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] },
+    headers: admin
+  })
   expect(res.status).toBe(201)
 })
 afterAll(async () => {

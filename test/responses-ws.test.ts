@@ -25,8 +25,17 @@ beforeAll(async () => {
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
   const admin = { authorization: `Bearer ${ADMIN}` }
-  expect((await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] }, headers: admin })).status).toBe(201)
-  expect((await call(`${gw.url}/api/providers`, { body: { provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") }, headers: admin })).status).toBe(201)
+  expect(
+    (
+      await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "resp", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"] },
+        headers: admin
+      })
+    ).status
+  ).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/providers`, { body: { provider: "anthropic", name: "anth", apiKey: "sk-ant", baseUrl: up.baseUrl("anthropic") }, headers: admin })).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -48,10 +57,21 @@ describe("Responses over WebSocket", () => {
     expect(up.requests).toHaveLength(0)
 
     up.next({ content: "Hello over WebSocket", chunks: 3 })
-    c.send({ type: "response.create", model: "gpt-5", stream: true, previous_response_id: prewarm.response.id, input: [user("say hi")], store: false, client_metadata: { thread_id: "t" } })
+    c.send({
+      type: "response.create",
+      model: "gpt-5",
+      stream: true,
+      previous_response_id: prewarm.response.id,
+      input: [user("say hi")],
+      store: false,
+      client_metadata: { thread_id: "t" }
+    })
     const done = await c.until("response.completed", 2)
     expect(done.response.output[0].content[0].text).toBe("Hello over WebSocket")
-    const deltas = c.frames.filter((f) => f.type === "response.output_text.delta").map((f) => f.delta).join("")
+    const deltas = c.frames
+      .filter((f) => f.type === "response.output_text.delta")
+      .map((f) => f.delta)
+      .join("")
     expect(deltas).toBe("Hello over WebSocket")
     // The upstream got the whole conversation and no previous_response_id (it stores nothing).
     expect(up.violations).toEqual([])
@@ -68,7 +88,13 @@ describe("Responses over WebSocket", () => {
     const first = await c.until("response.completed")
     const fc = first.response.output.find((o: any) => o.type === "function_call")
     expect(fc).toMatchObject({ name: "exec_command", arguments: '{"cmd":"echo TOOL_OK"}' })
-    c.send({ type: "response.create", model: "gpt-5", previous_response_id: first.response.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "TOOL_OK\n" }], tools })
+    c.send({
+      type: "response.create",
+      model: "gpt-5",
+      previous_response_id: first.response.id,
+      input: [{ type: "function_call_output", call_id: fc.call_id, output: "TOOL_OK\n" }],
+      tools
+    })
     const second = await c.until("response.completed", 2)
     expect(second.response.output[0].content[0].text).toBe("The command printed TOOL_OK")
     expect(up.violations).toEqual([])
@@ -95,7 +121,12 @@ describe("Responses over WebSocket", () => {
     const types = c.frames.map((f) => f.type)
     expect(types[0]).toBe("response.created")
     expect(types).toContain("response.output_text.delta")
-    expect(c.frames.filter((f) => f.type === "response.output_text.delta").map((f) => f.delta).join("")).toBe("Hello from Claude")
+    expect(
+      c.frames
+        .filter((f) => f.type === "response.output_text.delta")
+        .map((f) => f.delta)
+        .join("")
+    ).toBe("Hello from Claude")
     expect(up.requests.map((r) => [r.family, r.body.model])).toEqual([["anthropic", "claude-sonnet-4-5"]])
 
     up.next({ toolCalls: [{ name: "exec_command", arguments: '{"cmd":"ls"}' }] }, { content: "two files" })
@@ -104,7 +135,13 @@ describe("Responses over WebSocket", () => {
     const called = await c.until("response.completed", 2)
     const fc = called.response.output.find((o: any) => o.type === "function_call")
     expect(fc).toMatchObject({ name: "exec_command", arguments: '{"cmd":"ls"}' })
-    c.send({ type: "response.create", model: "anth/claude-sonnet-4-5", previous_response_id: called.response.id, input: [{ type: "function_call_output", call_id: fc.call_id, output: "a b" }], tools })
+    c.send({
+      type: "response.create",
+      model: "anth/claude-sonnet-4-5",
+      previous_response_id: called.response.id,
+      input: [{ type: "function_call_output", call_id: fc.call_id, output: "a b" }],
+      tools
+    })
     const answered = await c.until("response.completed", 3)
     expect(answered.response.output[0].content[0].text).toBe("two files")
     // The upstream got the whole conversation each time, valid for its own API.
@@ -120,7 +157,10 @@ describe("Responses over WebSocket", () => {
     c.send({ type: "response.nonsense" })
     expect((await c.until("error", 2)).error.code).toBe("unsupported_frame")
     // A speech model: no family can make it answer a response.
-    const voice = await call(`${gw.url}/api/providers`, { body: { provider: "elevenlabs", name: "voice", apiKey: "xi-key", baseUrl: up.url }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const voice = await call(`${gw.url}/api/providers`, {
+      body: { provider: "elevenlabs", name: "voice", apiKey: "xi-key", baseUrl: up.url },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(voice.status).toBe(201)
     try {
       c.send({ type: "response.create", model: "voice/eleven_flash_v2_5", input: [user("hi")] })
@@ -157,7 +197,8 @@ describe("Responses over WebSocket", () => {
   })
 
   it("answers 426 when the transport is switched off, so clients fall back to HTTP", async () => {
-    const set = (value?: string) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const set = (value?: string) =>
+      call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: "GATEWAY_UPSTREAM_WS_ENABLED", value }, headers: { authorization: `Bearer ${ADMIN}` } })
     await set("false")
     try {
       await expect(connect(wsUrl())).rejects.toMatchObject({ status: 426 })
@@ -170,7 +211,14 @@ describe("Responses over WebSocket", () => {
     const other = await startGateway()
     try {
       await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      expect((await call(`${other.url}/api/providers`, { body: { provider: "openai-compatible", name: "chat", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] }, headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(201)
+      expect(
+        (
+          await call(`${other.url}/api/providers`, {
+            body: { provider: "openai-compatible", name: "chat", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] },
+            headers: { authorization: `Bearer ${ADMIN}` }
+          })
+        ).status
+      ).toBe(201)
       up.next({ content: "from a chat upstream" })
       const c = await connect(other.url.replace(/^http/, "ws") + "/v1/responses")
       c.send({ type: "response.create", model: "chat/m1", input: [user("hi")] })
@@ -201,7 +249,6 @@ describe("usage rows on the WebSocket transport", () => {
     expect(rows.map((r) => r["status"])).toEqual(Array(20).fill(200))
   })
 
-
   it("a response that fails upstream still writes its row, with the status the client got (an upstream 500 is a 502)", async () => {
     up.always({ status: 500, errorMessage: "boom" })
     const c = await connect(wsUrl())
@@ -221,7 +268,14 @@ describe("a connection's own silence limit on the WebSocket transport", () => {
     const own = await startGateway({ timeouts: { firstContentMs: 300, idleMs: 300 } })
     try {
       await own.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      const body = { provider: "openai-compatible", name: "patient", upstreamFormat: "openai-responses", baseUrl: up.baseUrl("openai-responses"), models: ["gpt-5"], timeouts: { idleMs: 5000 } }
+      const body = {
+        provider: "openai-compatible",
+        name: "patient",
+        upstreamFormat: "openai-responses",
+        baseUrl: up.baseUrl("openai-responses"),
+        models: ["gpt-5"],
+        timeouts: { idleMs: 5000 }
+      }
       expect((await call(`${own.url}/api/providers`, { body, headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(201)
       up.next({ content: "slow but steady", chunks: 2, chunkDelayMs: 450 })
       const c = await connect(own.url.replace(/^http/, "ws") + "/v1/responses", { authorization: `Bearer ${ADMIN}` })

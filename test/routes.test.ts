@@ -69,7 +69,9 @@ describe("token counting", () => {
 
   it("answers 25 concurrent count_tokens (Claude Code's /context)", async () => {
     const results = await Promise.all(
-      Array.from({ length: 25 }, (_, i) => call(`${gw.url}/v1/messages/count_tokens?beta=true`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: `section ${i} `.repeat(20) }], tools: [] } }))
+      Array.from({ length: 25 }, (_, i) =>
+        call(`${gw.url}/v1/messages/count_tokens?beta=true`, { body: { model: "up-chat/m1", messages: [{ role: "user", content: `section ${i} `.repeat(20) }], tools: [] } })
+      )
     )
     expect(results.every((r) => r.status === 200 && r.body.input_tokens > 0)).toBe(true)
   })
@@ -130,7 +132,12 @@ describe("model lists in each client's shape", () => {
 
     up.next({ content: "no thoughts" })
     const res = await call(`${gw.url}/v1/messages`, {
-      body: { model: "claude-3-gateway-no-thinking/up-anth/claude-sonnet-4-5", max_tokens: 2000, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [{ role: "user", content: "hi" }] }
+      body: {
+        model: "claude-3-gateway-no-thinking/up-anth/claude-sonnet-4-5",
+        max_tokens: 2000,
+        thinking: { type: "enabled", budget_tokens: 1024 },
+        messages: [{ role: "user", content: "hi" }]
+      }
     })
     expect(res.status).toBe(200)
     expect(up.requests[0]!.body).toMatchObject({ model: "claude-sonnet-4-5", thinking: { type: "disabled" } })

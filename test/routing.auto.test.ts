@@ -152,8 +152,7 @@ describe("weights", () => {
     // the score divides by the weight sum, so a pack and its normalised form rank identically
     const pool = [entry("a/x", { costPer1MTokens: 1 }), entry("b/y", { costPer1MTokens: 9, p95LatencyMs: 300 })]
     for (const w of Object.values(MODE_PACKS))
-      for (const e of pool)
-        expect(scoreEntry(e, pool, ctx({ weights: w }))).toBeCloseTo(scoreEntry(e, pool, ctx({ weights: normalizeWeights(w) })), 12)
+      for (const e of pool) expect(scoreEntry(e, pool, ctx({ weights: w }))).toBeCloseTo(scoreEntry(e, pool, ctx({ weights: normalizeWeights(w) })), 12)
   })
 
   it("X-Gateway-Mode aliases and pack names, case-insensitive and trimmed; unknown ignored", () => {
@@ -162,8 +161,7 @@ describe("weights", () => {
     expect(modeFromHeader("quality")).toBe(MODE_PACKS["quality-first"])
     expect(modeFromHeader("reliable")).toBe(MODE_PACKS["reliability-first"])
     expect(modeFromHeader("offline")).toBe(MODE_PACKS["offline-friendly"])
-    for (const p of ["ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"] as const)
-      expect(modeFromHeader(p)).toBe(MODE_PACKS[p])
+    for (const p of ["ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"] as const) expect(modeFromHeader(p)).toBe(MODE_PACKS[p])
     expect(modeFromHeader("balanced")).toBe(DEFAULT_WEIGHTS)
     expect(modeFromHeader("default")).toBe(DEFAULT_WEIGHTS)
     expect(modeFromHeader("  Quality-First ")).toBe(MODE_PACKS["quality-first"])
@@ -211,7 +209,13 @@ describe("request features", () => {
     const tools = [{ name: "read", description: "reads a file", parameters: { type: "object" } }]
     const r = req(
       [
-        { role: "user", content: [{ type: "text", text: "12345678" }, { type: "image", source: { kind: "url", url: "http://x" } }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "12345678" },
+            { type: "image", source: { kind: "url", url: "http://x" } }
+          ]
+        },
         { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "read", input: { a: 1 } }] },
         { role: "tool", content: [{ type: "tool_result", toolUseId: "t1", content: [{ type: "text", text: "abcd" }] }] }
       ],
@@ -254,10 +258,7 @@ describe("request features", () => {
     expect(short).toBeLessThan(0.01)
     const long = requestFeatures(req([user("x".repeat(16_000))]), undefined).specificity
     expect(long).toBeCloseTo(0.4, 5)
-    const all = requestFeatures(
-      req([user("x".repeat(16_000) + "\n```js\n```")], { tools: [{ name: "t", parameters: {} }], reasoning: { enabled: true } }),
-      undefined
-    ).specificity
+    const all = requestFeatures(req([user("x".repeat(16_000) + "\n```js\n```")], { tools: [{ name: "t", parameters: {} }], reasoning: { enabled: true } }), undefined).specificity
     expect(all).toBe(1)
   })
 })
@@ -275,8 +276,7 @@ describe("task fitness map", () => {
   })
 
   it("falls back to 0.5 for unknown models; other Ollama models are not taken for llama", () => {
-    for (const task of ["coding", "review", "planning", "analysis", "debugging", "documentation", "chat"] as const)
-      expect(taskFit("totally-unknown", "custom", task)).toBe(0.5)
+    for (const task of ["coding", "review", "planning", "analysis", "debugging", "documentation", "chat"] as const) expect(taskFit("totally-unknown", "custom", task)).toBe(0.5)
     expect(taskFit("phi3", "ollama", "coding")).toBe(0.5)
     expect(taskFit("llama3.2", "ollama", "chat")).not.toBe(0.5)
   })
@@ -612,7 +612,10 @@ describe("orderAuto", () => {
     const d = entry("d/w", { costPer1MTokens: 1 })
     const out = orderAuto([a, b, c, d], { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() })
     expect(out.order.map((e) => e.candidate.key)).toEqual(["d/w", "c/z", "a/x"])
-    const allOpen = [{ ...a, breaker: "OPEN" as const }, { ...c, breaker: "OPEN" as const }]
+    const allOpen = [
+      { ...a, breaker: "OPEN" as const },
+      { ...c, breaker: "OPEN" as const }
+    ]
     expect(orderAuto(allOpen, { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() }).order).toHaveLength(2)
     expect(() => orderAuto([], { strategy: costStrategy, context: ctx(), explorationRate: 0, healing: new SelfHealing() })).toThrow(/empty/)
   })
@@ -730,11 +733,7 @@ describe("self-healing", () => {
 // ---------------------------------------------------------------- exploration
 
 describe("exploration", () => {
-  const pool = [
-    entry("a/x", { provider: "a", costPer1MTokens: 1 }),
-    entry("b/y", { provider: "b", costPer1MTokens: 2 }),
-    entry("c/z", { provider: "c", costPer1MTokens: 3 })
-  ]
+  const pool = [entry("a/x", { provider: "a", costPer1MTokens: 1 }), entry("b/y", { provider: "b", costPer1MTokens: 2 }), entry("c/z", { provider: "c", costPer1MTokens: 3 })]
 
   it("rate 1.0 puts another candidate first outside incident mode, the router's choice second", () => {
     const out = orderAuto(pool, { strategy: costStrategy, context: ctx({ random: seededRandom(7) }), explorationRate: 1, healing: new SelfHealing() })
@@ -747,7 +746,13 @@ describe("exploration", () => {
   })
 
   it("incident mode disables exploration and uses reliability-first weights", () => {
-    const incidentPool = [...pool, entry("d/o", { provider: "d", breaker: "OPEN" }), entry("e/o", { provider: "e", breaker: "OPEN" }), entry("f/o", { provider: "f", breaker: "OPEN" }), entry("g/o", { provider: "g", breaker: "OPEN" })]
+    const incidentPool = [
+      ...pool,
+      entry("d/o", { provider: "d", breaker: "OPEN" }),
+      entry("e/o", { provider: "e", breaker: "OPEN" }),
+      entry("f/o", { provider: "f", breaker: "OPEN" }),
+      entry("g/o", { provider: "g", breaker: "OPEN" })
+    ]
     const out = orderAuto(incidentPool, { strategy: costStrategy, context: ctx({ random: seededRandom(7) }), explorationRate: 1, healing: new SelfHealing() })
     expect(out.incident).toBe(true)
     expect(out.order[0]!.candidate.key).toBe("a/x")

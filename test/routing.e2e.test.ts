@@ -265,7 +265,14 @@ describe("combo strategies end to end", () => {
     for (let i = 0; i < 4; i++) rr.push(answeredBy(await chat("rr")))
     expect(rr).toEqual(["answer from a", "answer from b", "answer from a", "answer from b"])
 
-    await createCombo({ name: "w", strategy: "weighted", targets: [{ model: "up-a/m1", weight: 0 }, { model: "up-b/m1", weight: 1 }] })
+    await createCombo({
+      name: "w",
+      strategy: "weighted",
+      targets: [
+        { model: "up-a/m1", weight: 0 },
+        { model: "up-b/m1", weight: 1 }
+      ]
+    })
     for (let i = 0; i < 4; i++) expect(answeredBy(await chat("w"))).toBe("answer from b")
 
     await createCombo({ name: "lu", strategy: "least-used", targets: [{ model: "up-a/m2" }, { model: "up-b/m2" }] })
@@ -307,7 +314,10 @@ describe("fusion", () => {
     }
     const judged = ups.c.requests[0]!.body
     expect(judged.tools).toHaveLength(1)
-    const system = judged.messages.filter((m: any) => m.role === "system").map((m: any) => (typeof m.content === "string" ? m.content : m.content.map((p: any) => p.text).join(""))).join("\n")
+    const system = judged.messages
+      .filter((m: any) => m.role === "system")
+      .map((m: any) => (typeof m.content === "string" ? m.content : m.content.map((p: any) => p.text).join("")))
+      .join("\n")
     expect(system).toContain("answer from a")
     expect(system).toContain("answer from b")
     expect(system).toMatch(/<source 1>/)
@@ -368,7 +378,10 @@ describe("quota share", () => {
   it("qtSd/<group>/<provider>/<model> spreads requests over the provider's connections", async () => {
     // Two more connections of one provider (an account pool), both on upstream a.
     for (const name of ["pool-1", "pool-2"]) {
-      const res = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: ups.a.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+      const res = await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name, baseUrl: ups.a.baseUrl("openai-chat"), defaultModel: "m1" },
+        headers: admin
+      })
       expect([201, 409]).toContain(res.status)
     }
     // openai-compatible is the provider of every connection: the pool is all five; count per connection via the usage rows.

@@ -88,13 +88,27 @@ describe("GET /v1/search", () => {
 
 describe("POST /v1/search: each provider's wire shape, one normalised answer", () => {
   it("Tavily: POST /search with a bearer key and its own field names; priced per credit, advanced is two", async () => {
-    const res = await search({ query: "effect typescript", provider: "tav", max_results: 3, include_domains: ["News.Example.org", "docs.example.com"], time_range: "month", topic: "news" })
+    const res = await search({
+      query: "effect typescript",
+      provider: "tav",
+      max_results: 3,
+      include_domains: ["News.Example.org", "docs.example.com"],
+      time_range: "month",
+      topic: "news"
+    })
     expect(res.status, res.text).toBe(200)
     const sent = up.last("tavily")!
     expect(sent.method).toBe("POST")
     expect(sent.path).toBe("/search")
     expect(sent.headers.authorization).toBe(`Bearer ${up.key}`)
-    expect(sent.body).toEqual({ query: "effect typescript", max_results: 3, search_depth: "basic", topic: "news", time_range: "month", include_domains: ["docs.example.com", "news.example.org"] })
+    expect(sent.body).toEqual({
+      query: "effect typescript",
+      max_results: 3,
+      search_depth: "basic",
+      topic: "news",
+      time_range: "month",
+      include_domains: ["docs.example.com", "news.example.org"]
+    })
     expect(res.body).toMatchObject({ object: "search.result", provider: "tavily", connection: "tav", query: "effect typescript", cached: false })
     expect(res.body.id).toMatch(/^search_/)
     expect(res.body.results.length).toBeGreaterThan(0)
@@ -109,7 +123,14 @@ describe("POST /v1/search: each provider's wire shape, one normalised answer", (
     expect(res.headers.get("x-gateway-provider")).toBe("tavily")
     expect(res.headers.get("x-gateway-model")).toBe("search")
     expect(res.headers.get("x-gateway-cache-hit")).toBe("false")
-    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({ endpoint: "search", status: 200, provider: "tavily", model: "search", cost_usd: 0.008, fallback_attempts: 0 })
+    expect(await usageRow(res.headers.get("x-gateway-request-id"))).toMatchObject({
+      endpoint: "search",
+      status: 200,
+      provider: "tavily",
+      model: "search",
+      cost_usd: 0.008,
+      fallback_attempts: 0
+    })
 
     const deep = await search({ query: "effect typescript", provider: "tavily", search_depth: "advanced" })
     expect(deep.status, deep.text).toBe(200)
@@ -141,7 +162,14 @@ describe("POST /v1/search: each provider's wire shape, one normalised answer", (
 
   it("Exa: POST /search with x-api-key, numResults, domains, a start date for the time range and page text asked", async () => {
     const before = Date.now()
-    const res = await search({ query: "neural search", provider: "exa1", max_results: 6, include_domains: ["example.org"], exclude_domains: ["blog.example.net"], time_range: "year" })
+    const res = await search({
+      query: "neural search",
+      provider: "exa1",
+      max_results: 6,
+      include_domains: ["example.org"],
+      exclude_domains: ["blog.example.net"],
+      time_range: "year"
+    })
     expect(res.status, res.text).toBe(200)
     const sent = up.last("exa")!
     expect(sent.path).toBe("/search")

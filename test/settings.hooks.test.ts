@@ -24,7 +24,14 @@ let clientKeyId = ""
 const REQUESTS: Record<Family, { path: string; body: Record<string, unknown> }> = {
   "openai-chat": {
     path: "/v1/chat/completions",
-    body: { model: "up-chat/m1", messages: [{ role: "system", content: "own" }, { role: "user", content: "hi" }], reasoning_effort: "high" }
+    body: {
+      model: "up-chat/m1",
+      messages: [
+        { role: "system", content: "own" },
+        { role: "user", content: "hi" }
+      ],
+      reasoning_effort: "high"
+    }
   },
   "openai-responses": { path: "/v1/responses", body: { model: "up-resp/m1", input: "hi", instructions: "own", reasoning: { effort: "high" } } },
   anthropic: {
@@ -33,9 +40,24 @@ const REQUESTS: Record<Family, { path: string; body: Record<string, unknown> }> 
   },
   gemini: {
     path: "/v1beta/models/up-gem/m1:generateContent",
-    body: { contents: [{ role: "user", parts: [{ text: "hi" }] }], systemInstruction: { parts: [{ text: "own" }] }, generationConfig: { thinkingConfig: { thinkingBudget: 30000 } } }
+    body: {
+      contents: [{ role: "user", parts: [{ text: "hi" }] }],
+      systemInstruction: { parts: [{ text: "own" }] },
+      generationConfig: { thinkingConfig: { thinkingBudget: 30000 } }
+    }
   },
-  ollama: { path: "/api/chat", body: { model: "up-oll/m1", stream: false, messages: [{ role: "system", content: "own" }, { role: "user", content: "hi" }], think: "high" } }
+  ollama: {
+    path: "/api/chat",
+    body: {
+      model: "up-oll/m1",
+      stream: false,
+      messages: [
+        { role: "system", content: "own" },
+        { role: "user", content: "hi" }
+      ],
+      think: "high"
+    }
+  }
 }
 
 const send = async (family: Family, headers = admin, override: Record<string, unknown> = {}) => {
@@ -84,7 +106,15 @@ beforeEach(async () => {
 })
 
 /** The settings' own hooks (compression's, context.compression, is registered while compression is on). */
-const hookNames = () => gw.run(Effect.map(RequestHooks, (h) => h.registered().map((r) => r.name).filter((n) => n.startsWith("settings."))))
+const hookNames = () =>
+  gw.run(
+    Effect.map(RequestHooks, (h) =>
+      h
+        .registered()
+        .map((r) => r.name)
+        .filter((n) => n.startsWith("settings."))
+    )
+  )
 
 describe("global system prompt", () => {
   it("is registered as a hook only while enabled with text", async () => {
@@ -118,7 +148,10 @@ describe("global system prompt", () => {
     }
     for (const { family } of FAMILIES) expect(systemOf(family, await send(family)), family).toEqual(expected[family])
     const blocks = await send("anthropic", admin, { system: [{ type: "text", text: "own" }] })
-    expect(blocks.system).toEqual([{ type: "text", text: "own" }, { type: "text", text: "GLOBAL" }])
+    expect(blocks.system).toEqual([
+      { type: "text", text: "own" },
+      { type: "text", text: "GLOBAL" }
+    ])
   })
 
   it("reaches a translated request too (OpenAI client → Anthropic upstream)", async () => {

@@ -25,7 +25,9 @@ beforeAll(async () => {
   up = await FakeUpstream.start()
   gw = await startGateway({ dataDir })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-  expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
+  expect(
+    (await api("/api/providers", { body: { provider: "openai-compatible", name: "local", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -41,7 +43,14 @@ describe("the settings document", () => {
       ipFilter: { allow: [], deny: [] },
       thinkingBudget: { mode: "passthrough", maxTokens: 8192, effort: "medium", budgetTokens: 8192 },
       systemPrompt: { enabled: false, text: "", position: "prepend", skipKeyIds: [] },
-      compression: { enabled: true, defaultCombo: null, activeProfile: null, autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 }, compressByDefault: false, injectionMaxTokens: 2000 },
+      compression: {
+        enabled: true,
+        defaultCombo: null,
+        activeProfile: null,
+        autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 },
+        compressByDefault: false,
+        injectionMaxTokens: 2000
+      },
       requireLogin: true,
       backups: { intervalHours: null, keep: null },
       info: { restartRequired: [], storedOnly: [], backups: { intervalHours: 24, keep: 7, source: "env" } }
@@ -54,7 +63,10 @@ describe("the settings document", () => {
   })
 
   it("PATCH merges into the stored document; PUT replaces it, missing fields taking their defaults", async () => {
-    const patched = await api("/api/settings", { method: "PATCH", body: { systemPrompt: { text: "Be brief." }, compression: { injectionMaxTokens: 700, autoTrigger: { enabled: true } } } })
+    const patched = await api("/api/settings", {
+      method: "PATCH",
+      body: { systemPrompt: { text: "Be brief." }, compression: { injectionMaxTokens: 700, autoTrigger: { enabled: true } } }
+    })
     expect(patched.status).toBe(200)
     expect(patched.body.systemPrompt).toEqual({ enabled: false, text: "Be brief.", position: "prepend", skipKeyIds: [] })
     expect(patched.body.compression.injectionMaxTokens).toBe(700)
@@ -67,7 +79,14 @@ describe("the settings document", () => {
     const replaced = await api("/api/settings", { method: "PUT", body: { compression: { enabled: false } } })
     expect(replaced.status).toBe(200)
     expect(replaced.body.systemPrompt).toEqual({ enabled: false, text: "", position: "prepend", skipKeyIds: [] })
-    expect(replaced.body.compression).toEqual({ enabled: false, defaultCombo: null, activeProfile: null, autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 }, compressByDefault: false, injectionMaxTokens: 2000 })
+    expect(replaced.body.compression).toEqual({
+      enabled: false,
+      defaultCombo: null,
+      activeProfile: null,
+      autoTrigger: { enabled: false, thresholdTokens: 64000, windowShare: 0.75 },
+      compressByDefault: false,
+      injectionMaxTokens: 2000
+    })
     // What GET answered may be PUT back as it is (info is read-only and ignored).
     const roundTrip = await api("/api/settings", { method: "PUT", body: (await api("/api/settings")).body })
     expect(roundTrip.status).toBe(200)
@@ -104,7 +123,11 @@ describe("the settings document", () => {
   })
 
   it("each section has its own GET and PUT, answering the section", async () => {
-    expect((await api("/api/settings/compression", { method: "PUT", body: { activeProfile: "engine:rtk", compressByDefault: true } })).body).toMatchObject({ enabled: true, activeProfile: "engine:rtk", compressByDefault: true })
+    expect((await api("/api/settings/compression", { method: "PUT", body: { activeProfile: "engine:rtk", compressByDefault: true } })).body).toMatchObject({
+      enabled: true,
+      activeProfile: "engine:rtk",
+      compressByDefault: true
+    })
     expect((await api("/api/settings/compression")).body.activeProfile).toBe("engine:rtk")
     expect((await api("/api/settings/require-login")).body).toEqual({ requireLogin: true })
     expect((await api("/api/settings/thinking-budget", { method: "PUT", body: { mode: "cap", maxTokens: 2048 } })).body).toMatchObject({ mode: "cap", maxTokens: 2048 })
@@ -117,7 +140,10 @@ describe("the settings document", () => {
   })
 
   it("the proxy password is stored encrypted, masked on GET, and kept when the mask is sent back", async () => {
-    const put = await api("/api/settings/proxy", { method: "PUT", body: { url: "http://alice:s3cret-pw@127.0.0.1:3128", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] } })
+    const put = await api("/api/settings/proxy", {
+      method: "PUT",
+      body: { url: "http://alice:s3cret-pw@127.0.0.1:3128", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] }
+    })
     expect(put.status).toBe(200)
     expect(put.body).toEqual({ url: "http://alice:****@127.0.0.1:3128", family: "auto", noProxy: ["localhost", ".internal.example", "10.0.0.0/8"] })
     expect((await api("/api/settings")).text).not.toContain("s3cret-pw")
@@ -134,7 +160,10 @@ describe("the settings document", () => {
 
 describe("persistence", () => {
   it("the document survives a restart on the same DATA_DIR", async () => {
-    await api("/api/settings", { method: "PATCH", body: { compression: { activeProfile: "engine:json" }, thinkingBudget: { mode: "force", effort: "low" }, proxy: { url: "socks5://bob:pw@127.0.0.1:1080" } } })
+    await api("/api/settings", {
+      method: "PATCH",
+      body: { compression: { activeProfile: "engine:json" }, thinkingBudget: { mode: "force", effort: "low" }, proxy: { url: "socks5://bob:pw@127.0.0.1:1080" } }
+    })
     const before = (await api("/api/settings")).body
     await gw.close()
     gw = await startGateway({ dataDir })
@@ -330,13 +359,21 @@ describe("purge request history", () => {
     const day = 86_400_000
     await gw.run(
       Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        Effect.forEach([400, 200, 100], (age, i) => sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${now - age * day}, ${`old-${i}`}, 'chat.completions', 200)`, { discard: true })
+        Effect.forEach([400, 200, 100], (age, i) => sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${now - age * day}, ${`old-${i}`}, 'chat.completions', 200)`, {
+          discard: true
+        })
       )
     )
     expect((await chat()).status).toBe(200)
     const count = (where: "old" | "recent") =>
       gw
-        .run(Effect.flatMap(SqlClient.SqlClient, (sql) => (where === "old" ? sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE 'old-%'` : sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage WHERE ts >= ${now - 60_000}`)))
+        .run(
+          Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            where === "old"
+              ? sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage WHERE request_id LIKE 'old-%'`
+              : sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage WHERE ts >= ${now - 60_000}`
+          )
+        )
         .then((r) => r[0]!.n)
     await expect.poll(() => count("recent")).toBeGreaterThanOrEqual(1)
     const recent = await count("recent")

@@ -33,9 +33,7 @@ const scriptedTerminal = (inputs: ReadonlyArray<Terminal.UserInput>, screen: Arr
     Effect.gen(function* () {
       const queue = yield* Queue.unbounded<Terminal.UserInput>()
       yield* Queue.offerAll(queue, inputs)
-      const take = Queue.take(queue).pipe(
-        Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Cause.NoSuchElementException("script ran out of keystrokes") })
-      )
+      const take = Queue.take(queue).pipe(Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Cause.NoSuchElementException("script ran out of keystrokes") }))
       return Terminal.Terminal.of({
         columns: Effect.succeed(100),
         rows: Effect.succeed(40),

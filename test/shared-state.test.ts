@@ -138,7 +138,13 @@ describe("two gateway processes over one cluster", () => {
     Effect.gen(function* () {
       const cluster = makeMemoryCluster()
       const breakers = CircuitBreakers.layer.pipe(
-        Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } } }), EventBus.layer, node(cluster)))
+        Layer.provide(
+          Layer.mergeAll(
+            ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 1, failureThreshold: 2, resetTimeoutMs: 60_000 } } }),
+            EventBus.layer,
+            node(cluster)
+          )
+        )
       )
       const a = yield* instance(CircuitBreakers, breakers)
       const b = yield* instance(CircuitBreakers, breakers)
@@ -389,7 +395,10 @@ describe("two whole gateways on one database, linked by one cluster", () => {
     up = await FakeUpstream.start()
     a = await startGateway({ sharedState: SharedState.layerCluster(cluster) })
     await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-    const added = await call(`${a.url}/api/providers`, { body: { provider: "openai-compatible", name: "ca", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+    const added = await call(`${a.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "ca", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+      headers: admin
+    })
     expect(added.status).toBe(201)
     // The second process starts on the same database file, as a second replica would on PostgreSQL.
     b = await startGateway({ dataDir: a.dataDir, sharedState: SharedState.layerCluster(cluster) })

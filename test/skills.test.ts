@@ -18,14 +18,50 @@ const REPO_SKILLS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "
 
 /** The ids of the specification, in its order. */
 const API_IDS = [
-  "gw-auth", "gw-providers", "gw-models", "gw-combos-routing", "gw-api-keys", "gw-usage-logs", "gw-budget", "gw-settings", "gw-proxies",
-  "gw-cache", "gw-compression", "gw-context-rtk", "gw-resilience", "gw-cli-tools", "gw-tunnels", "gw-sync-cloud", "gw-db-backups",
-  "gw-webhooks", "gw-mcp", "gw-agents-a2a", "gw-version-manager", "gw-inference"
+  "gw-auth",
+  "gw-providers",
+  "gw-models",
+  "gw-combos-routing",
+  "gw-api-keys",
+  "gw-usage-logs",
+  "gw-budget",
+  "gw-settings",
+  "gw-proxies",
+  "gw-cache",
+  "gw-compression",
+  "gw-context-rtk",
+  "gw-resilience",
+  "gw-cli-tools",
+  "gw-tunnels",
+  "gw-sync-cloud",
+  "gw-db-backups",
+  "gw-webhooks",
+  "gw-mcp",
+  "gw-agents-a2a",
+  "gw-version-manager",
+  "gw-inference"
 ]
 const CLI_IDS = [
-  "cli-serve", "cli-health", "cli-providers", "cli-keys", "cli-models", "cli-chat", "cli-routing", "cli-resilience", "cli-compression",
-  "cli-contexts", "cli-cost-usage", "cli-mcp", "cli-a2a", "cli-tunnel", "cli-backup-sync", "cli-policy-audit", "cli-batches", "cli-eval",
-  "cli-plugins-skills", "cli-setup"
+  "cli-serve",
+  "cli-health",
+  "cli-providers",
+  "cli-keys",
+  "cli-models",
+  "cli-chat",
+  "cli-routing",
+  "cli-resilience",
+  "cli-compression",
+  "cli-contexts",
+  "cli-cost-usage",
+  "cli-mcp",
+  "cli-a2a",
+  "cli-tunnel",
+  "cli-backup-sync",
+  "cli-policy-audit",
+  "cli-batches",
+  "cli-eval",
+  "cli-plugins-skills",
+  "cli-setup"
 ]
 
 /** Generation loads the whole API and CLI the first time; on a busy machine that takes a while. */

@@ -32,7 +32,14 @@ const upstreamOn = async (host: string, port = 0): Promise<Upstream> => {
       self.seen.push(req.socket.localAddress ?? "")
       const body = req.url?.endsWith("/models")
         ? { object: "list", data: [{ id: "m1", object: "model" }] }
-        : { id: "c1", object: "chat.completion", created: 1, model: "m1", choices: [{ index: 0, message: { role: "assistant", content: `from ${req.socket.localAddress}` }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }
+        : {
+            id: "c1",
+            object: "chat.completion",
+            created: 1,
+            model: "m1",
+            choices: [{ index: 0, message: { role: "assistant", content: `from ${req.socket.localAddress}` }, finish_reason: "stop" }],
+            usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
+          }
       res.writeHead(200, { "content-type": "application/json", ...(self.closeEach ? { connection: "close" } : {}) })
       res.end(JSON.stringify(body))
     })

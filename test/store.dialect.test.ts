@@ -34,7 +34,14 @@ const SRC = path.join(import.meta.dirname, "..", "src")
 /** Where SQLite-only SQL may appear: the dialect, the SQLite module, its writer thread and the SQLite migration set. */
 // postgres.ts and the PostgreSQL migration set are PostgreSQL's own (pg type OIDs read like `oid`).
 const STORE = path.join("platform", "store")
-const ALLOWED = [path.join(STORE, "dialect.ts"), path.join(STORE, "sqlite.ts"), path.join(STORE, "sqliteWriter.ts"), path.join(STORE, "migrations") + path.sep, path.join(STORE, "postgres.ts"), path.join(STORE, "migrations-pg") + path.sep]
+const ALLOWED = [
+  path.join(STORE, "dialect.ts"),
+  path.join(STORE, "sqlite.ts"),
+  path.join(STORE, "sqliteWriter.ts"),
+  path.join(STORE, "migrations") + path.sep,
+  path.join(STORE, "postgres.ts"),
+  path.join(STORE, "migrations-pg") + path.sep
+]
 
 /** Constructs SQLite accepts and PostgreSQL does not (or means otherwise), and SQLite driver codes. */
 const SQLITE_ONLY: ReadonlyArray<readonly [string, RegExp]> = [
@@ -172,8 +179,14 @@ describe("StoreVersion over SQLite", () => {
   it("changed: this process replaced the data (a restore, an import), so every cache loads again, whatever the last check saw", async () => {
     let data = "before"
     let probes = 0
-    const version = polledVersion(Effect.sync(() => ++probes && 7), 3_600_000)
-    const cache = makeCachedLoad(version, Effect.sync(() => data))
+    const version = polledVersion(
+      Effect.sync(() => ++probes && 7),
+      3_600_000
+    )
+    const cache = makeCachedLoad(
+      version,
+      Effect.sync(() => data)
+    )
     expect(await Effect.runPromise(cache.get)).toBe("before")
     // Replaced behind the cache, within the check interval: nothing would look again for an hour.
     data = "after"
@@ -329,7 +342,9 @@ describe("through the management API", () => {
     await gw.run(
       Effect.flatMap(BatchWriter, (w) =>
         Effect.zipRight(
-          Effect.sync(() => times.forEach((ts, i) => w.append("usage", { ts, request_id: `dialect-${i}`, endpoint: "chat.completions", stream: 0, status: 200, tokens_in: i + 1 }))),
+          Effect.sync(() =>
+            times.forEach((ts, i) => w.append("usage", { ts, request_id: `dialect-${i}`, endpoint: "chat.completions", stream: 0, status: 200, tokens_in: i + 1 }))
+          ),
           w.flush
         )
       )
@@ -355,12 +370,12 @@ describe("through the management API", () => {
       ["2024-03-06", 1, 6]
     ])
     // The same rows through the SQLite expressions the buckets used to be.
-    const before = (format: string) =>
+    const bucketsOf = (format: string) =>
       queryDb<{ k: string; n: number; t: number }>(
         gw.dataDir,
         `SELECT strftime('${format}', ts / 1000, 'unixepoch') AS k, COUNT(*) AS n, SUM(tokens_in) AS t FROM usage WHERE request_id LIKE 'dialect-%' GROUP BY 1 ORDER BY 1`
       ).map((r) => [r.k, r.n, r.t])
-    expect(hours).toEqual(before("%Y-%m-%dT%H:00:00Z"))
-    expect(days).toEqual(before("%Y-%m-%d"))
+    expect(hours).toEqual(bucketsOf("%Y-%m-%dT%H:00:00Z"))
+    expect(days).toEqual(bucketsOf("%Y-%m-%d"))
   })
 })

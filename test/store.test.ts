@@ -30,7 +30,6 @@ const storeAt = (dataDir: string, env: Record<string, string> = {}) =>
     Layer.provide(quiet)
   )
 
-
 const countUsage = (dataDir: string) => queryDb<{ n: number }>(dataDir, "SELECT count(*) AS n FROM usage")[0]!.n
 
 const usageRow = (i: number) => ({ ts: Date.now(), request_id: `r${i}`, endpoint: "chat.completions", stream: 0, status: 200 })
@@ -44,7 +43,26 @@ describe("database", () => {
       expect((yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`)[0]!.journal_mode).toBe("wal")
       expect((yield* sql<{ timeout: number }>`PRAGMA busy_timeout`)[0]!.timeout).toBe(5000)
       const migrations = yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM schema_migrations`
-      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual(["1_init", "2_upstream_format", "3_combos", "4_accounting", "5_connection_timeouts", "6_usage_inflight", "7_name_keys", "8_media_jobs", "9_files_batches", "10_native_batches", "11_oauth_tokens", "12_cloud_bundles", "13_governance", "14_key_rate_limits", "15_webhooks", "16_proxies", "17_file_chunks", "18_context"])
+      expect(migrations.map((m) => `${m.migration_id}_${m.name}`)).toEqual([
+        "1_init",
+        "2_upstream_format",
+        "3_combos",
+        "4_accounting",
+        "5_connection_timeouts",
+        "6_usage_inflight",
+        "7_name_keys",
+        "8_media_jobs",
+        "9_files_batches",
+        "10_native_batches",
+        "11_oauth_tokens",
+        "12_cloud_bundles",
+        "13_governance",
+        "14_key_rate_limits",
+        "15_webhooks",
+        "16_proxies",
+        "17_file_chunks",
+        "18_context"
+      ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
 
@@ -137,25 +155,39 @@ describe("BatchWriter on a SQLite file: the writer thread", () => {
 
   // PRAGMA data_version moves on a connection only when another connection commits: rows the
   // main connection wrote would leave it where it was.
-  it.live("commits the rows on its own connection, and StoreVersion does not take them for another process's", () =>
-    Effect.gen(function* () {
-      const writer = yield* BatchWriter
-      const version = yield* StoreVersion
-      const before = yield* dataVersion
-      const seen = yield* version.current
-      for (let i = 0; i < 50; i++) writer.append("usage", usageRow(i))
-      yield* writer.flush
-      expect(yield* dataVersion).not.toBe(before)
-      yield* Effect.sleep("1100 millis")
-      expect(yield* version.current).toBe(seen)
-    }).pipe(Effect.provide(storeAt(tempDir()))), { timeout: 10_000 }
+  it.live(
+    "commits the rows on its own connection, and StoreVersion does not take them for another process's",
+    () =>
+      Effect.gen(function* () {
+        const writer = yield* BatchWriter
+        const version = yield* StoreVersion
+        const before = yield* dataVersion
+        const seen = yield* version.current
+        for (let i = 0; i < 50; i++) writer.append("usage", usageRow(i))
+        yield* writer.flush
+        expect(yield* dataVersion).not.toBe(before)
+        yield* Effect.sleep("1100 millis")
+        expect(yield* version.current).toBe(seen)
+      }).pipe(Effect.provide(storeAt(tempDir()))),
+    { timeout: 10_000 }
   )
 
   it.live("writes blobs and replaces cache entries by key, the last write winning", () =>
     Effect.gen(function* () {
       const writer = yield* BatchWriter
       const sql = yield* SqlClient.SqlClient
-      const entry = (body: string) => ({ key: "k1", model: "m", format: "openai", body, usage: null, cost_usd: 0, provider: null, embedding: new Uint8Array([1, 2, 3, 255]), created_at: Date.now(), expires_at: Date.now() + 60_000 })
+      const entry = (body: string) => ({
+        key: "k1",
+        model: "m",
+        format: "openai",
+        body,
+        usage: null,
+        cost_usd: 0,
+        provider: null,
+        embedding: new Uint8Array([1, 2, 3, 255]),
+        created_at: Date.now(),
+        expires_at: Date.now() + 60_000
+      })
       writer.append("cache_entries", entry("first"))
       writer.append("cache_entries", entry("second"))
       yield* writer.flush
@@ -204,22 +236,25 @@ describe("Secrets", () => {
 })
 
 describe("caches across processes", () => {
-  it.live("a key added by another process (the CLI) is accepted within about a second", () =>
-    Effect.gen(function* () {
-      const dir = tempDir()
-      const serverScope = yield* Scope.make()
-      const server = yield* Layer.buildWithScope(localCore(dir), serverScope)
-      const serverKeys = yield* Effect.provide(ApiKeys, server)
-      expect(Option.isNone(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
+  it.live(
+    "a key added by another process (the CLI) is accepted within about a second",
+    () =>
+      Effect.gen(function* () {
+        const dir = tempDir()
+        const serverScope = yield* Scope.make()
+        const server = yield* Layer.buildWithScope(localCore(dir), serverScope)
+        const serverKeys = yield* Effect.provide(ApiKeys, server)
+        expect(Option.isNone(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
 
-      // A second, independent stack on the same file plays the CLI.
-      yield* Effect.provide(
-        Effect.flatMap(ApiKeys, (k) => k.create({ name: "cli" }, { secret: "gwk_from_the_cli_0123456789" })),
-        localCore(dir)
-      )
-      yield* Effect.sleep("1100 millis")
-      expect(Option.isSome(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
-      yield* Scope.close(serverScope, Exit.void)
-    }), { timeout: 10_000 }
+        // A second, independent stack on the same file plays the CLI.
+        yield* Effect.provide(
+          Effect.flatMap(ApiKeys, (k) => k.create({ name: "cli" }, { secret: "gwk_from_the_cli_0123456789" })),
+          localCore(dir)
+        )
+        yield* Effect.sleep("1100 millis")
+        expect(Option.isSome(yield* serverKeys.verify("gwk_from_the_cli_0123456789"))).toBe(true)
+        yield* Scope.close(serverScope, Exit.void)
+      }),
+    { timeout: 10_000 }
   )
 })

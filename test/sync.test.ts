@@ -29,9 +29,7 @@ const api = (gw: TestGateway, p: string, init: { method?: string; body?: unknown
 
 /** Everything sync carries, as the management API shows it (traffic-driven fields left out). */
 const config = async (gw: TestGateway) => ({
-  providers: (await api(gw, "/api/providers")).body.connections.map(
-    ({ lastUsedAt: _a, updatedAt: _b, testStatus: _c, lastTestedAt: _d, ...c }: any) => c
-  ),
+  providers: (await api(gw, "/api/providers")).body.connections.map(({ lastUsedAt: _a, updatedAt: _b, testStatus: _c, lastTestedAt: _d, ...c }: any) => c),
   keys: (await api(gw, "/api/keys")).body.keys.map(({ lastUsedAt: _, ...k }: any) => k),
   combos: (await api(gw, "/api/combos")).body.combos,
   flags: (await api(gw, "/api/settings/feature-flags")).body.flags.filter((f: any) => f.source === "db").map((f: any) => [f.key, f.effectiveValue]),
@@ -61,7 +59,11 @@ let clientKey = ""
 describe("cloud sync between two gateways through a third", () => {
   it("B pushes its providers, keys, combos, flags and aliases; the server holds only ciphertext", async () => {
     expect(
-      (await api(B, "/api/providers", { body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), apiKey: PROVIDER_SECRET, defaultModel: "m1", models: ["m1"] } })).status
+      (
+        await api(B, "/api/providers", {
+          body: { provider: "openai-compatible", name: "shared", baseUrl: up.baseUrl("openai-chat"), apiKey: PROVIDER_SECRET, defaultModel: "m1", models: ["m1"] }
+        })
+      ).status
     ).toBe(201)
     const key = await api(B, "/api/keys", { body: { name: "client" } })
     expect(key.status).toBe(201)
@@ -272,7 +274,11 @@ describe("exportAll archive and multipart import", () => {
     const noFile = await importForm(B, undefined)
     expect(noFile.status).toBe(400)
     expect(noFile.body.message).toMatch(/^file: /)
-    const badArchive = await fetch(`${B.url}/api/db-backups/import`, { method: "POST", headers: { ...admin, "content-type": "application/gzip" }, body: zlib.gzipSync(Buffer.from("not a tar")) })
+    const badArchive = await fetch(`${B.url}/api/db-backups/import`, {
+      method: "POST",
+      headers: { ...admin, "content-type": "application/gzip" },
+      body: zlib.gzipSync(Buffer.from("not a tar"))
+    })
     expect(badArchive.status).toBe(400)
     expect(((await badArchive.json()) as any).message).toMatch(/archive/)
     expect(await config(B)).toEqual(before)
@@ -314,7 +320,16 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
   let C: TestGateway
   let D: TestGateway
   const SPACE = "context"
-  const PRETTY = JSON.stringify({ files: [{ name: "a.ts", size: 120 }, { name: "b.ts", size: 98 }] }, null, 2)
+  const PRETTY = JSON.stringify(
+    {
+      files: [
+        { name: "a.ts", size: 120 },
+        { name: "b.ts", size: 98 }
+      ]
+    },
+    null,
+    2
+  )
   const MINIFIED = JSON.stringify(JSON.parse(PRETTY))
 
   const initSpace = (gw: TestGateway) => api(gw, "/api/sync/initialize", { body: { serverUrl: S.url, apiKey: ADMIN, space: SPACE, passphrase: PASSPHRASE } })
@@ -348,7 +363,10 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
     expect(res.status, res.text).toBe(200)
     const sent = up.requests.at(-1)!.body as any
     return {
-      system: sent.messages.filter((m: any) => m.role === "system").map((m: any) => m.content).join("\n"),
+      system: sent.messages
+        .filter((m: any) => m.role === "system")
+        .map((m: any) => m.content)
+        .join("\n"),
       tool: sent.messages.find((m: any) => m.role === "tool").content,
       mode: res.headers.get("x-gateway-compression")
     }
@@ -363,7 +381,9 @@ describe("compression and context configuration in the bundle (schema 2)", () =>
   })
 
   it("a bundle carries compression combos, assignments, memory and skills; a fresh gateway that pulls it serves with them at once", async () => {
-    expect((await api(C, "/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status).toBe(201)
+    expect(
+      (await api(C, "/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1", models: ["m1"] } })).status
+    ).toBe(201)
     const combo = await api(C, "/api/context/combos", { body: { name: "tight", engines: [{ engine: "json" }] } })
     expect(combo.status, combo.text).toBe(201)
     expect((await api(C, `/api/context/combos/${combo.body.id}/assignments`, { method: "PUT", body: { models: ["ctx/m1"] } })).status).toBe(200)

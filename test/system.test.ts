@@ -36,7 +36,10 @@ describe("GET /api/init", () => {
   it("adds counts, data dir and restart state for a management caller, and follows setup", async () => {
     await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
     await gw.run(Effect.flatMap(AdminAuth, (a) => a.setPassword("a long admin password")))
-    const created = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: "http://127.0.0.1:9/v1", defaultModel: "m1" }, headers: admin })
+    const created = await call(`${gw.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "up", baseUrl: "http://127.0.0.1:9/v1", defaultModel: "m1" },
+      headers: admin
+    })
     expect(created.status).toBe(201)
     const anon = await call(`${gw.url}/api/init`)
     expect(anon.body).toMatchObject({ authenticated: false, passwordSet: true, providersConfigured: true, keysConfigured: true, setupComplete: true })

@@ -67,7 +67,9 @@ beforeAll(async () => {
   expect((await add({ provider: "openai-compatible", name: "leaky", apiKey: SHAPED, baseUrl: leaky.baseUrl("openai-chat"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "anthropic", name: "opaque", apiKey: OPAQUE, baseUrl: opaque.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant-steady-0000", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "redirect-pair", strategy: "priority", targets: [{ model: "leaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/combos`, { body: { name: "redirect-pair", strategy: "priority", targets: [{ model: "leaky/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+  ).toBe(201)
   gw.runtime.runFork(
     Effect.scoped(
       Effect.gen(function* () {
@@ -101,7 +103,10 @@ describe("a provider key echoed in an upstream error", () => {
   const bodies = (secret: string) =>
     [
       { kind: "JSON", body: { error: { message: `Incorrect API key provided: ${secret}`, type: "invalid_request_error", code: "invalid_api_key" } } },
-      { kind: "JSON with the key elsewhere", body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" }, key: secret, echo: { headers: { authorization: `Bearer ${secret}` } } } },
+      {
+        kind: "JSON with the key elsewhere",
+        body: { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" }, key: secret, echo: { headers: { authorization: `Bearer ${secret}` } } }
+      },
       { kind: "text/plain", body: `bad key ${secret} (url-encoded: ${encodeURIComponent(secret)})` }
     ] as const
 
@@ -202,7 +207,10 @@ describe("error statuses and codes", () => {
   })
 
   it("a 200 with an error body is 502 whole and streamed, in every family that sends one", async () => {
-    for (const [model, up] of [["leaky/m1", leaky], ["opaque/m1", opaque]] as const) {
+    for (const [model, up] of [
+      ["leaky/m1", leaky],
+      ["opaque/m1", opaque]
+    ] as const) {
       for (const stream of [false, true]) {
         up.next({ errorIn200: true, errorMessage: "broken inside" })
         const res = await chat(model, stream)
@@ -291,7 +299,13 @@ describe("scrubSecrets", () => {
   })
 
   it("masks key-shaped text it was not told about", () => {
-    for (const key of ["sk-proj-abcdef123456", "ghp_abcdefghijklmnop1234", "hf_abcdefghijklmnop12", "AKIAABCDEFGHIJKLMNOP", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"]) {
+    for (const key of [
+      "sk-proj-abcdef123456",
+      "ghp_abcdefghijklmnop1234",
+      "hf_abcdefghijklmnop12",
+      "AKIAABCDEFGHIJKLMNOP",
+      "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    ]) {
       expect(scrubSecrets(`token ${key} rejected`, []), key).not.toContain(key)
     }
     expect(scrubSecrets("x-api-key: 12345678abcdefgh", [])).toBe("x-api-key: ****")

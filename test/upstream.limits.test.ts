@@ -132,8 +132,7 @@ let gw: TestGateway
 let raw: Raw
 let steady: FakeUpstream
 
-const chat = (model: string, stream = false) =>
-  call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
+const chat = (model: string, stream = false) => call(`${gw.url}/v1/chat/completions`, { body: { model, stream, messages: [{ role: "user", content: "hi" }] } })
 
 /** Waits until `check` holds, up to `deadlineMs` (a generous deadline, not a timing assertion). */
 const eventually = async (check: () => boolean, deadlineMs = 2000) => {
@@ -154,7 +153,9 @@ beforeAll(async () => {
   expect((await add({ provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "anthropic", name: "steady", apiKey: "sk-ant", baseUrl: steady.baseUrl("anthropic"), defaultModel: "m1" })).status).toBe(201)
   expect((await add({ provider: "ollama", name: "rawollama", baseUrl: raw.url.replace(/\/v1$/, ""), defaultModel: "m1", timeouts: { idleMs: 10_000 } })).status).toBe(201)
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "raw/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "raw/m1" }, { model: "steady/m1" }] }, headers: admin })).status
+  ).toBe(201)
 })
 afterAll(async () => {
   await gw?.close()
@@ -173,7 +174,9 @@ describe("a client that goes away ends its upstream request at once", () => {
   beforeAll(async () => {
     patient = await startGateway()
     await patient.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-    expect((await call(`${patient.url}/api/providers`, { body: { provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" }, headers: admin })).status).toBe(201)
+    expect(
+      (await call(`${patient.url}/api/providers`, { body: { provider: "openai-compatible", name: "raw", baseUrl: raw.url, defaultModel: "m1" }, headers: admin })).status
+    ).toBe(201)
   })
   afterAll(() => patient?.close())
 
@@ -353,7 +356,10 @@ describe("a connection's own timeouts", () => {
     })
     expect(created.status, created.text).toBe(201)
     expect(created.body.timeouts).toEqual({ headersMs: 5000, idleMs: 5000 })
-    expect((await call(`${gw.url}/api/combos`, { body: { name: "slow-pair", strategy: "priority", targets: [{ model: "slowpoke/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+    expect(
+      (await call(`${gw.url}/api/combos`, { body: { name: "slow-pair", strategy: "priority", targets: [{ model: "slowpoke/m1" }, { model: "steady/m1" }] }, headers: admin }))
+        .status
+    ).toBe(201)
   })
   const setTimeouts = (timeouts: unknown) => call(`${gw.url}/api/providers/slowpoke`, { method: "PUT", body: { timeouts }, headers: admin })
 

@@ -15,7 +15,11 @@ const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 
 const insert = (ts: number, n: number) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${ts + i}, ${`r${ts}-${i}`}, 'chat.completions', 200)`, { discard: true })
+    Effect.forEach(
+      Array.from({ length: n }, (_, i) => i),
+      (i) => sql`INSERT INTO usage (ts, request_id, endpoint, status) VALUES (${ts + i}, ${`r${ts}-${i}`}, 'chat.completions', 200)`,
+      { discard: true }
+    )
   )
 
 const count = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT COUNT(*) AS n FROM usage`).pipe(Effect.map((r) => r[0]!.n))

@@ -60,7 +60,9 @@ describe("the retry schedule (TestClock)", () => {
       receiver.answer = () => 500
       const http = yield* UpstreamHttp
       const outcomes: Array<AttemptOutcome> = []
-      const fiber = yield* Effect.fork(deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, { retryBase: "1 second", onAttempt: (o) => Effect.sync(() => outcomes.push(o)) }))
+      const fiber = yield* Effect.fork(
+        deliver(http, () => ({ url: receiver.url, secret: SECRET }), message, { retryBase: "1 second", onAttempt: (o) => Effect.sync(() => outcomes.push(o)) })
+      )
       const nextWait = makeWaits()
       for (const wait of [1000, 2000, 4000]) {
         expect(yield* nextWait).toBe(wait)
@@ -133,7 +135,14 @@ describe("delivery through the gateway", () => {
     const gw = await startGateway({ env, ...(dataDir ? { dataDir } : {}) })
     if (!dataDir) {
       await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      expect((await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })).status).toBe(201)
+      expect(
+        (
+          await call(`${gw.url}/api/providers`, {
+            body: { provider: "openai-compatible", name: "up", baseUrl: upstream.baseUrl("openai-chat"), defaultModel: "m1" },
+            headers: admin
+          })
+        ).status
+      ).toBe(201)
     }
     return gw
   }

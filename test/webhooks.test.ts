@@ -231,7 +231,11 @@ describe("events from their sources", () => {
     alt.always({ status: 500, errorMessage: "upstream broke" })
     // The breaker degrades at the first failure (so a success after it is a recovery).
     const breaker = (degradationThreshold: number) =>
-      call(`${gw.url}/api/resilience`, { method: "PATCH", body: { providerBreaker: { apikey: { degradationThreshold, failureThreshold: 12, resetTimeoutMs: 30_000 } } }, headers: admin })
+      call(`${gw.url}/api/resilience`, {
+        method: "PATCH",
+        body: { providerBreaker: { apikey: { degradationThreshold, failureThreshold: 12, resetTimeoutMs: 30_000 } } },
+        headers: admin
+      })
     expect((await breaker(1)).status).toBe(200)
     try {
       const res = await chat("alt/m1")
@@ -307,7 +311,10 @@ describe("events from their sources", () => {
       alt.always({ status: 503, errorMessage: "overloaded" })
       expect((await chat("hookpair")).status).toBe(200)
       const [d] = await receiver.waitFor(1)
-      expect(verified(created.secret, d!)).toMatchObject({ event: "combo.switched", data: { combo: "hookpair", from: expect.stringContaining("alt"), to: expect.stringContaining("oai") } })
+      expect(verified(created.secret, d!)).toMatchObject({
+        event: "combo.switched",
+        data: { combo: "hookpair", from: expect.stringContaining("alt"), to: expect.stringContaining("oai") }
+      })
     } finally {
       await call(`${gw.url}/api/combos/hookpair`, { method: "DELETE", headers: admin })
     }

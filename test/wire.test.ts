@@ -51,15 +51,17 @@ const request = (client: Family, model: string, stream: boolean, extra: Record<s
     case "anthropic":
       return { path: "/v1/messages", body: { model, max_tokens: 100, messages: [{ role: "user", content: "hi" }], stream, ...extra } }
     case "gemini":
-      return { path: `/v1beta/models/${model}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`, body: { contents: [{ role: "user", parts: [{ text: "hi" }] }], ...extra } }
+      return {
+        path: `/v1beta/models/${model}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`,
+        body: { contents: [{ role: "user", parts: [{ text: "hi" }] }], ...extra }
+      }
     case "ollama":
       return { path: "/api/chat", body: { model, messages: [{ role: "user", content: "hi" }], stream, ...extra } }
   }
 }
 
 /** The error message of a client-format error body. */
-const errorMessage = (client: Family, body: any): string | undefined =>
-  client === "ollama" ? body?.error : client === "anthropic" ? body?.error?.message : body?.error?.message
+const errorMessage = (client: Family, body: any): string | undefined => (client === "ollama" ? body?.error : client === "anthropic" ? body?.error?.message : body?.error?.message)
 
 const CLIENTS: ReadonlyArray<Family> = ["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"]
 
@@ -109,7 +111,10 @@ describe("an error after streaming started", () => {
   it("is an Ollama error line for an Ollama client (responses upstream failing)", async () => {
     up.next({ content: "abc", failed: true, errorMessage: "model crashed" })
     const res = await call(`${gw.url}/api/chat`, { body: { model: MODEL["openai-responses"], messages: [{ role: "user", content: "hi" }], stream: true } })
-    const lines = res.text.trim().split("\n").map((l) => JSON.parse(l))
+    const lines = res.text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
     expect(lines.at(-1)).toEqual({ error: "model crashed" })
     expect(lines.some((l) => l.done === true)).toBe(false)
   })
@@ -263,7 +268,11 @@ describe("reasoning signatures survive a round trip", () => {
     const use = first.content.find((b) => b.type === "tool_use") as Anthropic.ToolUseBlock
     const second = await client.messages.create({
       ...base,
-      messages: [{ role: "user", content: "weather?" }, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny" }] }]
+      messages: [
+        { role: "user", content: "weather?" },
+        { role: "assistant", content: first.content },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "sunny" }] }
+      ]
     })
     expect(up.violations).toEqual([])
     expect(up.requests[1]!.body.messages[1].content[0]).toEqual({ type: "thinking", thinking: "plan", signature: "SIG-ANTHROPIC-1" })
@@ -292,7 +301,13 @@ describe("reasoning signatures survive a round trip", () => {
     up.next({ reasoning: { text: "plan" }, toolCalls: [{ name: "ls", arguments: "{}" }] }, { content: "done" })
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
     const tools = [{ type: "function" as const, function: { name: "ls", parameters: { type: "object", properties: {} } } }]
-    const first = await client.chat.completions.create({ model: MODEL.anthropic, messages: [{ role: "user", content: "list" }], tools, reasoning_effort: "high", max_tokens: 30000 })
+    const first = await client.chat.completions.create({
+      model: MODEL.anthropic,
+      messages: [{ role: "user", content: "list" }],
+      tools,
+      reasoning_effort: "high",
+      max_tokens: 30000
+    })
     expect(up.requests[0]!.body.thinking).toMatchObject({ type: "enabled" })
     const message = first.choices[0]!.message
     const second = await client.chat.completions.create({

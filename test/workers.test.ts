@@ -63,12 +63,16 @@ const ping = async (url: string, agent: http.Agent | false) => {
 
 /** A keep-alive connection held by worker `n`: new ones until the cluster hands one to it. */
 const connectionTo = async (url: string, n: number) =>
-  until(`a connection to worker ${n}`, async () => {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
-    if ((await ping(url, agent)).worker === n) return agent
-    agent.destroy()
-    return undefined
-  }, 30_000)
+  until(
+    `a connection to worker ${n}`,
+    async () => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+      if ((await ping(url, agent)).worker === n) return agent
+      agent.destroy()
+      return undefined
+    },
+    30_000
+  )
 
 const alive = (pid: number) => {
   try {
@@ -80,7 +84,10 @@ const alive = (pid: number) => {
 }
 
 const chat = (url: string, agent: http.Agent, key = ADMIN_KEY) =>
-  request(`${url}/v1/chat/completions`, agent, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${key}` } })
+  request(`${url}/v1/chat/completions`, agent, {
+    body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] },
+    headers: { authorization: `Bearer ${key}` }
+  })
 
 let up: FakeUpstream
 beforeAll(async () => {
@@ -173,7 +180,10 @@ describe("gateway --workers 2", () => {
       up.always({ content: "hello" })
       await request(`${gw.url}/api/resilience`, a, {
         method: "PATCH",
-        body: { providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } }, connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 } },
+        body: {
+          providerBreaker: { apikey: { degradationThreshold: 7, failureThreshold: 12, resetTimeoutMs: 30_000 } },
+          connectionCooldown: { apiKeyBaseMs: 3000, maxCooldownMs: 300_000 }
+        },
         headers: admin
       })
     }

@@ -14,10 +14,13 @@ export const makeClosedLoop = ({ seconds, concurrency }) => {
   const post = (url, headers, body) =>
     new Promise((resolve, reject) => {
       const u = new URL(url)
-      const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent }, (res) => {
-        res.resume()
-        res.on("end", () => resolve(res.statusCode))
-      })
+      const req = http.request(
+        { host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent },
+        (res) => {
+          res.resume()
+          res.on("end", () => resolve(res.statusCode))
+        }
+      )
       req.on("error", reject)
       req.end(body)
     })

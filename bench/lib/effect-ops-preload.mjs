@@ -9,7 +9,27 @@ import { writeFileSync } from "node:fs"
 // node_modules: the class is found from a live fiber instead. Effect stores the fiber it is
 // running in globalThis["effect/FiberCurrent"]; the first store is intercepted, its fiber's
 // prototype patched, and the property made a plain one again.
-const OPS = ["Sync", "Success", "Failure", "WithRuntime", "OnSuccess", "OnFailure", "OnSuccessAndFailure", "Async", "Yield", "While", "Iterator", "Commit", "UpdateRuntimeFlags", "Tag", "Left", "Right", "Some", "None", "Micro"]
+const OPS = [
+  "Sync",
+  "Success",
+  "Failure",
+  "WithRuntime",
+  "OnSuccess",
+  "OnFailure",
+  "OnSuccessAndFailure",
+  "Async",
+  "Yield",
+  "While",
+  "Iterator",
+  "Commit",
+  "UpdateRuntimeFlags",
+  "Tag",
+  "Left",
+  "Right",
+  "Some",
+  "None",
+  "Micro"
+]
 const counts = Object.fromEntries(OPS.map((op) => [op, 0]))
 let fibers = 0
 let patched = false

@@ -32,7 +32,9 @@ export const pinSelf = (core) => {
 /** The soft limit on open files of a process, from /proc (null when unknown). */
 export const openFilesLimit = (pid = "self") => {
   try {
-    const line = readFileSync(`/proc/${pid}/limits`, "utf8").split("\n").find((l) => l.startsWith("Max open files"))
+    const line = readFileSync(`/proc/${pid}/limits`, "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"))
     const v = line?.split(/\s{2,}/)[1]
     return v === "unlimited" ? Infinity : Number(v)
   } catch {

@@ -22,7 +22,12 @@ export const topSelf = (file, { limit = 25, root } = {}) => {
       selfUs.set(id, (selfUs.get(id) ?? 0) + Math.max(0, d))
     }
   } else {
-    const interval = (prof.endTime - prof.startTime) / Math.max(1, prof.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0))
+    const interval =
+      (prof.endTime - prof.startTime) /
+      Math.max(
+        1,
+        prof.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0)
+      )
     for (const n of prof.nodes) {
       selfSamples.set(n.id, n.hitCount ?? 0)
       selfUs.set(n.id, (n.hitCount ?? 0) * interval)

@@ -46,7 +46,10 @@ export const ratio = (a, b) => (a == null || b == null || b === 0 ? null : a / b
 export const slope = (points) => {
   if (points.length < 2) return null
   const n = points.length
-  let sx = 0, sy = 0, sxx = 0, sxy = 0
+  let sx = 0,
+    sy = 0,
+    sxx = 0,
+    sxy = 0
   for (const [x, y] of points) {
     sx += x
     sy += y

@@ -52,7 +52,12 @@ const target = (name, fields) => ({
 const withOutput = (msg, proc) => {
   if (!proc) return msg
   const info = proc.exitInfo()
-  const lines = proc.output().split("\n").map((l) => l.trim()).filter(Boolean).slice(-20)
+  const lines = proc
+    .output()
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .slice(-20)
   const err = lines.find((l) => /error/i.test(l))
   const tail = [...(err ? [err] : []), ...lines.slice(-2).filter((l) => l !== err)].join(" | ")
   return `${msg}${info ? ` (exit ${info.code ?? info.signal})` : ""}${tail ? `: ${tail.slice(-600)}` : ""}`
@@ -116,8 +121,17 @@ export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
     return proc.stdout()
   }
   await cli([
-    "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
-    "--provider-base-url", `${mock.baseUrl}/v1`, "--api-key", UPSTREAM_KEY, "--default-model", "json-1k"
+    "setup",
+    "--non-interactive",
+    "--add-provider",
+    "--provider",
+    "openai-compatible",
+    "--provider-base-url",
+    `${mock.baseUrl}/v1`,
+    "--api-key",
+    UPSTREAM_KEY,
+    "--default-model",
+    "json-1k"
   ])
   const secret = JSON.parse(await cli(["keys", "add", "--name", "bench", "--scope", "inference", "--json"])).secret
   if (!secret) throw new Error("gateway keys add printed no secret")
@@ -238,7 +252,8 @@ export const verifyTarget = async (t, { sseOnce, streamComplete, chunks }) => {
   out.ssePaced = { status: paced.status, chunks: paced.chunks, done: paced.done, usage: paced.usage, ms: Math.round(paced.ms), maxGapMs: paced.maxGap }
   out.sseBurst = { status: burst.status, chunks: burst.chunks, done: burst.done, usage: burst.usage }
   const problems = []
-  if (j1.status !== 200 || p1?.id !== "chatcmpl-bench0000000000000000000000" || !p1?.usage?.total_tokens) problems.push(`JSON 1 KB: ${j1.status} ${String(j1.body ?? j1.error?.message).slice(0, 200)}`)
+  if (j1.status !== 200 || p1?.id !== "chatcmpl-bench0000000000000000000000" || !p1?.usage?.total_tokens)
+    problems.push(`JSON 1 KB: ${j1.status} ${String(j1.body ?? j1.error?.message).slice(0, 200)}`)
   if (j10.status !== 200 || (j10.body?.length ?? 0) < 9000) problems.push(`JSON 10 KB: ${j10.status}, ${j10.body?.length ?? 0} bytes`)
   if (!streamComplete(paced, chunks)) problems.push(`paced SSE: status ${paced.status}, ${paced.chunks} chunks, done ${paced.done} ${paced.error ?? ""}`)
   if (!streamComplete(burst, chunks)) problems.push(`burst SSE: status ${burst.status}, ${burst.chunks} chunks, done ${burst.done} ${burst.error ?? ""}`)

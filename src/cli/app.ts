@@ -69,7 +69,12 @@ export const subcommands = [
 
 /** With no subcommand, `gateway` serves. */
 export const command = gateway.pipe(
-  Command.withHandler(lazy(() => import("./commands/serve.impl.js"), (m) => m.serve)),
+  Command.withHandler(
+    lazy(
+      () => import("./commands/serve.impl.js"),
+      (m) => m.serve
+    )
+  ),
   Command.withDescription(
     "Self-hosted AI gateway. Without a subcommand: start the server (port 20128). Every command takes --help (-h) and --version (-v), and --json where its output is data. Exit status: 0 done, 1 failed, 2 bad command line."
   ),
@@ -79,8 +84,7 @@ export const command = gateway.pipe(
 const run = Command.run(command, { name: "gateway", version: VERSION })
 
 /** `-v` is the short form of `--version`. */
-export const normaliseArgv = (argv: ReadonlyArray<string>): Array<string> =>
-  argv.map((a, i) => (i >= 2 && a === "-v" ? "--version" : a))
+export const normaliseArgv = (argv: ReadonlyArray<string>): Array<string> => argv.map((a, i) => (i >= 2 && a === "-v" ? "--version" : a))
 
 /**
  * The whole CLI for an argv (`[node, script, ...args]`). Exit status: 0 done; 1 the command
@@ -91,8 +95,7 @@ export const cli = (argv: ReadonlyArray<string>) => {
   const args = normaliseArgv(argv)
   const words = args.slice(2)
   const json = words.includes("--json")
-  const fail = (code: number, line: string) =>
-    Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
+  const fail = (code: number, line: string) => Console.error(`${red("error:", colourOn(process.stderr, json))} ${line}`).pipe(Effect.zipRight(exitWith(code)))
   return withParserConsole(run(args), json).pipe(
     Effect.catchIf(ValidationError.isValidationError, (e) => fail(2, describeValidationError(e, words, command, subcommands))),
     Effect.catchAll((e) => {

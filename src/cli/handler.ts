@@ -44,4 +44,7 @@ export const lazy =
 export const own =
   <A, E, R>(handler: (opts: A) => Effect.Effect<void, E, R>) =>
   (opts: A): Effect.Effect<void, E, R> =>
-    lazy(() => Promise.resolve(handler), (h) => h)(opts)
+    lazy(
+      () => Promise.resolve(handler),
+      (h) => h
+    )(opts)

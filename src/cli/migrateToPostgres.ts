@@ -80,9 +80,13 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
         Effect.mapError((e) => new MigrateError({ message: `--from ${options.from}: cannot bring it to this build's schema: ${e.message}` }))
       )
 
-      const dst = yield* PgClient.make({ url: options.to, maxConnections: 2, connectTimeout: Duration.seconds(10), applicationName: "gateway-migrate", types: typeParsers() as never }).pipe(
-        Effect.mapError((e) => new MigrateError({ message: connectError(options.to, e) }))
-      )
+      const dst = yield* PgClient.make({
+        url: options.to,
+        maxConnections: 2,
+        connectTimeout: Duration.seconds(10),
+        applicationName: "gateway-migrate",
+        types: typeParsers() as never
+      }).pipe(Effect.mapError((e) => new MigrateError({ message: connectError(options.to, e) })))
       const applied = yield* Effect.provideService(migrate, SqlClient.SqlClient, dst).pipe(
         Effect.mapError((e) => new MigrateError({ message: `--to ${display}: cannot apply the PostgreSQL migrations: ${e.message}` }))
       )
@@ -90,7 +94,11 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
 
       const tables = yield* Effect.orDie(Sqlite.tablesInDependencyOrder(src))
       const target = yield* Effect.orDie(
-        dst<{ table_name: string; column_name: string; data_type: string }>`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()`
+        dst<{
+          table_name: string
+          column_name: string
+          data_type: string
+        }>`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()`
       )
       const targetColumns = new Map<string, Map<string, string>>()
       for (const c of target) {
@@ -138,7 +146,10 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
               return r
             })
             yield* dst`INSERT INTO ${dst(table)} ${dst.insert(out)}`.pipe(
-              Effect.mapError((e) => new MigrateError({ message: `${table}: a row does not fit PostgreSQL (nothing was copied): ${String((e.cause as Error | undefined)?.message ?? e.message)}` }))
+              Effect.mapError(
+                (e) =>
+                  new MigrateError({ message: `${table}: a row does not fit PostgreSQL (nothing was copied): ${String((e.cause as Error | undefined)?.message ?? e.message)}` })
+              )
             )
             rows += batch.length
           }
@@ -176,9 +187,13 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
             files.missing.push(id)
             continue
           }
-          const put = yield* store.put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER).pipe(
-            Effect.mapError((e) => new MigrateError({ message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}` }))
-          )
+          const put = yield* store
+            .put(id, fs.createReadStream(onDisk), Number.MAX_SAFE_INTEGER)
+            .pipe(
+              Effect.mapError(
+                (e) => new MigrateError({ message: `file ${id}: its bytes could not be copied (nothing was copied): ${e._tag === "FileNotStored" ? e.message : "too large"}` })
+              )
+            )
           files.copied++
           files.bytes += put.bytes
         }
@@ -186,9 +201,13 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
       })
 
       // One write transaction on the target; the counts check catches a source that changed meanwhile.
-      const { copied, files } = yield* dst.withTransaction(copyAll).pipe(
-        Effect.catchTag("SqlError", (e) => Effect.fail(new MigrateError({ message: `copy failed, nothing was copied: ${String((e.cause as Error | undefined)?.message ?? e.message)}` })))
-      )
+      const { copied, files } = yield* dst
+        .withTransaction(copyAll)
+        .pipe(
+          Effect.catchTag("SqlError", (e) =>
+            Effect.fail(new MigrateError({ message: `copy failed, nothing was copied: ${String((e.cause as Error | undefined)?.message ?? e.message)}` }))
+          )
+        )
       return {
         from: options.from,
         to: display,

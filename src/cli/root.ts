@@ -16,7 +16,9 @@ export const Port = Schema.Int.pipe(Schema.between(0, 65535, { message: () => "m
 export const rootOptions = {
   port: schemaOption("port", intFromText(Port)).pipe(Options.withDescription("Port to listen on (default 20128, or PORT)."), Options.optional),
   host: Options.text("host").pipe(
-    Options.withDescription("Interface to bind (default 127.0.0.1, or HOST). A non-loopback address exposes the gateway to the network; inference there needs a gateway key unless GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true."),
+    Options.withDescription(
+      "Interface to bind (default 127.0.0.1, or HOST). A non-loopback address exposes the gateway to the network; inference there needs a gateway key unless GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE=true."
+    ),
     Options.optional
   ),
   dataDir: Options.text("data-dir").pipe(Options.withDescription("Where the database lives (default ./data, or DATA_DIR)."), Options.optional),

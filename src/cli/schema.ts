@@ -41,12 +41,10 @@ export const schemaOptions = <A, I extends string>(name: string, schema: Schema.
   Options.text(name).pipe(Options.repeated, Options.withSchema(named(`--${name}`, Schema.mutable(Schema.Array(schema)))))
 
 /** A positional `<name>` decoded by `schema`. */
-export const schemaArg = <A, I extends string>(name: string, schema: Schema.Schema<A, I>): Args.Args<A> =>
-  Args.text({ name }).pipe(Args.withSchema(named(`<${name}>`, schema)))
+export const schemaArg = <A, I extends string>(name: string, schema: Schema.Schema<A, I>): Args.Args<A> => Args.text({ name }).pipe(Args.withSchema(named(`<${name}>`, schema)))
 
 /** A whole number given as text, then checked by `schema` (an API field's range). */
-export const intFromText = <A>(schema: Schema.Schema<A, number>): Schema.Schema<A, string> =>
-  Schema.compose(Schema.NumberFromString, schema)
+export const intFromText = <A>(schema: Schema.Schema<A, number>): Schema.Schema<A, string> => Schema.compose(Schema.NumberFromString, schema)
 
 /**
  * Decodes input assembled from several options against an API payload schema (rules that span
@@ -55,13 +53,15 @@ export const intFromText = <A>(schema: Schema.Schema<A, number>): Schema.Schema<
 export const decodeInput =
   <A, I>(schema: Schema.Schema<A, I>, flags: Readonly<Record<string, string>> = {}) =>
   (input: unknown): Effect.Effect<A, UsageError> =>
-    Effect.mapError(Schema.decodeUnknown(schema)(input), (e) =>
-      new UsageError({
-        message: describeIssues(
-          ParseResult.ArrayFormatter.formatErrorSync(e).map((i) => {
-            const [head, ...rest] = i.path
-            return typeof head === "string" && flags[head] ? { ...i, path: [flags[head], ...rest] } : i
-          })
-        )
-      })
+    Effect.mapError(
+      Schema.decodeUnknown(schema)(input),
+      (e) =>
+        new UsageError({
+          message: describeIssues(
+            ParseResult.ArrayFormatter.formatErrorSync(e).map((i) => {
+              const [head, ...rest] = i.path
+              return typeof head === "string" && flags[head] ? { ...i, path: [flags[head], ...rest] } : i
+            })
+          )
+        })
     )

@@ -34,9 +34,7 @@ const ROOT_VALUE_OPTIONS = new Set(["--port", "--host", "--data-dir"])
 const unknownCommand = (args: ReadonlyArray<string>, root: AnyCommand, commands: ReadonlyArray<AnyCommand>): string => {
   const words = args.map((a, i) => ({ a, i })).filter(({ a, i }) => !a.startsWith("-") && !ROOT_VALUE_OPTIONS.has(args[i - 1] ?? ""))
   const group = commands.find((c) => nameOf(c) === words[0]?.a && childrenOf(c).length > 0)
-  const [subject, offered, word] = group
-    ? [nameOf(group), childrenOf(group), args[words[0]!.i + 1]]
-    : ["gateway", childrenOf(root), words[0]?.a]
+  const [subject, offered, word] = group ? [nameOf(group), childrenOf(group), args[words[0]!.i + 1]] : ["gateway", childrenOf(root), words[0]?.a]
   const problem = word !== undefined && !word.startsWith("-") ? `unknown command '${word}'` : "a command is missing"
   return `${subject}: ${problem} (one of: ${offered.join(", ")})`
 }
@@ -45,12 +43,7 @@ const unknownCommand = (args: ReadonlyArray<string>, root: AnyCommand, commands:
  * One line for a parse error of `args` (the words after `gateway`), in the `<subject>:
  * <problem>` shape; schema failures already read so (src/cli/schema.ts).
  */
-export const describeValidationError = (
-  e: ValidationError.ValidationError,
-  args: ReadonlyArray<string>,
-  root: AnyCommand,
-  commands: ReadonlyArray<AnyCommand>
-): string => {
+export const describeValidationError = (e: ValidationError.ValidationError, args: ReadonlyArray<string>, root: AnyCommand, commands: ReadonlyArray<AnyCommand>): string => {
   if (e._tag === "CommandMismatch" || e._tag === "MissingSubcommand") return unknownCommand(args, root, commands)
   if (e._tag === "MultipleValuesDetected") return `${e.values.join(" ")}: one value was expected`
   const message = text(e.error)

@@ -14,25 +14,18 @@ import { decodeOrBadRequest, oneOf, strict } from "./parse.js"
 const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
 const NonEmpty = (name: string, max = 300) =>
-  Schema.Trim.pipe(
-    Schema.minLength(1, { message: () => `${name} must not be empty` }),
-    Schema.maxLength(max, { message: () => `${name} must be at most ${max} characters` })
-  )
+  Schema.Trim.pipe(Schema.minLength(1, { message: () => `${name} must not be empty` }), Schema.maxLength(max, { message: () => `${name} must be at most ${max} characters` }))
 
 const KNOWN_PROVIDERS = PROVIDERS.map((p) => p.id)
 
 /** A catalog provider id (case-insensitive on input, stored lowercase). */
 const ProviderId = (name: string) =>
-  NonEmpty(name, 100).pipe(
-    Schema.filter((s) => (findProvider(s) ? true : `${name} '${s}' is not a known provider id; known: ${KNOWN_PROVIDERS.join(", ")}`))
-  )
+  NonEmpty(name, 100).pipe(Schema.filter((s) => (findProvider(s) ? true : `${name} '${s}' is not a known provider id; known: ${KNOWN_PROVIDERS.join(", ")}`)))
 
 // ---------------------------------------------------------------- pricing
 
 const Price = (name: string, unit: string) =>
-  Schema.Number.pipe(
-    Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD ${unit}`))
-  )
+  Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD ${unit}`)))
 
 export const PRICE_FIELDS = ["input", "output", "cachedInput", "cacheWrite", "perImage", "perSecond", "perCharacter", "perSearch"] as const
 export type PriceField = (typeof PRICE_FIELDS)[number]
@@ -51,11 +44,7 @@ export const SetPrice = Schema.Struct({
   perSearch: opt(Price("perSearch", "per search unit"))
 })
   .annotations(strict)
-  .pipe(
-    Schema.filter((p) =>
-      PRICE_FIELDS.some((f) => p[f] !== undefined) ? true : `set at least one price: ${PRICE_FIELDS.join(", ")}`
-    )
-  )
+  .pipe(Schema.filter((p) => (PRICE_FIELDS.some((f) => p[f] !== undefined) ? true : `set at least one price: ${PRICE_FIELDS.join(", ")}`)))
 export type SetPrice = typeof SetPrice.Type
 
 /** `synced`: the pricing sync's price list (PRICING_SYNC_ENABLED, docs/accounting.md). */
@@ -82,20 +71,16 @@ export const PriceRow = Schema.Struct({
 })
 export type PriceRow = typeof PriceRow.Type
 
-export const decodeSetPrice = (input: unknown): Effect.Effect<SetPrice, BadRequest> =>
-  decodeOrBadRequest(SetPrice)(input)
+export const decodeSetPrice = (input: unknown): Effect.Effect<SetPrice, BadRequest> => decodeOrBadRequest(SetPrice)(input)
 
 // ---------------------------------------------------------------- budgets
 
 export const BUDGET_INTERVALS = ["daily", "weekly", "monthly"] as const
 export type BudgetInterval = (typeof BUDGET_INTERVALS)[number]
 
-const Usd = (name: string) =>
-  Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD`)))
+const Usd = (name: string) => Schema.Number.pipe(Schema.filter((n) => (Number.isFinite(n) && n >= 0 ? true : `${name} must be a non-negative number of USD`)))
 
-export const ResetTime = Schema.String.pipe(
-  Schema.pattern(/^([01]\d|2[0-3]):[0-5]\d$/, { message: () => "resetTime must be HH:MM (UTC), from 00:00 to 23:59" })
-)
+export const ResetTime = Schema.String.pipe(Schema.pattern(/^([01]\d|2[0-3]):[0-5]\d$/, { message: () => "resetTime must be HH:MM (UTC), from 00:00 to 23:59" }))
 
 const LIMIT_FIELD: Record<BudgetInterval, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd"> = {
   daily: "dailyLimitUsd",
@@ -112,9 +97,7 @@ const SetBudgetFields = {
   dailyLimitUsd: opt(Usd("dailyLimitUsd")),
   weeklyLimitUsd: opt(Usd("weeklyLimitUsd")),
   monthlyLimitUsd: opt(Usd("monthlyLimitUsd")),
-  warningThreshold: opt(
-    Schema.Number.pipe(Schema.filter((n) => (n >= 0 && n <= 1 ? true : "warningThreshold must be a fraction between 0 and 1")))
-  ),
+  warningThreshold: opt(Schema.Number.pipe(Schema.filter((n) => (n >= 0 && n <= 1 ? true : "warningThreshold must be a fraction between 0 and 1")))),
   resetInterval: opt(oneOf(BUDGET_INTERVALS, "resetInterval")),
   resetTime: opt(ResetTime)
 }
@@ -148,8 +131,7 @@ export interface BudgetConfig {
 export const DEFAULT_WARNING_THRESHOLD = 0.8
 export const DEFAULT_RESET_TIME = "00:00"
 
-export const budgetLimit = (b: Pick<BudgetConfig, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd">, w: BudgetInterval): number | null =>
-  b[LIMIT_FIELD[w]]
+export const budgetLimit = (b: Pick<BudgetConfig, "dailyLimitUsd" | "weeklyLimitUsd" | "monthlyLimitUsd">, w: BudgetInterval): number | null => b[LIMIT_FIELD[w]]
 
 /** Applies the defaults: threshold 0.8, resetTime 00:00, resetInterval the shortest limited window. */
 export const budgetConfig = (input: SetBudget): BudgetConfig => {
@@ -192,7 +174,7 @@ export const LEGACY_BUDGET_MESSAGE =
 
 /** Decodes a budget body: the legacy shape, unknown fields and a body without a positive limit are 400s. */
 export const decodeSetBudget = (input: unknown): Effect.Effect<SetBudget, BadRequest> => {
-  if (typeof input === "object" && input !== null && !Array.isArray(input) && LEGACY_KEYS.some((k) => Object.prototype.hasOwnProperty.call(input, k))) {
+  if (typeof input === "object" && input !== null && !Array.isArray(input) && LEGACY_KEYS.some((k) => Object.hasOwn(input, k))) {
     return Effect.fail(new BadRequest({ message: LEGACY_BUDGET_MESSAGE }))
   }
   return decodeOrBadRequest(SetBudget)(input)
@@ -259,9 +241,7 @@ export const CreateTokenLimit = Schema.Struct({
   provider: opt(ProviderId("provider")),
   /** scope model: the model as the client writes it, `<provider>/<model>`, or a bare model id. */
   model: opt(NonEmpty("model")),
-  maxTokens: Schema.Number.pipe(
-    Schema.filter((n) => (Number.isSafeInteger(n) && n > 0 ? true : "maxTokens must be a positive integer"))
-  ),
+  maxTokens: Schema.Number.pipe(Schema.filter((n) => (Number.isSafeInteger(n) && n > 0 ? true : "maxTokens must be a positive integer"))),
   window: opt(oneOf(TOKEN_LIMIT_WINDOWS, "window"))
 })
   .annotations(strict)
@@ -281,8 +261,7 @@ export const CreateTokenLimit = Schema.Struct({
   )
 export type CreateTokenLimit = typeof CreateTokenLimit.Type
 
-export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateTokenLimit, BadRequest> =>
-  decodeOrBadRequest(CreateTokenLimit)(input)
+export const decodeCreateTokenLimit = (input: unknown): Effect.Effect<CreateTokenLimit, BadRequest> => decodeOrBadRequest(CreateTokenLimit)(input)
 
 export const TokenLimitView = Schema.Struct({
   id: Schema.String,

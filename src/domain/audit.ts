@@ -22,9 +22,7 @@ export const AuditEntry = Schema.Struct({
 })
 export type AuditEntry = typeof AuditEntry.Type
 
-const Time = Schema.String.pipe(
-  Schema.filter((s) => (/^\d+$/.test(s) ? true : !Number.isNaN(Date.parse(s))) || "expected an ISO 8601 date or epoch milliseconds")
-)
+const Time = Schema.String.pipe(Schema.filter((s) => (/^\d+$/.test(s) ? true : !Number.isNaN(Date.parse(s))) || "expected an ISO 8601 date or epoch milliseconds"))
 
 export const AuditQuery = Schema.Struct({
   actor: Schema.optional(Schema.String),

@@ -136,7 +136,9 @@ export const AcpAgentList = Schema.Struct({
 })
 export type AcpAgentList = typeof AcpAgentList.Type
 
-const AgentId = Schema.String.pipe(Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, { message: () => "id must be 1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit" }))
+const AgentId = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9][a-z0-9._-]{0,63}$/, { message: () => "id must be 1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit" })
+)
 /** A command name on PATH or an absolute path; never a shell line. */
 const Binary = Schema.String.pipe(
   Schema.pattern(/^(\/[^\0]{1,1023}|[A-Za-z0-9._+-]{1,128})$/, { message: () => "binary must be a command name (letters, digits, '.', '_', '+', '-') or an absolute path" })

@@ -80,8 +80,7 @@ const Weights = Schema.Record({
   })
 )
 
-const PositiveMs = (name: string) =>
-  Schema.Int.pipe(Schema.between(1, 3_600_000, { message: () => `${name} must be an integer number of milliseconds between 1 and 3600000` }))
+const PositiveMs = (name: string) => Schema.Int.pipe(Schema.between(1, 3_600_000, { message: () => `${name} must be an integer number of milliseconds between 1 and 3600000` }))
 
 export const ComboConfig = Schema.Struct({
   /** fusion: the synthesizing model; default the first panel model. */
@@ -126,9 +125,7 @@ const comboFields = {
 }
 
 export const CreateCombo = Schema.Struct({
-  id: Schema.optional(
-    Schema.Trim.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "id may hold letters, digits, '.', '_' and '-' only (at most 64)" }))
-  ),
+  id: Schema.optional(Schema.Trim.pipe(Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, { message: () => "id may hold letters, digits, '.', '_' and '-' only (at most 64)" }))),
   name: ComboName,
   strategy: comboFields.strategy,
   targets: Schema.optional(comboFields.targets),

@@ -8,9 +8,7 @@ export const ConnectionName = Schema.Trim.pipe(
   Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, {
     message: () => "name may hold letters, digits, '.', '_' and '-' only (it is used as the model prefix <name>/<model>)"
   }),
-  Schema.filter((s) =>
-    ["auto", "qtsd", "claude-3-gateway-no-thinking"].includes(s.toLowerCase()) ? `name '${s}' is reserved (it starts model ids of the router)` : true
-  )
+  Schema.filter((s) => (["auto", "qtsd", "claude-3-gateway-no-thinking"].includes(s.toLowerCase()) ? `name '${s}' is reserved (it starts model ids of the router)` : true))
 )
 
 export const BaseUrl = Schema.Trim.pipe(
@@ -36,17 +34,11 @@ export const ModelId = Schema.Trim.pipe(
   Schema.maxLength(256, { message: () => "model id must be at most 256 characters" })
 )
 
-export const MaxConcurrent = Schema.NullOr(
-  Schema.Int.pipe(Schema.positive({ message: () => "max_concurrent must be a positive integer or null" }))
-)
+export const MaxConcurrent = Schema.NullOr(Schema.Int.pipe(Schema.positive({ message: () => "max_concurrent must be a positive integer or null" })))
 
-const Priority = Schema.Int.pipe(
-  Schema.between(0, 1_000_000, { message: () => "priority must be an integer between 0 and 1000000" })
-)
+const Priority = Schema.Int.pipe(Schema.between(0, 1_000_000, { message: () => "priority must be an integer between 0 and 1000000" }))
 
-const TimeoutMs = Schema.Int.pipe(
-  Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" })
-)
+const TimeoutMs = Schema.Int.pipe(Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" }))
 
 /**
  * A connection's own upstream timeouts, replacing the gateway's for it (docs/resilience.md):
@@ -61,7 +53,7 @@ export const ConnectionTimeouts = Schema.Struct({
   headersMs: Schema.optional(TimeoutMs),
   idleMs: Schema.optional(TimeoutMs),
   nonStreamed: Schema.optional(
-    Schema.Literal("stream", "whole").annotations({ message: () => "nonStreamed must be \"stream\" (collect a stream) or \"whole\" (wait for the whole answer)" })
+    Schema.Literal("stream", "whole").annotations({ message: () => 'nonStreamed must be "stream" (collect a stream) or "whole" (wait for the whole answer)' })
   )
 }).annotations({ ...strict, identifier: "ConnectionTimeouts" })
 export type ConnectionTimeouts = typeof ConnectionTimeouts.Type

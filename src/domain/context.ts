@@ -11,10 +11,7 @@ export type EngineId = (typeof ENGINE_IDS)[number]
  * src/management/api/context/Api.ts; the CLI builds its options from the same schemas.
  */
 
-const Name = Schema.Trim.pipe(
-  Schema.minLength(1, { message: () => "name must not be empty" }),
-  Schema.maxLength(100, { message: () => "name must be at most 100 characters" })
-)
+const Name = Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(100, { message: () => "name must be at most 100 characters" }))
 const Text = (field: string, max: number) =>
   Schema.String.pipe(
     Schema.filter((s) => s.trim().length > 0, { message: () => `${field} must not be empty` }),

@@ -8,7 +8,11 @@ const Text = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000))
 export const Grader = Schema.Union(
   Schema.Struct({ type: Schema.Literal("exact"), expected: Schema.String, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
   Schema.Struct({ type: Schema.Literal("contains"), expected: Text, caseSensitive: Schema.optional(Schema.Boolean) }).annotations(strict),
-  Schema.Struct({ type: Schema.Literal("regex"), pattern: Text, flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" }))) }).annotations(strict),
+  Schema.Struct({
+    type: Schema.Literal("regex"),
+    pattern: Text,
+    flags: Schema.optional(Schema.String.pipe(Schema.pattern(/^[imsu]*$/, { message: () => "flags may be i, m, s and u" })))
+  }).annotations(strict),
   /** The answer must be JSON valid against `schema` (the subset in docs/guardrails.md). */
   Schema.Struct({ type: Schema.Literal("json-schema"), schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }).annotations(strict),
   /** A model (through the gateway) scores the answer from 0 to 10 against the rubric. */

@@ -36,9 +36,7 @@ export type FeatureFlagList = typeof FeatureFlagList.Type
 
 export const SetFeatureFlag = Schema.Struct({
   key: Schema.String.annotations({ description: "Flag name (also its environment variable)." }),
-  value: Schema.optional(
-    Schema.String.annotations({ description: "New value; omit to remove the database override." })
-  )
+  value: Schema.optional(Schema.String.annotations({ description: "New value; omit to remove the database override." }))
 }).annotations(strict)
 export type SetFeatureFlag = typeof SetFeatureFlag.Type
 

@@ -30,9 +30,7 @@ export const CreateApiKey = Schema.Struct({
   /** Tokens (input plus output) per minute. */
   tpm: Schema.optional(PerMinuteLimit),
   name: Schema.optional(ApiKeyName),
-  scopes: Schema.optional(
-    Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))
-  ),
+  scopes: Schema.optional(Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))),
   expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry))
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type

@@ -8,17 +8,7 @@ import { oneOf, strict } from "./parse.js"
  */
 
 /** Every scope an MCP tool needs, `read:` for listings and `write:` for changes. */
-export const MCP_SCOPES = [
-  "read:catalog",
-  "read:providers",
-  "write:providers",
-  "read:keys",
-  "write:keys",
-  "read:combos",
-  "write:combos",
-  "read:usage",
-  "read:health"
-] as const
+export const MCP_SCOPES = ["read:catalog", "read:providers", "write:providers", "read:keys", "write:keys", "read:combos", "write:combos", "read:usage", "read:health"] as const
 export const McpScope = Schema.Literal(...MCP_SCOPES)
 export type McpScope = typeof McpScope.Type
 export const isMcpScope = (s: string): s is McpScope => (MCP_SCOPES as ReadonlyArray<string>).includes(s)
@@ -29,8 +19,7 @@ export const ANONYMOUS_SCOPES: ReadonlyArray<McpScope> = ["read:catalog"]
 const described = <A, I>(schema: Schema.Schema<A, I>, description: string): Schema.Schema<A, I> => schema.annotations({ description })
 
 /** A string with something in it besides spaces; the tools trim it. (No Trim transformation: it would hide the description from the JSON Schema.) */
-const NonBlank = (what: string, description: string) =>
-  described(Schema.String.pipe(Schema.filter((s) => s.trim() !== "" || `${what} must not be empty`)), description)
+const NonBlank = (what: string, description: string) => described(Schema.String.pipe(Schema.filter((s) => s.trim() !== "" || `${what} must not be empty`)), description)
 
 export const SkillsListArgs = Schema.Struct({
   category: Schema.optional(

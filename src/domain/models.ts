@@ -85,7 +85,9 @@ const ProviderRef = Schema.Trim.pipe(
 )
 
 const ModelFields = {
-  name: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(200, { message: () => "name must be at most 200 characters" }))),
+  name: Schema.optional(
+    Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(200, { message: () => "name must be at most 200 characters" }))
+  ),
   kind: Schema.optional(oneOf(MODEL_KINDS, "kind")),
   contextLength: Schema.optional(Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "contextLength must be an integer between 0 and 100000000" }))),
   maxOutput: Schema.optional(Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => "maxOutput must be an integer between 0 and 100000000" }))),

@@ -54,7 +54,12 @@ const HeaderValue = Schema.String.pipe(
   Schema.pattern(/^[^\r\n\0]*$/, { message: () => "headers: a header value must not contain line breaks" })
 )
 export const NodeHeaders = Schema.Record({ key: Schema.String, value: HeaderValue }).pipe(
-  Schema.filter((headers) => Object.keys(headers).map(headerNameProblem).find((p) => p !== undefined) ?? true)
+  Schema.filter(
+    (headers) =>
+      Object.keys(headers)
+        .map(headerNameProblem)
+        .find((p) => p !== undefined) ?? true
+  )
 )
 
 const Size = (field: string) => Schema.Int.pipe(Schema.between(0, 100_000_000, { message: () => `${field} must be an integer between 0 and 100000000` }))
@@ -73,10 +78,7 @@ export const NodeModel = Schema.Struct({
 }).annotations(strict)
 export type NodeModel = typeof NodeModel.Type
 
-const NodeName = Schema.Trim.pipe(
-  Schema.minLength(1, { message: () => "name must not be empty" }),
-  Schema.maxLength(100, { message: () => "name must be at most 100 characters" })
-)
+const NodeName = Schema.Trim.pipe(Schema.minLength(1, { message: () => "name must not be empty" }), Schema.maxLength(100, { message: () => "name must be at most 100 characters" }))
 
 const NodeFields = {
   name: Schema.optional(NodeName),

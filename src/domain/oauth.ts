@@ -26,7 +26,8 @@ const HttpUrl = (field: string) =>
     )
   )
 
-const NonEmpty = (field: string) => Schema.Trim.pipe(Schema.minLength(1, { message: () => `${field} must not be empty` }), Schema.maxLength(4096, { message: () => `${field} is too long` }))
+const NonEmpty = (field: string) =>
+  Schema.Trim.pipe(Schema.minLength(1, { message: () => `${field} must not be empty` }), Schema.maxLength(4096, { message: () => `${field} is too long` }))
 
 /**
  * Per-connection overrides of the catalog's OAuth endpoints (a self-hosted or test authorization

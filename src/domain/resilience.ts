@@ -216,7 +216,7 @@ export const ClearModelCooldowns = Schema.Union(
     model: Schema.Trim.pipe(Schema.minLength(1, { message: () => "model must not be empty" })),
     connection: Schema.optional(Schema.Trim.pipe(Schema.minLength(1, { message: () => "connection must not be empty" })))
   }).annotations(strict)
-).annotations({ message: () => "send {\"all\": true} or {\"provider\", \"model\"} (optionally \"connection\")" })
+).annotations({ message: () => 'send {"all": true} or {"provider", "model"} (optionally "connection")' })
 
 export const RateLimitStatus = Schema.Struct({
   id: Schema.String,

@@ -9,8 +9,7 @@ import { oneOf, strict, strictStruct } from "./parse.js"
  */
 
 /** A whole number in [min, max]; one message for both checks. */
-const whole = (min: number, max: number, message: string) =>
-  Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
+const whole = (min: number, max: number, message: string) => Schema.Number.pipe(Schema.int({ message: () => message }), Schema.between(min, max, { message: () => message }))
 
 // ---------------------------------------------------------------- addresses
 
@@ -25,9 +24,7 @@ export const isAddressOrCidr = (s: string): boolean => {
   return Number(bits) <= (family === 4 ? 32 : 128)
 }
 
-const AddressOrCidr = Schema.Trim.pipe(
-  Schema.filter((s) => isAddressOrCidr(s), { message: (issue) => `not an IP address or CIDR (got ${JSON.stringify(issue.actual)})` })
-)
+const AddressOrCidr = Schema.Trim.pipe(Schema.filter((s) => isAddressOrCidr(s), { message: (issue) => `not an IP address or CIDR (got ${JSON.stringify(issue.actual)})` }))
 
 const AddressList = Schema.Array(AddressOrCidr).pipe(Schema.maxItems(1000, { message: () => "at most 1000 entries" }))
 
@@ -148,7 +145,10 @@ export const SystemPromptSettings = strictStruct({
   /** `prepend`: before the client's own system prompt; `append`: after it. */
   position: Schema.optionalWith(oneOf(["prepend", "append"] as const, "position"), { default: () => "prepend" as const }),
   /** Gateway API key ids whose requests do not get it (the per-key opt-out). */
-  skipKeyIds: Schema.optionalWith(Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(200))).pipe(Schema.maxItems(1000)), { default: () => [] })
+  skipKeyIds: Schema.optionalWith(
+    Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }), Schema.maxLength(200))).pipe(Schema.maxItems(1000)),
+    { default: () => [] }
+  )
 })
 export type SystemPromptSettings = typeof SystemPromptSettings.Type
 
@@ -162,10 +162,9 @@ export const CompressionAutoTrigger = strictStruct({
   /** Compress when the prompt's estimated tokens reach this (null: this test is off). */
   thresholdTokens: Schema.optionalWith(Schema.NullOr(whole(1, 10_000_000, "thresholdTokens must be a whole number of tokens from 1 to 10000000")), { default: () => 64_000 }),
   /** Or when they reach this share of the target model's context window (null: off). */
-  windowShare: Schema.optionalWith(
-    Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0.05, 1, { message: () => "windowShare must be between 0.05 and 1" }))),
-    { default: () => 0.75 }
-  )
+  windowShare: Schema.optionalWith(Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0.05, 1, { message: () => "windowShare must be between 0.05 and 1" }))), {
+    default: () => 0.75
+  })
 })
 
 /** docs/compression.md, "Selection": what compresses a request, and the memory and skill injection budget. */
@@ -188,7 +187,10 @@ export type CompressionSettings = typeof CompressionSettings.Type
 
 export const BackupSettings = strictStruct({
   /** Hours between scheduled backups (fractions allowed, 0 off); null: GATEWAY_BACKUP_INTERVAL_HOURS (default 24). */
-  intervalHours: Schema.optionalWith(Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))), { default: () => null }),
+  intervalHours: Schema.optionalWith(
+    Schema.NullOr(Schema.Number.pipe(Schema.finite(), Schema.between(0, 24 * 365, { message: () => "intervalHours must be between 0 and 8760" }))),
+    { default: () => null }
+  ),
   /** Scheduled backups kept (0 off); null: GATEWAY_BACKUP_KEEP (default 7). */
   keep: Schema.optionalWith(Schema.NullOr(whole(0, 10_000, "keep must be a whole number between 0 and 10000")), { default: () => null })
 })

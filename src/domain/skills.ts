@@ -3,18 +3,52 @@ import { oneOf, strict } from "./parse.js"
 
 /** The 22 REST API skills of the catalog; each one's area is its id without `gw-`. */
 export const API_SKILL_IDS = [
-  "gw-auth", "gw-providers", "gw-models", "gw-combos-routing", "gw-api-keys", "gw-usage-logs",
-  "gw-budget", "gw-settings", "gw-proxies", "gw-cache", "gw-compression", "gw-context-rtk",
-  "gw-resilience", "gw-cli-tools", "gw-tunnels", "gw-sync-cloud", "gw-db-backups", "gw-webhooks",
-  "gw-mcp", "gw-agents-a2a", "gw-version-manager", "gw-inference"
+  "gw-auth",
+  "gw-providers",
+  "gw-models",
+  "gw-combos-routing",
+  "gw-api-keys",
+  "gw-usage-logs",
+  "gw-budget",
+  "gw-settings",
+  "gw-proxies",
+  "gw-cache",
+  "gw-compression",
+  "gw-context-rtk",
+  "gw-resilience",
+  "gw-cli-tools",
+  "gw-tunnels",
+  "gw-sync-cloud",
+  "gw-db-backups",
+  "gw-webhooks",
+  "gw-mcp",
+  "gw-agents-a2a",
+  "gw-version-manager",
+  "gw-inference"
 ] as const
 
 /** The 20 command-line skills; each one's area is its id. */
 export const CLI_SKILL_IDS = [
-  "cli-serve", "cli-health", "cli-providers", "cli-keys", "cli-models", "cli-chat", "cli-routing",
-  "cli-resilience", "cli-compression", "cli-contexts", "cli-cost-usage", "cli-mcp", "cli-a2a",
-  "cli-tunnel", "cli-backup-sync", "cli-policy-audit", "cli-batches", "cli-eval",
-  "cli-plugins-skills", "cli-setup"
+  "cli-serve",
+  "cli-health",
+  "cli-providers",
+  "cli-keys",
+  "cli-models",
+  "cli-chat",
+  "cli-routing",
+  "cli-resilience",
+  "cli-compression",
+  "cli-contexts",
+  "cli-cost-usage",
+  "cli-mcp",
+  "cli-a2a",
+  "cli-tunnel",
+  "cli-backup-sync",
+  "cli-policy-audit",
+  "cli-batches",
+  "cli-eval",
+  "cli-plugins-skills",
+  "cli-setup"
 ] as const
 
 export type SkillId = (typeof API_SKILL_IDS)[number] | (typeof CLI_SKILL_IDS)[number]
@@ -23,8 +57,7 @@ export type SkillCategory = "api" | "cli"
 
 export const skillCategory = (id: string): SkillCategory => (id.startsWith("gw-") ? "api" : "cli")
 export const skillArea = (id: string): string => (id.startsWith("gw-") ? id.slice(3) : id)
-export const isSkillId = (id: string): id is SkillId =>
-  (API_SKILL_IDS as ReadonlyArray<string>).includes(id) || (CLI_SKILL_IDS as ReadonlyArray<string>).includes(id)
+export const isSkillId = (id: string): id is SkillId => (API_SKILL_IDS as ReadonlyArray<string>).includes(id) || (CLI_SKILL_IDS as ReadonlyArray<string>).includes(id)
 
 /** The 42 ids in catalog order: the API skills, then the CLI skills. */
 export const SKILL_IDS: ReadonlyArray<SkillId> = [...API_SKILL_IDS, ...CLI_SKILL_IDS]

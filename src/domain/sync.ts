@@ -172,11 +172,7 @@ export class SyncConflict extends Schema.TaggedError<SyncConflict>()(
 ) {}
 
 /** 502: the sync server did not answer, or answered something else than a sync server would. */
-export class SyncServerError extends Schema.TaggedError<SyncServerError>()(
-  "SyncServerError",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 502 })
-) {}
+export class SyncServerError extends Schema.TaggedError<SyncServerError>()("SyncServerError", { message: Schema.String }, HttpApiSchema.annotations({ status: 502 })) {}
 
 export const SyncStatus = Schema.Struct({
   configured: Schema.Boolean,

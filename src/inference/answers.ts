@@ -26,11 +26,18 @@ export const responseEvents = (res: CanonicalResponse): Array<StreamEvent> => {
   res.content.forEach((b, index) => {
     if (b.type === "text") events.push({ type: "block_start", index, block: { type: "text" } }, { type: "text_delta", index, text: b.text })
     else if (b.type === "reasoning") {
-      events.push({ type: "block_start", index, block: { type: "reasoning", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) } })
+      events.push({
+        type: "block_start",
+        index,
+        block: { type: "reasoning", ...(b.redacted !== undefined ? { redacted: b.redacted } : {}), ...(b.itemId ? { itemId: b.itemId } : {}) }
+      })
       if (b.text) events.push({ type: "reasoning_delta", index, text: b.text })
       if (b.signature || b.encrypted) events.push({ type: "signature", index, signature: (b.encrypted ?? b.signature)!, ...(b.encrypted ? { encrypted: true } : {}) })
     } else if (b.type === "tool_use") {
-      events.push({ type: "block_start", index, block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) } }, { type: "tool_args_delta", index, partialJson: JSON.stringify(b.input ?? {}) })
+      events.push(
+        { type: "block_start", index, block: { type: "tool_use", id: b.id, name: b.name, ...(b.signature ? { signature: b.signature } : {}) } },
+        { type: "tool_args_delta", index, partialJson: JSON.stringify(b.input ?? {}) }
+      )
     } else return
     events.push({ type: "block_stop", index })
   })
@@ -69,8 +76,14 @@ export const replayWhole = (call: InferenceCall, decoded: CanonicalResponse): vo
   const { ctx, format: client } = call
   const encoder = call.streamEncoder?.() ?? client.streamEncoder({ model: call.model, requestId: ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
   if (ctx.progress) ctx.progress.contentStarted = true
-  if (!ctx.res.headersSent) startStream(ctx, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
-  endStream(ctx, responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end())
+  if (!ctx.res.headersSent)
+    startStream(ctx, { ...responseHeaders(ctx), "content-type": call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : client.streamContentType, "cache-control": "no-cache" })
+  endStream(
+    ctx,
+    responseEvents(decoded)
+      .map((e) => encoder.push(e))
+      .join("") + encoder.end()
+  )
 }
 
 /** A whole answer in the client's shape (the route's own shape when it has one). */

@@ -48,8 +48,7 @@ export const authenticateInference = (
   const presented = presentedKey(req, query, preset)
   // Every request passes here: with the keys cached and fresh, the key is hashed and looked up once.
   if (!presented) return unrecognised(flags, access, req, presented)
-  const recognised = (record: Option.Option<{ readonly id: string }>) =>
-    Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, access, req, presented)
+  const recognised = (record: Option.Option<{ readonly id: string }>) => (Option.isSome(record) ? Effect.succeed(record.value.id) : unrecognised(flags, access, req, presented))
   const known = keys.peekVerify(presented)
   return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }

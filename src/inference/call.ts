@@ -95,7 +95,12 @@ export interface InferenceShape {
    * outcome tells the resilience layer and the router, and fallback on retryable failures while
    * nothing reached the client. Every upstream call goes through it.
    */
-  readonly guarded: <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>) => Effect.Effect<A, InferenceError>
+  readonly guarded: <R extends AttemptRequest, A extends AttemptOutcome>(
+    request: R,
+    plan: RoutePlan,
+    track: Tracking,
+    attempt: TryCandidate<R, A>
+  ) => Effect.Effect<A, InferenceError>
   /** Sends one prepared request to a connection, checking the outbound URL policy first. */
   readonly send: (
     target: ResolvedTarget,

@@ -39,22 +39,24 @@ const NOT_COUNTING = new Set([404, 405, 501])
 
 const tryCount: TryCandidate<CountRequest, Counted> = Effect.fnUntraced(function* (request: CountRequest, c: Candidate) {
   const inference = request.inference
-    const { connection } = c
-    const client = request.format
-    const { format, body } = request.prepare(c)
-    const res = yield* inference
-      .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
-      .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
-    if (res.status < 200 || res.status >= 300) {
-      const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
-      return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
-    }
-    const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
-    const count = request.read(tryJson(text))
-    if (count === undefined) {
-      return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true))
-    }
-    return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
+  const { connection } = c
+  const client = request.format
+  const { format, body } = request.prepare(c)
+  const res = yield* inference
+    .send({ connection, model: c.model }, format, body, { stream: false, op: "count_tokens", readWhole: true }, client)
+    .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+  if (res.status < 200 || res.status >= 300) {
+    const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
+    return yield* Effect.fail(NOT_COUNTING.has(res.status) ? attemptFailed(error, undefined, true) : attemptFailed(error, info))
+  }
+  const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+  const count = request.read(tryJson(text))
+  if (count === undefined) {
+    return yield* Effect.fail(
+      attemptFailed(clientError(client, { status: 502, kind: "upstream", message: `${connection.name}: the upstream answered without a count` }), undefined, true)
+    )
+  }
+  return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), count }
 })
 
 /**

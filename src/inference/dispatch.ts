@@ -63,7 +63,6 @@ export interface InferenceRoutesShape {
   readonly deps: RouteDeps
 }
 
-
 const normalise = (path: string): string => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path)
 
 interface Table {
@@ -255,7 +254,15 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
       })
 
-      const program = (req: http.IncomingMessage, res: http.ServerResponse, path: string, rawQuery: string, route: RouteDef, params: Record<string, string>, token?: string): InferenceRequest => {
+      const program = (
+        req: http.IncomingMessage,
+        res: http.ServerResponse,
+        path: string,
+        rawQuery: string,
+        route: RouteDef,
+        params: Record<string, string>,
+        token?: string
+      ): InferenceRequest => {
         // A batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id.
         const presented = req.headers[INTERNAL_HEADER]
         const isInternal = typeof presented === "string" && internal.check(presented)
@@ -294,7 +301,11 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         // end hooks see the answer: the recorder keeps it), inside the recorded run.
         const ended = (e?: InferenceError) => Effect.uninterruptible(Effect.suspend(() => endRequest(ctx, e) ?? Effect.void))
         const serve = Effect.matchEffect(handle, {
-          onFailure: (e) => Effect.zipRight(Effect.sync(() => respondError(ctx, e, route)), ended(e)),
+          onFailure: (e) =>
+            Effect.zipRight(
+              Effect.sync(() => respondError(ctx, e, route)),
+              ended(e)
+            ),
           onSuccess: () => ended()
         })
         const clientKey = route.method === "POST" ? (header(req, "idempotency-key") ?? header(req, "x-request-id")) : undefined
@@ -309,11 +320,11 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
                 return serveIt()
               })
             : Effect.flatMap(authenticateInference(keys, flags, access, req, ctx.query, token), (id) => {
-              ctx.apiKeyId = id
-              // Inbound rate limits of the key (undefined: it has none).
-              const admission = id === null ? undefined : inboundLimits.admit(ctx, id)
-              return admission === undefined ? serveIt() : Effect.zipRight(admission, Effect.suspend(serveIt))
-            })
+                ctx.apiKeyId = id
+                // Inbound rate limits of the key (undefined: it has none).
+                const admission = id === null ? undefined : inboundLimits.admit(ctx, id)
+                return admission === undefined ? serveIt() : Effect.zipRight(admission, Effect.suspend(serveIt))
+              })
         const idempotent = (clientKey: string) => runIdempotent(clientKey, ctx, route, path, token, serve)
         // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
         // in an uninterruptible region so a client that went away (the fiber interrupted) still
@@ -330,7 +341,10 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
                 after = () => (infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void)
               } else {
                 const failure = Cause.failureOption(exit.cause)
-                error = failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                error =
+                  failure._tag === "Some"
+                    ? failure.value
+                    : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
                 try {
                   respondError(ctx, error, route)
                   if (failure._tag === "None") after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
@@ -364,9 +378,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         path: "/",
         format: openAiChat,
         handle: (ctx) =>
-          Effect.sync(() =>
-            sendJson(ctx, 200, { ok: true, note: "OpenAI-compatible base URL for clients that cannot send headers", endpoints: Object.keys(EDITOR_PATHS) })
-          )
+          Effect.sync(() => sendJson(ctx, 200, { ok: true, note: "OpenAI-compatible base URL for clients that cannot send headers", endpoints: Object.keys(EDITOR_PATHS) }))
       }
 
       return {

@@ -76,30 +76,30 @@ const embeds = (c: Candidate): boolean => c.connection.format !== "anthropic"
 /** One try of an embeddings request against one candidate (the guarded attempt's `attempt`). */
 const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(function* (request: EmbedRequest, c: Candidate) {
   const inference = request.inference
-    const { connection } = c
-    const client = request.format
-    const format = connection.format
-    // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
-    const res = yield* inference
-      .send({ connection, model: c.model }, format, requestBody(format, c.model, request.inputs, request.dimensions), { stream: false, op: "embed", readWhole: true }, client)
-      .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
-    if (res.status < 200 || res.status >= 300) {
-      const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
-      return yield* Effect.fail(attemptFailed(error, info))
-    }
-    const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
-    const json = tryJson(text)
-    const bad = errorInAnswer(format, json, text, client, connection)
-    if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-    const { vectors, tokens: reported } = vectorsOf(format, json)
-    if (vectors.length !== request.inputs.length) {
-      // A broken answer of this target: another one may answer.
-      const message = `upstream returned ${vectors.length} embeddings for ${request.inputs.length} inputs`
-      return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message }), { status: 502, kind: "http", message, code: null }))
-    }
-    // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
-    const inputTokens = reported ?? (yield* Effect.promise(() => countTextTokens(request.inputs)))
-    return { status: 200, usage: { inputTokens, outputTokens: 0 }, ttftMs: null, error: null, headers: headerValue(res.headers), vectors, inputTokens }
+  const { connection } = c
+  const client = request.format
+  const format = connection.format
+  // Read whole in the same wait, under the size limit and body idle timeout of every whole answer.
+  const res = yield* inference
+    .send({ connection, model: c.model }, format, requestBody(format, c.model, request.inputs, request.dimensions), { stream: false, op: "embed", readWhole: true }, client)
+    .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked")))
+  if (res.status < 200 || res.status >= 300) {
+    const { error, info } = yield* inference.readFailure(res, FORMATS[format], client, connection)
+    return yield* Effect.fail(attemptFailed(error, info))
+  }
+  const text = yield* Effect.mapError(inference.wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+  const json = tryJson(text)
+  const bad = errorInAnswer(format, json, text, client, connection)
+  if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
+  const { vectors, tokens: reported } = vectorsOf(format, json)
+  if (vectors.length !== request.inputs.length) {
+    // A broken answer of this target: another one may answer.
+    const message = `upstream returned ${vectors.length} embeddings for ${request.inputs.length} inputs`
+    return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message }), { status: 502, kind: "http", message, code: null }))
+  }
+  // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
+  const inputTokens = reported ?? (yield* Effect.promise(() => countTextTokens(request.inputs)))
+  return { status: 200, usage: { inputTokens, outputTokens: 0 }, ttftMs: null, error: null, headers: headerValue(res.headers), vectors, inputTokens }
 })
 
 /**

@@ -238,7 +238,12 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       // Several processes (Redis): the check holds the request's expected tokens atomically across them.
       const limit = accounting.exact ? yield* accounting.claimTokens(ctx.apiKeyId, limitTarget, track.hold) : accounting.tokenLimit(ctx.apiKeyId, limitTarget, track.hold)
       if (!limit.ok) {
-        skipped.push({ candidate, reason: "token_limit", retryAfterMs: limit.retryAfterMs, detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})` })
+        skipped.push({
+          candidate,
+          reason: "token_limit",
+          retryAfterMs: limit.retryAfterMs,
+          detail: `${limit.limit.maxTokens} tokens per ${limit.limit.window} (${limit.limit.scope}${limit.limit.provider ? ` ${limit.limit.provider}` : ""}${limit.limit.model ? ` ${limit.limit.model}` : ""})`
+        })
         continue
       }
       const step = yield* Effect.uninterruptibleMask((restore) => tryCandidate(d, candidate, at, restore))
@@ -256,7 +261,12 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     return yield* Effect.fail(d.attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } }) : final)
   })
 
-  const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Effect.Effect<A, InferenceError> =>
+  const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(
+    request: R,
+    plan: RoutePlan,
+    track: Tracking,
+    attempt: TryCandidate<R, A>
+  ): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
       if (track.tried === undefined) track.tried = plan.candidates[0]
       fireRouted(request.ctx, plan)

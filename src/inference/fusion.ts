@@ -30,14 +30,15 @@ export const withoutTools = (req: CanonicalRequest): CanonicalRequest => ({
   stream: false,
   messages: req.messages.map((m) => ({
     role: m.role === "tool" ? "user" : m.role,
-    content: m.content.flatMap((b): Array<ContentBlock> =>
-      b.type === "tool_use"
-        ? [{ type: "text", text: `[called tool ${b.name} with ${JSON.stringify(b.input ?? {})}]` }]
-        : b.type === "tool_result"
-          ? [{ type: "text", text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]` }]
-          : b.type === "reasoning"
-            ? []
-            : [b]
+    content: m.content.flatMap(
+      (b): Array<ContentBlock> =>
+        b.type === "tool_use"
+          ? [{ type: "text", text: `[called tool ${b.name} with ${JSON.stringify(b.input ?? {})}]` }]
+          : b.type === "tool_result"
+            ? [{ type: "text", text: `[result of tool ${b.name ?? b.toolUseId}: ${b.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("")}]` }]
+            : b.type === "reasoning"
+              ? []
+              : [b]
     )
   })),
   ...(req.toolChoice ? { toolChoice: undefined } : {})
@@ -56,11 +57,20 @@ export interface FusionDeps {
   readonly accounting: AccountingShape
   readonly guarded: InferenceShape["guarded"]
   readonly send: InferenceShape["send"]
-  readonly readFailure: (res: UpstreamResponse, upstream: WireFormat, client: WireFormat, connection: Connection) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
+  readonly readFailure: (
+    res: UpstreamResponse,
+    upstream: WireFormat,
+    client: WireFormat,
+    connection: Connection
+  ) => Effect.Effect<{ readonly error: InferenceError; readonly info: FailureInfo }>
   readonly wholeText: (res: UpstreamResponse, client: WireFormat, connection: Connection) => Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }>
   readonly encodeFor: (connection: Connection, req: CanonicalRequest) => { readonly format: FormatId; readonly body: Record<string, unknown> }
   /** A panel member's answer as the reply; `costUsd` and `tokens` are the whole panel's. */
-  readonly respondWith: (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) => Effect.Effect<void>
+  readonly respondWith: (
+    call: InferenceCall,
+    decoded: CanonicalResponse,
+    served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }
+  ) => Effect.Effect<void>
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<unknown, InferenceError>
 }
 
@@ -191,7 +201,9 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     ctx.progress?.emit("panel", { answered: got.length, of: f.panel.length })
     if (got.length === 0) {
       track.outcome = { status: 503, usage: undefined, ttftMs: null, error: "fusion panel produced no answer" }
-      return yield* Effect.fail(clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" }))
+      return yield* Effect.fail(
+        clientError(client, { status: 503, kind: "overloaded", message: `the fusion panel of '${plan.scope}' produced no answer`, code: "fusion_no_answers" })
+      )
     }
     track.panelCostUsd = panelCost
     if (got.length === 1) {
@@ -203,7 +215,11 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     const judged: CanonicalRequest = { ...canonical, system: [...canonical.system, { type: "text", text: fusionBrief(got.map((a) => textOf(a.response.content))) }] }
     track.tried = f.judge
     // A judge that fails before answering leaves the panel's first answer as the reply.
-    return yield* execute({ ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost, extraTokens: panelTokens }, { ...plan, candidates: [f.judge], strategy: "fusion" }, track).pipe(
+    return yield* execute(
+      { ...call, decode: () => judged, passthrough: false, extraCostUsd: panelCost, extraTokens: panelTokens },
+      { ...plan, candidates: [f.judge], strategy: "fusion" },
+      track
+    ).pipe(
       Effect.catchAll((e) =>
         committed(ctx)
           ? Effect.fail(e)

@@ -176,12 +176,7 @@ export const withJsonObject = <A, E>(ctx: HttpRequestContext, handle: (body: Rec
     return Either.isLeft(body) ? Effect.fail(body.left) : handle(body.right)
   })
 
-export const sendJson = (
-  ctx: HttpRequestContext,
-  status: number,
-  body: unknown,
-  headers: Readonly<Record<string, string>> = {}
-): void => {
+export const sendJson = (ctx: HttpRequestContext, status: number, body: unknown, headers: Readonly<Record<string, string>> = {}): void => {
   const payload = typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body)
   writeWhole(ctx, status, responseHeaders(ctx, { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers }), payload)
 }

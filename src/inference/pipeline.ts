@@ -119,7 +119,11 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
 
       /** `sessionId`: the client's own session id (X-Session-Id or the body's), read once per request. */
-      const planFor = (model: string, format: WireFormat, input: { features?: () => RequestFeatures; ctx?: HttpRequestContext; sessionId?: string | undefined } = {}): Effect.Effect<RoutePlan, InferenceError> => {
+      const planFor = (
+        model: string,
+        format: WireFormat,
+        input: { features?: () => RequestFeatures; ctx?: HttpRequestContext; sessionId?: string | undefined } = {}
+      ): Effect.Effect<RoutePlan, InferenceError> => {
         const { ctx, sessionId } = input
         const planInput = {
           features: input.features ?? (() => NO_FEATURES(sessionId)),
@@ -151,8 +155,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       // Created once and called per attempt, as every generator on the request path: a generator
       // function made per call keeps what it saw alive through young GCs (docs/performance.md).
-      const attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> =
-        Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) {
+      const attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(
+        function* (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) {
           const { ctx, format: client } = call
           const connection: Connection = candidate.connection
           const target: ResolvedTarget = { connection, model: candidate.model }
@@ -238,7 +242,8 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           )
           const ended = streamEnded(result, relayed, res, client)
           return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
-        })
+        }
+      )
 
       /**
        * A non-streamed request's answer, collected from the stream the upstream was asked for:
@@ -289,7 +294,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       const respondWith = (call: InferenceCall, decoded: CanonicalResponse, served: { readonly candidate: Candidate; readonly costUsd: number; readonly tokens: ExtraTokens }) =>
         Effect.sync(() => {
           if (call.stream) return replayWhole(call, decoded)
-          Object.assign(call.ctx.responseHeaders, costHeaders(call.ctx, served.candidate.connection.provider.id, served.candidate.model, undefined, served.costUsd, false, served.tokens))
+          Object.assign(
+            call.ctx.responseHeaders,
+            costHeaders(call.ctx, served.candidate.connection.provider.id, served.candidate.model, undefined, served.costUsd, false, served.tokens)
+          )
           sendWhole(call, JSON.stringify(encodeWhole(call, decoded)))
         })
 
@@ -328,7 +336,16 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           if (!emergency) {
             track.outcome = { status: 429, usage: undefined, ttftMs: null, error: spent }
             return yield* Effect.fail(
-              clientError(client, { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}` }, { "retry-after": retryAfter })
+              clientError(
+                client,
+                {
+                  status: 429,
+                  kind: "rate_limit",
+                  code: "budget_exhausted",
+                  message: `${spent}; it resets in ${retryAfter} s${(yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? " (no free fallback model is connected; set GATEWAY_EMERGENCY_FALLBACK_MODEL)" : ""}`
+                },
+                { "retry-after": retryAfter }
+              )
             )
           }
           yield* Effect.logInfo(`${spent}: emergency fallback to ${emergency}`)
@@ -351,7 +368,9 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           track.cacheHit = true
           track.outcome = { status: 200, usage: hit.usage ?? undefined, ttftMs: null, error: null }
           track.cachedProvider = hit.provider
-          Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), { "x-gateway-cost-saved": formatCost(hit.costUsd) })
+          Object.assign(ctx.responseHeaders, costHeaders(ctx, hit.provider ?? "cache", hit.servedModel ?? hit.model, hit.usage ?? undefined, 0, true), {
+            "x-gateway-cost-saved": formatCost(hit.costUsd)
+          })
           // `routed` captures nothing: a hit is not stored again.
           sendWhole(routed, hit.body)
           return
@@ -407,7 +426,14 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
           const wantsProgress = String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true"
           if (wantsProgress) ctx.responseHeaders["x-gateway-progress"] = "enabled"
-          const track: Tracking = { tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model: call.model, panelCostUsd: 0 }
+          const track: Tracking = {
+            tried: undefined,
+            outcome: { status: 0, usage: undefined, ttftMs: null, error: null },
+            fallbacks: 0,
+            cacheHit: false,
+            model: call.model,
+            panelCostUsd: 0
+          }
           // One usage row per request, whatever happened (a client that left included): the
           // built-in hook on the request's end (the dispatcher ends every request).
           attachUsageRow(usage, accounting, call, track)

@@ -38,8 +38,7 @@ export interface StreamRelay {
  * Whether a frame may carry an error (cheap, looked at for every frame of a passed-through
  * stream): an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`).
  */
-export const mayBeError = (frame: Frame): boolean =>
-  frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
+export const mayBeError = (frame: Frame): boolean => frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
 
 /** A stream read as one JSON array: each event's data an element, an error the last one. */
 const jsonArrayEvents = (client: WireFormat): EventFraming => {
@@ -107,9 +106,9 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
         if (upstream.id === "openai-responses") {
           const seq = /"sequence_number"\s*:\s*(\d+)/.exec(frame.data)
           if (seq) relayed.seq = Math.max(relayed.seq, Number(seq[1]))
-          if (relayed.id === undefined && frame.data.includes("\"response.created\"")) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
+          if (relayed.id === undefined && frame.data.includes('"response.created"')) relayed.id = str(obj(obj(tryJson(frame.data))?.["response"])?.["id"])
         }
-        if (completed && frame.data.includes("\"response.completed\"")) {
+        if (completed && frame.data.includes('"response.completed"')) {
           const r = obj(obj(tryJson(frame.data))?.["response"])
           if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
         }
@@ -193,7 +192,9 @@ export const streamEnded = (result: StreamOutcome, relayed: StreamRelay, res: Up
     ttftMs: result.ttftMs,
     error,
     headers: headerValue(res.headers),
-    ...(error ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) } : {})
+    ...(error
+      ? { streamFailure: failureOfStream({ status: 502, kind: "upstream", message: error, ...(/stalled|no content within/.test(error) ? { code: "upstream_stalled" } : {}) }) }
+      : {})
   }
 }
 

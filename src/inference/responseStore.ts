@@ -31,8 +31,7 @@ export interface Expanded {
   readonly expanded: boolean
 }
 
-const asItems = (input: unknown): Array<unknown> =>
-  typeof input === "string" ? [{ type: "message", role: "user", content: input }] : Array.isArray(input) ? input : []
+const asItems = (input: unknown): Array<unknown> => (typeof input === "string" ? [{ type: "message", role: "user", content: input }] : Array.isArray(input) ? input : [])
 
 export interface ResponseStoreShape {
   /** Keeps a response's input and output under its id (the newest entry; the oldest goes beyond the bound). */
@@ -84,10 +83,7 @@ export const HTTP_MAX_AGE_MS = 60 * 60 * 1000
  */
 export class ResponseStore extends Context.Tag("gateway/ResponseStore")<ResponseStore, ResponseStoreShape>() {
   /** A store of at most `maxEntries` responses, each kept `maxAgeMs`; `shared` links it to the other processes. */
-  static readonly make = (
-    options: { readonly maxEntries?: number; readonly maxAgeMs?: number } = {},
-    shared: SharedStateShape = localSharedState
-  ): ResponseStoreShape => {
+  static readonly make = (options: { readonly maxEntries?: number; readonly maxAgeMs?: number } = {}, shared: SharedStateShape = localSharedState): ResponseStoreShape => {
     const entries = new BoundedMap<string, StoredResponse>({ maxEntries: options.maxEntries ?? HTTP_MAX_ENTRIES, ttlMs: options.maxAgeMs ?? HTTP_MAX_AGE_MS })
     const channel = shared.channel<RememberedResponse>("responses", (r) => {
       entries.set(r.id, { input: r.input, output: r.output, origin: r.origin, at: r.at }, r.at)
@@ -109,7 +105,13 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<Response
       if (!entry) {
         return requireKnown
           ? Effect.fail(
-              clientError(format, { status: 400, kind: "invalid_request", message: `Previous response with id '${previous}' not found.`, code: "previous_response_not_found", param: "previous_response_id" })
+              clientError(format, {
+                status: 400,
+                kind: "invalid_request",
+                message: `Previous response with id '${previous}' not found.`,
+                code: "previous_response_not_found",
+                param: "previous_response_id"
+              })
             )
           : Effect.succeed({ body, input, expanded: false })
       }
@@ -132,5 +134,8 @@ export class ResponseStore extends Context.Tag("gateway/ResponseStore")<Response
   }
 
   /** The HTTP store (200 responses, 1 hour), shared with the other gateway processes. */
-  static readonly layer = Layer.effect(ResponseStore, Effect.map(SharedState.orLocal, (shared) => ResponseStore.make({}, shared)))
+  static readonly layer = Layer.effect(
+    ResponseStore,
+    Effect.map(SharedState.orLocal, (shared) => ResponseStore.make({}, shared))
+  )
 }

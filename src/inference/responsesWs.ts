@@ -191,7 +191,14 @@ class SocketSink implements StreamSink {
     }
     this.out(tail)
     const listeners = this.ctx.hooks?.onStreamEnd
-    if (listeners !== undefined && listeners.length !== 0) observe(this.ctx, "onStreamEnd", listeners, { text: tail.split(RS).filter((m) => m !== "").join("\n"), error })
+    if (listeners !== undefined && listeners.length !== 0)
+      observe(this.ctx, "onStreamEnd", listeners, {
+        text: tail
+          .split(RS)
+          .filter((m) => m !== "")
+          .join("\n"),
+        error
+      })
   }
 
   gone(): boolean {
@@ -304,52 +311,58 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
        * relayed by the HTTP pipeline's relay and watchdog (its sink the socket); a failure before
        * any message went out leaves the frame free to go to the next candidate.
        */
-      const tryResponse: (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(function* (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) {
-        const { connection } = c
-        const client = openAiResponses
-        // A Responses upstream gets the frame's body (normalised); any other family the request
-        // translated through the canonical form, as POST /v1/responses sends it.
-        const native = speaksResponses(c)
-        const upstream = native ? client : FORMATS[connection.format]
-        const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
-        let upstreamBody: Record<string, unknown>
-        if (native) {
-          const body = { ...expanded.body, stream: true }
-          upstreamBody = normalizePassthrough("openai-responses", request.noThinking ? noThinkingBody("openai-responses", body) : body, connection)
-        } else {
-          const canonical = yield* Effect.try({ try: () => client.decodeRequest(expanded.body), catch: (e) => attemptFailed(decodeFailure(client, e), undefined) })
-          upstreamBody = encodeFor(connection, { ...canonical, model: c.model, stream: true, ...(request.noThinking ? { reasoning: { enabled: false } } : {}) }).body
+      const tryResponse: (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(
+        function* (request: SocketRequest, c: Candidate, options: { readonly probe: boolean }) {
+          const { connection } = c
+          const client = openAiResponses
+          // A Responses upstream gets the frame's body (normalised); any other family the request
+          // translated through the canonical form, as POST /v1/responses sends it.
+          const native = speaksResponses(c)
+          const upstream = native ? client : FORMATS[connection.format]
+          const expanded = yield* Effect.mapError(request.expanded(c), (e) => attemptFailed(e, undefined))
+          let upstreamBody: Record<string, unknown>
+          if (native) {
+            const body = { ...expanded.body, stream: true }
+            upstreamBody = normalizePassthrough("openai-responses", request.noThinking ? noThinkingBody("openai-responses", body) : body, connection)
+          } else {
+            const canonical = yield* Effect.try({ try: () => client.decodeRequest(expanded.body), catch: (e) => attemptFailed(decodeFailure(client, e), undefined) })
+            upstreamBody = encodeFor(connection, { ...canonical, model: c.model, stream: true, ...(request.noThinking ? { reasoning: { enabled: false } } : {}) }).body
+          }
+          // Probes through a half-open breaker wait less for headers, as over HTTP.
+          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
+          const res = yield* deps.inference
+            .send({ connection, model: c.model }, upstream.id, upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
+            .pipe(
+              Effect.mapError((e) =>
+                attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
+              )
+            )
+          if (res.status < 200 || res.status >= 300) {
+            const { error, info } = yield* deps.inference.readFailure(res, upstream, client, connection)
+            return yield* Effect.fail(attemptFailed(error, info))
+          }
+          const call: InferenceCall = {
+            ctx: request.ctx,
+            format: client,
+            body: expanded.body,
+            model: request.model,
+            stream: true,
+            endpoint: "responses.ws",
+            // Pass-through events go one per message; translated ones are encoded as SSE and split below.
+            ...(native ? { eventFraming: socketEvents } : {}),
+            encodeOptions: { customTools: customToolNames(arr(expanded.body["tools"]), obj), request: request.body },
+            onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
+          }
+          const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
+          if (!native && String(res.headers["content-type"] ?? "").includes("application/json")) return yield* replayWholeTo(request, call, res, upstream, c)
+          const relayed = makeRelay(call, upstream, client, native, origin, connection)
+          const relay = native ? relayed.relay : asMessages(relayed.relay)
+          // The connection's own silence limit, as over HTTP.
+          const result = yield* relayFrames(res, upstream.framing, relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
+          const ended = streamEnded(result, relayed, res, client)
+          return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
         }
-        // Probes through a half-open breaker wait less for headers, as over HTTP.
-        const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? timeouts.streamHeadersMs) : undefined
-        const res = yield* deps.inference
-          .send({ connection, model: c.model }, upstream.id, upstreamBody, { stream: true, ...(headersTimeoutMs ? { headersTimeoutMs } : {}) }, client)
-          .pipe(Effect.mapError((e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")))
-        if (res.status < 200 || res.status >= 300) {
-          const { error, info } = yield* deps.inference.readFailure(res, upstream, client, connection)
-          return yield* Effect.fail(attemptFailed(error, info))
-        }
-        const call: InferenceCall = {
-          ctx: request.ctx,
-          format: client,
-          body: expanded.body,
-          model: request.model,
-          stream: true,
-          endpoint: "responses.ws",
-          // Pass-through events go one per message; translated ones are encoded as SSE and split below.
-          ...(native ? { eventFraming: socketEvents } : {}),
-          encodeOptions: { customTools: customToolNames(arr(expanded.body["tools"]), obj), request: request.body },
-          onCompleted: (r) => request.remember(r.id, expanded.input, r.output, r.origin)
-        }
-        const origin: Origin = { connectionId: connection.id, stored: request.body["store"] !== false }
-        if (!native && String(res.headers["content-type"] ?? "").includes("application/json")) return yield* replayWholeTo(request, call, res, upstream, c)
-        const relayed = makeRelay(call, upstream, client, native, origin, connection)
-        const relay = native ? relayed.relay : asMessages(relayed.relay)
-        // The connection's own silence limit, as over HTTP.
-        const result = yield* relayFrames(res, upstream.framing, relay, request.sink, watchdog, request.ctx.startedAt, connection.timeouts?.idleMs)
-        const ended = streamEnded(result, relayed, res, client)
-        return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
-      })
+      )
 
       /**
        * A translated candidate that answered a stream request whole (some upstreams do): its answer
@@ -363,11 +376,25 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
         const decoded = upstream.decodeResponse(json)
         const encoder = openAiResponses.streamEncoder({ model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
-        request.sink.end(fromSse(responseEvents(decoded).map((e) => encoder.push(e)).join("") + encoder.end()), null)
+        request.sink.end(
+          fromSse(
+            responseEvents(decoded)
+              .map((e) => encoder.push(e))
+              .join("") + encoder.end()
+          ),
+          null
+        )
         if (encoder.result) call.onCompleted?.(encoder.result())
         const reported = upstream.usageOfResponse(json)
         const usage = reported ? wholeUsage(reported) : undefined
-        return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd: deps.accounting.cost(connection.provider.id, c.model, usage) } satisfies AttemptOutcome
+        return {
+          status: 200,
+          usage,
+          ttftMs: null,
+          error: null,
+          headers: headerValue(res.headers),
+          costUsd: deps.accounting.cost(connection.provider.id, c.model, usage)
+        } satisfies AttemptOutcome
       })
 
       /** A hook blocked the response: its usage row says so. */
@@ -380,7 +407,15 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
           const expanded = yield* store.expand(body, openAiResponses, true)
           const id = newId("resp_")
           const created = Math.floor(Date.now() / 1000)
-          const response = (status: string) => ({ id, object: "response", created_at: created, status, model, output: [], usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null })
+          const response = (status: string) => ({
+            id,
+            object: "response",
+            created_at: created,
+            status,
+            model,
+            output: [],
+            usage: status === "completed" ? { input_tokens: 0, output_tokens: 0, total_tokens: 0 } : null
+          })
           send(JSON.stringify({ type: "response.created", sequence_number: 0, response: response("in_progress") }))
           send(JSON.stringify({ type: "response.completed", sequence_number: 1, response: response("completed") }))
           store.remember(id, expanded.input, [])
@@ -389,78 +424,97 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       )
 
       /** The work of one `response.create` (see `respond`) on its connection; `state.untrack` is set once it is in flight. */
-      const serve: (conn: SocketConn, ctx: HttpRequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) => Effect.Effect<void, InferenceError> =
-        Effect.fnUntraced(function* (conn: SocketConn, ctx: HttpRequestContext, answer: SocketAnswer, body: Record<string, unknown>, model: string, state: ServeState) {
-          const { ws, apiKeyId, store, send } = conn
-          // The key's inbound limits, per message as HTTP checks them per request.
-          const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
-          if (admission !== undefined) yield* admission
+      const serve: (
+        conn: SocketConn,
+        ctx: HttpRequestContext,
+        answer: SocketAnswer,
+        body: Record<string, unknown>,
+        model: string,
+        state: ServeState
+      ) => Effect.Effect<void, InferenceError> = Effect.fnUntraced(function* (
+        conn: SocketConn,
+        ctx: HttpRequestContext,
+        answer: SocketAnswer,
+        body: Record<string, unknown>,
+        model: string,
+        state: ServeState
+      ) {
+        const { ws, apiKeyId, store, send } = conn
+        // The key's inbound limits, per message as HTTP checks them per request.
+        const admission = apiKeyId === null ? undefined : inboundLimits.admit(ctx, apiKeyId)
+        if (admission !== undefined) yield* admission
 
-          // The router's plan: every family answers (translated where it does not speak
-          // Responses), narrowed to the candidates that generate text at all.
-          const { model: planned, noThinking } = splitNoThinking(model)
-          const plan = yield* deps.inference.plan(planned, openAiResponses)
-          const able = narrowPlan(plan, generates)
-          if (!able) {
-            const other = firstOf(plan)
-            if (!other) return yield* allBlocked(openAiResponses, plan)
-            return yield* new InferenceError({
-              status: 400,
-              kind: "invalid_request",
-              code: "upstream_ws_provider_required",
-              message: `${model} is a ${kindOf(other.connection.provider, other.model)} model of ${other.connection.name}: it cannot answer a response, over the WebSocket or over HTTP. Use a chat model.`
-            })
-          }
-          // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
-          const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
-          const first = able.candidates[0]
-          const expanded = yield* expandFor(first)
-          // Refused as POST /v1/responses refuses it, with the same message.
-          yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
+        // The router's plan: every family answers (translated where it does not speak
+        // Responses), narrowed to the candidates that generate text at all.
+        const { model: planned, noThinking } = splitNoThinking(model)
+        const plan = yield* deps.inference.plan(planned, openAiResponses)
+        const able = narrowPlan(plan, generates)
+        if (!able) {
+          const other = firstOf(plan)
+          if (!other) return yield* allBlocked(openAiResponses, plan)
+          return yield* new InferenceError({
+            status: 400,
+            kind: "invalid_request",
+            code: "upstream_ws_provider_required",
+            message: `${model} is a ${kindOf(other.connection.provider, other.model)} model of ${other.connection.name}: it cannot answer a response, over the WebSocket or over HTTP. Use a chat model.`
+          })
+        }
+        // Always expanded here (the connection's own store), but the answering server's own stored items are kept.
+        const expandFor = (c: Candidate | undefined) => store.expand(body, openAiResponses, true, c && { id: c.connection.id, storesResponses: false })
+        const first = able.candidates[0]
+        const expanded = yield* expandFor(first)
+        // Refused as POST /v1/responses refuses it, with the same message.
+        yield* decodeResponsesRequest(expanded.body, typeof body["previous_response_id"] === "string" && body["previous_response_id"] !== "")
 
-          const track = newTracking(model)
-          const call: InferenceCall = { ctx, format: openAiResponses, body: expanded.body, model, stream: true, endpoint: "responses.ws" }
-          state.untrack = deps.inference.track(ctx, "responses.ws")
-          // One usage row per response, whatever happened (a cancelled one included): at its end.
-          attachUsageRow(deps.usage, deps.accounting, call, track)
-          // The guardrails (when any of their flags is on) and the registered hooks see the
-          // conversation as it will go upstream, as over HTTP; the body they leave goes to every
-          // candidate (without them each candidate gets its own expansion, see ResponseStore).
-          const guard = guardrails.attach(ctx)
-          if (guard) yield* guard
-          let hooked: Record<string, unknown> | undefined
-          if (ctx.hooks!.onRequest.length !== 0) {
-            hooked = yield* Effect.tapError(requestReceived(ctx, openAiResponses, call), (e) => refused(track, e))
-          }
-          // Budgets hold here as on HTTP (token limits in the guarded attempt).
-          const budget = deps.accounting.budget(apiKeyId)
-          if (!budget.ok) {
-            const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
-            track.outcome = { status: 429, usage: undefined, ttftMs: null, error: "budget_exhausted" }
-            return yield* new InferenceError({ status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent`, headers: { "retry-after": retryAfter } })
-          }
-          track.hold = deps.accounting.reserve(apiKeyId)
-          const table = ctx.hooks!
-          if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
-            const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
-            if (selected) hooked = selected
-          }
-          const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
-          const fixed: Expanded | undefined = hooked && { ...expanded, body: hooked }
-          const request: SocketRequest = {
-            ctx,
-            format: openAiResponses,
-            model,
-            committed: () => sink.sent,
-            sink,
-            noThinking,
-            body,
-            expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
-            // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
-            remember: (id, input, output, origin) => store.remember(id, input, output, origin)
-          }
-          yield* deps.inference.guarded(request, able, track, tryResponse)
-        })
+        const track = newTracking(model)
+        const call: InferenceCall = { ctx, format: openAiResponses, body: expanded.body, model, stream: true, endpoint: "responses.ws" }
+        state.untrack = deps.inference.track(ctx, "responses.ws")
+        // One usage row per response, whatever happened (a cancelled one included): at its end.
+        attachUsageRow(deps.usage, deps.accounting, call, track)
+        // The guardrails (when any of their flags is on) and the registered hooks see the
+        // conversation as it will go upstream, as over HTTP; the body they leave goes to every
+        // candidate (without them each candidate gets its own expansion, see ResponseStore).
+        const guard = guardrails.attach(ctx)
+        if (guard) yield* guard
+        let hooked: Record<string, unknown> | undefined
+        if (ctx.hooks!.onRequest.length !== 0) {
+          hooked = yield* Effect.tapError(requestReceived(ctx, openAiResponses, call), (e) => refused(track, e))
+        }
+        // Budgets hold here as on HTTP (token limits in the guarded attempt).
+        const budget = deps.accounting.budget(apiKeyId)
+        if (!budget.ok) {
+          const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
+          track.outcome = { status: 429, usage: undefined, ttftMs: null, error: "budget_exhausted" }
+          return yield* new InferenceError({
+            status: 429,
+            kind: "rate_limit",
+            code: "budget_exhausted",
+            message: `the ${budget.window} budget of this API key is spent`,
+            headers: { "retry-after": retryAfter }
+          })
+        }
+        track.hold = deps.accounting.reserve(apiKeyId)
+        const table = ctx.hooks!
+        if (table.onModelSelect.length !== 0 || (table.onComboResolve.length !== 0 && able.kind !== "direct")) {
+          const selected = yield* Effect.tapError(routeResolved(ctx, openAiResponses, model, able, hooked ?? expanded.body, "responses"), (e) => refused(track, e))
+          if (selected) hooked = selected
+        }
+        const sink = new SocketSink(ctx, answer, send, () => ws.readyState === ws.OPEN)
+        const fixed: Expanded | undefined = hooked && { ...expanded, body: hooked }
+        const request: SocketRequest = {
+          ctx,
+          format: openAiResponses,
+          model,
+          committed: () => sink.sent,
+          sink,
+          noThinking,
+          body,
+          expanded: (c) => (fixed ? Effect.succeed(fixed) : c === first ? Effect.succeed(expanded) : expandFor(c)),
+          // The client's own input is remembered (as over HTTP): the next response's hooks see the conversation whole again.
+          remember: (id, input, output, origin) => store.remember(id, input, output, origin)
+        }
+        yield* deps.inference.guarded(request, able, track, tryResponse)
+      })
 
       const session = (ws: WebSocket, req: http.IncomingMessage, apiKeyId: string | null) => {
         const store = ResponseStore.make({ maxEntries: 100, maxAgeMs: 2 * 60 * 60 * 1000 })
@@ -489,7 +543,11 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             if (generate === false) return prewarm(conn, body, model)
             return respond(raw, body, model)
           }).pipe(
-            Effect.catchAllDefect((d) => Effect.logError("websocket frame failed", d).pipe(Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } })))))),
+            Effect.catchAllDefect((d) =>
+              Effect.logError("websocket frame failed", d).pipe(
+                Effect.zipRight(Effect.sync(() => send(JSON.stringify({ type: "error", status: 500, error: { type: "server_error", message: "internal error" } }))))
+              )
+            ),
             Effect.annotateLogs({ transport: "websocket" })
           )
 
@@ -537,7 +595,10 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
                 if (Cause.isInterruptedOnly(exit.cause)) gone = true
                 else {
                   const failure = Cause.failureOption(exit.cause)
-                  error = failure._tag === "Some" ? failure.value : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                  error =
+                    failure._tag === "Some"
+                      ? failure.value
+                      : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
                   if (failure._tag === "None") after = Effect.logError("websocket response failed unexpectedly", Cause.pretty(exit.cause))
                   if (!answer.headersSent) answer.statusCode = error.status
                   const text = errorFrame(error, errorHeaders(ctx, error))
@@ -586,10 +647,18 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
       /** An upgrade on a Responses WebSocket path: refused with an HTTP answer, or its socket handed to `session`. */
       const accept = Effect.fnUntraced(function* (req: http.IncomingMessage, socket: net.Socket, head: Buffer, query: URLSearchParams, requestId: string) {
         if (!(yield* flags.enabled("GATEWAY_UPSTREAM_WS_ENABLED"))) {
-          return refuse(socket, requestId, 426, "Upgrade Required", "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses", "websocket_disabled")
+          return refuse(
+            socket,
+            requestId,
+            426,
+            "Upgrade Required",
+            "the Responses WebSocket transport is off (GATEWAY_UPSTREAM_WS_ENABLED); use POST /v1/responses",
+            "websocket_disabled"
+          )
         }
         const auth = yield* authenticateInference(keys, flags, access, req, query).pipe(Effect.either)
-        if (auth._tag === "Left") return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
+        if (auth._tag === "Left")
+          return refuse(socket, requestId, auth.left.status, auth.left.status === 401 ? "Unauthorized" : "Forbidden", auth.left.message, auth.left.code ?? "unauthorized")
         upgradeIds.set(req, requestId)
         wss.handleUpgrade(req, socket, head, (ws) => {
           sockets.add(ws)

@@ -18,7 +18,15 @@ import { checkProviderUrl, type UrlPolicyFlags } from "../upstream/providers/url
 import { scrubSecrets } from "../kernel/redact.js"
 import type { FailureInfo } from "../services/resilience/types.js"
 import { customRequest, upstreamRequest } from "../upstream/client/executors.js"
-import { discardBody, ERROR_BODY_MAX_BYTES, readUpstreamBody, UpstreamBodyError, type UpstreamHttpShape, type UpstreamResponse, type UpstreamTransportError } from "../upstream/client/UpstreamHttp.js"
+import {
+  discardBody,
+  ERROR_BODY_MAX_BYTES,
+  readUpstreamBody,
+  UpstreamBodyError,
+  type UpstreamHttpShape,
+  type UpstreamResponse,
+  type UpstreamTransportError
+} from "../upstream/client/UpstreamHttp.js"
 import { hintHeaders } from "./answers.js"
 import { headerValue } from "../kernel/attempts.js"
 import type { SendOptions } from "./call.js"
@@ -47,14 +55,14 @@ const transportError = (clientFormat: WireFormat, connection: Connection) => (e:
   e.kind === "proxy_family"
     ? clientError(clientFormat, { status: 503, kind: "overloaded", message: `${PROXY_FAMILY_UNAVAILABLE}: ${connection.name}: ${e.message}`, code: PROXY_FAMILY_UNAVAILABLE })
     : e.kind === "blocked"
-    ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
-      clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
-    : clientError(clientFormat, {
-    status: e.kind === "timeout" ? 504 : 502,
-    kind: e.kind === "timeout" ? "timeout" : "upstream",
-    message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
-    code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
-  })
+      ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
+        clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
+      : clientError(clientFormat, {
+          status: e.kind === "timeout" ? 504 : 502,
+          kind: e.kind === "timeout" ? "timeout" : "upstream",
+          message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
+          code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
+        })
 
 /** The credentials a connection sends upstream: what its error answers must never repeat. */
 export const secretsOf = (connection: Connection): ReadonlyArray<string> => (connection.apiKey ? [Redacted.value(connection.apiKey)] : [])
@@ -84,7 +92,12 @@ export const unreadableAnswer = (client: WireFormat, connection: Connection, e: 
 }
 
 /** An upstream that answered a redirect: a bad gateway, naming where it pointed (without secrets). */
-const redirected = (res: UpstreamResponse, client: WireFormat, connection: Connection, secrets: ReadonlyArray<string>): { readonly error: InferenceError; readonly info: FailureInfo } => {
+const redirected = (
+  res: UpstreamResponse,
+  client: WireFormat,
+  connection: Connection,
+  secrets: ReadonlyArray<string>
+): { readonly error: InferenceError; readonly info: FailureInfo } => {
   const location = res.headers["location"]
   const where = typeof location === "string" && location !== "" ? ` to ${scrubSecrets(location, secrets).slice(0, 500)}` : ""
   const message = `${connection.name}: the upstream redirected (HTTP ${res.status})${where}; redirects are not followed, check the connection's base URL`
@@ -155,7 +168,8 @@ export const makeSending = (deps: {
     // An OAuth token about to expire is refreshed (single-flight) before the request goes out;
     // one that cannot be refreshed skips this connection (code `oauth_refresh_failed`).
     if (credentials !== undefined && target.connection.oauth !== undefined) {
-      const refreshFailed = (e: { readonly message: string }) => fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: e.message, code: "oauth_refresh_failed" }))
+      const refreshFailed = (e: { readonly message: string }) =>
+        fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: e.message, code: "oauth_refresh_failed" }))
       return Effect.flatMap(Effect.mapError(credentials(target.connection), refreshFailed), (connection) => {
         const sent = sendWith({ ...target, connection }, format, body, options, clientFormat, fail)
         if (renew === undefined) return sent
@@ -166,7 +180,9 @@ export const makeSending = (deps: {
         return Effect.flatMap(sent, (res) => {
           if (res.status !== 401) return Effect.succeed(res)
           if (res.bytes === undefined) discardBody(res.body)
-          return Effect.flatMap(Effect.mapError(renew(connection), refreshFailed), (renewed) => sendWith({ ...target, connection: renewed }, format, body, options, clientFormat, fail))
+          return Effect.flatMap(Effect.mapError(renew(connection), refreshFailed), (renewed) =>
+            sendWith({ ...target, connection: renewed }, format, body, options, clientFormat, fail)
+          )
         })
       })
     }
@@ -183,7 +199,9 @@ export const makeSending = (deps: {
   ): Effect.Effect<UpstreamResponse, E> => {
     const { connection } = target
     if (connection.keyError) {
-      return Effect.fail(fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })))
+      return Effect.fail(
+        fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
+      )
     }
     const request = (policy: UrlPolicyFlags, dispatcher?: Dispatcher) => {
       const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
@@ -193,12 +211,12 @@ export const makeSending = (deps: {
       const prepared = options.custom
         ? customRequest(connection, options.custom, http.userAgent)
         : upstreamRequest(connection, format, body, {
-        model: target.model,
-        stream: options.stream,
-        userAgent: http.userAgent,
-        ...(options.op ? { op: options.op } : {}),
-        ...(options.forward ? { forward: options.forward } : {})
-      })
+            model: target.model,
+            stream: options.stream,
+            userAgent: http.userAgent,
+            ...(options.op ? { op: options.op } : {}),
+            ...(options.forward ? { forward: options.forward } : {})
+          })
       // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
       const own = connection.timeouts
       const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
@@ -224,7 +242,14 @@ export const makeSending = (deps: {
     const targetHost = hostOf(options.custom?.url ?? connection.effectiveBaseUrl ?? "")
     return Effect.flatMap(
       Effect.mapError(egress.dispatcherFor(connection.proxyId, "inference", targetHost), (e) =>
-        fail(clientError(clientFormat, { status: e.status, kind: e.status === 403 ? "permission" : "overloaded", message: `${e.code}: ${connection.name}: ${e.message}`, code: e.code }))
+        fail(
+          clientError(clientFormat, {
+            status: e.status,
+            kind: e.status === 403 ? "permission" : "overloaded",
+            message: `${e.code}: ${connection.name}: ${e.message}`,
+            code: e.code
+          })
+        )
       ),
       (dispatcher) => (known ? request(known, dispatcher) : Effect.flatMap(connections.urlPolicy, (p) => request(p, dispatcher)))
     )
@@ -257,7 +282,14 @@ export const makeSending = (deps: {
         if (res.status >= 300 && res.status < 400) return redirected(res, client, connection, secrets)
         const { text, parsed } = scrubbedBody(raw, secrets)
         const decoded = upstream.decodeError(res.status, parsed, text)
-        const info: FailureInfo = { status: res.status, kind: "http", message: decoded.message, code: decoded.code ?? null, headers: headerValue(res.headers), body: text.slice(0, 4096) }
+        const info: FailureInfo = {
+          status: res.status,
+          kind: "http",
+          message: decoded.message,
+          code: decoded.code ?? null,
+          headers: headerValue(res.headers),
+          body: text.slice(0, 4096)
+        }
         // The client gets the upstream's status, but never a 500: from the gateway that means a
         // defect of its own, so the upstream's is a 502 (Bad Gateway); the header keeps the original.
         const status = res.status === 500 ? 502 : res.status
@@ -276,11 +308,7 @@ export const makeSending = (deps: {
    * now, under the same size limit (a stream asked for, answered whole). A body that could not
    * be read whole is the target's failure.
    */
-  const wholeText = (
-    res: UpstreamResponse,
-    client: WireFormat,
-    connection: Connection
-  ): Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }> =>
+  const wholeText = (res: UpstreamResponse, client: WireFormat, connection: Connection): Effect.Effect<string, { readonly error: InferenceError; readonly info: FailureInfo }> =>
     res.bodyError
       ? Effect.fail(unreadableAnswer(client, connection, res.bodyError))
       : res.bytes

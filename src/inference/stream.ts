@@ -306,7 +306,11 @@ export const relayFrames = (
         for (const frame of parser.push(chunk)) text += relay.frame(frame)
       } catch (e) {
         body.destroy()
-        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" })
+        return finish(
+          e instanceof StreamFailure
+            ? e.error
+            : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+        )
       }
       if (!write(text)) {
         // Backpressure: wait for the client; the idle watchdog does not count this time.
@@ -322,7 +326,11 @@ export const relayFrames = (
         for (const frame of parser.end()) text += relay.frame(frame)
         text += relay.end()
       } catch (e) {
-        return finish(e instanceof StreamFailure ? e.error : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" })
+        return finish(
+          e instanceof StreamFailure
+            ? e.error
+            : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+        )
       }
       write(text)
       finish(undefined, "")

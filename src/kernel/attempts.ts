@@ -98,7 +98,14 @@ export interface Tracking {
 }
 
 /** A request's tracking before its first attempt. */
-export const newTracking = (model: string): Tracking => ({ tried: undefined, outcome: { status: 0, usage: undefined, ttftMs: null, error: null }, fallbacks: 0, cacheHit: false, model, panelCostUsd: 0 })
+export const newTracking = (model: string): Tracking => ({
+  tried: undefined,
+  outcome: { status: 0, usage: undefined, ttftMs: null, error: null },
+  fallbacks: 0,
+  cacheHit: false,
+  model,
+  panelCostUsd: 0
+})
 
 /** What a usage row names of its request (an `InferenceCall` is one). */
 export interface RecordedRequest {

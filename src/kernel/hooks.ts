@@ -29,7 +29,30 @@ import type { RequestContext } from "./request.js"
 import { clientError, InferenceError } from "./errors.js"
 
 export * from "./hookEvents.js"
-import { type AnswerRewrite, type AttemptEnd, type AttemptStart, type LifecycleListener, type RequestFailure, type Settlement, type BlockAnswer, type ComboResolveEvent, DEFAULT_PRIORITY, type ErrorEvent, GuardFailure, HOOK_EVENTS, type HookEvent, type HookEvents, type HookHandler, type HookRequest, type HookReturn, type HookTarget, type ProviderErrorEvent, type RequestHeaders, type RequestHook, type ResponseEvent } from "./hookEvents.js"
+import {
+  type AnswerRewrite,
+  type AttemptEnd,
+  type AttemptStart,
+  type LifecycleListener,
+  type RequestFailure,
+  type Settlement,
+  type BlockAnswer,
+  type ComboResolveEvent,
+  DEFAULT_PRIORITY,
+  type ErrorEvent,
+  GuardFailure,
+  HOOK_EVENTS,
+  type HookEvent,
+  type HookEvents,
+  type HookHandler,
+  type HookRequest,
+  type HookReturn,
+  type HookTarget,
+  type ProviderErrorEvent,
+  type RequestHeaders,
+  type RequestHook,
+  type ResponseEvent
+} from "./hookEvents.js"
 
 // ---------------------------------------------------------------- the table
 
@@ -191,7 +214,9 @@ export const GUARD_FAILED = "guardrail_unavailable"
 const guardFailed = (host: HookHost, entry: Entry<never>, event: HookEvent, e: unknown): HookReturn => {
   const part = e instanceof GuardFailure ? e.part : entry.name
   const reason = describe(e instanceof GuardFailure ? e.reason : e)
-  const log = Effect.logError(`guard ${entry.name} failed in ${event}: ${part}: ${reason}; the request was refused (${GUARD_FAILED})`).pipe(Effect.annotateLogs({ requestId: host.requestId }))
+  const log = Effect.logError(`guard ${entry.name} failed in ${event}: ${part}: ${reason}; the request was refused (${GUARD_FAILED})`).pipe(
+    Effect.annotateLogs({ requestId: host.requestId })
+  )
   const runtime = host.hooks?.runtime
   if (runtime) Runtime.runFork(runtime)(log)
   else Effect.runFork(log)
@@ -214,7 +239,9 @@ const guarded = (host: HookHost, entry: Entry<never>, event: HookEvent, effect: 
     : entry.builtin
       ? (effect as Effect.Effect<HookReturn>)
       : Effect.catchAllCause(effect, (cause) =>
-          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause as Cause.Cause<never>)
+            : Effect.as(Effect.logWarning(`hook ${entry.name} failed in ${event} (skipped)`, cause), undefined)
         )
 
 /** What the handlers of one event decided. */
@@ -256,7 +283,15 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * Applies one handler's verdict where the event allows it; answers the decision so far (with
  * `block` set, later handlers do not run). A malformed verdict is reported and ignored.
  */
-const apply = (host: HookHost, entry: Entry<never>, name: HookEvent, event: { body?: unknown }, allows: number, out: HookReturn, decision: Decision | undefined): Decision | undefined => {
+const apply = (
+  host: HookHost,
+  entry: Entry<never>,
+  name: HookEvent,
+  event: { body?: unknown },
+  allows: number,
+  out: HookReturn,
+  decision: Decision | undefined
+): Decision | undefined => {
   if (out === undefined || out === null) return decision
   if (typeof out !== "object") {
     report(host, entry, name, new TypeError(`a handler answers a verdict object or nothing, not ${typeof out}`))
@@ -378,7 +413,14 @@ export const requestReceived = (
 }
 
 /** onComboResolve (for combo, auto and quota-share plans), then onModelSelect. Call only when either has handlers. */
-export const routeResolved = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>, endpoint: string): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
+export const routeResolved = (
+  host: HookHost,
+  format: WireFormat,
+  model: string,
+  plan: RoutePlan,
+  body: Record<string, unknown>,
+  endpoint: string
+): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
   const table = host.hooks!
   const candidates = plan.candidates.map(targetOf)
   const select = (): Effect.Effect<Record<string, unknown> | undefined, InferenceError> => {
@@ -402,11 +444,14 @@ export const routeResolved = (host: HookHost, format: WireFormat, model: string,
 
 /** onAttemptStart: the block (the attempt must not go out), or undefined. Call only when there are handlers. */
 export const attemptStarted = (host: HookHost, format: WireFormat, attempt: number, candidate: Candidate, probe: boolean): Effect.Effect<InferenceError | undefined> =>
-  Effect.map(asEffect(runFrom(host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>, 0, "onAttemptStart", { attempt, target: targetOf(candidate), probe }, host, BLOCK, undefined)), (d) => {
-    if (!d?.block) return undefined
-    host.blockedBy = d.block.hook
-    return blockedAnswer(format, d.block.hook, d.block.answer)
-  })
+  Effect.map(
+    asEffect(runFrom(host.hooks!.onAttemptStart as ReadonlyArray<Entry<never>>, 0, "onAttemptStart", { attempt, target: targetOf(candidate), probe }, host, BLOCK, undefined)),
+    (d) => {
+      if (!d?.block) return undefined
+      host.blockedBy = d.block.hook
+      return blockedAnswer(format, d.block.hook, d.block.answer)
+    }
+  )
 
 /**
  * onProviderError, then (for a 429) onRateLimit; undefined when every handler answered
@@ -460,9 +505,7 @@ export const endRequest = (host: HookHost, error?: InferenceError, gone = false)
     streamed: body === undefined && host.answer.headersSent,
     usage: undefined as UsageRecord | undefined
   }
-  const event = failed
-    ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy }
-    : ending
+  const event = failed ? { ...ending, error: error && { status: error.status, code: error.code, message: error.message }, blockedBy: host.blockedBy } : ending
   const fired = runFrom(list as ReadonlyArray<Entry<never>>, 0, failed ? "onError" : "onResponse", event, host, 0, undefined)
   return Effect.isEffect(fired) ? fired : undefined
 }
@@ -589,7 +632,7 @@ export const fireSettled = (table: HookTable, s: Settlement): void => {
 }
 
 /**
- * The request lifecycle's registry (docs/ARCHITECTURE.md, "The lifecycle seam"): hooks (guardrails,
+ * The request lifecycle's registry (docs/ARCHITECTURE.md, "Seam 2"): hooks (guardrails,
  * policies, compression, plugins) register with `register`; listeners (observability, the
  * webhooks' request events, the traffic inspector) with `listen`.
  */

@@ -68,22 +68,32 @@ const KEY_VALUE = new RegExp(
  * has none of these and is returned as is. Keep it a superset of the patterns: every key name
  * ends with one of the words here, followed by `:` or `=` (after a closing quote, maybe escaped).
  */
-const MAY_HOLD_SECRET = new RegExp(
-  `(?:bearer|basic)\\s|(?:${KEY_PREFIXES})[-_]|aiza|ya29\\.|akia|eyj|(?:key|token|secret|passw(?:or)?d|authorization)\\\\?["']?\\s*[:=]`,
-  "i"
-)
+const MAY_HOLD_SECRET = new RegExp(`(?:bearer|basic)\\s|(?:${KEY_PREFIXES})[-_]|aiza|ya29\\.|akia|eyj|(?:key|token|secret|passw(?:or)?d|authorization)\\\\?["']?\\s*[:=]`, "i")
 
 /**
  * Unquoted words after `name:` that describe the field instead of being its value
  * (`password: expected string`). Words shorter than 8 letters are never masked anyway.
  */
 const SCHEMA_WORDS = new Set([
-  "expected", "required", "optional", "undefined", "nullable", "provided", "incorrect", "mismatch",
-  "redacted", "deprecated", "forbidden", "characters", "malformed", "rejected", "unchanged", "received"
+  "expected",
+  "required",
+  "optional",
+  "undefined",
+  "nullable",
+  "provided",
+  "incorrect",
+  "mismatch",
+  "redacted",
+  "deprecated",
+  "forbidden",
+  "characters",
+  "malformed",
+  "rejected",
+  "unchanged",
+  "received"
 ])
 /** Whether an unquoted value after `name:` (not `name=`) is masked: not a bare word of prose. */
-const maskAfterColon = (value: string): boolean =>
-  /^[A-Za-z]+$/.test(value) ? value.length >= 8 && !SCHEMA_WORDS.has(value.toLowerCase()) : value.length >= 4
+const maskAfterColon = (value: string): boolean => (/^[A-Za-z]+$/.test(value) ? value.length >= 8 && !SCHEMA_WORDS.has(value.toLowerCase()) : value.length >= 4)
 /** A JSON number (or its start) at the beginning of an unquoted value; a literal or a nested value. */
 const JSON_NUMBER = /^-?\d[\d.eE+-]*/
 const JSON_OTHER = /^(?:true|false|null|[{[])/
@@ -245,12 +255,7 @@ const KEY_RUN = /[A-Za-z0-9_-]{12,}/g
 const KEY_PIECE = /^[A-Za-z0-9_-]{12}$/
 
 /** How a secret may appear in an answer: as is, URL-encoded, JSON-escaped, base64 (a Basic header echoed). */
-const formsOf = (secret: string): ReadonlyArray<string> => [
-  secret,
-  encodeComponent(secret),
-  JSON.stringify(secret).slice(1, -1),
-  Buffer.from(secret).toString("base64")
-]
+const formsOf = (secret: string): ReadonlyArray<string> => [secret, encodeComponent(secret), JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")]
 
 /** Where `form` occurs in `text`. */
 const occurrences = (text: string, form: string): Array<readonly [number, number]> => {

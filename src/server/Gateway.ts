@@ -89,9 +89,7 @@ import { Lifecycle } from "../platform/system/Lifecycle.js"
 import { Observability } from "../services/observability/Observability.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
-export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(
-  Layer.provideMerge(Db.layer)
-)
+export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(Layer.provideMerge(Db.layer))
 
 /** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
 export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
@@ -110,7 +108,16 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
  * StreamTimeouts; reads SharedState when it is provided (else each service is this process's own).
  */
-export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, SettingsHooks, ContextHooks, SummarizerLive, EvalRunner, BackgroundTasks, SharedStorageKeyCheck).pipe(
+export const ServerLayer = Layer.mergeAll(
+  BatchRunner.layer,
+  ScheduledBackups,
+  SettingsHooks,
+  ContextHooks,
+  SummarizerLive,
+  EvalRunner,
+  BackgroundTasks,
+  SharedStorageKeyCheck
+).pipe(
   Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))),
   Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
@@ -118,7 +125,21 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(MediaJobs.layer),
   Layer.provide(WebSearch.layer),
-  Layer.provideMerge(Layer.mergeAll(Quotas.layer, IssueTracker.layer, NativeBatches.layer, CloudStore.layer, CloudSync.layer, Policies.layer, AuditLog.layer, Evals.layer, Webhooks.layer, SkillCatalog.layer, Compression.layer)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Quotas.layer,
+      IssueTracker.layer,
+      NativeBatches.layer,
+      CloudStore.layer,
+      CloudSync.layer,
+      Policies.layer,
+      AuditLog.layer,
+      Evals.layer,
+      Webhooks.layer,
+      SkillCatalog.layer,
+      Compression.layer
+    )
+  ),
   // Coding tools and ACP agents on the server's machine (src/management/clitools/, docs/coding-tools.md).
   Layer.provideMerge(Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer))),
   Layer.provideMerge(Layer.mergeAll(Batches.layer, InternalCalls.layer, Files.layer).pipe(Layer.provideMerge(FileStore.layer))),
@@ -128,7 +149,19 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
   Layer.provideMerge(Observability.layer),
   Layer.provideMerge(OAuth.layer),
   Layer.provideMerge(Layer.mergeAll(Resilience.live, ConnectionSlots.layer, Accounting.layer)),
-  Layer.provideMerge(Layer.mergeAll(Pricing.layer, Budgets.layer, TokenLimits.layer, InboundLimits.layer, ResponseCache.layer, Idempotency.layer, ResponseStore.layer, RequestHooks.layer, Guardrails.layer)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Pricing.layer,
+      Budgets.layer,
+      TokenLimits.layer,
+      InboundLimits.layer,
+      ResponseCache.layer,
+      Idempotency.layer,
+      ResponseStore.layer,
+      RequestHooks.layer,
+      Guardrails.layer
+    )
+  ),
   Layer.provideMerge(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer, UsageQueries.layer, UsageRetention, InFlight.layer, Lifecycle.layer)),
   Layer.provideMerge(AccountingConfig.layer),
   Layer.provideMerge(CoreLayer)
@@ -137,7 +170,9 @@ export const ServerLayer = Layer.mergeAll(BatchRunner.layer, ScheduledBackups, S
 /** Shared state of this process: Redis when `REDIS_URL` is set (docs/scale-out.md, "Redis"), else this process's own. */
 const SharedStateLive = Layer.unwrapEffect(
   Effect.flatMap(AppConfig, (c) =>
-    c.redisUrl === undefined ? Effect.succeed(SharedState.layer) : Effect.promise(() => import("../platform/state/redis.js")).pipe(Effect.map((r) => r.layerRedis(c.redisUrl!, { prefix: c.redisPrefix })))
+    c.redisUrl === undefined
+      ? Effect.succeed(SharedState.layer)
+      : Effect.promise(() => import("../platform/state/redis.js")).pipe(Effect.map((r) => r.layerRedis(c.redisUrl!, { prefix: c.redisPrefix })))
   )
 )
 

@@ -115,7 +115,13 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
         // the one that says it is up.
         w.on("listening", (address) => {
           if (address.port !== port) return
-          if (listening) Deferred.unsafeDone(listening, Effect.succeed(`http://${address.address && address.address !== "::" ? (address.address.includes(":") ? `[${address.address}]` : address.address) : config.host}:${address.port}`))
+          if (listening)
+            Deferred.unsafeDone(
+              listening,
+              Effect.succeed(
+                `http://${address.address && address.address !== "::" ? (address.address.includes(":") ? `[${address.address}]` : address.address) : config.host}:${address.port}`
+              )
+            )
         })
         w.once("exit", (code, signal) => resume(Effect.succeed({ code, signal, startedAt })))
       })
@@ -130,9 +136,7 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
             if (stopping !== undefined) return
             if (Date.now() - ended.startedAt >= HEALTHY_AFTER_MS) yield* backoff.reset
             const delay = yield* Effect.orDie(backoff.next(undefined))
-            yield* Effect.logWarning(
-              `worker ${slot.id} exited (${ended.signal ?? `code ${ended.code}`}); starting it again in ${Duration.format(delay)}`
-            )
+            yield* Effect.logWarning(`worker ${slot.id} exited (${ended.signal ?? `code ${ended.code}`}); starting it again in ${Duration.format(delay)}`)
             if (stopping !== undefined) return
           }
           ended = yield* fork(slot)
@@ -150,17 +154,16 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
       yield* Effect.logError(`worker 1 exited before it listened (${started.exit.signal ?? `code ${started.exit.code}`}); not starting`)
       return yield* Effect.sync(() => process.exit(1))
     }
-    const keepers = yield* Effect.forkAll([
-      Effect.flatMap(Fiber.join(firstExit), (exit) => keep(slots[0]!, exit)),
-      ...slots.slice(1).map((s) => keep(s, undefined))
-    ])
+    const keepers = yield* Effect.forkAll([Effect.flatMap(Fiber.join(firstExit), (exit) => keep(slots[0]!, exit)), ...slots.slice(1).map((s) => keep(s, undefined))])
     yield* Effect.logInfo(`workers: ${n} workers listening on ${started.url}`)
 
     /** Asks every worker to stop (SIGTERM: each closes gracefully), kills what is left after the grace. */
     const stopAll = Effect.gen(function* () {
       const workers = live()
       for (const w of workers) if (!w.isDead()) w.process.kill("SIGTERM")
-      const exited = Effect.forEach(workers, (w) => Effect.async<void>((done) => (w.isDead() ? done(Effect.void) : void w.once("exit", () => done(Effect.void)))), { discard: true })
+      const exited = Effect.forEach(workers, (w) => Effect.async<void>((done) => (w.isDead() ? done(Effect.void) : void w.once("exit", () => done(Effect.void)))), {
+        discard: true
+      })
       const done = yield* Effect.timeout(exited, STOP_GRACE).pipe(Effect.option)
       if (done._tag === "None") {
         yield* Effect.logWarning("workers did not stop within the grace; killing them")

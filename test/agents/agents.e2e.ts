@@ -69,7 +69,12 @@ const tools = (prompt: string, ...flags: ReadonlyArray<string>) => (prompt.inclu
 
 const AGENTS: ReadonlyArray<Agent> = [
   { name: "codex", upstream: "anthropic", model: "up-anthropic/claude-sonnet-4-5", command: (prompt) => ({ cmd: bin("codex"), args: ["exec", "--skip-git-repo-check", prompt] }) },
-  { name: "claude", upstream: "gemini", model: "up-gemini/gemini-2.5-flash", command: (prompt) => ({ cmd: bin("claude"), args: [...tools(prompt, "--allowedTools", "Bash"), "-p", prompt] }) },
+  {
+    name: "claude",
+    upstream: "gemini",
+    model: "up-gemini/gemini-2.5-flash",
+    command: (prompt) => ({ cmd: bin("claude"), args: [...tools(prompt, "--allowedTools", "Bash"), "-p", prompt] })
+  },
   // Headless Gemini CLI runs only in a trusted folder (what a user confirms on first use; its docs
   // name this variable for automated runs).
   {
@@ -142,9 +147,15 @@ const systemText = (family: Family | "other", body: any): string => {
   switch (family) {
     case "openai-chat":
     case "ollama":
-      return (body.messages ?? []).filter((m: any) => m.role === "system" || m.role === "developer").map((m: any) => texts(m.content)).join("\n")
+      return (body.messages ?? [])
+        .filter((m: any) => m.role === "system" || m.role === "developer")
+        .map((m: any) => texts(m.content))
+        .join("\n")
     case "openai-responses":
-      return [texts(body.instructions), ...(Array.isArray(body.input) ? body.input : []).filter((i: any) => i.role === "system" || i.role === "developer").map((i: any) => texts(i.content))].join("\n")
+      return [
+        texts(body.instructions),
+        ...(Array.isArray(body.input) ? body.input : []).filter((i: any) => i.role === "system" || i.role === "developer").map((i: any) => texts(i.content))
+      ].join("\n")
     case "anthropic":
       return texts(body.system)
     case "gemini":
@@ -236,7 +247,10 @@ for (const agent of AGENTS) {
         const analytics = await call(`${gw.url}/api/context/analytics`, { headers: admin })
         expect(analytics.status, analytics.text).toBe(200)
         const rows = analytics.body.rows.filter((x: any) => x.combo === combo.name && x.model === agent.model)
-        expect(rows.some((x: any) => x.engine === "caveman" && x.tokensSaved > 0), JSON.stringify(analytics.body.rows)).toBe(true)
+        expect(
+          rows.some((x: any) => x.engine === "caveman" && x.tokensSaved > 0),
+          JSON.stringify(analytics.body.rows)
+        ).toBe(true)
       } finally {
         await compressNothing()
       }

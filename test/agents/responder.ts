@@ -14,8 +14,7 @@ interface Inspected {
   readonly tools: ReadonlyArray<{ readonly name: string; readonly schema: any }>
 }
 
-const text = (v: unknown): string =>
-  typeof v === "string" ? v : Array.isArray(v) ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? p?.output ?? ""))).join("\n") : ""
+const text = (v: unknown): string => (typeof v === "string" ? v : Array.isArray(v) ? v.map((p: any) => (typeof p === "string" ? p : (p?.text ?? p?.output ?? ""))).join("\n") : "")
 
 const inspect = (r: Recorded): Inspected => {
   const b = r.body ?? {}

@@ -114,7 +114,12 @@ describe("dashboard: guardrails, coding tools, skills, compression", () => {
     await expect.poll(() => entries.getByText("guardrail.blocked").count()).toBe(0)
     await entries.getByText("settings.update").first().waitFor()
     // Its detail shows the change: the flag and the value.
-    await entries.getByRole("row").filter({ hasText: "feature-flags" }).first().getByRole("button", { name: /View entry/ }).click()
+    await entries
+      .getByRole("row")
+      .filter({ hasText: "feature-flags" })
+      .first()
+      .getByRole("button", { name: /View entry/ })
+      .click()
     await page.getByRole("dialog").getByText('"INJECTION_GUARD_MODE"').first().waitFor()
     await page.keyboard.press("Escape")
     // The export link carries the filter.
@@ -196,7 +201,11 @@ describe("dashboard: guardrails, coding tools, skills, compression", () => {
     await login(phone.page, gw.url)
     await phone.page.setViewportSize({ width: 390, height: 844 })
     await goTo(phone.page, "Coding tools")
-    await phone.page.getByRole("row").filter({ has: phone.page.getByText("Codex", { exact: true }) }).getByText("configured", { exact: true }).waitFor()
+    await phone.page
+      .getByRole("row")
+      .filter({ has: phone.page.getByText("Codex", { exact: true }) })
+      .getByText("configured", { exact: true })
+      .waitFor()
     await expectAccessible(phone.page, "coding tools (phone)")
     await screenshot(phone.page, "tools-phone")
     expectNoProblems(phone.problems)

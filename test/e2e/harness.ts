@@ -94,7 +94,10 @@ export const startDashboardGateway = async (options: { readonly env?: Record<str
  * A browser page that fails the test on what a user would see as broken: an uncaught error, a
  * console error (a CSP violation is one), a failed request to the gateway.
  */
-export const openPage = async (browser: Browser, options: { readonly viewport?: { width: number; height: number } } = {}): Promise<{ context: BrowserContext; page: Page; problems: string[] }> => {
+export const openPage = async (
+  browser: Browser,
+  options: { readonly viewport?: { width: number; height: number } } = {}
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> => {
   const context = await browser.newContext({ viewport: options.viewport ?? { width: 1366, height: 900 } })
   context.setDefaultTimeout(15_000)
   const page = await context.newPage()
@@ -155,13 +158,23 @@ export interface AxeViolation {
 export const accessibilityViolations = async (page: Page): Promise<ReadonlyArray<AxeViolation>> => {
   const loaded = await page.evaluate("typeof window.axe !== 'undefined'")
   if (!loaded) await page.evaluate(`${axeSource}\n;0`)
-  const result = (await page.evaluate(`window.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] }, resultTypes: ["violations"] })`)) as { violations: AxeViolation[] }
+  const result = (await page.evaluate(
+    `window.axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] }, resultTypes: ["violations"] })`
+  )) as { violations: AxeViolation[] }
   return result.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
 }
 
 export const expectAccessible = async (page: Page, where: string) => {
   const serious = await accessibilityViolations(page)
-  expect(serious.map((v) => `${where}: ${v.id} (${v.impact}) ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`)).toEqual([])
+  expect(
+    serious.map(
+      (v) =>
+        `${where}: ${v.id} (${v.impact}) ${v.help} at ${v.nodes
+          .map((n) => n.target.join(" "))
+          .slice(0, 3)
+          .join(", ")}`
+    )
+  ).toEqual([])
 }
 
 /** No page errors, console errors or failed requests so far. */

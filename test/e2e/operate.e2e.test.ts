@@ -176,7 +176,11 @@ describe("dashboard: settings, feature flags, webhooks, backups", () => {
     expect(download.suggestedFilename()).toMatch(/\.tar\.gz$|\.tgz$/)
     // And the database alone: a SQLite file.
     const [db] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download database (.db)" }).click()])
-    expect(readFileSync((await db.path())!).subarray(0, 16).toString("latin1")).toBe("SQLite format 3\0")
+    expect(
+      readFileSync((await db.path())!)
+        .subarray(0, 16)
+        .toString("latin1")
+    ).toBe("SQLite format 3\0")
 
     // Import it back (a multipart upload): a key made after the export is gone again.
     expect((await gw.admin("POST", "/api/keys", { name: "made-after-the-export" })).status).toBe(201)

@@ -8,7 +8,10 @@ import { type DashboardGateway, expectAccessible, expectNoProblems, launchBrowse
 // the accessibility check, and nothing fails in the browser. The page list is the app's own
 // registry (web/src/pages.ts), so a new page is covered without touching this test.
 
-const PAGES = [...readFileSync(new URL("../../web/src/pages.ts", import.meta.url), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({ path: m[1]!, title: m[2]! }))
+const PAGES = [...readFileSync(new URL("../../web/src/pages.ts", import.meta.url), "utf8").matchAll(/\{ path: "([^"]+)", title: "([^"]+)"/g)].map((m) => ({
+  path: m[1]!,
+  title: m[2]!
+}))
 // Code run in the page is given as strings: the test project has Node's types, not the DOM's.
 const slug = (p: string) => (p === "/" ? "overview" : p.slice(1).replace(/\//g, "-"))
 
@@ -26,7 +29,25 @@ describe("every dashboard page, empty", () => {
 
   it("the registry lists the pages the issue names", () => {
     expect(PAGES.map((p) => p.title)).toEqual(
-      expect.arrayContaining(["Overview", "Providers", "Combos", "API keys", "Usage & cost", "Request log", "Resilience", "Cache", "Settings", "Feature flags", "Webhooks", "Guardrails & audit", "Backups", "Coding tools", "Skills", "Compression", "Models & aliases"])
+      expect.arrayContaining([
+        "Overview",
+        "Providers",
+        "Combos",
+        "API keys",
+        "Usage & cost",
+        "Request log",
+        "Resilience",
+        "Cache",
+        "Settings",
+        "Feature flags",
+        "Webhooks",
+        "Guardrails & audit",
+        "Backups",
+        "Coding tools",
+        "Skills",
+        "Compression",
+        "Models & aliases"
+      ])
     )
   })
 

@@ -293,7 +293,13 @@ describe("dashboard: providers, models, resilience, cache", () => {
     expect((await gw.admin("GET", "/api/resilience")).body.settings.providerBreaker.apikey).toMatchObject({ failureThreshold: 1, degradationThreshold: 1 })
 
     // Arrange failing traffic: a connection whose upstream answers 500, called with the admin key.
-    const made = await gw.admin("POST", "/api/providers", { provider: "openai-compatible", name: "flaky", baseUrl: failing.baseUrl("openai-chat"), apiKey: "sk-flaky-0000000000", defaultModel: "m1" })
+    const made = await gw.admin("POST", "/api/providers", {
+      provider: "openai-compatible",
+      name: "flaky",
+      baseUrl: failing.baseUrl("openai-chat"),
+      apiKey: "sk-flaky-0000000000",
+      defaultModel: "m1"
+    })
     expect(made.status).toBe(201)
     const origin = new URL(failing.url).host
     const breakerOf = async () => ((await gw.admin("GET", "/api/resilience")).body.breakers as any[]).find((b) => String(b.origin ?? "").includes(origin))

@@ -26,7 +26,14 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     upstream = (await FakeUpstream.start()).always({ content: "hello through the combo" })
     browser = await launchBrowser()
     gw = await startDashboardGateway({ password: PASSWORD })
-    const made = await gw.admin("POST", "/api/providers", { provider: "openai-compatible", name: "fake", baseUrl: upstream.baseUrl("openai-chat"), apiKey: "sk-upstream-e2e", models: ["m1", "m2"], defaultModel: "m1" })
+    const made = await gw.admin("POST", "/api/providers", {
+      provider: "openai-compatible",
+      name: "fake",
+      baseUrl: upstream.baseUrl("openai-chat"),
+      apiKey: "sk-upstream-e2e",
+      models: ["m1", "m2"],
+      defaultModel: "m1"
+    })
     expect(made.status).toBe(201)
     for (const model of ["m1", "m2"]) {
       const priced = await gw.admin("PUT", "/api/pricing", { provider: "openai-compatible", model, ...PRICE })
@@ -232,7 +239,10 @@ describe("dashboard: combos, keys, usage and the request log", () => {
       if (strategy === "cost-optimized") await dialog.getByText("blended $14000.00 per 1M tokens (in $10000, out $20000)").first().waitFor()
       await dialog.getByRole("button", { name: "Save combo" }).click()
       await dialog.waitFor({ state: "hidden" })
-      await page.getByRole("row", { name: new RegExp(COMBO) }).getByText(strategy, { exact: true }).waitFor()
+      await page
+        .getByRole("row", { name: new RegExp(COMBO) })
+        .getByText(strategy, { exact: true })
+        .waitFor()
     }
     await edit("cost-optimized")
     expect((await gw.admin("GET", `/api/combos/${COMBO}`)).body.strategy).toBe("cost-optimized")
@@ -265,9 +275,15 @@ describe("dashboard: combos, keys, usage and the request log", () => {
     await expectAccessible(page, "auto combo editor")
     await screenshot(page, "combos-auto-editor")
     await dialog.getByRole("button", { name: "Create combo" }).click()
-    await page.getByRole("row", { name: /my-auto/ }).getByText("router sla-aware · pack cost-saver · 1 weight(s) set").waitFor()
+    await page
+      .getByRole("row", { name: /my-auto/ })
+      .getByText("router sla-aware · pack cost-saver · 1 weight(s) set")
+      .waitFor()
     const auto = await gw.admin("GET", "/api/combos/my-auto")
-    expect(auto.body).toMatchObject({ strategy: "auto", config: { routerStrategy: "sla-aware", modePack: "cost-saver", auto: { weights: { latencyInv: 0.5 } }, slaTargetP95Ms: 2000 } })
+    expect(auto.body).toMatchObject({
+      strategy: "auto",
+      config: { routerStrategy: "sla-aware", modePack: "cost-saver", auto: { weights: { latencyInv: 0.5 } }, slaTargetP95Ms: 2000 }
+    })
     await page.getByRole("table", { name: "Auto model variants" }).getByText("auto/coding").waitFor()
     await expectAccessible(page, "combos")
     await screenshot(page, "combos")

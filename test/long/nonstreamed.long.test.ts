@@ -25,12 +25,16 @@ beforeAll(async () => {
   await add({ provider: "anthropic", name: "silent", apiKey: "sk-ant-long", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1" })
   await add({ provider: "anthropic", name: "whole", apiKey: "sk-ant-long", baseUrl: up.baseUrl("anthropic"), defaultModel: "m1", timeouts: { nonStreamed: "whole" } })
   await add({ provider: "openai-compatible", name: "steady", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" })
-  expect((await call(`${gw.url}/api/combos`, { body: { name: "silent-then-steady", strategy: "priority", targets: [{ model: "silent/m1" }, { model: "steady/m1" }] }, headers: admin })).status).toBe(201)
+  expect(
+    (await call(`${gw.url}/api/combos`, { body: { name: "silent-then-steady", strategy: "priority", targets: [{ model: "silent/m1" }, { model: "steady/m1" }] }, headers: admin }))
+      .status
+  ).toBe(201)
   // The cases run at once; each one's request says what it wants of the upstream.
   up.script((r) => {
     const asked = JSON.stringify(r.body)
     if (asked.includes("think for a while")) return { content: LONG, chunks: 36, chunkDelayMs: 5000 }
-    if (asked.includes("silent, please")) return r.family === "anthropic" ? { content: "one two three four", chunks: 4, chunkDelayMs: 100, stallAfterChunks: 5 } : { content: "from steady" }
+    if (asked.includes("silent, please"))
+      return r.family === "anthropic" ? { content: "one two three four", chunks: 4, chunkDelayMs: 100, stallAfterChunks: 5 } : { content: "from steady" }
     if (asked.includes("whole, please")) return { content: "too late", delayMs: 70_000 }
     return {}
   })

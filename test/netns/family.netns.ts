@@ -52,7 +52,10 @@ let n = 0
 const through = async (host: string, family: "auto" | "ipv4" | "ipv6") => {
   const p = await call(`${gw.url}/api/v1/management/proxies`, { body: { name: `ns${++n}`, type: "http", host, port: 3128, family }, headers: admin })
   expect(p.status, p.text).toBe(201)
-  const c = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: `ns-${n}`, baseUrl: "http://127.0.0.1:8080/v1", defaultModel: "m1", proxyId: p.body.id }, headers: admin })
+  const c = await call(`${gw.url}/api/providers`, {
+    body: { provider: "openai-compatible", name: `ns-${n}`, baseUrl: "http://127.0.0.1:8080/v1", defaultModel: "m1", proxyId: p.body.id },
+    headers: admin
+  })
   expect(c.status, c.text).toBe(201)
   return c.body.name as string
 }

@@ -28,7 +28,8 @@ export interface NsHost {
 /** Why the netns tests cannot run here, or undefined when they can. */
 export const requirements = (): string | undefined => {
   const missing: Array<string> = []
-  if (typeof process.getuid !== "function" || process.getuid() !== 0) missing.push(`root (running as uid ${process.getuid?.() ?? "unknown"}): creating network namespaces and veth pairs needs CAP_NET_ADMIN`)
+  if (typeof process.getuid !== "function" || process.getuid() !== 0)
+    missing.push(`root (running as uid ${process.getuid?.() ?? "unknown"}): creating network namespaces and veth pairs needs CAP_NET_ADMIN`)
   try {
     execFileSync("ip", ["-V"], { stdio: "ignore" })
   } catch {

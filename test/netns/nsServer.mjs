@@ -19,7 +19,16 @@ const upstream = http.createServer((req, res) => {
     const usage = { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }
     if (!body.stream) {
       res.writeHead(200, { "content-type": "application/json" })
-      return res.end(JSON.stringify({ id: "c1", object: "chat.completion", created: 1, model: body.model, choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }], usage }))
+      return res.end(
+        JSON.stringify({
+          id: "c1",
+          object: "chat.completion",
+          created: 1,
+          model: body.model,
+          choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+          usage
+        })
+      )
     }
     res.writeHead(200, { "content-type": "text/event-stream" })
     const chunk = (delta, finish) => ({ id: "c1", object: "chat.completion.chunk", created: 1, model: body.model, choices: [{ index: 0, delta, finish_reason: finish }] })

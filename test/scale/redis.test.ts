@@ -62,7 +62,10 @@ const within = async (ms: number, probe: () => boolean | Promise<boolean>) => {
 /** A node of `layerRedis` in its own scope (one "process"), with its log lines. */
 const node = async (p: string, target = url) => {
   const logs: Array<string> = []
-  const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message))))
+  const logger = Logger.replace(
+    Logger.defaultLogger,
+    Logger.make(({ message }) => logs.push(Array.isArray(message) ? message.join(" ") : String(message)))
+  )
   const scope = Effect.runSync(Scope.make())
   const ctx = await Effect.runPromise(Layer.buildWithScope(layerRedis(target, { prefix: p, connectWaitMs: 1500 }).pipe(Layer.provide(logger)), scope))
   const shared: SharedStateShape = Context.get(ctx, SharedState)
@@ -259,7 +262,11 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
   it("a breaker opened by one node is open in the other; a reset closes both", async () => {
     const { a, b, close } = await pair("breakers", (n) =>
       Effect.map(
-        Layer.build(CircuitBreakers.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer, n)))),
+        Layer.build(
+          CircuitBreakers.layer.pipe(
+            Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest({ providerBreaker: { apikey: { degradationThreshold: 2, failureThreshold: 3 } } }), EventBus.layer, n))
+          )
+        ),
         Context.get(CircuitBreakers)
       )
     )
@@ -291,7 +298,9 @@ describe("services on two Redis nodes: a change reaches the other within 1 s", (
   it("a cooldown started by one node holds the connection in the other (separate databases: only Redis carries it)", async () => {
     const { a, b, close } = await pair("cooldowns", (n) =>
       Effect.map(
-        Layer.build(Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: tempDir() }))), n)))),
+        Layer.build(
+          Cooldowns.layer.pipe(Layer.provide(Layer.mergeAll(ResilienceConfig.layerTest(), Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir: tempDir() }))), n)))
+        ),
         Context.get(Cooldowns)
       )
     )
@@ -339,9 +348,15 @@ describe("two whole gateways on one database, linked by Redis", () => {
     up = await FakeUpstream.start()
     a = await startGateway({ env, sharedState: layerRedis(url, { prefix: p }) })
     await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-    const added = await call(`${a.url}/api/providers`, { body: { provider: "openai", name: "oai", apiKey: "sk-x", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" }, headers: admin })
+    const added = await call(`${a.url}/api/providers`, {
+      body: { provider: "openai", name: "oai", apiKey: "sk-x", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" },
+      headers: admin
+    })
     expect(added.status).toBe(201)
-    const compatible = await call(`${a.url}/api/providers`, { body: { provider: "openai-compatible", name: "ca", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })
+    const compatible = await call(`${a.url}/api/providers`, {
+      body: { provider: "openai-compatible", name: "ca", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+      headers: admin
+    })
     expect(compatible.status).toBe(201)
     const budgetKey = await a.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budget", scopes: ["inference"] }, { secret: BUDGET_SECRET })))
     budgetKeyId = budgetKey.id
@@ -482,7 +497,10 @@ describe("a gateway whose Redis is unreachable", () => {
     try {
       const ADMIN = "gwk_redis_down_admin_0123456789abcdef"
       await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
-      const added = await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name: "c", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+      const added = await call(`${gw.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "c", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" },
+        headers: { authorization: `Bearer ${ADMIN}` }
+      })
       expect(added.status).toBe(201)
       up.always({ content: "still here" })
       const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "c/m1", messages: [{ role: "user", content: "hi" }] }, headers: { "idempotency-key": "k1" } })

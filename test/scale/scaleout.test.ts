@@ -95,7 +95,10 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
       expect(list.body.connections.map((c: any) => c.name)).toContain("oai")
     }
     const counts = await Promise.all([a, b].map(async (gw) => requestsCounted(gw.url)))
-    expect(counts.every((n) => n > 0), `requests counted by each: ${counts}`).toBe(true)
+    expect(
+      counts.every((n) => n > 0),
+      `requests counted by each: ${counts}`
+    ).toBe(true)
   })
 
   it("a budget spent through one is enforced by the other", async () => {
@@ -127,7 +130,11 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
     // A budget starts from the usage rows in the database, which a request's row reaches within
     // ~20 ms of its end (docs/scale-out.md, "Redis"): the budget is set once the probe's row is there.
     const probeId = probe.headers.get("x-gateway-request-id")
-    await until("the probe's usage row is written", async () => ((await call(`${b.url}/api/usage/request-logs?limit=50`, { headers: admin })).body.requests ?? []).some((r: any) => r.requestId === probeId), 2_000)
+    await until(
+      "the probe's usage row is written",
+      async () => ((await call(`${b.url}/api/usage/request-logs?limit=50`, { headers: admin })).body.requests ?? []).some((r: any) => r.requestId === probeId),
+      2_000
+    )
     await call(`${nginx.url}/api/usage/budget`, { body: { apiKeyId: key.body.id, dailyLimitUsd: cost * 4.5 }, headers: admin })
     // Both know the budget (a configuration change reaches the other within a second).
     for (const gw of [a, b]) {
@@ -172,7 +179,8 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
       })
       expect(added.status, JSON.stringify(added.body)).toBe(201)
       await until("B knows the new connection", async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: any) => c.name === "flaky"), 2_000)
-      const open = async (base: string) => ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<any>).some((x) => x.origin === new URL(flaky.url).origin && x.state === "OPEN")
+      const open = async (base: string) =>
+        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<any>).some((x) => x.origin === new URL(flaky.url).origin && x.state === "OPEN")
       // An API-key provider's breaker opens after 12 failures in a row (docs/resilience.md).
       for (let i = 0; i < 16 && !(await open(a.url)); i++) await chat(a.url, {}, { model: "flaky/m1" })
       expect(await open(a.url)).toBe(true)
@@ -195,10 +203,14 @@ describe("two gateways on PostgreSQL and Redis behind nginx", () => {
   })
 
   it("each exports its traces over OTLP, named by its instance", async () => {
-    await until("spans from both instances", () => {
-      const instances = new Set(otlp.spans.filter((s) => s.attributes["gen_ai.operation.name"] === "chat").map((s) => s.resource["service.instance.id"]))
-      return instances.has("gw-a") && instances.has("gw-b")
-    }, 10_000)
+    await until(
+      "spans from both instances",
+      () => {
+        const instances = new Set(otlp.spans.filter((s) => s.attributes["gen_ai.operation.name"] === "chat").map((s) => s.resource["service.instance.id"]))
+        return instances.has("gw-a") && instances.has("gw-b")
+      },
+      10_000
+    )
     const attempt = otlp.spans.find((s) => s.attributes["gen_ai.request.model"] === "gpt-4o" && s.attributes["gen_ai.provider.name"] !== undefined)
     expect(attempt?.attributes["gen_ai.usage.input_tokens"]).toBe(11)
   })

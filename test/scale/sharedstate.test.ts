@@ -52,7 +52,11 @@ const chat = (base: string, model: string) => call(`${base}/v1/chat/completions`
 const addConnection = async (body: Record<string, unknown>) => {
   const added = await call(`${a.url}/api/providers`, { body, headers: admin })
   expect(added.status, JSON.stringify(added.body)).toBe(201)
-  await until("B knows the new connection", async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === body["name"]), 2_000)
+  await until(
+    "B knows the new connection",
+    async () => (await call(`${b.url}/api/providers`, { headers: admin })).body.connections.some((c: { name: string }) => c.name === body["name"]),
+    2_000
+  )
 }
 
 describe("state shared by two gateways on PostgreSQL and Redis", () => {
@@ -81,8 +85,14 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
       expect(patched.status, JSON.stringify(patched.body)).toBe(200)
       await addConnection({ provider: "openai-compatible", name: "flaky", baseUrl: flaky.baseUrl("openai-chat"), models: ["m1"] })
       const breaker = async (base: string) =>
-        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<{ origin: string; state: string; probing: boolean }>).find((x) => x.origin === new URL(flaky.url).origin)
-      await until("B has the new thresholds", async () => (await call(`${b.url}/api/resilience`, { headers: admin })).body.settings.providerBreaker.apikey.failureThreshold === 2, 2_000)
+        ((await call(`${base}/api/resilience`, { headers: admin })).body.breakers as Array<{ origin: string; state: string; probing: boolean }>).find(
+          (x) => x.origin === new URL(flaky.url).origin
+        )
+      await until(
+        "B has the new thresholds",
+        async () => (await call(`${b.url}/api/resilience`, { headers: admin })).body.settings.providerBreaker.apikey.failureThreshold === 2,
+        2_000
+      )
       for (let i = 0; i < 10 && (await breaker(a.url))?.state !== "OPEN"; i++) {
         await chat(a.url, "flaky/m1")
         await new Promise((r) => setTimeout(r, 5))
@@ -139,7 +149,11 @@ describe("state shared by two gateways on PostgreSQL and Redis", () => {
       const res = await chat(b.url, "live/m1")
       expect(res.status).toBe(200)
       const id = res.headers.get("x-gateway-request-id")
-      await until("A's feed has B's request", async () => frames.some((f) => f.type === "event" && f.event.event === "request.completed" && JSON.stringify(f.event.data).includes(id!)), 2_000)
+      await until(
+        "A's feed has B's request",
+        async () => frames.some((f) => f.type === "event" && f.event.event === "request.completed" && JSON.stringify(f.event.data).includes(id!)),
+        2_000
+      )
     } finally {
       ws.close()
     }
@@ -153,7 +167,10 @@ describe("configuration bundles carry compression and context", () => {
     try {
       const SERVER_KEY = "gwk_sharedstate_sync_server_key_012345"
       await source.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: SERVER_KEY })))
-      const on = (base: string, key: string) => (p: string, init: { method?: string; body?: unknown } = {}) => call(`${base}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
+      const on =
+        (base: string, key: string) =>
+        (p: string, init: { method?: string; body?: unknown } = {}) =>
+          call(`${base}${p}`, { ...init, headers: { authorization: `Bearer ${key}` } })
       const src = on(source.url, SERVER_KEY)
       const cluster = on(a.url, ADMIN_KEY)
       expect((await src("/api/providers", { body: { provider: "openai-compatible", name: "ctx", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
@@ -171,11 +188,19 @@ describe("configuration bundles carry compression and context", () => {
       const pulled = await cluster("/api/sync/cloud", { body: { action: "pull", force: true } })
       expect(pulled.status, JSON.stringify(pulled.body)).toBe(200)
       // The bundle carries the source's API keys too: the cluster's admin key is now the source's.
-      await until("B has the skills, memory and combos", async () => {
-        const get = on(b.url, SERVER_KEY)
-        const [skills, memory, combos] = await Promise.all([get("/api/context/skills"), get("/api/context/memory"), get("/api/context/combos")])
-        return skills.body.skills?.some((x: { name: string }) => x.name === "style") && memory.body.entries?.length === 1 && combos.body.combos?.some((x: { name: string }) => x.name === "tight")
-      }, 3_000)
+      await until(
+        "B has the skills, memory and combos",
+        async () => {
+          const get = on(b.url, SERVER_KEY)
+          const [skills, memory, combos] = await Promise.all([get("/api/context/skills"), get("/api/context/memory"), get("/api/context/combos")])
+          return (
+            skills.body.skills?.some((x: { name: string }) => x.name === "style") &&
+            memory.body.entries?.length === 1 &&
+            combos.body.combos?.some((x: { name: string }) => x.name === "tight")
+          )
+        },
+        3_000
+      )
       up.requests.length = 0
       const res = await chat(b.url, "ctx/m1")
       expect(res.status, JSON.stringify(res.body)).toBe(200)

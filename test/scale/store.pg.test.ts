@@ -43,7 +43,15 @@ afterAll(async () => {
 /** The store of `dataDir` (and DATABASE_URL when given), migrated, then released. */
 const migrated = (dataDir: string, env: Record<string, string> = {}) =>
   Effect.runPromise(
-    Effect.scoped(Layer.build(Db.layer.pipe(Layer.provide(AppConfig.layerTest({ dataDir })), Layer.provide(quiet), Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))))))
+    Effect.scoped(
+      Layer.build(
+        Db.layer.pipe(
+          Layer.provide(AppConfig.layerTest({ dataDir })),
+          Layer.provide(quiet),
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+        )
+      )
+    )
   )
 
 describe("the two migration sets", () => {
@@ -161,7 +169,9 @@ describe("the change listener", () => {
         const secret = "gwk_added_while_not_listening_012345"
         expect(Option.isNone(yield* serverKeys.verify(secret))).toBe(true)
         const killed = yield* Effect.promise(() =>
-          withClient(maintenance, (c) => c.query("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND application_name = 'gateway-listen'", [dbName]))
+          withClient(maintenance, (c) =>
+            c.query("SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND application_name = 'gateway-listen'", [dbName])
+          )
         )
         expect(killed.rows.length).toBe(1)
         yield* Effect.provide(
@@ -222,15 +232,21 @@ describe("gateway db migrate-to-postgres", () => {
     const dataDir = tempDir()
     const lite = await startGateway({ dataDir, env: {} })
     const headers = { authorization: `Bearer ${ADMIN}` }
-    let requestIds: Array<string> = []
+    const requestIds: Array<string> = []
     try {
       await lite.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
       await lite.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))
-      const added = await call(`${lite.url}/api/providers`, { body: { provider: "openai", name: "oai", apiKey: "sk-migrated-secret", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" }, headers })
+      const added = await call(`${lite.url}/api/providers`, {
+        body: { provider: "openai", name: "oai", apiKey: "sk-migrated-secret", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" },
+        headers
+      })
       expect(added.status).toBe(201)
       up.always({ content: "before" })
       for (let i = 0; i < 3; i++) {
-        const res = await call(`${lite.url}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: `hi ${i}` }] }, headers: { authorization: `Bearer ${USER}` } })
+        const res = await call(`${lite.url}/v1/chat/completions`, {
+          body: { model: "oai/gpt-4o", messages: [{ role: "user", content: `hi ${i}` }] },
+          headers: { authorization: `Bearer ${USER}` }
+        })
         expect(res.status).toBe(200)
         requestIds.push(res.headers.get("x-gateway-request-id")!)
       }
@@ -300,7 +316,10 @@ describe("gateway db migrate-to-postgres", () => {
       expect(JSON.stringify(providers.body)).toContain("oai")
       up.always({ content: "after" })
       up.requests.length = 0
-      const res = await call(`${onPg.url}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "again" }] }, headers: { authorization: `Bearer ${USER}` } })
+      const res = await call(`${onPg.url}/v1/chat/completions`, {
+        body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "again" }] },
+        headers: { authorization: `Bearer ${USER}` }
+      })
       expect(res.status).toBe(200)
       expect(res.body.choices[0].message.content).toBe("after")
       expect(up.requests.at(-1)!.headers["authorization"]).toBe("Bearer sk-migrated-secret")

@@ -55,7 +55,11 @@ process.on("exit", () => {
 })
 
 /** Starts `gateway` (the server) as its own process on a free port and waits until it listens. */
-export const startServerProcess = (env: Record<string, string>, args: ReadonlyArray<string> = [], options: { readonly prefix?: ReadonlyArray<string> } = {}): Promise<ServerProcess> =>
+export const startServerProcess = (
+  env: Record<string, string>,
+  args: ReadonlyArray<string> = [],
+  options: { readonly prefix?: ReadonlyArray<string> } = {}
+): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const [cmd, ...rest] = [...(options.prefix ?? []), process.execPath, BIN, "--port", "0", ...args]
     const child = spawn(cmd!, rest, { env: cleanEnv({ LOG_FORMAT: "json", ...env }), stdio: ["ignore", "pipe", "pipe"] })
@@ -111,8 +115,18 @@ export const ADMIN_KEY = "sk-gateway-admin-0123456789abcdef"
 export const setupWithProvider = (dataDir: string, upstreamBaseUrl: string, extra: ReadonlyArray<string> = []) =>
   runCli(
     [
-      "setup", "--non-interactive", "--add-provider", "--provider", "openai-compatible",
-      "--provider-base-url", upstreamBaseUrl, "--api-key", "sk-up", "--default-model", "m1", ...extra
+      "setup",
+      "--non-interactive",
+      "--add-provider",
+      "--provider",
+      "openai-compatible",
+      "--provider-base-url",
+      upstreamBaseUrl,
+      "--api-key",
+      "sk-up",
+      "--default-model",
+      "m1",
+      ...extra
     ],
     { DATA_DIR: dataDir, GATEWAY_API_KEY: ADMIN_KEY }
   )

@@ -139,7 +139,16 @@ export class FakeAudio {
       }
     }
     const form = type.startsWith("multipart/form-data") ? await parseForm(raw, type) : undefined
-    this.requests.push({ family, method: req.method ?? "GET", path, query: url.searchParams, headers: req.headers, raw, ...(json !== undefined ? { json } : {}), ...(form ? { form } : {}) })
+    this.requests.push({
+      family,
+      method: req.method ?? "GET",
+      path,
+      query: url.searchParams,
+      headers: req.headers,
+      raw,
+      ...(json !== undefined ? { json } : {}),
+      ...(form ? { form } : {})
+    })
     const reply = this.queue.shift() ?? this.fallback
 
     if (family === "other") return send(res, 404, { error: { message: `no route ${path}` } })
@@ -161,9 +170,22 @@ export class FakeAudio {
           const duration = reply.claimedDuration ?? 99
           if (format === "text") return sendText(res, `${text}\n`)
           if (format === "json") {
-            return send(res, 200, reply.tokens
-              ? { text, usage: { type: "tokens", input_tokens: reply.tokens.input, output_tokens: reply.tokens.output, total_tokens: reply.tokens.input + reply.tokens.output, input_token_details: { audio_tokens: reply.tokens.input, text_tokens: 0 } } }
-              : { text, usage: { type: "duration", seconds: Math.ceil(duration) } })
+            return send(
+              res,
+              200,
+              reply.tokens
+                ? {
+                    text,
+                    usage: {
+                      type: "tokens",
+                      input_tokens: reply.tokens.input,
+                      output_tokens: reply.tokens.output,
+                      total_tokens: reply.tokens.input + reply.tokens.output,
+                      input_token_details: { audio_tokens: reply.tokens.input, text_tokens: 0 }
+                    }
+                  }
+                : { text, usage: { type: "duration", seconds: Math.ceil(duration) } }
+            )
           }
           if (format !== "verbose_json") return send(res, 400, errorBody(family, 400, `response_format ${format} not supported by this fake`))
           const sentences = text.split(/(?<=\.)\s+/)
@@ -173,7 +195,18 @@ export class FakeAudio {
             language: "english",
             duration,
             text,
-            segments: sentences.map((s, i) => ({ id: i, seek: 0, start: (i * 7) / 10, end: (i * 7 + 6) / 10, text: ` ${s}`, tokens: [50364], temperature: 0, avg_logprob: -0.2, compression_ratio: 1.1, no_speech_prob: 0.01 })),
+            segments: sentences.map((s, i) => ({
+              id: i,
+              seek: 0,
+              start: (i * 7) / 10,
+              end: (i * 7 + 6) / 10,
+              text: ` ${s}`,
+              tokens: [50364],
+              temperature: 0,
+              avg_logprob: -0.2,
+              compression_ratio: 1.1,
+              no_speech_prob: 0.01
+            })),
             ...(granularities.includes("word") ? { words: text.split(/\s+/).map((w, i) => ({ word: w, start: i * 0.2, end: i * 0.2 + 0.15 })) } : {}),
             usage: { type: "duration", seconds: Math.ceil(duration) }
           })
@@ -186,10 +219,12 @@ export class FakeAudio {
           const file = form?.files.find((f) => f.field === "file")
           if (!file || !form!.fields["model_id"]?.[0]) return send(res, 422, errorBody(family, 422))
           const text = reply.text ?? DEFAULT_TEXT
-          const words = text.split(/\s+/).flatMap((w, i) => [
-            ...(i > 0 ? [{ text: " ", start: i * 0.25 - 0.05, end: i * 0.25, type: "spacing" }] : []),
-            { text: w, start: i * 0.25, end: i * 0.25 + 0.2, type: "word", speaker_id: "speaker_0" }
-          ])
+          const words = text
+            .split(/\s+/)
+            .flatMap((w, i) => [
+              ...(i > 0 ? [{ text: " ", start: i * 0.25 - 0.05, end: i * 0.25, type: "spacing" }] : []),
+              { text: w, start: i * 0.25, end: i * 0.25 + 0.2, type: "word", speaker_id: "speaker_0" }
+            ])
           return send(res, 200, { language_code: "eng", language_probability: 0.98, text, words })
         }
         if (typeof json?.text !== "string" || typeof json?.model_id !== "string") return send(res, 422, errorBody(family, 422))
@@ -205,22 +240,49 @@ export class FakeAudio {
         }
         if (raw.length === 0 || !/^(audio|video)\//.test(type)) return send(res, 400, errorBody(family, 400))
         const text = reply.text ?? DEFAULT_TEXT
-        const words = text.split(/\s+/).map((w, i) => ({ word: w.toLowerCase().replace(/[.,!?]/g, ""), start: i * 0.25, end: i * 0.25 + 0.2, confidence: 0.99, punctuated_word: w }))
+        const words = text
+          .split(/\s+/)
+          .map((w, i) => ({ word: w.toLowerCase().replace(/[.,!?]/g, ""), start: i * 0.25, end: i * 0.25 + 0.2, confidence: 0.99, punctuated_word: w }))
         return send(res, 200, {
-          metadata: { request_id: "0d3c-fake", sha256: "00", created: "2026-11-23T06:00:00Z", duration: reply.claimedDuration ?? 99, channels: 1, models: ["m-uuid"], model_info: { "m-uuid": { name: "general-nova-3", version: "1", arch: "nova-3" } } },
-          results: { channels: [{ ...(url.searchParams.get("detect_language") === "true" ? { detected_language: "en", language_confidence: 0.99 } : {}), alternatives: [{ transcript: text, confidence: 0.99, words }] }] }
+          metadata: {
+            request_id: "0d3c-fake",
+            sha256: "00",
+            created: "2026-11-23T06:00:00Z",
+            duration: reply.claimedDuration ?? 99,
+            channels: 1,
+            models: ["m-uuid"],
+            model_info: { "m-uuid": { name: "general-nova-3", version: "1", arch: "nova-3" } }
+          },
+          results: {
+            channels: [
+              {
+                ...(url.searchParams.get("detect_language") === "true" ? { detected_language: "en", language_confidence: 0.99 } : {}),
+                alternatives: [{ transcript: text, confidence: 0.99, words }]
+              }
+            ]
+          }
         })
       }
       case "gemini": {
         if (!req.headers["x-goog-api-key"]) return send(res, 401, errorBody(family, 401))
         const parts: Array<any> = json?.contents?.[0]?.parts ?? []
-        const usageMetadata = { promptTokenCount: reply.geminiUsage?.prompt ?? 12, candidatesTokenCount: reply.geminiUsage?.candidates ?? 40, totalTokenCount: (reply.geminiUsage?.prompt ?? 12) + (reply.geminiUsage?.candidates ?? 40) }
+        const usageMetadata = {
+          promptTokenCount: reply.geminiUsage?.prompt ?? 12,
+          candidatesTokenCount: reply.geminiUsage?.candidates ?? 40,
+          totalTokenCount: (reply.geminiUsage?.prompt ?? 12) + (reply.geminiUsage?.candidates ?? 40)
+        }
         if (json?.generationConfig?.responseModalities?.includes("AUDIO")) {
           const voice = json.generationConfig.speechConfig?.voiceConfig?.prebuiltVoiceConfig?.voiceName
           if (typeof voice !== "string" || typeof parts[0]?.text !== "string") return send(res, 400, errorBody(family, 400))
           const pcm = reply.pcm ?? sinePcm(0.5)
           return send(res, 200, {
-            candidates: [{ content: { role: "model", parts: [{ inlineData: { mimeType: reply.pcmMimeType ?? "audio/L16;codec=pcm;rate=24000", data: pcm.toString("base64") } }] }, finishReason: "STOP", index: 0 }],
+            candidates: [
+              {
+                content: { role: "model", parts: [{ inlineData: { mimeType: reply.pcmMimeType ?? "audio/L16;codec=pcm;rate=24000", data: pcm.toString("base64") } }] },
+                finishReason: "STOP",
+                index: 0
+              }
+            ],
             usageMetadata,
             modelVersion: "fake"
           })

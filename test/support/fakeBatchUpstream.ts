@@ -43,7 +43,9 @@ export class FakeBatchUpstream {
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}")
     if (this.refuseNext > 0) {
       this.refuseNext--
-      res.writeHead(429, { "content-type": "application/json", "retry-after": "0" }).end(JSON.stringify({ error: { message: "slow down", type: "rate_limit_error", code: "rate_limit_exceeded" } }))
+      res
+        .writeHead(429, { "content-type": "application/json", "retry-after": "0" })
+        .end(JSON.stringify({ error: { message: "slow down", type: "rate_limit_error", code: "rate_limit_exceeded" } }))
       return
     }
     const text = String(body.messages?.[body.messages.length - 1]?.content ?? "")

@@ -48,12 +48,7 @@ export const makePng = (rgba: readonly [number, number, number, number], width =
   ihdr[9] = 6 // RGBA
   const row = Buffer.concat([Buffer.from([0]), Buffer.concat(Array.from({ length: width }, () => Buffer.from(rgba)))])
   const raw = Buffer.concat(Array.from({ length: height }, () => row))
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk("IHDR", ihdr),
-    chunk("IDAT", zlib.deflateSync(raw)),
-    chunk("IEND", Buffer.alloc(0))
-  ])
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))])
 }
 
 // ─── Public types ─────────────────────────────────────────────────────────────────────────────────
@@ -86,7 +81,14 @@ export interface ImageRecorded {
   readonly form?: { readonly fields: Record<string, Array<string>>; readonly files: Array<UploadedPart> }
 }
 
-const GOOGLE_STATUS: Record<number, string> = { 400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE" }
+const GOOGLE_STATUS: Record<number, string> = {
+  400: "INVALID_ARGUMENT",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  429: "RESOURCE_EXHAUSTED",
+  500: "INTERNAL",
+  503: "UNAVAILABLE"
+}
 
 export class FakeImages {
   readonly requests: Array<ImageRecorded> = []
@@ -192,7 +194,12 @@ export class FakeImages {
       }
       const answerParts: Array<unknown> = [{ text: "Here you go" }]
       if (wantsImage) answerParts.push({ inlineData: { mimeType: "image/png", data: b64 } })
-      return send(200, { candidates: [{ content: { role: "model", parts: answerParts }, finishReason: "STOP", index: 0 }], usageMetadata, modelVersion: m[1], responseId: "resp-1" })
+      return send(200, {
+        candidates: [{ content: { role: "model", parts: answerParts }, finishReason: "STOP", index: 0 }],
+        usageMetadata,
+        modelVersion: m[1],
+        responseId: "resp-1"
+      })
     }
 
     if (!String(req.headers["authorization"] ?? "").startsWith("Bearer ")) return openAiError(401, "You didn't provide an API key.", null, "invalid_api_key")

@@ -186,14 +186,16 @@ export class FakeJobs {
     }
     if (eleven) {
       if (r.headers["xi-api-key"] !== "eleven-key") return json(res, 401, { detail: { status: "invalid_api_key", message: "Invalid API key" } })
-      if (r.method !== "POST" || r.query.get("output_format") !== "mp3_44100_128") return json(res, 422, { detail: [{ loc: ["query", "output_format"], msg: "bad output_format" }] })
+      if (r.method !== "POST" || r.query.get("output_format") !== "mp3_44100_128")
+        return json(res, 422, { detail: [{ loc: ["query", "output_format"], msg: "bad output_format" }] })
       if (typeof r.body?.prompt !== "string" || typeof r.body?.model_id !== "string") return json(res, 422, { detail: [{ loc: ["body", "prompt"], msg: "field required" }] })
       const mp3 = makeMp3((r.body.music_length_ms ?? 2000) / 1000)
       this.audio.push(mp3)
       res.writeHead(200, { "content-type": "audio/mpeg", "content-length": mp3.length })
       return void res.end(mp3)
     }
-    if (r.headers.authorization !== "Bearer sk-video") return json(res, 401, { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } })
+    if (r.headers.authorization !== "Bearer sk-video")
+      return json(res, 401, { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } })
     return this.openAi(r, res)
   }
 
@@ -201,11 +203,22 @@ export class FakeJobs {
     const p = r.path
     if (r.method === "POST" && p === "/v1/videos") {
       const b = r.body ?? {}
-      if (typeof b.prompt !== "string" || typeof b.model !== "string") return json(res, 400, { error: { message: "Missing required parameter: 'prompt'.", type: "invalid_request_error", param: "prompt", code: null } })
+      if (typeof b.prompt !== "string" || typeof b.model !== "string")
+        return json(res, 400, { error: { message: "Missing required parameter: 'prompt'.", type: "invalid_request_error", param: "prompt", code: null } })
       if (b.seconds !== undefined && !["4", "8", "12"].includes(b.seconds)) {
-        return json(res, 400, { error: { message: `Invalid value: '${b.seconds}'. Supported values are: '4', '8', and '12'.`, type: "invalid_request_error", param: "seconds", code: "invalid_value" } })
+        return json(res, 400, {
+          error: { message: `Invalid value: '${b.seconds}'. Supported values are: '4', '8', and '12'.`, type: "invalid_request_error", param: "seconds", code: "invalid_value" }
+        })
       }
-      const v: Video = { id: `video_${++this.seq}`, model: b.model, prompt: b.prompt, seconds: b.seconds ?? "4", size: b.size ?? "720x1280", createdAt: Math.floor(Date.now() / 1000), polls: 0 }
+      const v: Video = {
+        id: `video_${++this.seq}`,
+        model: b.model,
+        prompt: b.prompt,
+        seconds: b.seconds ?? "4",
+        size: b.size ?? "720x1280",
+        createdAt: Math.floor(Date.now() / 1000),
+        polls: 0
+      }
       this.videos.set(v.id, v)
       if (this.failJobs) this.failing.add(v.id)
       return json(res, 200, this.videoObject(v))
@@ -252,7 +265,8 @@ export class FakeJobs {
     const p = r.path
     let m = /^\/v1beta\/models\/([^/:]+):predictLongRunning$/.exec(p)
     if (m && r.method === "POST") {
-      if (typeof r.body?.instances?.[0]?.prompt !== "string") return json(res, 400, { error: { code: 400, message: "instances[0].prompt is required", status: "INVALID_ARGUMENT" } })
+      if (typeof r.body?.instances?.[0]?.prompt !== "string")
+        return json(res, 400, { error: { code: 400, message: "instances[0].prompt is required", status: "INVALID_ARGUMENT" } })
       const n = ++this.seq
       const op: Operation = { name: `models/${m[1]}/operations/op-${n}`, file: `file-${n}`, polls: 0 }
       this.operations.set(op.name, op)
@@ -265,7 +279,8 @@ export class FakeJobs {
       if (!op) return json(res, 404, { error: { code: 404, message: "Operation not found", status: "NOT_FOUND" } })
       op.polls++
       if (op.polls < this.pollsToFinish) return json(res, 200, { name: op.name, done: false })
-      if (this.failing.has(op.name)) return json(res, 200, { name: op.name, done: true, error: { code: 3, message: "The prompt could not be processed.", status: "INVALID_ARGUMENT" } })
+      if (this.failing.has(op.name))
+        return json(res, 200, { name: op.name, done: true, error: { code: 3, message: "The prompt could not be processed.", status: "INVALID_ARGUMENT" } })
       if (!this.contents.has(op.file)) this.contents.set(op.file, makeMp4(op.file))
       return json(res, 200, {
         name: op.name,
@@ -291,7 +306,8 @@ export class FakeJobs {
         return json(res, 200, { predictions: [{ bytesBase64Encoded: wav.toString("base64"), mimeType: "audio/wav" }] })
       }
       const mods = r.body?.generationConfig?.responseModalities
-      if (!Array.isArray(mods) || !mods.includes("AUDIO")) return json(res, 400, { error: { code: 400, message: "responseModalities must include AUDIO", status: "INVALID_ARGUMENT" } })
+      if (!Array.isArray(mods) || !mods.includes("AUDIO"))
+        return json(res, 400, { error: { code: 400, message: "responseModalities must include AUDIO", status: "INVALID_ARGUMENT" } })
       const mp3 = makeMp3(3)
       this.audio.push(mp3)
       return json(res, 200, {

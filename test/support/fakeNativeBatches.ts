@@ -110,12 +110,23 @@ export class FakeNativeBatches {
       return json(200, { id, object: "file", bytes: Buffer.byteLength(file), created_at: 1, filename: "input.jsonl", purpose: "batch", status: "processed" })
     }
     if (req.method === "POST" && path === "/openai/v1/batches") {
-      if (this.refuseCreate) return json(401, { error: { message: `Incorrect API key provided: ${auth?.replace(/^Bearer /, "")}`, type: "invalid_request_error", code: "invalid_api_key" } })
+      if (this.refuseCreate)
+        return json(401, { error: { message: `Incorrect API key provided: ${auth?.replace(/^Bearer /, "")}`, type: "invalid_request_error", code: "invalid_api_key" } })
       const body = JSON.parse(raw.toString("utf8")) as Record<string, unknown>
       const input = this.files.get(String(body["input_file_id"]))
       if (!input) return json(404, { error: { message: "no such file", type: "invalid_request_error" } })
       const total = input.toString("utf8").trim().split("\n").length
-      const b: OpenAiBatch = { id: this.id("batch_up"), status: "validating", endpoint: String(body["endpoint"]), input_file_id: String(body["input_file_id"]), metadata: body["metadata"], polls: 0, output_file_id: null, error_file_id: null, counts: { total, completed: 0, failed: 0 } }
+      const b: OpenAiBatch = {
+        id: this.id("batch_up"),
+        status: "validating",
+        endpoint: String(body["endpoint"]),
+        input_file_id: String(body["input_file_id"]),
+        metadata: body["metadata"],
+        polls: 0,
+        output_file_id: null,
+        error_file_id: null,
+        counts: { total, completed: 0, failed: 0 }
+      }
       this.openai.set(b.id, b)
       return json(200, this.openAiObject(b))
     }
@@ -139,7 +150,8 @@ export class FakeNativeBatches {
 
     // ---------------------------------------------------------- Anthropic
     if (req.method === "POST" && path === "/anthropic/v1/messages/batches") {
-      if (req.headers["anthropic-version"] === undefined) return json(400, { type: "error", error: { type: "invalid_request_error", message: "anthropic-version header is required" } })
+      if (req.headers["anthropic-version"] === undefined)
+        return json(400, { type: "error", error: { type: "invalid_request_error", message: "anthropic-version header is required" } })
       const body = JSON.parse(raw.toString("utf8")) as { requests: AnthropicBatch["requests"] }
       const b: AnthropicBatch = { id: this.id("msgbatch_"), status: "in_progress", requests: body.requests, polls: 0, cancelled: false }
       this.anthropic.set(b.id, b)
@@ -196,7 +208,12 @@ export class FakeNativeBatches {
   }
 
   private endOpenAi(b: OpenAiBatch, status: "completed" | "cancelled"): void {
-    const lines = this.files.get(b.input_file_id)!.toString("utf8").trim().split("\n").map((l) => JSON.parse(l) as { custom_id: string; body: Record<string, unknown> })
+    const lines = this.files
+      .get(b.input_file_id)!
+      .toString("utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { custom_id: string; body: Record<string, unknown> })
     const out: Array<string> = []
     const err: Array<string> = []
     lines.forEach((l, i) => {
@@ -207,7 +224,14 @@ export class FakeNativeBatches {
       }
       const text = lastText(l.body)
       if (text === "fail") {
-        err.push(JSON.stringify({ id, custom_id: l.custom_id, response: { status_code: 400, request_id: `req_${i}`, body: { error: { message: "this line fails", type: "invalid_request_error", param: null, code: null } } }, error: null }))
+        err.push(
+          JSON.stringify({
+            id,
+            custom_id: l.custom_id,
+            response: { status_code: 400, request_id: `req_${i}`, body: { error: { message: "this line fails", type: "invalid_request_error", param: null, code: null } } },
+            error: null
+          })
+        )
         return
       }
       const body = {

@@ -108,7 +108,14 @@ export class FakeOAuth {
       this.deviceCalls.push(params)
       const device = `dc-${crypto.randomBytes(8).toString("hex")}`
       this.devices.set(device, { challenge: params["code_challenge"] })
-      return this.json(res, 200, { device_code: device, user_code: "ABCD-1234", verification_uri: `${this.url}/device`, verification_uri_complete: `${this.url}/device?user_code=ABCD-1234`, expires_in: 600, interval: this.deviceInterval })
+      return this.json(res, 200, {
+        device_code: device,
+        user_code: "ABCD-1234",
+        verification_uri: `${this.url}/device`,
+        verification_uri_complete: `${this.url}/device?user_code=ABCD-1234`,
+        expires_in: 600,
+        interval: this.deviceInterval
+      })
     }
     if (req.method === "POST" && url.pathname === "/token") {
       const grant = params["grant_type"] ?? ""
@@ -116,7 +123,8 @@ export class FakeOAuth {
       if (grant === "authorization_code") {
         const bound = this.codes.get(params["code"] ?? "")
         this.codes.delete(params["code"] ?? "")
-        if (!bound || bound.clientId !== params["client_id"] || bound.redirectUri !== params["redirect_uri"]) return this.json(res, 400, { error: "invalid_grant", error_description: "unknown code" })
+        if (!bound || bound.clientId !== params["client_id"] || bound.redirectUri !== params["redirect_uri"])
+          return this.json(res, 400, { error: "invalid_grant", error_description: "unknown code" })
         if (s256(params["code_verifier"] ?? "") !== bound.challenge) return this.json(res, 400, { error: "invalid_grant", error_description: "PKCE verification failed" })
         this.verified++
         return this.tokens(res, this.accessTtl, true)
@@ -135,7 +143,8 @@ export class FakeOAuth {
         if (!device) return this.json(res, 400, { error: "invalid_grant" })
         const next = this.deviceScript.shift()
         if (next) return this.json(res, 400, { error: next })
-        if (device.challenge && s256(params["code_verifier"] ?? "") !== device.challenge) return this.json(res, 400, { error: "invalid_grant", error_description: "PKCE verification failed" })
+        if (device.challenge && s256(params["code_verifier"] ?? "") !== device.challenge)
+          return this.json(res, 400, { error: "invalid_grant", error_description: "PKCE verification failed" })
         this.devices.delete(params["device_code"]!)
         this.verified++
         return this.tokens(res, this.accessTtl, true)

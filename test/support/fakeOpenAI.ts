@@ -88,7 +88,7 @@ export class FakeOpenAI {
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const text = Buffer.concat(chunks).toString("utf8")
-      let body: any = undefined
+      let body: any
       try {
         body = text ? JSON.parse(text) : undefined
       } catch {
@@ -108,16 +108,22 @@ export class FakeOpenAI {
     const status = reply.status ?? 200
     if (reply.body !== undefined || status >= 400) {
       const payload =
-        typeof reply.body === "string"
-          ? reply.body
-          : JSON.stringify(reply.body ?? { error: { message: `fake upstream error ${status}`, type: "server_error", code: null } })
+        typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body ?? { error: { message: `fake upstream error ${status}`, type: "server_error", code: null } })
       res.writeHead(status, { "content-type": typeof reply.body === "string" ? "text/plain" : "application/json", ...reply.headers })
       res.end(payload)
       return
     }
     if (req.method === "GET" && path.endsWith("/models")) {
       res.writeHead(200, { "content-type": "application/json", ...reply.headers })
-      res.end(JSON.stringify({ object: "list", data: [{ id: "m1", object: "model", owned_by: "fake" }, { id: "m2", object: "model", owned_by: "fake" }] }))
+      res.end(
+        JSON.stringify({
+          object: "list",
+          data: [
+            { id: "m1", object: "model", owned_by: "fake" },
+            { id: "m2", object: "model", owned_by: "fake" }
+          ]
+        })
+      )
       return
     }
     if (!path.endsWith("/chat/completions")) {
@@ -136,7 +142,10 @@ export class FakeOpenAI {
       if (reply.toolCalls) {
         reply.toolCalls.forEach((call, index) => {
           const callId = `call_${index}_fake`
-          events.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [{ index, id: callId, type: "function", function: { name: call.name, arguments: "" } }] }, finish_reason: null }] })
+          events.push({
+            ...base,
+            choices: [{ index: 0, delta: { tool_calls: [{ index, id: callId, type: "function", function: { name: call.name, arguments: "" } }] }, finish_reason: null }]
+          })
           const half = Math.ceil(call.arguments.length / 2)
           for (const piece of [call.arguments.slice(0, half), call.arguments.slice(half)]) {
             events.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: piece } }] }, finish_reason: null }] })

@@ -123,7 +123,8 @@ export class FakeQuota {
         return json(401, { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" } })
       }
       const parsed = JSON.parse(body || "{}")
-      if (typeof parsed.model !== "string" || !Array.isArray(parsed.messages)) return json(400, { type: "error", error: { type: "invalid_request_error", message: "model and messages required" } })
+      if (typeof parsed.model !== "string" || !Array.isArray(parsed.messages))
+        return json(400, { type: "error", error: { type: "invalid_request_error", message: "model and messages required" } })
       return json(
         200,
         { input_tokens: 8 },
@@ -139,7 +140,14 @@ export class FakeQuota {
     }
     if (path === "/refuse/v1/models") {
       const presented = String(req.headers["authorization"] ?? "").replace(/^Bearer /, "")
-      return json(401, { error: { message: `Incorrect API key provided: ${presented}. You can find your API key at https://platform.example.com.`, type: "invalid_request_error", param: null, code: "invalid_api_key" } })
+      return json(401, {
+        error: {
+          message: `Incorrect API key provided: ${presented}. You can find your API key at https://platform.example.com.`,
+          type: "invalid_request_error",
+          param: null,
+          code: "invalid_api_key"
+        }
+      })
     }
     const issue = /^\/github\/repos\/([^/]+)\/([^/]+)\/issues$/.exec(path)
     if (issue && req.method === "POST") {

@@ -29,8 +29,7 @@ export interface Seen {
 }
 
 /** Tokens as the fakes count them (Jina, Voyage, Together report `usage.total_tokens`): ceil(chars / 4) of the query and of each document. */
-export const rerankTokens = (query: string, documents: ReadonlyArray<string>): number =>
-  [query, ...documents].reduce((n, t) => n + Math.ceil(t.length / 4), 0)
+export const rerankTokens = (query: string, documents: ReadonlyArray<string>): number => [query, ...documents].reduce((n, t) => n + Math.ceil(t.length / 4), 0)
 
 const words = (t: string): Set<string> => new Set(t.toLowerCase().match(/[a-z0-9]+/g) ?? [])
 
@@ -70,7 +69,21 @@ const MISTRAL_TRIGGERS: Record<string, Record<string, [number, boolean]>> = {
   bomb: { dangerous_and_criminal_content: [0.55, false] },
   sad: { selfharm: [0.45, false] }
 }
-const OPENAI_CATEGORIES = ["harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent", "self-harm", "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence", "violence/graphic"]
+const OPENAI_CATEGORIES = [
+  "harassment",
+  "harassment/threatening",
+  "hate",
+  "hate/threatening",
+  "illicit",
+  "illicit/violent",
+  "self-harm",
+  "self-harm/instructions",
+  "self-harm/intent",
+  "sexual",
+  "sexual/minors",
+  "violence",
+  "violence/graphic"
+]
 const IMAGE_CATEGORIES = new Set(["self-harm", "self-harm/instructions", "self-harm/intent", "sexual", "violence", "violence/graphic"])
 
 export class FakeRerank {
@@ -209,7 +222,15 @@ export class FakeRerank {
         : Array.isArray(input) && input.every((i: unknown) => typeof i === "string")
           ? input.map((t: string) => ({ text: t, image: false }))
           : Array.isArray(input)
-            ? [{ text: input.filter((p: any) => p?.type === "text").map((p: any) => p.text).join(" "), image: input.some((p: any) => p?.type === "image_url") }]
+            ? [
+                {
+                  text: input
+                    .filter((p: any) => p?.type === "text")
+                    .map((p: any) => p.text)
+                    .join(" "),
+                  image: input.some((p: any) => p?.type === "image_url")
+                }
+              ]
             : []
     if (texts.length === 0) return this.error(res, "openai", 400, "input is required")
     const result = ({ text, image }: { text: string; image: boolean }) => {
@@ -223,13 +244,18 @@ export class FakeRerank {
         category_applied_input_types: Object.fromEntries(OPENAI_CATEGORIES.map((c) => [c, image && IMAGE_CATEGORIES.has(c) ? ["text", "image"] : ["text"]]))
       }
     }
-    send(res, 200, { id: `modr-${crypto.randomUUID().slice(0, 8)}`, model: body.model === "omni-moderation-latest" ? "omni-moderation-2024-09-26" : body.model, results: texts.map(result) })
+    send(res, 200, {
+      id: `modr-${crypto.randomUUID().slice(0, 8)}`,
+      model: body.model === "omni-moderation-latest" ? "omni-moderation-2024-09-26" : body.model,
+      results: texts.map(result)
+    })
   }
 
   /** Mistral: text only (a string or strings; anything else is a 422), nine categories, no `flagged`. */
   private mistral(res: http.ServerResponse, body: any): void {
     const input = body?.input
-    const texts: Array<string> | undefined = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i: unknown) => typeof i === "string") ? input : undefined
+    const texts: Array<string> | undefined =
+      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i: unknown) => typeof i === "string") ? input : undefined
     if (!texts || typeof body.model !== "string") return this.error(res, "mistral", 422, "input must be a string or a list of strings; model is required")
     const unknown = Object.keys(body).filter((k) => k !== "model" && k !== "input")
     if (unknown.length > 0) return this.error(res, "mistral", 422, `extra inputs are not permitted: ${unknown.join(", ")}`)

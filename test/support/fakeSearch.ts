@@ -35,9 +35,37 @@ export const PUBLISHED = "2025-03-01T12:00:00.000Z"
 
 const FIELDS: Record<"tavily" | "exa" | "serper", ReadonlyArray<string>> = {
   // tavily-python TavilyClient.search
-  tavily: ["query", "max_results", "search_depth", "topic", "time_range", "days", "include_domains", "exclude_domains", "include_answer", "include_raw_content", "include_images", "chunks_per_source", "country", "auto_parameters"],
+  tavily: [
+    "query",
+    "max_results",
+    "search_depth",
+    "topic",
+    "time_range",
+    "days",
+    "include_domains",
+    "exclude_domains",
+    "include_answer",
+    "include_raw_content",
+    "include_images",
+    "chunks_per_source",
+    "country",
+    "auto_parameters"
+  ],
   // exa-py search / search_and_contents
-  exa: ["query", "numResults", "includeDomains", "excludeDomains", "startPublishedDate", "endPublishedDate", "startCrawlDate", "endCrawlDate", "type", "category", "contents", "useAutoprompt"],
+  exa: [
+    "query",
+    "numResults",
+    "includeDomains",
+    "excludeDomains",
+    "startPublishedDate",
+    "endPublishedDate",
+    "startCrawlDate",
+    "endCrawlDate",
+    "type",
+    "category",
+    "contents",
+    "useAutoprompt"
+  ],
   serper: ["q", "num", "tbs", "gl", "hl", "page", "location", "autocorrect"]
 }
 const PARAMS: Record<"brave" | "searxng", ReadonlyArray<string>> = {
@@ -121,7 +149,7 @@ export class FakeSearch {
       const f = family as SearchFamily
       const path = "/" + rest.join("/")
       const raw = Buffer.concat(chunks).toString("utf8")
-      let body: any = undefined
+      let body: any
       if (raw) {
         try {
           body = JSON.parse(raw)
@@ -144,12 +172,20 @@ export class FakeSearch {
           if (unknown) return send(400, { detail: { error: `unknown field ${unknown}` } })
           if (typeof body?.query !== "string") return send(400, { detail: { error: "query is required" } })
           let rows = made(body.query, body.max_results ?? 5)
-          if (Array.isArray(body.include_domains) && body.include_domains.length > 0) rows = rows.filter((r) => body.include_domains.some((d: string) => new URL(r.url).hostname.endsWith(d)))
+          if (Array.isArray(body.include_domains) && body.include_domains.length > 0)
+            rows = rows.filter((r) => body.include_domains.some((d: string) => new URL(r.url).hostname.endsWith(d)))
           return send(200, {
             query: body.query,
             answer: null,
             images: [],
-            results: rows.map((r) => ({ title: r.title, url: r.url, content: r.text, score: r.score, raw_content: null, ...(body.topic === "news" ? { published_date: "Sat, 01 Mar 2025 12:00:00 GMT" } : {}) })),
+            results: rows.map((r) => ({
+              title: r.title,
+              url: r.url,
+              content: r.text,
+              score: r.score,
+              raw_content: null,
+              ...(body.topic === "news" ? { published_date: "Sat, 01 Mar 2025 12:00:00 GMT" } : {})
+            })),
             response_time: 0.42
           })
         }
@@ -165,7 +201,14 @@ export class FakeSearch {
             query: { original: params["q"] },
             web: {
               type: "search",
-              results: made(params["q"], count).map((r) => ({ type: "search_result", title: r.title, url: r.url, description: `<strong>${params["q"]}</strong> &amp; more: ${r.text}`, page_age: "2025-03-01T12:00:00", age: "March 1, 2025" }))
+              results: made(params["q"], count).map((r) => ({
+                type: "search_result",
+                title: r.title,
+                url: r.url,
+                description: `<strong>${params["q"]}</strong> &amp; more: ${r.text}`,
+                page_age: "2025-03-01T12:00:00",
+                age: "March 1, 2025"
+              }))
             }
           })
         }
@@ -177,7 +220,15 @@ export class FakeSearch {
           return send(200, {
             requestId: "exa-req-1",
             resolvedSearchType: "neural",
-            results: made(body.query, body.numResults ?? 10).map((r) => ({ id: r.url, title: r.title, url: r.url, publishedDate: PUBLISHED, author: null, score: r.score, text: r.text }))
+            results: made(body.query, body.numResults ?? 10).map((r) => ({
+              id: r.url,
+              title: r.title,
+              url: r.url,
+              publishedDate: PUBLISHED,
+              author: null,
+              score: r.score,
+              text: r.text
+            }))
           })
         }
         case "searxng": {
@@ -189,7 +240,15 @@ export class FakeSearch {
           return send(200, {
             query: params["q"],
             number_of_results: 10,
-            results: made(params["q"] ?? "", 10).map((r) => ({ url: r.url, title: r.title, content: r.text, engine: "duckduckgo", engines: ["duckduckgo"], score: r.score * 2, publishedDate: r.i === 0 ? PUBLISHED : null })),
+            results: made(params["q"] ?? "", 10).map((r) => ({
+              url: r.url,
+              title: r.title,
+              content: r.text,
+              engine: "duckduckgo",
+              engines: ["duckduckgo"],
+              score: r.score * 2,
+              publishedDate: r.i === 0 ? PUBLISHED : null
+            })),
             answers: [],
             suggestions: []
           })

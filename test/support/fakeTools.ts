@@ -24,7 +24,10 @@ export const counted = (dir: string, name: string, version: string) => `echo run
 
 export const runsOf = (dir: string, name: string): number => {
   try {
-    return fs.readFileSync(path.join(dir, `${name}.runs`), "utf8").split("\n").filter(Boolean).length
+    return fs
+      .readFileSync(path.join(dir, `${name}.runs`), "utf8")
+      .split("\n")
+      .filter(Boolean).length
   } catch {
     return 0
   }

@@ -170,7 +170,7 @@ export class FakeUpstream {
     req.on("data", (c: Buffer) => parts.push(c))
     req.on("end", () => {
       const text = Buffer.concat(parts).toString("utf8")
-      let body: any = undefined
+      let body: any
       let badJson = false
       try {
         body = text ? JSON.parse(text) : undefined
@@ -298,8 +298,7 @@ export class FakeUpstream {
       return { k, name: c.name, arguments: c.arguments, args: parseArgs(c.arguments), pieces: split(c.arguments, 2) }
     })
     const json = jsonRequested(ctx.route.family as Family, body)
-    const text =
-      reply.content ?? (calls.length > 0 ? "" : json ? JSON.stringify(json.schema === undefined ? { ok: true } : sampleValue(json.schema)) : DEFAULT_TEXT)
+    const text = reply.content ?? (calls.length > 0 ? "" : json ? JSON.stringify(json.schema === undefined ? { ok: true } : sampleValue(json.schema)) : DEFAULT_TEXT)
     return {
       n: ++this.seq,
       model: String(body?.model ?? ctx.route.model ?? "fake-model"),
@@ -444,7 +443,9 @@ const textOf = (x: unknown): string =>
     : Array.isArray(x)
       ? x.map(textOf).join("")
       : isObj(x)
-        ? Object.entries(x).map(([k, v]) => (NOT_TEXT.has(k) ? "" : textOf(v))).join("")
+        ? Object.entries(x)
+            .map(([k, v]) => (NOT_TEXT.has(k) ? "" : textOf(v)))
+            .join("")
         : ""
 
 /** A deterministic stand-in for a token count: characters of all text / 4, rounded up, at least 1. */
@@ -522,7 +523,12 @@ const letterVector = (text: string): Array<number> => {
 const embeddings = (family: Family, body: any, model: string | undefined): unknown => {
   if (String(body?.model ?? model ?? "").includes("similar")) {
     const texts: Array<string> = Array.isArray(body?.input) ? body.input.map(String) : [String(body?.input ?? "")]
-    return { object: "list", data: texts.map((t, index) => ({ object: "embedding", index, embedding: letterVector(t) })), model: body?.model, usage: { prompt_tokens: 4, total_tokens: 4 } }
+    return {
+      object: "list",
+      data: texts.map((t, index) => ({ object: "embedding", index, embedding: letterVector(t) })),
+      model: body?.model,
+      usage: { prompt_tokens: 4, total_tokens: 4 }
+    }
   }
   const inputs = (x: unknown): Array<string> => (Array.isArray(x) ? x.map((v) => (typeof v === "string" ? v : JSON.stringify(v))) : [String(x ?? "")])
   if (family === "gemini") {
@@ -543,15 +549,24 @@ const modelsList = (family: Family): unknown => {
   if (family === "gemini") {
     return {
       models: ids.map((id) => ({
-        name: `models/${id}`, baseModelId: id, version: "001", displayName: id,
-        inputTokenLimit: 1_048_576, outputTokenLimit: 8192, supportedGenerationMethods: ["generateContent", "countTokens"]
+        name: `models/${id}`,
+        baseModelId: id,
+        version: "001",
+        displayName: id,
+        inputTokenLimit: 1_048_576,
+        outputTokenLimit: 8192,
+        supportedGenerationMethods: ["generateContent", "countTokens"]
       }))
     }
   }
   if (family === "ollama") {
     return {
       models: ids.map((id) => ({
-        name: `${id}:latest`, model: `${id}:latest`, modified_at: "2025-01-01T00:00:00Z", size: 1000, digest: `sha256:${id}`,
+        name: `${id}:latest`,
+        model: `${id}:latest`,
+        modified_at: "2025-01-01T00:00:00Z",
+        size: 1000,
+        digest: `sha256:${id}`,
         details: { parent_model: "", format: "gguf", family: "llama", families: ["llama"], parameter_size: "1B", quantization_level: "Q4_K_M" }
       }))
     }
@@ -563,14 +578,34 @@ const modelsList = (family: Family): unknown => {
 
 // ─── Errors ───────────────────────────────────────────────────────────────────────────────────────
 
-const OPENAI_ERROR_TYPES: Record<number, string> = { 400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error" }
+const OPENAI_ERROR_TYPES: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  429: "rate_limit_error"
+}
 const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
-  400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error", 404: "not_found_error",
-  413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"
+  400: "invalid_request_error",
+  401: "authentication_error",
+  402: "billing_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  500: "api_error",
+  504: "timeout_error",
+  529: "overloaded_error"
 }
 const GEMINI_STATUSES: Record<number, string> = {
-  400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHENTICATED",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  429: "RESOURCE_EXHAUSTED",
+  500: "INTERNAL",
+  503: "UNAVAILABLE",
+  504: "DEADLINE_EXCEEDED"
 }
 
 const openaiError = (status: number, message: string) => ({
@@ -610,10 +645,16 @@ const chatAnswer = (p: Plan, stream: boolean, includeUsage: boolean): Answer => 
       ...(p.calls.length > 0 ? { tool_calls: p.calls.map((c) => ({ id: `call_${c.k}`, type: "function", function: { name: c.name, arguments: c.arguments } })) } : {}),
       annotations: []
     }
-    return { kind: "json", body: { id, object: "chat.completion", created: CREATED, model: p.model, choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], usage } }
+    return {
+      kind: "json",
+      body: { id, object: "chat.completion", created: CREATED, model: p.model, choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], usage }
+    }
   }
   const chunk = (delta: unknown, finish_reason: string | null = null) => ({
-    id, object: "chat.completion.chunk", created: CREATED, model: p.model,
+    id,
+    object: "chat.completion.chunk",
+    created: CREATED,
+    model: p.model,
     choices: [{ index: 0, delta, finish_reason, logprobs: null }],
     ...(includeUsage ? { usage: null } : {}) // with include_usage every chunk but the last says "usage": null
   })
@@ -639,18 +680,38 @@ const chatAnswer = (p: Plan, stream: boolean, includeUsage: boolean): Answer => 
 const responsesAnswer = (p: Plan, body: any, stream: boolean, failed: boolean, failMessage: string): Answer => {
   const id = `resp_${p.n}`
   const usage = {
-    input_tokens: p.usage.input, input_tokens_details: { cached_tokens: 0 },
-    output_tokens: p.usage.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: p.usage.input + p.usage.output
+    input_tokens: p.usage.input,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: p.usage.output,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: p.usage.input + p.usage.output
   }
   // The Response object, echoing the request's settings like the real API.
   const response = (status: string, output: Array<unknown>, extra: Record<string, unknown> = {}) => ({
-    id, object: "response", created_at: CREATED, status, background: false, error: null, incomplete_details: null,
-    instructions: body?.instructions ?? null, max_output_tokens: body?.max_output_tokens ?? null, model: p.model, output,
-    parallel_tool_calls: body?.parallel_tool_calls ?? true, previous_response_id: null,
+    id,
+    object: "response",
+    created_at: CREATED,
+    status,
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: body?.instructions ?? null,
+    max_output_tokens: body?.max_output_tokens ?? null,
+    model: p.model,
+    output,
+    parallel_tool_calls: body?.parallel_tool_calls ?? true,
+    previous_response_id: null,
     reasoning: { effort: body?.reasoning?.effort ?? null, summary: body?.reasoning?.summary ?? null },
-    store: body?.store ?? true, temperature: body?.temperature ?? 1, text: body?.text ?? { format: { type: "text" } },
-    tool_choice: body?.tool_choice ?? "auto", tools: body?.tools ?? [], top_p: body?.top_p ?? 1, truncation: "disabled",
-    usage: null, user: null, metadata: body?.metadata ?? {},
+    store: body?.store ?? true,
+    temperature: body?.temperature ?? 1,
+    text: body?.text ?? { format: { type: "text" } },
+    tool_choice: body?.tool_choice ?? "auto",
+    tools: body?.tools ?? [],
+    top_p: body?.top_p ?? 1,
+    truncation: "disabled",
+    usage: null,
+    user: null,
+    metadata: body?.metadata ?? {},
     ...extra
   })
   const failure = (message: string) => ({ error: { code: "server_error", message } })
@@ -754,9 +815,16 @@ const anthropicAnswer = (p: Plan, stream: boolean): Answer => {
     const deltas = [...p.reasoning.pieces.map((thinking) => ({ type: "thinking_delta", thinking })), { type: "signature_delta", signature }]
     block({ type: "thinking", thinking: "", signature: "" }, deltas)
   }
-  if (hasText) block({ type: "text", text: "" }, p.pieces.map((text) => ({ type: "text_delta", text })))
+  if (hasText)
+    block(
+      { type: "text", text: "" },
+      p.pieces.map((text) => ({ type: "text_delta", text }))
+    )
   for (const c of p.calls) {
-    block({ type: "tool_use", id: `toolu_${c.k}`, name: c.name, input: {} }, c.pieces.map((partial_json) => ({ type: "input_json_delta", partial_json })))
+    block(
+      { type: "tool_use", id: `toolu_${c.k}`, name: c.name, input: {} },
+      c.pieces.map((partial_json) => ({ type: "input_json_delta", partial_json }))
+    )
   }
   ev({ type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage })
   ev({ type: "message_stop" })
@@ -778,7 +846,9 @@ const geminiAnswer = (p: Plan, stream: boolean): Answer => {
   const hasText = p.text !== "" || p.calls.length === 0
   const usage = { promptTokenCount: p.usage.input, candidatesTokenCount: p.usage.output, totalTokenCount: p.usage.input + p.usage.output }
   const response = (parts: Array<unknown>, last: boolean) => ({
-    candidates: [{ content: { role: "model", parts }, ...(last ? { finishReason: p.stop === "max_tokens" ? "MAX_TOKENS" : p.stop === "refusal" ? "SAFETY" : "STOP" } : {}), index: 0 }],
+    candidates: [
+      { content: { role: "model", parts }, ...(last ? { finishReason: p.stop === "max_tokens" ? "MAX_TOKENS" : p.stop === "refusal" ? "SAFETY" : "STOP" } : {}), index: 0 }
+    ],
     // Like the real API: usage is cumulative, only the last chunk carries the final counts.
     usageMetadata: last ? usage : { promptTokenCount: p.usage.input, totalTokenCount: p.usage.input },
     modelVersion: p.model,
@@ -787,7 +857,11 @@ const geminiAnswer = (p: Plan, stream: boolean): Answer => {
   if (!stream) {
     return { kind: "json", body: response([...(thoughtPart ? [thoughtPart] : []), ...(hasText ? [{ text: p.text }] : []), ...callParts], true) }
   }
-  const chunks: Array<Array<unknown>> = [...(thoughtPart ? [[thoughtPart]] : []), ...(hasText ? p.pieces.map((text) => [{ text }]) : []), ...(callParts.length > 0 ? [callParts] : [])]
+  const chunks: Array<Array<unknown>> = [
+    ...(thoughtPart ? [[thoughtPart]] : []),
+    ...(hasText ? p.pieces.map((text) => [{ text }]) : []),
+    ...(callParts.length > 0 ? [callParts] : [])
+  ]
   return {
     kind: "stream",
     contentType: "text/event-stream",
@@ -802,8 +876,14 @@ const ollamaAnswer = (p: Plan, stream: boolean): Answer => {
   const created_at = new Date(CREATED * 1000).toISOString()
   const toolCalls = p.calls.map((c, index) => ({ id: `call_${c.k}`, function: { index, name: c.name, arguments: c.args } }))
   const done = {
-    done: true, done_reason: p.stop === "max_tokens" ? "length" : "stop", total_duration: 1_000_000, load_duration: 100_000,
-    prompt_eval_count: p.usage.input, prompt_eval_duration: 200_000, eval_count: p.usage.output, eval_duration: 700_000
+    done: true,
+    done_reason: p.stop === "max_tokens" ? "length" : "stop",
+    total_duration: 1_000_000,
+    load_duration: 100_000,
+    prompt_eval_count: p.usage.input,
+    prompt_eval_duration: 200_000,
+    eval_count: p.usage.output,
+    eval_duration: 700_000
   }
   if (!stream) {
     const message = { role: "assistant", content: p.text, ...(p.reasoning ? { thinking: p.reasoning.text } : {}), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }
@@ -998,7 +1078,10 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
   if (!Array.isArray(messages) || messages.length === 0) return [...v, "messages: at least one message is required"]
   if (messages[0]?.role !== "user") v.push("messages: first message must use the 'user' role")
   const blocksOf = (m: any): Array<any> => (typeof m?.content === "string" ? [{ type: "text", text: m.content }] : asArray(m?.content))
-  const toolUseIds = (m: any) => blocksOf(m).filter((b) => b?.type === "tool_use").map((b) => b.id)
+  const toolUseIds = (m: any) =>
+    blocksOf(m)
+      .filter((b) => b?.type === "tool_use")
+      .map((b) => b.id)
   messages.forEach((m: any, i: number) => {
     const at = `messages.${i}`
     if (m?.role === "system") v.push(`${at}.role: 'system' is not a valid message role (use the top-level system parameter)`)
@@ -1014,17 +1097,27 @@ const validateAnthropic = (body: any, countOnly: boolean): Array<string> => {
       if (b?.type === "tool_use" && !isObj(b.input)) v.push(`${at}.content.${j}.tool_use.input: must be an object`)
     })
     if (m?.role === "assistant" && enabled && toolUseIds(m).length > 0 && !["thinking", "redacted_thinking"].includes(blocks[0]?.type)) {
-      v.push(`${at}.content.0.type: Expected 'thinking' or 'redacted_thinking', but found '${blocks[0]?.type}'. When thinking is enabled, an assistant message with tool_use must start with a thinking block`)
+      v.push(
+        `${at}.content.0.type: Expected 'thinking' or 'redacted_thinking', but found '${blocks[0]?.type}'. When thinking is enabled, an assistant message with tool_use must start with a thinking block`
+      )
     }
     const results = blocks.filter((b) => b?.type === "tool_result").map((b) => b.tool_use_id)
     if (results.length > 0) {
       const offered = messages[i - 1]?.role === "assistant" ? toolUseIds(messages[i - 1]) : []
-      for (const id of results) if (m?.role !== "user" || !offered.includes(id)) v.push(`${at}: unexpected tool_use_id '${id}' in tool_result blocks: each tool_result must have a corresponding tool_use block in the previous message`)
+      for (const id of results)
+        if (m?.role !== "user" || !offered.includes(id))
+          v.push(`${at}: unexpected tool_use_id '${id}' in tool_result blocks: each tool_result must have a corresponding tool_use block in the previous message`)
     }
     const uses = m?.role === "assistant" ? toolUseIds(m) : []
     const next = messages[i + 1]
     if (uses.length > 0 && next !== undefined) {
-      const answered = new Set(next?.role === "user" ? blocksOf(next).filter((b) => b?.type === "tool_result").map((b) => b.tool_use_id) : [])
+      const answered = new Set(
+        next?.role === "user"
+          ? blocksOf(next)
+              .filter((b) => b?.type === "tool_result")
+              .map((b) => b.tool_use_id)
+          : []
+      )
       const missing = uses.filter((id) => !answered.has(id))
       if (missing.length > 0) v.push(`${at}: tool_use ids were found without tool_result blocks immediately after: ${missing.join(", ")}`)
     }

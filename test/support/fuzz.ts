@@ -67,7 +67,17 @@ interface Template {
 }
 
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "x-goog-api-key", "api-key"])
-const DROP_HEADERS = new Set(["host", "connection", "content-length", "accept-encoding", "transfer-encoding", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions"])
+const DROP_HEADERS = new Set([
+  "host",
+  "connection",
+  "content-length",
+  "accept-encoding",
+  "transfer-encoding",
+  "upgrade",
+  "sec-websocket-key",
+  "sec-websocket-version",
+  "sec-websocket-extensions"
+])
 
 interface Recording {
   readonly method: string
@@ -80,7 +90,10 @@ interface Recording {
 /** Templates from every recorded request and frame, plus the routes no recording covers. */
 export const loadCorpus = (upstream: string): { http: Array<Template>; frames: Array<Record<string, unknown>> } => {
   const recordings: Array<Recording> = []
-  for (const file of fs.readdirSync(path.join(FIXTURES, "cli")).filter((f) => f.endsWith(".jsonl")).sort()) {
+  for (const file of fs
+    .readdirSync(path.join(FIXTURES, "cli"))
+    .filter((f) => f.endsWith(".jsonl"))
+    .sort()) {
     for (const line of fs.readFileSync(path.join(FIXTURES, "cli", file), "utf8").split("\n")) if (line.trim()) recordings.push(JSON.parse(line))
   }
   for (const file of fs.readdirSync(path.join(FIXTURES, "sdk")).sort()) {
@@ -279,7 +292,19 @@ const oddModel: fc.Arbitrary<string> = fc
   .map(([prefix, base, odd]) => `${prefix}${base}${odd}`)
 
 /** Fields whose values end up in headers, keys and logs. */
-const SENSITIVE_FIELDS = ["model", "prompt_cache_key", "user", "metadata", "session_id", "previous_response_id", "safety_identifier", "service_tier", "instructions", "system", "reasoning_effort"]
+const SENSITIVE_FIELDS = [
+  "model",
+  "prompt_cache_key",
+  "user",
+  "metadata",
+  "session_id",
+  "previous_response_id",
+  "safety_identifier",
+  "service_tier",
+  "instructions",
+  "system",
+  "reasoning_effort"
+]
 
 // ─── Body mutations ───────────────────────────────────────────────────────────────────────────────
 
@@ -322,10 +347,24 @@ export interface Rand {
   model(): string
 }
 
-const onJson = (f: (j: Json, r: Rand) => Json) => (b: Body, r: Rand): Body => ("json" in b ? { json: f(clone(b.json), r) } : b)
+const onJson =
+  (f: (j: Json, r: Rand) => Json) =>
+  (b: Body, r: Rand): Body =>
+    "json" in b ? { json: f(clone(b.json), r) } : b
 
 const randomValue = (r: Rand): Json =>
-  r.pick<() => Json>([() => null, () => r.int(2) === 0, () => r.int(1e9) - 5e8, () => 1e308 * 10 || 0, () => -0, () => r.odd(), () => [], () => ({}), () => [r.odd(), null], () => ({ x: r.odd() })])()
+  r.pick<() => Json>([
+    () => null,
+    () => r.int(2) === 0,
+    () => r.int(1e9) - 5e8,
+    () => 1e308 * 10 || 0,
+    () => -0,
+    () => r.odd(),
+    () => [],
+    () => ({}),
+    () => [r.odd(), null],
+    () => ({ x: r.odd() })
+  ])()
 
 const MUTATION_LIST: ReadonlyArray<Mutation> = [
   {
@@ -447,10 +486,29 @@ const MUTATION_LIST: ReadonlyArray<Mutation> = [
   },
   {
     tag: "not-json",
-    apply: (_b, r) =>
-      ({ bytes: Buffer.from(r.pick(["", "null", "[]", "\"str\"", "42", "{", "}", "model=m1&stream=true", "--x\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm1\r\n--x--\r\n", "\ufeff{}", r.odd()]), "utf8") })
+    apply: (_b, r) => ({
+      bytes: Buffer.from(
+        r.pick([
+          "",
+          "null",
+          "[]",
+          '"str"',
+          "42",
+          "{",
+          "}",
+          "model=m1&stream=true",
+          '--x\r\nContent-Disposition: form-data; name="model"\r\n\r\nm1\r\n--x--\r\n',
+          "\ufeff{}",
+          r.odd()
+        ]),
+        "utf8"
+      )
+    })
   },
-  { tag: "random-json", apply: (_b, r) => ({ json: { model: r.model(), [r.odd()]: randomValue(r), messages: r.int(2) ? randomValue(r) : [{ role: r.odd(), content: randomValue(r) }] } }) }
+  {
+    tag: "random-json",
+    apply: (_b, r) => ({ json: { model: r.model(), [r.odd()]: randomValue(r), messages: r.int(2) ? randomValue(r) : [{ role: r.odd(), content: randomValue(r) }] } })
+  }
 ]
 
 /** How often each is drawn (the ones that reach headers and recursion more often). */
@@ -465,7 +523,15 @@ const wire = (s: string): string => Buffer.from(s, "utf8").toString("latin1")
 const headerSafe = (s: string): string => wire(s).replace(/[\r\n\0]/g, "")
 
 const LOOPBACK_ORIGINS = ["http://127.0.0.1:20128", "http://localhost:3000", "http://[::1]:8080", "http://127.0.0.2"]
-const FOREIGN_ORIGINS = ["http://127.0.0.1.evil.example", "http://127.0.0.1.nip.io.evil.example", "http://localhost.evil.example", "https://evil.example", "http://evil.example#@127.0.0.1", "http://127.0.0.1@evil.example", "http://0x7f000001.evil.example"]
+const FOREIGN_ORIGINS = [
+  "http://127.0.0.1.evil.example",
+  "http://127.0.0.1.nip.io.evil.example",
+  "http://localhost.evil.example",
+  "https://evil.example",
+  "http://evil.example#@127.0.0.1",
+  "http://127.0.0.1@evil.example",
+  "http://0x7f000001.evil.example"
+]
 const ODD_ORIGINS = ["null", "", "*", "%ZZ", "http://", "not a url"]
 
 /**
@@ -536,7 +602,11 @@ const originArb: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(...ODD_ORIGINS) }
 )
 
-const adminAuth: fc.Arbitrary<Auth> = fc.constant({ headers: { authorization: `Bearer ${ADMIN_KEY}` } as Record<string, string | Array<string>>, key: "valid" as KeyPresented, tag: "auth:admin" })
+const adminAuth: fc.Arbitrary<Auth> = fc.constant({
+  headers: { authorization: `Bearer ${ADMIN_KEY}` } as Record<string, string | Array<string>>,
+  key: "valid" as KeyPresented,
+  tag: "auth:admin"
+})
 
 const headerArb = (hasBody: boolean, plane: "inference" | "management" | "other" = "inference"): fc.Arbitrary<HeaderChoice> =>
   fc
@@ -592,7 +662,10 @@ const paramArb = (recorded: string): fc.Arbitrary<{ value: string; tag?: string 
         .constantFrom("%ZZ", "%E0%A4%A", "%", "%%", "%00", "%2F", "%C0%AF", "%FF%FE", "..", "%2e%2e", "a%0D%0Ab", "%E2%80%A8", "%F0%9F%98%80", "%25ZZ")
         .map((p) => ({ value: p, tag: `param:${p}` }))
     },
-    { weight: 1, arbitrary: fc.tuple(fc.constantFrom(recorded), fc.constantFrom("%ZZ", "%", "%E0%A4%A")).map(([r, p]) => ({ value: encodeURIComponent(r) + p, tag: `param:+${p}` })) },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(fc.constantFrom(recorded), fc.constantFrom("%ZZ", "%", "%E0%A4%A")).map(([r, p]) => ({ value: encodeURIComponent(r) + p, tag: `param:+${p}` }))
+    },
     { weight: 1, arbitrary: oddString.map((s) => ({ value: wire(s).replace(/[\s?#/\0-\x1f\x7f]/g, "_"), tag: "param:odd-raw" })) }
   )
 
@@ -625,7 +698,11 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         // Sent chunked: a body over a limit is found only as it arrives (a reset there was a finding).
         chunked: fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
         // Padding that takes a chunked body past the planes' limits (1 MiB management, 32 MiB inference JSON).
-        padding: fc.oneof({ weight: 12, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.constant(2 * 1024 * 1024) }, { weight: 1, arbitrary: fc.constant(40 * 1024 * 1024) })
+        padding: fc.oneof(
+          { weight: 12, arbitrary: fc.constant(0) },
+          { weight: 3, arbitrary: fc.constant(2 * 1024 * 1024) },
+          { weight: 1, arbitrary: fc.constant(40 * 1024 * 1024) }
+        )
       })
       .map(({ method, params, mutations, rand, headers, query, chunked, padding }): HttpCase => {
         const tags = [...headers.tags]
@@ -679,15 +756,28 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
 export const wsCaseArb = (frames: ReadonlyArray<Record<string, unknown>>): fc.Arbitrary<WsCase> => {
   const recorded = frames.length ? frames : [{ type: "response.create", model: "gpt-5", input: "say hi", stream: true }]
   const frameArb = fc.oneof(
-    { weight: 4, arbitrary: fc.tuple(fc.constantFrom(...recorded), fc.array(mutationArb, { maxLength: 2 }), randArb).map(([f, ms, r]) => {
-      let b: Body = { json: clone(f as Json) }
-      for (const m of ms) b = m.apply(b, r)
-      return { data: text(b), binary: false, tag: `frame:${ms.map((m) => m.tag).join("+") || "recorded"}` }
-    }) },
+    {
+      weight: 4,
+      arbitrary: fc.tuple(fc.constantFrom(...recorded), fc.array(mutationArb, { maxLength: 2 }), randArb).map(([f, ms, r]) => {
+        let b: Body = { json: clone(f as Json) }
+        for (const m of ms) b = m.apply(b, r)
+        return { data: text(b), binary: false, tag: `frame:${ms.map((m) => m.tag).join("+") || "recorded"}` }
+      })
+    },
     { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((s) => ({ data: s, binary: false, tag: "frame:garbage-text" })) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 300 }).map((a) => ({ data: Buffer.from(a), binary: true, tag: "frame:binary" })) },
-    { weight: 1, arbitrary: fc.constantFrom(1, 3).map((mb) => ({ data: JSON.stringify({ type: "response.create", model: "gpt-5", input: "a".repeat(mb * 1024 * 1024) }), binary: false, tag: `frame:huge-${mb}MB` })) },
-    { weight: 1, arbitrary: fc.constantFrom(1000, 5000, 20000).map((d) => ({ data: `{"type":"response.create","model":"gpt-5","input":${deep(d, "array", "1")}}`, binary: false, tag: `frame:deep-${d}` })) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(1, 3)
+        .map((mb) => ({ data: JSON.stringify({ type: "response.create", model: "gpt-5", input: "a".repeat(mb * 1024 * 1024) }), binary: false, tag: `frame:huge-${mb}MB` }))
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(1000, 5000, 20000)
+        .map((d) => ({ data: `{"type":"response.create","model":"gpt-5","input":${deep(d, "array", "1")}}`, binary: false, tag: `frame:deep-${d}` }))
+    },
     {
       weight: 2,
       arbitrary: fc
@@ -695,16 +785,42 @@ export const wsCaseArb = (frames: ReadonlyArray<Record<string, unknown>>): fc.Ar
           model: fc.oneof(fc.constant("gpt-5"), oddModel),
           previous: fc.option(fc.oneof(oddString, fc.constant("resp_doesnotexist")), { freq: 2 }),
           generate: fc.option(fc.constantFrom<Json>(false, "false", 0, null, true), { freq: 2 }),
-          input: fc.constantFrom<Json>("hi", [], {}, null, 42, [{ type: "message", role: "user", content: [{ type: "input_text", text: "hi" }] }], [{ type: "reasoning" }], [{ type: "function_call_output", call_id: null }]),
-          extra: fc.dictionary(fc.constantFrom("tools", "store", "stream", "prompt_cache_key", "metadata", "instructions", "reasoning", "text", "tool_choice"), fc.jsonValue({ maxDepth: 2 }).map((v) => v as Json), { maxKeys: 3 })
+          input: fc.constantFrom<Json>(
+            "hi",
+            [],
+            {},
+            null,
+            42,
+            [{ type: "message", role: "user", content: [{ type: "input_text", text: "hi" }] }],
+            [{ type: "reasoning" }],
+            [{ type: "function_call_output", call_id: null }]
+          ),
+          extra: fc.dictionary(
+            fc.constantFrom("tools", "store", "stream", "prompt_cache_key", "metadata", "instructions", "reasoning", "text", "tool_choice"),
+            fc.jsonValue({ maxDepth: 2 }).map((v) => v as Json),
+            { maxKeys: 3 }
+          )
         })
         .map((f) => ({
-          data: JSON.stringify({ type: "response.create", model: f.model, input: f.input, ...(f.previous !== null ? { previous_response_id: f.previous } : {}), ...(f.generate !== null ? { generate: f.generate } : {}), ...f.extra }),
+          data: JSON.stringify({
+            type: "response.create",
+            model: f.model,
+            input: f.input,
+            ...(f.previous !== null ? { previous_response_id: f.previous } : {}),
+            ...(f.generate !== null ? { generate: f.generate } : {}),
+            ...f.extra
+          }),
           binary: false,
           tag: "frame:odd-create"
         }))
     },
-    { weight: 1, arbitrary: fc.constantFrom({ data: JSON.stringify({ type: "response.cancel" }), binary: false, tag: "frame:cancel" }, { data: JSON.stringify({ type: "something.else" }), binary: false, tag: "frame:other-type" }) }
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        { data: JSON.stringify({ type: "response.cancel" }), binary: false, tag: "frame:cancel" },
+        { data: JSON.stringify({ type: "something.else" }), binary: false, tag: "frame:other-type" }
+      )
+    }
   )
   return fc
     .record({
@@ -789,7 +905,9 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
         if (size < 4096) chunks.push(d)
         size += d.length
       })
-      res.on("error", (e) => done(e.message === HANG ? { status: res.statusCode!, hang: true, excerpt: excerpt() } : { status: res.statusCode!, cut: `answer cut: ${e.message}`, excerpt: excerpt() }))
+      res.on("error", (e) =>
+        done(e.message === HANG ? { status: res.statusCode!, hang: true, excerpt: excerpt() } : { status: res.statusCode!, cut: `answer cut: ${e.message}`, excerpt: excerpt() })
+      )
       res.on("end", () => done({ status: res.statusCode!, excerpt: excerpt() }))
       res.on("close", () => {
         if (!res.complete) done({ status: res.statusCode!, cut: "answer cut before its end", excerpt: excerpt() })
@@ -892,7 +1010,8 @@ export interface Finding {
 /** What an outcome says is wrong (nothing, usually). `crashed`: the gateway process died (or threw uncaught) meanwhile. */
 export const judge = (c: FuzzCase, o: Outcome, crashed: string | undefined, cause = ""): Array<Omit<Finding, "index" | "signature"> & { key: string }> => {
   const out: Array<Omit<Finding, "index" | "signature"> & { key: string }> = []
-  const add = (kind: FindingKind, key: string, detail: string) => out.push({ kind, key, detail: cause && kind !== "crash" && kind !== "origin-bypass" ? `${detail}\n${cause}` : detail, case: c })
+  const add = (kind: FindingKind, key: string, detail: string) =>
+    out.push({ kind, key, detail: cause && kind !== "crash" && kind !== "origin-bypass" ? `${detail}\n${cause}` : detail, case: c })
   if (crashed) add("crash", crashed.split("\n")[0]!.slice(0, 120), crashed.slice(0, 1500))
   if (o.hang) add("hang", "no answer before the deadline", o.excerpt)
   if (o.cut && !crashed) add("reset", o.cut.replace(/\d+/g, "N"), `${o.cut}\n${o.excerpt}`)
@@ -953,7 +1072,9 @@ export class Findings {
       else if (f.kind === "hang") this.counts.hangs -= entry.count
       else this.counts.crashes -= entry.count
       this.counts.unconfirmed += entry.count
-      this.unconfirmed.push(`did not show again in ${tries} replays: ${signature} (×${entry.count}; case ${f.index}): ${f.detail.split("\n").slice(0, 3).join(" | ").slice(0, 600)}`)
+      this.unconfirmed.push(
+        `did not show again in ${tries} replays: ${signature} (×${entry.count}; case ${f.index}): ${f.detail.split("\n").slice(0, 3).join(" | ").slice(0, 600)}`
+      )
     }
   }
 
@@ -985,18 +1106,26 @@ export class Findings {
       n++
       lines.push("", `#${n} ${smallest.signature} (×${count}; case ${smallest.index}; ${smallest.case.tags.join(", ")})`)
       lines.push(`   ${reproduce(smallest.case, base, dir, `${prefix}-${n}`)}`)
-      lines.push(...smallest.detail.split("\n").slice(0, 10).map((l) => `   | ${l.slice(0, 400)}`))
+      lines.push(
+        ...smallest.detail
+          .split("\n")
+          .slice(0, 10)
+          .map((l) => `   | ${l.slice(0, 400)}`)
+      )
     }
     return lines.join("\n")
   }
 }
 
 const size = (c: FuzzCase): number =>
-  c.kind === "http" ? (c.body?.length ?? 0) + JSON.stringify(c.headers).length + c.target.length : c.frames.reduce((n, f) => n + f.data.length, 0) + JSON.stringify(c.headers).length
+  c.kind === "http"
+    ? (c.body?.length ?? 0) + JSON.stringify(c.headers).length + c.target.length
+    : c.frames.reduce((n, f) => n + f.data.length, 0) + JSON.stringify(c.headers).length
 
 const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`
 /** A header value as the shell gives it to curl (latin1 chars back to their bytes). */
-const shellBytes = (s: string): string => (/^[\x20-\x7e]*$/.test(s) ? shellQuote(s) : `"$(printf '${[...Buffer.from(s, "latin1")].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("")}')"`)
+const shellBytes = (s: string): string =>
+  /^[\x20-\x7e]*$/.test(s) ? shellQuote(s) : `"$(printf '${[...Buffer.from(s, "latin1")].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("")}')"`
 
 export const reproduce = (c: FuzzCase, base: string, dir: string, name: string): string => {
   if (c.kind === "ws") {
@@ -1005,7 +1134,8 @@ export const reproduce = (c: FuzzCase, base: string, dir: string, name: string):
     return `websocket ${base.replace(/^http/, "ws")}${c.target} headers ${JSON.stringify(c.headers)}; frames (in order) in ${file}`
   }
   const parts = ["curl -sS -i", "--path-as-is", `-X ${c.method === "HEAD" ? "HEAD -I" : c.method}`]
-  for (const [k, v] of Object.entries(c.headers)) for (const one of Array.isArray(v) ? v : [v]) parts.push(/^[\x20-\x7e]*$/.test(one) ? `-H ${shellQuote(`${k}: ${one}`)}` : `-H "${k}: ${shellBytes(one).slice(1, -1)}"`)
+  for (const [k, v] of Object.entries(c.headers))
+    for (const one of Array.isArray(v) ? v : [v]) parts.push(/^[\x20-\x7e]*$/.test(one) ? `-H ${shellQuote(`${k}: ${one}`)}` : `-H "${k}: ${shellBytes(one).slice(1, -1)}"`)
   // curl would send a form content-type of its own with a body.
   if (c.body && !Object.keys(c.headers).some((k) => k.toLowerCase() === "content-type")) parts.push("-H 'content-type:'")
   if (c.chunked) parts.push("-H 'transfer-encoding: chunked'")

@@ -34,7 +34,10 @@ export const requestFor = (format: ClientFormat, model: string, user: string, st
     case "completions":
       return { path: "/v1/completions", body: { model, stream, prompt: user } }
     case "openai-responses":
-      return { path: "/v1/responses", body: { model, stream, ...(system ? { instructions: system } : {}), input: [{ role: "user", content: [{ type: "input_text", text: user }] }] } }
+      return {
+        path: "/v1/responses",
+        body: { model, stream, ...(system ? { instructions: system } : {}), input: [{ role: "user", content: [{ type: "input_text", text: user }] }] }
+      }
     case "anthropic":
       return { path: "/v1/messages", body: { model, stream, max_tokens: 256, ...(system ? { system } : {}), messages: [{ role: "user", content: user }] } }
     case "gemini":
@@ -156,15 +159,25 @@ export const answerText = (format: ClientFormat, text: string, stream: boolean):
   }
   switch (format) {
     case "openai-chat":
-      return events(text).map((e) => e.data.choices?.[0]?.delta?.content ?? "").join("")
+      return events(text)
+        .map((e) => e.data.choices?.[0]?.delta?.content ?? "")
+        .join("")
     case "completions":
-      return events(text).map((e) => e.data.choices?.[0]?.text ?? "").join("")
+      return events(text)
+        .map((e) => e.data.choices?.[0]?.text ?? "")
+        .join("")
     case "openai-responses":
-      return events(text).map((e) => (e.data.type === "response.output_text.delta" ? e.data.delta : "")).join("")
+      return events(text)
+        .map((e) => (e.data.type === "response.output_text.delta" ? e.data.delta : ""))
+        .join("")
     case "anthropic":
-      return events(text).map((e) => (e.data.type === "content_block_delta" && e.data.delta.type === "text_delta" ? e.data.delta.text : "")).join("")
+      return events(text)
+        .map((e) => (e.data.type === "content_block_delta" && e.data.delta.type === "text_delta" ? e.data.delta.text : ""))
+        .join("")
     case "gemini":
-      return events(text).map((e) => (e.data.candidates?.[0]?.content?.parts ?? []).map((p: any) => p.text ?? "").join("")).join("")
+      return events(text)
+        .map((e) => (e.data.candidates?.[0]?.content?.parts ?? []).map((p: any) => p.text ?? "").join(""))
+        .join("")
     case "ollama":
       return text
         .split("\n")

@@ -15,13 +15,16 @@ export const fetchWithHost =
       const headers: Record<string, string> = {}
       new Headers(init.headers).forEach((v, k) => (headers[k] = v))
       headers["host"] = host
-      const req = http.request({ host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port, path: url.pathname + url.search, method: init.method ?? "GET", headers, agent: false }, (res) => {
-        const out = new Headers()
-        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(", ") : v)
-        const status = res.statusCode ?? 0
-        const body = status === 204 || status === 304 || init.method === "HEAD" ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>)
-        resolve(new Response(body, { status, headers: out }))
-      })
+      const req = http.request(
+        { host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port, path: url.pathname + url.search, method: init.method ?? "GET", headers, agent: false },
+        (res) => {
+          const out = new Headers()
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(", ") : v)
+          const status = res.statusCode ?? 0
+          const body = status === 204 || status === 304 || init.method === "HEAD" ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>)
+          resolve(new Response(body, { status, headers: out }))
+        }
+      )
       req.on("error", reject)
       init.signal?.addEventListener("abort", () => req.destroy(new Error("aborted")))
       req.end(typeof init.body === "string" ? init.body : undefined)

@@ -81,7 +81,15 @@ const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLog
             local access
           </span>
         ) : p.via === "session" ? (
-          <Button busy={busy} onClick={() => void run(async () => { await ok(api.POST("/api/auth/logout")); p.onLogout() })}>
+          <Button
+            busy={busy}
+            onClick={() =>
+              void run(async () => {
+                await ok(api.POST("/api/auth/logout"))
+                p.onLogout()
+              })
+            }
+          >
             Log out
           </Button>
         ) : null}

@@ -33,7 +33,12 @@ export const TimeChart = (p: {
       scales: { x: { time: true } },
       axes: [
         { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,0.15)" } },
-        { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,0.15)" }, size: 60, ...(p.format ? { values: (_u: uPlot, ticks: number[]) => ticks.map((t) => p.format!(t)) } : {}) }
+        {
+          stroke: "currentColor",
+          grid: { stroke: "rgba(128,128,128,0.15)" },
+          size: 60,
+          ...(p.format ? { values: (_u: uPlot, ticks: number[]) => ticks.map((t) => p.format!(t)) } : {})
+        }
       ],
       series: [
         {},

@@ -51,10 +51,13 @@ export const toast = (text: string, kind: "ok" | "error" = "ok") => {
   const t = { id: nextToast++, text, kind }
   toasts = [...toasts, t]
   toastListeners.forEach((f) => f(toasts))
-  setTimeout(() => {
-    toasts = toasts.filter((x) => x.id !== t.id)
-    toastListeners.forEach((f) => f(toasts))
-  }, kind === "error" ? 8000 : 4000)
+  setTimeout(
+    () => {
+      toasts = toasts.filter((x) => x.id !== t.id)
+      toastListeners.forEach((f) => f(toasts))
+    },
+    kind === "error" ? 8000 : 4000
+  )
 }
 export const Toasts = () => {
   const [list, setList] = useState<Toast[]>(toasts)
@@ -154,7 +157,7 @@ export const Loading = () => (
 export const Loader = <T,>(p: { of: Loaded<T>; children: (data: T) => ComponentChildren }) => (
   <>
     <ErrorBox error={p.of.error} retry={p.of.reload} />
-    {p.of.data === undefined ? (p.of.loading ? <Loading /> : null) : p.children(p.of.data)}
+    {p.of.data === undefined ? p.of.loading ? <Loading /> : null : p.children(p.of.data)}
   </>
 )
 
@@ -213,7 +216,13 @@ export const Table = <T,>(p: { columns: ReadonlyArray<Column<T>>; rows: Readonly
 export const Button = (p: { kind?: "primary" | "danger" | "plain"; busy?: boolean } & ButtonHTMLAttributes<HTMLButtonElement>) => {
   const { kind, busy, children, class: cls, type, disabled, ...rest } = p
   return (
-    <button {...rest} type={(type as "button" | "submit" | undefined) ?? "button"} class={`btn ${kind ? `btn-${kind}` : ""} ${cls ?? ""}`} disabled={Boolean(disabled) || busy} aria-busy={busy ? "true" : undefined}>
+    <button
+      {...rest}
+      type={(type as "button" | "submit" | undefined) ?? "button"}
+      class={`btn ${kind ? `btn-${kind}` : ""} ${cls ?? ""}`}
+      disabled={Boolean(disabled) || busy}
+      aria-busy={busy ? "true" : undefined}
+    >
       {children}
     </button>
   )
@@ -236,7 +245,18 @@ export const Field = (p: { label: string; hint?: ComponentChildren; children: (i
   )
 }
 
-export const TextInput = (p: { label: string; value: string; onInput: (v: string) => void; hint?: ComponentChildren; type?: "text" | "password" | "url" | "email" | "search" | "date" | "datetime-local"; placeholder?: string; required?: boolean; autoComplete?: string; name?: string; wide?: boolean }) => (
+export const TextInput = (p: {
+  label: string
+  value: string
+  onInput: (v: string) => void
+  hint?: ComponentChildren
+  type?: "text" | "password" | "url" | "email" | "search" | "date" | "datetime-local"
+  placeholder?: string
+  required?: boolean
+  autoComplete?: string
+  name?: string
+  wide?: boolean
+}) => (
   <Field label={p.label} hint={p.hint} wide={p.wide}>
     {(id, d) => (
       <input
@@ -256,7 +276,16 @@ export const TextInput = (p: { label: string; value: string; onInput: (v: string
   </Field>
 )
 
-export const NumberInput = (p: { label: string; value: number | undefined; onInput: (v: number | undefined) => void; hint?: ComponentChildren; min?: number; max?: number; step?: number | "any"; name?: string }) => (
+export const NumberInput = (p: {
+  label: string
+  value: number | undefined
+  onInput: (v: number | undefined) => void
+  hint?: ComponentChildren
+  min?: number
+  max?: number
+  step?: number | "any"
+  name?: string
+}) => (
   <Field label={p.label} hint={p.hint}>
     {(id, d) => (
       <input
@@ -280,12 +309,27 @@ export const NumberInput = (p: { label: string; value: number | undefined; onInp
 export const TextArea = (p: { label: string; value: string; onInput: (v: string) => void; hint?: ComponentChildren; rows?: number; name?: string; mono?: boolean }) => (
   <Field label={p.label} hint={p.hint} wide>
     {(id, d) => (
-      <textarea id={id} name={p.name} aria-describedby={d} rows={p.rows ?? 4} class={p.mono ? "mono" : undefined} value={p.value} onInput={(e) => p.onInput((e.currentTarget as HTMLTextAreaElement).value)} />
+      <textarea
+        id={id}
+        name={p.name}
+        aria-describedby={d}
+        rows={p.rows ?? 4}
+        class={p.mono ? "mono" : undefined}
+        value={p.value}
+        onInput={(e) => p.onInput((e.currentTarget as HTMLTextAreaElement).value)}
+      />
     )}
   </Field>
 )
 
-export const Select = <V extends string>(p: { label: string; value: V; options: ReadonlyArray<V | { value: V; label: string }>; onChange: (v: V) => void; hint?: ComponentChildren; name?: string }) => (
+export const Select = <V extends string>(p: {
+  label: string
+  value: V
+  options: ReadonlyArray<V | { value: V; label: string }>
+  onChange: (v: V) => void
+  hint?: ComponentChildren
+  name?: string
+}) => (
   <Field label={p.label} hint={p.hint}>
     {(id, d) => (
       <select id={id} name={p.name} aria-describedby={d} value={p.value} onChange={(e) => p.onChange((e.currentTarget as HTMLSelectElement).value as V)}>
@@ -306,7 +350,14 @@ export const Checkbox = (p: { label: string; checked: boolean; onChange: (v: boo
   const id = useId()
   return (
     <div class="field field-check">
-      <input id={id} name={p.name} type="checkbox" checked={p.checked} onChange={(e) => p.onChange((e.currentTarget as HTMLInputElement).checked)} aria-describedby={p.hint ? `${id}-hint` : undefined} />
+      <input
+        id={id}
+        name={p.name}
+        type="checkbox"
+        checked={p.checked}
+        onChange={(e) => p.onChange((e.currentTarget as HTMLInputElement).checked)}
+        aria-describedby={p.hint ? `${id}-hint` : undefined}
+      />
       <label for={id}>{p.label}</label>
       {p.hint && (
         <div class="hint muted" id={`${id}-hint`}>

@@ -28,7 +28,9 @@ const fetchCard = (base: string) =>
   HttpClient.get(`${base.replace(/\/+$/, "")}${AGENT_CARD_PATH}`).pipe(
     Effect.mapError(() => `no gateway answers at ${base} (is it running?)`),
     Effect.flatMap((res) => (res.status === 200 ? Effect.mapError(res.json, () => "the agent card is not JSON") : Effect.fail(`the agent card answered ${res.status}`))),
-    Effect.flatMap((body) => (typeof body === "object" && body !== null && !Array.isArray(body) ? Effect.succeed(body as Card) : Effect.fail("the agent card is not a JSON object"))),
+    Effect.flatMap((body) =>
+      typeof body === "object" && body !== null && !Array.isArray(body) ? Effect.succeed(body as Card) : Effect.fail("the agent card is not a JSON object")
+    ),
     Effect.timeoutFail({ duration: WAIT, onTimeout: () => `no answer from ${base} within ${WAIT}` })
   )
 
@@ -83,7 +85,9 @@ export const a2aStatus = (opts: { readonly url: Option.Option<string>; readonly 
       return yield* exitWith(1)
     }
     if (opts.json) return yield* printJson({ ...summary, answering: true, skills: asked.right })
-    yield* Console.log(`A2A endpoint ${endpoint} is answering (gateway ${card.right.version ?? "?"}, A2A ${card.right.protocolVersion ?? "?"}): list-capabilities lists ${asked.right} skills`)
+    yield* Console.log(
+      `A2A endpoint ${endpoint} is answering (gateway ${card.right.version ?? "?"}, A2A ${card.right.protocolVersion ?? "?"}): list-capabilities lists ${asked.right} skills`
+    )
   }).pipe(Effect.provide(FetchHttpClient.layer))
 
 export const a2aCard = (opts: { readonly url: Option.Option<string>; readonly json: boolean }) =>
@@ -96,7 +100,9 @@ export const a2aCard = (opts: { readonly url: Option.Option<string>; readonly js
     }
     if (opts.json) return yield* printJson(card.right)
     const c = card.right
-    const capabilities = Object.entries(c.capabilities ?? {}).map(([k, v]) => `${k}=${String(v)}`).join(", ")
+    const capabilities = Object.entries(c.capabilities ?? {})
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(", ")
     yield* Console.log(
       [
         `${c.name ?? "?"} ${c.version ?? ""}`.trim(),

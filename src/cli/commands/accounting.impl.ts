@@ -17,7 +17,8 @@ export const quota = (opts: Parsed<typeof quotaOptions>) =>
       Effect.mapError(explain(url))
     )
     if (opts.json) return yield* printJson({ budgets: budgets.budgets, tokenLimits: limits.limits })
-    if (budgets.budgets.length === 0 && limits.limits.length === 0) return yield* Console.log("no budgets or token limits are set (POST /api/usage/budget, POST /api/usage/token-limits)")
+    if (budgets.budgets.length === 0 && limits.limits.length === 0)
+      return yield* Console.log("no budgets or token limits are set (POST /api/usage/budget, POST /api/usage/token-limits)")
     if (budgets.budgets.length > 0) {
       yield* Console.log("Budgets (USD)")
       yield* Console.log(
@@ -50,7 +51,9 @@ export const cacheStats = (opts: Parsed<typeof cacheOptions>) =>
     if (opts.json) return yield* printJson(s)
     const c = s.semanticCache
     yield* Console.log(`response cache: ${c.memorySize} of ${c.memoryMaxSize} in memory, ${c.dbSize} in the database, TTL ${c.ttlSeconds} s`)
-    yield* Console.log(`hits ${c.hits} (${c.similarHits} by similarity), misses ${c.misses}, hit rate ${(c.hitRate * 100).toFixed(1)}%${c.embeddingModel ? `, embeddings by ${c.embeddingModel}` : ", exact match only"}`)
+    yield* Console.log(
+      `hits ${c.hits} (${c.similarHits} by similarity), misses ${c.misses}, hit rate ${(c.hitRate * 100).toFixed(1)}%${c.embeddingModel ? `, embeddings by ${c.embeddingModel}` : ", exact match only"}`
+    )
     yield* Console.log(`idempotency: ${s.idempotency.activeKeys} active keys, window ${s.idempotency.windowMs} ms`)
   }).pipe(withHttp)
 
@@ -61,4 +64,3 @@ export const cacheClear = (opts: Parsed<typeof cacheOptions>) =>
     if (opts.json) return yield* printJson(r)
     yield* Console.log(`cleared ${r.cleared.memory} cached answers in memory, ${r.cleared.db} in the database, ${r.cleared.idempotencyKeys} idempotency keys`)
   }).pipe(withHttp)
-

@@ -22,7 +22,12 @@ export const backup = (opts: Parsed<typeof backupOptions>) =>
         const list = yield* backups.list
         if (opts.json) return yield* printJson({ backups: list })
         if (list.length === 0) return yield* Console.log("no backups yet: create one with `gateway backup`")
-        return yield* Console.log(table(["ID", "CREATED", "SIZE", "KIND"], list.map((b) => [b.id, b.createdAt, String(b.size), b.kind])))
+        return yield* Console.log(
+          table(
+            ["ID", "CREATED", "SIZE", "KIND"],
+            list.map((b) => [b.id, b.createdAt, String(b.size), b.kind])
+          )
+        )
       }
       const made = yield* backups.create("manual")
       if (opts.json) return yield* printJson(made)
@@ -58,7 +63,9 @@ export const restore = (opts: Parsed<typeof restoreOptions>) =>
           : undefined
         const secrets = yield* Secrets
         if (key !== undefined && secrets.source === "env") {
-          return yield* new BadRequest({ message: "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself" })
+          return yield* new BadRequest({
+            message: "STORAGE_ENCRYPTION_KEY is set, so the key file is not used: restore without --passphrase and set that variable to the archived key yourself"
+          })
         }
         const result = yield* backups.restoreFile(found.db, opts.source)
         let keyNote = ""

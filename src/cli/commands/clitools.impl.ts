@@ -69,14 +69,17 @@ const targetFor = (opts: ConnectionOptions, current: string | null, offline: boo
     if (models.length === 0) return yield* new BadRequest({ message: `the gateway at ${baseUrl} serves no chat model yet: connect a provider first (\`gateway provider add\`)` })
     const model =
       wanted ??
-      (current && models.includes(current) ? current : interactive ? yield* Prompt.select({ message: "Default model", choices: models.map((m) => ({ title: m, value: m })) }) : models[0]!)
+      (current && models.includes(current)
+        ? current
+        : interactive
+          ? yield* Prompt.select({ message: "Default model", choices: models.map((m) => ({ title: m, value: m })) })
+          : models[0]!)
     return { baseUrl, apiKey, model, models, offline } satisfies Target
   })
 
 const maskIn = (text: string, key: string) => (key ? text.split(key).join(maskSecret(key)) : text)
 
-const shellLine = (env: Readonly<Record<string, string>>, key: string) =>
-  Object.entries(env).map(([k, v]) => `export ${k}=${v === key ? maskSecret(v) : `'${v}'`}`)
+const shellLine = (env: Readonly<Record<string, string>>, key: string) => Object.entries(env).map(([k, v]) => `export ${k}=${v === key ? maskSecret(v) : `'${v}'`}`)
 
 const setupGuide = (tool: CliToolEntry, opts: ConnectionOptions, json: boolean) =>
   Effect.gen(function* () {
@@ -108,7 +111,13 @@ export const setupTool = (
     const target = yield* targetFor(opts, state.settings.model, opts.offline, askable && Option.isNone(opts.model))
     const changes = yield* Effect.tryPromise({ try: () => planSetup(module, env, target), catch: (e) => new BadRequest({ message: (e as Error).message }) })
     const userEnv = module.userEnv(target)
-    const summary = { tool: tool.id, baseUrl: target.baseUrl, model: target.model, env: Object.fromEntries(Object.entries(userEnv).map(([k, v]) => [k, v === target.apiKey ? maskSecret(v) : v])), notes: module.notes }
+    const summary = {
+      tool: tool.id,
+      baseUrl: target.baseUrl,
+      model: target.model,
+      env: Object.fromEntries(Object.entries(userEnv).map(([k, v]) => [k, v === target.apiKey ? maskSecret(v) : v])),
+      notes: module.notes
+    }
     if (opts.dryRun) {
       const files = changes.map((c) => ({ path: c.path, exists: c.before !== undefined, content: maskIn(c.after, target.apiKey) }))
       if (opts.json) return yield* printJson({ ...summary, dryRun: true, files })
@@ -142,7 +151,10 @@ export const launchTool = (id: string, opts: ConnectionOptions, args: ReadonlyAr
   Effect.gen(function* () {
     const tool = yield* toolOrFail(id)
     const module = TOOL_MODULES[tool.id]
-    if (!module) return yield* new BadRequest({ message: `${tool.name} is not started from the command line with a gateway environment (configType ${tool.configType}); try \`gateway setup-${tool.id}\`` })
+    if (!module)
+      return yield* new BadRequest({
+        message: `${tool.name} is not started from the command line with a gateway environment (configType ${tool.configType}); try \`gateway setup-${tool.id}\``
+      })
     const bin = findOnPath(tool.command, process.env.PATH ?? "")
     if (!bin) {
       yield* Console.error(`error: '${tool.command}' was not found on the PATH; install ${tool.name} first (${tool.docsUrl})`)

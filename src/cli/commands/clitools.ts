@@ -20,7 +20,10 @@ const connection = {
     Options.optional
   ),
   port: Options.integer("port").pipe(Options.withDescription("The gateway's port on this machine (default 20128, or PORT)."), Options.optional),
-  model: Options.text("model").pipe(Options.withDescription("The default model (default: the tool's current one if the gateway serves it, else the catalog's first chat model)."), Options.optional)
+  model: Options.text("model").pipe(
+    Options.withDescription("The default model (default: the tool's current one if the gateway serves it, else the catalog's first chat model)."),
+    Options.optional
+  )
 }
 
 export interface ConnectionOptions {
@@ -61,7 +64,10 @@ const launchCommand = Command.make(
   lazy(impl, (m) => (opts: Parsed<LaunchOptions>) => m.launchTool(opts.tool, opts, opts.args))
 ).pipe(Command.withDescription("Start a coding tool pointed at this gateway (environment and arguments only; writes no configuration). Exits with the tool's exit code."))
 
-const launchCodexCommand = Command.make("launch-codex", launchCodexOptions, lazy(impl, (m) => (opts: Parsed<LaunchCodexOptions>) => m.launchTool("codex", opts, opts.args))
+const launchCodexCommand = Command.make(
+  "launch-codex",
+  launchCodexOptions,
+  lazy(impl, (m) => (opts: Parsed<LaunchCodexOptions>) => m.launchTool("codex", opts, opts.args))
 ).pipe(Command.withDescription("Start Codex pointed at this gateway (same as `gateway launch codex`)."))
 
 /** Every coding-tool command, for the root's subcommand list. */

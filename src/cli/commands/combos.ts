@@ -39,12 +39,26 @@ export const createOptions = {
 export const deleteOptions = { id: Args.text({ name: "id-or-name" }), json }
 export const switchOptions = { id: Args.text({ name: "id-or-name" }), model: schemaArg("model", TargetText), json }
 
-const list = Command.make("list", listOptions, lazy(impl, (m) => m.list)).pipe(Command.withDescription("List routing combos."))
-const create = Command.make("create", createOptions, lazy(impl, (m) => m.create)).pipe(Command.withDescription("Create a routing combo."))
-const remove = Command.make("delete", deleteOptions, lazy(impl, (m) => m.remove)).pipe(Command.withDescription("Delete a routing combo."))
-const switchPrimary = Command.make("switch", switchOptions, lazy(impl, (m) => m.switchPrimary)).pipe(
-  Command.withDescription("Make a model the combo's primary (first) target, adding it when missing.")
-)
+const list = Command.make(
+  "list",
+  listOptions,
+  lazy(impl, (m) => m.list)
+).pipe(Command.withDescription("List routing combos."))
+const create = Command.make(
+  "create",
+  createOptions,
+  lazy(impl, (m) => m.create)
+).pipe(Command.withDescription("Create a routing combo."))
+const remove = Command.make(
+  "delete",
+  deleteOptions,
+  lazy(impl, (m) => m.remove)
+).pipe(Command.withDescription("Delete a routing combo."))
+const switchPrimary = Command.make(
+  "switch",
+  switchOptions,
+  lazy(impl, (m) => m.switchPrimary)
+).pipe(Command.withDescription("Make a model the combo's primary (first) target, adding it when missing."))
 
 export const comboCommand = Command.make("combo").pipe(
   Command.withDescription("Manage routing combos in the local database (a running server sees changes within a second)."),

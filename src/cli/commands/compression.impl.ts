@@ -80,7 +80,9 @@ export const preview = (opts: Parsed<typeof previewOptions>) =>
           )
         )
       else yield* Console.log("no engine changed anything")
-      yield* Console.log(`total: ${n(result.tokensBefore)} → ${n(result.tokensAfter)} tokens, ${n(result.tokensBefore - result.tokensAfter)} saved (${pct(result.tokensBefore, result.tokensAfter)})`)
+      yield* Console.log(
+        `total: ${n(result.tokensBefore)} → ${n(result.tokensAfter)} tokens, ${n(result.tokensBefore - result.tokensAfter)} saved (${pct(result.tokensBefore, result.tokensAfter)})`
+      )
       if (Option.isSome(opts.output)) yield* Console.log(`compressed body written to ${opts.output.value}`)
     })
   )
@@ -97,7 +99,8 @@ const findCombo = (idOrName: string) =>
     return yield* store.getCombo(c.id)
   })
 
-const stepText = (c: CompressionComboView) => c.engines.map((s) => (s.config && Object.keys(s.config).length > 0 ? `${s.engine}:${JSON.stringify(s.config)}` : s.engine)).join(" → ")
+const stepText = (c: CompressionComboView) =>
+  c.engines.map((s) => (s.config && Object.keys(s.config).length > 0 ? `${s.engine}:${JSON.stringify(s.config)}` : s.engine)).join(" → ")
 
 export const comboList = (opts: Parsed<typeof comboListOptions>) =>
   withLocalGateway(
@@ -129,8 +132,12 @@ export const comboCreate = (opts: Parsed<typeof comboCreateOptions>) =>
         ...some("description", opts.description)
       })
       // "engines[1].config: ..." names the second --engine.
-      yield* Effect.mapError((yield* Compression).checkSteps(input.engines), (e) =>
-        new UsageError({ message: e.message.replace(/^engines\[(\d+)\](\.config)?/, (_, i: string) => `--engine ${input.engines[Number(i)]?.engine ?? ""} (step ${Number(i) + 1})`) })
+      yield* Effect.mapError(
+        (yield* Compression).checkSteps(input.engines),
+        (e) =>
+          new UsageError({
+            message: e.message.replace(/^engines\[(\d+)\](\.config)?/, (_, i: string) => `--engine ${input.engines[Number(i)]?.engine ?? ""} (step ${Number(i) + 1})`)
+          })
       )
       const created = yield* (yield* ContextStore).createCombo(input, "cli")
       if (opts.json) return yield* printJson(created)
@@ -250,12 +257,37 @@ export const stats = (opts: Parsed<typeof statsOptions>) =>
       if (opts.json) return yield* printJson(a)
       yield* Console.log(`compression ${a.from} to ${a.to}`)
       if (a.totals.requests === 0) return yield* Console.log("nothing compressed or injected in this period")
-      type Row = { readonly requests: number; readonly tokensBefore: number; readonly tokensAfter: number; readonly tokensSaved: number; readonly savedUsd: number; readonly injectedTokens: number }
+      type Row = {
+        readonly requests: number
+        readonly tokensBefore: number
+        readonly tokensAfter: number
+        readonly tokensSaved: number
+        readonly savedUsd: number
+        readonly injectedTokens: number
+      }
       const cells = (r: Row) => [n(r.requests), n(r.tokensBefore), n(r.tokensAfter), n(r.tokensSaved), money(r.savedUsd), n(r.injectedTokens)]
       const head = ["REQUESTS", "BEFORE", "AFTER", "SAVED", "SAVED USD", "INJECTED"]
-      yield* Console.log("\n" + table(["ENGINE", ...head], a.byEngine.map((r) => [r.engine, ...cells(r)])))
-      yield* Console.log("\n" + table(["COMBO", ...head], a.byCombo.map((r) => [r.combo, ...cells(r)])))
-      yield* Console.log("\n" + table(["MODEL", ...head], a.byModel.map((r) => [r.model, ...cells(r)])))
+      yield* Console.log(
+        "\n" +
+          table(
+            ["ENGINE", ...head],
+            a.byEngine.map((r) => [r.engine, ...cells(r)])
+          )
+      )
+      yield* Console.log(
+        "\n" +
+          table(
+            ["COMBO", ...head],
+            a.byCombo.map((r) => [r.combo, ...cells(r)])
+          )
+      )
+      yield* Console.log(
+        "\n" +
+          table(
+            ["MODEL", ...head],
+            a.byModel.map((r) => [r.model, ...cells(r)])
+          )
+      )
       yield* Console.log(
         `\ntotal: ${n(a.totals.requests)} requests, ${n(a.totals.tokensSaved)} tokens saved (${n(a.totals.tokensBefore)} → ${n(a.totals.tokensAfter)}), ${money(a.totals.savedUsd)} saved, ${n(a.totals.injectedTokens)} tokens injected`
       )

@@ -32,7 +32,12 @@ export const configShow = (opts: Parsed<typeof configShowOptions>) =>
         logFile: process.env.GATEWAY_LOG_FILE?.trim() || logFileOf(config.dataDir),
         restart: restartMode(),
         storageKey: secrets.source === "env" ? "STORAGE_ENCRYPTION_KEY (environment)" : secrets.keyFile,
-        environment: maskEnv(process.env, Object.keys(process.env).filter((k) => GATEWAY_ENV.test(k)).sort()),
+        environment: maskEnv(
+          process.env,
+          Object.keys(process.env)
+            .filter((k) => GATEWAY_ENV.test(k))
+            .sort()
+        ),
         featureFlags: flags.flags.map((f) => ({ key: f.key, value: f.effectiveValue, source: f.source }))
       }
       if (opts.json) return yield* printJson(report)
@@ -56,9 +61,17 @@ export const configShow = (opts: Parsed<typeof configShowOptions>) =>
         )
       )
       const envRows = Object.entries(report.environment)
-      if (envRows.length) yield* Console.log("\n" + table(["ENVIRONMENT", "VALUE"], envRows.map(([k, v]) => [k, String(v)])))
+      if (envRows.length)
+        yield* Console.log(
+          "\n" +
+            table(
+              ["ENVIRONMENT", "VALUE"],
+              envRows.map(([k, v]) => [k, String(v)])
+            )
+        )
       const overridden = report.featureFlags.filter((f) => f.source !== "default")
-      yield* Console.log(`\nfeature flags: ${flags.flags.length}, ${overridden.length} not at their default${overridden.length ? ": " + overridden.map((f) => `${f.key}=${f.value} (${f.source})`).join(", ") : ""}`)
+      yield* Console.log(
+        `\nfeature flags: ${flags.flags.length}, ${overridden.length} not at their default${overridden.length ? ": " + overridden.map((f) => `${f.key}=${f.value} (${f.source})`).join(", ") : ""}`
+      )
     })
   )
-

@@ -33,7 +33,7 @@ export const memoryList = (opts: Parsed<typeof memoryListOptions>) =>
     Effect.gen(function* () {
       const entries = yield* (yield* ContextStore).listMemory({ ...some("scope", opts.scope), ...some("tag", opts.tag) })
       if (opts.json) return yield* printJson({ entries })
-      if (entries.length === 0) return yield* Console.log("no memory entries: add one with `gateway context memory add \"<text>\"`")
+      if (entries.length === 0) return yield* Console.log('no memory entries: add one with `gateway context memory add "<text>"`')
       yield* Console.log(memoryRows(entries))
     })
   )
@@ -50,7 +50,9 @@ export const memoryAdd = (opts: Parsed<typeof memoryAddOptions>) =>
       })
       const created = yield* Effect.mapError((yield* ContextStore).createMemory(input, "cli"), (e) => new UsageError({ message: e.message.replace(/^scopeId:/, "--scope-id:") }))
       if (opts.json) return yield* printJson(created)
-      yield* Console.log(`added memory entry ${created.id} (${created.scope === "global" ? "global" : `${created.scope} ${created.scopeId}`}, ${created.tokens} tokens${created.enabled ? "" : ", disabled"})`)
+      yield* Console.log(
+        `added memory entry ${created.id} (${created.scope === "global" ? "global" : `${created.scope} ${created.scopeId}`}, ${created.tokens} tokens${created.enabled ? "" : ", disabled"})`
+      )
     })
   )
 
@@ -105,23 +107,26 @@ export const skillList = (opts: Parsed<typeof skillListOptions>) =>
 
 export const skillAdd = (opts: Parsed<typeof skillAddOptions>) =>
   withLocalGateway(
-    Effect.provide(Effect.gen(function* () {
-      const sources = [opts.catalog, opts.text, opts.file].filter(Option.isSome).length
-      if (sources !== 1) return yield* new UsageError({ message: "give exactly one of --catalog <skill id>, --text <instructions>, --file <path>" })
-      const text = Option.isSome(opts.file) ? Option.some(yield* readInput(opts.file, "the skill")) : opts.text
-      const input = yield* decodeInput(CreateContextSkill, { name: "<name>", catalogId: "--catalog", text: Option.isSome(opts.file) ? "--file" : "--text", trigger: "trigger" })({
-        name: opts.name,
-        ...some("catalogId", opts.catalog),
-        ...some("text", text),
-        trigger: { always: opts.always, keywords: opts.keyword, models: opts.model },
-        enabled: !opts.disabled
-      })
-      const catalog = yield* SkillCatalog
-      const catalogText = (id: string) => Effect.map(catalog.get(id), (found) => (Option.isSome(found) ? found.value.markdown : undefined))
-      const created = yield* (yield* ContextStore).createSkill(input, catalogText, "cli")
-      if (opts.json) return yield* printJson(created)
-      yield* Console.log(`added skill ${created.name} (${created.id}, ${created.tokens} tokens), injected on ${triggerText(created)}${created.enabled ? "" : " (disabled)"}`)
-    }), SkillCatalog.layer)
+    Effect.provide(
+      Effect.gen(function* () {
+        const sources = [opts.catalog, opts.text, opts.file].filter(Option.isSome).length
+        if (sources !== 1) return yield* new UsageError({ message: "give exactly one of --catalog <skill id>, --text <instructions>, --file <path>" })
+        const text = Option.isSome(opts.file) ? Option.some(yield* readInput(opts.file, "the skill")) : opts.text
+        const input = yield* decodeInput(CreateContextSkill, { name: "<name>", catalogId: "--catalog", text: Option.isSome(opts.file) ? "--file" : "--text", trigger: "trigger" })({
+          name: opts.name,
+          ...some("catalogId", opts.catalog),
+          ...some("text", text),
+          trigger: { always: opts.always, keywords: opts.keyword, models: opts.model },
+          enabled: !opts.disabled
+        })
+        const catalog = yield* SkillCatalog
+        const catalogText = (id: string) => Effect.map(catalog.get(id), (found) => (Option.isSome(found) ? found.value.markdown : undefined))
+        const created = yield* (yield* ContextStore).createSkill(input, catalogText, "cli")
+        if (opts.json) return yield* printJson(created)
+        yield* Console.log(`added skill ${created.name} (${created.id}, ${created.tokens} tokens), injected on ${triggerText(created)}${created.enabled ? "" : " (disabled)"}`)
+      }),
+      SkillCatalog.layer
+    )
   )
 
 export const skillRemove = (opts: Parsed<typeof skillIdOptions>) =>

@@ -16,7 +16,10 @@ export const memoryListOptions = {
 }
 export const memoryAddOptions = {
   text: Args.text({ name: "text" }),
-  scope: scope.pipe(Options.withDescription("global (every request, the default), key (requests of the API key --scope-id) or session (requests whose X-Session-Id is --scope-id)."), Options.optional),
+  scope: scope.pipe(
+    Options.withDescription("global (every request, the default), key (requests of the API key --scope-id) or session (requests whose X-Session-Id is --scope-id)."),
+    Options.optional
+  ),
   scopeId: Options.text("scope-id").pipe(Options.withDescription("The API key id or session id a key or session entry applies to."), Options.optional),
   tag: Options.text("tag").pipe(Options.repeated, Options.withDescription("A tag; repeat.")),
   disabled: Options.boolean("disabled").pipe(Options.withDescription("Add it switched off.")),
@@ -38,23 +41,61 @@ export const skillAddOptions = {
 }
 export const skillIdOptions = { id: Args.text({ name: "id-or-name" }), json }
 
-const memoryList = Command.make("list", memoryListOptions, lazy(impl, (m) => m.memoryList)).pipe(Command.withDescription("List memory entries."))
-const memoryAdd = Command.make("add", memoryAddOptions, lazy(impl, (m) => m.memoryAdd)).pipe(Command.withDescription("Add a memory entry: added to the system prompt of matching requests."))
-const memoryRemove = Command.make("remove", idOptions, lazy(impl, (m) => m.memoryRemove)).pipe(Command.withDescription("Remove a memory entry."))
-const memoryEnable = Command.make("enable", idOptions, lazy(impl, (m) => m.memoryEnable)).pipe(Command.withDescription("Switch a memory entry on."))
-const memoryDisable = Command.make("disable", idOptions, lazy(impl, (m) => m.memoryDisable)).pipe(Command.withDescription("Switch a memory entry off (kept, not injected)."))
+const memoryList = Command.make(
+  "list",
+  memoryListOptions,
+  lazy(impl, (m) => m.memoryList)
+).pipe(Command.withDescription("List memory entries."))
+const memoryAdd = Command.make(
+  "add",
+  memoryAddOptions,
+  lazy(impl, (m) => m.memoryAdd)
+).pipe(Command.withDescription("Add a memory entry: added to the system prompt of matching requests."))
+const memoryRemove = Command.make(
+  "remove",
+  idOptions,
+  lazy(impl, (m) => m.memoryRemove)
+).pipe(Command.withDescription("Remove a memory entry."))
+const memoryEnable = Command.make(
+  "enable",
+  idOptions,
+  lazy(impl, (m) => m.memoryEnable)
+).pipe(Command.withDescription("Switch a memory entry on."))
+const memoryDisable = Command.make(
+  "disable",
+  idOptions,
+  lazy(impl, (m) => m.memoryDisable)
+).pipe(Command.withDescription("Switch a memory entry off (kept, not injected)."))
 const memory = Command.make("memory").pipe(
   Command.withDescription("Memory entries injected into the system prompt within the token budget (x-gateway-no-memory: true skips them)."),
   Command.withSubcommands([memoryList, memoryAdd, memoryRemove, memoryEnable, memoryDisable])
 )
 
-const skillList = Command.make("list", skillListOptions, lazy(impl, (m) => m.skillList)).pipe(Command.withDescription("List injected skills."))
-const skillAdd = Command.make("add", skillAddOptions, lazy(impl, (m) => m.skillAdd)).pipe(
-  Command.withDescription("Add a skill (one of --catalog, --text, --file) injected when its trigger matches (--always, --keyword, --model).")
-)
-const skillRemove = Command.make("remove", skillIdOptions, lazy(impl, (m) => m.skillRemove)).pipe(Command.withDescription("Remove a skill."))
-const skillEnable = Command.make("enable", skillIdOptions, lazy(impl, (m) => m.skillEnable)).pipe(Command.withDescription("Switch a skill on."))
-const skillDisable = Command.make("disable", skillIdOptions, lazy(impl, (m) => m.skillDisable)).pipe(Command.withDescription("Switch a skill off (kept, not injected)."))
+const skillList = Command.make(
+  "list",
+  skillListOptions,
+  lazy(impl, (m) => m.skillList)
+).pipe(Command.withDescription("List injected skills."))
+const skillAdd = Command.make(
+  "add",
+  skillAddOptions,
+  lazy(impl, (m) => m.skillAdd)
+).pipe(Command.withDescription("Add a skill (one of --catalog, --text, --file) injected when its trigger matches (--always, --keyword, --model)."))
+const skillRemove = Command.make(
+  "remove",
+  skillIdOptions,
+  lazy(impl, (m) => m.skillRemove)
+).pipe(Command.withDescription("Remove a skill."))
+const skillEnable = Command.make(
+  "enable",
+  skillIdOptions,
+  lazy(impl, (m) => m.skillEnable)
+).pipe(Command.withDescription("Switch a skill on."))
+const skillDisable = Command.make(
+  "disable",
+  skillIdOptions,
+  lazy(impl, (m) => m.skillDisable)
+).pipe(Command.withDescription("Switch a skill off (kept, not injected)."))
 const skills = Command.make("skills").pipe(
   Command.withDescription("Instruction files injected into the system prompt when their trigger matches (x-gateway-no-memory: true skips them)."),
   Command.withSubcommands([skillList, skillAdd, skillRemove, skillEnable, skillDisable])

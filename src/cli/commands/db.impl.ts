@@ -26,13 +26,20 @@ export const migrateToPostgres = (opts: Parsed<typeof migrateToPostgresOptions>)
         })
       : yield* DatabaseUrl.pipe(
           Effect.mapError((e) => new BadRequest({ message: String(e).replace(/^\(Invalid data at \): /, "") })),
-          Effect.flatMap(Option.match({ onNone: () => Effect.fail(new BadRequest({ message: "--to: no PostgreSQL URL (pass --to postgres://… or set DATABASE_URL)" })), onSome: Effect.succeed }))
+          Effect.flatMap(
+            Option.match({ onNone: () => Effect.fail(new BadRequest({ message: "--to: no PostgreSQL URL (pass --to postgres://… or set DATABASE_URL)" })), onSome: Effect.succeed })
+          )
         )
     const result = yield* migrate({ from, to, force: opts.force }).pipe(
       Effect.catchTag("MigrateError", (e) => Effect.fail(e.conflict ? new Conflict({ message: e.message }) : new BadRequest({ message: e.message })))
     )
     if (opts.json) return yield* printJson(result)
-    yield* Console.log(table(["TABLE", "ROWS"], result.tables.map((t) => [t.table, String(t.rows)])))
+    yield* Console.log(
+      table(
+        ["TABLE", "ROWS"],
+        result.tables.map((t) => [t.table, String(t.rows)])
+      )
+    )
     yield* Console.log(
       `copied ${result.rows} rows in ${result.tables.length} tables from ${result.from} to ${result.to}${result.replaced ? " (its previous contents replaced)" : ""}; row counts verified. Start the gateway with DATABASE_URL set to that database.`
     )

@@ -16,7 +16,11 @@ export const migrateToPostgresOptions = {
  * `gateway db migrate-to-postgres`: the SQLite database into PostgreSQL, every table in one
  * transaction, row counts verified (src/cli/migrateToPostgres.ts, docs/scale-out.md).
  */
-const migrateToPostgres = Command.make("migrate-to-postgres", migrateToPostgresOptions, lazy(impl, (m) => m.migrateToPostgres)).pipe(
+const migrateToPostgres = Command.make(
+  "migrate-to-postgres",
+  migrateToPostgresOptions,
+  lazy(impl, (m) => m.migrateToPostgres)
+).pipe(
   Command.withDescription(
     "Copy the SQLite database into a PostgreSQL database: migrates the target, refuses one that is not empty (unless --force), copies every table in one transaction, checks the row counts and prints them per table. Stop the gateway first."
   )

@@ -90,9 +90,7 @@ const checkDatabase = async (file: string): Promise<{ check: Check; overrides: M
     if (integrity !== "ok") problems.push(`integrity check: ${integrity}`)
     if (applied > known) problems.push(`schema is newer (${applied} migrations) than this build (${known}); upgrade the gateway`)
     const status: Status = problems.length > 0 ? "fail" : mode !== "wal" || applied < known ? "warn" : "ok"
-    const message =
-      problems.join("; ") ||
-      `${file}: integrity ok, journal ${mode}, ${applied}/${known} migrations${applied < known ? " (the rest apply on next start)" : ""}`
+    const message = problems.join("; ") || `${file}: integrity ok, journal ${mode}, ${applied}/${known} migrations${applied < known ? " (the rest apply on next start)" : ""}`
     return { check: { name: "database", status, message }, overrides, secrets, adminAuth }
   } catch (e) {
     return { ...empty, check: { name: "database", status: "fail", message: `${file}: ${(e as Error).message}` } }
@@ -116,7 +114,8 @@ const checkPostgres = (url: Redacted.Redacted<string>, display: string) =>
       const sql = yield* PgClient.make({ url, maxConnections: 1, connectTimeout: Duration.seconds(5), applicationName: "gateway-doctor", types: pg.typeParsers() as never })
       const facts = yield* pg.serverFacts(sql)
       const known = (yield* Effect.orDie(loader)).length
-      const hasSchema = (yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'`)[0]?.n ?? 0
+      const hasSchema =
+        (yield* sql<{ n: number }>`SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'schema_migrations'`)[0]?.n ?? 0
       const where = `PostgreSQL ${facts.version} at ${display}`
       if (hasSchema === 0) return { ...empty, check: { name: "database", status: "warn" as Status, message: `${where}: no tables yet; they are created on first start` } }
       const applied = (yield* sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`)[0]?.n ?? 0
@@ -170,7 +169,8 @@ const checkStorage = (dataDir: string, secrets: ReadonlyArray<string>): Check =>
       return true
     }
   }).length
-  if (bad > 0) return { name: "storage", status: "fail", message: `${bad} of ${secrets.length} stored secrets cannot be decrypted with the key from ${source} (was the key changed?)` }
+  if (bad > 0)
+    return { name: "storage", status: "fail", message: `${bad} of ${secrets.length} stored secrets cannot be decrypted with the key from ${source} (was the key changed?)` }
   return {
     name: "storage",
     status: notes.length > 0 ? "warn" : "ok",
@@ -182,7 +182,11 @@ const checkRuntime = (): Check => {
   const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
   const ok = major > 20 || (major === 20 && minor >= 18)
   return ok
-    ? { name: "runtime", status: major === 20 ? "warn" : "ok", message: `Node ${process.versions.node}${major === 20 ? " (Node 20 is past end of life; 22 or 24 recommended)" : ""}` }
+    ? {
+        name: "runtime",
+        status: major === 20 ? "warn" : "ok",
+        message: `Node ${process.versions.node}${major === 20 ? " (Node 20 is past end of life; 22 or 24 recommended)" : ""}`
+      }
     : { name: "runtime", status: "fail", message: `Node ${process.versions.node}; 20.18 or newer is required` }
 }
 
@@ -220,7 +224,13 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
     const overrides = yield* cliConfig
     const config = yield* Effect.provide(AppConfig, AppConfig.layer(overrides)).pipe(
       Effect.catchAll(() =>
-        Effect.succeed({ port: DEFAULT_PORT, host: DEFAULT_HOST, dataDir: path.resolve(process.env.DATA_DIR ?? "./data"), logFormat: "pretty" as const, allowUnauthenticatedRemote: false })
+        Effect.succeed({
+          port: DEFAULT_PORT,
+          host: DEFAULT_HOST,
+          dataDir: path.resolve(process.env.DATA_DIR ?? "./data"),
+          logFormat: "pretty" as const,
+          allowUnauthenticatedRemote: false
+        })
       )
     )
     const host = Option.getOrElse(opts.host, () => config.host)
@@ -231,7 +241,12 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
     const databaseUrl = yield* Effect.either(DatabaseUrl)
     const db =
       databaseUrl._tag === "Left"
-        ? { overrides: new Map<string, string>(), secrets: [], adminAuth: false, check: { name: "database", status: "fail" as Status, message: String(databaseUrl.left).replace(/^\(Invalid data at \): /, "") } }
+        ? {
+            overrides: new Map<string, string>(),
+            secrets: [],
+            adminAuth: false,
+            check: { name: "database", status: "fail" as Status, message: String(databaseUrl.left).replace(/^\(Invalid data at \): /, "") }
+          }
         : Option.isSome(databaseUrl.right)
           ? yield* checkPostgres(databaseUrl.right.value, maskUrl(Redacted.value(databaseUrl.right.value)))
           : yield* Effect.promise(() => checkDatabase(path.join(config.dataDir, DB_FILENAME)))
@@ -239,7 +254,11 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
     checks.push(checkStorage(config.dataDir, db.secrets))
     checks.push(checkMemory())
 
-    const requireKey = resolveFlag(FLAGS_BY_KEY.get("REQUIRE_API_KEY")!, db.overrides, new Map(process.env.REQUIRE_API_KEY ? [["REQUIRE_API_KEY", process.env.REQUIRE_API_KEY]] : []))
+    const requireKey = resolveFlag(
+      FLAGS_BY_KEY.get("REQUIRE_API_KEY")!,
+      db.overrides,
+      new Map(process.env.REQUIRE_API_KEY ? [["REQUIRE_API_KEY", process.env.REQUIRE_API_KEY]] : [])
+    )
     const security: Array<string> = []
     if (!isLoopbackHost(host) && !isTruthy(requireKey.value)) {
       security.push(
@@ -269,9 +288,7 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
       )
     }
     checks.push(
-      live === undefined
-        ? { name: "liveness", status: "skip", message: "skipped (--no-liveness)" }
-        : { name: "liveness", status: live.ok ? "ok" : "fail", message: live.message }
+      live === undefined ? { name: "liveness", status: "skip", message: "skipped (--no-liveness)" } : { name: "liveness", status: live.ok ? "ok" : "fail", message: live.message }
     )
 
     const failed = checks.filter((c) => c.status === "fail").length

@@ -11,6 +11,11 @@ export const doctorOptions = {
   livenessUrl: schemaOption("liveness-url", ServerUrl).pipe(Options.withDescription("Health URL to probe (default http://<host>:<port>/api/health/ping)."), Options.optional)
 }
 
-export const doctorCommand = Command.make("doctor", doctorOptions, lazy(() => import("./doctor.impl.js"), (m) => m.doctor)).pipe(
-  Command.withDescription("Check configuration, database, storage key, port, runtime, native module, memory and the running server; exit 1 when a check fails.")
-)
+export const doctorCommand = Command.make(
+  "doctor",
+  doctorOptions,
+  lazy(
+    () => import("./doctor.impl.js"),
+    (m) => m.doctor
+  )
+).pipe(Command.withDescription("Check configuration, database, storage key, port, runtime, native module, memory and the running server; exit 1 when a check fails."))

@@ -16,19 +16,32 @@ export const envShowOptions = { json }
 export const envGetOptions = { name: Args.text({ name: "name" }) }
 export const envSetOptions = { name: schemaArg("name", EnvName), value: schemaArg("value", EnvValue) }
 
-const configShow = Command.make("show", configShowOptions, lazy(() => import("./config.impl.js"), (m) => m.configShow)).pipe(
-  Command.withDescription("The effective process configuration, environment (secrets masked) and feature flags.")
-)
+const configShow = Command.make(
+  "show",
+  configShowOptions,
+  lazy(
+    () => import("./config.impl.js"),
+    (m) => m.configShow
+  )
+).pipe(Command.withDescription("The effective process configuration, environment (secrets masked) and feature flags."))
 
 export const configCommand = Command.make("config").pipe(Command.withDescription("Show the gateway's configuration."), Command.withSubcommands([configShow]))
 
-const envShow = Command.make("show", envShowOptions, lazy(impl, (m) => m.envShow)).pipe(Command.withDescription("The env file's variables, secrets masked."))
-const envGet = Command.make("get", envGetOptions, lazy(impl, (m) => m.envGet)).pipe(
-  Command.withDescription("One variable's value from the env file (unmasked: it is for scripts); exit 1 when it is not set.")
-)
-const envSet = Command.make("set", envSetOptions, lazy(impl, (m) => m.envSet)).pipe(
-  Command.withDescription("Set a variable in the env file (atomic write; the previous file is snapshotted to DATA_DIR/env-backups).")
-)
+const envShow = Command.make(
+  "show",
+  envShowOptions,
+  lazy(impl, (m) => m.envShow)
+).pipe(Command.withDescription("The env file's variables, secrets masked."))
+const envGet = Command.make(
+  "get",
+  envGetOptions,
+  lazy(impl, (m) => m.envGet)
+).pipe(Command.withDescription("One variable's value from the env file (unmasked: it is for scripts); exit 1 when it is not set."))
+const envSet = Command.make(
+  "set",
+  envSetOptions,
+  lazy(impl, (m) => m.envSet)
+).pipe(Command.withDescription("Set a variable in the env file (atomic write; the previous file is snapshotted to DATA_DIR/env-backups)."))
 
 export const envCommand = Command.make("env").pipe(
   Command.withDescription("The env file the gateway reads at start (GATEWAY_ENV_FILE, default ./.env)."),

@@ -16,7 +16,12 @@ const printRun = (run: EvalRunView) =>
   Effect.gen(function* () {
     yield* Console.log(`run ${run.id} of ${run.evalId}: ${run.status}${run.error ? ` (${run.error})` : ""}`)
     if (!run.results) return
-    yield* Console.log(table(["MODEL", "SCORE", "PASSED", "MEAN LATENCY", "COST"], run.results.map((r) => [r.model, r.score.toFixed(3), `${r.passed}/${r.total}`, `${r.meanLatencyMs} ms`, usd(r.costUsd)])))
+    yield* Console.log(
+      table(
+        ["MODEL", "SCORE", "PASSED", "MEAN LATENCY", "COST"],
+        run.results.map((r) => [r.model, r.score.toFixed(3), `${r.passed}/${r.total}`, `${r.meanLatencyMs} ms`, usd(r.costUsd)])
+      )
+    )
     yield* Console.log("")
     yield* Console.log(
       table(
@@ -32,7 +37,12 @@ export const list = (opts: Parsed<typeof listOptions>) =>
     const { evals } = yield* client.evals.list().pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson({ evals })
     if (evals.length === 0) return yield* Console.log("no eval sets yet: create one with `gateway eval create <file.json>`")
-    yield* Console.log(table(["ID", "NAME", "CASES", "CREATED"], evals.map((e) => [e.id, e.name, String(e.cases.length), e.createdAt])))
+    yield* Console.log(
+      table(
+        ["ID", "NAME", "CASES", "CREATED"],
+        evals.map((e) => [e.id, e.name, String(e.cases.length), e.createdAt])
+      )
+    )
   }).pipe(withHttp)
 
 export const create = (opts: Parsed<typeof createOptions>) =>
@@ -70,9 +80,19 @@ export const show = (opts: Parsed<typeof showOptions>) =>
     const detail = yield* client.evals.get({ path: { id: opts.id } }).pipe(Effect.mapError(explain(url)))
     if (opts.json) return yield* printJson(detail)
     yield* Console.log(`${detail.eval.name} (${detail.eval.id}): ${detail.eval.cases.length} cases`)
-    yield* Console.log(table(["CASE", "GRADER", "PROMPT"], detail.eval.cases.map((c) => [c.id ?? "-", c.grader.type, c.prompt.slice(0, 60)])))
+    yield* Console.log(
+      table(
+        ["CASE", "GRADER", "PROMPT"],
+        detail.eval.cases.map((c) => [c.id ?? "-", c.grader.type, c.prompt.slice(0, 60)])
+      )
+    )
     if (detail.runs.length > 0) {
       yield* Console.log("")
-      yield* Console.log(table(["RUN", "STATUS", "MODELS", "CREATED"], detail.runs.map((r) => [r.id, r.status, r.models.join(","), r.createdAt])))
+      yield* Console.log(
+        table(
+          ["RUN", "STATUS", "MODELS", "CREATED"],
+          detail.runs.map((r) => [r.id, r.status, r.models.join(","), r.createdAt])
+        )
+      )
     }
   }).pipe(withHttp)

@@ -12,7 +12,11 @@ const impl = () => import("./evals.impl.js")
 /** `a, b,c` → `["a", "b", "c"]`. */
 const CommaList = Schema.transform(Schema.String, Schema.Array(Schema.String), {
   strict: true,
-  decode: (s) => s.split(",").map((m) => m.trim()).filter((m) => m !== ""),
+  decode: (s) =>
+    s
+      .split(",")
+      .map((m) => m.trim())
+      .filter((m) => m !== ""),
   encode: (a) => a.join(",")
 })
 
@@ -27,14 +31,26 @@ export const runOptions = {
 }
 export const showOptions = { ...remoteOptions, id: Args.text({ name: "id" }), runId: Args.text({ name: "run-id" }).pipe(Args.optional), json }
 
-const list = Command.make("list", listOptions, lazy(impl, (m) => m.list)).pipe(Command.withDescription("List eval sets."))
-const create = Command.make("create", createOptions, lazy(impl, (m) => m.create)).pipe(
-  Command.withDescription("Create an eval set from a JSON file ({ name, cases: [{ prompt, grader }] }).")
-)
-const run = Command.make("run", runOptions, lazy(impl, (m) => m.run)).pipe(
-  Command.withDescription("Run an eval set against models through the gateway and print score, latency and cost per model and case.")
-)
-const show = Command.make("show", showOptions, lazy(impl, (m) => m.show)).pipe(Command.withDescription("Show an eval set and its runs, or one run's results."))
+const list = Command.make(
+  "list",
+  listOptions,
+  lazy(impl, (m) => m.list)
+).pipe(Command.withDescription("List eval sets."))
+const create = Command.make(
+  "create",
+  createOptions,
+  lazy(impl, (m) => m.create)
+).pipe(Command.withDescription("Create an eval set from a JSON file ({ name, cases: [{ prompt, grader }] })."))
+const run = Command.make(
+  "run",
+  runOptions,
+  lazy(impl, (m) => m.run)
+).pipe(Command.withDescription("Run an eval set against models through the gateway and print score, latency and cost per model and case."))
+const show = Command.make(
+  "show",
+  showOptions,
+  lazy(impl, (m) => m.show)
+).pipe(Command.withDescription("Show an eval set and its runs, or one run's results."))
 
 /** `gateway eval`: eval sets and runs on the running server (docs/guardrails.md, "Evals"). */
 export const evalCommand = Command.make("eval").pipe(

@@ -17,7 +17,11 @@ const LimitOrZero = Schema.compose(
 
 export const addOptions = {
   name: schemaOption("name", ApiKeyName).pipe(Options.withDescription("A label for the key."), Options.optional),
-  scope: schemaOptions("scope", ApiKeyScope).pipe(Options.withDescription("inference (default): model routes only; admin: also the management API; an MCP scope (read:usage, write:keys, ...): also those MCP tools (docs/mcp.md). Repeatable.")),
+  scope: schemaOptions("scope", ApiKeyScope).pipe(
+    Options.withDescription(
+      "inference (default): model routes only; admin: also the management API; an MCP scope (read:usage, write:keys, ...): also those MCP tools (docs/mcp.md). Repeatable."
+    )
+  ),
   expiresAt: schemaOption("expires-at", ApiKeyExpiry).pipe(Options.withDescription("ISO 8601 expiry date."), Options.optional),
   rpm: schemaOption("rpm", intFromText(PerMinute)).pipe(Options.withDescription("Requests per minute this key may make."), Options.optional),
   tpm: schemaOption("tpm", intFromText(PerMinute)).pipe(Options.withDescription("Tokens (input plus output) per minute this key may use."), Options.optional),
@@ -32,12 +36,26 @@ export const limitsOptions = {
   json
 }
 
-const add = Command.make("add", addOptions, lazy(impl, (m) => m.add)).pipe(Command.withDescription("Create an API key; the key is printed once."))
-const list = Command.make("list", listOptions, lazy(impl, (m) => m.list)).pipe(Command.withDescription("List API keys (masked)."))
-const remove = Command.make("remove", removeOptions, lazy(impl, (m) => m.remove)).pipe(Command.withDescription("Remove an API key by id or name."))
-const limits = Command.make("limits", limitsOptions, lazy(impl, (m) => m.limits)).pipe(
-  Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute).")
-)
+const add = Command.make(
+  "add",
+  addOptions,
+  lazy(impl, (m) => m.add)
+).pipe(Command.withDescription("Create an API key; the key is printed once."))
+const list = Command.make(
+  "list",
+  listOptions,
+  lazy(impl, (m) => m.list)
+).pipe(Command.withDescription("List API keys (masked)."))
+const remove = Command.make(
+  "remove",
+  removeOptions,
+  lazy(impl, (m) => m.remove)
+).pipe(Command.withDescription("Remove an API key by id or name."))
+const limits = Command.make(
+  "limits",
+  limitsOptions,
+  lazy(impl, (m) => m.limits)
+).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute)."))
 
 export const keysCommand = Command.make("keys").pipe(
   Command.withDescription("Manage gateway API keys in the local database."),

@@ -18,7 +18,8 @@ const pretty = (raw: string): string => {
     return raw
   }
   const message = Array.isArray(e.message) ? e.message.join(" ") : String(e.message ?? "")
-  const annotations = e.annotations && typeof e.annotations === "object" ? Object.entries(e.annotations as object).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`) : []
+  const annotations =
+    e.annotations && typeof e.annotations === "object" ? Object.entries(e.annotations as object).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`) : []
   return [String(e.timestamp ?? ""), String(e.logLevel ?? "").padEnd(7), message, ...annotations].join(" ").trim()
 }
 

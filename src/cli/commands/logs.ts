@@ -16,6 +16,11 @@ export const logsOptions = {
   )
 }
 
-export const logsCommand = Command.make("logs", logsOptions, lazy(() => import("./logs.impl.js"), (m) => m.logs)).pipe(
-  Command.withDescription("Read the server's log file (DATA_DIR/logs/gateway.log and its rotated files): pretty or --json (the lines as written), --search, --follow.")
-)
+export const logsCommand = Command.make(
+  "logs",
+  logsOptions,
+  lazy(
+    () => import("./logs.impl.js"),
+    (m) => m.logs
+  )
+).pipe(Command.withDescription("Read the server's log file (DATA_DIR/logs/gateway.log and its rotated files): pretty or --json (the lines as written), --search, --follow."))

@@ -20,7 +20,14 @@ export const models = (opts: Parsed<typeof modelsOptions>) =>
     yield* Console.log(
       table(
         ["ID", "KIND", "CONTEXT", "MAX OUT", "PRICE IN/OUT (1M)", "CUSTOM"],
-        res.models.map((m) => [m.id, m.kind, m.contextWindow ? String(m.contextWindow) : "-", m.maxOutput ? String(m.maxOutput) : "-", price(m.price), m.custom ? "yes" : orDash(null)])
+        res.models.map((m) => [
+          m.id,
+          m.kind,
+          m.contextWindow ? String(m.contextWindow) : "-",
+          m.maxOutput ? String(m.maxOutput) : "-",
+          price(m.price),
+          m.custom ? "yes" : orDash(null)
+        ])
       )
     )
   }).pipe(withHttp)

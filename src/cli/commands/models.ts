@@ -27,12 +27,22 @@ export const providerAddOptions = {
 }
 
 /** `gateway models [provider]`: the running server's model catalog (`GET /api/models/catalog`). */
-export const modelsCommand = Command.make("models", modelsOptions, lazy(impl, (m) => m.models)).pipe(
-  Command.withDescription("Models of the running server's catalog (custom models and provider nodes included).")
-)
+export const modelsCommand = Command.make(
+  "models",
+  modelsOptions,
+  lazy(impl, (m) => m.models)
+).pipe(Command.withDescription("Models of the running server's catalog (custom models and provider nodes included)."))
 
-const list = Command.make("list", providerListOptions, lazy(impl, (m) => m.providerList)).pipe(Command.withDescription("Provider connections of the running server (keys masked)."))
-const add = Command.make("add", providerAddOptions, lazy(impl, (m) => m.providerAdd)).pipe(Command.withDescription("Add a provider connection to the running server."))
+const list = Command.make(
+  "list",
+  providerListOptions,
+  lazy(impl, (m) => m.providerList)
+).pipe(Command.withDescription("Provider connections of the running server (keys masked)."))
+const add = Command.make(
+  "add",
+  providerAddOptions,
+  lazy(impl, (m) => m.providerAdd)
+).pipe(Command.withDescription("Add a provider connection to the running server."))
 
 /** `gateway provider list|add`: connections of a running server (`gateway providers` reads the local database). */
 export const providerCommand = Command.make("provider").pipe(

@@ -47,7 +47,6 @@ export const resetPassword = (opts: Parsed<typeof resetPasswordOptions>) =>
     })
   )
 
-
 interface Undecryptable {
   readonly table: string
   readonly row: string
@@ -90,19 +89,27 @@ export const resetEncryptedColumns = (opts: Parsed<typeof resetEncryptedColumnsO
         if (changed) kvFixes.push({ namespace: r.namespace, key: r.key, value: JSON.stringify(fixed) })
       }
       if (opts.force && found.length > 0) {
-        yield* sql.withTransaction(
-          Effect.gen(function* () {
-            for (const f of found.filter((f) => f.table === "connections")) {
-              yield* sql`UPDATE connections SET api_key_enc = NULL, updated_at = ${Date.now()} WHERE name = ${f.row}`
-            }
-            for (const k of kvFixes) yield* sql`UPDATE kv SET value = ${k.value} WHERE namespace = ${k.namespace} AND key = ${k.key}`
-          })
-        ).pipe(Effect.orDie)
+        yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              for (const f of found.filter((f) => f.table === "connections")) {
+                yield* sql`UPDATE connections SET api_key_enc = NULL, updated_at = ${Date.now()} WHERE name = ${f.row}`
+              }
+              for (const k of kvFixes) yield* sql`UPDATE kv SET value = ${k.value} WHERE namespace = ${k.namespace} AND key = ${k.key}`
+            })
+          )
+          .pipe(Effect.orDie)
         ;(yield* BatchWriter).append("audit_log", { ts: Date.now(), actor: "cli", action: "encrypted_columns.reset", target: null, detail: JSON.stringify(found) })
       }
-      if (opts.json) return yield* printJson({ storageKey: secrets.source === "env" ? "STORAGE_ENCRYPTION_KEY" : secrets.keyFile, undecryptable: found, reset: opts.force && found.length > 0 })
+      if (opts.json)
+        return yield* printJson({ storageKey: secrets.source === "env" ? "STORAGE_ENCRYPTION_KEY" : secrets.keyFile, undecryptable: found, reset: opts.force && found.length > 0 })
       if (found.length === 0) return yield* Console.log("every stored secret decrypts with the current storage key; nothing to reset")
-      yield* Console.log(table(["TABLE", "ROW", "COLUMN"], found.map((f) => [f.table, f.row, f.column])))
+      yield* Console.log(
+        table(
+          ["TABLE", "ROW", "COLUMN"],
+          found.map((f) => [f.table, f.row, f.column])
+        )
+      )
       yield* Console.log(
         opts.force
           ? `${found.length} credential(s) nulled; set them again (gateway providers, the settings routes)`
@@ -110,4 +117,3 @@ export const resetEncryptedColumns = (opts: Parsed<typeof resetEncryptedColumnsO
       )
     })
   )
-

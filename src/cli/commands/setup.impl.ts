@@ -9,7 +9,7 @@ import { AdminAuth } from "../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { CreateConnection } from "../../domain/connections.js"
-import { BadRequest, NotFound } from "../../domain/errors.js"
+import { BadRequest, type NotFound } from "../../domain/errors.js"
 import { API_KEY_MIN_LENGTH } from "../../domain/keys.js"
 import { decodeOrBadRequest } from "../../domain/parse.js"
 import { findProvider, PROVIDERS } from "../../domain/catalog/catalog.js"
@@ -30,8 +30,7 @@ interface ProviderInput {
   readonly defaultModel?: string | undefined
 }
 
-const decodeConnection = (raw: ProviderInput) =>
-  decodeOrBadRequest(CreateConnection)(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)))
+const decodeConnection = (raw: ProviderInput) => decodeOrBadRequest(CreateConnection)(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)))
 
 /** Creates the connection, or updates the one with the same name, so re-running setup is safe. */
 const upsertConnection = (raw: ProviderInput) =>
@@ -42,9 +41,7 @@ const upsertConnection = (raw: ProviderInput) =>
     const existing = yield* connections.get(name).pipe(Effect.option)
     if (Option.isSome(existing)) {
       const { provider, ...patch } = input
-      const updated = yield* connections.update(existing.value.id, { provider, ...patch }, "cli-setup").pipe(
-        Effect.catchTag("NotFound", (e: NotFound) => Effect.die(e))
-      )
+      const updated = yield* connections.update(existing.value.id, { provider, ...patch }, "cli-setup").pipe(Effect.catchTag("NotFound", (e: NotFound) => Effect.die(e)))
       return { connection: updated, created: false }
     }
     return { connection: yield* connections.create(input, "cli-setup"), created: true }

@@ -19,6 +19,11 @@ export const setupOptions = {
   json
 }
 
-export const setupCommand = Command.make("setup", setupOptions, lazy(() => import("./setup.impl.js"), (m) => m.setup)).pipe(
-  Command.withDescription("Configure the gateway: admin password, API keys, provider connections.")
-)
+export const setupCommand = Command.make(
+  "setup",
+  setupOptions,
+  lazy(
+    () => import("./setup.impl.js"),
+    (m) => m.setup
+  )
+).pipe(Command.withDescription("Configure the gateway: admin password, API keys, provider connections."))

@@ -42,7 +42,9 @@ export const status = (opts: Parsed<typeof statusOptions>) =>
     yield* Console.log(`gateway ${ping.value.version} running at ${url}, up ${ping.value.uptimeSeconds}s`)
     if (Option.isSome(details)) {
       const d = details.value
-      yield* Console.log(`providers: ${d.providers.length} (${d.providers.filter((p) => p.enabled).length} enabled)${d.providers.length ? ": " + d.providers.map((p) => p.name).join(", ") : ""}`)
+      yield* Console.log(
+        `providers: ${d.providers.length} (${d.providers.filter((p) => p.enabled).length} enabled)${d.providers.length ? ": " + d.providers.map((p) => p.name).join(", ") : ""}`
+      )
       yield* Console.log(`API keys: ${d.keys.length}`)
       yield* Console.log(`feature flags: ${d.flags.active} active, ${d.flags.overriddenByDb} overridden in the database, ${d.flags.overriddenByEnv} by the environment`)
     } else if (adminKey) {
@@ -68,7 +70,13 @@ export const health = (opts: Parsed<typeof healthOptions>) =>
       const paint = health.status === "down" ? red : health.status === "ok" ? green : yellow
       yield* Console.log(`${paint(health.status, on)}: gateway ${ping.value.version} at ${url}, up ${ping.value.uptimeSeconds}s`)
       yield* Console.log(`providers: ${health.configuredCount} configured, ${health.activeCount} active, ${health.monitoredCount} monitored (catalog ${health.catalogCount})`)
-      if (health.providers.length) yield* Console.log(table(["CONNECTION", "PROVIDER", "ENABLED", "STATE"], health.providers.map((p) => [p.connection, p.provider, String(p.enabled), p.state])))
+      if (health.providers.length)
+        yield* Console.log(
+          table(
+            ["CONNECTION", "PROVIDER", "ENABLED", "STATE"],
+            health.providers.map((p) => [p.connection, p.provider, String(p.enabled), p.state])
+          )
+        )
     }
     if (health.status === "down") return yield* exitWith(1)
   }).pipe(withHttp)

@@ -39,7 +39,9 @@ const send = (request: HttpClientRequest.HttpClientRequest, url: string, timeout
     )
     if (response.status >= 400) {
       const body = yield* HttpClientResponse.schemaBodyJson(ErrorBody)(response).pipe(Effect.option)
-      return yield* Effect.fail(new Failed(Option.match(body, { onNone: () => `HTTP ${response.status}`, onSome: (b) => `HTTP ${response.status}: ${b.error.message}` }), response.status))
+      return yield* Effect.fail(
+        new Failed(Option.match(body, { onNone: () => `HTTP ${response.status}`, onSome: (b) => `HTTP ${response.status}: ${b.error.message}` }), response.status)
+      )
     }
     return response
   })
@@ -84,4 +86,7 @@ export const test = (opts: Parsed<typeof testOptions>) =>
     if (opts.json) return yield* printJson({ ok: true, url, model: model!, servedBy: served, latencyMs, answer: text, usage: answer.usage ?? null })
     yield* Console.log(`${green("ok", on)} ${model} in ${latencyMs} ms${served !== model ? ` (served by ${served})` : ""}`)
     yield* Console.log(text)
-  }).pipe(withHttp, Effect.mapError((e) => new BadRequest({ message: String(e) })))
+  }).pipe(
+    withHttp,
+    Effect.mapError((e) => new BadRequest({ message: String(e) }))
+  )

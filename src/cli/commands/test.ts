@@ -19,6 +19,15 @@ export const testOptions = {
 }
 
 /** `gateway test`: a live round trip through the running gateway. */
-export const testCommand = Command.make("test", testOptions, lazy(() => import("./test.impl.js"), (m) => m.test)).pipe(
-  Command.withDescription("A live round trip through the running gateway: a short chat with one model (--model, or the first of /v1/models); prints the model, the latency and the answer; exit 1 when it fails.")
+export const testCommand = Command.make(
+  "test",
+  testOptions,
+  lazy(
+    () => import("./test.impl.js"),
+    (m) => m.test
+  )
+).pipe(
+  Command.withDescription(
+    "A live round trip through the running gateway: a short chat with one model (--model, or the first of /v1/models); prints the model, the latency and the answer; exit 1 when it fails."
+  )
 )

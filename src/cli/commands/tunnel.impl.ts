@@ -32,7 +32,8 @@ const call = (url: string, adminKey: string | undefined, method: "GET" | "POST",
       Effect.mapError(() => new BadRequest({ message: `no gateway answers at ${url} (is it running?)` }))
     )
     if (response.status === 501) return yield* new BadRequest({ message: NOT_BUILT })
-    if (response.status === 401 || response.status === 403) return yield* new BadRequest({ message: adminKey ? "the admin key was refused" : "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
+    if (response.status === 401 || response.status === 403)
+      return yield* new BadRequest({ message: adminKey ? "the admin key was refused" : "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
     if (response.status >= 400) {
       const detail = yield* HttpClientResponse.schemaBodyJson(ErrorBody)(response).pipe(Effect.option)
       return yield* new BadRequest({ message: `${method} ${path}: HTTP ${response.status}${Option.match(detail, { onNone: () => "", onSome: (d) => `: ${d.message}` })}` })
@@ -51,7 +52,12 @@ export const list = (opts: Parsed<typeof listOptions>) =>
     const key = adminKeyOf(opts.apiKey)
     const statuses = yield* Effect.forEach(TUNNEL_KINDS, (kind) => Effect.map(call(url, key, "GET", `/api/tunnels/${kind}`), (s) => [kind, s] as const))
     if (opts.json) return yield* printJson({ tunnels: statuses.map(([kind, s]) => ({ kind, ...s })) })
-    yield* Console.log(table(HEADERS, statuses.map(([kind, s]) => row(kind, s))))
+    yield* Console.log(
+      table(
+        HEADERS,
+        statuses.map(([kind, s]) => row(kind, s))
+      )
+    )
   }).pipe(withHttp)
 
 export const create = (opts: Parsed<typeof createOptions>) =>
@@ -74,9 +80,7 @@ export const stop = (opts: Parsed<typeof stopOptions>) =>
     const url = yield* serverUrl(opts.url)
     const key = adminKeyOf(opts.apiKey)
     const status =
-      opts.kind === "mesh"
-        ? yield* call(url, key, "POST", "/api/tunnels/mesh/disable", {})
-        : yield* call(url, key, "POST", `/api/tunnels/${opts.kind}`, { action: "disable" })
+      opts.kind === "mesh" ? yield* call(url, key, "POST", "/api/tunnels/mesh/disable", {}) : yield* call(url, key, "POST", `/api/tunnels/${opts.kind}`, { action: "disable" })
     if (opts.json) return yield* printJson({ kind: opts.kind, ...status })
     yield* Console.log(table(HEADERS, [row(opts.kind, status)]))
   }).pipe(withHttp)

@@ -23,11 +23,21 @@ export const createOptions = {
 }
 export const stopOptions = { ...remoteOptions, kind, json }
 
-const list = Command.make("list", listOptions, lazy(impl, (m) => m.list)).pipe(Command.withDescription(`Status of each tunnel backend (${TUNNEL_KINDS.join(", ")}).`))
-const create = Command.make("create", createOptions, lazy(impl, (m) => m.create)).pipe(
-  Command.withDescription("Start a tunnel that exposes the running gateway publicly: quick (ephemeral address), token (needs an authtoken) or mesh (mesh VPN funnel).")
-)
-const stop = Command.make("stop", stopOptions, lazy(impl, (m) => m.stop)).pipe(Command.withDescription("Stop a tunnel."))
+const list = Command.make(
+  "list",
+  listOptions,
+  lazy(impl, (m) => m.list)
+).pipe(Command.withDescription(`Status of each tunnel backend (${TUNNEL_KINDS.join(", ")}).`))
+const create = Command.make(
+  "create",
+  createOptions,
+  lazy(impl, (m) => m.create)
+).pipe(Command.withDescription("Start a tunnel that exposes the running gateway publicly: quick (ephemeral address), token (needs an authtoken) or mesh (mesh VPN funnel)."))
+const stop = Command.make(
+  "stop",
+  stopOptions,
+  lazy(impl, (m) => m.stop)
+).pipe(Command.withDescription("Stop a tunnel."))
 
 /** `gateway tunnel list|create|stop`: thin over the management tunnel API (`/api/tunnels/*`). */
 export const tunnelCommand = Command.make("tunnel").pipe(

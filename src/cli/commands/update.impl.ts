@@ -14,8 +14,7 @@ import type { updateOptions } from "./update.js"
 export const DEFAULT_REGISTRY = "https://registry.npmjs.org"
 
 /** GATEWAY_UPDATE_REGISTRY, else npm's own setting, else the public registry. */
-export const registryUrl = (): string =>
-  (process.env.GATEWAY_UPDATE_REGISTRY?.trim() || process.env.npm_config_registry?.trim() || DEFAULT_REGISTRY).replace(/\/+$/, "")
+export const registryUrl = (): string => (process.env.GATEWAY_UPDATE_REGISTRY?.trim() || process.env.npm_config_registry?.trim() || DEFAULT_REGISTRY).replace(/\/+$/, "")
 
 /** What the check reads of a registry's package document (abbreviated metadata suffices). */
 const Packument = Schema.Struct({ "dist-tags": Schema.Struct({ latest: Schema.String }) })

@@ -136,8 +136,7 @@ interface RouteDoc {
 
 const METHOD_ORDER = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
-const byPath = (a: RouteDoc, b: RouteDoc) =>
-  a.path < b.path ? -1 : a.path > b.path ? 1 : METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method)
+const byPath = (a: RouteDoc, b: RouteDoc) => (a.path < b.path ? -1 : a.path > b.path ? 1 : METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method))
 
 const operationLines = (op: OpenApi.OpenAPISpecOperation, components: Record<string, unknown>): Array<string> => {
   const lines: Array<string> = op.summary ? [op.summary, ""] : []
@@ -150,12 +149,23 @@ const operationLines = (op: OpenApi.OpenAPISpecOperation, components: Record<str
     const fields = type === "application/json" ? fieldsOf(media?.schema, components) : undefined
     lines.push(fields ? `- Body (JSON): ${fields.length > 0 ? fieldList(fields) : "an empty object"}` : `- Body: ${type}`)
   }
-  const statuses = Object.keys(op.responses).map(Number).sort((a, b) => a - b)
+  const statuses = Object.keys(op.responses)
+    .map(Number)
+    .sort((a, b) => a - b)
   for (const status of statuses.filter((s) => s < 400)) {
     const content = op.responses[status]?.content ?? {}
     const [type, media] = Object.entries(content)[0] ?? []
     const fields = type === "application/json" ? fieldsOf(media?.schema, components) : undefined
-    const what = type === undefined ? "no body" : fields ? (fields.length > 0 ? fieldList(fields) : "an empty object") : type === "application/json" ? typeText(media?.schema, components) : type
+    const what =
+      type === undefined
+        ? "no body"
+        : fields
+          ? fields.length > 0
+            ? fieldList(fields)
+            : "an empty object"
+          : type === "application/json"
+            ? typeText(media?.schema, components)
+            : type
     lines.push(`- Answers ${status}: ${what}`)
   }
   const errors = statuses.filter((s) => s >= 400)
@@ -200,7 +210,7 @@ const AUTH_TEXT: Record<Access, string> = {
     "Management routes: an admin API key as `Authorization: Bearer <key>` (for instance the `GATEWAY_API_KEY` given to `gateway setup`), or the cookie session of `POST /api/auth/login`, whose requests that change something also send its CSRF token as `X-CSRF-Token`. With login not required (`PUT /api/settings/require-login`), a caller on this machine needs no credentials. A missing or refused credential is 401 or 403 with a JSON body.",
   "gateway-key":
     "Inference routes: a gateway API key as `Authorization: Bearer <key>`, `x-api-key`, `x-goog-api-key` or the `key` query parameter. It is required when `REQUIRE_API_KEY` is on or the gateway listens on a non-loopback address; otherwise it is optional and, when given, attributes usage to the key. Browser requests from origins not in `GATEWAY_ALLOWED_ORIGINS` always need one.",
-  none: "Routes marked \"no authentication\" answer anyone who reaches the port."
+  none: 'Routes marked "no authentication" answer anyone who reaches the port.'
 }
 
 const ACCESS_LABEL: Record<Access, string> = { management: "Management authentication", "gateway-key": "Gateway API key", none: "No authentication" }
@@ -220,7 +230,10 @@ const plannedNote = (skill: SkillId): Array<string> => {
   for (const [prefix, id] of Object.entries(ROUTE_PREFIXES)) {
     if (id !== skill) continue
     const area = findPlanned(PLANNED_MANAGEMENT, `${prefix}/`) ?? findPlanned(PLANNED_INFERENCE, prefix) ?? findPlanned(PLANNED_INFERENCE, `${prefix}/`)
-    if (area) areas.add(`The routes under ${code(`${prefix}/`)} are part of the gateway's specification (area: ${area.area}) but not built in this version: they answer 501 \`NotImplemented\`.`)
+    if (area)
+      areas.add(
+        `The routes under ${code(`${prefix}/`)} are part of the gateway's specification (area: ${area.area}) but not built in this version: they answer 501 \`NotImplemented\`.`
+      )
   }
   return [...areas]
 }
@@ -232,7 +245,8 @@ export const apiSource = (): ApiSource => {
   const errors: Array<{ code: string; message: string }> = []
   for (const route of routes) {
     const skill = skillOfPath(route.path)
-    if (skill === undefined) errors.push({ code: "unmapped-route", message: `${route.method} ${route.path} belongs to no skill: add its prefix to ROUTE_PREFIXES (src/cli/skills/apiSource.ts)` })
+    if (skill === undefined)
+      errors.push({ code: "unmapped-route", message: `${route.method} ${route.path} belongs to no skill: add its prefix to ROUTE_PREFIXES (src/cli/skills/apiSource.ts)` })
     else bySkill.get(skill)?.push(route)
   }
   const sections = new Map<SkillId, ApiSections>()

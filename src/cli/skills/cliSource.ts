@@ -60,8 +60,7 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
 }
 
 export const skillOfCommand = (name: string): SkillId | undefined =>
-  COMMAND_SKILLS[name] ??
-  Object.entries(COMMAND_SKILLS).find(([key]) => key.endsWith("-*") && name.startsWith(key.slice(0, -1)) && name.length > key.length - 1)?.[1]
+  COMMAND_SKILLS[name] ?? Object.entries(COMMAND_SKILLS).find(([key]) => key.endsWith("-*") && name.startsWith(key.slice(0, -1)) && name.length > key.length - 1)?.[1]
 
 /** The descriptor's shape as @effect/cli 0.77 builds it (its `_tag`s; the type itself is opaque). */
 type Node =
@@ -119,7 +118,8 @@ const helpSections = (node: Node): HelpSections => {
       walk(doc.left)
       walk(doc.right)
     } else if (doc._tag === "Header") section = spanText(doc.value).trim()
-    else if (doc._tag === "DescriptionList") (entries[section] ??= []).push(...doc.definitions.map(([s, d]) => [spanText(s).trim(), docText(d).replace(TYPE_SENTENCE, "")] as const))
+    else if (doc._tag === "DescriptionList")
+      (entries[section] ??= []).push(...doc.definitions.map(([s, d]) => [spanText(s).trim(), docText(d).replace(TYPE_SENTENCE, "")] as const))
     else if (doc._tag !== "Empty") (paragraphs[section] ??= []).push(docText(doc))
   }
   walk(Descriptor.getHelp(asDescriptor(node), { ...CliConfig.defaultConfig, showBuiltIns: false }))
@@ -210,7 +210,11 @@ export const cliSource = (root: CommandTree, related: (id: SkillId) => SkillId |
     const local = docs.some((d) => !d.options.some(([name]) => /^--url\b/.test(name)))
     const api = related(id)
     sections.set(id, {
-      authentication: [...(remote ? [REMOTE] : []), ...(local ? [LOCAL] : []), ...(docs.length === 0 ? ["No command of this version needs credentials here; see the REST skill below."] : [])].join("\n\n"),
+      authentication: [
+        ...(remote ? [REMOTE] : []),
+        ...(local ? [LOCAL] : []),
+        ...(docs.length === 0 ? ["No command of this version needs credentials here; see the REST skill below."] : [])
+      ].join("\n\n"),
       endpoints: [
         ...(docs.length === 0 ? [`No \`gateway\` command of this version belongs to this skill.${api ? ` The same area over HTTP: the ${code(api)} skill.` : ""}`, ""] : []),
         ...docs.flatMap(renderCommand),

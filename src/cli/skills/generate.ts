@@ -98,12 +98,19 @@ export const generateSkills = (dir: string, options: GenerateOptions = {}): Effe
       if (!dryRun) await writeAtomically(file, text).catch((e) => errors.push({ code: "write-failed", message: `${file}: ${failure(e)}` }))
     }
     const files = await fs.readdir(dir).catch(() => [] as Array<string>)
-    const orphansDetected = files.filter((f) => f.endsWith(".md") && !isSkillId(f.slice(0, -3))).map((f) => f.slice(0, -3)).sort()
+    const orphansDetected = files
+      .filter((f) => f.endsWith(".md") && !isSkillId(f.slice(0, -3)))
+      .map((f) => f.slice(0, -3))
+      .sort()
     const pruned: Array<string> = []
     if (options.prune) {
       for (const orphan of orphansDetected) {
         if (dryRun) pruned.push(orphan)
-        else await fs.rm(path.join(dir, `${orphan}.md`)).then(() => pruned.push(orphan), (e) => errors.push({ code: "write-failed", message: `${orphan}.md: ${failure(e)}` }))
+        else
+          await fs.rm(path.join(dir, `${orphan}.md`)).then(
+            () => pruned.push(orphan),
+            (e) => errors.push({ code: "write-failed", message: `${orphan}.md: ${failure(e)}` })
+          )
       }
     }
     return { dir, dryRun, generated, unchanged, pruned, orphansDetected, errors }

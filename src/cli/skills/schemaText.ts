@@ -69,5 +69,4 @@ export const fieldsOf = (input: unknown, components: Components): ReadonlyArray<
 }
 
 /** `` `name` (type) `` entries, optional ones marked, in one line. */
-export const fieldList = (fields: ReadonlyArray<FieldText>): string =>
-  fields.map((f) => `\`${f.name}\` (${f.type}${f.required ? "" : ", optional"})`).join(", ")
+export const fieldList = (fields: ReadonlyArray<FieldText>): string => fields.map((f) => `\`${f.name}\` (${f.type}${f.required ? "" : ", optional"})`).join(", ")

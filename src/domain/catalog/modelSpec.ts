@@ -5,7 +5,6 @@
 import type { FormatId } from "../canonical.js"
 import type * as Redacted from "effect/Redacted"
 
-
 export type WireFormat = FormatId
 /**
  * `xi-api-key`: ElevenLabs; `token`: `Authorization: Token <key>` (Deepgram); `x-api-key`:

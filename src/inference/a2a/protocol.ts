@@ -77,7 +77,8 @@ export const rpcResult = (id: RpcId, result: unknown) => ({ jsonrpc: "2.0" as co
 export const agentCard = (origin: string, keyRequired: boolean) => ({
   protocolVersion: A2A_PROTOCOL_VERSION,
   name: "gateway",
-  description: "Self-hosted AI gateway: one base URL and one key in front of many AI providers. Ask it for its capabilities: the agent skills that explain its REST API and command line.",
+  description:
+    "Self-hosted AI gateway: one base URL and one key in front of many AI providers. Ask it for its capabilities: the agent skills that explain its REST API and command line.",
   url: `${origin}${A2A_PATH}`,
   preferredTransport: "JSONRPC",
   additionalInterfaces: [{ url: `${origin}${A2A_PATH}`, transport: "JSONRPC" }],
@@ -131,7 +132,7 @@ export const readSend = (body: unknown): SendRequest | { readonly id: RpcId; rea
   if (!isObject(body)) return { id: null, error: { code: RpcCode.invalidRequest, message: "the request must be a JSON-RPC 2.0 object (batches are not supported)" } }
   const rawId = body["id"]
   const id: RpcId = typeof rawId === "string" || typeof rawId === "number" ? rawId : null
-  if (body["jsonrpc"] !== "2.0") return { id, error: { code: RpcCode.invalidRequest, message: "jsonrpc must be \"2.0\"" } }
+  if (body["jsonrpc"] !== "2.0") return { id, error: { code: RpcCode.invalidRequest, message: 'jsonrpc must be "2.0"' } }
   if (rawId !== undefined && rawId !== null && id === null) return { id: null, error: { code: RpcCode.invalidRequest, message: "id must be a string, a number or null" } }
   const method = body["method"]
   if (typeof method !== "string") return { id, error: { code: RpcCode.invalidRequest, message: "method must be a string" } }
@@ -154,7 +155,11 @@ export const readSend = (body: unknown): SendRequest | { readonly id: RpcId; rea
   if (skill !== LIST_CAPABILITIES) {
     return {
       id,
-      error: { code: RpcCode.invalidParams, message: `unknown skill ${JSON.stringify(skill.slice(0, 100))}; this agent has: ${LIST_CAPABILITIES}`, data: { skills: [LIST_CAPABILITIES] } }
+      error: {
+        code: RpcCode.invalidParams,
+        message: `unknown skill ${JSON.stringify(skill.slice(0, 100))}; this agent has: ${LIST_CAPABILITIES}`,
+        data: { skills: [LIST_CAPABILITIES] }
+      }
     }
   }
   return { id, skill }

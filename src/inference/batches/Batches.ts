@@ -218,7 +218,9 @@ interface LineResult {
 }
 
 const validateLine = (text: string, line: number, endpoint: string, seen: Set<string>): { request?: LineRequest; error?: BatchError } => {
-  const err = (message: string, param: string | null = null, code = "invalid_request"): { error: BatchError } => ({ error: { code, message: `line ${line}: ${message}`, param, line } })
+  const err = (message: string, param: string | null = null, code = "invalid_request"): { error: BatchError } => ({
+    error: { code, message: `line ${line}: ${message}`, param, line }
+  })
   let v: unknown
   try {
     v = JSON.parse(text)
@@ -347,7 +349,11 @@ export class BatchRunner {
         return Effect.retry(once, { schedule: lineSchedule, while: () => !batches.stopping(b.id) && Date.now() < b.expiresAt }).pipe(
           Effect.catchAll(() =>
             Effect.succeed<LineResult>(
-              last ?? { statusCode: 503, requestId: `${b.id}_${r.line}`, body: { error: { message: "the line could not be answered: the gateway had no capacity (429/503) after retries", type: "server_error", code: "retries_exhausted" } } }
+              last ?? {
+                statusCode: 503,
+                requestId: `${b.id}_${r.line}`,
+                body: { error: { message: "the line could not be answered: the gateway had no capacity (429/503) after retries", type: "server_error", code: "retries_exhausted" } }
+              }
             )
           )
         )
@@ -357,7 +363,12 @@ export class BatchRunner {
         sql.withTransaction(
           Effect.gen(function* () {
             const ok = res.statusCode >= 200 && res.statusCode < 300
-            const result = { id: `batch_req_${b.id.slice(6)}_${r.line}`, custom_id: r.customId, response: { status_code: res.statusCode, request_id: res.requestId, body: res.body }, error: null }
+            const result = {
+              id: `batch_req_${b.id.slice(6)}_${r.line}`,
+              custom_id: r.customId,
+              response: { status_code: res.statusCode, request_id: res.requestId, body: res.body },
+              error: null
+            }
             const raw = yield* sql`UPDATE batch_lines SET status_code = ${res.statusCode}, result = ${JSON.stringify(result)}
               WHERE batch_id = ${b.id} AND line = ${r.line} AND status_code IS NULL`.raw
             if (rowsChanged(raw) !== 1) return
@@ -370,7 +381,12 @@ export class BatchRunner {
       const finish = (b: Batch, status: "completed" | "expired" | "cancelled") =>
         Effect.gen(function* () {
           const unrun =
-            status === "completed" ? null : { code: status === "expired" ? "batch_expired" : "batch_cancelled", message: status === "expired" ? "this request could not be executed before the completion window expired" : "the batch was cancelled before this request ran" }
+            status === "completed"
+              ? null
+              : {
+                  code: status === "expired" ? "batch_expired" : "batch_cancelled",
+                  message: status === "expired" ? "this request could not be executed before the completion window expired" : "the batch was cancelled before this request ran"
+                }
           const page = (ok: boolean, from: number) =>
             Effect.runPromise(
               sql<{ line: number; custom_id: string; status_code: number | null; result: string | null }>`SELECT line, custom_id, status_code, result FROM batch_lines

@@ -178,7 +178,8 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
       const plan: NativeBatchesShape["plan"] = (owner, inputFileId, endpoint) =>
         Effect.gen(function* () {
           const input = yield* files.content(owner, inputFileId)
-          if (!input) return yield* Effect.fail(new InferenceError({ status: 404, kind: "not_found", code: "not_found", message: `no file '${inputFileId}'`, param: "input_file_id" }))
+          if (!input)
+            return yield* Effect.fail(new InferenceError({ status: 404, kind: "not_found", code: "not_found", message: `no file '${inputFileId}'`, param: "input_file_id" }))
           const models = new Set<string>()
           const lines = readline.createInterface({ input: input.stream, crlfDelay: Infinity })
           yield* Effect.promise(async () => {
@@ -191,16 +192,29 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
             }
           }).pipe(Effect.ensuring(Effect.sync(() => (lines.close(), input.stream.destroy()))))
           if (models.size === 0) return yield* unavailable("no line names a model")
-          if (models.size > 1) return yield* unavailable(`the lines name more than one model (${[...models].slice(0, 2).map((m) => `'${m}'`).join(", ")}); a native batch targets one model`)
+          if (models.size > 1)
+            return yield* unavailable(
+              `the lines name more than one model (${[...models]
+                .slice(0, 2)
+                .map((m) => `'${m}'`)
+                .join(", ")}); a native batch targets one model`
+            )
           const model = [...models][0]!
           const routed = yield* inference.plan(model, openAiChat)
           if (routed.kind !== "direct") return yield* unavailable(`'${model}' is a ${routed.kind} id; a native batch needs one provider model`)
           const first = firstOf(routed)
           if (!first) return yield* unavailable(`no connection serves '${model}'`)
           const c = first.connection
-          const provider: NativeProvider | undefined = OPENAI_PROVIDERS.includes(c.provider.id) && (c.format === "openai-chat" || c.format === "openai-responses") ? "openai" : c.provider.id === "anthropic" && c.format === "anthropic" ? "anthropic" : undefined
-          if (!provider) return yield* unavailable(`'${model}' is served by ${c.name} (${c.provider.id}), which has no native batch API the gateway uses (OpenAI and Anthropic connections do)`)
-          if (provider === "openai" && !OPENAI_ENDPOINTS.includes(endpoint)) return yield* unavailable(`OpenAI's batch API does not take '${endpoint}' (it takes ${OPENAI_ENDPOINTS.join(", ")})`)
+          const provider: NativeProvider | undefined =
+            OPENAI_PROVIDERS.includes(c.provider.id) && (c.format === "openai-chat" || c.format === "openai-responses")
+              ? "openai"
+              : c.provider.id === "anthropic" && c.format === "anthropic"
+                ? "anthropic"
+                : undefined
+          if (!provider)
+            return yield* unavailable(`'${model}' is served by ${c.name} (${c.provider.id}), which has no native batch API the gateway uses (OpenAI and Anthropic connections do)`)
+          if (provider === "openai" && !OPENAI_ENDPOINTS.includes(endpoint))
+            return yield* unavailable(`OpenAI's batch API does not take '${endpoint}' (it takes ${OPENAI_ENDPOINTS.join(", ")})`)
           if (provider === "anthropic" && endpoint !== "/v1/messages") return yield* unavailable(`Anthropic's message batches take '/v1/messages' lines only, not '${endpoint}'`)
           return {
             provider,
@@ -271,7 +285,11 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
             const status = str(j["processing_status"]) ?? "in_progress"
             const rc = obj(j["request_counts"]) ?? {}
             const n = (k: string) => num(rc[k]) ?? 0
-            const counts = { total: n("processing") + n("succeeded") + n("errored") + n("canceled") + n("expired"), completed: n("succeeded"), failed: n("errored") + n("canceled") + n("expired") }
+            const counts = {
+              total: n("processing") + n("succeeded") + n("errored") + n("canceled") + n("expired"),
+              completed: n("succeeded"),
+              failed: n("errored") + n("canceled") + n("expired")
+            }
             const ended = status !== "ended" ? null : state.cancelSent || n("canceled") > 0 ? "cancelled" : n("expired") > 0 ? "expired" : "completed"
             return { state: { ...state, upstreamStatus: status, resultsUrl: str(j["results_url"]) ?? state.resultsUrl }, counts, ended }
           }
@@ -281,11 +299,22 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           const counts = rc ? { total: num(rc["total"]) ?? 0, completed: num(rc["completed"]) ?? 0, failed: num(rc["failed"]) ?? 0 } : null
           const errors = (Array.isArray(obj(j["errors"])?.["data"]) ? (obj(j["errors"])!["data"] as Array<unknown>) : []).map((e) => {
             const o = obj(e) ?? {}
-            return { code: str(o["code"]) ?? "upstream_error", message: str(o["message"]) ?? "the upstream refused the batch", param: str(o["param"]) ?? null, line: num(o["line"]) ?? null }
+            return {
+              code: str(o["code"]) ?? "upstream_error",
+              message: str(o["message"]) ?? "the upstream refused the batch",
+              param: str(o["param"]) ?? null,
+              line: num(o["line"]) ?? null
+            }
           })
           const ended = status === "completed" ? "completed" : status === "expired" ? "expired" : status === "cancelled" ? "cancelled" : status === "failed" ? "failed" : null
           return {
-            state: { ...state, upstreamStatus: status, upstreamOutputFileId: str(j["output_file_id"]) ?? null, upstreamErrorFileId: str(j["error_file_id"]) ?? null, errors: errors.length > 0 ? errors : state.errors },
+            state: {
+              ...state,
+              upstreamStatus: status,
+              upstreamOutputFileId: str(j["output_file_id"]) ?? null,
+              upstreamErrorFileId: str(j["error_file_id"]) ?? null,
+              errors: errors.length > 0 ? errors : state.errors
+            },
             counts,
             ended
           }
@@ -330,7 +359,12 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           // Never run (the upstream's window passed or it was cancelled): left unanswered, so the
           // error file says so in the gateway's words (batch_expired / batch_cancelled).
           if (code === "batch_expired" || code === "batch_cancelled") return undefined
-          return { statusCode: 502, body: null, error: o["error"] ?? { code: "upstream_error", message: "the upstream answered no response for this line" }, usage: { input: null, output: null, cached: null } }
+          return {
+            statusCode: 502,
+            body: null,
+            error: o["error"] ?? { code: "upstream_error", message: "the upstream answered no response for this line" },
+            usage: { input: null, output: null, cached: null }
+          }
         }
         const body = response["body"]
         const u = obj(obj(body)?.["usage"]) ?? {}
@@ -339,7 +373,11 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           statusCode: num(response["status_code"]) ?? 200,
           body,
           error: null,
-          usage: { input: num(u["prompt_tokens"]) ?? num(u["input_tokens"]) ?? null, output: num(u["completion_tokens"]) ?? num(u["output_tokens"]) ?? null, cached: num(details["cached_tokens"]) ?? null }
+          usage: {
+            input: num(u["prompt_tokens"]) ?? num(u["input_tokens"]) ?? null,
+            output: num(u["completion_tokens"]) ?? num(u["output_tokens"]) ?? null,
+            cached: num(details["cached_tokens"]) ?? null
+          }
         }
       }
 
@@ -348,7 +386,12 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
         const type = str(result["type"])
         if (type === "succeeded") {
           const u = obj(obj(result["message"])?.["usage"]) ?? {}
-          return { statusCode: 200, body: result["message"], error: null, usage: { input: num(u["input_tokens"]) ?? null, output: num(u["output_tokens"]) ?? null, cached: num(u["cache_read_input_tokens"]) ?? null } }
+          return {
+            statusCode: 200,
+            body: result["message"],
+            error: null,
+            usage: { input: num(u["input_tokens"]) ?? null, output: num(u["output_tokens"]) ?? null, cached: num(u["cache_read_input_tokens"]) ?? null }
+          }
         }
         if (type === "errored") {
           const e = obj(result["error"]) ?? {}
@@ -365,7 +408,12 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           const customId = rows[0]?.custom_id
           if (customId === undefined) return
           const requestId = `${b.id}_${line}`
-          const result = { id: `batch_req_${b.id.slice(6)}_${line}`, custom_id: customId, response: a.error && a.body === null ? null : { status_code: a.statusCode, request_id: requestId, body: a.body }, error: a.error ?? null }
+          const result = {
+            id: `batch_req_${b.id.slice(6)}_${line}`,
+            custom_id: customId,
+            response: a.error && a.body === null ? null : { status_code: a.statusCode, request_id: requestId, body: a.body },
+            error: a.error ?? null
+          }
           const raw = yield* sql`UPDATE batch_lines SET status_code = ${a.statusCode}, result = ${JSON.stringify(result)}
             WHERE batch_id = ${b.id} AND line = ${line} AND status_code IS NULL`.raw
           if (rowsChanged(raw) !== 1) return
@@ -390,7 +438,18 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
             costUsd,
             requestedModel: state.requestedModel
           })
-          accounting.settle({ requestId, apiKeyId, provider: connection.provider.id, model: state.model, requestedModel: state.requestedModel, connection: connection.name, status: a.statusCode, usage: tokens, costUsd, error })
+          accounting.settle({
+            requestId,
+            apiKeyId,
+            provider: connection.provider.id,
+            model: state.model,
+            requestedModel: state.requestedModel,
+            connection: connection.name,
+            status: a.statusCode,
+            usage: tokens,
+            costUsd,
+            error
+          })
         }).pipe(Effect.orDie)
 
       /** Reads a results JSONL from the upstream as it streams, recording each line. */
@@ -432,12 +491,16 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
         Effect.suspend(() => {
           if (busy.has(id)) return Effect.succeed(undefined)
           busy.add(id)
-          return Effect.ensuring(e, Effect.sync(() => busy.delete(id)))
+          return Effect.ensuring(
+            e,
+            Effect.sync(() => busy.delete(id))
+          )
         })
 
       const sendCancel = (b: Batch, state: NativeState, connection: Connection) =>
         Effect.gen(function* () {
-          const path = state.provider === "anthropic" ? `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/cancel` : `/batches/${encodeURIComponent(state.upstreamId!)}/cancel`
+          const path =
+            state.provider === "anthropic" ? `/v1/messages/batches/${encodeURIComponent(state.upstreamId!)}/cancel` : `/batches/${encodeURIComponent(state.upstreamId!)}/cancel`
           yield* call(connection, state.model, { path, method: "POST", json: {} })
           const next = { ...state, cancelSent: true }
           yield* save(b.id, next)
@@ -522,7 +585,10 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           if (!state?.upstreamId || state.cancelSent) return
           // A runner step in flight holds the batch: wait for it (briefly) so the cancel goes out
           // now rather than at the next poll, which may be half a minute away.
-          yield* Effect.repeat(Effect.sync(() => busy.has(b.id)), { schedule: Schedule.spaced("20 millis"), while: (held) => held, times: 250 })
+          yield* Effect.repeat(
+            Effect.sync(() => busy.has(b.id)),
+            { schedule: Schedule.spaced("20 millis"), while: (held) => held, times: 250 }
+          )
           const fresh = (yield* load(b.id))?.state
           if (!fresh?.upstreamId || fresh.cancelSent) return
           yield* exclusive(

@@ -100,7 +100,9 @@ export class Evals extends Context.Tag("gateway/Evals")<Evals, EvalsShape>() {
       const sql = yield* SqlClient.SqlClient
       const queue = yield* Queue.unbounded<Job>()
       const getSet = (id: string) =>
-        Effect.flatMap(sql<SetRow>`SELECT * FROM eval_sets WHERE id = ${id}`.pipe(Effect.orDie), ([r]) => (r ? Effect.succeed(toSet(r)) : Effect.fail(new NotFound({ message: `no eval set '${id}'` }))))
+        Effect.flatMap(sql<SetRow>`SELECT * FROM eval_sets WHERE id = ${id}`.pipe(Effect.orDie), ([r]) =>
+          r ? Effect.succeed(toSet(r)) : Effect.fail(new NotFound({ message: `no eval set '${id}'` }))
+        )
       return {
         list: Effect.map(sql<SetRow>`SELECT * FROM eval_sets ORDER BY created_at DESC, id`.pipe(Effect.orDie), (rows) => rows.map(toSet)),
         create: (input, actor) =>
@@ -108,7 +110,13 @@ export class Evals extends Context.Tag("gateway/Evals")<Evals, EvalsShape>() {
             const problem = checkGraders(input.cases)
             if (problem) return yield* Effect.fail(new BadRequest({ message: problem }))
             const cases = input.cases.map((c, i) => ({ ...c, id: c.id ?? `case-${i + 1}` }))
-            const row: SetRow = { id: `eval_${crypto.randomBytes(8).toString("hex")}`, name: input.name, document: JSON.stringify({ description: input.description, cases }), created_at: Date.now(), created_by: actor }
+            const row: SetRow = {
+              id: `eval_${crypto.randomBytes(8).toString("hex")}`,
+              name: input.name,
+              document: JSON.stringify({ description: input.description, cases }),
+              created_at: Date.now(),
+              created_by: actor
+            }
             yield* sql`INSERT INTO eval_sets ${sql.insert(row as never)}`.pipe(Effect.orDie)
             return toSet(row)
           }),
@@ -121,7 +129,16 @@ export class Evals extends Context.Tag("gateway/Evals")<Evals, EvalsShape>() {
         startRun: (id, models, actor) =>
           Effect.gen(function* () {
             const set = yield* getSet(id)
-            const row: RunRow = { id: `evrun_${crypto.randomBytes(8).toString("hex")}`, set_id: id, status: "queued", models: JSON.stringify(models), result: null, error: null, created_at: Date.now(), finished_at: null }
+            const row: RunRow = {
+              id: `evrun_${crypto.randomBytes(8).toString("hex")}`,
+              set_id: id,
+              status: "queued",
+              models: JSON.stringify(models),
+              result: null,
+              error: null,
+              created_at: Date.now(),
+              finished_at: null
+            }
             yield* sql`INSERT INTO eval_runs ${sql.insert(row as never)}`.pipe(Effect.orDie)
             yield* Queue.offer(queue, { runId: row.id, set, models, owner: actor === "admin-session" || actor === "anonymous" ? null : actor })
             return toRun(row)
@@ -133,7 +150,9 @@ export class Evals extends Context.Tag("gateway/Evals")<Evals, EvalsShape>() {
         next: Queue.take(queue),
         finish: (runId, status, results, error) =>
           Effect.asVoid(
-            sql`UPDATE eval_runs SET status = ${status}, result = ${results === null ? null : JSON.stringify(results)}, error = ${error}, finished_at = ${status === "running" ? null : Date.now()} WHERE id = ${runId}`.pipe(Effect.orDie)
+            sql`UPDATE eval_runs SET status = ${status}, result = ${results === null ? null : JSON.stringify(results)}, error = ${error}, finished_at = ${status === "running" ? null : Date.now()} WHERE id = ${runId}`.pipe(
+              Effect.orDie
+            )
           )
       }
     })
@@ -226,23 +245,27 @@ export const EvalRunner = Layer.scopedDiscard(
         const j = yield* ask(c.grader.model, [{ role: "user", content: prompt }], 16, job.owner, job.runId)
         const score = j.text === null ? undefined : judgeScore(j.text)
         const cost = a.costUsd + j.costUsd
-        if (score === undefined) return { ...base, score: 0, passed: false, costUsd: cost, reason: j.error ?? `the judge gave no score: ${JSON.stringify((j.text ?? "").slice(0, 200))}` }
+        if (score === undefined)
+          return { ...base, score: 0, passed: false, costUsd: cost, reason: j.error ?? `the judge gave no score: ${JSON.stringify((j.text ?? "").slice(0, 200))}` }
         return { ...base, score: score / 10, passed: score >= 7, costUsd: cost, reason: `judge ${c.grader.model}: ${score}/10` }
       })
 
     const runModel = (job: Job, model: string) =>
-      Effect.map(Effect.forEach(job.set.cases, (c) => runCase(job, model, c)), (cases): ModelResult => {
-        const n = cases.length
-        return {
-          model,
-          score: n === 0 ? 0 : cases.reduce((s, c) => s + c.score, 0) / n,
-          passed: cases.filter((c) => c.passed).length,
-          total: n,
-          meanLatencyMs: n === 0 ? 0 : Math.round(cases.reduce((s, c) => s + c.latencyMs, 0) / n),
-          costUsd: cases.reduce((s, c) => s + c.costUsd, 0),
-          cases
+      Effect.map(
+        Effect.forEach(job.set.cases, (c) => runCase(job, model, c)),
+        (cases): ModelResult => {
+          const n = cases.length
+          return {
+            model,
+            score: n === 0 ? 0 : cases.reduce((s, c) => s + c.score, 0) / n,
+            passed: cases.filter((c) => c.passed).length,
+            total: n,
+            meanLatencyMs: n === 0 ? 0 : Math.round(cases.reduce((s, c) => s + c.latencyMs, 0) / n),
+            costUsd: cases.reduce((s, c) => s + c.costUsd, 0),
+            cases
+          }
         }
-      })
+      )
 
     yield* Effect.forkScoped(
       Effect.forever(
@@ -253,7 +276,10 @@ export const EvalRunner = Layer.scopedDiscard(
             yield* evals.finish(job.runId, "completed", results, null)
           }).pipe(
             Effect.catchAllCause((cause) =>
-              Effect.zipRight(Effect.logWarning("eval run failed", cause), Effect.ignore(evals.finish(job.runId, "failed", null, "the run failed unexpectedly; see the gateway log")))
+              Effect.zipRight(
+                Effect.logWarning("eval run failed", cause),
+                Effect.ignore(evals.finish(job.runId, "failed", null, "the run failed unexpectedly; see the gateway log"))
+              )
             )
           )
         )

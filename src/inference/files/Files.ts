@@ -139,9 +139,8 @@ export class Files extends Context.Tag("gateway/Files")<Files, FilesShape>() {
         }).pipe(Effect.orDie)
 
       const find = (owner: string, id: string) =>
-        Effect.map(
-          sql<Row>`SELECT * FROM files WHERE id = ${id} AND api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${Date.now()})`,
-          (rows) => (rows[0] ? toFile(rows[0]) : undefined)
+        Effect.map(sql<Row>`SELECT * FROM files WHERE id = ${id} AND api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${Date.now()})`, (rows) =>
+          rows[0] ? toFile(rows[0]) : undefined
         ).pipe(Effect.orDie)
 
       const list = (owner: string, o: ListOptions) =>
@@ -155,7 +154,8 @@ export class Files extends Context.Tag("gateway/Files")<Files, FilesShape>() {
               : sql`AND (created_at < ${cursor.created_at} OR (created_at = ${cursor.created_at} AND id < ${cursor.id}))`
             : sql``
           const order = o.order === "asc" ? sql`ORDER BY created_at ASC, id ASC` : sql`ORDER BY created_at DESC, id DESC`
-          const rows = yield* sql<Row>`SELECT * FROM files WHERE api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${now}) ${purpose} ${after} ${order} LIMIT ${o.limit + 1}`
+          const rows =
+            yield* sql<Row>`SELECT * FROM files WHERE api_key_id = ${owner} AND (expires_at IS NULL OR expires_at > ${now}) ${purpose} ${after} ${order} LIMIT ${o.limit + 1}`
           return { data: rows.slice(0, o.limit).map(toFile), hasMore: rows.length > o.limit }
         }).pipe(Effect.orDie)
 

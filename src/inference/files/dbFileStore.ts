@@ -11,7 +11,7 @@
  * Chunks a crashed gateway left under a temporary id are removed an hour later by any gateway's
  * start. The SQL is the same on SQLite and PostgreSQL (BLOB/BYTEA parameters are Buffers).
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"

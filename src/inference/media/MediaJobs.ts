@@ -254,7 +254,8 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
       const pollOnce = (job: MediaJob): Effect.Effect<MediaJob> =>
         Effect.gen(function* () {
           const found = yield* Effect.option(connections.get(job.connectionId))
-          if (Option.isNone(found)) return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "connection_removed", message: "the connection that ran this job was removed" } })
+          if (Option.isNone(found))
+            return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "connection_removed", message: "the connection that ran this job was removed" } })
           const connection = found.value
           if (!job.upstreamId) return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "no_upstream_job", message: "the upstream gave no job id" } })
           // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a job lives on the connection
@@ -269,7 +270,11 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
           }
           const res = sent.right
           if (res.status === 404) {
-            return yield* finish(job, { status: "failed", progress: job.progress, error: { code: "upstream_job_not_found", message: `${connection.name} no longer knows this job` } })
+            return yield* finish(job, {
+              status: "failed",
+              progress: job.progress,
+              error: { code: "upstream_job_not_found", message: `${connection.name} no longer knows this job` }
+            })
           }
           let json: unknown
           try {
@@ -288,9 +293,7 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
               updated_at = ${now}, polled_at = ${now}
             WHERE id = ${job.id} AND status IN ('queued', 'in_progress')`.pipe(Effect.orDie)
           return yield* reload(job)
-        }).pipe(
-          Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning(`media job ${job.id}: the poll failed`, cause), Effect.succeed(job)))
-        )
+        }).pipe(Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning(`media job ${job.id}: the poll failed`, cause), Effect.succeed(job))))
 
       // One upstream poll per job at a time in this process, run in the service's scope: a client
       // that leaves while waiting does not cut the poll short for the others.

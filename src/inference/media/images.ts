@@ -333,7 +333,10 @@ const tryGemini = (inference: InferenceShape, request: ImagesRequest, c: Candida
     if (images.length === 0) {
       const blocked = answers.find((a) => a.found.blocked !== undefined)?.found.blocked
       if (blocked) return yield* Effect.fail(refused(request, c, blocked))
-      const text = answers.map((a) => a.found.text).join(" ").trim()
+      const text = answers
+        .map((a) => a.found.text)
+        .join(" ")
+        .trim()
       return yield* Effect.fail(badAnswer(request, c.connection, `generateContent answered no image${text ? ` (text: ${text.slice(0, 120)})` : ""}`))
     }
     const usage = sumUsage(answers.map((a) => a.usage))
@@ -358,7 +361,9 @@ const tryImagen = (inference: InferenceShape, request: ImagesRequest, c: Candida
       sampleCount: request.n,
       ...(config?.aspectRatio ? { aspectRatio: config.aspectRatio } : {}),
       ...(imageSize ? { imageSize } : {}),
-      ...(mimeType ? { outputOptions: { mimeType, ...(request.outputCompression !== undefined && mimeType === "image/jpeg" ? { compressionQuality: request.outputCompression } : {}) } } : {})
+      ...(mimeType
+        ? { outputOptions: { mimeType, ...(request.outputCompression !== undefined && mimeType === "image/jpeg" ? { compressionQuality: request.outputCompression } : {}) } }
+        : {})
     }
     const call: CustomCall = { path: `/v1beta/models/${encodeComponent(c.model.replace(/^models\//, ""))}:predict`, json: { instances: [{ prompt: request.prompt }], parameters } }
     const res = yield* sendMedia(inference, request, c, call)

@@ -125,7 +125,9 @@ const openAiVideo = (json: unknown): UpstreamState | undefined => {
     progress: status === "completed" ? 100 : clampProgress(num(v["progress"])),
     ...(Number.isFinite(seconds) && seconds > 0 ? { seconds } : {}),
     ...(str(v["size"]) ? { size: str(v["size"])! } : {}),
-    ...(status === "failed" ? { error: { code: str(error?.["code"]) ?? "upstream_job_failed", message: str(error?.["message"]) ?? "the upstream reported the video as failed" } } : {})
+    ...(status === "failed"
+      ? { error: { code: str(error?.["code"]) ?? "upstream_job_failed", message: str(error?.["message"]) ?? "the upstream reported the video as failed" } }
+      : {})
   }
 }
 
@@ -143,7 +145,12 @@ const veoOperation = (json: unknown): UpstreamState | undefined => {
   if (op["done"] !== true) return { status: "in_progress", upstreamId: name, progress: 0 }
   const error = obj(op["error"])
   if (error) {
-    return { status: "failed", upstreamId: name, progress: 100, error: { code: String(error["status"] ?? error["code"] ?? "upstream_job_failed"), message: str(error["message"]) ?? "the upstream operation failed" } }
+    return {
+      status: "failed",
+      upstreamId: name,
+      progress: 100,
+      error: { code: String(error["status"] ?? error["code"] ?? "upstream_job_failed"), message: str(error["message"]) ?? "the upstream operation failed" }
+    }
   }
   const answer = obj(obj(op["response"])?.["generateVideoResponse"])
   const uri = str(obj(obj(arr(answer?.["generatedSamples"])[0])?.["video"])?.["uri"])

@@ -80,7 +80,7 @@ export interface ModerationAsk {
 
 const fail = (message: string, param: string): Effect.Effect<never, InferenceError> => Effect.fail(badRequest(message, param))
 
-const INPUT_SHAPE = "a string, an array of strings, or an array of {type: \"text\", text} and {type: \"image_url\", image_url: {url}} parts"
+const INPUT_SHAPE = 'a string, an array of strings, or an array of {type: "text", text} and {type: "image_url", image_url: {url}} parts'
 
 /** The request body, checked: a 400 names the first field that is wrong. */
 export const parseModeration = (body: Record<string, unknown>): Effect.Effect<ModerationAsk, InferenceError> => {

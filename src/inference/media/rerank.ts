@@ -205,4 +205,3 @@ export const rerank = (inference: InferenceShape, accounting: AccountingShape) =
     })
     sendJson(ctx, 200, rerankAnswer(ask, candidate.model, outcome))
   })
-

@@ -61,7 +61,10 @@ export interface MediaServed<A> {
 }
 
 /** A candidate whose model can do `kind` (the catalog's kind for a listed model, else what its provider offers). */
-export const does = (kind: ModelKind) => (c: Candidate): boolean => modelDoes(c.connection.provider, c.model, kind)
+export const does =
+  (kind: ModelKind) =>
+  (c: Candidate): boolean =>
+    modelDoes(c.connection.provider, c.model, kind)
 
 /** The cost telemetry headers of a media answer (spec: on every non-streaming success). */
 export const mediaHeaders = (ctx: HttpRequestContext, candidate: Candidate, usage: Partial<Usage> | undefined, costUsd: number): void => {
@@ -120,16 +123,24 @@ export const runMedia = <R extends AttemptRequest, A extends MediaOutcome>(
     if (!budget.ok) {
       return yield* clientError(
         client,
-        { status: 429, kind: "rate_limit", code: "budget_exhausted", message: `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})` },
+        {
+          status: 429,
+          kind: "rate_limit",
+          code: "budget_exhausted",
+          message: `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+        },
         { "retry-after": String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000))) }
       )
     }
-    const plan = yield* (m.plan ?? inference.plan(model, client))
+    const plan = yield* m.plan ?? inference.plan(model, client)
     const able = narrowPlan(plan, m.able)
     if (!able) {
       const first = firstOf(plan)
       if (!first) return yield* allBlocked(client, plan)
-      const refusal = m.unsupported?.(first) ?? { message: `${model} is served by ${first.connection.name} (${first.connection.provider.id}), which offers no ${m.what}`, code: "model_not_supported" }
+      const refusal = m.unsupported?.(first) ?? {
+        message: `${model} is served by ${first.connection.name} (${first.connection.provider.id}), which offers no ${m.what}`,
+        code: "model_not_supported"
+      }
       return yield* clientError(client, { status: 400, kind: "invalid_request", ...refusal, param: "model" })
     }
     const outcome = yield* inference.guarded(m.request, able, track, m.attempt)
@@ -175,7 +186,10 @@ export const sendMedia = (
 export const mediaBytes = (inference: InferenceShape, request: AttemptRequest, connection: Connection, res: UpstreamResponse): Effect.Effect<Buffer, AttemptFailed> =>
   res.bytes
     ? Effect.succeed(res.bytes)
-    : Effect.map(Effect.mapError(inference.wholeText(res, request.format, connection), (f) => attemptFailed(f.error, f.info)), (t) => Buffer.from(t, "utf8"))
+    : Effect.map(
+        Effect.mapError(inference.wholeText(res, request.format, connection), (f) => attemptFailed(f.error, f.info)),
+        (t) => Buffer.from(t, "utf8")
+      )
 
 /** A 2xx answer that is not what the family answers (no JSON, no image...): the candidate's failure, so another may answer. */
 export const badAnswer = (request: AttemptRequest, connection: Connection, what: string): AttemptFailed => {

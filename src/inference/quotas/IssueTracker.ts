@@ -209,14 +209,14 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
       const report = (r: IssueReport, extra: ReadonlyArray<string>, requestId: string) =>
         Effect.gen(function* () {
           const settings = yield* resolve
-          const missing = [
-            ...(settings.repository ? [] : ["repository (GATEWAY_ISSUES_REPOSITORY)"]),
-            ...(settings.token ? [] : ["token (GATEWAY_ISSUES_TOKEN)"])
-          ]
+          const missing = [...(settings.repository ? [] : ["repository (GATEWAY_ISSUES_REPOSITORY)"]), ...(settings.token ? [] : ["token (GATEWAY_ISSUES_TOKEN)"])]
           if (missing.length > 0) {
-            return yield* Effect.fail(badRequest(`issue reports are not configured: set the tracker's ${missing.join(" and ")}`, settings.repository ? "token" : "repository", "issues_not_configured"))
+            return yield* Effect.fail(
+              badRequest(`issue reports are not configured: set the tracker's ${missing.join(" and ")}`, settings.repository ? "token" : "repository", "issues_not_configured")
+            )
           }
-          if (!REPOSITORY.test(settings.repository!)) return yield* Effect.fail(badRequest(`the configured issue repository '${settings.repository}' is not owner/repo`, "repository", "issues_not_configured"))
+          if (!REPOSITORY.test(settings.repository!))
+            return yield* Effect.fail(badRequest(`the configured issue repository '${settings.repository}' is not owner/repo`, "repository", "issues_not_configured"))
           const token = Redacted.value(settings.token!)
           const url = `${settings.baseUrl}/repos/${settings.repository}/issues`
           const verdict = checkProviderUrl(url, yield* connections.urlPolicy)
@@ -249,7 +249,12 @@ export class IssueTracker extends Context.Tag("gateway/IssueTracker")<IssueTrack
           const json = tryJson(text) as Record<string, unknown> | undefined
           if (res.status < 200 || res.status >= 300) {
             const said = typeof json?.["message"] === "string" ? json["message"] : text
-            const why = res.status === 401 || res.status === 403 ? "the tracker refused the token" : res.status === 404 ? "the tracker does not know the repository (or the token cannot see it)" : "the tracker failed"
+            const why =
+              res.status === 401 || res.status === 403
+                ? "the tracker refused the token"
+                : res.status === 404
+                  ? "the tracker does not know the repository (or the token cannot see it)"
+                  : "the tracker failed"
             return yield* Effect.fail(trackerFailure(`issue report not filed: ${why} (HTTP ${res.status}): ${scrub(String(said)).slice(0, 300)}`))
           }
           const number = typeof json?.["number"] === "number" ? json["number"] : null

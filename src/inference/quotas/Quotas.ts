@@ -225,7 +225,8 @@ const probeModel = (connection: Connection, model: string | undefined): string =
 /** Which reader serves a connection; undefined when the provider has no endpoint the gateway can read. */
 export const readerFor = (connection: Connection): Reader | undefined => {
   const provider = connection.provider
-  if (provider.id === "openrouter") return { source: "openrouter.key", call: () => ({ path: "/key", method: "GET" }), read: openRouterKey, fallback: { path: "/auth/key", method: "GET" } }
+  if (provider.id === "openrouter")
+    return { source: "openrouter.key", call: () => ({ path: "/key", method: "GET" }), read: openRouterKey, fallback: { path: "/auth/key", method: "GET" } }
   if (provider.id === "deepseek") {
     return {
       source: "deepseek.balance",
@@ -276,14 +277,24 @@ const askUpstream = (inference: InferenceShape, connection: Connection, model: s
   // its answer must neither open nor close the connection's breaker.
   const send = (custom: CustomCall) =>
     inference.send({ connection, model }, connection.format, {}, { stream: false, readWhole: true, custom, headersTimeoutMs: PROBE_HEADERS_MS }, openAiChat)
-  const refused = (status: number | null, reason: string): UpstreamView => ({ source: reader.source, ok: false, remaining: null, unit: null, resetsAt: null, reason, status, details: {} })
+  const refused = (status: number | null, reason: string): UpstreamView => ({
+    source: reader.source,
+    ok: false,
+    remaining: null,
+    unit: null,
+    resetsAt: null,
+    reason,
+    status,
+    details: {}
+  })
   return Effect.gen(function* () {
     let res = yield* send(reader.call(connection, model))
     if (res.status === 404 && reader.fallback) res = yield* send(reader.fallback)
     if (res.status < 200 || res.status >= 300) {
       // Read like any upstream error answer: scrubbed of the connection's key first.
       const { info } = yield* inference.readFailure(res, FORMATS[connection.format], openAiChat, connection)
-      const what = res.status === 401 || res.status === 403 ? "the upstream refused the key" : res.status === 429 ? "the upstream is rate limiting this key" : "the upstream answered an error"
+      const what =
+        res.status === 401 || res.status === 403 ? "the upstream refused the key" : res.status === 429 ? "the upstream is rate limiting this key" : "the upstream answered an error"
       const view = refused(res.status, `${what} (HTTP ${res.status}): ${info.message}`.slice(0, 500))
       // A 429 still carries its windows (and when they reset).
       if (res.status === 429) {
@@ -343,7 +354,14 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
 
           // The gateway's view first: it costs no upstream call.
           if (!connection.enabled) refusals.push({ by: "connection", reason: `connection ${connection.name} is disabled`, resetsAt: null })
-          const candidate: Candidate = { connection, model, spec: connection.provider.models.find((m) => m.id === model), key: `${connection.name}/${model}`, weight: 1, targetIndex: 0 }
+          const candidate: Candidate = {
+            connection,
+            model,
+            spec: connection.provider.models.find((m) => m.id === model),
+            key: `${connection.name}/${model}`,
+            weight: 1,
+            targetIndex: 0
+          }
           const admission = resilience.admission(candidate, now)
           if (!admission.ok) refusals.push({ by: "resilience", reason: admission.reason, resetsAt: admission.retryAfterMs === null ? null : now + admission.retryAfterMs })
           const availability = cooldowns.availability(connection.id, now)
@@ -359,7 +377,11 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
           const target: LimitTarget = { provider: connection.provider.id, model, requestedModel: query.model?.trim() || `${connection.name}/${model}`, connection: connection.name }
           const tokenCheck = accounting.tokenLimit(apiKeyId, target)
           if (!tokenCheck.ok) {
-            refusals.push({ by: "token_limit", reason: `token limit ${tokenCheck.limit.id} reached (${tokenCheck.limit.usedTokens} of ${tokenCheck.limit.maxTokens} tokens per ${tokenCheck.limit.window})`, resetsAt: now + tokenCheck.retryAfterMs })
+            refusals.push({
+              by: "token_limit",
+              reason: `token limit ${tokenCheck.limit.id} reached (${tokenCheck.limit.usedTokens} of ${tokenCheck.limit.maxTokens} tokens per ${tokenCheck.limit.window})`,
+              resetsAt: now + tokenCheck.retryAfterMs
+            })
           }
           const applicable = apiKeyId === null ? [] : (yield* limits.list(apiKeyId)).filter((l) => limitApplies(l, target))
 
@@ -384,11 +406,34 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
               unit: upstream.remaining !== null ? upstream.unit : budgetStatus ? "usd" : null,
               model,
               refusedBy: refusals.map((r) => ({ by: r.by, reason: r.reason, resetsAt: iso(r.resetsAt) })),
-              upstream: { ok: upstream.ok, status: upstream.status, remaining: upstream.remaining, unit: upstream.unit, resetsAt: iso(upstream.resetsAt), reason: upstream.reason, ...upstream.details },
+              upstream: {
+                ok: upstream.ok,
+                status: upstream.status,
+                remaining: upstream.remaining,
+                unit: upstream.unit,
+                resetsAt: iso(upstream.resetsAt),
+                reason: upstream.reason,
+                ...upstream.details
+              },
               budget: budgetStatus
-                ? { ok: budget.ok, limitUsd: budgetStatus.limitUsd, spentUsd: budgetStatus.spentUsd, remainingUsd: budgetStatus.remainingUsd, resetsAt: budgetStatus.resetsAt, window: budgetStatus.resetInterval }
+                ? {
+                    ok: budget.ok,
+                    limitUsd: budgetStatus.limitUsd,
+                    spentUsd: budgetStatus.spentUsd,
+                    remainingUsd: budgetStatus.remainingUsd,
+                    resetsAt: budgetStatus.resetsAt,
+                    window: budgetStatus.resetInterval
+                  }
                 : null,
-              tokenLimits: applicable.map((l) => ({ id: l.id, scope: l.scope, window: l.window, maxTokens: l.maxTokens, usedTokens: l.usedTokens, remaining: Math.max(0, l.maxTokens - l.usedTokens), resetsAt: l.resetsAt })),
+              tokenLimits: applicable.map((l) => ({
+                id: l.id,
+                scope: l.scope,
+                window: l.window,
+                maxTokens: l.maxTokens,
+                usedTokens: l.usedTokens,
+                remaining: Math.max(0, l.maxTokens - l.usedTokens),
+                resetsAt: l.resetsAt
+              })),
               resilience: {
                 enabled: connection.enabled,
                 admission: admission.ok ? "ok" : admission.reason,

@@ -7,19 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
-import {
-  A2A_PATH,
-  A2A_VERSIONS,
-  AGENT_CARD_PATH,
-  agentCard,
-  capabilitiesResult,
-  readSend,
-  requestedVersion,
-  RpcCode,
-  rpcError,
-  rpcResult,
-  skillsTable
-} from "../a2a/protocol.js"
+import { A2A_PATH, A2A_VERSIONS, AGENT_CARD_PATH, agentCard, capabilitiesResult, readSend, requestedVersion, RpcCode, rpcError, rpcResult, skillsTable } from "../a2a/protocol.js"
 import type { InferenceAccess } from "../../platform/config/AppConfig.js"
 import { openAiChat } from "../../upstream/formats/openai-chat.js"
 import { requestOrigin, trimmedHeader } from "../../platform/http/request.js"
@@ -32,8 +20,7 @@ import type { RouteDef } from "./types.js"
 /** A2A bodies are one small JSON-RPC request. */
 const MAX_A2A_BODY_BYTES = 1024 * 1024
 
-const originOf = (deps: RouteDeps, ctx: HttpRequestContext) =>
-  Effect.map(deps.flag("GATEWAY_TRUST_PROXY_HEADERS"), (trust) => requestOrigin(ctx.req, trust))
+const originOf = (deps: RouteDeps, ctx: HttpRequestContext) => Effect.map(deps.flag("GATEWAY_TRUST_PROXY_HEADERS"), (trust) => requestOrigin(ctx.req, trust))
 
 const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string } => {
   if (text.trim() === "") return { ok: false, message: "the request body is empty; expected a JSON-RPC 2.0 request" }
@@ -84,7 +71,8 @@ export const a2aRoutes = (deps: RouteDeps, catalog: SkillCatalogShape, access: I
     method: "POST",
     path: A2A_PATH,
     format: openAiChat,
-    summary: "A2A JSON-RPC 2.0, versions 0.3 and 1.0 (the `A2A-Version` header; none means 0.3): `message/send` or `SendMessage` with `params.skill` `list-capabilities` and `params.messages` (`role`, `content`) or an A2A `params.message`; the result is a completed task (0.3: the task, its first artifact's `content` a markdown table of every skill with its raw URL; 1.0: `{task}` with the table as a text part). JSON-RPC errors (-32700, -32600, -32601, -32602, -32009 for an unsupported version) come with status 200.",
+    summary:
+      "A2A JSON-RPC 2.0, versions 0.3 and 1.0 (the `A2A-Version` header; none means 0.3): `message/send` or `SendMessage` with `params.skill` `list-capabilities` and `params.messages` (`role`, `content`) or an A2A `params.message`; the result is a completed task (0.3: the task, its first artifact's `content` a markdown table of every skill with its raw URL; 1.0: `{task}` with the table as a text part). JSON-RPC errors (-32700, -32600, -32601, -32602, -32009 for an unsupported version) come with status 200.",
     handle: send(deps, catalog)
   },
   {
@@ -92,7 +80,8 @@ export const a2aRoutes = (deps: RouteDeps, catalog: SkillCatalogShape, access: I
     path: AGENT_CARD_PATH,
     format: openAiChat,
     public: true,
-    summary: "The A2A agent card for 0.3 and 1.0 clients: name, description, the JSON-RPC endpoint (`url` and `preferredTransport` for 0.3, `supportedInterfaces` for both), version, capabilities, skills (`list-capabilities`), security schemes in both shapes.",
+    summary:
+      "The A2A agent card for 0.3 and 1.0 clients: name, description, the JSON-RPC endpoint (`url` and `preferredTransport` for 0.3, `supportedInterfaces` for both), version, capabilities, skills (`list-capabilities`), security schemes in both shapes.",
     handle: card(deps, access)
   }
 ]

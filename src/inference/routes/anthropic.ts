@@ -28,7 +28,16 @@ const messages = (deps: RouteDeps) =>
       return yield* clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
     }
     const { model, noThinking } = splitNoThinking(canonical.model)
-    yield* deps.inference.run({ ctx, format: anthropic, body, model, stream: canonical.stream, endpoint: "messages", decode: decodedAs(body, canonical, anthropic.decodeRequest), noThinking })
+    yield* deps.inference.run({
+      ctx,
+      format: anthropic,
+      body,
+      model,
+      stream: canonical.stream,
+      endpoint: "messages",
+      decode: decodedAs(body, canonical, anthropic.decodeRequest),
+      noThinking
+    })
   })
 
 /**

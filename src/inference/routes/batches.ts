@@ -42,7 +42,10 @@ export const batchObject = (b: Batch) => ({
 const modeOf = (body: Record<string, unknown>, metadata: unknown): Effect.Effect<"native" | "gateway", InferenceError> => {
   const fromMetadata = typeof metadata === "object" && metadata !== null ? (metadata as Record<string, unknown>)["gateway_mode"] : undefined
   const top = body["gateway_mode"]
-  for (const [v, param] of [[top, "gateway_mode"], [fromMetadata, "metadata.gateway_mode"]] as const) {
+  for (const [v, param] of [
+    [top, "gateway_mode"],
+    [fromMetadata, "metadata.gateway_mode"]
+  ] as const) {
     if (v !== undefined && v !== "native" && v !== "gateway") return Effect.fail(badRequest(`'${param}' must be 'native' or 'gateway'`, param))
   }
   return Effect.succeed(top === "native" || (top === undefined && fromMetadata === "native") ? "native" : "gateway")

@@ -59,7 +59,16 @@ const manifest = () => ({
     requiresApiKey: p.requiresApiKey,
     requiresBaseUrl: p.requiresBaseUrl,
     docsUrl: p.docsUrl,
-    models: p.models.map((m) => ({ id: m.id, name: m.name, kind: m.kind, contextWindow: m.contextWindow, maxOutput: m.maxOutput, capabilities: m.capabilities, pricing: m.pricing, tier: m.tier }))
+    models: p.models.map((m) => ({
+      id: m.id,
+      name: m.name,
+      kind: m.kind,
+      contextWindow: m.contextWindow,
+      maxOutput: m.maxOutput,
+      capabilities: m.capabilities,
+      pricing: m.pricing,
+      tier: m.tier
+    }))
   }))
 })
 

@@ -50,7 +50,13 @@ const readUpload = Effect.fnUntraced(
     const contentType = String(req.headers["content-type"] ?? "")
     if (!/^multipart\/form-data\b/i.test(contentType) || !/boundary=/i.test(contentType)) {
       req.resume()
-      return yield* new InferenceError({ status: 415, kind: "invalid_request", code: "unsupported_media_type", message: "POST /v1/files takes a multipart/form-data body with a boundary", param: "file" })
+      return yield* new InferenceError({
+        status: 415,
+        kind: "invalid_request",
+        code: "unsupported_media_type",
+        message: "POST /v1/files takes a multipart/form-data body with a boundary",
+        param: "file"
+      })
     }
     const declared = Number(req.headers["content-length"] ?? NaN)
     // A body declared larger than the file limit plus room for the fields cannot be accepted.

@@ -10,7 +10,16 @@ import { obj, str } from "../../upstream/formats/common.js"
 import { RequestDecodeError } from "../../upstream/formats/format.js"
 import { boolean, checkParams, integer, invalidParam, object, oneOf, params, requireParam, string } from "../../upstream/formats/params.js"
 import { openAiChat } from "../../upstream/formats/openai-chat.js"
-import { DEFAULT_MAX_FILE_BYTES, filesOf, isMultipart, type MultipartError, type MultipartForm, parseMultipart, readUpload, type UploadedFile } from "../../platform/http/multipart.js"
+import {
+  DEFAULT_MAX_FILE_BYTES,
+  filesOf,
+  isMultipart,
+  type MultipartError,
+  type MultipartForm,
+  parseMultipart,
+  readUpload,
+  type UploadedFile
+} from "../../platform/http/multipart.js"
 import { canEdit, canGenerate, fileHead, type ImageInput, type ImagesRequest, sniffImage, tryImages } from "../media/images.js"
 import { runMedia } from "../media/run.js"
 import { modelDoes } from "../../domain/catalog/catalog.js"
@@ -132,7 +141,13 @@ const uploadedImage = (file: UploadedFile, param: string): Effect.Effect<ImageIn
   Effect.flatMap(fileHead(file.path), (head) => {
     const mimeType = sniffImage(head)
     if (!mimeType) {
-      return Effect.fail(badRequest(`${param}: expected ${IMAGE_TYPES}, got ${file.size === 0 ? "an empty file" : `a file that is not one (${file.mimeType})`}${file.filename ? ` '${file.filename.slice(0, 100)}'` : ""}`, param, "invalid_image"))
+      return Effect.fail(
+        badRequest(
+          `${param}: expected ${IMAGE_TYPES}, got ${file.size === 0 ? "an empty file" : `a file that is not one (${file.mimeType})`}${file.filename ? ` '${file.filename.slice(0, 100)}'` : ""}`,
+          param,
+          "invalid_image"
+        )
+      )
     }
     return Effect.succeed({ filename: file.filename, mimeType, size: file.size, read: readUpload(file), path: file.path })
   })
@@ -141,14 +156,17 @@ const uploadedImage = (file: UploadedFile, param: string): Effect.Effect<ImageIn
 const inlineImage = (value: unknown, param: string): Effect.Effect<ImageInput, InferenceError> => {
   const ref = obj(value)
   if (!ref) return Effect.fail(badRequest(`${param}: expected an object with image_url`, param))
-  if (ref["file_id"] !== undefined) return Effect.fail(badRequest(`${param}.file_id: file ids are not supported by the gateway; send the image as a data: URL in image_url, or as multipart`, `${param}.file_id`))
+  if (ref["file_id"] !== undefined)
+    return Effect.fail(badRequest(`${param}.file_id: file ids are not supported by the gateway; send the image as a data: URL in image_url, or as multipart`, `${param}.file_id`))
   const url = str(ref["image_url"])
   if (url === undefined) return Effect.fail(badRequest(`${param}.image_url: Field required, expected a data: URL`, `${param}.image_url`))
   const m = /^data:([^;,]*)(;base64)?,/i.exec(url)
   if (!m || !m[2]) return Effect.fail(badRequest(`${param}.image_url: only base64 data: URLs are accepted (the gateway does not fetch remote images)`, `${param}.image_url`))
   const bytes = Buffer.from(url.slice(m[0].length), "base64")
   if (bytes.length > MAX_IMAGE_BYTES) {
-    return Effect.fail(new InferenceError({ status: 413, kind: "too_large", code: "file_too_large", message: `${param}: the image is larger than ${MAX_IMAGE_BYTES} bytes`, param }))
+    return Effect.fail(
+      new InferenceError({ status: 413, kind: "too_large", code: "file_too_large", message: `${param}: the image is larger than ${MAX_IMAGE_BYTES} bytes`, param })
+    )
   }
   const mimeType = sniffImage(bytes.subarray(0, 16))
   if (!mimeType) return Effect.fail(badRequest(`${param}.image_url: expected ${IMAGE_TYPES}`, `${param}.image_url`, "invalid_image"))
@@ -161,33 +179,37 @@ interface EditInput {
   readonly mask: ImageInput | undefined
 }
 
-const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> =
-  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
-    const form = yield* Effect.mapError(parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body), multipartFailure)
-    const files = filesOf(form, "image")
-    if (files.length === 0) return yield* badRequest("image: Field required, expected one or more image files (image or image[])", "image")
-    if (files.length > MAX_IMAGES) return yield* badRequest(`image: at most ${MAX_IMAGES} images, got ${files.length}`, "image")
-    const masks = filesOf(form, "mask")
-    const total = [...files, ...masks].reduce((n, f) => n + f.size, 0)
-    if (total > MAX_TOTAL_IMAGE_BYTES) {
-      return yield* new InferenceError({ status: 413, kind: "too_large", code: "upload_too_large", message: `the images together are larger than ${MAX_TOTAL_IMAGE_BYTES} bytes`, param: "image" })
-    }
-    const images = yield* Effect.forEach(files, (f) => uploadedImage(f, "image"))
-    const mask = masks[0] ? yield* uploadedImage(masks[0], "mask") : undefined
-    return { body: formBody(form), images, mask }
-  })
+const fromMultipart: (ctx: HttpRequestContext) => Effect.Effect<EditInput, InferenceError, Scope.Scope> = Effect.fnUntraced(function* (ctx: HttpRequestContext) {
+  const form = yield* Effect.mapError(parseMultipart(ctx.req, { maxFileBytes: MAX_IMAGE_BYTES, maxFiles: MAX_IMAGES + 2 }, ctx.body), multipartFailure)
+  const files = filesOf(form, "image")
+  if (files.length === 0) return yield* badRequest("image: Field required, expected one or more image files (image or image[])", "image")
+  if (files.length > MAX_IMAGES) return yield* badRequest(`image: at most ${MAX_IMAGES} images, got ${files.length}`, "image")
+  const masks = filesOf(form, "mask")
+  const total = [...files, ...masks].reduce((n, f) => n + f.size, 0)
+  if (total > MAX_TOTAL_IMAGE_BYTES) {
+    return yield* new InferenceError({
+      status: 413,
+      kind: "too_large",
+      code: "upload_too_large",
+      message: `the images together are larger than ${MAX_TOTAL_IMAGE_BYTES} bytes`,
+      param: "image"
+    })
+  }
+  const images = yield* Effect.forEach(files, (f) => uploadedImage(f, "image"))
+  const mask = masks[0] ? yield* uploadedImage(masks[0], "mask") : undefined
+  return { body: formBody(form), images, mask }
+})
 
-const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, InferenceError> =
-  Effect.fnUntraced(function* (body: Record<string, unknown>) {
-    const list = body["images"]
-    if (!Array.isArray(list) || list.length === 0) {
-      return yield* badRequest("images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)", "images")
-    }
-    if (list.length > MAX_IMAGES) return yield* badRequest(`images: at most ${MAX_IMAGES} images, got ${list.length}`, "images")
-    const images = yield* Effect.forEach(list, (v, i) => inlineImage(v, `images[${i}]`))
-    const mask = body["mask"] === undefined || body["mask"] === null ? undefined : yield* inlineImage(body["mask"], "mask")
-    return { body, images, mask }
-  })
+const jsonEdit: (body: Record<string, unknown>) => Effect.Effect<EditInput, InferenceError> = Effect.fnUntraced(function* (body: Record<string, unknown>) {
+  const list = body["images"]
+  if (!Array.isArray(list) || list.length === 0) {
+    return yield* badRequest("images: Field required, expected a non-empty array of { image_url } (or send the images as multipart/form-data)", "images")
+  }
+  if (list.length > MAX_IMAGES) return yield* badRequest(`images: at most ${MAX_IMAGES} images, got ${list.length}`, "images")
+  const images = yield* Effect.forEach(list, (v, i) => inlineImage(v, `images[${i}]`))
+  const mask = body["mask"] === undefined || body["mask"] === null ? undefined : yield* inlineImage(body["mask"], "mask")
+  return { body, images, mask }
+})
 
 const fromJson = (ctx: HttpRequestContext): Effect.Effect<EditInput, InferenceError> => withJsonObject(ctx, jsonEdit)
 

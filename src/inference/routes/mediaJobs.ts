@@ -184,7 +184,8 @@ const tryMusic = (inference: InferenceShape): ((request: JobRequest<MusicInput>,
     const result = readMusic(family, yield* mediaBytes(inference, request, c.connection, res), type)
     if (typeof result === "string") return yield* Effect.fail(badAnswer(request, c.connection, result))
     // Seconds of the audio itself; what was asked for only when the audio cannot be read.
-    const seconds = (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ?? (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
+    const seconds =
+      (yield* Effect.promise(() => audioSeconds(result.bytes, result.contentType))) ?? (request.input.lengthMs !== undefined ? request.input.lengthMs / 1000 : undefined)
     return {
       status: 200,
       usage: undefined,
@@ -342,7 +343,12 @@ const getContent = (jobs: MediaJobsShape, kind: JobKind) =>
 const relay = (ctx: HttpRequestContext, source: JobContent): Effect.Effect<void> => {
   const length = source._tag === "file" ? source.size : Number(headerValue(source.response.headers)["content-length"] ?? NaN)
   const readable: Readable = source._tag === "file" ? fs.createReadStream(source.path) : (source.response.body as unknown as Readable)
-  return relayBytes(ctx, readable, responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }), "the content")
+  return relayBytes(
+    ctx,
+    readable,
+    responseHeaders(ctx, { "content-type": source.contentType, ...(Number.isFinite(length) ? { "content-length": length } : {}), "cache-control": "private, no-store" }),
+    "the content"
+  )
 }
 
 /** The video and music job routes. */

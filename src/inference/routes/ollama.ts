@@ -37,7 +37,16 @@ const chat = (deps: RouteDeps) =>
     const body = yield* readJsonObject(ctx)
     const canonical = yield* decode(() => ollama.decodeRequest(body))
     const { model, noThinking } = splitNoThinking(yield* untagged(deps, canonical.model))
-    yield* deps.inference.run({ ctx, format: ollama, body, model, stream: canonical.stream, endpoint: "api.chat", decode: decodedAs(body, canonical, ollama.decodeRequest), noThinking })
+    yield* deps.inference.run({
+      ctx,
+      format: ollama,
+      body,
+      model,
+      stream: canonical.stream,
+      endpoint: "api.chat",
+      decode: decodedAs(body, canonical, ollama.decodeRequest),
+      noThinking
+    })
   })
 
 const generate = (deps: RouteDeps) =>
@@ -69,7 +78,8 @@ const embedRoute = (deps: RouteDeps, legacy: boolean) =>
     const model = str(body["model"])
     if (!model) return yield* badRequest("model is required", "model")
     const input = legacy ? body["prompt"] : body["input"]
-    const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
+    const inputs =
+      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest(legacy ? "prompt must be a string" : "input must be a string or an array of strings", legacy ? "prompt" : "input")
     yield* decode(() => checkEmbedParams(body))
     const result = yield* embed(deps.inference, deps.accounting, ctx, ollama, yield* untagged(deps, model), inputs)
@@ -100,7 +110,12 @@ const show = (deps: RouteDeps) =>
       template: "",
       details: ollamaModel(entry).details,
       model_info: { "general.architecture": entry.connection.provider.id, ...(entry.spec ? { "general.context_length": entry.spec.contextWindow } : {}) },
-      capabilities: ["completion", ...(entry.spec?.capabilities.tools ? ["tools"] : []), ...(entry.spec?.capabilities.vision ? ["vision"] : []), ...(entry.spec?.capabilities.reasoning ? ["thinking"] : [])]
+      capabilities: [
+        "completion",
+        ...(entry.spec?.capabilities.tools ? ["tools"] : []),
+        ...(entry.spec?.capabilities.vision ? ["vision"] : []),
+        ...(entry.spec?.capabilities.reasoning ? ["thinking"] : [])
+      ]
     })
   })
 

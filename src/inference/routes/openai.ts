@@ -146,10 +146,12 @@ export const completions = (deps: RouteDeps) =>
  * that refuses it: the same for `POST /v1/responses` and the WebSocket's `response.create`.
  */
 export const decodeResponsesRequest = (body: Record<string, unknown>, continues: boolean): Effect.Effect<CanonicalRequest, InferenceError> =>
-  Effect.flatMap(tryDecode(openAiChat, () => openAiResponses.decodeRequest(body)), (canonical) =>
-    canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
-      ? Effect.fail(badRequest("input must not be empty: send at least one message or instructions", "input"))
-      : Effect.succeed(canonical)
+  Effect.flatMap(
+    tryDecode(openAiChat, () => openAiResponses.decodeRequest(body)),
+    (canonical) =>
+      canonical.messages.length === 0 && canonical.system.length === 0 && !continues && arr(body["input"]).length === 0
+        ? Effect.fail(badRequest("input must not be empty: send at least one message or instructions", "input"))
+        : Effect.succeed(canonical)
   )
 
 /**
@@ -197,7 +199,8 @@ export const embeddings = (deps: RouteDeps) =>
     const model = str(body["model"])
     if (!model) return yield* badRequest("model must be a non-empty string", "model")
     const input = body["input"]
-    const inputs = typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
+    const inputs =
+      typeof input === "string" ? [input] : Array.isArray(input) && input.length > 0 && input.every((i) => typeof i === "string") ? (input as Array<string>) : undefined
     if (!inputs) return yield* badRequest("input must be a string or a non-empty array of strings", "input")
     yield* tryDecode(openAiChat, () => checkParams(body, EMBEDDINGS_PARAMS))
     const dimensions = typeof body["dimensions"] === "number" ? body["dimensions"] : undefined

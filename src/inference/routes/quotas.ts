@@ -19,7 +19,10 @@ export const quotaRoutes = (_deps: RouteDeps, quotas: QuotasShape, tracker: Issu
     format: openAiChat,
     handle: (ctx: HttpRequestContext) =>
       Effect.map(
-        quotas.check({ provider: ctx.query.get("provider") ?? undefined, connection: ctx.query.get("connection") ?? undefined, model: ctx.query.get("model") ?? undefined }, ctx.apiKeyId),
+        quotas.check(
+          { provider: ctx.query.get("provider") ?? undefined, connection: ctx.query.get("connection") ?? undefined, model: ctx.query.get("model") ?? undefined },
+          ctx.apiKeyId
+        ),
         (answer) => sendJson(ctx, 200, answer)
       )
   },

@@ -157,38 +157,54 @@ const item = (title: unknown, url: unknown, snippet: unknown, published: unknown
 export const readSearch = (family: SearchFamily, json: unknown): Array<SearchResult> | undefined => {
   const b = obj(json)
   if (!b) return undefined
-  const list = (key: string, from: Record<string, unknown> | undefined = b): ReadonlyArray<unknown> | undefined => (from && Array.isArray(from[key]) ? (from[key] as Array<unknown>) : undefined)
+  const list = (key: string, from: Record<string, unknown> | undefined = b): ReadonlyArray<unknown> | undefined =>
+    from && Array.isArray(from[key]) ? (from[key] as Array<unknown>) : undefined
   let rows: ReadonlyArray<SearchResult | undefined>
   switch (family) {
     case "tavily": {
       const l = list("results")
       if (!l) return undefined
-      rows = l.map((r) => { const o = obj(r); return item(o?.["title"], o?.["url"], o?.["content"], o?.["published_date"], o?.["score"]) })
+      rows = l.map((r) => {
+        const o = obj(r)
+        return item(o?.["title"], o?.["url"], o?.["content"], o?.["published_date"], o?.["score"])
+      })
       break
     }
     case "brave": {
       // A query with no web results may answer without a `web` section.
       const web = obj(b["web"])
       if (!web && b["type"] !== "search") return undefined
-      rows = arr(web?.["results"]).map((r) => { const o = obj(r); return item(o?.["title"], o?.["url"], o?.["description"], o?.["page_age"], undefined) })
+      rows = arr(web?.["results"]).map((r) => {
+        const o = obj(r)
+        return item(o?.["title"], o?.["url"], o?.["description"], o?.["page_age"], undefined)
+      })
       break
     }
     case "exa": {
       const l = list("results")
       if (!l) return undefined
-      rows = l.map((r) => { const o = obj(r); return item(o?.["title"], o?.["url"], o?.["text"] ?? arr(o?.["highlights"]).join(" "), o?.["publishedDate"], o?.["score"]) })
+      rows = l.map((r) => {
+        const o = obj(r)
+        return item(o?.["title"], o?.["url"], o?.["text"] ?? arr(o?.["highlights"]).join(" "), o?.["publishedDate"], o?.["score"])
+      })
       break
     }
     case "searxng": {
       const l = list("results")
       if (!l) return undefined
-      rows = l.map((r) => { const o = obj(r); return item(o?.["title"], o?.["url"], o?.["content"], o?.["publishedDate"], o?.["score"]) })
+      rows = l.map((r) => {
+        const o = obj(r)
+        return item(o?.["title"], o?.["url"], o?.["content"], o?.["publishedDate"], o?.["score"])
+      })
       break
     }
     case "serper": {
       const l = list("organic")
       if (!l) return undefined
-      rows = l.map((r) => { const o = obj(r); return item(o?.["title"], o?.["link"], o?.["snippet"], o?.["date"], undefined) })
+      rows = l.map((r) => {
+        const o = obj(r)
+        return item(o?.["title"], o?.["link"], o?.["snippet"], o?.["date"], undefined)
+      })
       break
     }
   }

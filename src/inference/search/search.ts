@@ -61,7 +61,8 @@ const domains = (v: unknown, param: string): Effect.Effect<ReadonlyArray<string>
   const out: Array<string> = []
   for (let i = 0; i < v.length; i++) {
     const d = typeof v[i] === "string" ? (v[i] as string).trim().toLowerCase().replace(/^\*\./, "") : undefined
-    if (!d || d.length > 253 || !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(d)) return fail(`${param}[${i}] must be a domain name such as example.com`, `${param}[${i}]`)
+    if (!d || d.length > 253 || !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(d))
+      return fail(`${param}[${i}] must be a domain name such as example.com`, `${param}[${i}]`)
     if (!out.includes(d)) out.push(d)
   }
   return Effect.succeed(out.sort())
@@ -84,7 +85,8 @@ export const parseSearch = (body: Record<string, unknown>): Effect.Effect<Search
       return yield* fail(`time_range must be one of ${TIME_RANGES.join(", ")}`, "time_range")
     }
     const topic = body["topic"]
-    if (topic !== undefined && topic !== null && topic !== "general" && topic !== "news" && topic !== "finance") return yield* fail("topic must be general, news or finance", "topic")
+    if (topic !== undefined && topic !== null && topic !== "general" && topic !== "news" && topic !== "finance")
+      return yield* fail("topic must be general, news or finance", "topic")
     const includeDomains = yield* domains(body["include_domains"], "include_domains")
     const excludeDomains = yield* domains(body["exclude_domains"], "exclude_domains")
     const provider = body["provider"]
@@ -148,7 +150,8 @@ export const searchTargets = (all: ReadonlyArray<Connection>, named: SearchReque
         if (!connection.enabled) return yield* fail(`${param}: connection '${connection.name}' is disabled`, param)
         models.push(`${connection.name}/${SEARCH_MODEL}`)
       } else if (isSearchFamily(lower)) {
-        if (!search.some((c) => c.enabled && c.provider.id === lower)) return yield* fail(`${param}: search provider ${lower} has no enabled connection (add one with POST /api/providers)`, param)
+        if (!search.some((c) => c.enabled && c.provider.id === lower))
+          return yield* fail(`${param}: search provider ${lower} has no enabled connection (add one with POST /api/providers)`, param)
         models.push(`${lower}/${SEARCH_MODEL}`)
       } else {
         return yield* fail(`${param}: unknown search provider '${name}': name a search connection or one of ${SEARCH_FAMILIES.join(", ")}`, param)
@@ -185,11 +188,18 @@ const fallbackPlan = (inference: InferenceShape, targets: ReadonlyArray<string>)
     const seen = new Set<string>()
     for (let i = 0; i < targets.length; i++) {
       const plan = yield* inference.plan(targets[i]!, openAiChat)
-      for (const c of plan.candidates) if (!seen.has(c.key)) (seen.add(c.key), candidates.push({ ...c, targetIndex: i }))
-      for (const b of plan.blocked) if (!seen.has(b.candidate.key)) (seen.add(b.candidate.key), blocked.push(b))
+      for (const c of plan.candidates) if (!seen.has(c.key)) seen.add(c.key), candidates.push({ ...c, targetIndex: i })
+      for (const b of plan.blocked) if (!seen.has(b.candidate.key)) seen.add(b.candidate.key), blocked.push(b)
       for (const p of plan.probes) probes.add(p)
     }
-    return { kind: targets.length > 1 ? "combo" : "direct", scope: targets.length > 1 ? `search:${targets.join(",")}` : targets[0]!, strategy: targets.length > 1 ? "priority" : "direct", candidates, blocked, probes }
+    return {
+      kind: targets.length > 1 ? "combo" : "direct",
+      scope: targets.length > 1 ? `search:${targets.join(",")}` : targets[0]!,
+      strategy: targets.length > 1 ? "priority" : "direct",
+      candidates,
+      blocked,
+      probes
+    }
   })
 
 interface SearchAttempt extends AttemptRequest {
@@ -267,7 +277,8 @@ const answerShared = (inference: InferenceShape, accounting: AccountingShape, ct
   })
 
 /** `POST /v1/search`. */
-export const search = (inference: InferenceShape, accounting: AccountingShape, connections: Effect.Effect<ReadonlyArray<Connection>>, ws: WebSearchShape) =>
+export const search =
+  (inference: InferenceShape, accounting: AccountingShape, connections: Effect.Effect<ReadonlyArray<Connection>>, ws: WebSearchShape) =>
   (ctx: HttpRequestContext, body: Record<string, unknown>): Effect.Effect<void, InferenceError> =>
     Effect.gen(function* () {
       const { ask, named } = yield* parseSearch(body)
@@ -306,7 +317,12 @@ export const search = (inference: InferenceShape, accounting: AccountingShape, c
           request: { ctx, format: openAiChat, model, ask },
           attempt: trySearch(inference, ws)
         })
-        const stored: StoredAnswer = { id: `search_${crypto.randomUUID().replace(/-/g, "")}`, provider: candidate.connection.provider.id, connection: candidate.connection.name, results: outcome.results }
+        const stored: StoredAnswer = {
+          id: `search_${crypto.randomUUID().replace(/-/g, "")}`,
+          provider: candidate.connection.provider.id,
+          connection: candidate.connection.name,
+          results: outcome.results
+        }
         if (ws.ttlMs > 0) ws.cache.set(key, stored)
         ws.recordRequest("upstream")
         ws.recordCache(stored.connection, stored.provider, false)
@@ -356,5 +372,5 @@ export const listSearchProviders = (accounting: AccountingShape, connections: Ef
   })
 
 /** `GET /v1/search/analytics`: in memory, since this process started. */
-export const searchAnalytics = (ws: WebSearchShape) => (ctx: HttpRequestContext) => Effect.sync(() => sendJson(ctx, 200, { object: "search.analytics", scope: "this process, since it started", ...ws.analytics() }))
-
+export const searchAnalytics = (ws: WebSearchShape) => (ctx: HttpRequestContext) =>
+  Effect.sync(() => sendJson(ctx, 200, { object: "search.analytics", scope: "this process, since it started", ...ws.analytics() }))

@@ -28,8 +28,7 @@ import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../../domain/errors.js"
 import { describeIssues } from "../../domain/parse.js"
 
-const json = (status: number, tag: string, message: string) =>
-  HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
+const json = (status: number, tag: string, message: string) => HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
 
 /** What the management plane answers when no handler took the request or a handler died. */
 const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause.Cause<unknown>, requestId: string) => {
@@ -41,16 +40,10 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
       return Effect.succeed(badRequest(`request path is not valid percent-encoding: ${quotedPath(path)}`))
     }
     const planned = findPlanned(PLANNED_MANAGEMENT, path)
-    return Effect.succeed(
-      planned
-        ? json(501, "NotImplemented", plannedMessage(planned))
-        : json(404, "NotFound", `no route for ${req.method} ${path}`)
-    )
+    return Effect.succeed(planned ? json(501, "NotImplemented", plannedMessage(planned)) : json(404, "NotFound", `no route for ${req.method} ${path}`))
   }
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-  return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(
-    Effect.as(json(500, "InternalError", `internal error (request ${requestId})`))
-  )
+  return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(Effect.as(json(500, "InternalError", `internal error (request ${requestId})`)))
 }
 
 /** A payload the HttpApi could not decode: `invalid request: ` and the plane's one wording (`describeIssues`). */
@@ -88,7 +81,9 @@ const BadInputAsBadRequest = HttpApiBuilder.middleware((app) =>
 const notTooDeep = <E, R>(req: HttpServerRequest.HttpServerRequest, app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
   BODILESS.has(req.method) || emptyBody(req)
     ? app
-    : Effect.flatMap(Effect.either(req.text), (text) => (text._tag === "Right" && jsonTooDeep(text.right) ? Effect.succeed(badRequest(`request body is ${TOO_DEEP_MESSAGE}`)) : app))
+    : Effect.flatMap(Effect.either(req.text), (text) =>
+        text._tag === "Right" && jsonTooDeep(text.right) ? Effect.succeed(badRequest(`request body is ${TOO_DEEP_MESSAGE}`)) : app
+      )
 
 /**
  * Routes whose body is a file, not JSON: the handler streams it to disk under its own size limit
@@ -119,8 +114,7 @@ const unsupportedBody = (req: HttpServerRequest.HttpServerRequest): string | und
   return `management request bodies must be JSON: send 'content-type: application/json' (got ${JSON.stringify(shown)})`
 }
 
-const emptyBody = (req: HttpServerRequest.HttpServerRequest): boolean =>
-  req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] ?? "0").trim() === "0"
+const emptyBody = (req: HttpServerRequest.HttpServerRequest): boolean => req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] ?? "0").trim() === "0"
 
 /**
  * A request that declares a content type but sends no body is read as having none: its type
@@ -134,34 +128,35 @@ const withoutBody = (req: HttpServerRequest.HttpServerRequest): HttpServerReques
 }
 
 /** Request id, version headers, body limit, access log and JSON fallbacks for every management response. */
-const managementMiddleware = (deps: Parameters<typeof audited>[0]) => HttpMiddleware.make((app) =>
-  Effect.gen(function* () {
-    const req = yield* HttpServerRequest.HttpServerRequest
-    const requestId = newRequestId()
-    const started = Date.now()
-    const declared = Number(req.headers["content-length"] ?? 0)
-    // A body refused part-way (over the limit) is drained, not reset: the client reads its 413.
-    drainInsteadOfDestroy(NodeHttpServerRequest.toIncomingMessage(req))
-    const unsupported = unsupportedBody(req)
-    const guarded = isUpload(req)
-      ? app
-      : unsupported !== undefined
-        ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
-        : declared > MAX_MANAGEMENT_BODY_BYTES
-          ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
-          : HttpIncomingMessage.withMaxBodySize(
-              Effect.provideService(notTooDeep(req, app), HttpServerRequest.HttpServerRequest, withoutBody(req)),
-              Option.some(MAX_MANAGEMENT_BODY_BYTES)
-            )
-    // Every change is written to the audit log once answered (compliance/capture.ts).
-    return yield* audited(deps, req, app, guarded).pipe(
-      Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
-      Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
-      Effect.tap((res) => Effect.logInfo(`${req.method} ${req.url.split("?")[0]} ${res.status} ${Date.now() - started}ms`)),
-      Effect.annotateLogs("requestId", requestId)
-    )
-  })
-)
+const managementMiddleware = (deps: Parameters<typeof audited>[0]) =>
+  HttpMiddleware.make((app) =>
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const requestId = newRequestId()
+      const started = Date.now()
+      const declared = Number(req.headers["content-length"] ?? 0)
+      // A body refused part-way (over the limit) is drained, not reset: the client reads its 413.
+      drainInsteadOfDestroy(NodeHttpServerRequest.toIncomingMessage(req))
+      const unsupported = unsupportedBody(req)
+      const guarded = isUpload(req)
+        ? app
+        : unsupported !== undefined
+          ? Effect.succeed(json(415, "UnsupportedMediaType", unsupported))
+          : declared > MAX_MANAGEMENT_BODY_BYTES
+            ? Effect.succeed(json(413, "PayloadTooLarge", `request body exceeds ${MAX_MANAGEMENT_BODY_BYTES} bytes`))
+            : HttpIncomingMessage.withMaxBodySize(
+                Effect.provideService(notTooDeep(req, app), HttpServerRequest.HttpServerRequest, withoutBody(req)),
+                Option.some(MAX_MANAGEMENT_BODY_BYTES)
+              )
+      // Every change is written to the audit log once answered (compliance/capture.ts).
+      return yield* audited(deps, req, app, guarded).pipe(
+        Effect.catchAllCause((cause) => fallbackResponse(req, cause, requestId)),
+        Effect.map((res) => HttpServerResponse.setHeaders(res, gatewayHeaders(requestId))),
+        Effect.tap((res) => Effect.logInfo(`${req.method} ${req.url.split("?")[0]} ${res.status} ${Date.now() - started}ms`)),
+        Effect.annotateLogs("requestId", requestId)
+      )
+    })
+  )
 
 export type NodeHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void
 

@@ -66,58 +66,59 @@ export interface AuthRequest {
  * not), an admin cookie session (with its CSRF rules), this machine directly while
  * `requireLogin` is off, or nobody. Credentials that were sent and are wrong fail (401/403).
  */
-export type Identity =
-  | { readonly kind: "api-key"; readonly key: ApiKeyRecord }
-  | { readonly kind: "session" }
-  | { readonly kind: "local" }
-  | { readonly kind: "none" }
+export type Identity = { readonly kind: "api-key"; readonly key: ApiKeyRecord } | { readonly kind: "session" } | { readonly kind: "local" } | { readonly kind: "none" }
 
-export const makeIdentify = (keys: ApiKeysShape, admin: AdminAuthShape, settings: SettingsShape) => (req: AuthRequest): Effect.Effect<Identity, Unauthorized | Forbidden> =>
-  Effect.gen(function* () {
-    const token = bearerToken(req.headers["authorization"])
-    if (token) {
-      const key = yield* keys.verify(token)
-      if (Option.isNone(key)) return yield* new Unauthorized({ message: "invalid, disabled or expired API key" })
-      return { kind: "api-key" as const, key: key.value }
-    }
-    if (req.sessionCookie) {
-      const session = yield* admin.session(req.sessionCookie)
-      if (Option.isNone(session)) return yield* new Unauthorized({ message: "session expired or invalid; log in again" })
-      if (UNSAFE.has(req.method)) {
-        if (crossOrigin(req.headers)) return yield* new Forbidden({ message: "cross-origin request refused" })
-        const csrf = req.headers["x-csrf-token"]
-        if (!csrf || !safeEqual(csrf, session.value.csrfToken)) {
-          return yield* new Forbidden({ message: "missing or wrong X-CSRF-Token for this session (GET /api/auth/session returns it)" })
-        }
+export const makeIdentify =
+  (keys: ApiKeysShape, admin: AdminAuthShape, settings: SettingsShape) =>
+  (req: AuthRequest): Effect.Effect<Identity, Unauthorized | Forbidden> =>
+    Effect.gen(function* () {
+      const token = bearerToken(req.headers["authorization"])
+      if (token) {
+        const key = yield* keys.verify(token)
+        if (Option.isNone(key)) return yield* new Unauthorized({ message: "invalid, disabled or expired API key" })
+        return { kind: "api-key" as const, key: key.value }
       }
-      return { kind: "session" as const }
-    }
-    if (!settings.current().requireLogin && directLocal(req.source)) return { kind: "local" as const }
-    return { kind: "none" as const }
-  })
+      if (req.sessionCookie) {
+        const session = yield* admin.session(req.sessionCookie)
+        if (Option.isNone(session)) return yield* new Unauthorized({ message: "session expired or invalid; log in again" })
+        if (UNSAFE.has(req.method)) {
+          if (crossOrigin(req.headers)) return yield* new Forbidden({ message: "cross-origin request refused" })
+          const csrf = req.headers["x-csrf-token"]
+          if (!csrf || !safeEqual(csrf, session.value.csrfToken)) {
+            return yield* new Forbidden({ message: "missing or wrong X-CSRF-Token for this session (GET /api/auth/session returns it)" })
+          }
+        }
+        return { kind: "session" as const }
+      }
+      if (!settings.current().requireLogin && directLocal(req.source)) return { kind: "local" as const }
+      return { kind: "none" as const }
+    })
 
 export const ManagementAuthLive = Layer.effect(
   ManagementAuth,
   Effect.gen(function* () {
     const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
     // The principal is noted for the request's audit row (compliance/capture.ts).
-    return Effect.tap(Effect.gen(function* () {
-      const req = yield* HttpServerRequest.HttpServerRequest
-      const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
-      switch (who.kind) {
-        case "api-key":
-          // Not an admin key is no management authentication at all: 401, as without a key.
-          if (!who.key.scopes.includes("admin")) return yield* new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })
-          return { kind: "api-key" as const, id: who.key.id }
-        case "session":
-          return { kind: "session" as const, id: "admin" }
-        case "local":
-          return { kind: "local" as const, id: "local" }
-        case "none":
-          return yield* new Unauthorized({
-            message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
-          })
-      }
-    }), notePrincipal)
+    return Effect.tap(
+      Effect.gen(function* () {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
+        switch (who.kind) {
+          case "api-key":
+            // Not an admin key is no management authentication at all: 401, as without a key.
+            if (!who.key.scopes.includes("admin")) return yield* new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })
+            return { kind: "api-key" as const, id: who.key.id }
+          case "session":
+            return { kind: "session" as const, id: "admin" }
+          case "local":
+            return { kind: "local" as const, id: "local" }
+          case "none":
+            return yield* new Unauthorized({
+              message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
+            })
+        }
+      }),
+      notePrincipal
+    )
   })
 )

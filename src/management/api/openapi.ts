@@ -62,5 +62,8 @@ export const managementOpenApi = (): OpenApi.OpenAPISpec => {
 
 /** `GET /api/openapi.json` on the management router; the document is built at the first request. */
 export const OpenApiRoute = HttpApiBuilder.Router.use((router) =>
-  router.get(OPENAPI_PATH, Effect.sync(() => HttpServerResponse.unsafeJson(managementOpenApi())))
+  router.get(
+    OPENAPI_PATH,
+    Effect.sync(() => HttpServerResponse.unsafeJson(managementOpenApi()))
+  )
 )

@@ -64,8 +64,7 @@ export class AcpAgents extends Context.Tag("gateway/AcpAgents")<AcpAgents, AcpAg
         })
       )
 
-      const detectBinary = (binary: string) =>
-        Effect.map(detect(binary, config.detect), (d): Detected => ({ installed: d.installed, version: d.version ?? null }))
+      const detectBinary = (binary: string) => Effect.map(detect(binary, config.detect), (d): Detected => ({ installed: d.installed, version: d.version ?? null }))
 
       const list = Effect.gen(function* () {
         const defs = [...BUILTIN_ACP_AGENTS.map((d) => ({ ...d, isCustom: false })), ...(yield* custom).map((d) => ({ ...d, isCustom: true }))]

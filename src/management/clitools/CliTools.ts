@@ -75,7 +75,12 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
       const observe = (module: ToolModule | undefined) =>
         module === undefined
           ? Effect.succeed(undefined)
-          : Effect.promise(() => readToolState(module, env).then((state): Observed => ({ state }), (e: unknown): Observed => ({ error: fsMessage(e) })))
+          : Effect.promise(() =>
+              readToolState(module, env).then(
+                (state): Observed => ({ state }),
+                (e: unknown): Observed => ({ error: fsMessage(e) })
+              )
+            )
 
       /** Detection and file state, re-read only when the executable or a file changed (mtime). */
       const observed = (tool: CliToolEntry) =>
@@ -109,8 +114,7 @@ export class CliTools extends Context.Tag("gateway/CliTools")<CliTools, CliTools
         }
       }
 
-      const readState = (module: ToolModule) =>
-        Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: fsMessage(e) }) })
+      const readState = (module: ToolModule) => Effect.tryPromise({ try: () => readToolState(module, env), catch: (e) => new BadRequest({ message: fsMessage(e) }) })
 
       /** The gateway's chat models, as `GET /v1/models` lists them (connections' models, then auto ids and combos). */
       const chatModels = Effect.gen(function* () {

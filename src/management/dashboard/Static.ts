@@ -134,7 +134,13 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
           if (p !== DASHBOARD_PATH && !p.startsWith(`${DASHBOARD_PATH}/`)) return false
           req.resume()
           if (req.method !== "GET" && req.method !== "HEAD") {
-            send(req, res, 405, { allow: "GET, HEAD", "content-type": "application/json" }, JSON.stringify({ _tag: "MethodNotAllowed", message: `${req.method} is not allowed on the dashboard's files` }))
+            send(
+              req,
+              res,
+              405,
+              { allow: "GET, HEAD", "content-type": "application/json" },
+              JSON.stringify({ _tag: "MethodNotAllowed", message: `${req.method} is not allowed on the dashboard's files` })
+            )
             return true
           }
           if (!assets) {
@@ -169,7 +175,13 @@ export class Dashboard extends Context.Tag("gateway/Dashboard")<Dashboard, Dashb
               : /\bgzip\b/.test(accept)
                 ? [(asset.gzip ??= gzipSync(asset.body, { level: 9 })), "gzip"]
                 : [asset.body, undefined]
-          send(req, res, 200, { "content-type": asset.type, "cache-control": cache, etag: asset.etag, vary: "accept-encoding", ...(encoding ? { "content-encoding": encoding } : {}) }, body)
+          send(
+            req,
+            res,
+            200,
+            { "content-type": asset.type, "cache-control": cache, etag: asset.etag, vary: "accept-encoding", ...(encoding ? { "content-encoding": encoding } : {}) },
+            body
+          )
           return true
         }
       }

@@ -58,7 +58,7 @@ const reply = (res: http.ServerResponse, status: number, code: number, message: 
 /** `http://<Host>` when the Host header is a plain host[:port], so skill raw URLs are absolute. */
 const baseUrlOf = (req: http.IncomingMessage): string | undefined => {
   const host = req.headers.host
-  return host && /^[A-Za-z0-9.\-]+(:\d+)?$|^\[[0-9A-Fa-f:.]+\](:\d+)?$/.test(host) ? `http://${host}` : undefined
+  return host && /^[A-Za-z0-9.-]+(:\d+)?$|^\[[0-9A-Fa-f:.]+\](:\d+)?$/.test(host) ? `http://${host}` : undefined
 }
 
 const ownerOf = (caller: McpCaller) => `${caller.kind}:${caller.id}`
@@ -96,14 +96,17 @@ export class McpHttp extends Context.Tag("gateway/McpHttp")<McpHttp, McpHttpShap
       const startedAt = new Date().toISOString()
       let restartedAt: string | null = null
 
-      const close = (s: Session) =>
-        Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
+      const close = (s: Session) => Effect.promise(() => s.server.close().catch(() => undefined)).pipe(Effect.zipRight(Effect.sync(() => sessions.delete(s.id))))
       const closeAll = Effect.suspend(() => Effect.forEach([...sessions.values()], close, { discard: true }))
       yield* Effect.addFinalizer(() => closeAll)
       // Idle sessions are closed once a minute.
       yield* Effect.suspend(() => {
         const cutoff = Date.now() - MCP_SESSION_IDLE_MS
-        return Effect.forEach([...sessions.values()].filter((s) => s.lastSeen < cutoff), close, { discard: true })
+        return Effect.forEach(
+          [...sessions.values()].filter((s) => s.lastSeen < cutoff),
+          close,
+          { discard: true }
+        )
       }).pipe(Effect.repeat(Schedule.spaced("1 minute")), Effect.forkScoped)
 
       /** A new session for `caller`; it is registered when the SDK has given it an id (after initialize). */

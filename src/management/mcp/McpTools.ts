@@ -87,8 +87,7 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
       /** Scopes are a matter of authorisation; an anonymous caller stays anonymous when they are not enforced. */
       const allowed = (caller: McpCaller, t: McpTool, enforce: boolean) => caller.scopes.has(t.scope) || (!enforce && caller.kind !== "anonymous")
 
-      const list = (caller: McpCaller) =>
-        Effect.map(settings, (s) => listingFor(s.compressDescriptions).filter((_, i) => allowed(caller, tools[i]!, s.enforceScopes)))
+      const list = (caller: McpCaller) => Effect.map(settings, (s) => listingFor(s.compressDescriptions).filter((_, i) => allowed(caller, tools[i]!, s.enforceScopes)))
 
       const call = (caller: McpCaller, name: string, args: Record<string, unknown> | undefined) =>
         Effect.gen(function* () {
@@ -106,10 +105,12 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
           const decoded = yield* Effect.either(Schema.decodeUnknown(t.args)(args ?? {}))
           if (decoded._tag === "Left") return toolError(`invalid arguments for ${t.name}: ${describeParseError(decoded.left)}`)
           const answer = yield* t.run(decoded.right, { caller, enforce }).pipe(
-            Effect.map((value): CallToolResult => ({
-              content: (t.render ?? ((v) => [JSON.stringify(v, null, 2)]))(value).map((text) => ({ type: "text" as const, text })),
-              structuredContent: value
-            })),
+            Effect.map(
+              (value): CallToolResult => ({
+                content: (t.render ?? ((v) => [JSON.stringify(v, null, 2)]))(value).map((text) => ({ type: "text" as const, text })),
+                structuredContent: value
+              })
+            ),
             Effect.catchAll((e) => Effect.succeed(toolError(`${t.name} failed: ${e.message}`))),
             Effect.catchAllCause((cause) =>
               Effect.logError(`MCP tool ${t.name} failed unexpectedly`, Cause.pretty(cause)).pipe(Effect.as(toolError(`${t.name} failed: internal error (logged by the gateway)`)))

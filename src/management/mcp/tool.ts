@@ -34,10 +34,12 @@ export interface McpTool {
 }
 
 /** Typed construction: `run` gets what `args` decodes to. */
-export const tool = <A, I>(def: Omit<McpTool, "args" | "run"> & {
-  readonly args: Schema.Schema<A, I>
-  readonly run: (args: A, ctx: ToolContext) => Effect.Effect<Record<string, unknown>, { readonly message: string }>
-}): McpTool => def as McpTool
+export const tool = <A, I>(
+  def: Omit<McpTool, "args" | "run"> & {
+    readonly args: Schema.Schema<A, I>
+    readonly run: (args: A, ctx: ToolContext) => Effect.Effect<Record<string, unknown>, { readonly message: string }>
+  }
+): McpTool => def as McpTool
 
 /** The first sentence of a description: what GATEWAY_MCP_COMPRESS_DESCRIPTIONS lists. */
 export const firstSentence = (text: string): string => {

@@ -60,7 +60,11 @@ export const isArchive = (file: string): boolean => {
 }
 
 /** The entries of an archive, the wanted ones extracted into `dir` (name → file). */
-export const readArchive = (file: string, dir: string, wanted: ReadonlyArray<string>): Promise<{ readonly names: ReadonlyArray<string>; readonly files: Record<string, string> }> => {
+export const readArchive = (
+  file: string,
+  dir: string,
+  wanted: ReadonlyArray<string>
+): Promise<{ readonly names: ReadonlyArray<string>; readonly files: Record<string, string> }> => {
   const names: Array<string> = []
   const files: Record<string, string> = {}
   const extract = tar.extract()
@@ -116,7 +120,14 @@ export const openStorageKey = (sealed: string, passphrase: string): Effect.Effec
   Effect.suspend(() => {
     const opened = Envelope.open(sealed, passphrase)
     if ("error" in opened) {
-      return Effect.fail(new BadRequest({ message: opened.error._tag === "WrongPassphrase" ? "wrong passphrase: the archived storage key cannot be decrypted with it" : `the archived storage key is unreadable: ${opened.error.reason}` }))
+      return Effect.fail(
+        new BadRequest({
+          message:
+            opened.error._tag === "WrongPassphrase"
+              ? "wrong passphrase: the archived storage key cannot be decrypted with it"
+              : `the archived storage key is unreadable: ${opened.error.reason}`
+        })
+      )
     }
     try {
       const parsed = JSON.parse(opened.ok.toString("utf8")) as { format?: string; key?: string }

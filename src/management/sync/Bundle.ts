@@ -54,7 +54,9 @@ interface TableSection {
 
 /** A memory entry's text, shortened for a conflict report. */
 const shortText = (text: unknown, max = 40): string => {
-  const t = String(text ?? "").replace(/\s+/g, " ").trim()
+  const t = String(text ?? "")
+    .replace(/\s+/g, " ")
+    .trim()
   return t.length > max ? `${t.slice(0, max - 1)}…` : t
 }
 
@@ -122,7 +124,13 @@ const COLUMN = /^[a-z_][a-z0-9_]*$/
 /** JSON with object keys sorted: equal content, equal text. */
 const canonical = (value: unknown): string =>
   JSON.stringify(value, (_k, v) =>
-    v && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Record<string, unknown>)[k]])) : v
+    v && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, (v as Record<string, unknown>)[k]])
+        )
+      : v
   )
 
 const stripped = (row: BundleRow, volatile: ReadonlyArray<string>): BundleRow =>
@@ -189,17 +197,25 @@ export const diff = (local: BundleContent, remote: BundleContent): ReadonlyArray
     const r = b[section]
     if (l === undefined || r === undefined) continue
     const named = (items: Items, labels: Array<string>) => labels.map((k) => items.names.get(k) ?? k).sort(byText)
-    const onlyLocal = named(l, [...l.text.keys()].filter((k) => !r.text.has(k)))
-    const onlyRemote = named(r, [...r.text.keys()].filter((k) => !l.text.has(k)))
-    const changed = named(l, [...l.text.keys()].filter((k) => r.text.has(k) && r.text.get(k) !== l.text.get(k)))
+    const onlyLocal = named(
+      l,
+      [...l.text.keys()].filter((k) => !r.text.has(k))
+    )
+    const onlyRemote = named(
+      r,
+      [...r.text.keys()].filter((k) => !l.text.has(k))
+    )
+    const changed = named(
+      l,
+      [...l.text.keys()].filter((k) => r.text.has(k) && r.text.get(k) !== l.text.get(k))
+    )
     if (onlyLocal.length + onlyRemote.length + changed.length > 0) out.push({ section, onlyLocal, onlyRemote, changed })
   }
   return out
 }
 
 /** Items per section the bundle carries (a schema-1 bundle has no count for the schema-2 sections). */
-export const counts = (content: BundleContent): Record<string, number> =>
-  Object.fromEntries(carried(content).map((s) => [s, content.sections[s]!.length]))
+export const counts = (content: BundleContent): Record<string, number> => Object.fromEntries(carried(content).map((s) => [s, content.sections[s]!.length]))
 
 const decodeContent = Schema.decodeUnknownEither(Schema.parseJson(BundleContent))
 
@@ -218,7 +234,8 @@ export const openBundle = (ciphertext: string, passphrase: string): Effect.Effec
       )
     }
     const decoded = decodeContent(opened.ok.toString("utf8"))
-    if (decoded._tag === "Left") return Effect.fail(new BadRequest({ message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMAS.join(" or ")}): ${describeParseError(decoded.left)}` }))
+    if (decoded._tag === "Left")
+      return Effect.fail(new BadRequest({ message: `not a configuration bundle this gateway reads (schema ${BUNDLE_SCHEMAS.join(" or ")}): ${describeParseError(decoded.left)}` }))
     return Effect.succeed(decoded.right)
   })
 
@@ -356,14 +373,22 @@ export class ConfigBundle extends Context.Tag("gateway/ConfigBundle")<ConfigBund
           const safety = backups.unavailable === undefined ? yield* backups.create("pre-restore") : undefined
           yield* (backups.unavailable === undefined ? withSecondConnection(dbFile, (db) => write(db, content)) : write(sql, content)).pipe(
             Effect.catchTag("SqlError", (e) =>
-              Effect.fail(new BadRequest({ message: `cannot import the configuration (nothing changed): its rows do not fit this gateway's tables: ${String(e.cause ?? e.message).slice(0, 300)}` }))
+              Effect.fail(
+                new BadRequest({
+                  message: `cannot import the configuration (nothing changed): its rows do not fit this gateway's tables: ${String(e.cause ?? e.message).slice(0, 300)}`
+                })
+              )
             )
           )
           // Every cache loads again on its next read (other processes: through the store's own signal).
           yield* version.changed
           const kept = BUNDLE_SECTIONS.filter((s) => content.sections[s] === undefined)
           yield* Effect.logWarning(
-            `configuration imported (${carried(content).map((s) => `${content.sections[s]!.length} ${s}`).join(", ")}${kept.length > 0 ? `; schema ${content.schema}, not carried and kept as they were: ${kept.join(", ")}` : ""}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`
+            `configuration imported (${carried(content)
+              .map((s) => `${content.sections[s]!.length} ${s}`)
+              .join(
+                ", "
+              )}${kept.length > 0 ? `; schema ${content.schema}, not carried and kept as they were: ${kept.join(", ")}` : ""}; ${safety ? `safety backup ${safety.id}` : "no safety backup on PostgreSQL"})`
           )
           return counts(content)
         }).pipe(Effect.uninterruptible, Effect.withSpan("ConfigBundle.apply"))

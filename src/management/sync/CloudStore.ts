@@ -59,16 +59,31 @@ export class CloudStore extends Context.Tag("gateway/CloudStore")<CloudStore, Cl
 
       const latest = (space: string) =>
         Effect.flatMap(
-          Effect.orDie(sql<{ version: number; ciphertext: string; size: number; created_at: number }>`SELECT version, ciphertext, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC LIMIT 1`),
+          Effect.orDie(
+            sql<{
+              version: number
+              ciphertext: string
+              size: number
+              created_at: number
+            }>`SELECT version, ciphertext, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC LIMIT 1`
+          ),
           (rows) =>
             rows[0]
-              ? Effect.succeed({ space, version: Number(rows[0].version), ciphertext: rows[0].ciphertext, size: Number(rows[0].size), createdAt: new Date(Number(rows[0].created_at)).toISOString() })
+              ? Effect.succeed({
+                  space,
+                  version: Number(rows[0].version),
+                  ciphertext: rows[0].ciphertext,
+                  size: Number(rows[0].size),
+                  createdAt: new Date(Number(rows[0].created_at)).toISOString()
+                })
               : Effect.fail(new NotFound({ message: `space ${space} has no bundle yet` }))
         )
 
       const versions = (space: string) =>
         Effect.map(
-          Effect.orDie(sql<{ version: number; size: number; created_at: number }>`SELECT version, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC`),
+          Effect.orDie(
+            sql<{ version: number; size: number; created_at: number }>`SELECT version, size, created_at FROM cloud_bundles WHERE space = ${space} ORDER BY version DESC`
+          ),
           (rows) => ({
             space,
             current: Number(rows[0]?.version ?? 0),

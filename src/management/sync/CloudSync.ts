@@ -12,15 +12,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { BadRequest } from "../../domain/errors.js"
-import {
-  type BundleContent,
-  ConflictReport,
-  SyncConflict,
-  type SyncInitialize,
-  type SyncResult,
-  SyncServerError,
-  type SyncStatus
-} from "../../domain/sync.js"
+import { type BundleContent, ConflictReport, SyncConflict, type SyncInitialize, type SyncResult, SyncServerError, type SyncStatus } from "../../domain/sync.js"
 import { ManagementApi } from "../api/Api.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Secrets } from "../../platform/store/Secrets.js"
@@ -157,13 +149,22 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
       const status = Effect.gen(function* () {
         const found = yield* load
         if (Option.isNone(found)) {
-          return { configured: false, serverUrl: null, space: null, localVersion: 0, remoteVersion: null, remoteError: null, localChanged: false, lastPush: null, lastPull: null, lastConflict: null }
+          return {
+            configured: false,
+            serverUrl: null,
+            space: null,
+            localVersion: 0,
+            remoteVersion: null,
+            remoteError: null,
+            localChanged: false,
+            lastPush: null,
+            lastPull: null,
+            lastConflict: null
+          }
         }
         const s = found.value
         const local = digest(yield* bundle.current("plain"))
-        const remote = yield* Effect.either(
-          Effect.flatMap(reveal(s.apiKeyEnc), (key) => Effect.map(server(s.serverUrl, Redacted.value(key)).versions(s.space), (v) => v.current))
-        )
+        const remote = yield* Effect.either(Effect.flatMap(reveal(s.apiKeyEnc), (key) => Effect.map(server(s.serverUrl, Redacted.value(key)).versions(s.space), (v) => v.current)))
         return {
           configured: true,
           serverUrl: s.serverUrl,
@@ -179,29 +180,34 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
       }).pipe(Effect.withSpan("CloudSync.status"))
 
       const initialize = (input: SyncInitialize) =>
-        lock.withPermits(1)(
-          Effect.gen(function* () {
-            const remote = server(input.serverUrl, input.apiKey)
-            const versions = yield* Effect.mapError(remote.versions(input.space), (e) => new BadRequest({ message: `serverUrl, apiKey: cannot use the sync server: ${e.message}` }))
-            if (versions.current > 0) {
-              // A passphrase that does not open the space's bundle is refused now, not at the first pull.
-              const latest = yield* remote.latest(input.space)
-              if (latest) yield* openBundle(latest.ciphertext, input.passphrase)
-            }
-            yield* save({
-              serverUrl: input.serverUrl.replace(/\/+$/, ""),
-              space: input.space,
-              apiKeyEnc: secrets.encrypt(input.apiKey),
-              passphraseEnc: secrets.encrypt(input.passphrase),
-              baseVersion: 0,
-              baseDigest: digest(yield* bundle.current("plain")),
-              lastPush: null,
-              lastPull: null,
-              lastConflict: null
+        lock
+          .withPermits(1)(
+            Effect.gen(function* () {
+              const remote = server(input.serverUrl, input.apiKey)
+              const versions = yield* Effect.mapError(
+                remote.versions(input.space),
+                (e) => new BadRequest({ message: `serverUrl, apiKey: cannot use the sync server: ${e.message}` })
+              )
+              if (versions.current > 0) {
+                // A passphrase that does not open the space's bundle is refused now, not at the first pull.
+                const latest = yield* remote.latest(input.space)
+                if (latest) yield* openBundle(latest.ciphertext, input.passphrase)
+              }
+              yield* save({
+                serverUrl: input.serverUrl.replace(/\/+$/, ""),
+                space: input.space,
+                apiKeyEnc: secrets.encrypt(input.apiKey),
+                passphraseEnc: secrets.encrypt(input.passphrase),
+                baseVersion: 0,
+                baseDigest: digest(yield* bundle.current("plain")),
+                lastPush: null,
+                lastPull: null,
+                lastConflict: null
+              })
+              yield* Effect.logInfo(`cloud sync set up: ${input.serverUrl} space ${input.space} (version ${versions.current} there)`)
             })
-            yield* Effect.logInfo(`cloud sync set up: ${input.serverUrl} space ${input.space} (version ${versions.current} there)`)
-          })
-        ).pipe(Effect.zipRight(status))
+          )
+          .pipe(Effect.zipRight(status))
 
       const conflict = (s: SyncState, action: string, local: BundleContent, remote: BundleContent, remoteVersion: number, localChanged: boolean) =>
         Effect.gen(function* () {
@@ -213,7 +219,7 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
             localChanged,
             remoteChanged: remoteVersion !== s.baseVersion,
             sections: diff(local, remote),
-            resolve: "keep this gateway's configuration: { action: \"push\", force: true }; take the server's: { action: \"pull\", force: true }"
+            resolve: 'keep this gateway\'s configuration: { action: "push", force: true }; take the server\'s: { action: "pull", force: true }'
           }
           yield* save({ ...s, lastConflict: report })
           yield* Effect.logWarning(`cloud sync conflict (${action}): ${report.sections.map((d) => d.section).join(", ")} differ`)
@@ -224,80 +230,82 @@ export class CloudSync extends Context.Tag("gateway/CloudSync")<CloudSync, Cloud
         })
 
       const run = (action: "push" | "pull" | "sync", force: boolean) =>
-        lock.withPermits(1)(
-          Effect.gen(function* () {
-            const s = yield* requireState
-            const passphrase = Redacted.value(yield* reveal(s.passphraseEnc))
-            const remote = server(s.serverUrl, Redacted.value(yield* reveal(s.apiKeyEnc)))
-            const local = yield* bundle.current("plain")
-            const localDigest = digest(local)
-            const localChanged = localDigest !== s.baseDigest
-            const remoteVersion = (yield* remote.versions(s.space)).current
-            const remoteChanged = remoteVersion !== s.baseVersion
-            const now = () => new Date().toISOString()
-            const result = (r: SyncResult["result"], version: number, content: BundleContent): SyncResult => ({ action, result: r, version, counts: counts(content) })
+        lock
+          .withPermits(1)(
+            Effect.gen(function* () {
+              const s = yield* requireState
+              const passphrase = Redacted.value(yield* reveal(s.passphraseEnc))
+              const remote = server(s.serverUrl, Redacted.value(yield* reveal(s.apiKeyEnc)))
+              const local = yield* bundle.current("plain")
+              const localDigest = digest(local)
+              const localChanged = localDigest !== s.baseDigest
+              const remoteVersion = (yield* remote.versions(s.space)).current
+              const remoteChanged = remoteVersion !== s.baseVersion
+              const now = () => new Date().toISOString()
+              const result = (r: SyncResult["result"], version: number, content: BundleContent): SyncResult => ({ action, result: r, version, counts: counts(content) })
 
-            /** The space's latest bundle, opened. */
-            const fetchRemote = Effect.gen(function* () {
-              const latest = yield* remote.latest(s.space)
-              if (!latest) return yield* new BadRequest({ message: `space ${s.space} has no bundle yet: push first` })
-              return { version: latest.version, content: yield* openBundle(latest.ciphertext, passphrase) }
-            })
+              /** The space's latest bundle, opened. */
+              const fetchRemote = Effect.gen(function* () {
+                const latest = yield* remote.latest(s.space)
+                if (!latest) return yield* new BadRequest({ message: `space ${s.space} has no bundle yet: push first` })
+                return { version: latest.version, content: yield* openBundle(latest.ciphertext, passphrase) }
+              })
 
-            const push = (base: number) =>
-              Effect.gen(function* () {
-                const stored = yield* remote.put(s.space, base, sealBundle(local, passphrase))
-                if (stored._tag === "Conflict") {
+              const push = (base: number) =>
+                Effect.gen(function* () {
+                  const stored = yield* remote.put(s.space, base, sealBundle(local, passphrase))
+                  if (stored._tag === "Conflict") {
+                    const r = yield* fetchRemote
+                    return yield* conflict(s, action, local, r.content, r.version, localChanged)
+                  }
+                  yield* save({ ...s, baseVersion: stored.version, baseDigest: localDigest, lastPush: now() })
+                  yield* Effect.logInfo(`cloud sync: pushed version ${stored.version} to space ${s.space}`)
+                  return result("pushed", stored.version, local)
+                })
+
+              const pull = Effect.gen(function* () {
+                const r = yield* fetchRemote
+                if (!force && localChanged && digest(r.content) !== localDigest) return yield* conflict(s, action, local, r.content, r.version, localChanged)
+                yield* bundle.apply(r.content)
+                const after = digest(yield* bundle.current("plain"))
+                yield* save({ ...s, baseVersion: r.version, baseDigest: after, lastPull: now() })
+                return result("pulled", r.version, r.content)
+              })
+
+              /** Both sides moved; if they hold the same configuration, that version is the new base. */
+              const sameAsRemote = Effect.gen(function* () {
+                if (remoteVersion === 0) return false
+                const r = yield* fetchRemote
+                if (digest(r.content) !== localDigest) return false
+                yield* save({ ...s, baseVersion: r.version, baseDigest: localDigest })
+                return true
+              })
+
+              switch (action) {
+                case "push": {
+                  if (force) return yield* push(remoteVersion)
+                  if (!remoteChanged) return localChanged || remoteVersion === 0 ? yield* push(s.baseVersion) : result("up-to-date", remoteVersion, local)
+                  if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
                   const r = yield* fetchRemote
                   return yield* conflict(s, action, local, r.content, r.version, localChanged)
                 }
-                yield* save({ ...s, baseVersion: stored.version, baseDigest: localDigest, lastPush: now() })
-                yield* Effect.logInfo(`cloud sync: pushed version ${stored.version} to space ${s.space}`)
-                return result("pushed", stored.version, local)
-              })
-
-            const pull = Effect.gen(function* () {
-              const r = yield* fetchRemote
-              if (!force && localChanged && digest(r.content) !== localDigest) return yield* conflict(s, action, local, r.content, r.version, localChanged)
-              yield* bundle.apply(r.content)
-              const after = digest(yield* bundle.current("plain"))
-              yield* save({ ...s, baseVersion: r.version, baseDigest: after, lastPull: now() })
-              return result("pulled", r.version, r.content)
+                case "pull": {
+                  if (remoteVersion === 0) return yield* new BadRequest({ message: `space ${s.space} has no bundle yet: push first` })
+                  if (!force && !remoteChanged) return result("up-to-date", remoteVersion, local)
+                  return yield* pull
+                }
+                case "sync": {
+                  if (!remoteChanged && !localChanged) return result("up-to-date", remoteVersion, local)
+                  if (!remoteChanged) return yield* push(s.baseVersion)
+                  if (!localChanged) return yield* pull
+                  if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
+                  const r = yield* fetchRemote
+                  return yield* conflict(s, action, local, r.content, r.version, localChanged)
+                }
+              }
             })
-
-            /** Both sides moved; if they hold the same configuration, that version is the new base. */
-            const sameAsRemote = Effect.gen(function* () {
-              if (remoteVersion === 0) return false
-              const r = yield* fetchRemote
-              if (digest(r.content) !== localDigest) return false
-              yield* save({ ...s, baseVersion: r.version, baseDigest: localDigest })
-              return true
-            })
-
-            switch (action) {
-              case "push": {
-                if (force) return yield* push(remoteVersion)
-                if (!remoteChanged) return localChanged || remoteVersion === 0 ? yield* push(s.baseVersion) : result("up-to-date", remoteVersion, local)
-                if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
-                const r = yield* fetchRemote
-                return yield* conflict(s, action, local, r.content, r.version, localChanged)
-              }
-              case "pull": {
-                if (remoteVersion === 0) return yield* new BadRequest({ message: `space ${s.space} has no bundle yet: push first` })
-                if (!force && !remoteChanged) return result("up-to-date", remoteVersion, local)
-                return yield* pull
-              }
-              case "sync": {
-                if (!remoteChanged && !localChanged) return result("up-to-date", remoteVersion, local)
-                if (!remoteChanged) return yield* push(s.baseVersion)
-                if (!localChanged) return yield* pull
-                if (yield* sameAsRemote) return result("up-to-date", remoteVersion, local)
-                const r = yield* fetchRemote
-                return yield* conflict(s, action, local, r.content, r.version, localChanged)
-              }
-            }
-          })
-        ).pipe(Effect.withSpan("CloudSync.run", { attributes: { action, force } }))
+          )
+          .pipe(Effect.withSpan("CloudSync.run", { attributes: { action, force } }))
 
       const disconnect = Effect.tap(kv.remove(SYNC_NAMESPACE, STATE_KEY), (removed) => (removed ? Effect.logInfo("cloud sync disconnected") : Effect.void))
 

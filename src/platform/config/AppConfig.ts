@@ -162,7 +162,10 @@ export const originAllowed = (origin: string | undefined, allowed: ReadonlyArray
  * host is compared: `127.0.0.1.evil.example` is a name anyone can register, not a loopback address.
  */
 export const isLoopbackHost = (host: string): boolean => {
-  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1")
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1")
   if (h === "localhost") return true
   if (isIPv4(h)) return Number(h.split(".")[0]) === 127
   if (!isIPv6(h)) return false
@@ -180,7 +183,4 @@ export const isLoopbackHost = (host: string): boolean => {
 
 /** A positive whole-number setting from the environment (`unit` names it in the error), or `fallback`. */
 export const positiveInteger = (name: string, unit: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
+  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 }), Config.withDefault(fallback))

@@ -127,5 +127,8 @@ export class HostPolicy extends Context.Tag("gateway/HostPolicy")<HostPolicy, Ho
     }
   }
 
-  static readonly layer = Layer.effect(HostPolicy, Effect.map(AppConfig, (config) => HostPolicy.make(config)))
+  static readonly layer = Layer.effect(
+    HostPolicy,
+    Effect.map(AppConfig, (config) => HostPolicy.make(config))
+  )
 }

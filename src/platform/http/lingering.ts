@@ -70,4 +70,3 @@ export const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
     return destroy.call(this, error)
   } as typeof req.destroy
 }
-

@@ -75,12 +75,14 @@ export const isMultipart = (req: http.IncomingMessage): boolean => /^multipart\/
  * Parses the request's multipart body (or `buffered`, when the body was already read, e.g. for
  * an idempotency key), spooling files to a temporary directory removed when `scope` closes.
  */
-export const parseMultipart: (req: http.IncomingMessage, limits?: MultipartLimits, buffered?: Buffer) => Effect.Effect<MultipartForm, MultipartError, Scope.Scope> = Effect.fnUntraced(
-  function* (req: http.IncomingMessage, limits: MultipartLimits = {}, buffered?: Buffer) {
+export const parseMultipart: (req: http.IncomingMessage, limits?: MultipartLimits, buffered?: Buffer) => Effect.Effect<MultipartForm, MultipartError, Scope.Scope> =
+  Effect.fnUntraced(function* (req: http.IncomingMessage, limits: MultipartLimits = {}, buffered?: Buffer) {
     const contentType = String(req.headers["content-type"] ?? "")
     if (!/^multipart\/form-data\b/i.test(contentType)) {
       if (!buffered) req.resume()
-      return yield* Effect.fail(new MultipartError(415, `expected a multipart/form-data body, got ${contentType === "" ? "no content type" : contentType.slice(0, 100)}`, "unsupported_media_type"))
+      return yield* Effect.fail(
+        new MultipartError(415, `expected a multipart/form-data body, got ${contentType === "" ? "no content type" : contentType.slice(0, 100)}`, "unsupported_media_type")
+      )
     }
     if (!/boundary=/i.test(contentType)) {
       if (!buffered) req.resume()
@@ -163,8 +165,7 @@ export const parseMultipart: (req: http.IncomingMessage, limits?: MultipartLimit
         source.unpipe(parser)
       })
     })
-  }
-)
+  })
 
 // ---------------------------------------------------------------- multipart out (to upstreams)
 
@@ -197,7 +198,12 @@ export const multipartBody = (parts: ReadonlyArray<FormPart>): OutgoingBody => {
       pieces.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"\r\n\r\n${p.value}\r\n`, "utf8"))
       continue
     }
-    pieces.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"; filename="${quoted(p.filename)}"\r\nContent-Type: ${quoted(p.contentType)}\r\n\r\n`, "utf8"))
+    pieces.push(
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="${quoted(p.name)}"; filename="${quoted(p.filename)}"\r\nContent-Type: ${quoted(p.contentType)}\r\n\r\n`,
+        "utf8"
+      )
+    )
     pieces.push("data" in p ? p.data : { path: p.path, size: p.size }, Buffer.from("\r\n"))
   }
   pieces.push(Buffer.from(`--${boundary}--\r\n`))

@@ -18,8 +18,6 @@ export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "playground", pattern: /^\/api\/playground\// }
 ]
 
-export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined =>
-  areas.find((a) => a.pattern.test(path))
+export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
 
-export const plannedMessage = (area: PlannedArea): string =>
-  `${area.area} is part of the gateway's specification but not built in this version yet`
+export const plannedMessage = (area: PlannedArea): string => `${area.area} is part of the gateway's specification but not built in this version yet`

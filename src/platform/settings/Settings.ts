@@ -215,8 +215,7 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
           return next
         })
 
-      const validated = (input: unknown) =>
-        Effect.mapError(Schema.decodeUnknown(SettingsDocument)(input), (e) => new BadRequest({ message: describeParseError(e) }))
+      const validated = (input: unknown) => Effect.mapError(Schema.decodeUnknown(SettingsDocument)(input), (e) => new BadRequest({ message: describeParseError(e) }))
 
       const backupSchedule = (doc: SettingsDocument): BackupSchedule =>
         doc.backups.intervalHours === null && doc.backups.keep === null
@@ -240,8 +239,7 @@ export class Settings extends Context.Tag("gateway/Settings")<Settings, Settings
           proxy: { ...doc.proxy, url: doc.proxy.url === null ? null : maskProxyUrl(doc.proxy.url) },
           info: { restartRequired: [], storedOnly: [], backups: backupSchedule(doc) }
         }),
-        replace: (doc, actor, caller) =>
-          Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),
+        replace: (doc, actor, caller) => Effect.suspend(() => save({ ...doc, proxy: { ...doc.proxy, url: unmask(doc.proxy.url, snapshot.proxy.url) } }, actor, caller)),
         patch: (patch, actor, caller) =>
           Effect.gen(function* () {
             const { info: _, ...changes } = patch

@@ -301,5 +301,8 @@ export class SharedState extends Context.Tag("gateway/SharedState")<SharedState,
   static readonly layerCluster = (cluster: MemoryCluster) => Layer.sync(SharedState, () => cluster.join())
 
   /** The provided transport, or the one-process one when none is. */
-  static readonly orLocal: Effect.Effect<SharedStateShape> = Effect.map(Effect.serviceOption(SharedState), Option.getOrElse(() => localSharedState))
+  static readonly orLocal: Effect.Effect<SharedStateShape> = Effect.map(
+    Effect.serviceOption(SharedState),
+    Option.getOrElse(() => localSharedState)
+  )
 }

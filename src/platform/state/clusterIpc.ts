@@ -43,9 +43,7 @@ export type ToPrimary =
   | { readonly gw: "stop"; readonly intent: "shutdown" | "restart" }
 
 /** What the primary sends a worker. */
-export type ToWorker =
-  | { readonly gw: "msg"; readonly topic: string; readonly text: string }
-  | { readonly gw: "result"; readonly id: number; readonly value: unknown }
+export type ToWorker = { readonly gw: "msg"; readonly topic: string; readonly text: string } | { readonly gw: "result"; readonly id: number; readonly value: unknown }
 
 /** The stores of one node (the primary's, or a worker's own once the primary is gone), called by name. */
 const makeStores = () => {
@@ -74,8 +72,7 @@ const makeStores = () => {
   }
 }
 
-const isGatewayMessage = (m: unknown): m is { readonly gw: string } =>
-  typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
+const isGatewayMessage = (m: unknown): m is { readonly gw: string } => typeof m === "object" && m !== null && typeof (m as { gw?: unknown }).gw === "string"
 
 /**
  * The primary's side: relays channel messages between `workers()` and answers calls on its

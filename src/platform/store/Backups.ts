@@ -63,7 +63,7 @@ export interface BackupsShape {
 
 /** The answer of the backup routes and commands on a PostgreSQL store (docs/scale-out.md, "PostgreSQL"). */
 export const BACKUPS_UNAVAILABLE_ON_POSTGRES =
-  "backups_unavailable: the database is PostgreSQL (DATABASE_URL); the gateway's backups copy a SQLite file. Back it up with pg_dump (pg_dump -Fc \"$DATABASE_URL\" > gateway.dump) and restore with pg_restore; GET /api/db-backups/exportAll is unavailable too, GET /api/sync/bundle exports the configuration"
+  'backups_unavailable: the database is PostgreSQL (DATABASE_URL); the gateway\'s backups copy a SQLite file. Back it up with pg_dump (pg_dump -Fc "$DATABASE_URL" > gateway.dump) and restore with pg_restore; GET /api/db-backups/exportAll is unavailable too, GET /api/sync/bundle exports the configuration'
 
 /** Backups on PostgreSQL: none made, none listed; every action answers `unavailable`. */
 const unavailableBackups = (dataDir: string): BackupsShape => {
@@ -164,12 +164,7 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
           const safetyBackup = yield* create("pre-restore")
           // This process's connection stays idle (its one permit held) while another connection
           // copies the file in; other processes wait on the write lock (busy_timeout).
-          yield* Effect.scoped(
-            Effect.zipRight(
-              Effect.orDie(sql.reserve),
-              Effect.tryPromise({ try: () => copyDatabase(file, dbFile), catch: (e) => e }).pipe(Effect.orDie)
-            )
-          )
+          yield* Effect.scoped(Effect.zipRight(Effect.orDie(sql.reserve), Effect.tryPromise({ try: () => copyDatabase(file, dbFile), catch: (e) => e }).pipe(Effect.orDie)))
           const migrated = yield* Effect.orDie(Effect.provideService(migrate, SqlClient.SqlClient, sql))
           // Every cache loads again on its next read (other processes see the file change within a second).
           yield* version.changed

@@ -89,7 +89,12 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       /** The batch through the writer thread; if the thread has failed, here from then on. */
       const writeOffThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
         Effect.flatMap(
-          Effect.promise(() => w.write(batch).then((r) => ({ ok: r }), (e: Error) => ({ failed: e }))),
+          Effect.promise(() =>
+            w.write(batch).then(
+              (r) => ({ ok: r }),
+              (e: Error) => ({ failed: e })
+            )
+          ),
           (r) => {
             if ("failed" in r) {
               if (thread === w) thread = undefined
@@ -118,16 +123,9 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
             // row cannot take the others with it.
             Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, error.message).pipe(
               Effect.zipRight(
-                Effect.forEach(
-                  batch,
-                  (p) =>
-                    insertOne(p).pipe(
-                      Effect.catchAll((e) =>
-                        Effect.logError(`dropping ${p.table} row that cannot be written: ${e.message}`)
-                      )
-                    ),
-                  { discard: true }
-                )
+                Effect.forEach(batch, (p) => insertOne(p).pipe(Effect.catchAll((e) => Effect.logError(`dropping ${p.table} row that cannot be written: ${e.message}`))), {
+                  discard: true
+                })
               )
             )
           )
@@ -147,7 +145,12 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
               Effect.map((more) => Chunk.appendAll(first, more))
             )
           ),
-          Effect.tap((chunk) => Effect.ensuring(writeBatch(Array.from(chunk)), Effect.sync(() => (done += chunk.length))))
+          Effect.tap((chunk) =>
+            Effect.ensuring(
+              writeBatch(Array.from(chunk)),
+              Effect.sync(() => (done += chunk.length))
+            )
+          )
         )
       )
 
@@ -157,7 +160,15 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
           closed = true
           const rest = yield* Queue.takeAll(queue)
           if (rest.length > 0) {
-            yield* Effect.forEach(chunksOf(Array.from(rest), MAX_BATCH), (batch) => Effect.ensuring(writeBatch(batch), Effect.sync(() => (done += batch.length))), { discard: true })
+            yield* Effect.forEach(
+              chunksOf(Array.from(rest), MAX_BATCH),
+              (batch) =>
+                Effect.ensuring(
+                  writeBatch(batch),
+                  Effect.sync(() => (done += batch.length))
+                ),
+              { discard: true }
+            )
             yield* Effect.logInfo(`flushed ${rest.length} queued rows on shutdown`)
           }
         })
@@ -169,7 +180,10 @@ export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter,
       /** Waits until every row queued before the call is written (a row handed to the worker fiber included). */
       const flush = Effect.suspend(() => {
         const target = appended
-        return Effect.repeat(Effect.sync(() => done), { until: (n) => n >= target, schedule: Schedule.spaced("5 millis") })
+        return Effect.repeat(
+          Effect.sync(() => done),
+          { until: (n) => n >= target, schedule: Schedule.spaced("5 millis") }
+        )
       }).pipe(Effect.asVoid)
 
       return {

@@ -27,8 +27,7 @@ export const migrate = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   Effect.flatMap(
     // The PostgreSQL set is loaded only for a PostgreSQL client.
     sql.onDialectOrElse({ pg: () => Effect.promise(() => import("./migrations-pg/index.js")).pipe(Effect.map((m) => m.loader)), orElse: () => Effect.succeed(loader) }),
-    (set) =>
-      Effect.map(runMigrations({ loader: set, table: "schema_migrations" }), (applied) => applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`))
+    (set) => Effect.map(runMigrations({ loader: set, table: "schema_migrations" }), (applied) => applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`))
   )
 )
 

@@ -87,7 +87,14 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
         const probe =
           thread === undefined
             ? dataVersion(sql)
-            : Effect.suspend(() => (thread.alive() ? Effect.catchAll(Effect.tryPromise(() => thread.dataVersion()), () => dataVersion(sql)) : dataVersion(sql)))
+            : Effect.suspend(() =>
+                thread.alive()
+                  ? Effect.catchAll(
+                      Effect.tryPromise(() => thread.dataVersion()),
+                      () => dataVersion(sql)
+                    )
+                  : dataVersion(sql)
+              )
         return polledVersion(probe, intervalMs)
       })
     )

@@ -43,8 +43,7 @@ const NUMERIC = 1700
 export const typeParsers = () => {
   const types = pg().types
   return {
-    getTypeParser: (oid: number, format?: string) =>
-      oid === INT8 || oid === NUMERIC ? (value: string) => Number(value) : types.getTypeParser(oid, format)
+    getTypeParser: (oid: number, format?: string) => (oid === INT8 || oid === NUMERIC ? (value: string) => Number(value) : types.getTypeParser(oid, format))
   }
 }
 
@@ -71,7 +70,9 @@ export const clientLayer = (url: Redacted.Redacted<string>) =>
 
 /** A start-up failure to reach the server, as one line with the password masked. */
 export const connectError = (url: Redacted.Redacted<string>, cause: unknown): string => {
-  const detail = describe(cause).split(Redacted.value(url)).join(maskUrl(Redacted.value(url)))
+  const detail = describe(cause)
+    .split(Redacted.value(url))
+    .join(maskUrl(Redacted.value(url)))
   return `cannot connect to the PostgreSQL database of DATABASE_URL (${maskUrl(Redacted.value(url))}): ${detail}`
 }
 
@@ -105,7 +106,11 @@ export const checkCollation = (sql: SqlClient.SqlClient) =>
 /** What `gateway doctor` reports of the server: its version, the database, its collation and the migrations. */
 export const serverFacts = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
-    const v = yield* sql<{ version: string; database: string; collate: string }>`SELECT current_setting('server_version') AS version, current_database() AS database, (SELECT datcollate FROM pg_database WHERE datname = current_database()) AS collate`
+    const v = yield* sql<{
+      version: string
+      database: string
+      collate: string
+    }>`SELECT current_setting('server_version') AS version, current_database() AS database, (SELECT datcollate FROM pg_database WHERE datname = current_database()) AS collate`
     return { version: v[0]?.version ?? "", database: v[0]?.database ?? "", collate: v[0]?.collate ?? "" }
   })
 
@@ -177,9 +182,6 @@ export const listenedVersion = (url: Redacted.Redacted<string>) =>
       Effect.forkScoped
     )
     // The first LISTEN is in place before any cache loads: no commit falls between the two.
-    yield* Effect.sync(() => listening).pipe(
-      Effect.repeat({ until: (l) => l, schedule: Schedule.spaced(Duration.millis(10)) }),
-      Effect.timeoutOption(Duration.seconds(10))
-    )
+    yield* Effect.sync(() => listening).pipe(Effect.repeat({ until: (l) => l, schedule: Schedule.spaced(Duration.millis(10)) }), Effect.timeoutOption(Duration.seconds(10)))
     return shape
   })

@@ -56,9 +56,7 @@ export const fileHealth = (db: SqliteHandle): { readonly integrity: string; read
  * What `checkDatabaseFile` found in a candidate database (a backup, an upload): the integrity
  * check's first problem, or the migrations it carries when it is a gateway database.
  */
-export type FileCheck =
-  | { readonly _tag: "Ok"; readonly migrations: ReadonlyArray<number> }
-  | { readonly _tag: "Invalid"; readonly reason: string }
+export type FileCheck = { readonly _tag: "Ok"; readonly migrations: ReadonlyArray<number> } | { readonly _tag: "Invalid"; readonly reason: string }
 
 /**
  * Opens `file` read-only (its own connection, never the live one), runs `PRAGMA integrity_check`
@@ -102,9 +100,15 @@ export const copyDatabase = (source: string, target: string): Promise<void> => {
  */
 export const tablesInDependencyOrder = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
-    const names = (yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`).map((r) => r.name)
+    const names = (yield* sql<{
+      name: string
+    }>`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' ORDER BY name`).map((r) => r.name)
     const refs = new Map<string, Array<string>>()
-    for (const t of names) refs.set(t, (yield* sql.unsafe<{ table: string }>(`PRAGMA foreign_key_list("${t.replace(/"/g, '""')}")`)).map((r) => r.table))
+    for (const t of names)
+      refs.set(
+        t,
+        (yield* sql.unsafe<{ table: string }>(`PRAGMA foreign_key_list("${t.replace(/"/g, '""')}")`)).map((r) => r.table)
+      )
     const ordered: Array<string> = []
     const visit = (t: string, path: ReadonlyArray<string>) => {
       if (ordered.includes(t) || path.includes(t)) return

@@ -146,7 +146,11 @@ export const repairEnvFile = (file: string, dataDir: string, names: ReadonlyArra
 }
 
 /** A fingerprint of the env file's text (restart needed when it changed since start). */
-export const envFingerprint = (file: string): string => crypto.createHash("sha256").update(readEnvText(file) ?? "").digest("hex")
+export const envFingerprint = (file: string): string =>
+  crypto
+    .createHash("sha256")
+    .update(readEnvText(file) ?? "")
+    .digest("hex")
 
 /** Variable names whose values are secrets (masked on show). */
 export const isSecretName = (name: string): boolean => /KEY|SECRET|TOKEN|PASSWORD|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE/i.test(name)

@@ -182,17 +182,22 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
       }
 
       const settle: AccountingShape["settle"] = (s) => {
-          const ok = s.status >= 200 && s.status < 300
-          const now = clock.unsafeCurrentTimeMillis()
-          if (s.apiKeyId !== null && s.costUsd > 0) budgets.unsafeRecord(s.apiKeyId, s.costUsd, now)
-          const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
-          if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
-          inbound.settle(s.requestId, s.apiKeyId, tokens)
-          if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
-            limits.unsafeRecord(s.apiKeyId, { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) }, tokens, now)
-          }
-          // The lifecycle's listeners hear of it (the webhooks' request events among them).
-          fireSettled(hooks.current(), s)
+        const ok = s.status >= 200 && s.status < 300
+        const now = clock.unsafeCurrentTimeMillis()
+        if (s.apiKeyId !== null && s.costUsd > 0) budgets.unsafeRecord(s.apiKeyId, s.costUsd, now)
+        const tokens = (s.usage?.inputTokens ?? 0) + (s.usage?.outputTokens ?? 0)
+        if (s.apiKeyId !== null && ok) learn(s.apiKeyId, s.costUsd, tokens)
+        inbound.settle(s.requestId, s.apiKeyId, tokens)
+        if (s.apiKeyId !== null && tokens > 0 && s.provider && s.model) {
+          limits.unsafeRecord(
+            s.apiKeyId,
+            { provider: s.provider, model: s.model, requestedModel: s.requestedModel, ...(s.connection ? { connection: s.connection } : {}) },
+            tokens,
+            now
+          )
+        }
+        // The lifecycle's listeners hear of it (the webhooks' request events among them).
+        fireSettled(hooks.current(), s)
       }
 
       // Prices, budgets and limits change under this process only when another one commits: with
@@ -224,7 +229,17 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
             const { units, ...row } = r
             const costUsd = r.provider && r.model && r.status >= 200 && r.status < 300 ? (units ? priceMedia(r.provider, r.model, u, units) : cost(r.provider, r.model, u)) : 0
             yield* usage.record({ ...row, costUsd })
-            settle({ requestId: r.requestId, apiKeyId: r.apiKeyId, provider: r.provider, model: r.model, requestedModel: r.requestedModel ?? r.model ?? "", status: r.status, usage: u, costUsd, error: r.error })
+            settle({
+              requestId: r.requestId,
+              apiKeyId: r.apiKeyId,
+              provider: r.provider,
+              model: r.model,
+              requestedModel: r.requestedModel ?? r.model ?? "",
+              status: r.status,
+              usage: u,
+              costUsd,
+              error: r.error
+            })
             return costUsd
           }),
         prepare,

@@ -170,7 +170,10 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
         if (delta !== 0) Effect.runFork(counters.add(tokensKey(p.apiKeyId), delta, RATE_WINDOW_MS, now))
       }
 
-      const config = Effect.map(flags.enabled("RATE_LIMIT_AUTO_ENABLE"), (autoEnabled): InboundConfig => ({ autoEnabled, defaultRpm, defaultTpm, windowSeconds: RATE_WINDOW_MS / 1000 }))
+      const config = Effect.map(
+        flags.enabled("RATE_LIMIT_AUTO_ENABLE"),
+        (autoEnabled): InboundConfig => ({ autoEnabled, defaultRpm, defaultTpm, windowSeconds: RATE_WINDOW_MS / 1000 })
+      )
 
       const status = Effect.gen(function* () {
         const auto = yield* flags.enabled("RATE_LIMIT_AUTO_ENABLE")

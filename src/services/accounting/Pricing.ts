@@ -107,10 +107,7 @@ export const connectionPrices = (all: ReadonlyArray<Connection>): Map<string, Ma
  * An override on top of the catalog, field by field. A model only an override knows starts
  * from input 0 and output 0.
  */
-export const effectivePrice = (
-  catalog: ModelPricing | undefined,
-  override: Partial<Record<PriceField, number>> | undefined
-): ModelPrice | undefined => {
+export const effectivePrice = (catalog: ModelPricing | undefined, override: Partial<Record<PriceField, number>> | undefined): ModelPrice | undefined => {
   if (!catalog && !override) return undefined
   const base: Record<string, number> = { input: catalog?.input ?? 0, output: catalog?.output ?? 0 }
   if (catalog?.cachedInput !== undefined) base["cachedInput"] = catalog.cachedInput

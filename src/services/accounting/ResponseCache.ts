@@ -139,8 +139,7 @@ const decodeUsage = (text: string | null): { usage: Partial<Usage> | null; param
   }
 }
 
-const encodeEmbedding = (e: Float32Array | undefined): Buffer | null =>
-  e === undefined ? null : Buffer.from(e.buffer, e.byteOffset, e.byteLength)
+const encodeEmbedding = (e: Float32Array | undefined): Buffer | null => (e === undefined ? null : Buffer.from(e.buffer, e.byteOffset, e.byteLength))
 
 /** Copies: a BLOB's bytes need not be 4-byte aligned. */
 const decodeEmbedding = (b: Uint8Array | null): Float32Array | undefined => {

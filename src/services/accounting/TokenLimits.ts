@@ -5,14 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as crypto from "node:crypto"
-import {
-  decodeCreateTokenLimit,
-  TOKEN_LIMIT_SCOPES,
-  TOKEN_LIMIT_WINDOWS,
-  type TokenLimitScope,
-  type TokenLimitView,
-  type TokenLimitWindow
-} from "../../domain/accounting.js"
+import { decodeCreateTokenLimit, TOKEN_LIMIT_SCOPES, TOKEN_LIMIT_WINDOWS, type TokenLimitScope, type TokenLimitView, type TokenLimitWindow } from "../../domain/accounting.js"
 import { type BadRequest, NotFound } from "../../domain/errors.js"
 import { EventBus } from "../../platform/events/EventBus.js"
 import { findProvider } from "../../domain/catalog/catalog.js"
@@ -195,7 +188,9 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
         // Cache hits cost no upstream tokens: they are not counted at run time either.
         const query =
           l.scope === "provider"
-            ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0 AND lower(provider) = ${(l.provider ?? "").toLowerCase()}`
+            ? sql<{
+                used: number
+              }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0 AND lower(provider) = ${(l.provider ?? "").toLowerCase()}`
             : l.scope === "model"
               ? sql<{ used: number }>`SELECT ${tokens} AS used FROM usage WHERE api_key_id = ${l.apiKeyId} AND ts >= ${since} AND cache_hit = 0
                   AND (requested_model = ${l.model} OR model = ${l.model} OR (provider || '/' || model) = ${l.model}

@@ -11,8 +11,7 @@ import type { CanonicalRequest, ContentBlock, Message } from "../../domain/canon
  *   behaviour as the client sees it.
  * - not streamed (`stream !== true`): the cache stores and serves whole answers only.
  */
-export const cacheable = (req: CanonicalRequest): boolean =>
-  (req.temperature === 0 || typeof req.seed === "number") && req.stream !== true
+export const cacheable = (req: CanonicalRequest): boolean => (req.temperature === 0 || typeof req.seed === "number") && req.stream !== true
 
 export interface CacheKeyInput {
   /** The client's wire format (the stored body is in this format). */
@@ -73,7 +72,10 @@ const normMessages = (messages: ReadonlyArray<Message>): unknown => messages.map
 const normParams = ({ format, model, req }: CacheKeyInput) => ({
   format,
   model,
-  system: req.system.map((b) => b.text).join("\n").trimEnd(),
+  system: req.system
+    .map((b) => b.text)
+    .join("\n")
+    .trimEnd(),
   tools: req.tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters, strict: t.strict })),
   toolChoice: req.toolChoice,
   parallelToolCalls: req.parallelToolCalls,
@@ -127,7 +129,10 @@ const blockText = (b: ContentBlock): string => {
  */
 export const promptText = (req: CanonicalRequest): string => {
   const lines: Array<string> = []
-  const system = req.system.map((b) => b.text).join("\n").trim()
+  const system = req.system
+    .map((b) => b.text)
+    .join("\n")
+    .trim()
   if (system !== "") lines.push(`system: ${system}`)
   for (const m of req.messages) lines.push(`${m.role}: ${m.content.map(blockText).join("").trim()}`)
   return lines.join("\n")

@@ -123,8 +123,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
       yield* Effect.addFinalizer(() => flushTouched)
       yield* flushTouched.pipe(Effect.repeat(Schedule.spaced("30 seconds")), Effect.forkScoped)
 
-      const audit = (actor: string, action: string, target: string) =>
-        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       const create: ApiKeysShape["create"] = (input, options = {}) =>
         Effect.gen(function* () {
@@ -137,9 +136,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             const merged: Array<ApiKeyScope> = Array.from(new Set([...existing.scopes, ...scopes]))
             const rpm = input.rpm === undefined ? existing.rpm : input.rpm
             const tpm = input.tpm === undefined ? existing.tpm : input.tpm
-            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm} WHERE id = ${existing.id}`.pipe(
-              Effect.orDie
-            )
+            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm} WHERE id = ${existing.id}`.pipe(Effect.orDie)
             yield* byHash.invalidate
             const record = { ...existing, scopes: merged, enabled: true, rpm, tpm }
             return { ...toView(record), secret }
@@ -206,7 +203,9 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             enabled: input.enabled ?? target.enabled,
             expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime()
           }
-          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt} WHERE id = ${target.id}`.pipe(Effect.orDie)
+          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt} WHERE id = ${target.id}`.pipe(
+            Effect.orDie
+          )
           yield* byHash.invalidate
           audit(actor, "api_key.update", target.id)
           return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })

@@ -39,8 +39,7 @@ interface Entry {
 }
 
 /** Seconds the pair must wait after its `failures`-th failure. */
-export const delaySeconds = (failures: number): number =>
-  failures < FREE_FAILURES ? 0 : Math.min(2 ** (failures - FREE_FAILURES + 1), MAX_DELAY_SECONDS)
+export const delaySeconds = (failures: number): number => (failures < FREE_FAILURES ? 0 : Math.min(2 ** (failures - FREE_FAILURES + 1), MAX_DELAY_SECONDS))
 
 /**
  * The address the throttle counts: IPv4 as is (also written as IPv4-mapped IPv6), IPv6 as its
@@ -53,7 +52,10 @@ export const throttledAddress = (address: string): string => {
   if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
     return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join(".")
   }
-  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(":")}::/64`
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.toString(16))
+    .join(":")}::/64`
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` filled in, a dotted IPv4 tail as two groups). */

@@ -74,9 +74,26 @@ export interface CompressionShape {
   /** Whether an engine can run (all can; summarize needs its model). */
   readonly available: (engine: EngineId) => boolean
   /** Counts a compressed request (or injected context) for analytics; written in the background. */
-  readonly record: (r: { readonly combo: string; readonly model: string; readonly engines: Applied["engines"]; readonly injected?: { readonly kind: "memory" | "skills"; readonly tokens: number }; readonly provider?: string | undefined; readonly upstreamModel?: string | undefined }) => void
+  readonly record: (r: {
+    readonly combo: string
+    readonly model: string
+    readonly engines: Applied["engines"]
+    readonly injected?: { readonly kind: "memory" | "skills"; readonly tokens: number }
+    readonly provider?: string | undefined
+    readonly upstreamModel?: string | undefined
+  }) => void
   readonly analytics: (q: { readonly from?: string; readonly to?: string }) => Effect.Effect<ContextAnalytics, BadRequest>
-  readonly preview: (p: PreviewPayload) => Effect.Effect<{ readonly mode: string; readonly engines: ReadonlyArray<{ engine: string; tokensBefore: number; tokensAfter: number; tokensSaved: number }>; readonly tokensBefore: number; readonly tokensAfter: number; readonly tokenizer: string; readonly body: Record<string, unknown> }, BadRequest>
+  readonly preview: (p: PreviewPayload) => Effect.Effect<
+    {
+      readonly mode: string
+      readonly engines: ReadonlyArray<{ engine: string; tokensBefore: number; tokensAfter: number; tokensSaved: number }>
+      readonly tokensBefore: number
+      readonly tokensAfter: number
+      readonly tokenizer: string
+      readonly body: Record<string, unknown>
+    },
+    BadRequest
+  >
   /** An engine's configured settings (defaults merged). */
   readonly config: (engine: EngineId) => Effect.Effect<Record<string, unknown>>
   readonly setConfig: (engine: EngineId, input: unknown) => Effect.Effect<Record<string, unknown>, BadRequest>
@@ -90,15 +107,29 @@ export interface CompressionShape {
   readonly rules: ReadonlyArray<Rule>
   /** rtk's filters: built-in, the configured custom ones, and the project files' (read again now). */
   readonly rtkFilters: Effect.Effect<RtkFilters>
-  readonly rtkTest: (p: { readonly text: string; readonly command?: string | undefined; readonly config?: Readonly<Record<string, unknown>> | undefined }) => Effect.Effect<RtkTestAnswer, BadRequest>
+  readonly rtkTest: (p: {
+    readonly text: string
+    readonly command?: string | undefined
+    readonly config?: Readonly<Record<string, unknown>> | undefined
+  }) => Effect.Effect<RtkTestAnswer, BadRequest>
 }
 
 /** Asks `model` for a summary on behalf of `owner` (the API key whose conversation it is): its text, or a failure message. */
 export type Summarizer = (model: string, prompt: string, maxTokens: number, owner: string | null) => Effect.Effect<string, string>
 
 export interface RtkFilters {
-  readonly filters: ReadonlyArray<{ readonly id: string; readonly description: string; readonly source: "builtin" | "custom" | "project"; readonly enabled: boolean; readonly match: unknown }>
-  readonly project: { readonly dir: string; readonly trusted: boolean; readonly files: ReadonlyArray<{ readonly file: string; readonly filters: number; readonly errors: ReadonlyArray<string> }> }
+  readonly filters: ReadonlyArray<{
+    readonly id: string
+    readonly description: string
+    readonly source: "builtin" | "custom" | "project"
+    readonly enabled: boolean
+    readonly match: unknown
+  }>
+  readonly project: {
+    readonly dir: string
+    readonly trusted: boolean
+    readonly files: ReadonlyArray<{ readonly file: string; readonly filters: number; readonly errors: ReadonlyArray<string> }>
+  }
 }
 
 export interface RtkTestAnswer {
@@ -157,7 +188,10 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         configured.clear()
         for (const [id, value] of entries) {
           if (id === "summarize") {
-            const d = Either.flatMap(Either.try(() => JSON.parse(value) as unknown), (j) => decodeSummarize(j))
+            const d = Either.flatMap(
+              Either.try(() => JSON.parse(value) as unknown),
+              (j) => decodeSummarize(j)
+            )
             if (Either.isRight(d)) summarizeSettings = d.right
             else yield* Effect.logWarning("the stored settings of compression engine summarize do not decode; using its defaults")
             continue
@@ -198,12 +232,20 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       // validated (safe regexes, no built-in id) unless GATEWAY_RTK_TRUST_PROJECT_FILTERS; a file
       // with an error is not used at all. Read at start and again when a file or the flag changes.
       const projectDir = process.env["GATEWAY_RTK_FILTERS_DIR"] || path.join(appConfig.dataDir, "rtk-filters")
-      let project: { key: string; filters: ReadonlyArray<rtk.FilterSpec>; files: RtkFilters["project"]["files"]; trusted: boolean } = { key: "", filters: [], files: [], trusted: false }
+      let project: { key: string; filters: ReadonlyArray<rtk.FilterSpec>; files: RtkFilters["project"]["files"]; trusted: boolean } = {
+        key: "",
+        filters: [],
+        files: [],
+        trusted: false
+      }
       const loadProject = Effect.gen(function* () {
         const trusted = yield* flags.enabled("GATEWAY_RTK_TRUST_PROJECT_FILTERS")
         const names = (() => {
           try {
-            return fs.readdirSync(projectDir).filter((n) => n.endsWith(".json")).sort()
+            return fs
+              .readdirSync(projectDir)
+              .filter((n) => n.endsWith(".json"))
+              .sort()
           } catch {
             return []
           }
@@ -269,11 +311,12 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const raws = [...pendingRaw]
         pendingRaw.clear()
         if (rows.length === 0 && raws.length === 0) return
-        yield* sql.withTransaction(
-          Effect.gen(function* () {
-            for (const [key, r] of rows) {
-              const [d, engine, combo, model] = key.split("\u0000") as [string, string, string, string]
-              yield* sql`INSERT INTO compression_stats (day, engine, combo, model, requests, tokens_before, tokens_after, saved_usd, injected_tokens)
+        yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              for (const [key, r] of rows) {
+                const [d, engine, combo, model] = key.split("\u0000") as [string, string, string, string]
+                yield* sql`INSERT INTO compression_stats (day, engine, combo, model, requests, tokens_before, tokens_after, saved_usd, injected_tokens)
                 VALUES (${d}, ${engine}, ${combo}, ${model}, ${r.requests}, ${r.tokensBefore}, ${r.tokensAfter}, ${r.savedUsd}, ${r.injectedTokens})
                 ON CONFLICT (day, engine, combo, model) DO UPDATE SET
                   requests = compression_stats.requests + excluded.requests,
@@ -281,30 +324,31 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
                   tokens_after = compression_stats.tokens_after + excluded.tokens_after,
                   saved_usd = compression_stats.saved_usd + excluded.saved_usd,
                   injected_tokens = compression_stats.injected_tokens + excluded.injected_tokens`
-            }
-            for (const [id, r] of raws) {
-              yield* sql`INSERT INTO rtk_raw_outputs (id, text, created_at, expires_at) VALUES (${id}, ${r.text}, ${r.at}, ${r.at + RAW_OUTPUT_TTL_MS})
-                ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`
-            }
-          })
-        ).pipe(
-          Effect.catchAll((e) =>
-            Effect.sync(() => {
-              // Kept for the next flush (a busy or briefly unreachable database loses nothing).
-              for (const [k, r] of rows) {
-                const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
-                bump(d, engine, combo, model, (x) => {
-                  x.requests += r.requests
-                  x.tokensBefore += r.tokensBefore
-                  x.tokensAfter += r.tokensAfter
-                  x.savedUsd += r.savedUsd
-                  x.injectedTokens += r.injectedTokens
-                })
               }
-              for (const [id, r] of raws) if (!pendingRaw.has(id)) pendingRaw.set(id, r)
-            }).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))
+              for (const [id, r] of raws) {
+                yield* sql`INSERT INTO rtk_raw_outputs (id, text, created_at, expires_at) VALUES (${id}, ${r.text}, ${r.at}, ${r.at + RAW_OUTPUT_TTL_MS})
+                ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`
+              }
+            })
           )
-        )
+          .pipe(
+            Effect.catchAll((e) =>
+              Effect.sync(() => {
+                // Kept for the next flush (a busy or briefly unreachable database loses nothing).
+                for (const [k, r] of rows) {
+                  const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
+                  bump(d, engine, combo, model, (x) => {
+                    x.requests += r.requests
+                    x.tokensBefore += r.tokensBefore
+                    x.tokensAfter += r.tokensAfter
+                    x.savedUsd += r.savedUsd
+                    x.injectedTokens += r.injectedTokens
+                  })
+                }
+                for (const [id, r] of raws) if (!pendingRaw.has(id)) pendingRaw.set(id, r)
+              }).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))
+            )
+          )
         yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
       })
       yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, Effect.zipRight(loadProject, reloadConfigs)), Schedule.spaced(FLUSH_EVERY)))
@@ -342,7 +386,12 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const available = (engine: EngineId) => (engine === "summarize" ? summarizeSettings.model !== null && summarizer !== undefined : ENGINES.has(engine))
 
       /** The summarize step: the older turns replaced by their summary when it is ready; else the body as it is (and the summary on its way). */
-      const summarizeStep = (format: FormatId, endpoint: string, body: Readonly<Record<string, unknown>>, owner: string | null): { body: Record<string, unknown>; run: EngineRun } | undefined => {
+      const summarizeStep = (
+        format: FormatId,
+        endpoint: string,
+        body: Readonly<Record<string, unknown>>,
+        owner: string | null
+      ): { body: Record<string, unknown>; run: EngineRun } | undefined => {
         const c = summarizeSettings
         if (c.model === null || !summarizer) return undefined
         const cut = cutOf(format, endpoint, body, c)
@@ -384,7 +433,9 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         if (text.length < CACHED_FROM || entry.engine.id === "rtk") return entry.engine.apply(text, segment, config, context)
         const key = crypto
           .createHash("sha1")
-          .update(`${entry.engine.id}\u0000${configKey(config)}\u0000${segment.role}\u0000${segment.kind}\u0000${segment.toolName ?? ""}\u0000${segment.command ?? ""}\u0000${segment.turn === segment.turns - 1}\u0000`)
+          .update(
+            `${entry.engine.id}\u0000${configKey(config)}\u0000${segment.role}\u0000${segment.kind}\u0000${segment.toolName ?? ""}\u0000${segment.command ?? ""}\u0000${segment.turn === segment.turns - 1}\u0000`
+          )
           .update(text)
           .digest("hex")
         const hit = results.get(key)
@@ -434,7 +485,13 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
 
       // Requests' changes waiting to be counted by the flush; past the bound, counted at once by the
       // approximation (a burst never holds unbounded text).
-      const uncounted: Array<{ readonly d: string; readonly combo: string; readonly model: string; readonly inputPrice: number | undefined; readonly runs: ReadonlyArray<EngineRun> }> = []
+      const uncounted: Array<{
+        readonly d: string
+        readonly combo: string
+        readonly model: string
+        readonly inputPrice: number | undefined
+        readonly runs: ReadonlyArray<EngineRun>
+      }> = []
       const MAX_UNCOUNTED = 2_000
       const count = (u: (typeof uncounted)[number], tokens: (run: EngineRun) => { tokensBefore: number; tokensAfter: number }) => {
         for (const run of u.runs) {
@@ -480,7 +537,17 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           if (Number.isNaN(Date.parse(from)) || Number.isNaN(Date.parse(to))) return yield* new BadRequest({ message: "from and to must be real days (YYYY-MM-DD)" })
           if (from > to) return yield* new BadRequest({ message: `from (${from}) is after to (${to})` })
           yield* flush
-          const rows = yield* sql<{ day: string; engine: string; combo: string; model: string; requests: number; tokens_before: number; tokens_after: number; saved_usd: number; injected_tokens: number }>`
+          const rows = yield* sql<{
+            day: string
+            engine: string
+            combo: string
+            model: string
+            requests: number
+            tokens_before: number
+            tokens_after: number
+            saved_usd: number
+            injected_tokens: number
+          }>`
             SELECT * FROM compression_stats WHERE day >= ${from} AND day <= ${to} ORDER BY day, engine, combo, model`.pipe(Effect.orDie)
           const zero = () => ({ requests: 0, tokensBefore: 0, tokensAfter: 0, tokensSaved: 0, savedUsd: 0, injectedTokens: 0 })
           const add = (a: ReturnType<typeof zero>, r: (typeof rows)[number]) => {
@@ -523,8 +590,11 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           steps,
           (step, i) => {
             if (step.engine === "summarize") {
-              if (step.config !== undefined && Object.keys(step.config).length > 0) return Effect.fail(new BadRequest({ message: `engines[${i}].config: summarize takes its settings from PUT /api/context/summarize/config only` }))
-              return summarizeSettings.model === null ? Effect.fail(new BadRequest({ message: `engines[${i}]: summarize needs a model first (PUT /api/context/summarize/config with "model")` })) : Effect.void
+              if (step.config !== undefined && Object.keys(step.config).length > 0)
+                return Effect.fail(new BadRequest({ message: `engines[${i}].config: summarize takes its settings from PUT /api/context/summarize/config only` }))
+              return summarizeSettings.model === null
+                ? Effect.fail(new BadRequest({ message: `engines[${i}]: summarize needs a model first (PUT /api/context/summarize/config with "model")` }))
+                : Effect.void
             }
             const entry = ENGINES.get(step.engine)
             if (!entry) return Effect.fail(new BadRequest({ message: `engines[${i}]: engine ${step.engine} is not available in this build` }))
@@ -541,7 +611,8 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           const s = settings.current().compression
           const lower = p.mode.trim().toLowerCase()
           const profile: Profile | undefined = lower === "off" ? undefined : lower === "default" ? defaultProfile(s, snapshot, available) : resolveRef(p.mode, snapshot, available)
-          if (lower !== "off" && !profile) return yield* new BadRequest({ message: `mode: '${p.mode}' names no engine (engine:<id>) or compression combo; 'default' and 'off' also work` })
+          if (lower !== "off" && !profile)
+            return yield* new BadRequest({ message: `mode: '${p.mode}' names no engine (engine:<id>) or compression combo; 'default' and 'off' also work` })
           const endpoint = p.endpoint ?? DEFAULT_ENDPOINT[p.format]
           const before = estimateTokensSync(p.format, endpoint, p.body)
           const applied = profile ? apply(p.format, endpoint, p.body, profile.steps) : { body: undefined, engines: [] }
@@ -602,7 +673,12 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           Effect.gen(function* () {
             const pending = pendingRaw.get(id)
             if (pending) return { id, text: pending.text, createdAt: toIso(pending.at)!, expiresAt: toIso(pending.at + RAW_OUTPUT_TTL_MS)! }
-            const rows = yield* sql<{ id: string; text: string; created_at: number; expires_at: number }>`SELECT * FROM rtk_raw_outputs WHERE id = ${id} AND expires_at >= ${Date.now()}`.pipe(Effect.orDie)
+            const rows = yield* sql<{
+              id: string
+              text: string
+              created_at: number
+              expires_at: number
+            }>`SELECT * FROM rtk_raw_outputs WHERE id = ${id} AND expires_at >= ${Date.now()}`.pipe(Effect.orDie)
             const r = rows[0]
             if (!r) return yield* new NotFound({ message: `no raw output '${id}' (raw outputs are kept ${RAW_OUTPUT_TTL_MS / 3_600_000} hours)` })
             return { id: r.id, text: r.text, createdAt: toIso(Number(r.created_at))!, expiresAt: toIso(Number(r.expires_at))! }
@@ -619,7 +695,13 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
           const projectIds = new Set(project.filters.map((f) => f.id))
           return {
             filters: [
-              ...config.customFilters.map((f) => ({ id: f.id, description: f.description, source: projectIds.has(f.id) ? ("project" as const) : ("custom" as const), enabled: enabled(f.id, false), match: f.match })),
+              ...config.customFilters.map((f) => ({
+                id: f.id,
+                description: f.description,
+                source: projectIds.has(f.id) ? ("project" as const) : ("custom" as const),
+                enabled: enabled(f.id, false),
+                match: f.match
+              })),
               ...rtk.listFilters().map((f) => ({ ...f, source: "builtin" as const, enabled: enabled(f.id, true) }))
             ],
             project: { dir: projectDir, trusted: project.trusted, files: project.files }

@@ -21,7 +21,13 @@ const OFF_DEFAULT: HookVerdict = { headers: { [HEADER]: "off; source=default" } 
 /** `*` matches any run of characters; the rest literally, without case. */
 const globMatch = (pattern: string, value: string) => {
   if (!pattern.includes("*")) return pattern.toLowerCase() === value.toLowerCase()
-  const re = new RegExp(`^${pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`, "i")
+  const re = new RegExp(
+    `^${pattern
+      .split("*")
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*")}$`,
+    "i"
+  )
   return re.test(value)
 }
 
@@ -99,7 +105,10 @@ export const ContextHooks = Layer.scopedDiscard(
     const decide = (snap: ContextSnapshot, event: ModelSelectEvent, request: HookRequest): HookVerdict | Effect.Effect<HookVerdict> => {
       const s = settings.current().compression
       const header = request.headers[HEADER]
-      const noMemory = String(request.headers[NO_MEMORY] ?? "").trim().toLowerCase() === "true"
+      const noMemory =
+        String(request.headers[NO_MEMORY] ?? "")
+          .trim()
+          .toLowerCase() === "true"
       const targets = event.target ? [`${event.target.provider}/${event.target.model}`, event.target.key] : []
       const fmt = event.format
       const endpoint = event.endpoint
@@ -114,12 +123,22 @@ export const ContextHooks = Layer.scopedDiscard(
       })
       // A summarize step in `wait` mode waits (bounded) for its summary first.
       if (sel.profile && sel.profile.steps.some((x) => x.engine === "summarize")) {
-        return Effect.as(compression.prepare(fmt, endpoint, event.body, sel.profile.steps, request.apiKeyId), undefined).pipe(Effect.map(() => finish(snap, event, request, sel, s, noMemory, targets)))
+        return Effect.as(compression.prepare(fmt, endpoint, event.body, sel.profile.steps, request.apiKeyId), undefined).pipe(
+          Effect.map(() => finish(snap, event, request, sel, s, noMemory, targets))
+        )
       }
       return finish(snap, event, request, sel, s, noMemory, targets)
     }
 
-    const finish = (snap: ContextSnapshot, event: ModelSelectEvent, request: HookRequest, sel: Selection, s: CompressionSettings, noMemory: boolean, targets: ReadonlyArray<string>): HookVerdict => {
+    const finish = (
+      snap: ContextSnapshot,
+      event: ModelSelectEvent,
+      request: HookRequest,
+      sel: Selection,
+      s: CompressionSettings,
+      noMemory: boolean,
+      targets: ReadonlyArray<string>
+    ): HookVerdict => {
       const fmt = event.format
       const endpoint = event.endpoint
       let body: Record<string, unknown> | undefined
@@ -163,7 +182,11 @@ export const ContextHooks = Layer.scopedDiscard(
       onModelSelect: (event: ModelSelectEvent, request: HookRequest): HookReturn | Effect.Effect<HookReturn> => {
         const s = settings.current().compression
         const snap = store.peek()
-        if (snap === undefined) return Effect.flatMap(store.snapshot, (fresh) => { const d = decide(fresh, event, request); return Effect.isEffect(d) ? d : Effect.succeed(d) })
+        if (snap === undefined)
+          return Effect.flatMap(store.snapshot, (fresh) => {
+            const d = decide(fresh, event, request)
+            return Effect.isEffect(d) ? d : Effect.succeed(d)
+          })
         const injecting = s.injectionMaxTokens > 0 && (snap.memory.length > 0 || snap.skills.length > 0)
         // Nothing to do for this request: the verdict made once.
         if (!s.enabled && !injecting) return OFF_GLOBAL
@@ -202,4 +225,3 @@ export const ContextHooks = Layer.scopedDiscard(
     )
   })
 )
-

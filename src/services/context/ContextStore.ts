@@ -95,7 +95,11 @@ export interface ContextStoreShape {
   readonly listSkills: Effect.Effect<ReadonlyArray<ContextSkillView>>
   readonly getSkill: (id: string) => Effect.Effect<ContextSkillView, NotFound>
   /** `catalogText` reads an agent-skill catalog file (the caller's, so this store needs no catalog). */
-  readonly createSkill: (input: CreateContextSkill, catalogText: (id: string) => Effect.Effect<string | undefined>, actor: string) => Effect.Effect<ContextSkillView, BadRequest | Conflict>
+  readonly createSkill: (
+    input: CreateContextSkill,
+    catalogText: (id: string) => Effect.Effect<string | undefined>,
+    actor: string
+  ) => Effect.Effect<ContextSkillView, BadRequest | Conflict>
   readonly updateSkill: (id: string, patch: UpdateContextSkill, actor: string) => Effect.Effect<ContextSkillView, BadRequest | Conflict | NotFound>
   readonly removeSkill: (id: string, actor: string) => Effect.Effect<ContextSkillView, NotFound>
 }
@@ -186,7 +190,8 @@ const skillView = (s: ContextSkill): ContextSkillView => ({
 /** The memory scope's id: required for `key` and `session`, none for `global`. */
 const checkScope = (scope: MemoryScope, scopeId: string | null) => {
   if (scope === "global" && scopeId !== null) return Effect.fail(new BadRequest({ message: "scopeId: a global entry has no scopeId" }))
-  if (scope !== "global" && scopeId === null) return Effect.fail(new BadRequest({ message: `scopeId: a ${scope} entry needs the ${scope === "key" ? "API key id" : "session id"} it applies to` }))
+  if (scope !== "global" && scopeId === null)
+    return Effect.fail(new BadRequest({ message: `scopeId: a ${scope} entry needs the ${scope === "key" ? "API key id" : "session id"} it applies to` }))
   return Effect.void
 }
 
@@ -246,7 +251,11 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
       const comboNameTaken =
         (name: string) =>
         <A>(e: Effect.Effect<A, SqlError>): Effect.Effect<A, Conflict> =>
-          Effect.catchAll(e, (err) => (isUniqueViolation(err) ? Effect.fail(new Conflict({ message: `a compression combo named '${name}' already exists (names are compared without case)` })) : Effect.die(err)))
+          Effect.catchAll(e, (err) =>
+            isUniqueViolation(err)
+              ? Effect.fail(new Conflict({ message: `a compression combo named '${name}' already exists (names are compared without case)` }))
+              : Effect.die(err)
+          )
       const reserved = (name: string) =>
         ENGINE_PREFIX.test(name) ? Effect.fail(new BadRequest({ message: `name: '${name}' would read as an engine in x-gateway-compression; choose another name` })) : Effect.void
 
@@ -292,7 +301,9 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
             const { c } = yield* findCombo(id)
             const name = patch.name ?? c.name
             if (patch.name !== undefined) yield* reserved(patch.name)
-            yield* sql`UPDATE compression_combos SET name = ${name}, name_key = ${name.toLowerCase()}, description = ${patch.description ?? c.description}, engines = ${JSON.stringify(patch.engines ?? c.steps)}, updated_at = ${Date.now()} WHERE id = ${id}`.pipe(comboNameTaken(name))
+            yield* sql`UPDATE compression_combos SET name = ${name}, name_key = ${name.toLowerCase()}, description = ${patch.description ?? c.description}, engines = ${JSON.stringify(patch.engines ?? c.steps)}, updated_at = ${Date.now()} WHERE id = ${id}`.pipe(
+              comboNameTaken(name)
+            )
             yield* cache.invalidate
             audit(actor, "compression_combo.update", id)
             const after = yield* Effect.orDie(findCombo(id))
@@ -312,7 +323,10 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
           Effect.gen(function* () {
             const { s } = yield* findCombo(id)
             // A routing combo or model has one compression combo: taking one another combo holds is a conflict, naming it.
-            for (const [kind, targets, map] of [["routingCombos", a.routingCombos, s.routingCombos], ["models", a.models, s.models]] as const) {
+            for (const [kind, targets, map] of [
+              ["routingCombos", a.routingCombos, s.routingCombos],
+              ["models", a.models, s.models]
+            ] as const) {
               for (const t of targets) {
                 const holder = map.get(t)
                 if (holder !== undefined && holder !== id) {
@@ -325,7 +339,8 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
               sql.withTransaction(
                 Effect.gen(function* () {
                   yield* sql`DELETE FROM compression_assignments WHERE combo_id = ${id}`
-                  for (const target of new Set(a.routingCombos)) yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "routing-combo", target, combo_id: id, created_at: t })}`
+                  for (const target of new Set(a.routingCombos))
+                    yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "routing-combo", target, combo_id: id, created_at: t })}`
                   for (const target of new Set(a.models)) yield* sql`INSERT INTO compression_assignments ${sql.insert({ kind: "model", target, combo_id: id, created_at: t })}`
                 })
               )
@@ -348,16 +363,18 @@ export class ContextStore extends Context.Tag("gateway/ContextStore")<ContextSto
             yield* checkScope(input.scope, input.scopeId)
             const id = newId("mem")
             const t = Date.now()
-            yield* run(sql`INSERT INTO context_memory ${sql.insert({
-              id,
-              text: input.text,
-              scope: input.scope,
-              scope_id: input.scopeId,
-              tags: JSON.stringify(input.tags),
-              enabled: input.enabled ? 1 : 0,
-              created_at: t,
-              updated_at: t
-            })}`)
+            yield* run(
+              sql`INSERT INTO context_memory ${sql.insert({
+                id,
+                text: input.text,
+                scope: input.scope,
+                scope_id: input.scopeId,
+                tags: JSON.stringify(input.tags),
+                enabled: input.enabled ? 1 : 0,
+                created_at: t,
+                updated_at: t
+              })}`
+            )
             yield* cache.invalidate
             audit(actor, "memory.create", id)
             return memoryView(yield* Effect.orDie(memoryRow(id)))

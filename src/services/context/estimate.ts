@@ -46,12 +46,10 @@ export const loadTokenizer = (): Promise<void> => loadCounter().then(() => undef
 export const LoadTokenizer: Effect.Effect<void> = Effect.promise(loadTokenizer)
 
 /** The prompt's tokens by the o200k tokenizer, loading it first if needed. */
-export const estimateTokens = async (format: FormatId, endpoint: string, body: Body): Promise<number> =>
-  count(await loadCounter(), format, endpoint, body)
+export const estimateTokens = async (format: FormatId, endpoint: string, body: Body): Promise<number> => count(await loadCounter(), format, endpoint, body)
 
 /** The prompt's tokens: by the o200k tokenizer when it is loaded, else characters / 4. Never waits. */
-export const estimateTokensSync = (format: FormatId, endpoint: string, body: Body): number =>
-  count(loadedCounter() ?? approximate, format, endpoint, body)
+export const estimateTokensSync = (format: FormatId, endpoint: string, body: Body): number => count(loadedCounter() ?? approximate, format, endpoint, body)
 
 /**
  * The prompt's tokens as characters / 4, whether or not the tokenizer is loaded: microseconds

@@ -102,7 +102,9 @@ export const select = (input: SelectInput): Selection => {
   const t = s.autoTrigger
   if (t.enabled && (t.thresholdTokens !== null || t.windowShare !== null)) {
     const size = input.size()
-    const over = (t.thresholdTokens !== null && size.tokens >= t.thresholdTokens) || (t.windowShare !== null && size.window !== undefined && size.window > 0 && size.tokens >= t.windowShare * size.window)
+    const over =
+      (t.thresholdTokens !== null && size.tokens >= t.thresholdTokens) ||
+      (t.windowShare !== null && size.window !== undefined && size.window > 0 && size.tokens >= t.windowShare * size.window)
     if (over) return { source: "auto-trigger", profile: defaultProfile(s, snap, input.available) }
   }
   if (s.compressByDefault) return { source: "default", profile: defaultProfile(s, snap, input.available) }

@@ -34,7 +34,16 @@ const obj = (v: unknown): Record<string, unknown> | undefined => (typeof v === "
 
 /** The conversation array of a body and its key, when the format has one. */
 const conversation = (format: FormatId, endpoint: string, body: Body): { readonly key: string; readonly list: ReadonlyArray<unknown> } | undefined => {
-  const key = format === "gemini" ? (Array.isArray(body["contents"]) ? "contents" : undefined) : format === "openai-responses" ? "input" : endpoint === "api.generate" || endpoint === "completions" ? undefined : "messages"
+  const key =
+    format === "gemini"
+      ? Array.isArray(body["contents"])
+        ? "contents"
+        : undefined
+      : format === "openai-responses"
+        ? "input"
+        : endpoint === "api.generate" || endpoint === "completions"
+          ? undefined
+          : "messages"
   if (!key) return undefined
   const list = body[key]
   return Array.isArray(list) ? { key, list } : undefined
@@ -101,10 +110,19 @@ export const withSummary = (format: FormatId, body: Body, cut: Cut, summary: str
   const text = `Summary of the earlier part of this conversation (made by the gateway to save context):\n\n${summary.trim()}`
   const pair: ReadonlyArray<unknown> =
     format === "gemini"
-      ? [{ role: "user", parts: [{ text }] }, { role: "model", parts: [{ text: ACK }] }]
+      ? [
+          { role: "user", parts: [{ text }] },
+          { role: "model", parts: [{ text: ACK }] }
+        ]
       : format === "openai-responses"
-        ? [{ type: "message", role: "user", content: text }, { type: "message", role: "assistant", content: ACK }]
-        : [{ role: "user", content: text }, { role: "assistant", content: ACK }]
+        ? [
+            { type: "message", role: "user", content: text },
+            { type: "message", role: "assistant", content: ACK }
+          ]
+        : [
+            { role: "user", content: text },
+            { role: "assistant", content: ACK }
+          ]
   return { ...body, [cut.key]: [...list.slice(0, cut.lead), ...pair, ...list.slice(cut.end)] }
 }
 

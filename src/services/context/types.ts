@@ -8,7 +8,6 @@ import { ENGINE_IDS, type EngineId } from "../../domain/context.js"
 
 export { ENGINE_IDS, type EngineId }
 
-
 /** Where a piece of text sits in the request. */
 export interface Segment {
   /** Who wrote it: system prompt, user turn, assistant turn, or a tool's result sent back. */

@@ -31,8 +31,7 @@ interface CallInfo {
   readonly command?: string
 }
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+const obj = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
 
 // ---------------------------------------------------------------- structural sharing
@@ -50,8 +49,7 @@ const mapArray = <T>(xs: ReadonlyArray<T>, f: (x: T, i: number) => T): ReadonlyA
 }
 
 /** `o` with `key` set to `value`; `o` itself when it already holds it. */
-const withKey = <T extends Readonly<Record<string, unknown>>>(o: T, key: string, value: unknown): T =>
-  o[key] === value ? o : ({ ...o, [key]: value } as T)
+const withKey = <T extends Readonly<Record<string, unknown>>>(o: T, key: string, value: unknown): T => (o[key] === value ? o : ({ ...o, [key]: value } as T))
 
 /** One segment's text through `fn`, guarded: empty texts are not offered, an empty answer keeps the text. */
 const visit = (fn: Fn, text: string, segment: Segment): string => {
@@ -134,7 +132,11 @@ const mapField = (body: Body, key: string, f: (x: unknown, i: number, n: number)
   const xs = body[key]
   if (!Array.isArray(xs)) return body
   const n = xs.length
-  return withKey(body, key, mapArray(xs as ReadonlyArray<unknown>, (x, i) => f(x, i, n)))
+  return withKey(
+    body,
+    key,
+    mapArray(xs as ReadonlyArray<unknown>, (x, i) => f(x, i, n))
+  )
 }
 
 // ---------------------------------------------------------------- openai-chat
@@ -172,9 +174,17 @@ const walkChat = (endpoint: string, body: Body, fn: Fn): Body => {
       const known = id !== undefined ? calls.get(id) : undefined
       const name = known?.toolName ?? str(m["name"])
       const call: CallInfo = { ...known, ...(name ? { toolName: name } : {}) }
-      return withKey(m, "content", mapContent(m["content"], CHAT_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn))
+      return withKey(
+        m,
+        "content",
+        mapContent(m["content"], CHAT_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn)
+      )
     }
-    return withKey(m, "content", mapContent(m["content"], CHAT_TEXT, () => segment(role, "prose", turn, turns), fn))
+    return withKey(
+      m,
+      "content",
+      mapContent(m["content"], CHAT_TEXT, () => segment(role, "prose", turn, turns), fn)
+    )
   })
 }
 
@@ -215,12 +225,20 @@ const walkResponses = (body: Body, fn: Fn): Body => {
     if (type === "message") {
       const role = chatRole(str(item["role"]))
       if (role === undefined || role === "tool") return raw
-      return withKey(item, "content", mapContent(item["content"], RESPONSES_TEXT, () => segment(role, "prose", turn, turns), fn))
+      return withKey(
+        item,
+        "content",
+        mapContent(item["content"], RESPONSES_TEXT, () => segment(role, "prose", turn, turns), fn)
+      )
     }
     if (type === "function_call_output" || type === "custom_tool_call_output" || type === "local_shell_call_output") {
       const id = str(item["call_id"])
       const call = (id !== undefined ? calls.get(id) : undefined) ?? (type === "local_shell_call_output" ? { toolName: "local_shell" } : undefined)
-      return withKey(item, "output", mapContent(item["output"], RESPONSES_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn))
+      return withKey(
+        item,
+        "output",
+        mapContent(item["output"], RESPONSES_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn)
+      )
     }
     // reasoning (and its encrypted content), calls, item references, server-side tool items: never touched.
     return raw
@@ -265,7 +283,11 @@ const walkAnthropic = (body: Body, fn: Fn): Body => {
         if (block["type"] === "tool_result") {
           const id = str(block["tool_use_id"])
           const call = id !== undefined ? calls.get(id) : undefined
-          return withKey(block, "content", mapContent(block["content"], ANTHROPIC_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn))
+          return withKey(
+            block,
+            "content",
+            mapContent(block["content"], ANTHROPIC_TEXT, () => segment("tool", "tool-result", turn, turns, call), fn)
+          )
         }
         // thinking, redacted_thinking, image, document, tool_use, server tool blocks: never touched.
         return b
@@ -288,7 +310,12 @@ const walkGemini = (body: Body, fn: Fn): Body => {
   for (const key of ["systemInstruction", "system_instruction"]) {
     const sys = out[key]
     if (typeof sys === "string") out = withKey(out, key, visit(fn, sys, systemSeg()))
-    else if (obj(sys)) out = withKey(out, key, mapGeminiParts(obj(sys)!, () => systemSeg(), fn))
+    else if (obj(sys))
+      out = withKey(
+        out,
+        key,
+        mapGeminiParts(obj(sys)!, () => systemSeg(), fn)
+      )
   }
   if (!Array.isArray(contents)) return out
   // Calls in order; a result answers the call with its id, else the earliest open call of its name.

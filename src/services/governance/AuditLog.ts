@@ -169,7 +169,9 @@ export class AuditLog extends Context.Tag("gateway/AuditLog")<AuditLog, AuditLog
             return { entries: page, nextCursor: rows.length > limit ? page[page.length - 1]!.id : null }
           }),
         exportJsonl: (q) =>
-          Effect.map(sql<Row>`SELECT * FROM audit_log WHERE ${sql.and(where(q))} ORDER BY id`.pipe(Effect.orDie), (rows) => rows.map((r) => JSON.stringify(toEntry(r)) + "\n").join("")),
+          Effect.map(sql<Row>`SELECT * FROM audit_log WHERE ${sql.and(where(q))} ORDER BY id`.pipe(Effect.orDie), (rows) =>
+            rows.map((r) => JSON.stringify(toEntry(r)) + "\n").join("")
+          ),
         flush: writer.flush
       }
     })

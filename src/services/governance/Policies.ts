@@ -125,7 +125,14 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
       }
 
       /** The tool rules against the request, in the mode in force. `body` is the body so far (maybe capped). */
-      const applyTools = (policies: ReadonlyArray<CompiledPolicy>, mode: ToolPolicyMode, e: RequestEvent, request: HookRequest, body: Json, changed: boolean): HookVerdict | undefined => {
+      const applyTools = (
+        policies: ReadonlyArray<CompiledPolicy>,
+        mode: ToolPolicyMode,
+        e: RequestEvent,
+        request: HookRequest,
+        body: Json,
+        changed: boolean
+      ): HookVerdict | undefined => {
         const keep = changed ? { body } : undefined
         if (mode === "disabled") return keep
         const tools = requestTools(e.format, body)
@@ -205,30 +212,47 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
         return changed ? { body } : undefined
       }
 
-      const onModelSelect = (policies: ReadonlyArray<CompiledPolicy>) => (e: ModelSelectEvent, request: HookRequest): HookVerdict | undefined => {
-        const endpoint = String(request.metadata["policy.endpoint"] ?? request.path)
-        for (const p of policies) {
-          if (!p.models) continue
-          const list = p.models.get(request.apiKeyId ?? "*") ?? p.models.get("*")
-          if (!list) continue
-          const allowed = byPolicy(p, () => firstMatch(list, e.model) !== undefined || (e.candidates.length > 0 && e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined)))
-          if (!allowed) return refuse(request, endpoint, { policy: p, rule: "models", message: `model "${e.model}" is not allowed for ${request.apiKeyId ? `API key ${request.apiKeyId}` : "requests without an API key"}` })
-        }
-        const target = e.target
-        if (target) {
-          const format = request.metadata["policy.format"] as FormatId | undefined
+      const onModelSelect =
+        (policies: ReadonlyArray<CompiledPolicy>) =>
+        (e: ModelSelectEvent, request: HookRequest): HookVerdict | undefined => {
+          const endpoint = String(request.metadata["policy.endpoint"] ?? request.path)
           for (const p of policies) {
-            if (p.maxCostUsd === undefined) continue
-            const body = e.body as Json
-            const output = (format && requestedOutput(format, body)) ?? DEFAULT_OUTPUT_TOKENS
-            const estimate = accounting.cost(target.provider, target.model, { inputTokens: Math.ceil(textLength(body) / 4), outputTokens: output })
-            if (estimate > p.maxCostUsd) {
-              return refuse(request, endpoint, { policy: p, rule: "maxCostUsd", message: `the request may cost about $${estimate.toFixed(6)} on ${target.key}, more than $${p.maxCostUsd}` }, 400)
+            if (!p.models) continue
+            const list = p.models.get(request.apiKeyId ?? "*") ?? p.models.get("*")
+            if (!list) continue
+            const allowed = byPolicy(
+              p,
+              () =>
+                firstMatch(list, e.model) !== undefined ||
+                (e.candidates.length > 0 && e.candidates.every((c) => firstMatch(list, c.model) !== undefined || firstMatch(list, c.key) !== undefined))
+            )
+            if (!allowed)
+              return refuse(request, endpoint, {
+                policy: p,
+                rule: "models",
+                message: `model "${e.model}" is not allowed for ${request.apiKeyId ? `API key ${request.apiKeyId}` : "requests without an API key"}`
+              })
+          }
+          const target = e.target
+          if (target) {
+            const format = request.metadata["policy.format"] as FormatId | undefined
+            for (const p of policies) {
+              if (p.maxCostUsd === undefined) continue
+              const body = e.body as Json
+              const output = (format && requestedOutput(format, body)) ?? DEFAULT_OUTPUT_TOKENS
+              const estimate = accounting.cost(target.provider, target.model, { inputTokens: Math.ceil(textLength(body) / 4), outputTokens: output })
+              if (estimate > p.maxCostUsd) {
+                return refuse(
+                  request,
+                  endpoint,
+                  { policy: p, rule: "maxCostUsd", message: `the request may cost about $${estimate.toFixed(6)} on ${target.key}, more than $${p.maxCostUsd}` },
+                  400
+                )
+              }
             }
           }
+          return undefined
         }
-        return undefined
-      }
 
       // The hook follows the snapshot: registered while an enabled policy exists, removed otherwise.
       let unregister: (() => void) | undefined
@@ -258,11 +282,18 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
       const refresh = Effect.flatMap(cache.get, apply)
       yield* refresh
       yield* Effect.addFinalizer(() => Effect.sync(() => unregister?.()))
-      yield* refresh.pipe(Effect.repeat(Schedule.spaced("1 second")), Effect.catchAllCause((c) => Effect.logWarning("policy refresh failed", c)), Effect.forkScoped)
+      yield* refresh.pipe(
+        Effect.repeat(Schedule.spaced("1 second")),
+        Effect.catchAllCause((c) => Effect.logWarning("policy refresh failed", c)),
+        Effect.forkScoped
+      )
       const changed = Effect.zipRight(cache.invalidate, refresh)
 
       const byIdOrName = (idOrName: string) =>
-        Effect.map(sql<Row>`SELECT * FROM policies WHERE name = ${idOrName} OR name = (SELECT name FROM policies WHERE id = ${idOrName}) ORDER BY version DESC`.pipe(Effect.orDie), (r) => r)
+        Effect.map(
+          sql<Row>`SELECT * FROM policies WHERE name = ${idOrName} OR name = (SELECT name FROM policies WHERE id = ${idOrName}) ORDER BY version DESC`.pipe(Effect.orDie),
+          (r) => r
+        )
 
       return {
         list: cache.get,
@@ -284,13 +315,22 @@ export class Policies extends Context.Tag("gateway/Policies")<Policies, Policies
               return yield* Effect.fail(new BadRequest({ message: "tools: give a non-empty allow or deny list" }))
             }
             for (const [key, list] of Object.entries(input.models ?? {})) {
-              if (list.length === 0) return yield* Effect.fail(new BadRequest({ message: `models["${key}"]: give at least one model id or pattern (an empty list would refuse every model)` }))
+              if (list.length === 0)
+                return yield* Effect.fail(new BadRequest({ message: `models["${key}"]: give at least one model id or pattern (an empty list would refuse every model)` }))
             }
             const { name, ...document } = input
             for (let tries = 0; ; tries++) {
               const [last] = yield* sql<{ v: number | null }>`SELECT MAX(version) AS v FROM policies WHERE name = ${name}`.pipe(Effect.orDie)
               const next = Number(last?.v ?? 0) + 1
-              const row: Row = { id: `pol_${crypto.randomBytes(8).toString("hex")}`, name, version: next, document: JSON.stringify(document), created_at: Date.now(), created_by: actor, deleted_at: null }
+              const row: Row = {
+                id: `pol_${crypto.randomBytes(8).toString("hex")}`,
+                name,
+                version: next,
+                document: JSON.stringify(document),
+                created_at: Date.now(),
+                created_by: actor,
+                deleted_at: null
+              }
               const inserted = yield* sql`INSERT INTO policies ${sql.insert(row as never)}`.pipe(
                 Effect.as(true),
                 Effect.catchAll((e) => (isUniqueViolation(e) && tries < 5 ? Effect.succeed(false) : Effect.die(e)))

@@ -11,7 +11,13 @@ const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null 
 
 /** `*` any run of characters, `?` one; everything else literal; case-insensitive, whole string. */
 export const patternToRegExp = (pattern: string): RegExp =>
-  new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".")}$`, "i")
+  new RegExp(
+    `^${pattern
+      .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+      .replace(/\*/g, ".*")
+      .replace(/\?/g, ".")}$`,
+    "i"
+  )
 
 export interface Matcher {
   readonly pattern: string
@@ -108,7 +114,10 @@ const OUTPUT_CAP: Record<FormatId, ReadonlyArray<ReadonlyArray<string>>> = {
   "openai-chat": [["max_completion_tokens"], ["max_tokens"]],
   "openai-responses": [["max_output_tokens"]],
   anthropic: [["max_tokens"]],
-  gemini: [["generationConfig", "maxOutputTokens"], ["generation_config", "max_output_tokens"]],
+  gemini: [
+    ["generationConfig", "maxOutputTokens"],
+    ["generation_config", "max_output_tokens"]
+  ],
   ollama: [["options", "num_predict"]]
 }
 

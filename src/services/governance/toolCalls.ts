@@ -72,7 +72,10 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
       return { declared, forced, required: choice === "required", calls: openAiCalls(body["messages"]) }
     }
     case "openai-responses": {
-      const declared = arr(body["tools"]).map(toolName).filter((n): n is string => n !== undefined).map((name) => ({ name }))
+      const declared = arr(body["tools"])
+        .map(toolName)
+        .filter((n): n is string => n !== undefined)
+        .map((name) => ({ name }))
       const choice = body["tool_choice"]
       const forced = isObject(choice) ? (str(choice["name"]) ?? (choice["type"] !== "function" ? str(choice["type"]) : undefined)) : undefined
       const calls: Array<ConversationCall> = []
@@ -85,7 +88,10 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
       return { declared, forced, required: choice === "required", calls }
     }
     case "anthropic": {
-      const declared = arr(body["tools"]).map(toolName).filter((n): n is string => n !== undefined).map((name) => ({ name }))
+      const declared = arr(body["tools"])
+        .map(toolName)
+        .filter((n): n is string => n !== undefined)
+        .map((name) => ({ name }))
       const choice = body["tool_choice"]
       const forced = isObject(choice) && choice["type"] === "tool" ? str(choice["name"]) : undefined
       const calls: Array<ConversationCall> = []
@@ -110,7 +116,9 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
         }
       }
       const config = isObject(body["toolConfig"]) ? body["toolConfig"] : isObject(body["tool_config"]) ? body["tool_config"] : undefined
-      const calling = config && (isObject(config["functionCallingConfig"]) ? config["functionCallingConfig"] : isObject(config["function_calling_config"]) ? config["function_calling_config"] : undefined)
+      const calling =
+        config &&
+        (isObject(config["functionCallingConfig"]) ? config["functionCallingConfig"] : isObject(config["function_calling_config"]) ? config["function_calling_config"] : undefined)
       const mode = calling ? String(calling["mode"] ?? "").toUpperCase() : ""
       const allowed = calling ? arr(calling["allowedFunctionNames"] ?? calling["allowed_function_names"]).filter((n): n is string => typeof n === "string") : []
       const calls: Array<ConversationCall> = []

@@ -50,7 +50,9 @@ const settingsOf = (v: (key: Parameters<FeatureFlagsShape["value"]>[0]) => strin
 const anyOn = (s: GuardrailSettings): boolean => s.sanitizer || s.injection !== "off" || s.pii || s.response !== undefined
 
 /** The rules with the `g` flag, for redaction. */
-const GLOBAL = new Map<InjectionRule, RegExp>(INJECTION_RULES.map((r) => [r, new RegExp(r.pattern.source, r.pattern.flags.includes("g") ? r.pattern.flags : r.pattern.flags + "g")]))
+const GLOBAL = new Map<InjectionRule, RegExp>(
+  INJECTION_RULES.map((r) => [r, new RegExp(r.pattern.source, r.pattern.flags.includes("g") ? r.pattern.flags : r.pattern.flags + "g")])
+)
 
 export interface RequestVerdict {
   /** The body to send instead (undefined: unchanged). */
@@ -113,7 +115,12 @@ export const guardRequest = (settings: GuardrailSettings, format: FormatId, body
     if (settings.pii) t = step("pii", () => replacePii(t, (kind, value) => placeholders.placeholder(kind, value)))
     if (t !== slot.text) changes.push([slot.path, t])
   }
-  return { body: changes.length === 0 ? undefined : step("read", () => setPaths(body, changes)), injections: INJECTION_RULES.filter((r) => injections.has(r)), placeholders, sanitized }
+  return {
+    body: changes.length === 0 ? undefined : step("read", () => setPaths(body, changes)),
+    injections: INJECTION_RULES.filter((r) => injections.has(r)),
+    placeholders,
+    sanitized
+  }
 }
 
 export interface GuardrailsShape {
@@ -126,41 +133,45 @@ export interface GuardrailsShape {
   readonly settings: Effect.Effect<GuardrailSettings>
 }
 
-const hookFor = (bus: EventBusShape, host: HookHost, settings: GuardrailSettings) => (event: RequestEvent): HookVerdict | undefined => {
-  const base = { endpoint: event.endpoint, format: event.format, apiKeyId: host.apiKeyId, requestId: host.requestId }
-  const publish = (data: Record<string, unknown>) => bus.publish("guardrail.action", { ...data, ...base })
-  const verdict = guardRequest(settings, event.format, event.body)
-  if (verdict.sanitized !== 0) publish({ guardrail: "input-sanitizer", rule: "sanitizer", mode: "on", action: "sanitized", count: verdict.sanitized })
-  const action = settings.injection === "block" ? "blocked" : settings.injection === "redact" ? "redacted" : "warned"
-  for (const rule of verdict.injections) publish({ guardrail: "injection", rule: rule.id, ruleVersion: rule.version, ruleset: RULESET_VERSION, mode: settings.injection, action })
-  const header = verdict.injections.map((r) => `injection:${r.id}`).join(", ")
-  if (verdict.injections.length !== 0 && settings.injection === "block") {
-    const rule = verdict.injections[0]!
-    return blockRequest({
-      status: 400,
-      message: `the request was blocked by the gateway's prompt-injection guard (rule ${rule.id}, v${rule.version}: ${rule.description})`,
-      headers: { [GUARDRAIL_HEADER]: header }
-    })
+const hookFor =
+  (bus: EventBusShape, host: HookHost, settings: GuardrailSettings) =>
+  (event: RequestEvent): HookVerdict | undefined => {
+    const base = { endpoint: event.endpoint, format: event.format, apiKeyId: host.apiKeyId, requestId: host.requestId }
+    const publish = (data: Record<string, unknown>) => bus.publish("guardrail.action", { ...data, ...base })
+    const verdict = guardRequest(settings, event.format, event.body)
+    if (verdict.sanitized !== 0) publish({ guardrail: "input-sanitizer", rule: "sanitizer", mode: "on", action: "sanitized", count: verdict.sanitized })
+    const action = settings.injection === "block" ? "blocked" : settings.injection === "redact" ? "redacted" : "warned"
+    for (const rule of verdict.injections) publish({ guardrail: "injection", rule: rule.id, ruleVersion: rule.version, ruleset: RULESET_VERSION, mode: settings.injection, action })
+    const header = verdict.injections.map((r) => `injection:${r.id}`).join(", ")
+    if (verdict.injections.length !== 0 && settings.injection === "block") {
+      const rule = verdict.injections[0]!
+      return blockRequest({
+        status: 400,
+        message: `the request was blocked by the gateway's prompt-injection guard (rule ${rule.id}, v${rule.version}: ${rule.description})`,
+        headers: { [GUARDRAIL_HEADER]: header }
+      })
+    }
+    for (const [kind, count] of verdict.placeholders.kinds) publish({ guardrail: "pii", rule: `pii:${kind.toLowerCase()}`, mode: "redact", action: "redacted", count })
+    const warnHeader = settings.injection === "warn" && header !== "" ? { [GUARDRAIL_HEADER]: header } : undefined
+    const restore = verdict.placeholders.size !== 0 ? verdict.placeholders : undefined
+    const rewrite =
+      restore !== undefined || settings.response !== undefined || warnHeader !== undefined
+        ? step("response", () =>
+            answerRewrite({
+              format: event.format,
+              model: event.model,
+              requestId: host.requestId,
+              restore,
+              sanitize: settings.response,
+              headers: warnHeader,
+              found: (kind: PiiKind, mode: ResponseMode) =>
+                publish({ guardrail: "pii-response", rule: `pii:${kind.toLowerCase()}`, mode, action: mode === "block" ? "blocked" : mode === "redact" ? "redacted" : "warned" })
+            })
+          )
+        : undefined
+    if (verdict.body === undefined && rewrite === undefined) return undefined
+    return { ...(verdict.body ? { body: verdict.body } : {}), ...(rewrite ? { rewrite } : {}) }
   }
-  for (const [kind, count] of verdict.placeholders.kinds) publish({ guardrail: "pii", rule: `pii:${kind.toLowerCase()}`, mode: "redact", action: "redacted", count })
-  const warnHeader = settings.injection === "warn" && header !== "" ? { [GUARDRAIL_HEADER]: header } : undefined
-  const restore = verdict.placeholders.size !== 0 ? verdict.placeholders : undefined
-  const rewrite =
-    restore !== undefined || settings.response !== undefined || warnHeader !== undefined
-      ? step("response", () => answerRewrite({
-          format: event.format,
-          model: event.model,
-          requestId: host.requestId,
-          restore,
-          sanitize: settings.response,
-          headers: warnHeader,
-          found: (kind: PiiKind, mode: ResponseMode) =>
-            publish({ guardrail: "pii-response", rule: `pii:${kind.toLowerCase()}`, mode, action: mode === "block" ? "blocked" : mode === "redact" ? "redacted" : "warned" })
-        }))
-      : undefined
-  if (verdict.body === undefined && rewrite === undefined) return undefined
-  return { ...(verdict.body ? { body: verdict.body } : {}), ...(rewrite ? { rewrite } : {}) }
-}
 
 export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, GuardrailsShape>() {
   static readonly layer = Layer.effect(
@@ -170,7 +181,8 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
       const bus = yield* EventBus
       const settings = Effect.gen(function* () {
         const values = new Map<string, string>()
-        for (const key of ["INPUT_SANITIZER_ENABLED", "INJECTION_GUARD_MODE", "PII_REDACTION_ENABLED", "PII_RESPONSE_SANITIZATION", "PII_RESPONSE_SANITIZATION_MODE"] as const) values.set(key, yield* flags.value(key))
+        for (const key of ["INPUT_SANITIZER_ENABLED", "INJECTION_GUARD_MODE", "PII_REDACTION_ENABLED", "PII_RESPONSE_SANITIZATION", "PII_RESPONSE_SANITIZATION_MODE"] as const)
+          values.set(key, yield* flags.value(key))
         return settingsOf((k) => values.get(k) ?? "")
       })
       const attachWith = (host: HookHost, s: GuardrailSettings): void => {
@@ -183,7 +195,10 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
         attach: (host) => {
           const sanitizer = flags.peekValue("INPUT_SANITIZER_ENABLED")
           if (sanitizer === undefined) return Effect.map(settings, (s) => attachWith(host, s))
-          attachWith(host, settingsOf((k) => flags.peekValue(k as never) ?? ""))
+          attachWith(
+            host,
+            settingsOf((k) => flags.peekValue(k as never) ?? "")
+          )
           return undefined
         },
         settings

@@ -144,10 +144,7 @@ export const answerRewrite = (g: AnswerGuard): AnswerRewrite => {
     const values = [g.headers?.[GUARDRAIL_HEADER], extra].filter((v) => v !== undefined && v !== "")
     return values.length === 0 ? h : { ...h, [GUARDRAIL_HEADER]: values.join(", ") }
   }
-  const warning = (): string =>
-    g.sanitize === "warn" && warned.size !== 0
-      ? [...warned].map((k) => `pii-response:${k.toLowerCase()}`).join(", ")
-      : ""
+  const warning = (): string => (g.sanitize === "warn" && warned.size !== 0 ? [...warned].map((k) => `pii-response:${k.toLowerCase()}`).join(", ") : "")
 
   // ------------------------------------------------------------ streams
   const held = new Map<string, Held>()
@@ -193,7 +190,7 @@ export const answerRewrite = (g: AnswerGuard): AnswerRewrite => {
     const final = finalEvent(data)
     const channels = new Set<string>()
     for (const s of slots) if (s.channel !== undefined) channels.add(s.channel)
-    let out = flushExcept(channels)
+    const out = flushExcept(channels)
     if (slots.length === 0) return out + original()
     let changed = false
     for (const slot of slots) {

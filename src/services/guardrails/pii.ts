@@ -68,7 +68,15 @@ const publicV6 = (ip: string): boolean => {
   const groups = ip.split(":").filter((g) => g !== "")
   if (groups.length < 3 || !/\d/.test(ip)) return false
   const first = ip.toLowerCase()
-  return !(first.startsWith("fe8") || first.startsWith("fe9") || first.startsWith("fea") || first.startsWith("feb") || first.startsWith("fc") || first.startsWith("fd") || first.startsWith("::"))
+  return !(
+    first.startsWith("fe8") ||
+    first.startsWith("fe9") ||
+    first.startsWith("fea") ||
+    first.startsWith("feb") ||
+    first.startsWith("fc") ||
+    first.startsWith("fd") ||
+    first.startsWith("::")
+  )
 }
 
 /** Shannon entropy in bits per character. */

@@ -54,7 +54,8 @@ const content = (out: Array<Slot>, o: Obj, k: string, path: Path, role: Role): v
   })
 }
 
-const roleOf = (r: unknown): Role => (r === "system" || r === "developer" ? "system" : r === "assistant" || r === "model" ? "assistant" : r === "tool" || r === "function" ? "tool" : "user")
+const roleOf = (r: unknown): Role =>
+  r === "system" || r === "developer" ? "system" : r === "assistant" || r === "model" ? "assistant" : r === "tool" || r === "function" ? "tool" : "user"
 
 // ---------------------------------------------------------------- OpenAI chat (and legacy completions)
 

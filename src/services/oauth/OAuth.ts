@@ -50,10 +50,20 @@ import { backgroundJob } from "../../platform/flags/background.js"
 export class OAuthRefreshFailed extends Data.TaggedError("OAuthRefreshFailed")<{ readonly message: string; readonly permanent: boolean }> {}
 
 export interface OAuthShape {
-  readonly startAuthorize: (provider: string, input: StartAuthorize, callbackBase: string) => Effect.Effect<{ provider: string; flow: "pkce"; authorizeUrl: string; state: string; redirectUri: string; expiresAt: string }, BadRequest | NotFound>
+  readonly startAuthorize: (
+    provider: string,
+    input: StartAuthorize,
+    callbackBase: string
+  ) => Effect.Effect<{ provider: string; flow: "pkce"; authorizeUrl: string; state: string; redirectUri: string; expiresAt: string }, BadRequest | NotFound>
   /** The code of an authorization, exchanged at the token endpoint: a connection created or re-authorized. */
   readonly complete: (provider: string, input: CompleteAuthorize, actor: string) => Effect.Effect<OAuthConnected, BadRequest | NotFound | BadGateway | Conflict>
-  readonly startDevice: (provider: string, input: StartDevice) => Effect.Effect<{ provider: string; flow: "device"; state: string; userCode: string; verificationUri: string; verificationUriComplete: string | null; interval: number; expiresAt: string }, BadRequest | NotFound | BadGateway>
+  readonly startDevice: (
+    provider: string,
+    input: StartDevice
+  ) => Effect.Effect<
+    { provider: string; flow: "device"; state: string; userCode: string; verificationUri: string; verificationUriComplete: string | null; interval: number; expiresAt: string },
+    BadRequest | NotFound | BadGateway
+  >
   readonly poll: (provider: string, input: PollDevice, actor: string) => Effect.Effect<PollResult, BadRequest | NotFound | BadGateway | Conflict>
   /** Refreshes now (single-flight per connection). */
   readonly refresh: (connectionId: string) => Effect.Effect<Connection, OAuthRefreshFailed>
@@ -200,15 +210,27 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         connection === undefined ? Effect.succeed(undefined) : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? c.value.proxyId : undefined))
 
       /** One POST to a token (or device authorization) endpoint, read whole, through `proxyId`'s egress. */
-// Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a token exchange with the
-// provider's authorization server, not a model call: there is no other candidate, and a refused
-// refresh is reported on the connection (its cooldown), not as a model failure.
+      // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a token exchange with the
+      // provider's authorization server, not a model call: there is no other candidate, and a refused
+      // refresh is reported on the connection (its cooldown), not as a model failure.
       const post = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined, form = false): Effect.Effect<TokenOutcome> => {
         const body = form ? tokenBody({ ...spec, tokenRequest: "form" }, params) : tokenBody(spec, params)
-        const hide = Object.entries(params).filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method").map(([, v]) => v)
+        const hide = Object.entries(params)
+          .filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method")
+          .map(([, v]) => v)
         const send = (started: number, dispatcher: Dispatcher | undefined) =>
           http
-            .request({ url, method: "POST", headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent }, body: body.body, headersTimeout: "15 seconds", bodyIdleTimeout: "15 seconds", readWhole: true, maxBodyBytes: 256 * 1024, ...(dispatcher ? { dispatcher } : {}) })
+            .request({
+              url,
+              method: "POST",
+              headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent },
+              body: body.body,
+              headersTimeout: "15 seconds",
+              bodyIdleTimeout: "15 seconds",
+              readWhole: true,
+              maxBodyBytes: 256 * 1024,
+              ...(dispatcher ? { dispatcher } : {})
+            })
             .pipe(
               Effect.map((res): TokenOutcome => {
                 const raw = res.bytes?.toString("utf8") ?? ""
@@ -219,7 +241,8 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
                 }
                 // An error answer may echo what was sent (a code, a refresh token): scrubbed before it is read.
                 const e = tokenError(tryJson(scrubSecrets(raw, hide)))
-                if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) return { _tag: "refused", status: res.status, error: e.error, description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null }
+                if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429)
+                  return { _tag: "refused", status: res.status, error: e.error, description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null }
                 return { _tag: "transient", message: `HTTP ${res.status}${e.error ? ` ${e.error}` : ""}` }
               }),
               Effect.catchAll((e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` }))
@@ -282,7 +305,8 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const existing = p.connection
             ? yield* connections.get(p.connection)
             : all.find((c) => c.name.toLowerCase() === (p.name ?? provider.id).toLowerCase() && c.provider.id === provider.id)
-          if (existing && existing.provider.id !== provider.id) return yield* new BadRequest({ message: `connection '${existing.name}' is a ${existing.provider.id} connection, not ${provider.id}` })
+          if (existing && existing.provider.id !== provider.id)
+            return yield* new BadRequest({ message: `connection '${existing.name}' is a ${existing.provider.id} connection, not ${provider.id}` })
           const baseUrl = p.baseUrl ?? (tokens.resourceUrl && !existing?.baseUrl ? (baseUrlOfResource(tokens.resourceUrl) ?? undefined) : undefined)
           const connection = existing
             ? yield* connections.update(existing.id, { apiKey: tokens.accessToken, ...(baseUrl !== undefined ? { baseUrl } : {}) }, actor)
@@ -309,8 +333,32 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const state = randomToken(24)
           const { verifier, challenge } = pkcePair()
           const redirectUri = input.redirectUri ?? spec.redirectUri ?? `${callbackBase}/api/oauth/${provider.id}/callback`
-          yield* flows.set(state, { provider: provider.id, flow: "pkce", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier, redirectUri, deviceCode: undefined, intervalMs: 0, nextPollAt: 0, expiresAt: now + FLOW_TTL_MS }, now)
-          return { provider: provider.id, flow: "pkce" as const, authorizeUrl: authorizeUrl(spec, e, { redirectUri, state, challenge }), state, redirectUri, expiresAt: toIso(now + FLOW_TTL_MS)! }
+          yield* flows.set(
+            state,
+            {
+              provider: provider.id,
+              flow: "pkce",
+              overrides,
+              name: input.name,
+              connection: input.connection,
+              baseUrl: input.baseUrl,
+              verifier,
+              redirectUri,
+              deviceCode: undefined,
+              intervalMs: 0,
+              nextPollAt: 0,
+              expiresAt: now + FLOW_TTL_MS
+            },
+            now
+          )
+          return {
+            provider: provider.id,
+            flow: "pkce" as const,
+            authorizeUrl: authorizeUrl(spec, e, { redirectUri, state, challenge }),
+            state,
+            redirectUri,
+            expiresAt: toIso(now + FLOW_TTL_MS)!
+          }
         })
 
       /** The pending flow a state names (and its stored text), taken (one use) unless `keep`; 400 when there is none. */
@@ -319,7 +367,9 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const now = yield* Clock.currentTimeMillis
           const found = state ? yield* flows.get(state, now) : undefined
           if (!found || found.p.provider !== provider || found.p.flow !== flow) {
-            return yield* new BadRequest({ message: `state: no ${flow === "pkce" ? "authorization" : "device flow"} of ${provider} is waiting under this state (unknown, used or expired; start again with POST /api/oauth/${provider}/${flow === "pkce" ? "authorize" : "device-code"})` })
+            return yield* new BadRequest({
+              message: `state: no ${flow === "pkce" ? "authorization" : "device flow"} of ${provider} is waiting under this state (unknown, used or expired; start again with POST /api/oauth/${provider}/${flow === "pkce" ? "authorize" : "device-code"})`
+            })
           }
           if (!keep) yield* shared.keys.release(flowKey(state!), found.text)
           return found
@@ -337,14 +387,19 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           if (!pasted.state) return yield* new BadRequest({ message: "state: missing (paste the whole redirect URL, or send state with the code)" })
           const { p } = yield* takeFlow(provider.id, pasted.state, "pkce")
           const e = endpointsOf(provider, spec, p.overrides)
-          const outcome = yield* post(spec, e.tokenUrl, {
-            grant_type: "authorization_code",
-            code: pasted.code!,
-            redirect_uri: p.redirectUri!,
-            client_id: e.clientId,
-            code_verifier: p.verifier!,
-            ...(spec.tokenRequest === "json" ? { state: pasted.state } : {})
-          }, yield* proxyOf(p.connection))
+          const outcome = yield* post(
+            spec,
+            e.tokenUrl,
+            {
+              grant_type: "authorization_code",
+              code: pasted.code!,
+              redirect_uri: p.redirectUri!,
+              client_id: e.clientId,
+              code_verifier: p.verifier!,
+              ...(spec.tokenRequest === "json" ? { state: pasted.state } : {})
+            },
+            yield* proxyOf(p.connection)
+          )
           if (outcome._tag === "refused") return yield* new BadRequest({ message: `the token endpoint refused the code: ${describeRefusal(outcome)}` })
           if (outcome._tag === "transient") return yield* new BadGateway({ message: `the token endpoint failed: ${outcome.message}` })
           return yield* connect(p, provider, outcome.tokens, actor)
@@ -353,7 +408,8 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       const startDevice: OAuthShape["startDevice"] = (id, input) =>
         Effect.gen(function* () {
           const { provider, spec } = yield* providerOf(id)
-          if (!spec.flows.includes("device")) return yield* new BadRequest({ message: `${provider.id} signs in with the authorization-code flow: POST /api/oauth/${provider.id}/authorize` })
+          if (!spec.flows.includes("device"))
+            return yield* new BadRequest({ message: `${provider.id} signs in with the authorization-code flow: POST /api/oauth/${provider.id}/authorize` })
           const overrides = pickOverrides(input)
           const e = endpointsOf(provider, spec, overrides)
           if (!e.deviceAuthorizationUrl) return yield* new BadRequest({ message: `deviceAuthorizationUrl: ${provider.id} has no device authorization endpoint` })
@@ -361,13 +417,20 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           yield* checkUrl("tokenUrl", e.tokenUrl)
           if (input.connection) yield* connections.get(input.connection)
           const pkce = spec.devicePkce ? pkcePair() : undefined
-          const via = yield* Effect.mapError(egress.control(yield* proxyOf(input.connection), e.deviceAuthorizationUrl), (err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.code}: ${err.message}` }))
+          const via = yield* Effect.mapError(
+            egress.control(yield* proxyOf(input.connection), e.deviceAuthorizationUrl),
+            (err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.code}: ${err.message}` })
+          )
           const res = yield* http
             .request({
               url: e.deviceAuthorizationUrl,
               method: "POST",
               headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json", "user-agent": http.userAgent },
-              body: new URLSearchParams({ client_id: e.clientId, scope: e.scopes.join(" "), ...(pkce ? { code_challenge: pkce.challenge, code_challenge_method: "S256" } : {}) }).toString(),
+              body: new URLSearchParams({
+                client_id: e.clientId,
+                scope: e.scopes.join(" "),
+                ...(pkce ? { code_challenge: pkce.challenge, code_challenge_method: "S256" } : {})
+              }).toString(),
               headersTimeout: "15 seconds",
               readWhole: true,
               maxBodyBytes: 64 * 1024,
@@ -382,14 +445,33 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           }
           const deviceCode = typeof json?.["device_code"] === "string" ? json["device_code"] : null
           const userCode = typeof json?.["user_code"] === "string" ? json["user_code"] : null
-          const verificationUri = typeof json?.["verification_uri"] === "string" ? json["verification_uri"] : typeof json?.["verification_url"] === "string" ? json["verification_url"] : null
-          if (!deviceCode || !userCode || !verificationUri) return yield* new BadGateway({ message: "the device authorization endpoint answered without device_code, user_code or verification_uri" })
+          const verificationUri =
+            typeof json?.["verification_uri"] === "string" ? json["verification_uri"] : typeof json?.["verification_url"] === "string" ? json["verification_url"] : null
+          if (!deviceCode || !userCode || !verificationUri)
+            return yield* new BadGateway({ message: "the device authorization endpoint answered without device_code, user_code or verification_uri" })
           const now = yield* Clock.currentTimeMillis
           const expiresIn = typeof json?.["expires_in"] === "number" && json["expires_in"] > 0 ? json["expires_in"] * 1000 : FLOW_TTL_MS
           const intervalMs = typeof json?.["interval"] === "number" && json["interval"] >= 0 ? json["interval"] * 1000 : 5000
           const state = randomToken(24)
           const expiresAt = now + Math.min(expiresIn, FLOW_TTL_MS)
-          yield* flows.set(state, { provider: provider.id, flow: "device", overrides, name: input.name, connection: input.connection, baseUrl: input.baseUrl, verifier: pkce?.verifier, redirectUri: undefined, deviceCode, intervalMs, nextPollAt: now + intervalMs, expiresAt }, now)
+          yield* flows.set(
+            state,
+            {
+              provider: provider.id,
+              flow: "device",
+              overrides,
+              name: input.name,
+              connection: input.connection,
+              baseUrl: input.baseUrl,
+              verifier: pkce?.verifier,
+              redirectUri: undefined,
+              deviceCode,
+              intervalMs,
+              nextPollAt: now + intervalMs,
+              expiresAt
+            },
+            now
+          )
           return {
             provider: provider.id,
             flow: "device" as const,
@@ -409,12 +491,18 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const wait = p.nextPollAt - (yield* Clock.currentTimeMillis)
           if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
           const e = endpointsOf(provider, spec, p.overrides)
-          const outcome = yield* post(spec, e.tokenUrl, {
-            grant_type: "urn:ietf:params:oauth:grant-type:device_code",
-            device_code: p.deviceCode!,
-            client_id: e.clientId,
-            ...(p.verifier ? { code_verifier: p.verifier } : {})
-          }, yield* proxyOf(p.connection), true)
+          const outcome = yield* post(
+            spec,
+            e.tokenUrl,
+            {
+              grant_type: "urn:ietf:params:oauth:grant-type:device_code",
+              device_code: p.deviceCode!,
+              client_id: e.clientId,
+              ...(p.verifier ? { code_verifier: p.verifier } : {})
+            },
+            yield* proxyOf(p.connection),
+            true
+          )
           const now = yield* Clock.currentTimeMillis
           // The flow's pacing, stored for whichever process the next poll reaches.
           const paced = (intervalMs: number) => flows.update(state, text, { ...p, intervalMs, nextPollAt: now + intervalMs }, now)
@@ -455,7 +543,10 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const timeout = Duration.seconds(input.timeoutSeconds ?? 300)
           return yield* pollOnce(provider, spec, input.state, actor).pipe(
             Effect.repeat({ until: (r) => r.status === "complete" }),
-            Effect.timeoutFail({ duration: timeout, onTimeout: () => new BadRequest({ message: `timeoutSeconds: the user did not answer in time; poll again (the flow is still waiting)` }) })
+            Effect.timeoutFail({
+              duration: timeout,
+              onTimeout: () => new BadRequest({ message: `timeoutSeconds: the user did not answer in time; poll again (the flow is still waiting)` })
+            })
           )
         })
 
@@ -476,7 +567,8 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           if (!spec) return yield* new OAuthRefreshFailed({ message: `${c.name} is not an OAuth connection`, permanent: true })
           const row = (yield* sql<TokenRow>`SELECT * FROM oauth_tokens WHERE connection_id = ${c.id}`.pipe(Effect.orDie))[0]
           const refreshToken = row?.refresh_token_enc ? yield* Effect.option(secrets.decrypt(row.refresh_token_enc)) : Option.none()
-          const recordError = (message: string) => sql`UPDATE oauth_tokens SET refresh_error = ${message}, updated_at = ${Date.now()} WHERE connection_id = ${c.id}`.pipe(Effect.orDie)
+          const recordError = (message: string) =>
+            sql`UPDATE oauth_tokens SET refresh_error = ${message}, updated_at = ${Date.now()} WHERE connection_id = ${c.id}`.pipe(Effect.orDie)
           if (Option.isNone(refreshToken)) {
             const message = `${c.name}: no usable refresh token; authorize again`
             yield* recordError(message)
@@ -513,7 +605,12 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           const done = Deferred.unsafeMake<Connection, OAuthRefreshFailed>(FiberId.none)
           inflight.set(id, done)
           return Effect.zipRight(
-            Effect.forkDaemon(Effect.ensuring(Deferred.complete(done, doRefresh(id)), Effect.sync(() => inflight.delete(id)))),
+            Effect.forkDaemon(
+              Effect.ensuring(
+                Deferred.complete(done, doRefresh(id)),
+                Effect.sync(() => inflight.delete(id))
+              )
+            ),
             Deferred.await(done)
           )
         })
@@ -528,10 +625,13 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       }
 
       const renew: OAuthShape["renew"] = (c) =>
-        Effect.flatMap(Effect.orElseSucceed(connections.get(c.id), () => c), (now) => {
-          const sent = c.apiKey === null ? null : Redacted.value(c.apiKey)
-          return now.apiKey !== null && Redacted.value(now.apiKey) !== sent ? Effect.succeed(now) : refresh(c.id)
-        })
+        Effect.flatMap(
+          Effect.orElseSucceed(connections.get(c.id), () => c),
+          (now) => {
+            const sent = c.apiKey === null ? null : Redacted.value(c.apiKey)
+            return now.apiKey !== null && Redacted.value(now.apiKey) !== sent ? Effect.succeed(now) : refresh(c.id)
+          }
+        )
 
       const oauthConnections = (providerId: string) => Effect.map(connections.list, (all) => all.filter((c) => c.provider.id === providerId))
 
@@ -553,7 +653,10 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
         Effect.gen(function* () {
           const { provider, spec } = yield* providerOf(id)
           const list = yield* oauthConnections(provider.id)
-          const rows = yield* sql<{ connection_id: string; refresh_error: string | null }>`SELECT connection_id, refresh_error FROM oauth_tokens WHERE provider = ${provider.id}`.pipe(Effect.orDie)
+          const rows = yield* sql<{
+            connection_id: string
+            refresh_error: string | null
+          }>`SELECT connection_id, refresh_error FROM oauth_tokens WHERE provider = ${provider.id}`.pipe(Effect.orDie)
           const errors = new Map(rows.map((r) => [r.connection_id, r.refresh_error]))
           const now = Date.now()
           return {
@@ -562,7 +665,13 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
             connections: list.map((c) => {
               const o = c.oauth
               const expired = cooldowns.availability(c.id, now).state === "expired"
-              const state = expired ? ("expired" as const) : !o || c.apiKey === null ? ("unauthorized" as const) : o.expiresAt !== null && o.expiresAt - now < config.leadSeconds * 1000 ? ("expiring" as const) : ("active" as const)
+              const state = expired
+                ? ("expired" as const)
+                : !o || c.apiKey === null
+                  ? ("unauthorized" as const)
+                  : o.expiresAt !== null && o.expiresAt - now < config.leadSeconds * 1000
+                    ? ("expiring" as const)
+                    : ("active" as const)
               return {
                 id: c.id,
                 name: c.name,
@@ -591,7 +700,12 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       const sweep: Effect.Effect<void> = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const due = (yield* connections.list).filter(
-          (c) => c.enabled && c.oauth?.hasRefreshToken && c.oauth.expiresAt !== null && c.oauth.expiresAt - now < config.leadSeconds * 1000 && cooldowns.availability(c.id, now).state !== "expired"
+          (c) =>
+            c.enabled &&
+            c.oauth?.hasRefreshToken &&
+            c.oauth.expiresAt !== null &&
+            c.oauth.expiresAt - now < config.leadSeconds * 1000 &&
+            cooldowns.availability(c.id, now).state !== "expired"
         )
         yield* Effect.forEach(due, (c) => Effect.ignore(refresh(c.id)), { concurrency: 2, discard: true })
       })

@@ -17,39 +17,31 @@ const redactMessage = (message: unknown): unknown => {
   return message
 }
 
-const redacting = <O>(logger: Logger.Logger<unknown, O>): Logger.Logger<unknown, O> =>
-  Logger.mapInput(logger, redactMessage)
+const redacting = <O>(logger: Logger.Logger<unknown, O>): Logger.Logger<unknown, O> => Logger.mapInput(logger, redactMessage)
 
 /**
  * The process logger: pretty on a terminal, one JSON object per line with `LOG_FORMAT=json`.
  * Request handlers annotate their fiber with `requestId`, so every line of a request carries it.
  * Messages pass through `redactText` first: credentials never reach the output.
  */
-export const layer = (
-  format: "pretty" | "json",
-  minimum: LogLevel.LogLevel = LogLevel.Info,
-  options: { readonly stderr?: boolean; readonly file?: LogFile } = {}
-) =>
+export const layer = (format: "pretty" | "json", minimum: LogLevel.LogLevel = LogLevel.Info, options: { readonly stderr?: boolean; readonly file?: LogFile } = {}) =>
   Layer.merge(
     // The whole logger set is replaced (not just the default logger), so that a logger added
     // by the runtime (runMain's pretty logger) cannot print every line a second time.
     Layer.locallyScoped(
       FiberRef.currentLoggers,
       HashSet.fromIterable<Logger.Logger<unknown, any>>([
-      format === "json"
-        ? redacting(
-            options.stderr ? Logger.withConsoleError(Logger.jsonLogger) : Logger.withConsoleLog(Logger.jsonLogger)
-          )
-        : redacting(Logger.prettyLogger({ colors: "auto", mode: "tty", stderr: options.stderr ?? false })),
-      ...(options.file ? [fileLogger(options.file)] : [])
+        format === "json"
+          ? redacting(options.stderr ? Logger.withConsoleError(Logger.jsonLogger) : Logger.withConsoleLog(Logger.jsonLogger))
+          : redacting(Logger.prettyLogger({ colors: "auto", mode: "tty", stderr: options.stderr ?? false })),
+        ...(options.file ? [fileLogger(options.file)] : [])
       ])
     ),
     Logger.minimumLogLevel(minimum)
   )
 
 /** JSON lines into the log file, masked like the console. */
-const fileLogger = (file: LogFile): Logger.Logger<unknown, void> =>
-  Logger.map(redacting(Logger.jsonLogger), (line) => file.push(line))
+const fileLogger = (file: LogFile): Logger.Logger<unknown, void> => Logger.map(redacting(Logger.jsonLogger), (line) => file.push(line))
 
 /**
  * The log file of the server: `GATEWAY_LOG_FILE` (`off` for none; default DATA_DIR/logs/gateway.log),
@@ -73,10 +65,7 @@ const logFileLayer = (dataDir: string) =>
 export const levelFromEnv = (fallback: LogLevel.LogLevel = LogLevel.Info): LogLevel.LogLevel => {
   const level = process.env.LOG_LEVEL?.trim().toLowerCase()
   if (!level) return fallback
-  return (
-    LogLevel.allLevels.find((l) => l.label.toLowerCase() === level || l._tag.toLowerCase() === level) ??
-    (level === "warn" ? LogLevel.Warning : fallback)
-  )
+  return LogLevel.allLevels.find((l) => l.label.toLowerCase() === level || l._tag.toLowerCase() === level) ?? (level === "warn" ? LogLevel.Warning : fallback)
 }
 
 /** Logger chosen from `AppConfig.logFormat`; `LOG_LEVEL` (debug, info, warning, error) sets the floor. */

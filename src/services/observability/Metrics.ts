@@ -72,15 +72,40 @@ export interface GatewayMetricsShape {
 export class GatewayMetrics extends Context.Tag("gateway/GatewayMetrics")<GatewayMetrics, GatewayMetricsShape>() {}
 
 const families = () => {
-  const tokenUsage = new Histogram({ name: "gen_ai.client.token.usage", description: "Input and output tokens per upstream call", unit: "{token}", labels: [...GENAI, "gen_ai.token.type"] }, TOKEN_BUCKETS)
-  const operationDuration = new Histogram({ name: "gen_ai.client.operation.duration", description: "Duration of each upstream call (an attempt, fallbacks included)", unit: "s", labels: [...GENAI, "error.type"] }, DURATION_BUCKETS)
-  const firstChunk = new Histogram({ name: "gen_ai.client.operation.time_to_first_chunk", description: "Time from sending a streamed upstream call to its first chunk", unit: "s", labels: GENAI }, TTFC_BUCKETS)
-  const requests = new Counter({ name: "gateway.requests", description: "Requests of the inference plane", unit: "{request}", labels: ["route", "status", "provider", "model", "key_id"] })
-  const requestDuration = new Histogram({ name: "gateway.request.duration", description: "Time from a request's arrival to its end", unit: "s", labels: ["route", "status"] }, DURATION_BUCKETS)
-  const overhead = new Histogram({ name: "gateway.overhead.duration", description: "What the gateway added to a request: its duration less the time in upstream calls", unit: "s", labels: ["route"] }, OVERHEAD_BUCKETS)
+  const tokenUsage = new Histogram(
+    { name: "gen_ai.client.token.usage", description: "Input and output tokens per upstream call", unit: "{token}", labels: [...GENAI, "gen_ai.token.type"] },
+    TOKEN_BUCKETS
+  )
+  const operationDuration = new Histogram(
+    { name: "gen_ai.client.operation.duration", description: "Duration of each upstream call (an attempt, fallbacks included)", unit: "s", labels: [...GENAI, "error.type"] },
+    DURATION_BUCKETS
+  )
+  const firstChunk = new Histogram(
+    { name: "gen_ai.client.operation.time_to_first_chunk", description: "Time from sending a streamed upstream call to its first chunk", unit: "s", labels: GENAI },
+    TTFC_BUCKETS
+  )
+  const requests = new Counter({
+    name: "gateway.requests",
+    description: "Requests of the inference plane",
+    unit: "{request}",
+    labels: ["route", "status", "provider", "model", "key_id"]
+  })
+  const requestDuration = new Histogram(
+    { name: "gateway.request.duration", description: "Time from a request's arrival to its end", unit: "s", labels: ["route", "status"] },
+    DURATION_BUCKETS
+  )
+  const overhead = new Histogram(
+    { name: "gateway.overhead.duration", description: "What the gateway added to a request: its duration less the time in upstream calls", unit: "s", labels: ["route"] },
+    OVERHEAD_BUCKETS
+  )
   const tokens = new Counter({ name: "gateway.tokens", description: "Tokens recorded in usage rows", unit: "{token}", labels: ["provider", "model", "key_id", "type"] })
   const cost = new Counter({ name: "gateway.cost.usd", description: "Cost of the answers, in US dollars", unit: "USD", labels: ["provider", "model", "key_id"] })
-  const fallbacks = new Counter({ name: "gateway.fallback.attempts", description: "Failed attempts that fell back to another target", unit: "{attempt}", labels: ["requested_model", "provider", "model"] })
+  const fallbacks = new Counter({
+    name: "gateway.fallback.attempts",
+    description: "Failed attempts that fell back to another target",
+    unit: "{attempt}",
+    labels: ["requested_model", "provider", "model"]
+  })
   const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
   const errors = new Counter({ name: "gateway.errors", description: "Requests answered with an error, by its code", unit: "{request}", labels: ["route", "status", "code"] })
   const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
@@ -108,7 +133,12 @@ export const makeGatewayMetrics = (options: {
   const f = families()
   const breakers = options.breakers
   const breakerState = new ObservedGauge(
-    { name: "gateway.circuit_breaker.state", description: "Circuit breaker per provider and origin: 0 closed, 1 degraded, 2 half-open, 3 open", unit: "1", labels: ["provider", "origin"] },
+    {
+      name: "gateway.circuit_breaker.state",
+      description: "Circuit breaker per provider and origin: 0 closed, 1 degraded, 2 half-open, 3 open",
+      unit: "1",
+      labels: ["provider", "origin"]
+    },
     async () =>
       breakers === undefined
         ? []
@@ -128,7 +158,14 @@ export const makeGatewayMetrics = (options: {
       const push = options.push
       if (push) {
         const exporter = await loadMetricExporter(push)
-        all.push(new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: push.intervalMillis, exportTimeoutMillis: Math.min(push.timeoutMillis, push.intervalMillis), metricProducers: [producer] }))
+        all.push(
+          new PeriodicExportingMetricReader({
+            exporter,
+            exportIntervalMillis: push.intervalMillis,
+            exportTimeoutMillis: Math.min(push.timeoutMillis, push.intervalMillis),
+            metricProducers: [producer]
+          })
+        )
       }
       const provider = new MeterProvider({ resource, readers: all })
       const serializer = new PrometheusSerializer(undefined, false, undefined, false, true)

@@ -93,7 +93,16 @@ const loadTracing = (target: NonNullable<OtelSettings["traces"]>, settings: Otel
     return { api, tracer: Context.get(built, Tracer.OtelTracer) } satisfies Tracing
   })
 
-const setUsage = (span: OtelApi.Span, u: { readonly input?: number | null | undefined; readonly output?: number | null | undefined; readonly cached?: number | null | undefined; readonly cacheWrite?: number | null | undefined; readonly reasoning?: number | null | undefined }) => {
+const setUsage = (
+  span: OtelApi.Span,
+  u: {
+    readonly input?: number | null | undefined
+    readonly output?: number | null | undefined
+    readonly cached?: number | null | undefined
+    readonly cacheWrite?: number | null | undefined
+    readonly reasoning?: number | null | undefined
+  }
+) => {
   if (u.input != null) span.setAttribute(ATTR.inputTokens, u.input)
   if (u.output != null) span.setAttribute(ATTR.outputTokens, u.output)
   if (u.cached != null) span.setAttribute(ATTR.cacheReadTokens, u.cached)
@@ -190,34 +199,33 @@ const make = (metrics: GatewayMetricsShape, tracing: Tracing | undefined): Obser
   if (tracer === undefined || api === undefined) return { metrics, tracing: false, listener }
   // Spans only: the plan a request is tried over, and each attempt's own span.
   listener.routed = (ctx, plan) => {
-      const span = ctx.span
-      if (span === undefined) return
-      span.setAttribute(ATTR.routeKind, plan.kind)
-      span.setAttribute(ATTR.strategy, plan.strategy)
-      if (plan.kind !== "direct") span.setAttribute(ATTR.combo, plan.scope)
+    const span = ctx.span
+    if (span === undefined) return
+    span.setAttribute(ATTR.routeKind, plan.kind)
+    span.setAttribute(ATTR.strategy, plan.strategy)
+    if (plan.kind !== "direct") span.setAttribute(ATTR.combo, plan.scope)
   }
   listener.attemptStart = (ctx, { endpoint, candidate, attempt, probe }) => {
-      const operation = operationName(endpoint)
-      return tracer.startSpan(
-        `${operation} ${candidate.model}`,
-        {
-          kind: api.SpanKind.CLIENT,
-          attributes: {
-            [ATTR.operationName]: operation,
-            [ATTR.providerName]: candidate.connection.provider.id,
-            [ATTR.requestModel]: candidate.model,
-            [ATTR.connection]: candidate.connection.name,
-            [ATTR.attempt]: attempt,
-            [ATTR.probe]: probe,
-            ...(ctx.span ? {} : { [ATTR.requestId]: ctx.requestId })
-          }
-        },
-        ctx.span ? api.trace.setSpan(api.ROOT_CONTEXT, ctx.span) : api.ROOT_CONTEXT
-      )
+    const operation = operationName(endpoint)
+    return tracer.startSpan(
+      `${operation} ${candidate.model}`,
+      {
+        kind: api.SpanKind.CLIENT,
+        attributes: {
+          [ATTR.operationName]: operation,
+          [ATTR.providerName]: candidate.connection.provider.id,
+          [ATTR.requestModel]: candidate.model,
+          [ATTR.connection]: candidate.connection.name,
+          [ATTR.attempt]: attempt,
+          [ATTR.probe]: probe,
+          ...(ctx.span ? {} : { [ATTR.requestId]: ctx.requestId })
+        }
+      },
+      ctx.span ? api.trace.setSpan(api.ROOT_CONTEXT, ctx.span) : api.ROOT_CONTEXT
+    )
   }
   return { metrics, tracing: true, listener }
 }
-
 
 /**
  * Observability's layer: reads the `OTEL_*` settings, builds the metrics (and their OTLP push

@@ -137,7 +137,10 @@ interface Buckets {
 
 /** Explicit-bucket histogram (Prometheus: `<name>_bucket`, `_sum`, `_count`). */
 export class Histogram extends Family<Buckets> {
-  constructor(descriptor: Descriptor, readonly boundaries: ReadonlyArray<number>) {
+  constructor(
+    descriptor: Descriptor,
+    readonly boundaries: ReadonlyArray<number>
+  ) {
     super(descriptor)
   }
   protected fresh(): Buckets {

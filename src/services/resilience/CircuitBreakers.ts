@@ -69,14 +69,21 @@ interface Entry {
  * the channel's delivery time, a millisecond or so, both go).
  */
 export type BreakerChange =
-  | { readonly op: "failure"; readonly key: string; readonly provider: string; readonly origin: string | null; readonly providerClass: ProviderClass; readonly status: number; readonly at: number }
+  | {
+      readonly op: "failure"
+      readonly key: string
+      readonly provider: string
+      readonly origin: string | null
+      readonly providerClass: ProviderClass
+      readonly status: number
+      readonly at: number
+    }
   | { readonly op: "success"; readonly key: string; readonly at: number }
   | { readonly op: "reset"; readonly provider?: string; readonly origin?: string }
   | { readonly op: "probe"; readonly key: string; readonly at: number }
   | { readonly op: "release"; readonly key: string }
 
-const effectiveState = (e: Entry, now: number): BreakerState =>
-  e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state
+const effectiveState = (e: Entry, now: number): BreakerState => (e.state === "OPEN" && e.retryAt !== null && now >= e.retryAt ? "HALF_OPEN" : e.state)
 
 /**
  * Provider circuit breakers (spec document 1, "Provider circuit breaker"), in memory, one per
@@ -98,8 +105,7 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
 
       const profile = (cls: ProviderClass): BreakerProfile => config.current().providerBreaker[cls]
 
-      const withNow = <A>(f: (now: number) => A): Effect.Effect<A> =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
+      const withNow = <A>(f: (now: number) => A): Effect.Effect<A> => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => f(now)))
 
       const recovered = (e: Entry, key: string, previous: BreakerState, now: number) =>
         bus.publish("provider.recovered", { provider: e.provider, origin: e.origin, breaker: key, previous_state: previous, recovered_at: new Date(now).toISOString() })
@@ -124,19 +130,19 @@ export class CircuitBreakers extends Context.Tag("gateway/CircuitBreakers")<Circ
       }
 
       const unsafeAcquire: CircuitBreakersShape["unsafeAcquire"] = (provider, now) => {
-          const e = entries.get(breakerKey(provider))
-          if (e === undefined) return { allowed: true, probe: false, retryAfterMs: null }
-          e.providerClass = provider.authClass
-          const state = effectiveState(e, now)
-          if (state === "CLOSED" || state === "DEGRADED") return { allowed: true, probe: false, retryAfterMs: null }
-          if (state === "OPEN") return { allowed: false, probe: false, retryAfterMs: Math.max(0, e.retryAt! - now) }
-          // HALF_OPEN: one probe at a time; a slot held longer than the reset timeout is lost.
-          if (e.probeSince !== null && now - e.probeSince <= profile(e.providerClass).resetTimeoutMs) {
-            return { allowed: false, probe: false, retryAfterMs: null }
-          }
-          e.probeSince = now
-          if (channel.shared) channel.publish({ op: "probe", key: breakerKey(provider), at: now })
-          return { allowed: true, probe: true, retryAfterMs: null }
+        const e = entries.get(breakerKey(provider))
+        if (e === undefined) return { allowed: true, probe: false, retryAfterMs: null }
+        e.providerClass = provider.authClass
+        const state = effectiveState(e, now)
+        if (state === "CLOSED" || state === "DEGRADED") return { allowed: true, probe: false, retryAfterMs: null }
+        if (state === "OPEN") return { allowed: false, probe: false, retryAfterMs: Math.max(0, e.retryAt! - now) }
+        // HALF_OPEN: one probe at a time; a slot held longer than the reset timeout is lost.
+        if (e.probeSince !== null && now - e.probeSince <= profile(e.providerClass).resetTimeoutMs) {
+          return { allowed: false, probe: false, retryAfterMs: null }
+        }
+        e.probeSince = now
+        if (channel.shared) channel.publish({ op: "probe", key: breakerKey(provider), at: now })
+        return { allowed: true, probe: true, retryAfterMs: null }
       }
 
       /** A success at `now`; `local`: this process's own (announced on the bus and to the other processes). */

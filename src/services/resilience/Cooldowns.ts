@@ -9,7 +9,6 @@ import { SharedState } from "../../platform/state/SharedState.js"
 import { ResilienceConfig } from "./ResilienceConfig.js"
 import type { Classification, ConnectionHealth, ConnectionRef, FailureInfo, TerminalState } from "./types.js"
 
-
 /** The backoff doubles up to this many times (3 s × 2^30 is past any cap). */
 const MAX_BACKOFF_EXPONENT = 30
 export type Availability = {
@@ -111,9 +110,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
       /** One batch at a time: `flush` waits for a batch the worker is writing. */
       const writing = yield* Effect.makeSemaphore(1)
 
-      const rows = yield* sql<Row>`SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections`.pipe(
-        Effect.orDie
-      )
+      const rows = yield* sql<Row>`SELECT id, rate_limited_until, test_status, last_error, last_error_type, error_code, backoff_level FROM connections`.pipe(Effect.orDie)
       for (const r of rows) {
         const h = fromRow(r)
         if (h !== undefined) entries.set(r.id, h)
@@ -159,9 +156,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
 
       // Registered before the worker so that it runs after the worker has been interrupted.
       yield* Effect.addFinalizer(() => writeDirty)
-      yield* Effect.forkScoped(
-        Effect.forever(Queue.take(wake).pipe(Effect.zipRight(writeDirty), Effect.zipRight(Effect.sleep(WRITE_INTERVAL))))
-      )
+      yield* Effect.forkScoped(Effect.forever(Queue.take(wake).pipe(Effect.zipRight(writeDirty), Effect.zipRight(Effect.sleep(WRITE_INTERVAL)))))
 
       const healthAt: CooldownsShape["healthAt"] = (id, now) => {
         const h = entries.get(id)
@@ -206,7 +201,7 @@ export class Cooldowns extends Context.Tag("gateway/Cooldowns")<Cooldowns, Coold
                 // The exponent stops at 30 (past every cap): unbounded, 2^1024 is Infinity, and with a
                 // base of 0 (cooldowns switched off) 0 × Infinity made the cooldown NaN: the
                 // connection was never available again and its views failed to render.
-                const backoff = base * Math.pow(2, Math.min(current.backoffLevel, MAX_BACKOFF_EXPONENT))
+                const backoff = base * 2 ** Math.min(current.backoffLevel, MAX_BACKOFF_EXPONENT)
                 // An API-key 429 takes the upstream's wait as given (spec); any other transient
                 // failure (5xx, timeout, transport) and OAuth never cool down for less than the backoff.
                 const rateLimit = f.status === 429

@@ -112,7 +112,12 @@ export const HealthChecks = Layer.scopedDiscard(
       if (yield* flags.enabled("GATEWAY_DISABLE_TOKEN_HEALTHCHECK")) return
       const now = yield* Clock.currentTimeMillis
       const withCredentials = (yield* connections.list).filter(
-        (c) => c.enabled && c.keyError === null && (c.apiKey !== null || c.oauth !== undefined) && cooldowns.availability(c.id, now).state !== "expired" && cooldowns.availability(c.id, now).state !== "banned"
+        (c) =>
+          c.enabled &&
+          c.keyError === null &&
+          (c.apiKey !== null || c.oauth !== undefined) &&
+          cooldowns.availability(c.id, now).state !== "expired" &&
+          cooldowns.availability(c.id, now).state !== "banned"
       )
       yield* Effect.forEach(
         withCredentials,

@@ -128,10 +128,7 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
             const previous = entries.get(key)
             // Escalation window: a failure within maxCooldownMs of the previous one escalates.
             const failures = previous !== undefined && now - previous.lastFailureAt <= s.maxCooldownMs ? previous.failures + 1 : 1
-            const duration = Math.min(
-              s.useExponentialBackoff ? s.baseCooldownMs * Math.pow(2, Math.min(failures - 1, s.maxBackoffSteps)) : s.baseCooldownMs,
-              s.maxCooldownMs
-            )
+            const duration = Math.min(s.useExponentialBackoff ? s.baseCooldownMs * 2 ** Math.min(failures - 1, s.maxBackoffSteps) : s.baseCooldownMs, s.maxCooldownMs)
             const e: Entry = {
               provider: ref.provider,
               connectionId: ref.connectionId,
@@ -173,13 +170,7 @@ export class Lockouts extends Context.Tag("gateway/Lockouts")<Lockouts, Lockouts
         return [...entries.values()]
           .filter((e) => now < e.until)
           .map((e) => view(e, now))
-          .sort(
-            (a, b) =>
-              a.remainingMs - b.remainingMs ||
-              a.provider.localeCompare(b.provider) ||
-              a.connection.localeCompare(b.connection) ||
-              a.model.localeCompare(b.model)
-          )
+          .sort((a, b) => a.remainingMs - b.remainingMs || a.provider.localeCompare(b.provider) || a.connection.localeCompare(b.connection) || a.model.localeCompare(b.model))
       })
 
       return { lockedAt, onFailure, onSuccess: (ref) => Effect.sync(() => unsafeOnSuccess(ref)), unsafeOnSuccess, clear, list }

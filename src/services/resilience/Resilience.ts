@@ -87,7 +87,8 @@ export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: numbe
     if (oRemaining !== undefined && oLimit !== undefined && oLimit > 0) pairs.push({ remaining: oRemaining, limit: oLimit, reset: resetAt(h[`x-ratelimit-reset-${kind}`], now) })
     const aRemaining = num(h[`anthropic-ratelimit-${kind}-remaining`])
     const aLimit = num(h[`anthropic-ratelimit-${kind}-limit`])
-    if (aRemaining !== undefined && aLimit !== undefined && aLimit > 0) pairs.push({ remaining: aRemaining, limit: aLimit, reset: resetAt(h[`anthropic-ratelimit-${kind}-reset`], now) })
+    if (aRemaining !== undefined && aLimit !== undefined && aLimit > 0)
+      pairs.push({ remaining: aRemaining, limit: aLimit, reset: resetAt(h[`anthropic-ratelimit-${kind}-reset`], now) })
   }
   if (pairs.length === 0) return undefined
   const tightest = pairs.reduce((a, b) => (b.remaining / b.limit < a.remaining / a.limit ? b : a))

@@ -5,13 +5,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { BadRequest } from "../../domain/errors.js"
 import { describeParseError } from "../../domain/parse.js"
-import {
-  applyResiliencePatch,
-  DEFAULT_RESILIENCE,
-  type PatchResilience,
-  resilienceProblems,
-  ResilienceSettings
-} from "../../domain/resilience.js"
+import { applyResiliencePatch, DEFAULT_RESILIENCE, type PatchResilience, resilienceProblems, ResilienceSettings } from "../../domain/resilience.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 

@@ -44,8 +44,7 @@ const BANNED =
 const LONG_QUOTA = /daily limit|daily quota|per[ _-]?day|resets? at midnight|until midnight|monthly (?:limit|quota)/i
 
 /** Wording that a quota or usage limit is used up (exhausted unless a short wait is given). */
-const QUOTA =
-  /quota[ _-]?exceeded|exceeded (?:the |your )?(?:\w+ )?quota|quota (?:has been |is )?(?:used up|exhausted|reached)|usage limit/i
+const QUOTA = /quota[ _-]?exceeded|exceeded (?:the |your )?(?:\w+ )?quota|quota (?:has been |is )?(?:used up|exhausted|reached)|usage limit/i
 
 /** A wait longer than this says the quota is gone until a reset, not a short rate limit. */
 export const SHORT_WAIT_MS = 60_000
@@ -165,11 +164,7 @@ const retryAfterFromBody = (body: string, now: number): number | undefined => {
  * seconds above 1e9, else seconds); `anthropic-ratelimit-*-reset` (RFC 3339, the latest); then
  * the body (Gemini `retryDelay`, "try again in 20s", "retry after 12 seconds", "resets at <ISO>").
  */
-export const parseRetryAfter = (
-  headers: Readonly<Record<string, string>> | undefined,
-  body: string | undefined,
-  now: number
-): number | undefined => {
+export const parseRetryAfter = (headers: Readonly<Record<string, string>> | undefined, body: string | undefined, now: number): number | undefined => {
   const ms = header(headers, "retry-after-ms")
   if (ms !== undefined && /^\d+(?:\.\d+)?$/.test(ms)) return ceilMs(Number(ms))
 
@@ -197,12 +192,7 @@ export const parseRetryAfter = (
   }
 
   const anthropic = maxDefined(
-    [
-      "anthropic-ratelimit-requests-reset",
-      "anthropic-ratelimit-tokens-reset",
-      "anthropic-ratelimit-input-tokens-reset",
-      "anthropic-ratelimit-output-tokens-reset"
-    ].map((name) => {
+    ["anthropic-ratelimit-requests-reset", "anthropic-ratelimit-tokens-reset", "anthropic-ratelimit-input-tokens-reset", "anthropic-ratelimit-output-tokens-reset"].map((name) => {
       const v = header(headers, name)
       return v === undefined ? undefined : parseDate(v)
     })

@@ -144,8 +144,7 @@ export class Aliases extends Context.Tag("gateway/Aliases")<Aliases, AliasesShap
         return { aliases: out, compat }
       })
 
-      const audit = (actor: string, action: string, target: string) =>
-        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       const set: AliasesShape["set"] = (input, actor) =>
         Effect.gen(function* () {

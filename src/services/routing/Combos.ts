@@ -69,14 +69,18 @@ export const comboView = (c: Combo): ComboView => ({
 /** Rules of a combo as a whole (the schema checks each field). */
 export const comboProblems = (c: Pick<Combo, "strategy" | "targets" | "config">): Array<string> => {
   const out: Array<string> = []
-  if (c.strategy !== "auto" && c.targets.length === 0) out.push(`strategy ${c.strategy} needs at least one target (only auto may leave targets empty: then every connected model is a candidate)`)
+  if (c.strategy !== "auto" && c.targets.length === 0)
+    out.push(`strategy ${c.strategy} needs at least one target (only auto may leave targets empty: then every connected model is a candidate)`)
   if (c.strategy !== "fusion" && (c.config.judgeModel !== undefined || c.config.fusionTuning !== undefined)) {
     out.push("judgeModel and fusionTuning apply to strategy fusion only")
   }
   const sla = c.config.slaTargetP95Ms ?? c.config.slaMaxErrorRate ?? c.config.slaMaxCostPer1MTokens ?? c.config.slaHardConstraints
   const router = c.config.routerStrategy ?? c.config.auto?.routerStrategy
   if (sla !== undefined && c.strategy !== "auto") out.push("sla* settings apply to strategy auto (with routerStrategy sla-aware) only")
-  if (c.strategy !== "auto" && (router !== undefined || c.config.auto !== undefined || c.config.modePack !== undefined || c.config.budgetCap !== undefined || c.config.explorationRate !== undefined)) {
+  if (
+    c.strategy !== "auto" &&
+    (router !== undefined || c.config.auto !== undefined || c.config.modePack !== undefined || c.config.budgetCap !== undefined || c.config.explorationRate !== undefined)
+  ) {
     out.push("routerStrategy, auto, modePack, budgetCap and explorationRate apply to strategy auto only")
   }
   return out
@@ -96,7 +100,9 @@ export const switchPrimary = (
   Effect.gen(function* () {
     const combo = yield* combos.get(idOrName)
     const existing = combo.targets.find((t) => t.model === target.model)
-    const first = existing ? { ...existing, ...(target.weight !== undefined ? { weight: target.weight } : {}) } : { model: target.model, ...(target.weight !== undefined ? { weight: target.weight } : {}) }
+    const first = existing
+      ? { ...existing, ...(target.weight !== undefined ? { weight: target.weight } : {}) }
+      : { model: target.model, ...(target.weight !== undefined ? { weight: target.weight } : {}) }
     const patch = yield* decodeOrBadRequest(UpdateCombo)({ targets: [first, ...combo.targets.filter((t) => t.model !== target.model)] })
     const updated = yield* combos.update(combo.id, patch, actor)
     return { combo: updated, primary: updated.targets[0] ?? first, added: !existing }
@@ -105,11 +111,7 @@ export const switchPrimary = (
 const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
-    Effect.catchAll(effect, (e) =>
-      isUniqueViolation(e)
-        ? Effect.fail(new Conflict({ message: `a combo named '${name}' (or with that id) already exists` }))
-        : Effect.die(e)
-    )
+    Effect.catchAll(effect, (e) => (isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a combo named '${name}' (or with that id) already exists` })) : Effect.die(e)))
 
 /**
  * Persisted routing combos. Reads come from an in-memory snapshot rebuilt when this process
@@ -117,145 +119,147 @@ const nameTaken =
  */
 export class Combos extends Context.Tag("gateway/Combos")<Combos, CombosShape>() {
   static readonly layer = Layer.effect(
-      Combos,
-      Effect.gen(function* () {
-        const engine = yield* AutoEngine
-        const check: ComboCheck = (c) => {
-          const name = c.config.routerStrategy ?? c.config.auto?.routerStrategy
-          if (name !== undefined && !engine.registry.has(name)) {
-            return `routerStrategy '${name}' is not registered; known: ${engine.registry.list().flatMap((l) => [l.name, ...l.aliases]).join(", ")}`
-          }
-          if (c.config.modePack !== undefined && modeName(c.config.modePack) === undefined) {
-            return `modePack '${c.config.modePack}' is unknown; use ship-fast, cost-saver, quality-first, offline-friendly, reliability-first or balanced`
-          }
-          return undefined
+    Combos,
+    Effect.gen(function* () {
+      const engine = yield* AutoEngine
+      const check: ComboCheck = (c) => {
+        const name = c.config.routerStrategy ?? c.config.auto?.routerStrategy
+        if (name !== undefined && !engine.registry.has(name)) {
+          return `routerStrategy '${name}' is not registered; known: ${engine.registry
+            .list()
+            .flatMap((l) => [l.name, ...l.aliases])
+            .join(", ")}`
         }
-        const sql = yield* SqlClient.SqlClient
-        const version = yield* StoreVersion
-        const writer = yield* BatchWriter
+        if (c.config.modePack !== undefined && modeName(c.config.modePack) === undefined) {
+          return `modePack '${c.config.modePack}' is unknown; use ship-fast, cost-saver, quality-first, offline-friendly, reliability-first or balanced`
+        }
+        return undefined
+      }
+      const sql = yield* SqlClient.SqlClient
+      const version = yield* StoreVersion
+      const writer = yield* BatchWriter
 
-        const fromRow = (row: Row): Combo => ({
-          id: row.id,
-          name: row.name,
-          strategy: row.strategy as StrategyName,
-          targets: JSON.parse(row.targets) as Array<ComboTarget>,
-          config: JSON.parse(row.config) as ComboConfig,
-          description: row.description,
-          enabled: row.enabled === 1,
-          createdAt: row.created_at,
-          updatedAt: row.updated_at
+      const fromRow = (row: Row): Combo => ({
+        id: row.id,
+        name: row.name,
+        strategy: row.strategy as StrategyName,
+        targets: JSON.parse(row.targets) as Array<ComboTarget>,
+        config: JSON.parse(row.config) as ComboConfig,
+        description: row.description,
+        enabled: row.enabled === 1,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at
+      })
+
+      const snapshot = makeCachedLoad(
+        version,
+        Effect.map(sql<Row>`SELECT * FROM combos ORDER BY lower(name)`.pipe(Effect.orDie), (rows) => {
+          const all = rows.map(fromRow)
+          return { all, byName: new Map(all.map((c) => [c.name.toLowerCase(), c])) }
+        })
+      )
+
+      const find = (s: { all: ReadonlyArray<Combo>; byName: ReadonlyMap<string, Combo> }, idOrName: string) =>
+        s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
+
+      const enabledNamed = (s: { byName: ReadonlyMap<string, Combo> }, name: string) => {
+        const c = s.byName.get(name.toLowerCase())
+        return c?.enabled ? c : undefined
+      }
+
+      const get = (idOrName: string) =>
+        Effect.flatMap(snapshot.get, (s) => {
+          const c = find(s, idOrName)
+          return c ? Effect.succeed(c) : Effect.fail(new NotFound({ message: `no combo with id or name '${idOrName}'` }))
         })
 
-        const snapshot = makeCachedLoad(
-          version,
-          Effect.map(sql<Row>`SELECT * FROM combos ORDER BY lower(name)`.pipe(Effect.orDie), (rows) => {
-            const all = rows.map(fromRow)
-            return { all, byName: new Map(all.map((c) => [c.name.toLowerCase(), c])) }
-          })
-        )
+      const validate = (c: Pick<Combo, "strategy" | "targets" | "config">) => {
+        const problems = comboProblems(c)
+        const extra = check(c)
+        if (extra) problems.push(extra)
+        return problems.length > 0 ? Effect.fail(new BadRequest({ message: problems.join("; ") })) : Effect.void
+      }
 
-        const find = (s: { all: ReadonlyArray<Combo>; byName: ReadonlyMap<string, Combo> }, idOrName: string) =>
-          s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
+      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
-        const enabledNamed = (s: { byName: ReadonlyMap<string, Combo> }, name: string) => {
-          const c = s.byName.get(name.toLowerCase())
-          return c?.enabled ? c : undefined
-        }
+      const create: CombosShape["create"] = (input, actor = "system") =>
+        Effect.gen(function* () {
+          const combo = { strategy: input.strategy, targets: input.targets ?? [], config: input.config ?? {} }
+          yield* validate(combo)
+          const s = yield* snapshot.get
+          const clash = s.byName.get(input.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === input.name.toLowerCase())
+          if (clash) return yield* new Conflict({ message: `'${input.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
+          const id = input.id ?? "combo_" + crypto.randomBytes(6).toString("hex")
+          // Lookups take an id or a name: an id may not be another combo's name (or id).
+          const idClash = s.all.find((c) => c.id.toLowerCase() === id.toLowerCase() || c.name.toLowerCase() === id.toLowerCase())
+          if (idClash) return yield* new Conflict({ message: `id '${id}' is already the name or id of combo ${idClash.name} (${idClash.id})` })
+          const t = Date.now()
+          yield* sql`INSERT INTO combos ${sql.insert({
+            id,
+            name: input.name,
+            strategy: combo.strategy,
+            targets: JSON.stringify(combo.targets),
+            config: JSON.stringify(combo.config),
+            description: input.description ?? null,
+            enabled: input.enabled === false ? 0 : 1,
+            created_at: t,
+            updated_at: t
+          })}`.pipe(nameTaken(input.name))
+          yield* snapshot.invalidate
+          audit(actor, "combo.create", id)
+          return yield* get(id).pipe(Effect.orDie)
+        })
 
-        const get = (idOrName: string) =>
-          Effect.flatMap(snapshot.get, (s) => {
-            const c = find(s, idOrName)
-            return c ? Effect.succeed(c) : Effect.fail(new NotFound({ message: `no combo with id or name '${idOrName}'` }))
-          })
-
-        const validate = (c: Pick<Combo, "strategy" | "targets" | "config">) => {
-          const problems = comboProblems(c)
-          const extra = check(c)
-          if (extra) problems.push(extra)
-          return problems.length > 0 ? Effect.fail(new BadRequest({ message: problems.join("; ") })) : Effect.void
-        }
-
-        const audit = (actor: string, action: string, target: string) =>
-          writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
-
-        const create: CombosShape["create"] = (input, actor = "system") =>
-          Effect.gen(function* () {
-            const combo = { strategy: input.strategy, targets: input.targets ?? [], config: input.config ?? {} }
-            yield* validate(combo)
+      const update: CombosShape["update"] = (idOrName, patch, actor = "system") =>
+        Effect.gen(function* () {
+          const current = yield* get(idOrName)
+          const next = {
+            strategy: patch.strategy ?? current.strategy,
+            targets: patch.targets ?? current.targets,
+            config: patch.config ?? current.config
+          }
+          yield* validate(next)
+          if (patch.name !== undefined) {
             const s = yield* snapshot.get
-            const clash = s.byName.get(input.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === input.name.toLowerCase())
-            if (clash) return yield* new Conflict({ message: `'${input.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
-            const id = input.id ?? "combo_" + crypto.randomBytes(6).toString("hex")
-            // Lookups take an id or a name: an id may not be another combo's name (or id).
-            const idClash = s.all.find((c) => c.id.toLowerCase() === id.toLowerCase() || c.name.toLowerCase() === id.toLowerCase())
-            if (idClash) return yield* new Conflict({ message: `id '${id}' is already the name or id of combo ${idClash.name} (${idClash.id})` })
-            const t = Date.now()
-            yield* sql`INSERT INTO combos ${sql.insert({
-              id,
-              name: input.name,
-              strategy: combo.strategy,
-              targets: JSON.stringify(combo.targets),
-              config: JSON.stringify(combo.config),
-              description: input.description ?? null,
-              enabled: input.enabled === false ? 0 : 1,
-              created_at: t,
-              updated_at: t
-            })}`.pipe(nameTaken(input.name))
-            yield* snapshot.invalidate
-            audit(actor, "combo.create", id)
-            return yield* get(id).pipe(Effect.orDie)
-          })
+            const clash = s.byName.get(patch.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === patch.name!.toLowerCase())
+            if (clash && clash.id !== current.id) return yield* new Conflict({ message: `'${patch.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
+          }
+          const fields: Record<string, string | number | null> = {
+            updated_at: Date.now(),
+            strategy: next.strategy,
+            targets: JSON.stringify(next.targets),
+            config: JSON.stringify(next.config)
+          }
+          if (patch.name !== undefined) fields["name"] = patch.name
+          if (patch.description !== undefined) fields["description"] = patch.description
+          if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
+          yield* sql`UPDATE combos SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
+          yield* snapshot.invalidate
+          audit(actor, "combo.update", current.id)
+          return yield* get(current.id).pipe(Effect.orDie)
+        })
 
-        const update: CombosShape["update"] = (idOrName, patch, actor = "system") =>
-          Effect.gen(function* () {
-            const current = yield* get(idOrName)
-            const next = {
-              strategy: patch.strategy ?? current.strategy,
-              targets: patch.targets ?? current.targets,
-              config: patch.config ?? current.config
-            }
-            yield* validate(next)
-            if (patch.name !== undefined) {
-              const s = yield* snapshot.get
-              const clash = s.byName.get(patch.name.toLowerCase()) ?? s.all.find((c) => c.id.toLowerCase() === patch.name!.toLowerCase())
-              if (clash && clash.id !== current.id) return yield* new Conflict({ message: `'${patch.name}' is already the name or id of combo ${clash.name} (${clash.id})` })
-            }
-            const fields: Record<string, string | number | null> = {
-              updated_at: Date.now(),
-              strategy: next.strategy,
-              targets: JSON.stringify(next.targets),
-              config: JSON.stringify(next.config)
-            }
-            if (patch.name !== undefined) fields["name"] = patch.name
-            if (patch.description !== undefined) fields["description"] = patch.description
-            if (patch.enabled !== undefined) fields["enabled"] = patch.enabled ? 1 : 0
-            yield* sql`UPDATE combos SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
-            yield* snapshot.invalidate
-            audit(actor, "combo.update", current.id)
-            return yield* get(current.id).pipe(Effect.orDie)
-          })
+      const remove: CombosShape["remove"] = (idOrName, actor = "system") =>
+        Effect.gen(function* () {
+          const current = yield* get(idOrName)
+          yield* sql`DELETE FROM combos WHERE id = ${current.id}`.pipe(Effect.orDie)
+          yield* snapshot.invalidate
+          audit(actor, "combo.remove", current.id)
+          return current
+        })
 
-        const remove: CombosShape["remove"] = (idOrName, actor = "system") =>
-          Effect.gen(function* () {
-            const current = yield* get(idOrName)
-            yield* sql`DELETE FROM combos WHERE id = ${current.id}`.pipe(Effect.orDie)
-            yield* snapshot.invalidate
-            audit(actor, "combo.remove", current.id)
-            return current
-          })
-
-        return {
-          list: Effect.map(snapshot.get, (s) => s.all),
-          get,
-          byName: (name) => Effect.map(snapshot.get, (s) => enabledNamed(s, name)),
-          peekByName: (name) => {
-            const s = snapshot.peek()
-            return s === undefined ? undefined : (enabledNamed(s, name) ?? null)
-          },
-          create,
-          update,
-          remove
-        }
-      })
-    )
+      return {
+        list: Effect.map(snapshot.get, (s) => s.all),
+        get,
+        byName: (name) => Effect.map(snapshot.get, (s) => enabledNamed(s, name)),
+        peekByName: (name) => {
+          const s = snapshot.peek()
+          return s === undefined ? undefined : (enabledNamed(s, name) ?? null)
+        },
+        create,
+        update,
+        remove
+      }
+    })
+  )
 }

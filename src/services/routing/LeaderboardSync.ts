@@ -42,11 +42,16 @@ export const LeaderboardSync = Layer.scopedDiscard(
     const http = yield* UpstreamHttp
 
     const download = http
-      .request({ url, method: "GET", headers: { accept: "application/json", "user-agent": http.userAgent }, headersTimeout: Duration.seconds(30), readWhole: true, maxBodyBytes: 16 * 1024 * 1024 })
+      .request({
+        url,
+        method: "GET",
+        headers: { accept: "application/json", "user-agent": http.userAgent },
+        headersTimeout: Duration.seconds(30),
+        readWhole: true,
+        maxBodyBytes: 16 * 1024 * 1024
+      })
       .pipe(
-        Effect.flatMap((res) =>
-          res.status >= 200 && res.status < 300 ? Effect.succeed(res.bytes?.toString("utf8") ?? "") : Effect.fail(new Error(`HTTP ${res.status}`))
-        ),
+        Effect.flatMap((res) => (res.status >= 200 && res.status < 300 ? Effect.succeed(res.bytes?.toString("utf8") ?? "") : Effect.fail(new Error(`HTTP ${res.status}`)))),
         Effect.timeout(Duration.seconds(30)),
         Effect.retry(retry)
       )

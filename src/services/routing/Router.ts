@@ -101,8 +101,7 @@ export const admit = (
 const blendedCost = (spec: ModelSpec | undefined): number => (spec ? 0.6 * spec.pricing.input + 0.4 * spec.pricing.output : 0)
 
 /** The model an auto pool dispatches to on a connection: its default model, else its provider's first chat model. */
-export const dispatchModel = (c: Connection): string | undefined =>
-  c.defaultModel ?? c.provider.models.find((m) => m.kind === "chat")?.id ?? connectionModelIds(c)[0]
+export const dispatchModel = (c: Connection): string | undefined => c.defaultModel ?? c.provider.models.find((m) => m.kind === "chat")?.id ?? connectionModelIds(c)[0]
 
 const slaOf = (config: ComboConfig): SlaPolicy | undefined => {
   const sla: SlaPolicy = {
@@ -429,7 +428,13 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           if (!spec) return yield* routeError(400, `'${id}' is not an auto model`, "invalid_auto_model")
           const all = yield* autoCandidates(undefined)
           const now = yield* Clock.currentTimeMillis
-          const pool = all.length === 0 ? [] : filterPool(all.map((c) => poolEntry(c, all, now)), spec).map((e) => e.candidate)
+          const pool =
+            all.length === 0
+              ? []
+              : filterPool(
+                  all.map((c) => poolEntry(c, all, now)),
+                  spec
+                ).map((e) => e.candidate)
           const windows = pool.map((c) => c.spec?.contextWindow ?? 0).filter((n) => n > 0)
           const outputs = pool.map((c) => c.spec?.maxOutput ?? 0).filter((n) => n > 0)
           return {
@@ -446,7 +451,16 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         if (enabled.length > 0) {
           for (const id of ADVERTISED_AUTO_IDS) {
             const d = yield* Effect.either(describeAuto(id))
-            if (d._tag === "Right") out.push({ id, kind: "auto", serves: "chat", description: d.right.spec.description, contextWindow: d.right.contextWindow, maxOutput: d.right.maxOutput, createdAt: 0 })
+            if (d._tag === "Right")
+              out.push({
+                id,
+                kind: "auto",
+                serves: "chat",
+                description: d.right.spec.description,
+                contextWindow: d.right.contextWindow,
+                maxOutput: d.right.maxOutput,
+                createdAt: 0
+              })
           }
         }
         for (const combo of yield* combos.list) {

@@ -47,7 +47,10 @@ const summarize = (samples: ReadonlyArray<Sample>): ObservedStats => {
   if (samples.length === 0) return EMPTY
   const failures = samples.filter((s) => !s.ok).length
   // Latency of successes only: a failure's latency says little about how fast answers come.
-  const latencies = samples.filter((s) => s.ok).map((s) => s.latencyMs).sort((a, b) => a - b)
+  const latencies = samples
+    .filter((s) => s.ok)
+    .map((s) => s.latencyMs)
+    .sort((a, b) => a - b)
   if (latencies.length === 0) return { samples: samples.length, p95LatencyMs: undefined, latencyStdDevMs: undefined, errorRate: failures / samples.length }
   const p95 = latencies[Math.min(latencies.length - 1, Math.ceil(latencies.length * 0.95) - 1)]!
   const mean = latencies.reduce((a, b) => a + b, 0) / latencies.length
@@ -65,7 +68,15 @@ const bounded = <V>(max: number) => new BoundedMap<string, V>({ maxEntries: max 
  * requests in flight, turns, deficits, quota reports) describes this process's own traffic.
  */
 export type SessionChange =
-  | { readonly op: "sticky"; readonly scope: string; readonly session: string; readonly key: string; readonly at: number; readonly requests?: number; readonly apiKeyId?: string | null }
+  | {
+      readonly op: "sticky"
+      readonly scope: string
+      readonly session: string
+      readonly key: string
+      readonly at: number
+      readonly requests?: number
+      readonly apiKeyId?: string | null
+    }
   | { readonly op: "unpin"; readonly session: string }
   | { readonly op: "leg"; readonly scope: string; readonly session: string; readonly key: string }
 
@@ -119,7 +130,11 @@ export interface RoutingMemoryShape {
   readonly quota: (connectionId: string, model: string, now: number) => QuotaInfo | undefined
   readonly setQuota: (connectionId: string, model: string | undefined, q: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }) => void
   /** Every quota record (GET /api/rate-limits). */
-  readonly quotas: () => ReadonlyArray<{ readonly connectionId: string; readonly model: string | undefined; readonly info: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number } }>
+  readonly quotas: () => ReadonlyArray<{
+    readonly connectionId: string
+    readonly model: string | undefined
+    readonly info: QuotaInfo & { readonly at: number; readonly limit?: number; readonly remainingCount?: number }
+  }>
   /** Everything, for tests and operator resets. */
   readonly clear: () => void
 }

@@ -117,7 +117,6 @@ export interface RequestFeatures {
 
 // ---------------------------------------------------------------- combos
 
-
 /** Inputs of one ordering decision. */
 export interface StrategyContext {
   /** The combo's name (or the auto id): scope of per-combo state. */

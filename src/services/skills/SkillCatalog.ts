@@ -67,7 +67,6 @@ export const parseFrontMatter = (markdown: string): Record<string, string> => {
   return out
 }
 
-
 const rawUrlOf = (id: string, baseUrl?: string) => `${(baseUrl ?? "").replace(/\/+$/, "")}/api/agent-skills/${id}/raw`
 
 /**
@@ -101,15 +100,16 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
     return {
       dir,
       // The generator and what it reads (the whole API and CLI) load on first use only.
-      generate: (options) => Effect.flatMap(Effect.promise(() => import("../../cli/skills/generate.js")), (g) => g.generateSkills(dir, options)),
+      generate: (options) =>
+        Effect.flatMap(
+          Effect.promise(() => import("../../cli/skills/generate.js")),
+          (g) => g.generateSkills(dir, options)
+        ),
       list: (filter = {}, baseUrl) =>
         Effect.gen(function* () {
           const have = yield* present
           const ids = SKILL_IDS.filter(
-            (id) =>
-              have.has(id) &&
-              (filter.category === undefined || skillCategory(id) === filter.category) &&
-              (filter.area === undefined || skillArea(id) === filter.area)
+            (id) => have.has(id) && (filter.category === undefined || skillCategory(id) === filter.category) && (filter.area === undefined || skillArea(id) === filter.area)
           )
           const out: Array<SkillEntry> = []
           for (const id of ids) {
@@ -125,7 +125,14 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
       coverage: Effect.gen(function* () {
         const have = yield* present
         const stats = yield* Effect.promise(() =>
-          Promise.all([...have].filter(isSkillId).map((id) => fs.stat(path.join(dir, `${id}.md`)).then((s) => s.mtimeMs, () => 0)))
+          Promise.all(
+            [...have].filter(isSkillId).map((id) =>
+              fs.stat(path.join(dir, `${id}.md`)).then(
+                (s) => s.mtimeMs,
+                () => 0
+              )
+            )
+          )
         )
         const apiHave = API_SKILL_IDS.filter((id) => have.has(id)).length
         const cliHave = CLI_SKILL_IDS.filter((id) => have.has(id)).length

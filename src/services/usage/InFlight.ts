@@ -123,9 +123,15 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
         if (rows.length === 0 && done.length === 0) return Effect.void
         return sql
           .withTransaction(
-            Effect.all([rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void, done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void], {
-              discard: true
-            })
+            Effect.all(
+              [
+                rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
+                done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
+              ],
+              {
+                discard: true
+              }
+            )
           )
           .pipe(
             // A busy database delays the write-ahead; the next sweep tries the rows again.

@@ -93,7 +93,14 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
       const sql = yield* SqlClient.SqlClient
       const writer = yield* BatchWriter
 
-      const filters = (q: { apiKeyId?: string | undefined; provider?: string | undefined; model?: string | undefined; requestId?: string | undefined; status?: string | undefined; before?: number | undefined }) => {
+      const filters = (q: {
+        apiKeyId?: string | undefined
+        provider?: string | undefined
+        model?: string | undefined
+        requestId?: string | undefined
+        status?: string | undefined
+        before?: number | undefined
+      }) => {
         const parts = []
         if (q.apiKeyId) parts.push(sql`api_key_id = ${q.apiKeyId}`)
         if (q.provider) parts.push(sql`provider = ${q.provider}`)
@@ -141,9 +148,10 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
           yield* writer.flush
           const limit = q.limit ?? 100
           const where = filters(q)
-          const rows = yield* (where.length > 0
-            ? sql<Row>`SELECT * FROM usage WHERE ${sql.and(where)} ORDER BY id DESC LIMIT ${limit + 1}`
-            : sql<Row>`SELECT * FROM usage ORDER BY id DESC LIMIT ${limit + 1}`
+          const rows = yield* (
+            where.length > 0
+              ? sql<Row>`SELECT * FROM usage WHERE ${sql.and(where)} ORDER BY id DESC LIMIT ${limit + 1}`
+              : sql<Row>`SELECT * FROM usage ORDER BY id DESC LIMIT ${limit + 1}`
           ).pipe(Effect.orDie)
           const more = rows.length > limit
           const shown = rows.slice(0, limit)
@@ -168,7 +176,11 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
       const windowSummary = (connectionId: string, since: number) =>
         Effect.gen(function* () {
           const [agg] = yield* sql<AggregateRow>`${AGG(sql.literal("NULL"))} WHERE connection_id = ${connectionId} AND ts >= ${since}`.pipe(Effect.orDie)
-          const latencies = (yield* sql<{ l: number }>`SELECT latency_ms AS l FROM usage WHERE connection_id = ${connectionId} AND ts >= ${since} AND latency_ms IS NOT NULL AND status BETWEEN 200 AND 299 ORDER BY latency_ms LIMIT 100000`.pipe(Effect.orDie)).map((r) => r.l)
+          const latencies = (yield* sql<{
+            l: number
+          }>`SELECT latency_ms AS l FROM usage WHERE connection_id = ${connectionId} AND ts >= ${since} AND latency_ms IS NOT NULL AND status BETWEEN 200 AND 299 ORDER BY latency_ms LIMIT 100000`.pipe(
+            Effect.orDie
+          )).map((r) => r.l)
           const a = aggregate(agg, null)
           return {
             requests: a.requests,
@@ -207,7 +219,9 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
             yield* writer.flush
             const now = Date.now()
             const [last] = yield* sql<{ ts: number | null }>`SELECT MAX(ts) AS ts FROM usage WHERE connection_id = ${c.id}`.pipe(Effect.orDie)
-            const models = yield* sql<AggregateRow>`${AGG(sql.literal("model"))} WHERE connection_id = ${c.id} AND ts >= ${now - 30 * DAY} GROUP BY 1 ORDER BY 2 DESC`.pipe(Effect.orDie)
+            const models = yield* sql<AggregateRow>`${AGG(sql.literal("model"))} WHERE connection_id = ${c.id} AND ts >= ${now - 30 * DAY} GROUP BY 1 ORDER BY 2 DESC`.pipe(
+              Effect.orDie
+            )
             return {
               connectionId: c.id,
               name: c.name,
@@ -227,7 +241,12 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
             yield* writer.flush
             const to = Date.now()
             const from = to - hours * 3_600_000
-            const rows = yield* sql<{ provider: string | null; status: number; latency_ms: number | null; ttft_ms: number | null }>`SELECT provider, status, latency_ms, ttft_ms FROM usage WHERE ts >= ${from} AND provider IS NOT NULL ORDER BY id DESC LIMIT 200000`.pipe(Effect.orDie)
+            const rows = yield* sql<{
+              provider: string | null
+              status: number
+              latency_ms: number | null
+              ttft_ms: number | null
+            }>`SELECT provider, status, latency_ms, ttft_ms FROM usage WHERE ts >= ${from} AND provider IS NOT NULL ORDER BY id DESC LIMIT 200000`.pipe(Effect.orDie)
             const byProvider = new Map<string, { count: number; errors: number; latencies: Array<number>; ttfts: Array<number> }>()
             for (const r of rows) {
               const p = byProvider.get(r.provider!) ?? { count: 0, errors: 0, latencies: [], ttfts: [] }
@@ -254,7 +273,13 @@ export class UsageQueries extends Context.Tag("gateway/UsageQueries")<UsageQueri
           }),
         recentByConnection: Effect.gen(function* () {
           yield* writer.flush
-          const rows = yield* sql<{ connection_id: string; requests: number; errors: number }>`SELECT connection_id, COUNT(*) AS requests, SUM(CASE WHEN status BETWEEN 200 AND 299 THEN 0 ELSE 1 END) AS errors FROM usage WHERE ts >= ${Date.now() - DAY} AND connection_id IS NOT NULL GROUP BY connection_id`.pipe(Effect.orDie)
+          const rows = yield* sql<{
+            connection_id: string
+            requests: number
+            errors: number
+          }>`SELECT connection_id, COUNT(*) AS requests, SUM(CASE WHEN status BETWEEN 200 AND 299 THEN 0 ELSE 1 END) AS errors FROM usage WHERE ts >= ${Date.now() - DAY} AND connection_id IS NOT NULL GROUP BY connection_id`.pipe(
+            Effect.orDie
+          )
           return new Map(rows.map((r) => [r.connection_id, { requests: r.requests, errors: r.errors }]))
         })
       }
@@ -275,17 +300,21 @@ export const UsageRetention = Layer.scopedDiscard(
      * large DELETE (a million rows after downtime) would stall every request for seconds.
      */
     const chunked = (deleteChunk: Effect.Effect<number, unknown>) =>
-      Effect.iterate({ total: 0, last: CHUNK }, {
-        while: (s) => s.last >= CHUNK,
-        body: (s) => Effect.map(Effect.zipLeft(deleteChunk, Effect.sleep("5 millis")), (n) => ({ total: s.total + n, last: n }))
-      }).pipe(Effect.map((s) => s.total))
+      Effect.iterate(
+        { total: 0, last: CHUNK },
+        {
+          while: (s) => s.last >= CHUNK,
+          body: (s) => Effect.map(Effect.zipLeft(deleteChunk, Effect.sleep("5 millis")), (n) => ({ total: s.total + n, last: n }))
+        }
+      ).pipe(Effect.map((s) => s.total))
     const count = (rows: ReadonlyArray<unknown>) => rows.length
     const prune = Effect.gen(function* () {
       const cutoff = (yield* Clock.currentTimeMillis) - config.usageRetentionDays * DAY
       const old = yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE ts < ${cutoff} LIMIT ${CHUNK}) RETURNING 1 AS n`, count))
       const [edge] = yield* sql<{ id: number }>`SELECT id FROM usage ORDER BY id DESC LIMIT 1 OFFSET ${config.usageMaxRows}`
       const excess = edge ? yield* chunked(Effect.map(sql`DELETE FROM usage WHERE id IN (SELECT id FROM usage WHERE id <= ${edge.id} LIMIT ${CHUNK}) RETURNING 1 AS n`, count)) : 0
-      if (old + excess > 0) yield* Effect.logInfo(`usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`)
+      if (old + excess > 0)
+        yield* Effect.logInfo(`usage retention: deleted ${old} rows older than ${config.usageRetentionDays} days and ${excess} beyond ${config.usageMaxRows} rows`)
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("usage retention failed; will retry", cause)))
     if (!(yield* backgroundJob("usage retention"))) return
     yield* Effect.forkScoped(Effect.sleep("1 minute").pipe(Effect.zipRight(Effect.repeat(prune, Schedule.spaced("1 hour")))))

@@ -1,5 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Chunk from "effect/Chunk"
+import type * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -11,15 +11,7 @@ import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { BadRequest, NotFound } from "../../domain/errors.js"
-import {
-  type CreateWebhook,
-  unknownEvents,
-  type UpdateWebhook,
-  WEBHOOK_EVENTS,
-  type WebhookSaved,
-  type WebhookTestResult,
-  type WebhookView
-} from "../../domain/webhooks.js"
+import { type CreateWebhook, unknownEvents, type UpdateWebhook, WEBHOOK_EVENTS, type WebhookSaved, type WebhookTestResult, type WebhookView } from "../../domain/webhooks.js"
 import { EventBus, type GatewayEvent } from "../../platform/events/EventBus.js"
 import { RequestHooks, type Settlement } from "../../kernel/hooks.js"
 import { Connections } from "../../upstream/providers/Connections.js"
@@ -144,7 +136,10 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
       // (a breaker opening, a combo switching, a budget exceeded) from the services that see them,
       // through the event bus, which is also where the dispatcher below reads both.
       const lifecycle = yield* RequestHooks
-      const unlisten = lifecycle.listen({ name: "webhooks", settled: (s) => bus.publish(s.status >= 200 && s.status < 300 ? "request.completed" : "request.failed", requestEventData(s)) })
+      const unlisten = lifecycle.listen({
+        name: "webhooks",
+        settled: (s) => bus.publish(s.status >= 200 && s.status < 300 ? "request.completed" : "request.failed", requestEventData(s))
+      })
       yield* Effect.addFinalizer(() => Effect.sync(unlisten))
       const retryBase = Duration.millis(yield* positiveInteger(RETRY_BASE_ENV, "milliseconds", 1000))
       const capacity = yield* positiveInteger(QUEUE_SIZE_ENV, "deliveries", 1000)
@@ -167,8 +162,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
         })
       if (claims.exact) yield* Effect.addFinalizer(() => Effect.forEach([...claimed], (id) => claims.release(claimKey(id), owner), { discard: true }))
 
-      const reveal = (stored: string) =>
-        Effect.match(secrets.decrypt(stored), { onFailure: () => "", onSuccess: (r) => Redacted.value(r) })
+      const reveal = (stored: string) => Effect.match(secrets.decrypt(stored), { onFailure: () => "", onSuccess: (r) => Redacted.value(r) })
 
       const toView = (row: Row, secret: string): WebhookView => ({
         id: row.id,
@@ -199,8 +193,7 @@ export class Webhooks extends Context.Tag("gateway/Webhooks")<Webhooks, Webhooks
           return verdict.ok ? Effect.void : Effect.fail(new BadRequest({ message: `url: ${verdict.reason}` }))
         })
 
-      const recordAttempt = (id: string, o: AttemptOutcome) =>
-        Effect.map(Clock.currentTimeMillis, (now) => books.attempted(id, now, o.status))
+      const recordAttempt = (id: string, o: AttemptOutcome) => Effect.map(Clock.currentTimeMillis, (now) => books.attempted(id, now, o.status))
 
       /** After a delivery's last attempt: the failure count, maybe disabling, and the pending row. */
       const finish = (hook: Hook, job: Job, outcome: AttemptOutcome) =>

@@ -110,7 +110,9 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
           return sql.withTransaction(write(rows, ids, changes)).pipe(
             // Another process writing passes; anything else is logged: deliveries go on in memory.
             Effect.retry({ schedule: Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6))), while: isBusy }),
-            Effect.catchAllCause((cause) => Effect.logWarning(`webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`, cause))
+            Effect.catchAllCause((cause) =>
+              Effect.logWarning(`webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`, cause)
+            )
           )
         })
       )

@@ -40,12 +40,10 @@ export const USER_AGENT = "Gateway-Webhook/1.0"
 const ANSWER_MAX_BYTES = 64 * 1024
 
 /** The envelope of the spec: `event`, `timestamp` (ISO 8601, when the event happened), `data`. */
-export const envelope = (event: string, timestamp: string, data: Readonly<Record<string, unknown>>): string =>
-  JSON.stringify({ event, timestamp, data })
+export const envelope = (event: string, timestamp: string, data: Readonly<Record<string, unknown>>): string => JSON.stringify({ event, timestamp, data })
 
 /** `X-Webhook-Signature`: `sha256=` + hex HMAC-SHA256 of the raw body, keyed by the secret's characters. */
-export const specSignature = (secret: string, body: string): string =>
-  `sha256=${crypto.createHmac("sha256", secret).update(body).digest("hex")}`
+export const specSignature = (secret: string, body: string): string => `sha256=${crypto.createHmac("sha256", secret).update(body).digest("hex")}`
 
 /**
  * The Standard Webhooks key. A secret `whsec_<base64>` (the generated `whsec_` + 48 hex is one:

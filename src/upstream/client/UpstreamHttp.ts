@@ -202,7 +202,8 @@ const classify = (cause: unknown): UpstreamTransportError => {
   const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
   const code = err.code ?? err.cause?.code ?? ""
   if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
-  if (code === "PROXY_FAMILY_UNAVAILABLE") return new UpstreamTransportError({ kind: "proxy_family", message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family" })
+  if (code === "PROXY_FAMILY_UNAVAILABLE")
+    return new UpstreamTransportError({ kind: "proxy_family", message: err.message ?? err.cause?.message ?? "the proxy has no address of its pinned family" })
   const message = err.cause?.message ?? err.message ?? String(cause)
   if (cause instanceof undiciErrors.HeadersTimeoutError) {
     return new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
@@ -226,7 +227,8 @@ const splitUrl = (url: string): { readonly origin: string; readonly path: string
   if (hit === undefined) {
     try {
       const u = new URL(url)
-      hit = u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname } : `unsupported upstream URL scheme ${u.protocol}`
+      hit =
+        u.protocol === "http:" || u.protocol === "https:" ? { origin: u.origin, path: u.pathname + u.search, host: u.hostname } : `unsupported upstream URL scheme ${u.protocol}`
     } catch {
       hit = `invalid upstream URL: ${url}`
     }
@@ -264,10 +266,17 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       const readPolicy = (): Promise<UrlPolicyFlags> => {
         const f = Option.getOrThrow(flags)
         return Effect.runPromise(
-          Effect.all({ guard: f.enabled("OUTBOUND_SSRF_GUARD_ENABLED"), allowLocal: f.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"), allowPrivate: f.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS") })
+          Effect.all({
+            guard: f.enabled("OUTBOUND_SSRF_GUARD_ENABLED"),
+            allowLocal: f.enabled("GATEWAY_ALLOW_LOCAL_PROVIDER_URLS"),
+            allowPrivate: f.enabled("GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS")
+          })
         )
       }
-      const lookup = guardedLookup(() => resolver, () => peekPolicy() ?? readPolicy())
+      const lookup = guardedLookup(
+        () => resolver,
+        () => peekPolicy() ?? readPolicy()
+      )
       const agent = new Agent({
         keepAliveTimeout: 30_000,
         keepAliveMaxTimeout: 600_000,
@@ -285,7 +294,10 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         const refused = typeof target === "string" ? undefined : checkHostLiteral(target.host, policy)
         if (refused) return Promise.reject(new TypeError("fetch failed", { cause: refused }))
         // A caller may name a proxy's dispatcher (src/upstream/egress/) in `init`; else the direct, guarded agent.
-        return undiciFetch(input as never, { ...(init as object), dispatcher: (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? agent } as never) as unknown as Promise<Response>
+        return undiciFetch(
+          input as never,
+          { ...(init as object), dispatcher: (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? agent } as never
+        ) as unknown as Promise<Response>
       }) as typeof globalThis.fetch
       return {
         userAgent,
@@ -299,84 +311,84 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
       } satisfies UpstreamHttpShape
       function send(req: UpstreamRequest, policy: UrlPolicyFlags) {
         return Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
-            const target = splitUrl(req.url)
-            if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
-            // An address written in the URL is never looked up: judged here, before anything is sent.
-            const refused = checkHostLiteral(target.host, policy)
-            if (refused) return resume(Effect.fail(new UpstreamTransportError({ kind: "blocked", message: refused.message })))
-            // One plain timer covers connecting, sending and waiting for the headers, and undici
-            // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
-            const abort = new EventEmitter()
-            const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
-            const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
-            // The timeout answers at once: undici only acts on an abort once it has a connection,
-            // so a connect or TLS handshake that hangs would otherwise hold the caller until the
-            // agent's connect timeout.
-            let settled = false
-            let body: UpstreamBody | undefined
-            const cancel = () => {
-              settled = true
-              clearTimeout(timer)
-              abort.emit("abort")
-              body?.destroy()
-            }
-            // Settled (answered, failed, timed out): stop watching the caller.
-            let unwatch: (() => void) | undefined
-            const settle = () => {
-              settled = true
-              unwatch?.()
-            }
-            const timer = Number.isFinite(ms)
-              ? setTimeout(() => {
+          const target = splitUrl(req.url)
+          if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
+          // An address written in the URL is never looked up: judged here, before anything is sent.
+          const refused = checkHostLiteral(target.host, policy)
+          if (refused) return resume(Effect.fail(new UpstreamTransportError({ kind: "blocked", message: refused.message })))
+          // One plain timer covers connecting, sending and waiting for the headers, and undici
+          // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
+          const abort = new EventEmitter()
+          const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+          const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
+          // The timeout answers at once: undici only acts on an abort once it has a connection,
+          // so a connect or TLS handshake that hangs would otherwise hold the caller until the
+          // agent's connect timeout.
+          let settled = false
+          let body: UpstreamBody | undefined
+          const cancel = () => {
+            settled = true
+            clearTimeout(timer)
+            abort.emit("abort")
+            body?.destroy()
+          }
+          // Settled (answered, failed, timed out): stop watching the caller.
+          let unwatch: (() => void) | undefined
+          const settle = () => {
+            settled = true
+            unwatch?.()
+          }
+          const timer = Number.isFinite(ms)
+            ? setTimeout(
+                () => {
                   settle()
                   abort.emit("abort")
                   resume(Effect.fail(new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })))
-                }, Math.max(0, ms))
-              : undefined
-            if (req.abortWhen) {
-              unwatch = req.abortWhen(() => {
-                if (!settled) {
-                  cancel()
-                  // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
-                  return resume(Effect.interrupt)
-                }
-                // A streamed answer handed over but perhaps not yet taken up by its reader (the
-                // fiber may be interrupted before it starts reading): destroying it aborts the call.
-                if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
-              })
-              if (settled) return
-            }
-            const via = req.dispatcher ?? agent
-            via.request(
-              { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout },
-              (err, data) => {
-                clearTimeout(timer)
-                if (settled) {
-                  if (!err) data?.body?.destroy()
-                  return
-                }
-                if (err) {
-                  settle()
-                  return resume(Effect.fail(classify(err)))
-                }
-                const head = { status: data.statusCode, headers: data.headers, body: data.body }
-                body = data.body
-                if (!req.readWhole) {
-                  // Watching the caller goes on until the body is done with (read or destroyed).
-                  settled = true
-                  if (unwatch) data.body.once("close", unwatch)
-                  return resume(Effect.succeed(head))
-                }
-                const ok = data.statusCode >= 200 && data.statusCode < 300
-                collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
-                  if (settled) return
-                  settle()
-                  resume(Effect.succeed(error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! }))
-                })
+                },
+                Math.max(0, ms)
+              )
+            : undefined
+          if (req.abortWhen) {
+            unwatch = req.abortWhen(() => {
+              if (!settled) {
+                cancel()
+                // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
+                return resume(Effect.interrupt)
               }
-            )
-            return req.abortWhen ? undefined : Effect.sync(cancel)
+              // A streamed answer handed over but perhaps not yet taken up by its reader (the
+              // fiber may be interrupted before it starts reading): destroying it aborts the call.
+              if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+            })
+            if (settled) return
+          }
+          const via = req.dispatcher ?? agent
+          via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
+            clearTimeout(timer)
+            if (settled) {
+              if (!err) data?.body?.destroy()
+              return
+            }
+            if (err) {
+              settle()
+              return resume(Effect.fail(classify(err)))
+            }
+            const head = { status: data.statusCode, headers: data.headers, body: data.body }
+            body = data.body
+            if (!req.readWhole) {
+              // Watching the caller goes on until the body is done with (read or destroyed).
+              settled = true
+              if (unwatch) data.body.once("close", unwatch)
+              return resume(Effect.succeed(head))
+            }
+            const ok = data.statusCode >= 200 && data.statusCode < 300
+            collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
+              if (settled) return
+              settle()
+              resume(Effect.succeed(error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! }))
+            })
           })
+          return req.abortWhen ? undefined : Effect.sync(cancel)
+        })
       }
     })
   )

@@ -13,16 +13,12 @@ const FORMAT_AUTH: Partial<Record<FormatId, AuthStyle>> = {
 }
 
 /** Headers that authenticate the gateway to an upstream, per the provider's auth style. */
-export const upstreamAuthHeaders = (
-  style: AuthStyle,
-  format: FormatId,
-  apiKey: string | undefined
-): Record<string, string> => {
+export const upstreamAuthHeaders = (style: AuthStyle, format: FormatId, apiKey: string | undefined): Record<string, string> => {
   const headers: Record<string, string> = {}
   if (apiKey) {
     // A connection speaking another family's format (a compatible server) authenticates the
     // way that family's SDK does.
-    const effective = style === "none" ? style : FORMAT_AUTH[format] ?? style
+    const effective = style === "none" ? style : (FORMAT_AUTH[format] ?? style)
     if (effective === "bearer") headers["authorization"] = `Bearer ${apiKey}`
     else if (effective === "x-api-key") headers["x-api-key"] = apiKey
     else if (effective === "x-goog-api-key") headers["x-goog-api-key"] = apiKey
@@ -83,6 +79,9 @@ export const compatHeaders = (provider: ProviderSpec, apiKey: string | undefined
 export const mergeList = (ours: string, client: string | undefined): string => {
   if (!client) return ours
   const have = new Set(ours.split(",").map((s) => s.trim()))
-  const extra = client.split(",").map((s) => s.trim()).filter((s) => s !== "" && !have.has(s))
+  const extra = client
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "" && !have.has(s))
   return extra.length === 0 ? ours : `${ours},${extra.join(",")}`
 }

@@ -86,7 +86,11 @@ export const guardedLookup =
         const reason = blockedBy(kind, rules)
         if (reason !== undefined) return cb(new EgressBlocked(hostname, kind, reason), opts.all ? [] : "", 0)
       }
-      if (opts.all) return cb(null, wanted.map((a) => ({ address: a.address, family: a.family })))
+      if (opts.all)
+        return cb(
+          null,
+          wanted.map((a) => ({ address: a.address, family: a.family }))
+        )
       return cb(null, wanted[0]!.address, wanted[0]!.family)
     })().catch((e: unknown) => cb(e as NodeJS.ErrnoException, opts.all ? [] : "", 0))
   }

@@ -106,7 +106,14 @@ export const oauthHeaders = (connection: Connection, format: FormatId, forward: 
   if (format === "anthropic") headers["anthropic-version"] = ANTHROPIC_VERSION
   for (const [name, value] of Object.entries(connection.provider.oauth?.upstreamHeaders ?? {})) {
     const client = forward?.[name]
-    headers[name] = client && !client.split(",").map((s) => s.trim()).includes(value) ? `${value},${client}` : value
+    headers[name] =
+      client &&
+      !client
+        .split(",")
+        .map((s) => s.trim())
+        .includes(value)
+        ? `${value},${client}`
+        : value
   }
   return headers
 }
@@ -120,23 +127,27 @@ export const customRequest = (connection: Connection, call: CustomCall, userAgen
       ? {}
       : connection.provider.oauth
         ? oauthHeaders(connection, connection.format, undefined)
-      : style === "x-goog-api-key"
-        ? { "x-goog-api-key": key }
-        : style === "x-api-key"
-          ? { "x-api-key": key }
-          : style === "xi-api-key"
-            ? { "xi-api-key": key }
-            : style === "x-subscription-token"
-              ? { "x-subscription-token": key }
-              : style === "token"
-                ? { authorization: `Token ${key}` }
-                : { authorization: `Bearer ${key}` }
+        : style === "x-goog-api-key"
+          ? { "x-goog-api-key": key }
+          : style === "x-api-key"
+            ? { "x-api-key": key }
+            : style === "xi-api-key"
+              ? { "xi-api-key": key }
+              : style === "x-subscription-token"
+                ? { "x-subscription-token": key }
+                : style === "token"
+                  ? { authorization: `Token ${key}` }
+                  : { authorization: `Bearer ${key}` }
   const body = call.json ? JSON.stringify(call.json) : call.bytes?.data
   return {
     url: call.url ?? joinUrl(connection.effectiveBaseUrl ?? "", call.path),
     method: call.method ?? (body === undefined ? "GET" : "POST"),
     headers: {
-      ...(call.json ? { "content-type": "application/json" } : call.bytes ? { "content-type": call.bytes.contentType, ...(call.bytes.length !== undefined ? { "content-length": String(call.bytes.length) } : {}) } : {}),
+      ...(call.json
+        ? { "content-type": "application/json" }
+        : call.bytes
+          ? { "content-type": call.bytes.contentType, ...(call.bytes.length !== undefined ? { "content-length": String(call.bytes.length) } : {}) }
+          : {}),
       accept: call.accept ?? "application/json",
       "accept-encoding": "identity",
       "user-agent": userAgent,

@@ -194,7 +194,8 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
 
       const dispatcherOf = (choice: EgressChoice, slot: string) =>
         Effect.gen(function* () {
-          if (choice.spec.type === "socks5" && !registry.socks5Enabled) return yield* new EgressRefused({ code: "PROXY_DISABLED", message: `proxy '${choice.name}': ${SOCKS5_DISABLED}` })
+          if (choice.spec.type === "socks5" && !registry.socks5Enabled)
+            return yield* new EgressRefused({ code: "PROXY_DISABLED", message: `proxy '${choice.name}': ${SOCKS5_DISABLED}` })
           if (choice.free && !(yield* flags.enabled("FREE_PROXY_ENABLED"))) {
             return yield* new EgressRefused({ code: "PROXY_DISABLED", message: `proxy '${choice.name}' is a free proxy and FREE_PROXY_ENABLED is off` })
           }

@@ -155,11 +155,14 @@ export class ProxyRegistry extends Context.Tag("gateway/ProxyRegistry")<ProxyReg
       const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       /** Connection names per proxy id, read now (connections change without telling the registry). */
-      const usedBy = Effect.map(sql<{ proxy_id: string; name: string }>`SELECT proxy_id, name FROM connections WHERE proxy_id IS NOT NULL ORDER BY name`.pipe(Effect.orDie), (rows) => {
-        const m = new Map<string, Array<string>>()
-        for (const u of rows) m.set(u.proxy_id, [...(m.get(u.proxy_id) ?? []), u.name])
-        return m
-      })
+      const usedBy = Effect.map(
+        sql<{ proxy_id: string; name: string }>`SELECT proxy_id, name FROM connections WHERE proxy_id IS NOT NULL ORDER BY name`.pipe(Effect.orDie),
+        (rows) => {
+          const m = new Map<string, Array<string>>()
+          for (const u of rows) m.set(u.proxy_id, [...(m.get(u.proxy_id) ?? []), u.name])
+          return m
+        }
+      )
       const find = (id: string) =>
         Effect.flatMap(cache.get, (s) => {
           const e = s.byId.get(id)

@@ -68,7 +68,10 @@ const connectTo = async (host: string, port: number, secure: boolean, reach: Pro
   const contradiction = literalContradiction(bare, reach.family)
   if (contradiction) throw new ProxyFamilyUnavailable(contradiction)
   const family = familyNumber(reach.family)
-  const pinned = { ...(reach.lookup ? { lookup: (family === 0 ? reach.lookup : pinnedLookup(reach.lookup, reach.family)) as never } : {}), ...(family === 0 ? {} : { family, autoSelectFamily: false }) }
+  const pinned = {
+    ...(reach.lookup ? { lookup: (family === 0 ? reach.lookup : pinnedLookup(reach.lookup, reach.family)) as never } : {}),
+    ...(family === 0 ? {} : { family, autoSelectFamily: false })
+  }
   if (secure) {
     const s = tls.connect({ host: bare, port, servername: net.isIP(bare) ? undefined : bare, ...pinned })
     await once(s, "secureConnect")
@@ -81,7 +84,9 @@ const connectTo = async (host: string, port: number, secure: boolean, reach: Pro
 
 const httpTunnel = async (proxy: URL, host: string, port: number, reach: ProxyReach): Promise<net.Socket> => {
   const socket = await connectTo(proxy.hostname, Number(proxy.port || (proxy.protocol === "https:" ? 443 : 80)), proxy.protocol === "https:", reach)
-  const auth = proxy.username ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString("base64")}\r\n` : ""
+  const auth = proxy.username
+    ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString("base64")}\r\n`
+    : ""
   const authority = net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`
   socket.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n${auth}\r\n`)
   const { head, rest } = await readUntil(socket, (b) => {
@@ -150,7 +155,13 @@ const fetchOver = async (socket: net.Socket, target: URL): Promise<number> => {
     await once(conn, "secureConnect")
   }
   return new Promise((resolve, reject) => {
-    const req = http.request({ method: "GET", host: target.hostname, path: `${target.pathname}${target.search}`, headers: { host: target.host, "user-agent": "gateway-proxy-test" }, createConnection: () => conn })
+    const req = http.request({
+      method: "GET",
+      host: target.hostname,
+      path: `${target.pathname}${target.search}`,
+      headers: { host: target.host, "user-agent": "gateway-proxy-test" },
+      createConnection: () => conn
+    })
     req.once("response", (res) => {
       res.resume()
       resolve(res.statusCode ?? 0)

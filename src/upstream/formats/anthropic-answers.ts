@@ -391,7 +391,9 @@ export class AnthropicStreamEncoder implements StreamEncoder {
         return this.start() + sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "thinking_delta", thinking: ev.text } }, "content_block_delta")
       case "signature":
         // An OpenAI encrypted reasoning blob is not an Anthropic signature.
-        return ev.encrypted ? "" : sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "signature_delta", signature: ev.signature } }, "content_block_delta")
+        return ev.encrypted
+          ? ""
+          : sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "signature_delta", signature: ev.signature } }, "content_block_delta")
       case "tool_args_delta":
         return ev.partialJson
           ? sseData({ type: "content_block_delta", index: this.idx(ev.index), delta: { type: "input_json_delta", partial_json: ev.partialJson } }, "content_block_delta")

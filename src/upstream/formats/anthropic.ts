@@ -1,5 +1,5 @@
 /** The anthropic wire format: requests here; responses, errors and streams in anthropic-answers.ts. */
-import { type CanonicalRequest, type ImageBlock, type Message, type TextBlock, type ToolChoice, type ToolDefinition } from "../../domain/canonical.js"
+import type { CanonicalRequest, ImageBlock, Message, TextBlock, ToolChoice, ToolDefinition } from "../../domain/canonical.js"
 import { arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
 import { boolean, checkParams, integer, number, object, params, string, strings } from "./params.js"

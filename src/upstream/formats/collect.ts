@@ -4,7 +4,17 @@
  * "Non-streamed answers from streams"). Plain code, no Effect; the inverse of `responseEvents`
  * (src/inference/answers.ts), which turns a whole answer into events.
  */
-import { type CanonicalError, type CanonicalResponse, type ContentBlock, mergeUsage, type StopReason, type StreamEvent, stopWithCalls, type Usage, wholeUsage } from "../../domain/canonical.js"
+import {
+  type CanonicalError,
+  type CanonicalResponse,
+  type ContentBlock,
+  mergeUsage,
+  type StopReason,
+  type StreamEvent,
+  stopWithCalls,
+  type Usage,
+  wholeUsage
+} from "../../domain/canonical.js"
 
 type Open =
   | { readonly type: "text"; text: string }

@@ -7,8 +7,7 @@ export const imageSourceFromUrl = (url: string): ImageSource => {
   return { kind: "url", url }
 }
 
-export const imageSourceToUrl = (source: ImageSource): string =>
-  source.kind === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`
+export const imageSourceToUrl = (source: ImageSource): string => (source.kind === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`)
 
 /**
  * Gemini's thoughtSignature must come back with its functionCall. Client formats without a
@@ -29,8 +28,7 @@ export const splitSignedId = (id: string): { readonly id: string; readonly signa
 }
 
 const toolUses = (m: Message): Array<ToolUseBlock> => m.content.filter((b): b is ToolUseBlock => b.type === "tool_use")
-const toolResults = (m: Message): Array<ToolResultBlock> =>
-  m.content.filter((b): b is ToolResultBlock => b.type === "tool_result")
+const toolResults = (m: Message): Array<ToolResultBlock> => m.content.filter((b): b is ToolResultBlock => b.type === "tool_result")
 
 /**
  * Makes tool history valid for every target format: each assistant message with tool calls is
@@ -130,8 +128,7 @@ const mergeAdjacent = (messages: ReadonlyArray<Message>): Array<Message> => {
   return out
 }
 
-export const resultText = (r: ToolResultBlock): string =>
-  r.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("\n")
+export const resultText = (r: ToolResultBlock): string => r.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("\n")
 
 export const isImage = (b: ContentBlock): b is ImageBlock => b.type === "image"
 
@@ -140,8 +137,7 @@ export const num = (v: unknown): number | undefined => (typeof v === "number" &&
 
 export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined)
 
-export const obj = (v: unknown): Record<string, unknown> | undefined =>
-  v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined
+export const obj = (v: unknown): Record<string, unknown> | undefined => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined)
 
 export const arr = (v: unknown): ReadonlyArray<unknown> => (Array.isArray(v) ? v : [])
 
@@ -149,8 +145,7 @@ export const nowSeconds = (): number => Math.floor(Date.now() / 1000)
 
 /** Parses a JSON text, or undefined. */
 /** The message of an error inside a 2xx answer: the error itself when it is a string, else its `message`. */
-export const messageIn200 = (e: unknown): string =>
-  typeof e === "string" ? e : ((obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body")
+export const messageIn200 = (e: unknown): string => (typeof e === "string" ? e : ((obj(e)?.["message"] as string | undefined) ?? "the upstream answered 200 with an error body"))
 
 export const tryJson = (text: string): unknown => {
   try {

@@ -98,8 +98,7 @@ export class SseParser {
       this.dataSize += value.length + 1
       if (this.dataSize > MAX_FRAME_CHARS) throw new Error("SSE event longer than 16 MiB")
       this.data.push(value)
-    }
-    else if (field === "event") this.event = value
+    } else if (field === "event") this.event = value
   }
 }
 
@@ -142,7 +141,6 @@ export class NdjsonParser {
   }
 }
 
-export const sseData = (data: unknown, event?: string): string =>
-  (event ? `event: ${event}\n` : "") + `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
+export const sseData = (data: unknown, event?: string): string => (event ? `event: ${event}\n` : "") + `data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`
 
 export const ndjsonLine = (data: unknown): string => JSON.stringify(data) + "\n"

@@ -157,7 +157,10 @@ export const decodeResponse = (raw: unknown): CanonicalResponse => {
     model: str(body["modelVersion"]) ?? "",
     created: Math.floor(Date.now() / 1000),
     content,
-    stopReason: stopWithCalls(blockingFinish(body) ? "content_filter" : STOP_FROM[finish ?? ""], content.some((b) => b.type === "tool_use")),
+    stopReason: stopWithCalls(
+      blockingFinish(body) ? "content_filter" : STOP_FROM[finish ?? ""],
+      content.some((b) => b.type === "tool_use")
+    ),
     ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
@@ -264,7 +267,11 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
         this.close(out)
         const index = this.next++
         this.sawTools = true
-        out.push({ type: "block_start", index, block: { type: "tool_use", id: str(call["id"]) ?? newId("call_"), name: str(call["name"]) ?? "", ...(signature ? { signature } : {}) } })
+        out.push({
+          type: "block_start",
+          index,
+          block: { type: "tool_use", id: str(call["id"]) ?? newId("call_"), name: str(call["name"]) ?? "", ...(signature ? { signature } : {}) }
+        })
         out.push({ type: "tool_args_delta", index, partialJson: JSON.stringify(call["args"] ?? {}) })
         out.push({ type: "block_stop", index })
         continue
@@ -298,7 +305,6 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
     out.push({ type: "finish", stopReason })
     return out
   }
-
 }
 
 /**
@@ -362,7 +368,8 @@ export class GeminiStreamEncoder implements StreamEncoder {
         if (ev.id) this.id = ev.id
         return ""
       case "block_start":
-        if (ev.block.type === "tool_use") this.tools.set(ev.index, { id: ev.block.id, name: ev.block.name, args: "", ...(ev.block.signature ? { signature: ev.block.signature } : {}) })
+        if (ev.block.type === "tool_use")
+          this.tools.set(ev.index, { id: ev.block.id, name: ev.block.name, args: "", ...(ev.block.signature ? { signature: ev.block.signature } : {}) })
         return ""
       case "text_delta":
         return ev.text ? this.chunk([{ text: ev.text }]) : ""

@@ -124,7 +124,11 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
   if (anyOf) {
     const variants = anyOf.filter((v) => !(isObj(v) && v["type"] === "null"))
     if (variants.length < anyOf.length) out["nullable"] = true
-    if (variants.length === 1) return { ...sanitize({ ...(variants[0] as Schema), ...(s["description"] ? { description: s["description"] } : {}) }, walk, depth + 1, refs), ...(out["nullable"] ? { nullable: true } : {}) }
+    if (variants.length === 1)
+      return {
+        ...sanitize({ ...(variants[0] as Schema), ...(s["description"] ? { description: s["description"] } : {}) }, walk, depth + 1, refs),
+        ...(out["nullable"] ? { nullable: true } : {})
+      }
     if (variants.length > 1) {
       out["anyOf"] = variants.map((v) => sanitize(v, walk, depth + 1, refs))
       if (typeof s["description"] === "string") out["description"] = s["description"]
@@ -160,9 +164,7 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
     if (names.length > 0) {
       out["properties"] = Object.fromEntries(names.map((n) => [n, sanitize(props[n], walk, depth + 1, refs)]))
       const optional = new Set(names.filter((n) => isObj(props[n]) && (props[n] as Schema)["optional"] === true))
-      const required = (Array.isArray(s["required"]) ? s["required"] : []).filter(
-        (r): r is string => typeof r === "string" && names.includes(r) && !optional.has(r)
-      )
+      const required = (Array.isArray(s["required"]) ? s["required"] : []).filter((r): r is string => typeof r === "string" && names.includes(r) && !optional.has(r))
       if (required.length > 0) out["required"] = Array.from(new Set(required))
     }
   }
@@ -174,9 +176,7 @@ const sanitize = (input: unknown, walk: Walk, depth: number, refs: ReadonlySet<s
 }
 
 /** A JSON Schema rewritten into the Schema subset Gemini accepts. */
-export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> =>
-  sanitize(schema, { root: schema, budget: MAX_NODES }, 0, new Set())
+export const sanitizeGeminiSchema = (schema: Record<string, unknown>): Record<string, unknown> => sanitize(schema, { root: schema, budget: MAX_NODES }, 0, new Set())
 
 /** Whether a sanitized parameters schema is an object without properties (Gemini wants those omitted). */
-export const isEmptyObjectSchema = (schema: Record<string, unknown>): boolean =>
-  schema["type"] === "object" && !isObj(schema["properties"])
+export const isEmptyObjectSchema = (schema: Record<string, unknown>): boolean => schema["type"] === "object" && !isObj(schema["properties"])

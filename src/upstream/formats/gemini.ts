@@ -1,13 +1,5 @@
 /** The gemini wire format: requests here; responses, errors and streams in gemini-answers.ts. */
-import {
-  type CanonicalRequest,
-  type Message,
-  type ResponseFormat,
-  type TextBlock,
-  type ToolChoice,
-  type ToolDefinition,
-  type ToolUseBlock
-} from "../../domain/canonical.js"
+import type { CanonicalRequest, Message, ResponseFormat, TextBlock, ToolChoice, ToolDefinition, ToolUseBlock } from "../../domain/canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, type Param, params, requireParam, string, stringOrObject, strings } from "./params.js"
@@ -51,9 +43,7 @@ const bothSpellings = (known: ReadonlyArray<Param>): ReadonlyArray<Param> =>
   })
 
 /** The generateContent parameters whose values are checked (docs/formats.md); `contents` is required. */
-const REQUEST_PARAMS = bothSpellings(
-  params({ systemInstruction: stringOrObject, toolConfig: object, safetySettings: array, cachedContent: string, generationConfig: object })
-)
+const REQUEST_PARAMS = bothSpellings(params({ systemInstruction: stringOrObject, toolConfig: object, safetySettings: array, cachedContent: string, generationConfig: object }))
 const GENERATION_PARAMS = bothSpellings(
   params({
     temperature: number(0, 2),
@@ -175,9 +165,7 @@ const lowerTypes = (schema: Record<string, unknown>): Record<string, unknown> =>
   const walk = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(walk)
     if (v === null || typeof v !== "object") return v
-    return Object.fromEntries(
-      Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, k === "type" && typeof x === "string" ? x.toLowerCase() : walk(x)])
-    )
+    return Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, k === "type" && typeof x === "string" ? x.toLowerCase() : walk(x)]))
   }
   return walk(schema) as Record<string, unknown>
 }
@@ -202,9 +190,7 @@ const MIN_THINKING_BUDGET = 512
  * the client set, the level's budget leaves a quarter of it (at least 1024) for the answer.
  */
 const levelBudget = (effort: keyof typeof THINKING_BUDGET, maxTokens: number | undefined): number =>
-  maxTokens === undefined
-    ? THINKING_BUDGET[effort]
-    : Math.max(MIN_THINKING_BUDGET, Math.min(THINKING_BUDGET[effort], maxTokens - Math.max(1024, Math.floor(maxTokens / 4))))
+  maxTokens === undefined ? THINKING_BUDGET[effort] : Math.max(MIN_THINKING_BUDGET, Math.min(THINKING_BUDGET[effort], maxTokens - Math.max(1024, Math.floor(maxTokens / 4))))
 
 export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unknown> => {
   const contents: Array<{ role: string; parts: Array<Record<string, unknown>> }> = []
@@ -264,8 +250,7 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
   if (req.toolChoice && req.tools.length > 0) {
     const tc = req.toolChoice
     body["toolConfig"] = {
-      functionCallingConfig:
-        tc.type === "tool" ? { mode: "ANY", allowedFunctionNames: [tc.name] } : { mode: tc.type === "required" ? "ANY" : tc.type === "none" ? "NONE" : "AUTO" }
+      functionCallingConfig: tc.type === "tool" ? { mode: "ANY", allowedFunctionNames: [tc.name] } : { mode: tc.type === "required" ? "ANY" : tc.type === "none" ? "NONE" : "AUTO" }
     }
   }
   const gc: Record<string, unknown> = {}
@@ -334,7 +319,12 @@ export const gemini: WireFormat = {
     return (
       !(typeof count === "number" && count > 1) &&
       config?.["responseLogprobs"] !== true &&
-      !(Array.isArray(body["tools"]) && body["tools"].some((t) => ["googleSearch", "google_search", "googleSearchRetrieval", "codeExecution", "code_execution", "urlContext", "url_context"].some((k) => obj(t)?.[k] !== undefined)))
+      !(
+        Array.isArray(body["tools"]) &&
+        body["tools"].some((t) =>
+          ["googleSearch", "google_search", "googleSearchRetrieval", "codeExecution", "code_execution", "urlContext", "url_context"].some((k) => obj(t)?.[k] !== undefined)
+        )
+      )
     )
   },
   decodeResponse,

@@ -152,7 +152,7 @@ const decodeChatRequest = (body: Record<string, unknown>): CanonicalRequest => {
       const result = {
         type: "tool_result" as const,
         toolUseId: match?.id ?? id ?? newId("call_"),
-        ...(name ?? match?.name ? { name: name ?? match!.name } : {}),
+        ...((name ?? match?.name) ? { name: name ?? match!.name } : {}),
         content: [{ type: "text" as const, text: content }]
       }
       const last = messages[messages.length - 1]
@@ -205,7 +205,10 @@ export const encodeOllamaRequest = (req: CanonicalRequest): Record<string, unkno
       for (const r of m.content) if (r.type === "tool_result") messages.push({ role: "tool", content: resultText(r), ...(r.name ? { tool_name: r.name } : {}) })
       continue
     }
-    const text = m.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("")
+    const text = m.content
+      .filter((b): b is TextBlock => b.type === "text")
+      .map((b) => b.text)
+      .join("")
     const imgs = m.content.flatMap((b) => (b.type === "image" && b.source.kind === "base64" ? [b.source.data] : []))
     const calls = m.content.flatMap((b) => (b.type === "tool_use" ? [{ function: { name: b.name, arguments: obj(b.input) ?? {} } }] : []))
     const thinking = m.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("")
@@ -230,9 +233,7 @@ export const encodeOllamaRequest = (req: CanonicalRequest): Record<string, unkno
     model: req.model,
     messages,
     stream: req.stream,
-    ...(req.tools.length
-      ? { tools: req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description ?? "", parameters: t.parameters } })) }
-      : {}),
+    ...(req.tools.length ? { tools: req.tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description ?? "", parameters: t.parameters } })) } : {}),
     ...(req.responseFormat?.type === "json_object" ? { format: "json" } : req.responseFormat?.type === "json_schema" ? { format: req.responseFormat.schema } : {}),
     ...(Object.keys(options).length ? { options } : {}),
     ...(req.reasoning ? { think: req.reasoning.enabled ? (req.reasoning.effort && req.reasoning.effort !== "minimal" ? req.reasoning.effort : true) : false } : {})
@@ -248,8 +249,7 @@ const usageFromOllama = (body: Record<string, unknown>): Partial<Usage> | undefi
   return { inputTokens: input ?? 0, outputTokens: output ?? 0 }
 }
 
-const stopFrom = (reason: string | undefined, calls: boolean): StopReason =>
-  stopWithCalls(reason === "length" ? "max_tokens" : undefined, calls)
+const stopFrom = (reason: string | undefined, calls: boolean): StopReason => stopWithCalls(reason === "length" ? "max_tokens" : undefined, calls)
 
 const decodeResponse = (raw: unknown): CanonicalResponse => {
   const body = obj(raw) ?? {}
@@ -262,7 +262,12 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
   for (const c of arr(message?.["tool_calls"])) {
     const fn = obj(obj(c)?.["function"])
     const args = fn?.["arguments"]
-    content.push({ type: "tool_use", id: str(obj(c)?.["id"]) ?? newId("call_"), name: str(fn?.["name"]) ?? "", input: typeof args === "string" ? parseArguments(args) : (args ?? {}) })
+    content.push({
+      type: "tool_use",
+      id: str(obj(c)?.["id"]) ?? newId("call_"),
+      name: str(fn?.["name"]) ?? "",
+      input: typeof args === "string" ? parseArguments(args) : (args ?? {})
+    })
   }
   const usage = usageFromOllama(body)
   return {
@@ -270,7 +275,10 @@ const decodeResponse = (raw: unknown): CanonicalResponse => {
     model: str(body["model"]) ?? "",
     created: Math.floor(Date.now() / 1000),
     content,
-    stopReason: stopFrom(str(body["done_reason"]), content.some((b) => b.type === "tool_use")),
+    stopReason: stopFrom(
+      str(body["done_reason"]),
+      content.some((b) => b.type === "tool_use")
+    ),
     ...(usage ? { usage: { inputTokens: usage.inputTokens ?? 0, outputTokens: usage.outputTokens ?? 0 } } : {})
   }
 }
@@ -289,11 +297,16 @@ const timing = (usage: Partial<Usage> | undefined, started: number) => {
 
 /** The calls of an answer, each with its position (`function.index`), as Ollama writes parallel calls. */
 const toolCallsOf = (blocks: ReadonlyArray<ContentBlock>) =>
-  blocks.filter((b): b is Extract<ContentBlock, { type: "tool_use" }> => b.type === "tool_use").map((b, index) => ({ id: b.id, function: { index, name: b.name, arguments: obj(b.input) ?? {} } }))
+  blocks
+    .filter((b): b is Extract<ContentBlock, { type: "tool_use" }> => b.type === "tool_use")
+    .map((b, index) => ({ id: b.id, function: { index, name: b.name, arguments: obj(b.input) ?? {} } }))
 
 /** `mode: "generate"` answers `/api/generate` (`response` instead of `message`). */
 export const encodeOllamaResponse = (res: CanonicalResponse, ctx: { readonly model: string }, mode: "chat" | "generate" = "chat") => {
-  const text = res.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("")
+  const text = res.content
+    .filter((b): b is TextBlock => b.type === "text")
+    .map((b) => b.text)
+    .join("")
   const thinking = res.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("")
   const calls = toolCallsOf(res.content)
   const base = { model: ctx.model, created_at: new Date().toISOString() }
@@ -312,7 +325,7 @@ const decodeError = (status: number, body: unknown, text: string): CanonicalErro
   return {
     status,
     kind: errorKindForStatus(status),
-    message: typeof e === "string" ? e : str(obj(e)?.["message"]) ?? fallbackMessage(status, text)
+    message: typeof e === "string" ? e : (str(obj(e)?.["message"]) ?? fallbackMessage(status, text))
   }
 }
 
@@ -373,7 +386,6 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
     this.done = true
     return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line", code: "stream_interrupted" } }]
   }
-
 }
 
 /** Canonical events → NDJSON lines; `generate` mode writes `response` instead of `message`. */
@@ -394,7 +406,12 @@ export class OllamaStreamEncoder implements StreamEncoder {
     }
     return ndjsonLine({
       ...base,
-      message: { role: "assistant", content: fields.content ?? "", ...(fields.thinking ? { thinking: fields.thinking } : {}), ...(fields.tool_calls ? { tool_calls: fields.tool_calls } : {}) },
+      message: {
+        role: "assistant",
+        content: fields.content ?? "",
+        ...(fields.thinking ? { thinking: fields.thinking } : {}),
+        ...(fields.tool_calls ? { tool_calls: fields.tool_calls } : {})
+      },
       done: false
     })
   }
@@ -461,6 +478,6 @@ export const ollama: WireFormat = {
     const error = obj(body)?.["error"]
     return typeof error === "string" ? { status: 502, kind: "upstream", message: error } : undefined
   },
-  usageOf: (frame) => (frame.data.includes("\"done\":true") ? usageFromOllama(obj(tryJson(frame.data)) ?? {}) : undefined),
+  usageOf: (frame) => (frame.data.includes('"done":true') ? usageFromOllama(obj(tryJson(frame.data)) ?? {}) : undefined),
   usageOfResponse: (body) => usageFromOllama(obj(body) ?? {})
 }

@@ -108,15 +108,19 @@ export const customToolsOf = (options: Readonly<Record<string, unknown>> | undef
   (options?.["customTools"] as ReadonlySet<string> | undefined) ?? new Set()
 
 export const encodeResponse = (res: CanonicalResponse, ctx: { readonly model: string; readonly options?: Readonly<Record<string, unknown>> }) => {
-  const text = res.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("")
+  const text = res.content
+    .filter((b): b is TextBlock => b.type === "text")
+    .map((b) => b.text)
+    .join("")
   const reasoning = res.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("")
   const custom = customToolsOf(ctx.options)
-  const calls = res.content.flatMap((b): Array<Record<string, unknown>> =>
-    b.type !== "tool_use"
-      ? []
-      : custom.has(b.name)
-        ? [{ id: idWithSignature(b.id, b.signature), type: "custom", custom: { name: b.name, input: customToolInput(JSON.stringify(b.input ?? {})) } }]
-        : [{ id: idWithSignature(b.id, b.signature), type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }]
+  const calls = res.content.flatMap(
+    (b): Array<Record<string, unknown>> =>
+      b.type !== "tool_use"
+        ? []
+        : custom.has(b.name)
+          ? [{ id: idWithSignature(b.id, b.signature), type: "custom", custom: { name: b.name, input: customToolInput(JSON.stringify(b.input ?? {})) } }]
+          : [{ id: idWithSignature(b.id, b.signature), type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }]
   )
   return {
     id: res.id.startsWith("chatcmpl") ? res.id : `chatcmpl-${res.id}`,
@@ -243,8 +247,7 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
         // Some servers omit `index` (Gemini's OpenAI endpoint) or number every call 0: a call
         // with an id not seen before is a new call; a piece without index or id continues the open one.
         const explicit = num(call["index"])
-        const toolIndex =
-          explicit ?? (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
+        const toolIndex = explicit ?? (id !== undefined ? (this.keyOfId.get(id) ?? -(this.toolBlocks.size + 1)) : this.open?.kind === "tool" ? this.open.toolIndex! : 0)
         const known = this.toolBlocks.get(toolIndex)
         if (known === undefined || (id !== undefined && this.idOfBlock.get(known) !== id)) {
           this.close(out)
@@ -265,7 +268,8 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
         if (custom) {
           const input = str(custom["input"])
           const open = this.open
-          if (input && open !== undefined && open.index === this.toolBlocks.get(toolIndex)) out.push({ type: "tool_args_delta", index: open.index, partialJson: JSON.stringify(input).slice(1, -1) })
+          if (input && open !== undefined && open.index === this.toolBlocks.get(toolIndex))
+            out.push({ type: "tool_args_delta", index: open.index, partialJson: JSON.stringify(input).slice(1, -1) })
           continue
         }
         const args = str(fn?.["arguments"])

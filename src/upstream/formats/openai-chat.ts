@@ -12,19 +12,7 @@ import {
   type ToolDefinition,
   type ToolResultBlock
 } from "../../domain/canonical.js"
-import {
-  arr,
-  CUSTOM_TOOL_PARAMETERS,
-  imageSourceFromUrl,
-  imageSourceToUrl,
-  num,
-  obj,
-  repairToolHistory,
-  resultText,
-  splitSignedId,
-  str,
-  tryJson
-} from "./common.js"
+import { arr, CUSTOM_TOOL_PARAMETERS, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
@@ -187,10 +175,7 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
       if (last?.role === "tool") messages[messages.length - 1] = { role: "tool", content: [...last.content, result] }
       else messages.push({ role: "tool", content: [result] })
     } else {
-      throw new RequestDecodeError(
-        `${where}.role must be one of system, developer, user, assistant, tool`,
-        `${where}.role`
-      )
+      throw new RequestDecodeError(`${where}.role must be one of system, developer, user, assistant, tool`, `${where}.role`)
     }
   })
 
@@ -288,10 +273,11 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
     if (m.role === "user") {
       messages.push({ role: "user", content: partsOf(m.content) })
     } else if (m.role === "assistant") {
-      const text = m.content.filter((b): b is TextBlock => b.type === "text").map((b) => b.text).join("")
-      const calls = m.content.flatMap((b) =>
-        b.type === "tool_use" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }] : []
-      )
+      const text = m.content
+        .filter((b): b is TextBlock => b.type === "text")
+        .map((b) => b.text)
+        .join("")
+      const calls = m.content.flatMap((b) => (b.type === "tool_use" ? [{ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }] : []))
       const reasoning = options.reasoningContent && calls.length ? m.content.flatMap((b) => (b.type === "reasoning" && b.text ? [b.text] : [])).join("") : ""
       messages.push({
         role: "assistant",
@@ -314,8 +300,7 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
     }))
   }
   if (req.toolChoice && (req.tools.length > 0 || req.toolChoice.type === "none")) {
-    body["tool_choice"] =
-      req.toolChoice.type === "tool" ? { type: "function", function: { name: req.toolChoice.name } } : req.toolChoice.type
+    body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", function: { name: req.toolChoice.name } } : req.toolChoice.type
   }
   if (req.parallelToolCalls !== undefined && req.tools.length > 0) body["parallel_tool_calls"] = req.parallelToolCalls
   if (req.responseFormat) {
@@ -323,7 +308,11 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
       req.responseFormat.type === "json_schema"
         ? {
             type: "json_schema",
-            json_schema: { name: req.responseFormat.name, schema: req.responseFormat.schema, ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {}) }
+            json_schema: {
+              name: req.responseFormat.name,
+              schema: req.responseFormat.schema,
+              ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {})
+            }
           }
         : { type: req.responseFormat.type }
   }

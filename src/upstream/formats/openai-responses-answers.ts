@@ -44,8 +44,7 @@ export const contentParts = (content: unknown, where: string): Array<TextBlock |
   })
 }
 
-export const reasoningText = (item: Record<string, unknown>): string =>
-  [...arr(item["summary"]), ...arr(item["content"])].map((s) => str(obj(s)?.["text"]) ?? "").join("")
+export const reasoningText = (item: Record<string, unknown>): string => [...arr(item["summary"]), ...arr(item["content"])].map((s) => str(obj(s)?.["text"]) ?? "").join("")
 
 // ---------------------------------------------------------------- responses
 
@@ -104,7 +103,10 @@ export const decodeResponse = (raw: unknown): CanonicalResponse => {
     model: str(body["model"]) ?? "",
     created: num(body["created_at"]) ?? Math.floor(Date.now() / 1000),
     content,
-    stopReason: stopOf(body, content.some((b) => b.type === "tool_use")),
+    stopReason: stopOf(
+      body,
+      content.some((b) => b.type === "tool_use")
+    ),
     ...(usage ? { usage: wholeUsage(usage) } : {})
   }
 }
@@ -170,7 +172,12 @@ export const encodeOutput = (content: ReadonlyArray<ContentBlock>, custom: Reado
     if (b.type === "text") text.push({ type: "output_text", text: b.text, annotations: [], logprobs: [] })
     else if (b.type === "reasoning") {
       flush()
-      out.push({ id: b.itemId ?? newId("rs_"), type: "reasoning", summary: b.text ? [{ type: "summary_text", text: b.text }] : [], ...(b.encrypted ? { encrypted_content: b.encrypted } : {}) })
+      out.push({
+        id: b.itemId ?? newId("rs_"),
+        type: "reasoning",
+        summary: b.text ? [{ type: "summary_text", text: b.text }] : [],
+        ...(b.encrypted ? { encrypted_content: b.encrypted } : {})
+      })
     } else if (b.type === "tool_use") {
       flush()
       out.push(toolItem(idWithSignature(b.id, b.signature), b.name, JSON.stringify(b.input ?? {}), custom.has(b.name), "completed", newId("fc_")))
@@ -303,7 +310,15 @@ export class ResponsesStreamDecoder implements StreamDecoder {
       case "error": {
         this.done = true
         const code = str(ev["code"])
-        out.push({ type: "error", error: { status: code === "rate_limit_exceeded" ? 429 : 502, kind: code === "rate_limit_exceeded" ? "rate_limit" : "upstream", message: str(ev["message"]) ?? "upstream error", code: code ?? null } })
+        out.push({
+          type: "error",
+          error: {
+            status: code === "rate_limit_exceeded" ? 429 : 502,
+            kind: code === "rate_limit_exceeded" ? "rate_limit" : "upstream",
+            message: str(ev["message"]) ?? "upstream error",
+            code: code ?? null
+          }
+        })
         break
       }
     }
@@ -329,7 +344,10 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   private usage: Partial<Usage> | undefined
   private outputIndex = 0
   private readonly output: Array<Record<string, unknown>> = []
-  private readonly blocks = new Map<number, { outputIndex: number; itemId: string; kind: "text" | "reasoning" | "tool"; text: string; encrypted?: string; call?: { id: string; name: string } }>()
+  private readonly blocks = new Map<
+    number,
+    { outputIndex: number; itemId: string; kind: "text" | "reasoning" | "tool"; text: string; encrypted?: string; call?: { id: string; name: string } }
+  >()
   private readonly options: ResponsesEchoOptions
 
   constructor(
@@ -390,7 +408,12 @@ export class ResponsesStreamEncoder implements StreamEncoder {
           this.blocks.set(ev.index, { outputIndex, itemId, kind: "text", text: "" })
           return (
             this.emit("response.output_item.added", { output_index: outputIndex, item: { id: itemId, type: "message", status: "in_progress", role: "assistant", content: [] } }) +
-            this.emit("response.content_part.added", { item_id: itemId, output_index: outputIndex, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } })
+            this.emit("response.content_part.added", {
+              item_id: itemId,
+              output_index: outputIndex,
+              content_index: 0,
+              part: { type: "output_text", text: "", annotations: [], logprobs: [] }
+            })
           )
         }
         if (ev.block.type === "reasoning") {
@@ -443,12 +466,17 @@ export class ResponsesStreamEncoder implements StreamEncoder {
         for (const index of [...this.blocks.keys()]) out += this.close(index)
         const incomplete = ev.stopReason === "max_tokens" || ev.stopReason === "content_filter"
         return incomplete
-          ? out + this.emit("response.incomplete", { response: this.response("incomplete", { incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" } }) })
+          ? out +
+              this.emit("response.incomplete", {
+                response: this.response("incomplete", { incomplete_details: { reason: ev.stopReason === "max_tokens" ? "max_output_tokens" : "content_filter" } })
+              })
           : out + this.emit("response.completed", { response: this.response("completed") })
       }
       case "error":
         return this.emit("response.failed", {
-          response: this.response("failed", { error: { code: ev.error.code ?? (ev.error.kind === "rate_limit" ? "rate_limit_exceeded" : "server_error"), message: ev.error.message } })
+          response: this.response("failed", {
+            error: { code: ev.error.code ?? (ev.error.kind === "rate_limit" ? "rate_limit_exceeded" : "server_error"), message: ev.error.message }
+          })
         })
     }
   }

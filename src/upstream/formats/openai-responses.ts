@@ -10,18 +10,7 @@ import {
   type ToolChoice,
   type ToolDefinition
 } from "../../domain/canonical.js"
-import {
-  arr,
-  CUSTOM_TOOL_PARAMETERS,
-  imageSourceToUrl,
-  num,
-  obj,
-  repairToolHistory,
-  resultText,
-  splitSignedId,
-  str,
-  tryJson
-} from "./common.js"
+import { arr, CUSTOM_TOOL_PARAMETERS, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
@@ -104,7 +93,12 @@ export const decodeTools = (tools: unknown): { tools: Array<ToolDefinition>; cus
     const description = str(t?.["description"])
     if (type === "function" && name) {
       const strict = t?.["strict"]
-      out.push({ name, ...(description ? { description } : {}), parameters: obj(t?.["parameters"]) ?? { type: "object", properties: {} }, ...(typeof strict === "boolean" ? { strict } : {}) })
+      out.push({
+        name,
+        ...(description ? { description } : {}),
+        parameters: obj(t?.["parameters"]) ?? { type: "object", properties: {} },
+        ...(typeof strict === "boolean" ? { strict } : {})
+      })
     } else if (type === "custom" && name) {
       custom.add(name)
       out.push({ name, ...(description ? { description } : {}), parameters: CUSTOM_TOOL_PARAMETERS })
@@ -210,8 +204,13 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
       input.push({
         type: "message",
         role: "user",
-        content: m.content.flatMap((b): Array<Record<string, unknown>> =>
-          b.type === "text" ? [{ type: "input_text", text: b.text }] : b.type === "image" ? [{ type: "input_image", image_url: imageSourceToUrl(b.source), detail: b.detail ?? "auto" }] : []
+        content: m.content.flatMap(
+          (b): Array<Record<string, unknown>> =>
+            b.type === "text"
+              ? [{ type: "input_text", text: b.text }]
+              : b.type === "image"
+                ? [{ type: "input_image", image_url: imageSourceToUrl(b.source), detail: b.detail ?? "auto" }]
+                : []
         )
       })
     } else if (m.role === "assistant") {
@@ -241,7 +240,13 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
   if (instructions) body["instructions"] = instructions
   if (req.tools.length) {
     // Responses function tools default to strict: say false unless asked, or most schemas fail.
-    body["tools"] = req.tools.map((t) => ({ type: "function", name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters, strict: t.strict ?? false }))
+    body["tools"] = req.tools.map((t) => ({
+      type: "function",
+      name: t.name,
+      ...(t.description ? { description: t.description } : {}),
+      parameters: t.parameters,
+      strict: t.strict ?? false
+    }))
   }
   if (req.toolChoice && req.tools.length) body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", name: req.toolChoice.name } : req.toolChoice.type
   if (req.parallelToolCalls !== undefined && req.tools.length) body["parallel_tool_calls"] = req.parallelToolCalls
@@ -249,7 +254,12 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
     body["text"] = {
       format:
         req.responseFormat.type === "json_schema"
-          ? { type: "json_schema", name: req.responseFormat.name, schema: req.responseFormat.schema, ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {}) }
+          ? {
+              type: "json_schema",
+              name: req.responseFormat.name,
+              schema: req.responseFormat.schema,
+              ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {})
+            }
           : { type: req.responseFormat.type }
     }
   }
@@ -257,7 +267,9 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
   if (req.temperature !== undefined) body["temperature"] = req.temperature
   if (req.topP !== undefined) body["top_p"] = req.topP
   if (req.reasoning) {
-    body["reasoning"] = req.reasoning.enabled ? { ...(req.reasoning.effort ? { effort: req.reasoning.effort } : {}), ...(req.reasoning.includeThoughts ? { summary: "auto" } : {}) } : { effort: "none" }
+    body["reasoning"] = req.reasoning.enabled
+      ? { ...(req.reasoning.effort ? { effort: req.reasoning.effort } : {}), ...(req.reasoning.includeThoughts ? { summary: "auto" } : {}) }
+      : { effort: "none" }
     if (req.reasoning.enabled) body["include"] = ["reasoning.encrypted_content"]
   }
   if (req.user) body["user"] = req.user
@@ -274,7 +286,9 @@ const cleanInputItem = (item: unknown, compatible: boolean): unknown => {
   if (!o) return item
   const { parsed_arguments: _pa, internal_chat_message_metadata_passthrough: meta, ...kept } = o
   const dropMeta = compatible && meta !== undefined
-  const content = Array.isArray(kept["content"]) ? (kept["content"] as Array<unknown>).map((p) => (obj(p) && "parsed" in obj(p)! ? (({ parsed: _p, ...rest }) => rest)(obj(p)!) : p)) : kept["content"]
+  const content = Array.isArray(kept["content"])
+    ? (kept["content"] as Array<unknown>).map((p) => (obj(p) && "parsed" in obj(p)! ? (({ parsed: _p, ...rest }) => rest)(obj(p)!) : p))
+    : kept["content"]
   if (!("parsed_arguments" in o) && !dropMeta && content === kept["content"]) return item
   return { ...kept, ...(dropMeta ? {} : meta !== undefined ? { internal_chat_message_metadata_passthrough: meta } : {}), ...(content !== undefined ? { content } : {}) }
 }
@@ -327,7 +341,7 @@ export const openAiResponses: WireFormat = {
     return b ? failureOf(b) : undefined
   },
   usageOf: (frame) => {
-    if (!frame.data.includes("\"response.completed\"") && !frame.data.includes("\"response.incomplete\"")) return undefined
+    if (!frame.data.includes('"response.completed"') && !frame.data.includes('"response.incomplete"')) return undefined
     return usageFromResponses(obj(obj(tryJson(frame.data))?.["response"])?.["usage"])
   },
   usageOfResponse: (body) => usageFromResponses(obj(body)?.["usage"])

@@ -21,12 +21,7 @@ type Rule = Omit<Param, "key">
 const isNumber = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v)
 
 export const number = (min?: number, max?: number): Rule => ({
-  expected:
-    min !== undefined && max !== undefined
-      ? `a number between ${min} and ${max}`
-      : min !== undefined
-        ? `a number of at least ${min}`
-        : "a number",
+  expected: min !== undefined && max !== undefined ? `a number between ${min} and ${max}` : min !== undefined ? `a number of at least ${min}` : "a number",
   ok: (v) => isNumber(v) && (min === undefined || v >= min) && (max === undefined || v <= max)
 })
 

@@ -125,11 +125,7 @@ const UNKNOWN_PROVIDER: ProviderSpec = {
 const nameTaken =
   (name: string) =>
   <A, R>(effect: Effect.Effect<A, SqlError, R>): Effect.Effect<A, Conflict, R> =>
-    Effect.catchAll(effect, (e) =>
-      isUniqueViolation(e)
-        ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` }))
-        : Effect.die(e)
-    )
+    Effect.catchAll(effect, (e) => (isUniqueViolation(e) ? Effect.fail(new Conflict({ message: `a provider connection named '${name}' already exists` })) : Effect.die(e)))
 
 const originOf = (url: string | null): string | null => {
   if (!url) return null
@@ -178,7 +174,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
       const fromRow = (row: Row, custom: ReadonlyArray<CustomModelRecord>, nodeBy: ReadonlyMap<string, ProviderSpec>): Effect.Effect<Connection> =>
         Effect.gen(function* () {
           const catalogProvider = findProvider(row.provider) ?? nodeBy.get(row.provider) ?? { ...UNKNOWN_PROVIDER, id: row.provider }
-          const records = custom.filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id).concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
+          const records = custom
+            .filter((r) => r.scope === "provider" && r.scopeId === catalogProvider.id)
+            .concat(custom.filter((r) => r.scope === "connection" && r.scopeId === row.id))
           const applied = applyRecords(catalogProvider, records)
           const provider = applied.provider
           let apiKey: Redacted.Redacted<string> | null = null
@@ -243,7 +241,12 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const nodeRows = yield* sql<{ key: string; value: string }>`SELECT key, value FROM kv WHERE namespace = ${PROVIDER_NODES_NAMESPACE} ORDER BY key`.pipe(Effect.orDie)
           const nodes = yield* Effect.forEach(parseNodes(nodeRows.map((r) => [r.key, r.value] as const)), (record) =>
             Effect.map(
-              Effect.forEach(Object.entries(record.headers), ([name, enc]) => Effect.map(Effect.orElseSucceed(secrets.decrypt(enc), () => Redacted.make("")), (v) => [name, v] as const)),
+              Effect.forEach(Object.entries(record.headers), ([name, enc]) =>
+                Effect.map(
+                  Effect.orElseSucceed(secrets.decrypt(enc), () => Redacted.make("")),
+                  (v) => [name, v] as const
+                )
+              ),
               (headers) => ({ record, spec: nodeSpec(record, Object.fromEntries(headers)) })
             )
           )
@@ -291,8 +294,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         }))
       )
 
-      const find = (s: Snapshot, idOrName: string) =>
-        s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
+      const find = (s: Snapshot, idOrName: string) => s.all.find((c) => c.id === idOrName) ?? s.byName.get(idOrName.toLowerCase())
 
       const get = (idOrName: string) =>
         Effect.flatMap(snapshot.get, (s) => {
@@ -327,8 +329,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           rows.length > 0 ? Effect.void : Effect.fail(new BadRequest({ message: `proxyId: no proxy with id '${proxyId}' (GET /api/v1/management/proxies lists them)` }))
         )
 
-      const audit = (actor: string, action: string, target: string) =>
-        writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+      const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
 
       const create: ConnectionsShape["create"] = (input, actor = "system") =>
         Effect.gen(function* () {
@@ -336,7 +337,9 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
           const provider = findProvider(input.provider) ?? s.nodeBy.get(input.provider.toLowerCase())
           if (!provider) {
             return yield* new BadRequest({
-              message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id).concat(s.nodes.map((n) => n.record.id)).join(", ")}`
+              message: `unknown provider '${input.provider}'; known providers: ${PROVIDERS.map((p) => p.id)
+                .concat(s.nodes.map((n) => n.record.id))
+                .join(", ")}`
             })
           }
           if (provider.id === CC_COMPATIBLE_PROVIDER_ID && !(yield* flags.enabled("ENABLE_CC_COMPATIBLE_PROVIDER"))) {
@@ -461,9 +464,10 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
       const recordTest: ConnectionsShape["recordTest"] = (id, result) =>
         Effect.gen(function* () {
           const t = Date.now()
-          yield* (result.ok
-            ? sql`UPDATE connections SET test_status = 'active', last_tested_at = ${t}, last_error = NULL, last_error_type = NULL, error_code = NULL WHERE id = ${id}`
-            : sql`UPDATE connections SET test_status = 'error', last_tested_at = ${t}, last_error = ${result.error}, last_error_type = 'test_failed' WHERE id = ${id}`
+          yield* (
+            result.ok
+              ? sql`UPDATE connections SET test_status = 'active', last_tested_at = ${t}, last_error = NULL, last_error_type = NULL, error_code = NULL WHERE id = ${id}`
+              : sql`UPDATE connections SET test_status = 'error', last_tested_at = ${t}, last_error = ${result.error}, last_error_type = 'test_failed' WHERE id = ${id}`
           ).pipe(Effect.orDie)
           yield* snapshot.invalidate
         })

@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type { ConnectionModels, ConnectionTestResult, ProbeResult, ValidateProvider } from "../../domain/connections.js"
-import { BadRequest, NotFound } from "../../domain/errors.js"
+import { BadRequest, type NotFound } from "../../domain/errors.js"
 import { Egress } from "../egress/Egress.js"
 import { UpstreamHttp } from "../client/UpstreamHttp.js"
 import { findProvider, PROVIDERS } from "../../domain/catalog/catalog.js"
@@ -61,9 +61,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
             const c = yield* connections.get(idOrName)
             const { models: _models, ...result } = yield* probeConnection(c)
             yield* connections.recordTest(c.id, result)
-            yield* Effect.logInfo(
-              `provider test ${c.name}: ${result.ok ? "ok" : "failed"}${result.error ? ` (${result.error})` : ""}`
-            )
+            yield* Effect.logInfo(`provider test ${c.name}: ${result.ok ? "ok" : "failed"}${result.error ? ` (${result.error})` : ""}`)
             return { id: c.id, name: c.name, provider: c.provider.id, ...result }
           }),
         validate: (input) =>
@@ -83,7 +81,14 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
               const { models: _none, ...refused } = unreachable(`${dispatcher.left.code}: ${dispatcher.left.message}`)
               return refused
             }
-            const { models: _models, ...result } = yield* probeProvider(http, provider, provider.format, baseUrl, input.apiKey ?? undefined, dispatcher.right ? { dispatcher: dispatcher.right } : {})
+            const { models: _models, ...result } = yield* probeProvider(
+              http,
+              provider,
+              provider.format,
+              baseUrl,
+              input.apiKey ?? undefined,
+              dispatcher.right ? { dispatcher: dispatcher.right } : {}
+            )
             return result
           }),
         models: (idOrName) =>

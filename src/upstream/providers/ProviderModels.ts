@@ -67,17 +67,23 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
       const scopeOf = (ref: string): Effect.Effect<Scope, BadRequest> =>
         Effect.gen(function* () {
           const provider = yield* connections.provider(ref)
-          if (provider && (!provider.node || provider.id === ref.toLowerCase())) return { scope: "provider" as const, scopeId: provider.id, label: provider.id, provider, connection: undefined }
+          if (provider && (!provider.node || provider.id === ref.toLowerCase()))
+            return { scope: "provider" as const, scopeId: provider.id, label: provider.id, provider, connection: undefined }
           const c = yield* Effect.option(connections.get(ref))
           if (Option.isSome(c)) {
             const conn = c.value
-            return { scope: "connection" as const, scopeId: conn.id, label: conn.name, provider: (yield* connections.provider(conn.provider.id)) ?? conn.provider, connection: conn }
+            return {
+              scope: "connection" as const,
+              scopeId: conn.id,
+              label: conn.name,
+              provider: (yield* connections.provider(conn.provider.id)) ?? conn.provider,
+              connection: conn
+            }
           }
           return yield* new BadRequest({ message: `provider: '${ref}' is neither a provider connection's name nor a provider id` })
         })
 
-      const labelOf = (r: CustomModelRecord, all: ReadonlyArray<Connection>) =>
-        r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.name ?? r.scopeId)
+      const labelOf = (r: CustomModelRecord, all: ReadonlyArray<Connection>) => (r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.name ?? r.scopeId))
 
       const view = (r: CustomModelRecord, all: ReadonlyArray<Connection>, nodes: ReadonlyArray<ProviderSpec>): ProviderModelView => {
         const providerId = r.scope === "provider" ? r.scopeId : (all.find((c) => c.id === r.scopeId)?.provider.id ?? "")
@@ -103,8 +109,7 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
 
       const nodeSpecs = Effect.map(connections.nodes, (ns) => ns.map((n) => n.spec))
 
-      const find = (s: Scope, model: string) =>
-        Effect.map(connections.customModels, (all) => all.find((r) => r.scope === s.scope && r.scopeId === s.scopeId && r.model === model))
+      const find = (s: Scope, model: string) => Effect.map(connections.customModels, (all) => all.find((r) => r.scope === s.scope && r.scopeId === s.scopeId && r.model === model))
 
       const store = (r: CustomModelRecord, actor: string, action: string) =>
         Effect.gen(function* () {
@@ -133,7 +138,11 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
             return yield* new Conflict({ message: `model '${input.model}' of ${s.label} already has an entry; change it with PATCH /api/provider-models` })
           }
           const t = Date.now()
-          return yield* store({ scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t }, actor, "provider_model.create")
+          return yield* store(
+            { scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t },
+            actor,
+            "provider_model.create"
+          )
         })
 
       const patch: ProviderModelsShape["patch"] = (input, actor) =>
@@ -147,7 +156,11 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           if (!known) {
             return yield* new NotFound({ message: `no model '${input.model}' at ${s.label}: add it with POST /api/provider-models` })
           }
-          return yield* store({ scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t }, actor, "provider_model.update")
+          return yield* store(
+            { scope: s.scope, scopeId: s.scopeId, model: input.model, hidden: false, ...fieldsOf(input), createdAt: t, updatedAt: t },
+            actor,
+            "provider_model.update"
+          )
         })
 
       const remove: ProviderModelsShape["remove"] = (provider, model, actor) =>
@@ -181,7 +194,11 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
             return catalogEntries(all)
               .filter((e) => !e.alias && wanted(e.connection.provider.id, e.connection.name))
               .map((e) => {
-                const spec = e.spec ?? applyRecords(e.connection.provider, [{ scope: "connection", scopeId: e.connection.id, model: e.modelId, hidden: false, createdAt: 0, updatedAt: 0 }]).provider.models.find((m) => m.id === e.modelId)!
+                const spec =
+                  e.spec ??
+                  applyRecords(e.connection.provider, [
+                    { scope: "connection", scopeId: e.connection.id, model: e.modelId, hidden: false, createdAt: 0, updatedAt: 0 }
+                  ]).provider.models.find((m) => m.id === e.modelId)!
                 return catalogModel(e.connection.provider, spec, e.id, e.connection.name, e.connection.customModels?.has(e.modelId) ?? false)
               })
           }
@@ -190,9 +207,13 @@ export class ProviderModels extends Context.Tag("gateway/ProviderModels")<Provid
           // The catalog's providers, then the provider nodes (`/api/provider-nodes`).
           for (const p of [...PROVIDERS, ...(yield* nodeSpecs)]) {
             if (!wanted(p.id, null)) continue
-            const applied = applyRecords(p, records.filter((r) => r.scope === "provider" && r.scopeId === p.id))
+            const applied = applyRecords(
+              p,
+              records.filter((r) => r.scope === "provider" && r.scopeId === p.id)
+            )
             for (const m of applied.provider.models) {
-              if (!applied.hidden.has(m.id)) out.push(catalogModel(applied.provider, m, `${p.node?.prefix ?? p.id}/${m.id}`, null, applied.custom.has(m.id) || p.node !== undefined))
+              if (!applied.hidden.has(m.id))
+                out.push(catalogModel(applied.provider, m, `${p.node?.prefix ?? p.id}/${m.id}`, null, applied.custom.has(m.id) || p.node !== undefined))
             }
           }
           // Models a single connection adds or changes, under that connection's name.

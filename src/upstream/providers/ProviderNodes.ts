@@ -112,7 +112,9 @@ export class ProviderNodes extends Context.Tag("gateway/ProviderNodes")<Provider
           const others = (yield* records).filter((n) => n.id !== self?.id)
           for (const n of others) {
             if ([n.id, n.prefix].includes(id) || [n.id, n.prefix].includes(prefix)) {
-              return yield* new Conflict({ message: `provider node '${n.id}' (prefix '${n.prefix}') already uses ${[n.id, n.prefix].includes(id) ? `id '${id}'` : `prefix '${prefix}'`}` })
+              return yield* new Conflict({
+                message: `provider node '${n.id}' (prefix '${n.prefix}') already uses ${[n.id, n.prefix].includes(id) ? `id '${id}'` : `prefix '${prefix}'`}`
+              })
             }
           }
           const all = yield* connections.list
@@ -120,7 +122,9 @@ export class ProviderNodes extends Context.Tag("gateway/ProviderNodes")<Provider
           if (clash) return yield* new Conflict({ message: `prefix '${prefix}' is the name of provider connection '${clash.name}' (${clash.provider.id}); pick another prefix` })
           if (self && self.prefix !== prefix && usersOf(id, all).length > 0) {
             return yield* new Conflict({
-              message: `prefix cannot change while connections use the node (${usersOf(id, all).map((c) => c.name).join(", ")}); delete them first`
+              message: `prefix cannot change while connections use the node (${usersOf(id, all)
+                .map((c) => c.name)
+                .join(", ")}); delete them first`
             })
           }
           const ids = new Set<string>()

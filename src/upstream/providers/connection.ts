@@ -101,7 +101,15 @@ export const connectionView = (c: Connection): ConnectionView => ({
   updatedAt: toIso(c.updatedAt)!,
   authType: c.provider.authClass === "oauth" ? "oauth" : "apikey",
   ...(c.oauth
-    ? { oauth: { email: c.oauth.email, accountId: c.oauth.accountId, expiresAt: toIso(c.oauth.expiresAt), hasRefreshToken: c.oauth.hasRefreshToken, refreshedAt: toIso(c.oauth.refreshedAt) } }
+    ? {
+        oauth: {
+          email: c.oauth.email,
+          accountId: c.oauth.accountId,
+          expiresAt: toIso(c.oauth.expiresAt),
+          hasRefreshToken: c.oauth.hasRefreshToken,
+          refreshedAt: toIso(c.oauth.refreshedAt)
+        }
+      }
     : {})
 })
 
@@ -113,4 +121,3 @@ export const connectionModelIds = (c: Connection): ReadonlyArray<string> => {
   if (c.hiddenModels) for (const m of c.hiddenModels) ids.delete(m)
   return Array.from(ids)
 }
-

@@ -98,7 +98,10 @@ export const parseTokenAnswer = (json: unknown, now: number): TokenSet | string 
   const idToken = str(o["id_token"])
   const claims = jwtClaims(idToken)
   const account = o["account"] !== null && typeof o["account"] === "object" ? (o["account"] as Record<string, unknown>) : {}
-  const openai = claims["https://api.openai.com/auth"] !== null && typeof claims["https://api.openai.com/auth"] === "object" ? (claims["https://api.openai.com/auth"] as Record<string, unknown>) : {}
+  const openai =
+    claims["https://api.openai.com/auth"] !== null && typeof claims["https://api.openai.com/auth"] === "object"
+      ? (claims["https://api.openai.com/auth"] as Record<string, unknown>)
+      : {}
   return {
     accessToken,
     refreshToken: str(o["refresh_token"]),
@@ -133,7 +136,11 @@ export const baseUrlOfResource = (resource: string): string | null => {
 }
 
 /** The code and state of a pasted redirect URL (`?code=&state=`), or of a code shown as `code#state` (Claude's console page). */
-export const pastedCode = (input: { readonly url?: string | undefined; readonly code?: string | undefined; readonly state?: string | undefined }): { readonly code: string | null; readonly state: string | null; readonly error: string | null } => {
+export const pastedCode = (input: {
+  readonly url?: string | undefined
+  readonly code?: string | undefined
+  readonly state?: string | undefined
+}): { readonly code: string | null; readonly state: string | null; readonly error: string | null } => {
   if (input.url) {
     let url: URL
     try {
@@ -144,7 +151,8 @@ export const pastedCode = (input: { readonly url?: string | undefined; readonly 
     const q = url.searchParams
     const fromHash = new URLSearchParams(url.hash.replace(/^#/, ""))
     const error = q.get("error") ?? fromHash.get("error")
-    if (error) return { code: null, state: q.get("state"), error: `the authorization server answered ${error}${q.get("error_description") ? `: ${q.get("error_description")}` : ""}` }
+    if (error)
+      return { code: null, state: q.get("state"), error: `the authorization server answered ${error}${q.get("error_description") ? `: ${q.get("error_description")}` : ""}` }
     return { code: q.get("code") ?? fromHash.get("code"), state: q.get("state") ?? fromHash.get("state") ?? input.state ?? null, error: null }
   }
   if (input.code) {

@@ -30,12 +30,10 @@ const modelListPath = (format: FormatId): string => {
 
 const parseModels = (format: FormatId, body: unknown): ReadonlyArray<ProbedModel> => {
   const b = body as Record<string, unknown> | null
-  const rows = (format === "gemini" || format === "ollama" ? b?.["models"] : b?.["data"]) as
-    | ReadonlyArray<Record<string, unknown>>
-    | undefined
+  const rows = (format === "gemini" || format === "ollama" ? b?.["models"] : b?.["data"]) as ReadonlyArray<Record<string, unknown>> | undefined
   if (!Array.isArray(rows)) return []
   return rows.flatMap((m) => {
-    const raw = (format === "ollama" ? m["name"] ?? m["model"] : format === "gemini" ? m["name"] : m["id"]) as unknown
+    const raw = (format === "ollama" ? (m["name"] ?? m["model"]) : format === "gemini" ? m["name"] : m["id"]) as unknown
     if (typeof raw !== "string") return []
     const id = format === "gemini" ? raw.replace(/^models\//, "") : raw
     const name = (m["display_name"] ?? m["displayName"] ?? m["name"]) as unknown
@@ -48,7 +46,7 @@ const errorText = (status: number, raw: string, apiKey: string | undefined): str
   const text = scrubSecrets(raw, apiKey ? [apiKey] : [])
   try {
     const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string }
-    const message = typeof parsed.error === "string" ? parsed.error : parsed.error?.message ?? parsed.message
+    const message = typeof parsed.error === "string" ? parsed.error : (parsed.error?.message ?? parsed.message)
     if (message) return `HTTP ${status}: ${message}`
   } catch {
     // not JSON
@@ -78,9 +76,9 @@ export const probeProvider = (
   const timeout = options.timeout ?? PROBE_TIMEOUT
   const started = Date.now()
   const elapsed = () => Date.now() - started
-// Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a probe tests one given
-// connection (its test, the health check, model discovery); its result is what it reports, and it
-// must not move the breaker the requests use (the health check reports to resilience itself).
+  // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a probe tests one given
+  // connection (its test, the health check, model discovery); its result is what it reports, and it
+  // must not move the breaker the requests use (the health check reports to resilience itself).
   return http
     .request({
       url: joinUrl(baseUrl, modelListPath(format)),
@@ -113,8 +111,6 @@ export const probeProvider = (
           })
         )
       ),
-      Effect.catchAll((e) =>
-        Effect.succeed({ ok: false, status: null, latencyMs: elapsed(), modelCount: null, error: e.message, models: [] })
-      )
+      Effect.catchAll((e) => Effect.succeed({ ok: false, status: null, latencyMs: elapsed(), modelCount: null, error: e.message, models: [] }))
     )
 }

@@ -27,14 +27,7 @@ const classifyV4 = (ip: string): HostClass => {
   const n = v4ToInt(ip)
   if (inV4(n, "127.0.0.0/8")) return "loopback"
   if (inV4(n, "10.0.0.0/8") || inV4(n, "172.16.0.0/12") || inV4(n, "192.168.0.0/16")) return "lan"
-  if (
-    inV4(n, "0.0.0.0/8") ||
-    inV4(n, "100.64.0.0/10") ||
-    inV4(n, "169.254.0.0/16") ||
-    inV4(n, "198.18.0.0/15") ||
-    inV4(n, "224.0.0.0/4") ||
-    inV4(n, "240.0.0.0/4")
-  )
+  if (inV4(n, "0.0.0.0/8") || inV4(n, "100.64.0.0/10") || inV4(n, "169.254.0.0/16") || inV4(n, "198.18.0.0/15") || inV4(n, "224.0.0.0/4") || inV4(n, "240.0.0.0/4"))
     return "private"
   return "public"
 }
@@ -85,7 +78,10 @@ const classifyV6 = (ip: string): HostClass => {
  */
 export const classifyHost = (host: string): HostClass => {
   // `metadata.google.internal.` (trailing dot) is the same name as without it.
-  const h = host.replace(/^\[|\]$/g, "").toLowerCase().replace(/\.+$/, "")
+  const h = host
+    .replace(/^\[|\]$/g, "")
+    .toLowerCase()
+    .replace(/\.+$/, "")
   if (METADATA_HOSTS.has(h)) return "metadata"
   if (h === "localhost" || h.endsWith(".localhost")) return "loopback"
   const kind = net.isIP(h)
@@ -126,12 +122,8 @@ const judge = (raw: string, flags: UrlPolicyFlags): Verdict => {
       return { ok: false, reason: `${url.hostname} is a cloud metadata address and is always blocked` }
     case "loopback":
     case "lan":
-      return flags.allowLocal || flags.allowPrivate
-        ? { ok: true }
-        : { ok: false, reason: `${url.hostname} is a local address; GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off` }
+      return flags.allowLocal || flags.allowPrivate ? { ok: true } : { ok: false, reason: `${url.hostname} is a local address; GATEWAY_ALLOW_LOCAL_PROVIDER_URLS is off` }
     case "private":
-      return flags.allowPrivate
-        ? { ok: true }
-        : { ok: false, reason: `${url.hostname} is a private address; GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS is off` }
+      return flags.allowPrivate ? { ok: true } : { ok: false, reason: `${url.hostname} is a private address; GATEWAY_ALLOW_PRIVATE_PROVIDER_URLS is off` }
   }
 }

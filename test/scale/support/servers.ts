@@ -29,7 +29,11 @@ const binary = (what: string, pkg: string, candidates: ReadonlyArray<string>): s
 
 const pgBin = (name: string): string => {
   const versions = fs.existsSync("/usr/lib/postgresql") ? fs.readdirSync("/usr/lib/postgresql").sort((a, b) => Number(b) - Number(a)) : []
-  return binary(`PostgreSQL's ${name}`, "postgresql", versions.map((v) => `/usr/lib/postgresql/${v}/bin/${name}`))
+  return binary(
+    `PostgreSQL's ${name}`,
+    "postgresql",
+    versions.map((v) => `/usr/lib/postgresql/${v}/bin/${name}`)
+  )
 }
 
 export const freePort = (): Promise<number> =>

@@ -44,7 +44,10 @@ export const errorMessage = (error: unknown, status?: number): string => {
 }
 
 export class ApiError extends Error {
-  constructor(message: string, readonly status: number) {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
     super(message)
   }
 }

@@ -58,20 +58,37 @@ const Downloads = () => {
     }, "Download started")
   return (
     <>
-      <p class="muted">The database alone (a SQLite file), or an archive of everything (database, and optionally the storage key that decrypts provider keys, sealed with a passphrase).</p>
+      <p class="muted">
+        The database alone (a SQLite file), or an archive of everything (database, and optionally the storage key that decrypts provider keys, sealed with a passphrase).
+      </p>
       <div class="actions">
         <Button busy={busy} onClick={exportDb}>
           Download database (.db)
         </Button>
       </div>
       <div class="sub">
-      <Form onSubmit={exportAll} label="Download an archive">
-        <Checkbox label="Include the storage key" checked={includeKey} onChange={setIncludeKey} hint="Without it, encrypted provider keys in the archive cannot be read by another gateway." />
-        {includeKey && <TextInput label="Passphrase" type="password" value={passphrase} onInput={setPassphrase} required autoComplete="new-password" hint="At least 8 characters; needed to import the key. Sent in the X-Export-Passphrase header." />}
-        <Button kind="primary" type="submit" busy={busy}>
-          Download archive (.tar.gz)
-        </Button>
-      </Form>
+        <Form onSubmit={exportAll} label="Download an archive">
+          <Checkbox
+            label="Include the storage key"
+            checked={includeKey}
+            onChange={setIncludeKey}
+            hint="Without it, encrypted provider keys in the archive cannot be read by another gateway."
+          />
+          {includeKey && (
+            <TextInput
+              label="Passphrase"
+              type="password"
+              value={passphrase}
+              onInput={setPassphrase}
+              required
+              autoComplete="new-password"
+              hint="At least 8 characters; needed to import the key. Sent in the X-Export-Passphrase header."
+            />
+          )}
+          <Button kind="primary" type="submit" busy={busy}>
+            Download archive (.tar.gz)
+          </Button>
+        </Form>
       </div>
     </>
   )
@@ -93,8 +110,20 @@ const Upload = (p: { onRestored: (r: Restored) => void }) => {
   return (
     <>
       <Form onSubmit={() => file && setConfirm(true)} label="Import a backup">
-        <Field label="Database file or archive" hint="A .db file from “Download database” or a .tar.gz from “Download archive”. It replaces the current database (a safety backup is taken first).">
-          {(id, d) => <input id={id} aria-describedby={d} type="file" accept=".db,.sqlite,.sqlite3,.gz,.tgz,application/gzip" required onChange={(e) => setFile((e.currentTarget as HTMLInputElement).files?.[0])} />}
+        <Field
+          label="Database file or archive"
+          hint="A .db file from “Download database” or a .tar.gz from “Download archive”. It replaces the current database (a safety backup is taken first)."
+        >
+          {(id, d) => (
+            <input
+              id={id}
+              aria-describedby={d}
+              type="file"
+              accept=".db,.sqlite,.sqlite3,.gz,.tgz,application/gzip"
+              required
+              onChange={(e) => setFile((e.currentTarget as HTMLInputElement).files?.[0])}
+            />
+          )}
         </Field>
         <Button kind="danger" type="submit" disabled={!file}>
           Import…
@@ -120,7 +149,11 @@ export default function BackupsPage() {
   const [restoring, setRestoring] = useState<Backup | undefined>()
   const [restored, setRestored] = useState<Restored | undefined>()
   const [run, busy] = useAction()
-  const take = () => void run(() => ok(api.PUT("/api/db-backups")), (b) => `Backup ${b.id} taken`).then(list.reload)
+  const take = () =>
+    void run(
+      () => ok(api.PUT("/api/db-backups")),
+      (b) => `Backup ${b.id} taken`
+    ).then(list.reload)
   const restore = (b: Backup) =>
     void run(() => ok(api.POST("/api/db-backups", { body: { id: b.id } })), "Backup restored").then((r) => {
       setRestoring(undefined)
@@ -144,53 +177,54 @@ export default function BackupsPage() {
       }
     >
       <div class="operate">
-      <RestoredNote result={restored} />
-      <Section title="Backups">
-        <Loader of={list}>
-          {(data) => (
-            <Table
-              caption="Backups"
-              rows={data.backups}
-              rowKey={(b) => b.id}
-              empty={<Empty title="No backups yet">Press “Take a backup now”, or set a schedule below.</Empty>}
-              columns={[
-                { label: "Backup", render: (b) => <code class="mono wrap">{b.id}</code> },
-                { label: "Taken", render: (b) => fmtDate(b.createdAt) },
-                { label: "Kind", render: (b) => kindBadge(b.kind) },
-                { label: "Size", render: (b) => fmtBytes(b.size) },
-                {
-                  label: "Actions",
-                  render: (b) => (
-                    <Button kind="danger" onClick={() => setRestoring(b)} aria-label={`Restore ${b.id}`}>
-                      Restore…
-                    </Button>
-                  )
-                }
-              ]}
-            />
-          )}
-        </Loader>
-      </Section>
-      <Section title="Schedule">
-        <BackupSchedule />
-      </Section>
-      <Section title="Download an export">
-        <Downloads />
-      </Section>
-      <Section title="Import">
-        <Upload onRestored={onRestored} />
-      </Section>
-      <Dialog open={restoring !== undefined} title="Restore this backup?" onClose={() => setRestoring(undefined)}>
-        <p>
-          The database goes back to <code class="mono wrap">{restoring?.id}</code> ({fmtDate(restoring?.createdAt)}). Changes made since are undone; the current state is kept as a pre-restore backup.
-        </p>
-        <div class="actions">
-          <Button kind="danger" busy={busy} onClick={() => restoring && restore(restoring)}>
-            Restore
-          </Button>
-          <Button onClick={() => setRestoring(undefined)}>Cancel</Button>
-        </div>
-      </Dialog>
+        <RestoredNote result={restored} />
+        <Section title="Backups">
+          <Loader of={list}>
+            {(data) => (
+              <Table
+                caption="Backups"
+                rows={data.backups}
+                rowKey={(b) => b.id}
+                empty={<Empty title="No backups yet">Press “Take a backup now”, or set a schedule below.</Empty>}
+                columns={[
+                  { label: "Backup", render: (b) => <code class="mono wrap">{b.id}</code> },
+                  { label: "Taken", render: (b) => fmtDate(b.createdAt) },
+                  { label: "Kind", render: (b) => kindBadge(b.kind) },
+                  { label: "Size", render: (b) => fmtBytes(b.size) },
+                  {
+                    label: "Actions",
+                    render: (b) => (
+                      <Button kind="danger" onClick={() => setRestoring(b)} aria-label={`Restore ${b.id}`}>
+                        Restore…
+                      </Button>
+                    )
+                  }
+                ]}
+              />
+            )}
+          </Loader>
+        </Section>
+        <Section title="Schedule">
+          <BackupSchedule />
+        </Section>
+        <Section title="Download an export">
+          <Downloads />
+        </Section>
+        <Section title="Import">
+          <Upload onRestored={onRestored} />
+        </Section>
+        <Dialog open={restoring !== undefined} title="Restore this backup?" onClose={() => setRestoring(undefined)}>
+          <p>
+            The database goes back to <code class="mono wrap">{restoring?.id}</code> ({fmtDate(restoring?.createdAt)}). Changes made since are undone; the current state is kept as
+            a pre-restore backup.
+          </p>
+          <div class="actions">
+            <Button kind="danger" busy={busy} onClick={() => restoring && restore(restoring)}>
+              Restore
+            </Button>
+            <Button onClick={() => setRestoring(undefined)}>Cancel</Button>
+          </div>
+        </Dialog>
       </div>
     </Page>
   )

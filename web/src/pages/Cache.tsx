@@ -35,7 +35,11 @@ export default function CachePage() {
             <>
               <Section title="Response cache">
                 <div class="stats" aria-label="Response cache statistics">
-                  <Stat label="Hit rate" value={lookups ? `${(c.hitRate * 100).toFixed(1)} %` : "—"} hint={lookups ? `${fmtNumber(lookups)} lookups since start` : "No cacheable request yet"} />
+                  <Stat
+                    label="Hit rate"
+                    value={lookups ? `${(c.hitRate * 100).toFixed(1)} %` : "—"}
+                    hint={lookups ? `${fmtNumber(lookups)} lookups since start` : "No cacheable request yet"}
+                  />
                   <Stat label="Hits" value={fmtNumber(c.hits)} hint={c.similarHits ? `${fmtNumber(c.similarHits)} by similarity` : undefined} />
                   <Stat label="Misses" value={fmtNumber(c.misses)} />
                   <Stat label="In memory" value={`${fmtNumber(c.memorySize)} / ${fmtNumber(c.memoryMaxSize)}`} hint="entries (most recent kept)" />
@@ -45,8 +49,8 @@ export default function CachePage() {
                 </div>
                 {lookups === 0 && (
                   <p class="muted">
-                    Nothing looked up yet. A non-streamed request with <code>temperature: 0</code> or a <code>seed</code> is cached; the second identical one answers with <code>X-Gateway-Cache: HIT</code>. Send{" "}
-                    <code>X-Gateway-No-Cache: true</code> to bypass it.
+                    Nothing looked up yet. A non-streamed request with <code>temperature: 0</code> or a <code>seed</code> is cached; the second identical one answers with{" "}
+                    <code>X-Gateway-Cache: HIT</code>. Send <code>X-Gateway-No-Cache: true</code> to bypass it.
                   </p>
                 )}
               </Section>
@@ -56,7 +60,8 @@ export default function CachePage() {
                   <Stat label="Window" value={`${fmtNumber(s.idempotency.windowMs / 1000)} s`} hint="a repeat within it gets the same answer" />
                 </div>
                 <p class="muted">
-                  A request with an <code>Idempotency-Key</code> (or <code>X-Request-Id</code>) header sent again while the first runs, or just after, gets the first one's answer instead of a second upstream call.
+                  A request with an <code>Idempotency-Key</code> (or <code>X-Request-Id</code>) header sent again while the first runs, or just after, gets the first one's answer
+                  instead of a second upstream call.
                 </p>
               </Section>
             </>

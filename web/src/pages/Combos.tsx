@@ -1,7 +1,27 @@
 import { useMemo, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Confirm, Dialog, Empty, Field, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Confirm,
+  Dialog,
+  Empty,
+  Field,
+  fmtNumber,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  Table,
+  TextArea,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import "./Combos.css"
 
 // Combos: a name clients use as a model id, a strategy that orders its targets, and the
@@ -33,7 +53,20 @@ export const STRATEGIES = [
 ] as const
 type Strategy = (typeof STRATEGIES)[number][0]
 
-const FACTORS = ["health", "quota", "costInv", "latencyInv", "taskFit", "stability", "tierPriority", "tierAffinity", "specificityMatch", "contextAffinity", "connectionDensity", "resetWindowAffinity"] as const
+const FACTORS = [
+  "health",
+  "quota",
+  "costInv",
+  "latencyInv",
+  "taskFit",
+  "stability",
+  "tierPriority",
+  "tierAffinity",
+  "specificityMatch",
+  "contextAffinity",
+  "connectionDensity",
+  "resetWindowAffinity"
+] as const
 const FACTOR_HINT: Record<(typeof FACTORS)[number], string> = {
   health: "Connection health and breaker state",
   quota: "Quota left",
@@ -168,9 +201,7 @@ const bodyOf = (d: Draft) => {
   return {
     name: d.name.trim(),
     strategy: d.strategy,
-    targets: d.targets
-      .filter((t) => t.model.trim() !== "")
-      .map((t) => ({ model: t.model.trim(), ...(t.weight !== undefined ? { weight: t.weight } : {}) })),
+    targets: d.targets.filter((t) => t.model.trim() !== "").map((t) => ({ model: t.model.trim(), ...(t.weight !== undefined ? { weight: t.weight } : {}) })),
     config,
     description: d.description.trim() || null,
     enabled: d.enabled
@@ -180,7 +211,17 @@ const bodyOf = (d: Draft) => {
 /** A labelled text input with suggestions (a datalist): pick a known model or type any id. */
 const ModelInput = (p: { label: string; value: string; onInput: (v: string) => void; list: string; required?: boolean; hint?: string }) => (
   <Field label={p.label} hint={p.hint}>
-    {(id, d) => <input id={id} aria-describedby={d} list={p.list} value={p.value} required={p.required} placeholder="provider/model" onInput={(e) => p.onInput((e.currentTarget as HTMLInputElement).value)} />}
+    {(id, d) => (
+      <input
+        id={id}
+        aria-describedby={d}
+        list={p.list}
+        value={p.value}
+        required={p.required}
+        placeholder="provider/model"
+        onInput={(e) => p.onInput((e.currentTarget as HTMLInputElement).value)}
+      />
+    )}
   </Field>
 )
 
@@ -189,7 +230,10 @@ type ModelInfo = { input: number; output: number; contextWindow: number }
 
 /** The per-target hint the strategy ranks by (cost-optimized: price; context-optimized: window). */
 const targetHint = (strategy: Strategy, info: ModelInfo | undefined): string | undefined => {
-  if (strategy === "cost-optimized") return info ? `blended $${(0.6 * info.input + 0.4 * info.output).toFixed(2)} per 1M tokens (in $${info.input}, out $${info.output})` : "no known price: ranked after priced targets"
+  if (strategy === "cost-optimized")
+    return info
+      ? `blended $${(0.6 * info.input + 0.4 * info.output).toFixed(2)} per 1M tokens (in $${info.input}, out $${info.output})`
+      : "no known price: ranked after priced targets"
   if (strategy === "context-optimized") return info && info.contextWindow > 0 ? `context window ${fmtNumber(info.contextWindow)} tokens` : "unknown window: ranked after known ones"
   return undefined
 }
@@ -209,17 +253,34 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
   const total = d.targets.reduce((s, t) => s + (t.weight ?? 1), 0)
   return (
     <fieldset class="full combo-targets">
-      <legend>{d.strategy === "fusion" ? "Panel (targets asked at once)" : d.strategy === "auto" ? "Candidates (empty: every connected model)" : "Targets, first tried first"}</legend>
+      <legend>
+        {d.strategy === "fusion" ? "Panel (targets asked at once)" : d.strategy === "auto" ? "Candidates (empty: every connected model)" : "Targets, first tried first"}
+      </legend>
       {d.targets.length === 0 && <p class="muted">No targets.</p>}
       {d.strategy === "strict-random" && <p class="muted small">List a target twice to make it twice as likely to be tried first.</p>}
       {d.strategy === "context-relay" && <p class="muted small">Clients keep a conversation on one target by sending an X-Session-Id header.</p>}
-      {(d.strategy === "fill-first" || d.strategy === "headroom" || d.strategy === "reset-aware" || d.strategy === "reset-window") && <p class="muted small">Ranked by the quota each upstream reports (see Resilience); targets without a report keep the given order.</p>}
+      {(d.strategy === "fill-first" || d.strategy === "headroom" || d.strategy === "reset-aware" || d.strategy === "reset-window") && (
+        <p class="muted small">Ranked by the quota each upstream reports (see Resilience); targets without a report keep the given order.</p>
+      )}
       <ol>
         {d.targets.map((t, i) => (
           <li key={i} class={weighted ? "combo-target combo-target-weighted" : "combo-target"}>
-            <ModelInput label={`Target ${i + 1} model`} value={t.model} onInput={(v) => update(i, { model: v })} list={p.list} required={d.strategy !== "auto"} hint={targetHint(d.strategy, p.info.get(t.model.trim()))} />
+            <ModelInput
+              label={`Target ${i + 1} model`}
+              value={t.model}
+              onInput={(v) => update(i, { model: v })}
+              list={p.list}
+              required={d.strategy !== "auto"}
+              hint={targetHint(d.strategy, p.info.get(t.model.trim()))}
+            />
             {weighted && (
-              <NumberInput label={`Target ${i + 1} weight`} value={t.weight} onInput={(v) => update(i, { weight: v })} min={0} hint={`${total > 0 ? Math.round(((t.weight ?? 1) / total) * 100) : 0} % of requests first (default 1)`} />
+              <NumberInput
+                label={`Target ${i + 1} weight`}
+                value={t.weight}
+                onInput={(v) => update(i, { weight: v })}
+                min={0}
+                hint={`${total > 0 ? Math.round(((t.weight ?? 1) / total) * 100) : 0} % of requests first (default 1)`}
+              />
             )}
             <div class="actions">
               <Button onClick={() => move(i, -1)} disabled={i === 0} aria-label={`Move target ${i + 1} up`}>
@@ -242,7 +303,10 @@ const TargetsEditor = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; lis
 
 const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; providers: ReadonlyArray<{ provider: string; name: string }> }) => {
   const { d, set } = p
-  const field = <K extends keyof Draft>(k: K) => (v: Draft[K]) => set((x) => ({ ...x, [k]: v }))
+  const field =
+    <K extends keyof Draft>(k: K) =>
+    (v: Draft[K]) =>
+      set((x) => ({ ...x, [k]: v }))
   const pool = new Set(d.candidatePool)
   const poolOptions = [...new Set([...p.providers.map((c) => c.provider), ...p.providers.map((c) => c.name), ...d.candidatePool])]
   return (
@@ -265,8 +329,22 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
             onChange={field("routerStrategy")}
           />
           {d.routerStrategy === "custom" && <TextInput label="Custom router strategy name" value={d.customRouter} onInput={field("customRouter")} required />}
-          <Select label="Weight pack" value={d.modePack} options={PACKS.map((x) => ({ value: x, label: x === "" ? "none (the auto defaults)" : x }))} onChange={field("modePack")} hint="The weights below override single factors of the pack." />
-          <NumberInput label="Exploration rate (0–1)" value={d.explorationRate} onInput={field("explorationRate")} min={0} max={1} step={0.01} hint="Share of requests sent to a random candidate; default 0.05." />
+          <Select
+            label="Weight pack"
+            value={d.modePack}
+            options={PACKS.map((x) => ({ value: x, label: x === "" ? "none (the auto defaults)" : x }))}
+            onChange={field("modePack")}
+            hint="The weights below override single factors of the pack."
+          />
+          <NumberInput
+            label="Exploration rate (0–1)"
+            value={d.explorationRate}
+            onInput={field("explorationRate")}
+            min={0}
+            max={1}
+            step={0.01}
+            hint="Share of requests sent to a random candidate; default 0.05."
+          />
           <NumberInput label="Budget cap per request (USD)" value={d.budgetCap} onInput={field("budgetCap")} min={0} step="any" hint="Candidates estimated above it are dropped." />
         </div>
       </fieldset>
@@ -274,7 +352,16 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
         <legend>Factor weights (0–1000; empty: from the pack)</legend>
         <div class="form">
           {FACTORS.map((f) => (
-            <NumberInput key={f} label={f} value={d.weights[f]} onInput={(v) => set((x) => ({ ...x, weights: { ...x.weights, [f]: v } }))} min={0} max={1000} step={0.01} hint={FACTOR_HINT[f]} />
+            <NumberInput
+              key={f}
+              label={f}
+              value={d.weights[f]}
+              onInput={(v) => set((x) => ({ ...x, weights: { ...x.weights, [f]: v } }))}
+              min={0}
+              max={1000}
+              step={0.01}
+              hint={FACTOR_HINT[f]}
+            />
           ))}
         </div>
       </fieldset>
@@ -287,7 +374,12 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
         ) : (
           <div class="combo-pool">
             {poolOptions.map((o) => (
-              <Checkbox key={o} label={o} checked={pool.has(o)} onChange={(on) => set((x) => ({ ...x, candidatePool: on ? [...x.candidatePool, o] : x.candidatePool.filter((y) => y !== o) }))} />
+              <Checkbox
+                key={o}
+                label={o}
+                checked={pool.has(o)}
+                onChange={(on) => set((x) => ({ ...x, candidatePool: on ? [...x.candidatePool, o] : x.candidatePool.filter((y) => y !== o) }))}
+              />
             ))}
           </div>
         )}
@@ -309,7 +401,10 @@ const AutoSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; prov
 
 const FusionSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; list: string }) => {
   const { d, set } = p
-  const field = <K extends keyof Draft>(k: K) => (v: Draft[K]) => set((x) => ({ ...x, [k]: v }))
+  const field =
+    <K extends keyof Draft>(k: K) =>
+    (v: Draft[K]) =>
+      set((x) => ({ ...x, [k]: v }))
   return (
     <fieldset class="full">
       <legend>Fusion</legend>
@@ -323,7 +418,14 @@ const FusionSettings = (p: { d: Draft; set: (f: (d: Draft) => Draft) => void; li
   )
 }
 
-const ComboEditor = (p: { initial: Draft; models: ReadonlyArray<string>; info: ReadonlyMap<string, ModelInfo>; providers: ReadonlyArray<{ provider: string; name: string }>; onSaved: () => void; onClose: () => void }) => {
+const ComboEditor = (p: {
+  initial: Draft
+  models: ReadonlyArray<string>
+  info: ReadonlyMap<string, ModelInfo>
+  providers: ReadonlyArray<{ provider: string; name: string }>
+  onSaved: () => void
+  onClose: () => void
+}) => {
   const [d, setD] = useState<Draft>(p.initial)
   const [showJson, setShowJson] = useState(false)
   const [run, busy] = useAction()
@@ -342,36 +444,36 @@ const ComboEditor = (p: { initial: Draft; models: ReadonlyArray<string>; info: R
   const about = STRATEGIES.find(([s]) => s === d.strategy)?.[1]
   return (
     <div class="combo-editor">
-    <Form onSubmit={save} label={d.id ? "Edit combo" : "New combo"}>
-      <datalist id={listId}>
-        {p.models.map((m) => (
-          <option key={m} value={m} />
-        ))}
-      </datalist>
-      <TextInput label="Combo name" value={d.name} onInput={(v) => set((x) => ({ ...x, name: v }))} required hint="Clients send it as the model id (no '/', not 'auto')." />
-      <Select
-        label="Strategy"
-        value={d.strategy}
-        options={STRATEGIES.map(([s]) => s)}
-        onChange={(s) => set((x) => ({ ...x, strategy: s, targets: s !== "auto" && x.targets.length === 0 ? [{ model: "", weight: undefined }] : x.targets }))}
-        hint={about}
-      />
-      <TextInput label="Description" value={d.description} onInput={(v) => set((x) => ({ ...x, description: v }))} />
-      <Checkbox label="Enabled" checked={d.enabled} onChange={(v) => set((x) => ({ ...x, enabled: v }))} />
-      <TargetsEditor d={d} set={set} list={listId} info={p.info} />
-      {d.strategy === "fusion" && <FusionSettings d={d} set={set} list={listId} />}
-      {d.strategy === "auto" && <AutoSettings d={d} set={set} providers={p.providers} />}
-      <div class="full">
-        <Checkbox label="Show the request body (JSON)" checked={showJson} onChange={setShowJson} />
-        {showJson && <pre class="mono combo-json">{JSON.stringify(body, null, 2)}</pre>}
-      </div>
-      <div class="actions">
-        <Button kind="primary" type="submit" busy={busy}>
-          {d.id ? "Save combo" : "Create combo"}
-        </Button>
-        <Button onClick={p.onClose}>Cancel</Button>
-      </div>
-    </Form>
+      <Form onSubmit={save} label={d.id ? "Edit combo" : "New combo"}>
+        <datalist id={listId}>
+          {p.models.map((m) => (
+            <option key={m} value={m} />
+          ))}
+        </datalist>
+        <TextInput label="Combo name" value={d.name} onInput={(v) => set((x) => ({ ...x, name: v }))} required hint="Clients send it as the model id (no '/', not 'auto')." />
+        <Select
+          label="Strategy"
+          value={d.strategy}
+          options={STRATEGIES.map(([s]) => s)}
+          onChange={(s) => set((x) => ({ ...x, strategy: s, targets: s !== "auto" && x.targets.length === 0 ? [{ model: "", weight: undefined }] : x.targets }))}
+          hint={about}
+        />
+        <TextInput label="Description" value={d.description} onInput={(v) => set((x) => ({ ...x, description: v }))} />
+        <Checkbox label="Enabled" checked={d.enabled} onChange={(v) => set((x) => ({ ...x, enabled: v }))} />
+        <TargetsEditor d={d} set={set} list={listId} info={p.info} />
+        {d.strategy === "fusion" && <FusionSettings d={d} set={set} list={listId} />}
+        {d.strategy === "auto" && <AutoSettings d={d} set={set} providers={p.providers} />}
+        <div class="full">
+          <Checkbox label="Show the request body (JSON)" checked={showJson} onChange={setShowJson} />
+          {showJson && <pre class="mono combo-json">{JSON.stringify(body, null, 2)}</pre>}
+        </div>
+        <div class="actions">
+          <Button kind="primary" type="submit" busy={busy}>
+            {d.id ? "Save combo" : "Create combo"}
+          </Button>
+          <Button onClick={p.onClose}>Cancel</Button>
+        </div>
+      </Form>
     </div>
   )
 }
@@ -429,12 +531,16 @@ const settingsSummary = (c: ComboView): string => {
 }
 
 const targetSummary = (c: ComboView) =>
-  c.targets.length === 0 ? <span class="muted">every connected model</span> : c.targets.map((t, i) => (
-    <span key={i} class="combo-chip">
-      {t.model}
-      {t.weight !== undefined && c.strategy === "weighted" ? ` ×${t.weight}` : ""}
-    </span>
-  ))
+  c.targets.length === 0 ? (
+    <span class="muted">every connected model</span>
+  ) : (
+    c.targets.map((t, i) => (
+      <span key={i} class="combo-chip">
+        {t.model}
+        {t.weight !== undefined && c.strategy === "weighted" ? ` ×${t.weight}` : ""}
+      </span>
+    ))
+  )
 
 export default function CombosPage() {
   const combos = useLoad(loadCombos)
@@ -462,7 +568,12 @@ export default function CombosPage() {
     const windows = new Map<string, number>()
     for (const c of catalog.data?.models ?? []) windows.set(`${c.provider}/${c.model}`, c.contextWindow)
     for (const c of catalog.data?.models ?? []) m.set(`${c.provider}/${c.model}`, { input: c.price.input, output: c.price.output, contextWindow: c.contextWindow })
-    for (const r of pricing.data?.prices ?? []) m.set(`${r.provider}/${r.model}`, { input: r.input, output: r.output, contextWindow: windows.get(`${r.provider}/${r.model}`) ?? m.get(`${r.provider}/${r.model}`)?.contextWindow ?? 0 })
+    for (const r of pricing.data?.prices ?? [])
+      m.set(`${r.provider}/${r.model}`, {
+        input: r.input,
+        output: r.output,
+        contextWindow: windows.get(`${r.provider}/${r.model}`) ?? m.get(`${r.provider}/${r.model}`)?.contextWindow ?? 0
+      })
     for (const c of providers.data?.connections ?? []) {
       for (const model of new Set([...c.models, ...(c.defaultModel ? [c.defaultModel] : [])])) {
         const v = m.get(`${c.provider}/${model}`)
@@ -495,7 +606,8 @@ export default function CombosPage() {
               rows={d.combos}
               empty={
                 <Empty title="No combos yet">
-                  Create one with <strong>New combo</strong>: give it a name, pick a strategy and the models it routes to. {conns.length === 0 && <Link to="/providers">First add a provider.</Link>}
+                  Create one with <strong>New combo</strong>: give it a name, pick a strategy and the models it routes to.{" "}
+                  {conns.length === 0 && <Link to="/providers">First add a provider.</Link>}
                 </Empty>
               }
               columns={[
@@ -523,7 +635,12 @@ export default function CombosPage() {
                       </Button>
                       <Button
                         busy={busy}
-                        onClick={() => void run(() => ok(api.PATCH("/api/combos/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })), c.enabled ? "Combo disabled" : "Combo enabled").then((r) => r && combos.reload())}
+                        onClick={() =>
+                          void run(
+                            () => ok(api.PATCH("/api/combos/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })),
+                            c.enabled ? "Combo disabled" : "Combo enabled"
+                          ).then((r) => r && combos.reload())
+                        }
                       >
                         {c.enabled ? "Disable" : "Enable"}
                         <span class="sr-only"> {c.name}</span>
@@ -553,8 +670,8 @@ export default function CombosPage() {
         }
       >
         <p class="muted">
-          Clients can send these ids as the model without any setup: the auto scorer picks among every connected model. Their settings are fixed; to choose your own weights, pack, router strategy, candidates or
-          SLA, create a combo with strategy <code>auto</code> (<strong>Tune an auto combo</strong>).
+          Clients can send these ids as the model without any setup: the auto scorer picks among every connected model. Their settings are fixed; to choose your own weights, pack,
+          router strategy, candidates or SLA, create a combo with strategy <code>auto</code> (<strong>Tune an auto combo</strong>).
         </p>
         <Loader of={auto}>
           {(a) => (
@@ -581,7 +698,8 @@ export default function CombosPage() {
                 ]}
               />
               <p class="muted small">
-                Also advertised: {a.advertised.join(", ")}. Compose <code>auto/&lt;category&gt;[:&lt;tier&gt;]</code> from categories {a.categories.join(", ")} and tiers {a.tiers.join(", ")}.
+                Also advertised: {a.advertised.join(", ")}. Compose <code>auto/&lt;category&gt;[:&lt;tier&gt;]</code> from categories {a.categories.join(", ")} and tiers{" "}
+                {a.tiers.join(", ")}.
               </p>
             </>
           )}

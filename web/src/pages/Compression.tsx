@@ -2,7 +2,27 @@ import { useEffect, useMemo, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Bars, TimeChart } from "../chart"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtMoney, fmtNumber, Form, Loader, NumberInput, Page, Section, Select, Stat, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtMoney,
+  fmtNumber,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  Stat,
+  Table,
+  TextArea,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import type { Res } from "./govern/types"
 import "./Compression.css"
 
@@ -38,7 +58,8 @@ const AnalyticsView = (p: { a: Analytics }) => {
   const { x, series } = useMemo(() => {
     const saved = new Map(a.byDay.map((d) => [d.day, d.tokensSaved]))
     const days: string[] = []
-    for (let t = Date.parse(`${a.from}T00:00:00Z`), end = Date.parse(`${a.to}T00:00:00Z`); t <= end && days.length < 400; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10))
+    for (let t = Date.parse(`${a.from}T00:00:00Z`), end = Date.parse(`${a.to}T00:00:00Z`); t <= end && days.length < 400; t += 86_400_000)
+      days.push(new Date(t).toISOString().slice(0, 10))
     return {
       x: days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000),
       series: [{ label: "Tokens saved", values: days.map((d) => saved.get(d) ?? 0) }]
@@ -55,7 +76,8 @@ const AnalyticsView = (p: { a: Analytics }) => {
       </div>
       {a.byDay.length === 0 ? (
         <Empty title="Nothing compressed in this range">
-          Requests are compressed when they ask for it (<code>x-gateway-compression: default</code>), or when the settings below choose a profile, the auto-trigger or compress by default. Try the preview below first.
+          Requests are compressed when they ask for it (<code>x-gateway-compression: default</code>), or when the settings below choose a profile, the auto-trigger or compress by
+          default. Try the preview below first.
         </Empty>
       ) : (
         <>
@@ -77,7 +99,16 @@ const AnalyticsSection = () => {
   return (
     <Section title="Savings">
       <div class="narrow">
-        <Select label="Range" value={range} options={[{ value: "7", label: "last 7 days" }, { value: "30", label: "last 30 days" }, { value: "90", label: "last 90 days" }]} onChange={setRange} />
+        <Select
+          label="Range"
+          value={range}
+          options={[
+            { value: "7", label: "last 7 days" },
+            { value: "30", label: "last 30 days" },
+            { value: "90", label: "last 90 days" }
+          ]}
+          onChange={setRange}
+        />
       </div>
       <Loader of={analytics}>{(a) => <AnalyticsView a={a} />}</Loader>
     </Section>
@@ -90,13 +121,23 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
   const [s, setS] = useState<Settings>(p.settings)
   useEffect(() => setS(p.settings), [p.settings])
   const [run, busy] = useAction()
-  const profile = [{ value: "", label: "none" }, { value: "default", label: "default" }, ...ENGINES.map((e) => ({ value: `engine:${e}`, label: `engine:${e}` })), ...p.combos.map((c) => ({ value: c.name, label: `combo: ${c.name}` }))]
+  const profile = [
+    { value: "", label: "none" },
+    { value: "default", label: "default" },
+    ...ENGINES.map((e) => ({ value: `engine:${e}`, label: `engine:${e}` })),
+    ...p.combos.map((c) => ({ value: c.name, label: `combo: ${c.name}` }))
+  ]
   const save = () => void run(() => ok(api.PUT("/api/settings/compression", { body: s })), "Compression settings saved").then((r) => r && p.saved())
   const trig = s.autoTrigger
   return (
     <Form onSubmit={save} label="Compression settings">
       <div class="full">
-        <Checkbox label="Compression enabled" checked={s.enabled} onChange={(enabled) => setS({ ...s, enabled })} hint="The global switch: off, nothing compresses, whatever a request asks." />
+        <Checkbox
+          label="Compression enabled"
+          checked={s.enabled}
+          onChange={(enabled) => setS({ ...s, enabled })}
+          hint="The global switch: off, nothing compresses, whatever a request asks."
+        />
       </div>
       <div class="filters full">
         <Select
@@ -106,17 +147,50 @@ const SettingsForm = (p: { settings: Settings; combos: ReadonlyArray<Combo>; sav
           onChange={(v) => setS({ ...s, defaultCombo: v || null })}
           hint="What 'default' means."
         />
-        <Select label="Active profile" value={s.activeProfile ?? ""} options={profile} onChange={(v) => setS({ ...s, activeProfile: v || null })} hint="Used by every request nothing else chose for." />
-        <NumberInput label="Injection budget (tokens)" value={s.injectionMaxTokens} min={0} step={1} onInput={(v) => setS({ ...s, injectionMaxTokens: v ?? 0 })} hint="Memory and skills added per request, at most (0: none)." />
+        <Select
+          label="Active profile"
+          value={s.activeProfile ?? ""}
+          options={profile}
+          onChange={(v) => setS({ ...s, activeProfile: v || null })}
+          hint="Used by every request nothing else chose for."
+        />
+        <NumberInput
+          label="Injection budget (tokens)"
+          value={s.injectionMaxTokens}
+          min={0}
+          step={1}
+          onInput={(v) => setS({ ...s, injectionMaxTokens: v ?? 0 })}
+          hint="Memory and skills added per request, at most (0: none)."
+        />
       </div>
       <div class="full">
-        <Checkbox label="Compress every eligible request by default" checked={s.compressByDefault} onChange={(compressByDefault) => setS({ ...s, compressByDefault })} hint="With the default combo, when nothing else chose." />
+        <Checkbox
+          label="Compress every eligible request by default"
+          checked={s.compressByDefault}
+          onChange={(compressByDefault) => setS({ ...s, compressByDefault })}
+          hint="With the default combo, when nothing else chose."
+        />
         <Checkbox label="Auto-trigger on long prompts" checked={trig.enabled} onChange={(enabled) => setS({ ...s, autoTrigger: { ...trig, enabled } })} />
       </div>
       {trig.enabled && (
         <div class="filters full">
-          <NumberInput label="Threshold (tokens)" value={trig.thresholdTokens ?? undefined} min={1} step={1} onInput={(v) => setS({ ...s, autoTrigger: { ...trig, thresholdTokens: v ?? null } })} hint="Empty: this test is off." />
-          <NumberInput label="Share of the context window" value={trig.windowShare ?? undefined} min={0.05} max={1} step={0.05} onInput={(v) => setS({ ...s, autoTrigger: { ...trig, windowShare: v ?? null } })} hint="0.05 to 1; empty: off." />
+          <NumberInput
+            label="Threshold (tokens)"
+            value={trig.thresholdTokens ?? undefined}
+            min={1}
+            step={1}
+            onInput={(v) => setS({ ...s, autoTrigger: { ...trig, thresholdTokens: v ?? null } })}
+            hint="Empty: this test is off."
+          />
+          <NumberInput
+            label="Share of the context window"
+            value={trig.windowShare ?? undefined}
+            min={0.05}
+            max={1}
+            step={0.05}
+            onInput={(v) => setS({ ...s, autoTrigger: { ...trig, windowShare: v ?? null } })}
+            hint="0.05 to 1; empty: off."
+          />
         </div>
       )}
       <Button kind="primary" type="submit" busy={busy}>
@@ -133,7 +207,11 @@ const NewCombo = (p: { done: () => void }) => {
   const [description, setDescription] = useState("")
   const [engines, setEngines] = useState("json, rtk, whitespace")
   const [run, busy] = useAction()
-  const submit = () => void run(() => ok(api.POST("/api/context/combos", { body: { name, description, engines: list(engines).map((engine) => ({ engine: engine as (typeof ENGINES)[number] })) } })), (c) => `Combo ${c.name} created`).then((r) => r && p.done())
+  const submit = () =>
+    void run(
+      () => ok(api.POST("/api/context/combos", { body: { name, description, engines: list(engines).map((engine) => ({ engine: engine as (typeof ENGINES)[number] })) } })),
+      (c) => `Combo ${c.name} created`
+    ).then((r) => r && p.done())
   return (
     <Form onSubmit={submit} label="New compression combo">
       <TextInput label="Name" value={name} onInput={setName} required />
@@ -150,10 +228,23 @@ const Assignments = (p: { combo: Combo; done: () => void }) => {
   const [routing, setRouting] = useState(p.combo.assignments.routingCombos.join(", "))
   const [models, setModels] = useState(p.combo.assignments.models.join(", "))
   const [run, busy] = useAction()
-  const save = () => void run(() => ok(api.PUT("/api/context/combos/{id}/assignments", { params: { path: { id: p.combo.id } }, body: { routingCombos: list(routing), models: list(models) } })), "Assignments saved").then((r) => r && p.done())
+  const save = () =>
+    void run(
+      () => ok(api.PUT("/api/context/combos/{id}/assignments", { params: { path: { id: p.combo.id } }, body: { routingCombos: list(routing), models: list(models) } })),
+      "Assignments saved"
+    ).then((r) => r && p.done())
   return (
     <Form onSubmit={save} label={`Assignments of ${p.combo.name}`}>
-      <TextInput label="Routing combos" value={routing} onInput={setRouting} hint={<>Names of <Link to="/combos">routing combos</Link>, comma-separated: their requests use this compression.</>} />
+      <TextInput
+        label="Routing combos"
+        value={routing}
+        onInput={setRouting}
+        hint={
+          <>
+            Names of <Link to="/combos">routing combos</Link>, comma-separated: their requests use this compression.
+          </>
+        }
+      />
       <TextInput label="Models" value={models} onInput={setModels} hint="provider/model or connection/model ids, comma-separated." />
       <Button kind="primary" type="submit" busy={busy}>
         Save assignments
@@ -176,9 +267,21 @@ const Combos = (p: { combos: Res<"/api/context/combos", "get">; reload: () => vo
         caption="Compression combos"
         rowKey={(c) => c.id}
         rows={p.combos.combos}
-        empty={<Empty title="No combos yet">The built-in default (json, rtk, whitespace) works without one. Create a combo to choose engines and their order, then assign it to routing combos or models.</Empty>}
+        empty={
+          <Empty title="No combos yet">
+            The built-in default (json, rtk, whitespace) works without one. Create a combo to choose engines and their order, then assign it to routing combos or models.
+          </Empty>
+        }
         columns={[
-          { label: "Name", render: (c) => <><strong>{c.name}</strong>{c.description && <div class="muted small">{c.description}</div>}</> },
+          {
+            label: "Name",
+            render: (c) => (
+              <>
+                <strong>{c.name}</strong>
+                {c.description && <div class="muted small">{c.description}</div>}
+              </>
+            )
+          },
           { label: "Engines", render: (c) => c.engines.map((e) => e.engine).join(" → ") },
           { label: "Assigned to", render: (c) => [...c.assignments.routingCombos.map((r) => `combo ${r}`), ...c.assignments.models].join(", ") || "—" },
           {
@@ -267,7 +370,14 @@ const PreviewSection = (p: { combos: ReadonlyArray<Combo> }) => {
   return (
     <Section title="Preview">
       <Form onSubmit={preview} label="Compression preview">
-        <TextArea label="Text or request body" value={text} onInput={setText} rows={8} mono hint="Prose becomes one user message; a JSON request body (or a messages array) is used as it is." />
+        <TextArea
+          label="Text or request body"
+          value={text}
+          onInput={setText}
+          rows={8}
+          mono
+          hint="Prose becomes one user message; a JSON request body (or a messages array) is used as it is."
+        />
         <div class="filters full">
           <Select label="Mode" value={mode} options={modeOptions(p.combos)} onChange={setMode} />
           <Select label="Format" value={format} options={["openai-chat", "openai-responses", "anthropic", "gemini", "ollama"] as const} onChange={setFormat} />
@@ -351,7 +461,13 @@ const Engines = () => {
   return (
     <Section title="Engine settings">
       <div class="narrow">
-        <Select label="Engine" value={engine} options={["rtk", "caveman", "summarize"] as const} onChange={setEngine} hint="json and whitespace take their settings in a combo step." />
+        <Select
+          label="Engine"
+          value={engine}
+          options={["rtk", "caveman", "summarize"] as const}
+          onChange={setEngine}
+          hint="json and whitespace take their settings in a combo step."
+        />
       </div>
       <EngineConfig key={engine} engine={engine} />
     </Section>
@@ -363,7 +479,8 @@ const RtkTester = () => {
   const [command, setCommand] = useState("")
   const [result, setResult] = useState<Res<"/api/context/rtk/test", "post"> | null>(null)
   const [run, busy] = useAction()
-  const test = () => void run(() => ok(api.POST("/api/context/rtk/test", { body: { text, ...(command.trim() ? { command: command.trim() } : {}) } }))).then((r) => r && setResult(r))
+  const test = () =>
+    void run(() => ok(api.POST("/api/context/rtk/test", { body: { text, ...(command.trim() ? { command: command.trim() } : {}) } }))).then((r) => r && setResult(r))
   return (
     <Section title="rtk filter tester">
       <Form onSubmit={test} label="Test rtk">
@@ -376,7 +493,8 @@ const RtkTester = () => {
       {result && (
         <div class="preview-result" aria-live="polite">
           <p>
-            Filter <Badge kind={result.filter ? "info" : "muted"}>{result.filter ?? "none"}</Badge>: {fmtNumber(result.linesBefore)} → {fmtNumber(result.linesAfter)} lines, {fmtNumber(result.tokensBefore)} → {fmtNumber(result.tokensAfter)} tokens.
+            Filter <Badge kind={result.filter ? "info" : "muted"}>{result.filter ?? "none"}</Badge>: {fmtNumber(result.linesBefore)} → {fmtNumber(result.linesAfter)} lines,{" "}
+            {fmtNumber(result.tokensBefore)} → {fmtNumber(result.tokensAfter)} tokens.
             {result.steps.length > 0 && <span class="muted"> Steps: {result.steps.join(", ")}.</span>}
           </p>
           <pre class="mono preview-body" tabIndex={0}>

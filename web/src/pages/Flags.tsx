@@ -21,8 +21,7 @@ const CATEGORY_TITLES: Record<Flag["category"], string> = {
 const isOn = (v: string) => ["true", "1", "yes"].includes(v.trim().toLowerCase())
 
 /** Where the value comes from, in the words the page uses: the database override is "stored". */
-const sourceBadge = (s: Flag["source"]) =>
-  s === "db" ? <Badge kind="info">stored</Badge> : s === "env" ? <Badge kind="warn">env</Badge> : <Badge kind="muted">default</Badge>
+const sourceBadge = (s: Flag["source"]) => (s === "db" ? <Badge kind="info">stored</Badge> : s === "env" ? <Badge kind="warn">env</Badge> : <Badge kind="muted">default</Badge>)
 
 const FlagValue = (p: { flag: Flag; onChanged: () => void }) => {
   const [run, busy] = useAction()
@@ -46,7 +45,14 @@ const FlagValue = (p: { flag: Flag; onChanged: () => void }) => {
     <div class="flag-value">
       {f.type === "boolean" ? (
         <label class="switch" for={id}>
-          <input id={id} type="checkbox" role="switch" checked={isOn(value)} disabled={busy} onChange={(e) => void set((e.currentTarget as HTMLInputElement).checked ? "true" : "false")} />
+          <input
+            id={id}
+            type="checkbox"
+            role="switch"
+            checked={isOn(value)}
+            disabled={busy}
+            onChange={(e) => void set((e.currentTarget as HTMLInputElement).checked ? "true" : "false")}
+          />
           <span>{isOn(value) ? "On" : "Off"}</span>
           <span class="sr-only"> — {f.label}</span>
         </label>
@@ -153,7 +159,10 @@ export default function FlagsPage() {
             kind="danger"
             busy={busy}
             onClick={() =>
-              void run(() => ok(api.DELETE("/api/settings/feature-flags")), (r) => r.message).then(() => {
+              void run(
+                () => ok(api.DELETE("/api/settings/feature-flags")),
+                (r) => r.message
+              ).then(() => {
                 setConfirm(false)
                 list.reload()
               })

@@ -2,7 +2,28 @@ import { useEffect, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import type { Query, Res } from "./govern/types"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Dialog, Empty, fmtDate, fmtMoney, fmtMs, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useInterval, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Dialog,
+  Empty,
+  fmtDate,
+  fmtMoney,
+  fmtMs,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  Table,
+  TextArea,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../ui"
 import "./Guardrails.css"
 
 type Flag = Res<"/api/settings/feature-flags", "get">["flags"][number]
@@ -26,9 +47,18 @@ const isOn = (f: Flag) => (f.type === "boolean" ? f.effectiveValue === "true" : 
 const FlagControl = (p: { flag: Flag; done: () => void }) => {
   const [run, busy] = useAction()
   const f = p.flag
-  const options = f.type === "boolean" ? [{ value: "true", label: "on" }, { value: "false", label: "off" }] : (f.enumValues ?? []).map((v) => ({ value: v, label: v }))
+  const options =
+    f.type === "boolean"
+      ? [
+          { value: "true", label: "on" },
+          { value: "false", label: "off" }
+        ]
+      : (f.enumValues ?? []).map((v) => ({ value: v, label: v }))
   const set = (value: string | undefined) =>
-    run(() => ok(api.PUT("/api/settings/feature-flags", { body: value === undefined ? { key: f.key } : { key: f.key, value } })), (r) => `${r.key} is now ${r.effectiveValue}`).then((r) => r && p.done())
+    run(
+      () => ok(api.PUT("/api/settings/feature-flags", { body: value === undefined ? { key: f.key } : { key: f.key, value } })),
+      (r) => `${r.key} is now ${r.effectiveValue}`
+    ).then((r) => r && p.done())
   return (
     <div class="flag-control">
       <Select label={`${f.key} value`} value={f.effectiveValue} options={options} onChange={(v) => void set(v)} />
@@ -60,10 +90,42 @@ const GuardrailFlags = (p: { changed: () => void }) => {
               rows={rows}
               empty={<Empty title="No guardrail flags on this gateway">This build has no guardrails to set.</Empty>}
               columns={[
-                { label: "Guardrail", render: (r) => <><code>{r.key}</code><div class="muted small">{r.what}</div></> },
-                { label: "State", render: (r) => <Badge kind={isOn(r.flag) ? "ok" : "muted"}>{r.flag.type === "boolean" ? (r.flag.effectiveValue === "true" ? "on" : "off") : r.flag.effectiveValue}</Badge> },
-                { label: "Set by", render: (r) => (r.flag.source === "db" ? "dashboard" : r.flag.source === "env" ? "environment" : `default (${r.flag.type === "boolean" ? (r.flag.defaultValue === "true" ? "on" : "off") : r.flag.defaultValue})`) },
-                { label: "Change", render: (r) => <FlagControl flag={r.flag} done={() => { flags.reload(); p.changed() }} /> }
+                {
+                  label: "Guardrail",
+                  render: (r) => (
+                    <>
+                      <code>{r.key}</code>
+                      <div class="muted small">{r.what}</div>
+                    </>
+                  )
+                },
+                {
+                  label: "State",
+                  render: (r) => (
+                    <Badge kind={isOn(r.flag) ? "ok" : "muted"}>{r.flag.type === "boolean" ? (r.flag.effectiveValue === "true" ? "on" : "off") : r.flag.effectiveValue}</Badge>
+                  )
+                },
+                {
+                  label: "Set by",
+                  render: (r) =>
+                    r.flag.source === "db"
+                      ? "dashboard"
+                      : r.flag.source === "env"
+                        ? "environment"
+                        : `default (${r.flag.type === "boolean" ? (r.flag.defaultValue === "true" ? "on" : "off") : r.flag.defaultValue})`
+                },
+                {
+                  label: "Change",
+                  render: (r) => (
+                    <FlagControl
+                      flag={r.flag}
+                      done={() => {
+                        flags.reload()
+                        p.changed()
+                      }}
+                    />
+                  )
+                }
               ]}
             />
           )
@@ -127,7 +189,10 @@ const NewPolicy = (p: { done: () => void }) => {
             : kind === "maxCostUsd"
               ? { maxCostUsd: maxCost }
               : { blockedTerms: list(terms) }
-    void run(() => ok(api.POST("/api/policies", { body: { name: name.trim(), ...(description.trim() ? { description: description.trim() } : {}), enabled, ...rules } })), (r) => `Policy ${r.name} v${r.version} saved`).then((r) => r && p.done())
+    void run(
+      () => ok(api.POST("/api/policies", { body: { name: name.trim(), ...(description.trim() ? { description: description.trim() } : {}), enabled, ...rules } })),
+      (r) => `Policy ${r.name} v${r.version} saved`
+    ).then((r) => r && p.done())
   }
   return (
     <Form onSubmit={submit} label="New policy">
@@ -136,19 +201,33 @@ const NewPolicy = (p: { done: () => void }) => {
       <Select label="Rule" value={kind} options={KINDS} onChange={setKind} />
       {kind === "tools" && (
         <>
-          <TextArea label="Allowed tools" value={allow} onInput={setAllow} rows={2} mono hint="Globs, one per line or comma-separated (read_*, search). Empty: any tool not denied." />
+          <TextArea
+            label="Allowed tools"
+            value={allow}
+            onInput={setAllow}
+            rows={2}
+            mono
+            hint="Globs, one per line or comma-separated (read_*, search). Empty: any tool not denied."
+          />
           <TextArea label="Denied tools" value={deny} onInput={setDeny} rows={2} mono hint="Deny wins over allow (shell_*). Enforced when TOOL_POLICY_MODE is warn or block." />
         </>
       )}
       {kind === "models" && (
         <>
-          <Select label="For API key" value={modelKey} options={[{ value: "*", label: "every key without its own entry (*)" }, ...(keys.data?.keys ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.id})` }))]} onChange={setModelKey} />
+          <Select
+            label="For API key"
+            value={modelKey}
+            options={[{ value: "*", label: "every key without its own entry (*)" }, ...(keys.data?.keys ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.id})` }))]}
+            onChange={setModelKey}
+          />
           <TextArea label="Allowed models" value={models} onInput={setModels} rows={2} mono hint="Model ids or globs (gpt-4o*, openai/gpt-4o-mini)." />
         </>
       )}
       {kind === "maxTokens" && <NumberInput label="Most output tokens per request" value={maxTokens} onInput={setMaxTokens} min={1} step={1} />}
       {kind === "maxCostUsd" && <NumberInput label="Most estimated cost per request (USD)" value={maxCost} onInput={setMaxCost} min={0} />}
-      {kind === "blockedTerms" && <TextArea label="Blocked terms" value={terms} onInput={setTerms} rows={3} hint="Words or phrases, one per line; a request containing one is refused (403)." />}
+      {kind === "blockedTerms" && (
+        <TextArea label="Blocked terms" value={terms} onInput={setTerms} rows={3} hint="Words or phrases, one per line; a request containing one is refused (403)." />
+      )}
       <Checkbox label="Enabled" checked={enabled} onChange={setEnabled} />
       <div class="row">
         <Button kind="primary" type="submit" busy={busy}>
@@ -205,7 +284,8 @@ const Policies = (p: { changed: () => void }) => {
         {(d) => (
           <>
             <p class="muted">
-              Every enabled policy applies to every request. Tool rules: <Badge kind={d.toolPolicyMode === "block" ? "ok" : d.toolPolicyMode === "warn" ? "warn" : "muted"}>TOOL_POLICY_MODE {d.toolPolicyMode}</Badge>
+              Every enabled policy applies to every request. Tool rules:{" "}
+              <Badge kind={d.toolPolicyMode === "block" ? "ok" : d.toolPolicyMode === "warn" ? "warn" : "muted"}>TOOL_POLICY_MODE {d.toolPolicyMode}</Badge>
             </p>
             <Table
               caption="Policies"
@@ -215,7 +295,16 @@ const Policies = (p: { changed: () => void }) => {
               columns={[
                 { label: "Name", render: (p) => <strong>{p.name}</strong> },
                 { label: "Version", class: "num", render: (p) => `v${p.version}` },
-                { label: "Rules", render: (p) => <ul class="plain-list">{describePolicy(p).map((r) => <li key={r}>{r}</li>)}</ul> },
+                {
+                  label: "Rules",
+                  render: (p) => (
+                    <ul class="plain-list">
+                      {describePolicy(p).map((r) => (
+                        <li key={r}>{r}</li>
+                      ))}
+                    </ul>
+                  )
+                },
                 { label: "State", render: (p) => <Badge kind={p.enabled ? "ok" : "muted"}>{p.enabled ? "enabled" : "disabled"}</Badge> },
                 {
                   label: "Actions",
@@ -325,7 +414,12 @@ const AuditLog = (p: { version: number }) => {
     >
       <Form onSubmit={apply} label="Filter the audit log">
         <div class="filters full">
-          <Select label="Kind" value={draft.kind} options={[{ value: "", label: "any" }, "management", "guardrail", "service"] as const} onChange={(v) => setDraft({ ...draft, kind: v })} />
+          <Select
+            label="Kind"
+            value={draft.kind}
+            options={[{ value: "", label: "any" }, "management", "guardrail", "service"] as const}
+            onChange={(v) => setDraft({ ...draft, kind: v })}
+          />
           <TextInput label="Action" value={draft.action} onInput={set("action")} placeholder="policies. or guardrail.*" />
           <TextInput label="Actor" value={draft.actor} onInput={set("actor")} placeholder="admin-session" />
           <TextInput label="Target" value={draft.target} onInput={set("target")} />
@@ -357,7 +451,11 @@ const AuditLog = (p: { version: number }) => {
                 caption="Audit log entries"
                 rowKey={(e) => String(e.id)}
                 rows={rows}
-                empty={<Empty title="No entries match">Every change made through the management API, and every guardrail or policy action on a request, is recorded here. Change the filters, or make a change.</Empty>}
+                empty={
+                  <Empty title="No entries match">
+                    Every change made through the management API, and every guardrail or policy action on a request, is recorded here. Change the filters, or make a change.
+                  </Empty>
+                }
                 columns={[
                   { label: "When", render: (e) => <time dateTime={e.ts}>{shortDate(e.ts)}</time> },
                   { label: "Kind", render: (e) => <Badge kind={e.kind === "guardrail" ? "warn" : "info"}>{e.kind}</Badge> },
@@ -465,7 +563,8 @@ const EvalDetail = (p: { set: EvalSet }) => {
             d.runs.map((r) => (
               <div key={r.id} class="eval-run">
                 <p>
-                  <Badge kind={r.status === "completed" ? "ok" : r.status === "failed" ? "bad" : "info"}>{r.status}</Badge> {fmtDate(r.createdAt)} {r.error && <span class="muted">{r.error}</span>}
+                  <Badge kind={r.status === "completed" ? "ok" : r.status === "failed" ? "bad" : "info"}>{r.status}</Badge> {fmtDate(r.createdAt)}{" "}
+                  {r.error && <span class="muted">{r.error}</span>}
                 </p>
                 {r.results && (
                   <Table
@@ -495,12 +594,7 @@ const Evals = (p: { changed: () => void }) => {
   const [creating, setCreating] = useState(false)
   const [open, setOpen] = useState<EvalSet | null>(null)
   return (
-    <Section
-      title="Evals"
-      actions={
-        <Button onClick={() => setCreating(true)}>New eval</Button>
-      }
-    >
+    <Section title="Evals" actions={<Button onClick={() => setCreating(true)}>New eval</Button>}>
       <Loader of={evals}>
         {(d) => (
           <Table

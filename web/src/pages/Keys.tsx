@@ -1,7 +1,29 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Confirm, Dialog, Empty, fmtDate, fmtMoney, fmtNumber, Form, Loader, NumberInput, Page, Section, SecretOnce, Select, Table, TextInput, useAction, useInterval, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Confirm,
+  Dialog,
+  Empty,
+  fmtDate,
+  fmtMoney,
+  fmtNumber,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  SecretOnce,
+  Select,
+  Table,
+  TextInput,
+  useAction,
+  useInterval,
+  useLoad
+} from "../ui"
 import "./Keys.css"
 
 // API keys: the keys clients call the gateway with, their inbound rate limits, budgets (USD)
@@ -53,7 +75,15 @@ const CreateKey = (p: { onCreated: () => void }) => {
     <Section title="Create a key">
       <Form onSubmit={submit} label="Create a key">
         <TextInput label="Key name" value={name} onInput={setName} placeholder="laptop, ci, team-a" hint="Shown in logs and usage; the secret is never shown again." />
-        <Select label="Scope" value={scope} options={[{ value: "inference", label: "inference (model routes)" }, { value: "admin", label: "admin (also manages the gateway)" }]} onChange={setScope} />
+        <Select
+          label="Scope"
+          value={scope}
+          options={[
+            { value: "inference", label: "inference (model routes)" },
+            { value: "admin", label: "admin (also manages the gateway)" }
+          ]}
+          onChange={setScope}
+        />
         <TextInput label="Expires" type="datetime-local" value={expires} onInput={setExpires} hint="Empty: never." />
         <NumberInput label="Requests per minute" value={rpm} onInput={setRpm} min={1} step={1} hint="Empty: no limit." />
         <NumberInput label="Tokens per minute" value={tpm} onInput={setTpm} min={1} step={1} hint="Input plus output." />
@@ -170,7 +200,13 @@ const TokenLimitForm = (p: { keys: ReadonlyArray<KeyView>; onSaved: () => void }
           () =>
             ok(
               api.POST("/api/usage/token-limits", {
-                body: { apiKeyId: apiKeyId || p.keys[0]!.id, scope, ...(scope === "provider" ? { provider: target } : scope === "model" ? { model: target } : {}), maxTokens: maxTokens ?? 0, window }
+                body: {
+                  apiKeyId: apiKeyId || p.keys[0]!.id,
+                  scope,
+                  ...(scope === "provider" ? { provider: target } : scope === "model" ? { model: target } : {}),
+                  maxTokens: maxTokens ?? 0,
+                  window
+                }
               })
             ),
           "Token limit added"
@@ -179,7 +215,15 @@ const TokenLimitForm = (p: { keys: ReadonlyArray<KeyView>; onSaved: () => void }
     >
       <Select label="Limit for key" value={apiKeyId || p.keys[0]!.id} options={p.keys.map((k) => ({ value: k.id, label: k.name }))} onChange={setKey} />
       <Select label="Applies to" value={scope} options={["global", "provider", "model"]} onChange={setScope} />
-      {scope !== "global" && <TextInput label={scope === "provider" ? "Provider id" : "Model"} value={target} onInput={setTarget} required placeholder={scope === "provider" ? "openai" : "openai/gpt-4o-mini"} />}
+      {scope !== "global" && (
+        <TextInput
+          label={scope === "provider" ? "Provider id" : "Model"}
+          value={target}
+          onInput={setTarget}
+          required
+          placeholder={scope === "provider" ? "openai" : "openai/gpt-4o-mini"}
+        />
+      )}
       <NumberInput label="Max tokens" value={maxTokens} onInput={setMax} min={1} step={1} />
       <Select label="Per" value={window} options={["minute", "hour", "day", "week", "month"]} onChange={setWindow} />
       <Button type="submit" busy={busy}>
@@ -227,7 +271,10 @@ export default function KeysPage() {
                 { label: "Key", render: (k) => <code class="mono">{k.key}</code> },
                 { label: "Scopes", render: (k) => k.scopes.join(", ") },
                 { label: "State", render: (k) => <Badge kind={keyState(k).kind}>{keyState(k).text}</Badge> },
-                { label: "Limits", render: (k) => (k.rpm || k.tpm ? `${k.rpm ? `${fmtNumber(k.rpm)} rpm` : ""}${k.rpm && k.tpm ? " · " : ""}${k.tpm ? `${fmtNumber(k.tpm)} tpm` : ""}` : "none") },
+                {
+                  label: "Limits",
+                  render: (k) => (k.rpm || k.tpm ? `${k.rpm ? `${fmtNumber(k.rpm)} rpm` : ""}${k.rpm && k.tpm ? " · " : ""}${k.tpm ? `${fmtNumber(k.tpm)} tpm` : ""}` : "none")
+                },
                 {
                   label: "Budget spend",
                   render: (k) => {
@@ -252,7 +299,16 @@ export default function KeysPage() {
                       <Button onClick={() => setEditing(k)} aria-label={`Edit ${k.name}`}>
                         Edit
                       </Button>
-                      <Button busy={busy} onClick={() => void run(() => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: k.id } }, body: { enabled: !k.enabled } })), k.enabled ? "Key disabled" : "Key enabled").then((r) => r && keys.reload())} aria-label={`${k.enabled ? "Disable" : "Enable"} ${k.name}`}>
+                      <Button
+                        busy={busy}
+                        onClick={() =>
+                          void run(
+                            () => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: k.id } }, body: { enabled: !k.enabled } })),
+                            k.enabled ? "Key disabled" : "Key enabled"
+                          ).then((r) => r && keys.reload())
+                        }
+                        aria-label={`${k.enabled ? "Disable" : "Enable"} ${k.name}`}
+                      >
                         {k.enabled ? "Disable" : "Enable"}
                       </Button>
                       <Button onClick={() => setBudgetFor(k)} aria-label={`Budget of ${k.name}`}>
@@ -290,7 +346,14 @@ export default function KeysPage() {
                 {
                   label: "Actions",
                   render: (b) => (
-                    <Button kind="danger" busy={busy} aria-label={`Remove the budget of ${keyName(b.apiKeyId)}`} onClick={() => void run(() => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })), "Budget removed").then((r) => r && budgets.reload())}>
+                    <Button
+                      kind="danger"
+                      busy={busy}
+                      aria-label={`Remove the budget of ${keyName(b.apiKeyId)}`}
+                      onClick={() =>
+                        void run(() => ok(api.DELETE("/api/usage/budget/{id}", { params: { path: { id: b.apiKeyId } } })), "Budget removed").then((r) => r && budgets.reload())
+                      }
+                    >
                       Remove
                     </Button>
                   )
@@ -318,7 +381,12 @@ export default function KeysPage() {
                 {
                   label: "Actions",
                   render: (l) => (
-                    <Button kind="danger" busy={busy} aria-label={`Remove token limit ${l.id}`} onClick={() => void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then((r) => r && limits.reload())}>
+                    <Button
+                      kind="danger"
+                      busy={busy}
+                      aria-label={`Remove token limit ${l.id}`}
+                      onClick={() => void run(() => ok(api.DELETE("/api/usage/token-limits", { body: { id: l.id } })), "Token limit removed").then((r) => r && limits.reload())}
+                    >
                       Remove
                     </Button>
                   )
@@ -333,7 +401,11 @@ export default function KeysPage() {
         <Loader of={rateConfig}>
           {(c) => (
             <p class="muted">
-              Per-key limits count over {c.inbound.windowSeconds} s. {c.inbound.autoEnabled ? `Keys without their own limits get ${fmtNumber(c.inbound.defaultRpm)} rpm and ${fmtNumber(c.inbound.defaultTpm)} tpm (RATE_LIMIT_AUTO_ENABLE).` : "Keys without their own limits are not limited."} {fmtNumber(c.inbound.keys)} key(s) have a limit now.
+              Per-key limits count over {c.inbound.windowSeconds} s.{" "}
+              {c.inbound.autoEnabled
+                ? `Keys without their own limits get ${fmtNumber(c.inbound.defaultRpm)} rpm and ${fmtNumber(c.inbound.defaultTpm)} tpm (RATE_LIMIT_AUTO_ENABLE).`
+                : "Keys without their own limits are not limited."}{" "}
+              {fmtNumber(c.inbound.keys)} key(s) have a limit now.
             </p>
           )}
         </Loader>
@@ -359,10 +431,19 @@ export default function KeysPage() {
                 empty={<Empty title="No connections">Add a provider to see its upstream rate-limit state.</Empty>}
                 columns={[
                   { label: "Connection", render: (a) => `${a.name} (${a.provider})` },
-                  { label: "State", render: (a) => <Badge kind={a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"}>{a.state}</Badge> },
+                  {
+                    label: "State",
+                    render: (a) => (
+                      <Badge kind={a.state === "ok" || a.state === "active" || a.state === "available" ? "ok" : a.rateLimitedUntil ? "warn" : "muted"}>{a.state}</Badge>
+                    )
+                  },
                   { label: "Limited until", render: (a) => fmtDate(a.rateLimitedUntil) },
                   { label: "In flight", class: "num", render: (a) => `${a.inFlight}${a.max_concurrent ? ` / ${a.max_concurrent}` : ""}` },
-                  { label: "Quota left", class: "num", render: (a) => (a.quota ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}` : "—") }
+                  {
+                    label: "Quota left",
+                    class: "num",
+                    render: (a) => (a.quota ? `${fmtNumber(a.quota.remainingCount ?? a.quota.remaining)}${a.quota.limit ? ` / ${fmtNumber(a.quota.limit)}` : ""}` : "—")
+                  }
                 ]}
               />
             </div>

@@ -1,7 +1,27 @@
 import { useEffect, useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link, navigate, useLocation } from "../router"
-import { Badge, Button, Dialog, Empty, ErrorBox, fmtDate, fmtMoney, fmtMs, fmtNumber, Form, Loader, Loading, Page, Section, Select, Table, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Dialog,
+  Empty,
+  ErrorBox,
+  fmtDate,
+  fmtMoney,
+  fmtMs,
+  fmtNumber,
+  Form,
+  Loader,
+  Loading,
+  Page,
+  Section,
+  Select,
+  Table,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import "./Logs.css"
 
 // Request log: GET /api/usage/request-logs with filters, newest first, older pages by `before`
@@ -49,7 +69,16 @@ const FilterForm = (p: { value: Filters; keys: ReadonlyArray<{ id: string; name:
     <Form label="Filter requests" onSubmit={() => navigate(queryOf(f))}>
       <TextInput label="Model" type="search" value={f.model} onInput={set("model")} placeholder="e.g. a combo or provider/model" />
       <TextInput label="Provider" type="search" value={f.provider} onInput={set("provider")} placeholder="e.g. openai" />
-      <Select label="API key" value={f.key} options={[{ value: "", label: "any key" }, ...p.keys.map((k) => ({ value: k.id, label: k.name })), ...(f.key && !p.keys.some((k) => k.id === f.key) ? [{ value: f.key, label: f.key }] : [])]} onChange={set("key")} />
+      <Select
+        label="API key"
+        value={f.key}
+        options={[
+          { value: "", label: "any key" },
+          ...p.keys.map((k) => ({ value: k.id, label: k.name })),
+          ...(f.key && !p.keys.some((k) => k.id === f.key) ? [{ value: f.key, label: f.key }] : [])
+        ]}
+        onChange={set("key")}
+      />
       <Select
         label="Status"
         value={statusChoice}
@@ -166,12 +195,25 @@ export default function LogsPage() {
     setOlder(undefined)
     setOpen(undefined)
   }, [key])
-  const keyName = (id: string | null) => (id === null ? "—" : keys.data?.keys.find((k) => k.id === id)?.name ?? id)
+  const keyName = (id: string | null) => (id === null ? "—" : (keys.data?.keys.find((k) => k.id === id)?.name ?? id))
   const rows = [...(first.data?.requests ?? []), ...(older?.rows ?? [])]
   const next = older ? older.next : (first.data?.nextBefore ?? null)
   const filtered = FILTERS.some((k) => filters[k])
   return (
-    <Page title="Request log" description="Every request through the gateway, newest first." actions={<Button onClick={() => { setOlder(undefined); first.reload() }}>Refresh</Button>}>
+    <Page
+      title="Request log"
+      description="Every request through the gateway, newest first."
+      actions={
+        <Button
+          onClick={() => {
+            setOlder(undefined)
+            first.reload()
+          }}
+        >
+          Refresh
+        </Button>
+      }
+    >
       <Section title="Search">
         <FilterForm value={filters} keys={keys.data?.keys ?? []} />
       </Section>
@@ -206,7 +248,10 @@ export default function LogsPage() {
                     </button>
                   )
                 },
-                { label: "Model", render: (r) => (r.requestedModel && r.requestedModel !== r.model ? `${r.requestedModel} → ${r.model ?? "?"}` : (r.model ?? r.requestedModel ?? "—")) },
+                {
+                  label: "Model",
+                  render: (r) => (r.requestedModel && r.requestedModel !== r.model ? `${r.requestedModel} → ${r.model ?? "?"}` : (r.model ?? r.requestedModel ?? "—"))
+                },
                 { label: "Provider", render: (r) => r.provider ?? "—" },
                 { label: "Key", render: (r) => keyName(r.apiKeyId) },
                 { label: "Status", render: (r) => <Badge kind={statusKind(r.status)}>{r.status}</Badge> },

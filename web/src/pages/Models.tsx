@@ -33,7 +33,15 @@ const CatalogSection = () => {
                 rows={rows.slice(0, LIMIT)}
                 empty={
                   <Empty title={q ? "No model matches" : "No models yet"}>
-                    {q ? "Try another search." : all ? "The catalog is empty." : <>No connected provider yet: <Link to="/providers">add a provider</Link>, or tick “Every provider”.</>}
+                    {q ? (
+                      "Try another search."
+                    ) : all ? (
+                      "The catalog is empty."
+                    ) : (
+                      <>
+                        No connected provider yet: <Link to="/providers">add a provider</Link>, or tick “Every provider”.
+                      </>
+                    )}
                   </Empty>
                 }
                 columns={[
@@ -96,7 +104,11 @@ const AliasesSection = () => {
             caption="Model aliases"
             rowKey={(a) => a.alias}
             rows={d.aliases}
-            empty={<Empty title="No aliases">Add one above, e.g. <code>fast</code> → a cheap model, so clients need not know provider ids.</Empty>}
+            empty={
+              <Empty title="No aliases">
+                Add one above, e.g. <code>fast</code> → a cheap model, so clients need not know provider ids.
+              </Empty>
+            }
             columns={[
               { label: "Alias", render: (a) => <code>{a.alias}</code> },
               { label: "Target", render: (a) => <code>{a.target}</code> },
@@ -137,7 +149,8 @@ const CustomModelsSection = () => {
       setName("")
       models.reload()
     }, "Model added")
-  const remove = (prov: string, m: string) => run(() => ok(api.DELETE("/api/provider-models", { params: { query: { provider: prov, model: m } } })), `${m} removed`).then(models.reload)
+  const remove = (prov: string, m: string) =>
+    run(() => ok(api.DELETE("/api/provider-models", { params: { query: { provider: prov, model: m } } })), `${m} removed`).then(models.reload)
   return (
     <Section title="Custom models">
       <p class="muted">Models a provider serves that the catalog does not know (or corrections to one it knows). The provider is a provider id or a connection name.</p>

@@ -10,7 +10,13 @@ const startOfToday = () => {
 }
 
 const stateKind = (s: string): "ok" | "warn" | "bad" | "muted" =>
-  s === "ok" || s === "CLOSED" || s === "active" ? "ok" : s === "degraded" || s === "DEGRADED" || s === "HALF_OPEN" || s === "cooldown" ? "warn" : s === "down" || s === "OPEN" || s === "expired" || s === "error" ? "bad" : "muted"
+  s === "ok" || s === "CLOSED" || s === "active"
+    ? "ok"
+    : s === "degraded" || s === "DEGRADED" || s === "HALF_OPEN" || s === "cooldown"
+      ? "warn"
+      : s === "down" || s === "OPEN" || s === "expired" || s === "error"
+        ? "bad"
+        : "muted"
 
 const describe = (e: LiveEvent): string => {
   const d = e.data as Record<string, string | number | null | undefined>
@@ -33,7 +39,14 @@ const describe = (e: LiveEvent): string => {
   }
 }
 
-const eventKind = (name: string): "ok" | "bad" | "warn" | "info" => (name === "request.completed" || name === "provider.recovered" ? "ok" : name === "request.failed" || name === "provider.error" ? "bad" : name === "quota.exceeded" ? "warn" : "info")
+const eventKind = (name: string): "ok" | "bad" | "warn" | "info" =>
+  name === "request.completed" || name === "provider.recovered"
+    ? "ok"
+    : name === "request.failed" || name === "provider.error"
+      ? "bad"
+      : name === "quota.exceeded"
+        ? "warn"
+        : "info"
 
 const LiveFeed = () => {
   const { events, state, detail } = useLiveFeed()
@@ -95,7 +108,8 @@ export default function OverviewPage() {
               <Link to="/keys">Create an API key</Link> for your clients.
             </li>
             <li>
-              Set up a coding tool in one click on <Link to="/tools">Coding tools</Link>, or point any OpenAI, Anthropic, Gemini or Ollama client at <code>{location.origin}/v1</code>.
+              Set up a coding tool in one click on <Link to="/tools">Coding tools</Link>, or point any OpenAI, Anthropic, Gemini or Ollama client at{" "}
+              <code>{location.origin}/v1</code>.
             </li>
           </ol>
         </Section>
@@ -106,7 +120,11 @@ export default function OverviewPage() {
         <Stat label="Errors today" value={fmtNumber(t?.errors)} />
         <Stat label="Spend today" value={fmtMoney(t?.costUsd)} />
         <Stat label="Tokens today" value={t ? fmtNumber(t.tokensIn + t.tokensOut) : "—"} hint={t ? `${fmtNumber(t.tokensIn)} in, ${fmtNumber(t.tokensOut)} out` : undefined} />
-        <Stat label="Health" value={health.data ? <Badge kind={stateKind(health.data.status)}>{health.data.status}</Badge> : "—"} hint={health.data ? `${health.data.activeCount} of ${health.data.configuredCount} connections usable` : undefined} />
+        <Stat
+          label="Health"
+          value={health.data ? <Badge kind={stateKind(health.data.status)}>{health.data.status}</Badge> : "—"}
+          hint={health.data ? `${health.data.activeCount} of ${health.data.configuredCount} connections usable` : undefined}
+        />
       </div>
       <LiveFeed />
       <div class="grid">

@@ -20,7 +20,7 @@ const TIERS = ["", "free", "standard", "pro", "ultra"] as const
 
 const statusKind = (c: Connection): "ok" | "bad" | "warn" | "muted" =>
   !c.enabled ? "muted" : c.testStatus === "active" ? "ok" : c.testStatus === "error" || c.lastError ? "bad" : c.rateLimitedUntil ? "warn" : "muted"
-const statusText = (c: Connection) => (!c.enabled ? "disabled" : c.testStatus ?? (c.lastError ? "error" : "not tested"))
+const statusText = (c: Connection) => (!c.enabled ? "disabled" : (c.testStatus ?? (c.lastError ? "error" : "not tested")))
 
 /** The result of the last test, said in words (ok, HTTP status, models, latency; or the upstream's error). */
 const TestOutcome = (p: { result: TestResult }) => {
@@ -90,49 +90,57 @@ const splitList = (s: string) =>
 
 /** The add / edit form. On edit an empty API key keeps the stored one (the API never sends it back). */
 const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArray<string>; proxies: ReadonlyArray<{ id: string; name: string }>; onDone: () => void }) => {
-  const [f, setF] = useState<FormState>(() => (p.editing ? fromConnection(p.editing) : emptyForm(p.providers.includes("openai-compatible") ? "openai-compatible" : p.providers[0] ?? "openai")))
-  const set = <K extends keyof FormState>(k: K) => (v: FormState[K]) => setF((s) => ({ ...s, [k]: v }))
+  const [f, setF] = useState<FormState>(() =>
+    p.editing ? fromConnection(p.editing) : emptyForm(p.providers.includes("openai-compatible") ? "openai-compatible" : (p.providers[0] ?? "openai"))
+  )
+  const set =
+    <K extends keyof FormState>(k: K) =>
+    (v: FormState[K]) =>
+      setF((s) => ({ ...s, [k]: v }))
   const [run, busy] = useAction()
   const [check, checking] = useAction()
   const [probe, setProbe] = useState<TestResult | null>(null)
 
   const submit = () =>
-    run(async () => {
-      const common = {
-        name: f.name.trim() || undefined,
-        baseUrl: f.baseUrl.trim() || null,
-        defaultModel: f.defaultModel.trim() || null,
-        models: splitList(f.models),
-        priority: f.priority,
-        max_concurrent: f.maxConcurrent ?? null,
-        enabled: f.enabled,
-        accountTier: f.accountTier || null,
-        proxyId: f.proxyId || null,
-        ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {})
-      }
-      if (p.editing) {
-        // Only what changed: re-sending an unchanged base URL would clear the connection's test status.
-        const before = fromConnection(p.editing)
-        const changed = (k: keyof FormState) => JSON.stringify(f[k]) !== JSON.stringify(before[k])
-        const body = {
-          ...(changed("name") && common.name ? { name: common.name } : {}),
-          ...(changed("baseUrl") ? { baseUrl: common.baseUrl } : {}),
-          ...(changed("defaultModel") ? { defaultModel: common.defaultModel } : {}),
-          ...(changed("models") ? { models: common.models } : {}),
-          ...(changed("priority") && f.priority !== undefined ? { priority: f.priority } : {}),
-          ...(changed("maxConcurrent") ? { max_concurrent: common.max_concurrent } : {}),
-          ...(changed("enabled") ? { enabled: f.enabled } : {}),
-          ...(changed("accountTier") ? { accountTier: common.accountTier } : {}),
-          ...(changed("proxyId") ? { proxyId: common.proxyId } : {}),
-          ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {}),
-          ...(f.apiKey ? { apiKey: f.apiKey } : {})
+    run(
+      async () => {
+        const common = {
+          name: f.name.trim() || undefined,
+          baseUrl: f.baseUrl.trim() || null,
+          defaultModel: f.defaultModel.trim() || null,
+          models: splitList(f.models),
+          priority: f.priority,
+          max_concurrent: f.maxConcurrent ?? null,
+          enabled: f.enabled,
+          accountTier: f.accountTier || null,
+          proxyId: f.proxyId || null,
+          ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {})
         }
-        await ok(api.PUT("/api/providers/{id}", { params: { path: { id: p.editing.id } }, body }))
-      } else {
-        await ok(api.POST("/api/providers", { body: { provider: f.provider, ...common, ...(f.apiKey ? { apiKey: f.apiKey } : {}) } }))
-      }
-      p.onDone()
-    }, p.editing ? "Provider saved" : "Provider added")
+        if (p.editing) {
+          // Only what changed: re-sending an unchanged base URL would clear the connection's test status.
+          const before = fromConnection(p.editing)
+          const changed = (k: keyof FormState) => JSON.stringify(f[k]) !== JSON.stringify(before[k])
+          const body = {
+            ...(changed("name") && common.name ? { name: common.name } : {}),
+            ...(changed("baseUrl") ? { baseUrl: common.baseUrl } : {}),
+            ...(changed("defaultModel") ? { defaultModel: common.defaultModel } : {}),
+            ...(changed("models") ? { models: common.models } : {}),
+            ...(changed("priority") && f.priority !== undefined ? { priority: f.priority } : {}),
+            ...(changed("maxConcurrent") ? { max_concurrent: common.max_concurrent } : {}),
+            ...(changed("enabled") ? { enabled: f.enabled } : {}),
+            ...(changed("accountTier") ? { accountTier: common.accountTier } : {}),
+            ...(changed("proxyId") ? { proxyId: common.proxyId } : {}),
+            ...(f.upstreamFormat ? { upstreamFormat: f.upstreamFormat } : {}),
+            ...(f.apiKey ? { apiKey: f.apiKey } : {})
+          }
+          await ok(api.PUT("/api/providers/{id}", { params: { path: { id: p.editing.id } }, body }))
+        } else {
+          await ok(api.POST("/api/providers", { body: { provider: f.provider, ...common, ...(f.apiKey ? { apiKey: f.apiKey } : {}) } }))
+        }
+        p.onDone()
+      },
+      p.editing ? "Provider saved" : "Provider added"
+    )
 
   const validate = () =>
     check(async () => {
@@ -148,23 +156,48 @@ const ConnectionForm = (p: { editing: Connection | null; providers: ReadonlyArra
           Provider: <code>{f.provider}</code> (a connection's provider cannot be changed).
         </p>
       ) : (
-        <Select label="Provider" value={f.provider} options={providerOptions} onChange={set("provider")} hint="openai-compatible: any server that speaks the OpenAI API (base URL required)." />
+        <Select
+          label="Provider"
+          value={f.provider}
+          options={providerOptions}
+          onChange={set("provider")}
+          hint="openai-compatible: any server that speaks the OpenAI API (base URL required)."
+        />
       )}
       <TextInput label="Name" value={f.name} onInput={set("name")} hint="Used as the model prefix (name/model). Default: the provider id." />
-      <TextInput label="Base URL" type="url" value={f.baseUrl} onInput={set("baseUrl")} placeholder="https://api.example.com/v1" hint="Leave empty for the provider's own. OpenAI-compatible URLs include /v1." wide />
+      <TextInput
+        label="Base URL"
+        type="url"
+        value={f.baseUrl}
+        onInput={set("baseUrl")}
+        placeholder="https://api.example.com/v1"
+        hint="Leave empty for the provider's own. OpenAI-compatible URLs include /v1."
+        wide
+      />
       <TextInput
         label="API key"
         type="password"
         autoComplete="off"
         value={f.apiKey}
         onInput={set("apiKey")}
-        hint={p.editing ? (p.editing.hasApiKey ? `Stored: ${p.editing.apiKey ?? "****"}. Leave empty to keep it.` : "No key stored.") : "Stored encrypted; only a masked form is ever shown."}
+        hint={
+          p.editing
+            ? p.editing.hasApiKey
+              ? `Stored: ${p.editing.apiKey ?? "****"}. Leave empty to keep it.`
+              : "No key stored."
+            : "Stored encrypted; only a masked form is ever shown."
+        }
       />
       <TextInput label="Default model" value={f.defaultModel} onInput={set("defaultModel")} placeholder="gpt-4o-mini" />
       <TextInput label="Extra models" value={f.models} onInput={set("models")} hint="Model ids this connection serves beyond the catalog, separated by commas." wide />
       <NumberInput label="Priority" value={f.priority} onInput={set("priority")} min={0} step={1} hint="Lower is preferred (default 1)." />
       <NumberInput label="Max concurrent requests" value={f.maxConcurrent} onInput={set("maxConcurrent")} min={1} step={1} hint="Empty: no limit." />
-      <Select label="Upstream format" value={f.upstreamFormat} options={FORMATS.map((v) => ({ value: v, label: v || (p.editing ? `unchanged (${p.editing.upstreamFormat})` : "the provider's usual") }))} onChange={set("upstreamFormat")} />
+      <Select
+        label="Upstream format"
+        value={f.upstreamFormat}
+        options={FORMATS.map((v) => ({ value: v, label: v || (p.editing ? `unchanged (${p.editing.upstreamFormat})` : "the provider's usual") }))}
+        onChange={set("upstreamFormat")}
+      />
       <Select label="Account tier" value={f.accountTier} options={TIERS.map((v) => ({ value: v, label: v || "standard (default)" }))} onChange={set("accountTier")} />
       <Select
         label="Egress proxy"
@@ -243,7 +276,9 @@ export default function ProvidersPage() {
     }
   }
   const toggle = (c: Connection) =>
-    run(() => ok(api.PUT("/api/providers/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })), `${c.name} ${c.enabled ? "disabled" : "enabled"}`).then(() => list.reload())
+    run(() => ok(api.PUT("/api/providers/{id}", { params: { path: { id: c.id } }, body: { enabled: !c.enabled } })), `${c.name} ${c.enabled ? "disabled" : "enabled"}`).then(() =>
+      list.reload()
+    )
   const remove = (c: Connection) =>
     run(() => ok(api.DELETE("/api/providers/{id}", { params: { path: { id: c.id } } })), `${c.name} deleted`).then(() => {
       setResults(({ [c.id]: _, ...rest }) => rest)
@@ -278,8 +313,9 @@ export default function ProvidersPage() {
                 rows={d.connections}
                 empty={
                   <Empty title="No providers yet">
-                    Press <strong>Add provider</strong>, pick the provider (or <code>openai-compatible</code> for any OpenAI-style server), paste its API key and press <strong>Check credentials</strong>; then
-                    test it here. Subscriptions that sign in with OAuth connect below. Then <Link to="/keys">create an API key</Link> for your clients.
+                    Press <strong>Add provider</strong>, pick the provider (or <code>openai-compatible</code> for any OpenAI-style server), paste its API key and press{" "}
+                    <strong>Check credentials</strong>; then test it here. Subscriptions that sign in with OAuth connect below. Then <Link to="/keys">create an API key</Link> for
+                    your clients.
                   </Empty>
                 }
                 columns={[
@@ -293,7 +329,17 @@ export default function ProvidersPage() {
                     )
                   },
                   { label: "Base URL", render: (c) => <span class="url">{c.effectiveBaseUrl ?? "—"}</span> },
-                  { label: "Key", render: (c) => (c.authType === "oauth" ? <Badge kind="info">OAuth{c.oauth?.email ? ` ${c.oauth.email}` : ""}</Badge> : c.hasApiKey ? <code>{c.apiKey ?? "****"}</code> : <span class="muted">none</span>) },
+                  {
+                    label: "Key",
+                    render: (c) =>
+                      c.authType === "oauth" ? (
+                        <Badge kind="info">OAuth{c.oauth?.email ? ` ${c.oauth.email}` : ""}</Badge>
+                      ) : c.hasApiKey ? (
+                        <code>{c.apiKey ?? "****"}</code>
+                      ) : (
+                        <span class="muted">none</span>
+                      )
+                  },
                   { label: "Default model", render: (c) => c.defaultModel ?? "—" },
                   {
                     label: "Status",
@@ -337,7 +383,13 @@ export default function ProvidersPage() {
       <NodesSection />
       <Dialog open={dialog?.kind === "add" || dialog?.kind === "edit"} title={dialog?.kind === "edit" ? `Edit ${dialog.c.name}` : "Add a provider"} onClose={close}>
         {(dialog?.kind === "add" || dialog?.kind === "edit") && (
-          <ConnectionForm key={dialog.kind === "edit" ? dialog.c.id : "new"} editing={dialog.kind === "edit" ? dialog.c : null} providers={providers} proxies={proxies.data?.proxies ?? []} onDone={done} />
+          <ConnectionForm
+            key={dialog.kind === "edit" ? dialog.c.id : "new"}
+            editing={dialog.kind === "edit" ? dialog.c : null}
+            providers={providers}
+            proxies={proxies.data?.proxies ?? []}
+            onDone={done}
+          />
         )}
       </Dialog>
       <Dialog open={dialog?.kind === "models"} title={dialog?.kind === "models" ? `Models of ${dialog.c.name}` : "Models"} onClose={close}>

@@ -9,7 +9,13 @@ type Settings = Status["settings"]
 type Patch = NonNullable<paths["/api/resilience"]["patch"]["requestBody"]>["content"]["application/json"]
 
 const stateKind = (s: string): "ok" | "warn" | "bad" | "muted" =>
-  s === "CLOSED" || s === "active" || s === "ok" ? "ok" : s === "DEGRADED" || s === "HALF_OPEN" || s === "cooldown" || s === "rate_limited" ? "warn" : s === "OPEN" || s === "error" || s === "expired" || s === "unauthorized" ? "bad" : "muted"
+  s === "CLOSED" || s === "active" || s === "ok"
+    ? "ok"
+    : s === "DEGRADED" || s === "HALF_OPEN" || s === "cooldown" || s === "rate_limited"
+      ? "warn"
+      : s === "OPEN" || s === "error" || s === "expired" || s === "unauthorized"
+        ? "bad"
+        : "muted"
 
 const until = (iso: string | null) => {
   if (!iso) return "—"
@@ -21,9 +27,14 @@ const until = (iso: string | null) => {
 const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
   const [s, setS] = useState<Settings>(() => structuredClone(p.settings))
   const [run, busy] = useAction()
-  const num = <G extends keyof Settings>(group: G, key: keyof Settings[G]) => (v: number | undefined) =>
-    setS((x) => ({ ...x, [group]: { ...x[group], [key]: v ?? 0 } }))
-  const bool = <G extends keyof Settings>(group: G, key: keyof Settings[G]) => (v: boolean) => setS((x) => ({ ...x, [group]: { ...x[group], [key]: v } }))
+  const num =
+    <G extends keyof Settings>(group: G, key: keyof Settings[G]) =>
+    (v: number | undefined) =>
+      setS((x) => ({ ...x, [group]: { ...x[group], [key]: v ?? 0 } }))
+  const bool =
+    <G extends keyof Settings>(group: G, key: keyof Settings[G]) =>
+    (v: boolean) =>
+      setS((x) => ({ ...x, [group]: { ...x[group], [key]: v } }))
   const breaker = (cls: "apikey" | "oauth", key: "failureThreshold" | "degradationThreshold" | "resetTimeoutMs") => (v: number | undefined) =>
     setS((x) => ({ ...x, providerBreaker: { ...x.providerBreaker, [cls]: { ...x.providerBreaker[cls], [key]: v ?? 1 } } }))
   const [codes, setCodes] = useState(p.settings.modelLockout.errorCodes.join(", "))
@@ -50,7 +61,13 @@ const SettingsForm = (p: { settings: Settings; onSaved: () => void }) => {
     <Form onSubmit={() => void save()} label="Resilience settings">
       <h3 class="full">Circuit breakers (API-key providers)</h3>
       <NumberInput label="Failures to open (API key)" value={s.providerBreaker.apikey.failureThreshold} onInput={breaker("apikey", "failureThreshold")} min={1} step={1} />
-      <NumberInput label="Failures to degrade (API key)" value={s.providerBreaker.apikey.degradationThreshold} onInput={breaker("apikey", "degradationThreshold")} min={1} step={1} />
+      <NumberInput
+        label="Failures to degrade (API key)"
+        value={s.providerBreaker.apikey.degradationThreshold}
+        onInput={breaker("apikey", "degradationThreshold")}
+        min={1}
+        step={1}
+      />
       <NumberInput label="Reset timeout (API key)" value={s.providerBreaker.apikey.resetTimeoutMs} onInput={breaker("apikey", "resetTimeoutMs")} min={0} step={1} hint={ms} />
       <h3 class="full">Circuit breakers (OAuth providers)</h3>
       <NumberInput label="Failures to open (OAuth)" value={s.providerBreaker.oauth.failureThreshold} onInput={breaker("oauth", "failureThreshold")} min={1} step={1} />
@@ -93,9 +110,15 @@ export default function ResiliencePage() {
       () => ok(api.POST("/api/resilience/reset", { body: provider ? { provider, connections: true } : { connections: true } })),
       (r) => `Reset ${r.breakersReset} breaker${r.breakersReset === 1 ? "" : "s"} and ${r.connectionsReset} connection${r.connectionsReset === 1 ? "" : "s"}`
     ).then(status.reload)
-  const clearCooldowns = () => run(() => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { all: true } })), (r) => `Cleared ${r.cleared} model cooldown${r.cleared === 1 ? "" : "s"}`).then(status.reload)
+  const clearCooldowns = () =>
+    run(
+      () => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { all: true } })),
+      (r) => `Cleared ${r.cleared} model cooldown${r.cleared === 1 ? "" : "s"}`
+    ).then(status.reload)
   const clearOne = (m: Status["modelCooldowns"][number]) =>
-    run(() => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { provider: m.provider, model: m.model, connection: m.connection } })), `Cleared ${m.model}`).then(status.reload)
+    run(() => ok(api.DELETE("/api/resilience/model-cooldowns", { body: { provider: m.provider, model: m.model, connection: m.connection } })), `Cleared ${m.model}`).then(
+      status.reload
+    )
   return (
     <Page
       title="Resilience"
@@ -116,7 +139,15 @@ export default function ResiliencePage() {
                 rows={d.breakers}
                 empty={<Empty title="No breakers yet">A breaker appears for each upstream once a request has been sent to it. Nothing is failing.</Empty>}
                 columns={[
-                  { label: "Upstream", render: (b) => <><strong>{b.provider}</strong>{b.origin ? <span class="muted"> @ {b.origin}</span> : null}</> },
+                  {
+                    label: "Upstream",
+                    render: (b) => (
+                      <>
+                        <strong>{b.provider}</strong>
+                        {b.origin ? <span class="muted"> @ {b.origin}</span> : null}
+                      </>
+                    )
+                  },
                   { label: "State", render: (b) => <Badge kind={stateKind(b.state)}>{b.state}</Badge> },
                   { label: "Failures", class: "num", render: (b) => `${b.consecutiveFailures} / ${b.failureThreshold}` },
                   { label: "Last status", class: "num", render: (b) => b.lastStatus ?? "—" },
@@ -144,7 +175,14 @@ export default function ResiliencePage() {
                   </Empty>
                 }
                 columns={[
-                  { label: "Connection", render: (c) => <><strong>{c.name}</strong> <span class="muted">{c.provider}</span></> },
+                  {
+                    label: "Connection",
+                    render: (c) => (
+                      <>
+                        <strong>{c.name}</strong> <span class="muted">{c.provider}</span>
+                      </>
+                    )
+                  },
                   { label: "State", render: (c) => <Badge kind={stateKind(c.state)}>{c.state}</Badge> },
                   { label: "In flight", class: "num", render: (c) => `${c.inFlight}${c.max_concurrent ? ` / ${c.max_concurrent}` : ""}` },
                   { label: "Cooling down until", render: (c) => until(c.rateLimitedUntil) },

@@ -1,7 +1,27 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
 import { Link } from "../router"
-import { Badge, Button, Checkbox, Confirm, Dialog, Empty, ErrorBox, fmtDate, Form, Loader, NumberInput, Page, Section, Select, Table, TextArea, TextInput, useAction, useLoad } from "../ui"
+import {
+  Badge,
+  Button,
+  Checkbox,
+  Confirm,
+  Dialog,
+  Empty,
+  ErrorBox,
+  fmtDate,
+  Form,
+  Loader,
+  NumberInput,
+  Page,
+  Section,
+  Select,
+  Table,
+  TextArea,
+  TextInput,
+  useAction,
+  useLoad
+} from "../ui"
 import { BackupSchedule } from "./operate/BackupSchedule"
 import "./operate/operate.css"
 
@@ -43,10 +63,19 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
       <Form
         label="Upstream proxy"
         onSubmit={() =>
-          void run(() => ok(api.PUT("/api/settings/proxy", { body: { url: url.trim() ? url.trim() : null, family, noProxy: lines(noProxy) } })), "Proxy saved").then((r) => r && p.onSaved())
+          void run(() => ok(api.PUT("/api/settings/proxy", { body: { url: url.trim() ? url.trim() : null, family, noProxy: lines(noProxy) } })), "Proxy saved").then(
+            (r) => r && p.onSaved()
+          )
         }
       >
-        <TextInput label="Proxy URL" value={url} onInput={setUrl} placeholder="http://user:password@proxy.example:3128" hint="http, https, socks5 or socks5h; empty: connect directly. A stored password shows as ****; leave it so to keep it." wide />
+        <TextInput
+          label="Proxy URL"
+          value={url}
+          onInput={setUrl}
+          placeholder="http://user:password@proxy.example:3128"
+          hint="http, https, socks5 or socks5h; empty: connect directly. A stored password shows as ****; leave it so to keep it."
+          wide
+        />
         <Select label="Address family" value={family} options={FAMILIES} onChange={setFamily} hint="Pinning to one family has no fallback." />
         <TextArea label="Hosts that go direct (no proxy)" value={noProxy} onInput={setNoProxy} rows={3} mono hint="One a line: a host, .domain suffix, IP, CIDR or *." />
         <Button kind="primary" type="submit" busy={busy}>
@@ -57,9 +86,9 @@ const ProxySection = (p: { value: Settings["proxy"]; onSaved: () => void }) => {
       <Form
         label="Test the proxy"
         onSubmit={() =>
-          void test(() => ok(api.POST("/api/settings/proxy/test", { body: { url: target.trim(), ...(url.trim() && url.trim() !== p.value.url ? { proxy: url.trim(), family } : {}) } }))).then(
-            (r) => r && setResult(r)
-          )
+          void test(() =>
+            ok(api.POST("/api/settings/proxy/test", { body: { url: target.trim(), ...(url.trim() && url.trim() !== p.value.url ? { proxy: url.trim(), family } : {}) } }))
+          ).then((r) => r && setResult(r))
         }
       >
         <TextInput label="URL to fetch through the proxy" type="url" value={target} onInput={setTarget} required placeholder="https://api.openai.com/v1/models" wide />
@@ -85,7 +114,10 @@ const emptyProxy: ProxyForm = { name: "", type: "http", host: "", port: 3128, us
 
 const ProxyFields = (p: { value: ProxyForm; onChange: (v: ProxyForm) => void; editing: boolean }) => {
   const v = p.value
-  const set = <K extends keyof ProxyForm>(k: K) => (x: ProxyForm[K]) => p.onChange({ ...v, [k]: x })
+  const set =
+    <K extends keyof ProxyForm>(k: K) =>
+    (x: ProxyForm[K]) =>
+      p.onChange({ ...v, [k]: x })
   return (
     <>
       <TextInput label="Name" value={v.name} onInput={set("name")} required />
@@ -93,7 +125,14 @@ const ProxyFields = (p: { value: ProxyForm; onChange: (v: ProxyForm) => void; ed
       <TextInput label="Host" value={v.host} onInput={set("host")} required placeholder="proxy.example or 10.0.0.5" />
       <NumberInput label="Port" value={v.port} onInput={set("port")} min={1} max={65535} step={1} />
       <TextInput label="Username" value={v.username} onInput={set("username")} autoComplete="off" />
-      <TextInput label="Password" type="password" value={v.password} onInput={set("password")} autoComplete="new-password" hint={p.editing ? "Empty keeps the stored password." : "Stored encrypted."} />
+      <TextInput
+        label="Password"
+        type="password"
+        value={v.password}
+        onInput={set("password")}
+        autoComplete="new-password"
+        hint={p.editing ? "Empty keeps the stored password." : "Stored encrypted."}
+      />
       <Select label="Address family" value={v.family} options={FAMILIES} onChange={set("family")} />
       <Checkbox label="Free / public proxy" checked={v.free} onChange={set("free")} hint="Used only while FREE_PROXY_ENABLED is on." />
     </>
@@ -136,7 +175,12 @@ const ProxyRegistry = () => {
                 render: (x) => (
                   <div class="row-actions">
                     <Button
-                      onClick={() => setEditing({ id: x.id, form: { name: x.name, type: x.type, host: x.host, port: x.port, username: x.username ?? "", password: "", family: x.family, free: x.free } })}
+                      onClick={() =>
+                        setEditing({
+                          id: x.id,
+                          form: { name: x.name, type: x.type, host: x.host, port: x.port, username: x.username ?? "", password: "", family: x.family, free: x.free }
+                        })
+                      }
                       aria-label={`Edit proxy ${x.name}`}
                     >
                       Edit
@@ -172,11 +216,13 @@ const ProxyRegistry = () => {
           <Form
             label="Edit proxy"
             onSubmit={() =>
-              void run(() => ok(api.PATCH("/api/v1/management/proxies/{id}", { params: { path: { id: editing.id } }, body: body(editing.form, true) })), "Proxy saved").then((r) => {
-                if (!r) return
-                setEditing(undefined)
-                list.reload()
-              })
+              void run(() => ok(api.PATCH("/api/v1/management/proxies/{id}", { params: { path: { id: editing.id } }, body: body(editing.form, true) })), "Proxy saved").then(
+                (r) => {
+                  if (!r) return
+                  setEditing(undefined)
+                  list.reload()
+                }
+              )
             }
           >
             <ProxyFields value={editing.form} onChange={(f) => setEditing({ ...editing, form: f })} editing />
@@ -200,7 +246,8 @@ const ProxyRegistry = () => {
       >
         {(proxy) => (
           <p>
-            <strong>{proxy.name}</strong> is removed from the registry{proxy.usedBy.length ? ` (used by ${proxy.usedBy.join(", ")}: the API refuses while connections name it)` : ""}.
+            <strong>{proxy.name}</strong> is removed from the registry
+            {proxy.usedBy.length ? ` (used by ${proxy.usedBy.join(", ")}: the API refuses while connections name it)` : ""}.
           </p>
         )}
       </Confirm>
@@ -215,8 +262,18 @@ const IpFilterSection = (p: { value: Settings["ipFilter"]; onSaved: () => void }
   const [deny, setDeny] = useState(p.value.deny.join("\n"))
   const [run, busy] = useAction()
   return (
-    <Form label="IP filter" onSubmit={() => void run(() => ok(api.PUT("/api/settings/ip-filter", { body: { allow: lines(allow), deny: lines(deny) } })), "IP filter saved").then((r) => r && p.onSaved())}>
-      <TextArea label="Allow" value={allow} onInput={setAllow} rows={4} mono hint="One address or CIDR a line (10.0.0.0/8, 2001:db8::/32). Empty: every address is allowed unless denied." />
+    <Form
+      label="IP filter"
+      onSubmit={() => void run(() => ok(api.PUT("/api/settings/ip-filter", { body: { allow: lines(allow), deny: lines(deny) } })), "IP filter saved").then((r) => r && p.onSaved())}
+    >
+      <TextArea
+        label="Allow"
+        value={allow}
+        onInput={setAllow}
+        rows={4}
+        mono
+        hint="One address or CIDR a line (10.0.0.0/8, 2001:db8::/32). Empty: every address is allowed unless denied."
+      />
       <TextArea label="Deny" value={deny} onInput={setDeny} rows={4} mono hint="Wins over Allow." />
       <Button kind="primary" type="submit" busy={busy}>
         Save IP filter
@@ -244,9 +301,31 @@ const ThinkingSection = (p: { value: Settings["thinkingBudget"]; onSaved: () => 
         onChange={(mode) => setV({ ...v, mode })}
         hint="passthrough: requests as sent; cap: budgets above the maximum are lowered; force: every request at the effort and budget below."
       />
-      <NumberInput label="Maximum budget (tokens)" value={v.maxTokens} onInput={(n) => setV({ ...v, maxTokens: n ?? 0 })} min={0} max={1000000} step={1} hint="cap: the largest reasoning budget a request keeps." />
-      <Select<Effort> label="Effort" value={v.effort} options={["none", "minimal", "low", "medium", "high"]} onChange={(effort) => setV({ ...v, effort })} hint="force: for formats that take a level (OpenAI, Responses, Ollama)." />
-      <NumberInput label="Budget (tokens)" value={v.budgetTokens} onInput={(n) => setV({ ...v, budgetTokens: n ?? 0 })} min={0} max={1000000} step={1} hint="force: for formats that take tokens (Anthropic, Gemini); 0 turns thinking off." />
+      <NumberInput
+        label="Maximum budget (tokens)"
+        value={v.maxTokens}
+        onInput={(n) => setV({ ...v, maxTokens: n ?? 0 })}
+        min={0}
+        max={1000000}
+        step={1}
+        hint="cap: the largest reasoning budget a request keeps."
+      />
+      <Select<Effort>
+        label="Effort"
+        value={v.effort}
+        options={["none", "minimal", "low", "medium", "high"]}
+        onChange={(effort) => setV({ ...v, effort })}
+        hint="force: for formats that take a level (OpenAI, Responses, Ollama)."
+      />
+      <NumberInput
+        label="Budget (tokens)"
+        value={v.budgetTokens}
+        onInput={(n) => setV({ ...v, budgetTokens: n ?? 0 })}
+        min={0}
+        max={1000000}
+        step={1}
+        hint="force: for formats that take tokens (Anthropic, Gemini); 0 turns thinking off."
+      />
       <Button kind="primary" type="submit" busy={busy}>
         Save thinking budget
       </Button>
@@ -263,7 +342,11 @@ const SystemPromptSection = (p: { value: Settings["systemPrompt"]; onSaved: () =
   return (
     <Form
       label="System prompt"
-      onSubmit={() => void run(() => ok(api.PUT("/api/settings/system-prompt", { body: { enabled, text, position, skipKeyIds: lines(skip) } })), "System prompt saved").then((r) => r && p.onSaved())}
+      onSubmit={() =>
+        void run(() => ok(api.PUT("/api/settings/system-prompt", { body: { enabled, text, position, skipKeyIds: lines(skip) } })), "System prompt saved").then(
+          (r) => r && p.onSaved()
+        )
+      }
     >
       <Checkbox label="Add this system prompt to every request" checked={enabled} onChange={setEnabled} />
       <TextArea label="System prompt text" value={text} onInput={setText} rows={5} />
@@ -290,7 +373,12 @@ const LoginSection = (p: { value: boolean; onSaved: () => void }) => {
   const [run, busy] = useAction()
   return (
     <Form label="Require login" onSubmit={() => void run(() => ok(api.PUT("/api/settings/require-login", { body: { requireLogin: on } })), "Saved").then((r) => r && p.onSaved())}>
-      <Checkbox label="Require a login for the dashboard and management API" checked={on} onChange={setOn} hint="Off lets direct loopback callers in without one; remote callers always need a login or an admin key." />
+      <Checkbox
+        label="Require a login for the dashboard and management API"
+        checked={on}
+        onChange={setOn}
+        hint="Off lets direct loopback callers in without one; remote callers always need a login or an admin key."
+      />
       <Button kind="primary" type="submit" busy={busy}>
         Save
       </Button>
@@ -308,7 +396,15 @@ const PurgeSection = () => {
   return (
     <>
       <Form label="Purge request history" onSubmit={() => setConfirm(true)}>
-        <NumberInput label="Only rows older than (days)" value={days} onInput={setDays} min={0} max={36500} step="any" hint="Empty: all rows. Rows in an open budget or token-limit window are always kept." />
+        <NumberInput
+          label="Only rows older than (days)"
+          value={days}
+          onInput={setDays}
+          min={0}
+          max={36500}
+          step="any"
+          hint="Empty: all rows. Rows in an open budget or token-limit window are always kept."
+        />
         <Button kind="danger" type="submit">
           Purge…
         </Button>
@@ -319,7 +415,10 @@ const PurgeSection = () => {
         </p>
       )}
       <Dialog open={confirm} title="Delete request history?" onClose={() => setConfirm(false)}>
-        <p>{days === undefined ? "Every usage row" : `Usage rows older than ${days} days`} will be deleted; usage charts and logs lose them. This cannot be undone (take a backup first if unsure).</p>
+        <p>
+          {days === undefined ? "Every usage row" : `Usage rows older than ${days} days`} will be deleted; usage charts and logs lose them. This cannot be undone (take a backup
+          first if unsure).
+        </p>
         <div class="actions">
           <Button
             kind="danger"
@@ -360,7 +459,14 @@ const DocumentSection = (p: { value: Settings; onSaved: () => void }) => {
   }
   return (
     <Form label="Settings document" onSubmit={() => send("PATCH")}>
-      <TextArea label="Settings (JSON)" value={text} onInput={setText} rows={14} mono hint="Patch merges objects and replaces arrays and scalars; Replace sets every section (missing ones take their defaults). The info block is read-only." />
+      <TextArea
+        label="Settings (JSON)"
+        value={text}
+        onInput={setText}
+        rows={14}
+        mono
+        hint="Patch merges objects and replaces arrays and scalars; Replace sets every section (missing ones take their defaults). The info block is read-only."
+      />
       <ErrorBox error={error} />
       <div class="actions">
         <Button kind="primary" type="submit" busy={busy}>
@@ -379,52 +485,52 @@ export default function SettingsPage() {
   return (
     <Page title="Settings" description="Gateway-wide settings; each takes effect at once. Compression settings are on the Compression page, switches on Feature flags.">
       <div class="operate">
-      <Loader of={doc}>
-        {(d) => {
-          // Each form starts from the stored values; after any save the document reloads and the forms reset to it.
-          const k = (x: unknown) => JSON.stringify(x)
-          return (
-            <>
-              {d.info.restartRequired.length > 0 && (
-                <p class="result result-bad" role="note">
-                  Restart required for: {d.info.restartRequired.join(", ")}
-                </p>
-              )}
-              <Section title="System prompt">
-                <SystemPromptSection key={k(d.systemPrompt)} value={d.systemPrompt} onSaved={doc.reload} />
-              </Section>
-              <Section title="Thinking budget">
-                <ThinkingSection key={k(d.thinkingBudget)} value={d.thinkingBudget} onSaved={doc.reload} />
-              </Section>
-              <Section title="Upstream proxy">
-                <ProxySection key={k(d.proxy)} value={d.proxy} onSaved={doc.reload} />
-              </Section>
-              <Section title="Proxy registry">
-                <p class="muted">Named proxies that provider connections can use instead of the global one (docs/egress.md).</p>
-                <ProxyRegistry />
-              </Section>
-              <Section title="IP filter">
-                <IpFilterSection key={k(d.ipFilter)} value={d.ipFilter} onSaved={doc.reload} />
-              </Section>
-              <Section title="Login">
-                <LoginSection key={k(d.requireLogin)} value={d.requireLogin} onSaved={doc.reload} />
-              </Section>
-              <Section title="Backup schedule">
-                <p class="muted">
-                  Backups themselves are on the <Link to="/backups">Backups</Link> page.
-                </p>
-                <BackupSchedule key={k(d.backups)} />
-              </Section>
-              <Section title="Purge request history">
-                <PurgeSection />
-              </Section>
-              <Section title="Settings document">
-                <DocumentSection key={k(d)} value={d} onSaved={doc.reload} />
-              </Section>
-            </>
-          )
-        }}
-      </Loader>
+        <Loader of={doc}>
+          {(d) => {
+            // Each form starts from the stored values; after any save the document reloads and the forms reset to it.
+            const k = (x: unknown) => JSON.stringify(x)
+            return (
+              <>
+                {d.info.restartRequired.length > 0 && (
+                  <p class="result result-bad" role="note">
+                    Restart required for: {d.info.restartRequired.join(", ")}
+                  </p>
+                )}
+                <Section title="System prompt">
+                  <SystemPromptSection key={k(d.systemPrompt)} value={d.systemPrompt} onSaved={doc.reload} />
+                </Section>
+                <Section title="Thinking budget">
+                  <ThinkingSection key={k(d.thinkingBudget)} value={d.thinkingBudget} onSaved={doc.reload} />
+                </Section>
+                <Section title="Upstream proxy">
+                  <ProxySection key={k(d.proxy)} value={d.proxy} onSaved={doc.reload} />
+                </Section>
+                <Section title="Proxy registry">
+                  <p class="muted">Named proxies that provider connections can use instead of the global one (docs/egress.md).</p>
+                  <ProxyRegistry />
+                </Section>
+                <Section title="IP filter">
+                  <IpFilterSection key={k(d.ipFilter)} value={d.ipFilter} onSaved={doc.reload} />
+                </Section>
+                <Section title="Login">
+                  <LoginSection key={k(d.requireLogin)} value={d.requireLogin} onSaved={doc.reload} />
+                </Section>
+                <Section title="Backup schedule">
+                  <p class="muted">
+                    Backups themselves are on the <Link to="/backups">Backups</Link> page.
+                  </p>
+                  <BackupSchedule key={k(d.backups)} />
+                </Section>
+                <Section title="Purge request history">
+                  <PurgeSection />
+                </Section>
+                <Section title="Settings document">
+                  <DocumentSection key={k(d)} value={d} onSaved={doc.reload} />
+                </Section>
+              </>
+            )
+          }}
+        </Loader>
       </div>
     </Page>
   )

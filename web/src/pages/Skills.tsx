@@ -25,7 +25,13 @@ const SkillText = (p: { skill: Skill }) => {
       <p class="muted">
         {p.skill.description} Served at <a href={p.skill.rawUrl}>{p.skill.rawUrl}</a> for agents to fetch.
       </p>
-      <Loader of={raw}>{(text) => <pre class="mono skill-text" aria-label={`Text of ${p.skill.name}`} tabIndex={0}>{text}</pre>}</Loader>
+      <Loader of={raw}>
+        {(text) => (
+          <pre class="mono skill-text" aria-label={`Text of ${p.skill.name}`} tabIndex={0}>
+            {text}
+          </pre>
+        )}
+      </Loader>
     </>
   )
 }
@@ -38,7 +44,10 @@ const Catalog = () => {
   const [report, setReport] = useState<Report | null>(null)
   const [run, busy] = useAction()
   const generate = (dryRun: boolean) =>
-    void run(() => ok(api.POST("/api/agent-skills/generate", { body: { dryRun } })), (r) => (r.errors.length ? undefined : dryRun ? "Checked" : `${r.generated.length} skill(s) written`)).then((r) => {
+    void run(
+      () => ok(api.POST("/api/agent-skills/generate", { body: { dryRun } })),
+      (r) => (r.errors.length ? undefined : dryRun ? "Checked" : `${r.generated.length} skill(s) written`)
+    ).then((r) => {
       if (!r) return
       setReport(r)
       skills.reload()
@@ -69,7 +78,8 @@ const Catalog = () => {
       {report && (
         <div class="report" role="status">
           <p>
-            {report.dryRun ? "Dry run" : "Generated"} in <code>{report.dir}</code>: {report.generated.length} {report.dryRun ? "would change" : "written"}, {report.unchanged.length} unchanged, {report.pruned.length} pruned
+            {report.dryRun ? "Dry run" : "Generated"} in <code>{report.dir}</code>: {report.generated.length} {report.dryRun ? "would change" : "written"},{" "}
+            {report.unchanged.length} unchanged, {report.pruned.length} pruned
             {report.orphansDetected.length > 0 && `, orphans: ${report.orphansDetected.join(", ")}`}.
           </p>
           {report.errors.length > 0 && (
@@ -84,7 +94,16 @@ const Catalog = () => {
         </div>
       )}
       <div class="narrow">
-        <Select label="Category" value={category} options={[{ value: "", label: "all" }, { value: "api", label: "API" }, { value: "cli", label: "CLI" }]} onChange={setCategory} />
+        <Select
+          label="Category"
+          value={category}
+          options={[
+            { value: "", label: "all" },
+            { value: "api", label: "API" },
+            { value: "cli", label: "CLI" }
+          ]}
+          onChange={setCategory}
+        />
       </div>
       <Loader of={skills}>
         {(d) => (
@@ -139,7 +158,12 @@ const NewContextSkill = (p: { catalog: ReadonlyArray<Skill>; done: () => void })
   return (
     <Form onSubmit={submit} label="New prompt skill">
       <TextInput label="Name" value={name} onInput={setName} required />
-      <Select label="Text" value={source} options={[{ value: "", label: "my own text" }, ...p.catalog.map((s) => ({ value: s.id, label: `catalog: ${s.name}` }))]} onChange={setSource} />
+      <Select
+        label="Text"
+        value={source}
+        options={[{ value: "", label: "my own text" }, ...p.catalog.map((s) => ({ value: s.id, label: `catalog: ${s.name}` }))]}
+        onChange={setSource}
+      />
       {!source && <TextArea label="Skill text" value={text} onInput={setText} rows={5} />}
       <Checkbox label="Always inject" checked={always} onChange={setAlways} />
       <TextInput label="Keywords" value={keywords} onInput={setKeywords} hint="Comma-separated: injected when a user turn contains one." />
@@ -152,7 +176,13 @@ const NewContextSkill = (p: { catalog: ReadonlyArray<Skill>; done: () => void })
 }
 
 const trigger = (s: ContextSkill) =>
-  [s.trigger.always && "always", s.trigger.keywords.length > 0 && `keywords: ${s.trigger.keywords.join(", ")}`, s.trigger.models.length > 0 && `models: ${s.trigger.models.join(", ")}`].filter(Boolean).join("; ") || "never (no trigger)"
+  [
+    s.trigger.always && "always",
+    s.trigger.keywords.length > 0 && `keywords: ${s.trigger.keywords.join(", ")}`,
+    s.trigger.models.length > 0 && `models: ${s.trigger.models.join(", ")}`
+  ]
+    .filter(Boolean)
+    .join("; ") || "never (no trigger)"
 
 const ContextSkills = () => {
   const skills = useLoad(() => ok(api.GET("/api/context/skills")))
@@ -160,7 +190,11 @@ const ContextSkills = () => {
   const [creating, setCreating] = useState(false)
   const [view, setView] = useState<ContextSkill | null>(null)
   const [run] = useAction()
-  const toggle = (s: ContextSkill) => void run(() => ok(api.PUT("/api/context/skills/{id}", { params: { path: { id: s.id } }, body: { enabled: !s.enabled } })), `${s.name} ${s.enabled ? "disabled" : "enabled"}`).then(() => skills.reload())
+  const toggle = (s: ContextSkill) =>
+    void run(
+      () => ok(api.PUT("/api/context/skills/{id}", { params: { path: { id: s.id } }, body: { enabled: !s.enabled } })),
+      `${s.name} ${s.enabled ? "disabled" : "enabled"}`
+    ).then(() => skills.reload())
   const remove = (s: ContextSkill) => {
     if (!confirm(`Remove the skill ${s.name}?`)) return
     void run(() => ok(api.DELETE("/api/context/skills/{id}", { params: { path: { id: s.id } } })), `${s.name} removed`).then(() => skills.reload())
@@ -237,13 +271,17 @@ const MemorySection = () => {
   const [tags, setTags] = useState("")
   const [run, busy] = useAction()
   const add = () =>
-    void run(() => ok(api.POST("/api/context/memory", { body: { text, scope, scopeId: scope === "global" ? null : scopeId.trim() || null, tags: list(tags) } })), "Memory saved").then((r) => {
+    void run(
+      () => ok(api.POST("/api/context/memory", { body: { text, scope, scopeId: scope === "global" ? null : scopeId.trim() || null, tags: list(tags) } })),
+      "Memory saved"
+    ).then((r) => {
       if (!r) return
       setText("")
       setTags("")
       memory.reload()
     })
-  const toggle = (m: Memory) => void run(() => ok(api.PUT("/api/context/memory/{id}", { params: { path: { id: m.id } }, body: { enabled: !m.enabled } }))).then(() => memory.reload())
+  const toggle = (m: Memory) =>
+    void run(() => ok(api.PUT("/api/context/memory/{id}", { params: { path: { id: m.id } }, body: { enabled: !m.enabled } }))).then(() => memory.reload())
   const remove = (m: Memory) => {
     if (!confirm("Remove this memory entry?")) return
     void run(() => ok(api.DELETE("/api/context/memory/{id}", { params: { path: { id: m.id } } })), "Memory removed").then(() => memory.reload())

@@ -90,7 +90,11 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
         {Object.keys(s.env).length > 0 && (
           <>
             <h3>Still to set in your shell</h3>
-            <pre class="mono">{Object.entries(s.env).map(([k, v]) => `export ${k}=${v}`).join("\n")}</pre>
+            <pre class="mono">
+              {Object.entries(s.env)
+                .map(([k, v]) => `export ${k}=${v}`)
+                .join("\n")}
+            </pre>
             {result.secret && <p class="muted small">Use the key shown above where the value is masked.</p>}
           </>
         )}
@@ -104,12 +108,14 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
           <p class="muted">
             {c.exists ? (
               <>
-                Now: base URL <code>{c.baseUrl ?? "none"}</code>, model <code>{c.model ?? "none"}</code>, key <code>{c.apiKey ?? (c.apiKeyEnv ? `from $${c.apiKeyEnv}` : "none")}</code>.
+                Now: base URL <code>{c.baseUrl ?? "none"}</code>, model <code>{c.model ?? "none"}</code>, key{" "}
+                <code>{c.apiKey ?? (c.apiKeyEnv ? `from $${c.apiKeyEnv}` : "none")}</code>.
               </>
             ) : (
               <>No configuration file yet.</>
             )}{" "}
-            Writes {c.files.map((f, i) => (
+            Writes{" "}
+            {c.files.map((f, i) => (
               <span key={f}>
                 {i > 0 && ", "}
                 <code>{f}</code>
@@ -128,7 +134,11 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
           ...(current.data?.exists ? [{ value: "keep" as const, label: "Keep the key the tool has" }] : [])
         ]}
         onChange={setKeyChoice}
-        hint={needsKey ? "The gateway keeps only a hash of each key, so an existing key must be pasted." : "Codex reads its key from GATEWAY_CODEX_API_KEY; it is never written to the file."}
+        hint={
+          needsKey
+            ? "The gateway keeps only a hash of each key, so an existing key must be pasted."
+            : "Codex reads its key from GATEWAY_CODEX_API_KEY; it is never written to the file."
+        }
       />
       {keyChoice === "paste" && <TextInput label="Key" type="password" value={pasted} onInput={setPasted} required autoComplete="off" />}
       <Select
@@ -136,7 +146,13 @@ const Configure = (p: { tool: Runtime; done: () => void }) => {
         value={model}
         options={[{ value: "", label: "the gateway's first chat model" }, ...(models.data?.models ?? []).map((m) => ({ value: m.id, label: m.id }))]}
         onChange={setModel}
-        hint={models.data && models.data.models.length === 0 ? <>No connected models yet: <Link to="/providers">add a provider</Link>.</> : undefined}
+        hint={
+          models.data && models.data.models.length === 0 ? (
+            <>
+              No connected models yet: <Link to="/providers">add a provider</Link>.
+            </>
+          ) : undefined
+        }
       />
       <Checkbox label="Offline: turn off the tool's update checks and telemetry" checked={offline} onChange={setOffline} />
       <Button kind="primary" type="submit" busy={busy}>
@@ -162,7 +178,15 @@ const ToolsTable = () => {
             rows={list}
             empty={<Empty title="No coding tools in the catalog">This gateway lists no coding tools.</Empty>}
             columns={[
-              { label: "Tool", render: (t) => <><strong>{t.name}</strong><div class="muted small">{t.description}</div></> },
+              {
+                label: "Tool",
+                render: (t) => (
+                  <>
+                    <strong>{t.name}</strong>
+                    <div class="muted small">{t.description}</div>
+                  </>
+                )
+              },
               {
                 label: "Installed",
                 render: (t) =>
@@ -190,7 +214,11 @@ const ToolsTable = () => {
                 label: "Set up",
                 render: (t) =>
                   t.configType === "custom" ? (
-                    <Button kind={t.status.config.status === "configured" ? "plain" : "primary"} onClick={() => setOpen(t)} aria-label={`${t.status.config.status === "configured" ? "Reconfigure" : "Configure"} ${t.name}`}>
+                    <Button
+                      kind={t.status.config.status === "configured" ? "plain" : "primary"}
+                      onClick={() => setOpen(t)}
+                      aria-label={`${t.status.config.status === "configured" ? "Reconfigure" : "Configure"} ${t.name}`}
+                    >
                       {t.status.config.status === "configured" ? "Reconfigure" : "Configure"}
                     </Button>
                   ) : (
@@ -256,7 +284,10 @@ const Mcp = () => {
   const [run, busy] = useAction()
   const restart = () => {
     if (!confirm("Restart the MCP server? Open MCP sessions are closed.")) return
-    void run(() => ok(api.POST("/api/mcp/restart")), (r) => `MCP server restarted; ${r.closedSessions} session(s) closed`).then(() => status.reload())
+    void run(
+      () => ok(api.POST("/api/mcp/restart")),
+      (r) => `MCP server restarted; ${r.closedSessions} session(s) closed`
+    ).then(() => status.reload())
   }
   return (
     <Section

@@ -21,7 +21,8 @@ const RANGES = [
 type RangeName = (typeof RANGES)[number]["value"]
 
 type History = Awaited<ReturnType<typeof history>>
-const history = (q: { from: string; to: string; groupBy: "hour" | "day" | "model" | "provider" | "apiKey" | "connection" | "endpoint" }) => ok(api.GET("/api/usage/history", { params: { query: q } }))
+const history = (q: { from: string; to: string; groupBy: "hour" | "day" | "model" | "provider" | "apiKey" | "connection" | "endpoint" }) =>
+  ok(api.GET("/api/usage/history", { params: { query: q } }))
 
 /** The bucket's start (ms) of an hour or day label ("2026-11-23" or "2026-11-23T10:00:00Z"), UTC. */
 const bucketMs = (label: string) => Date.parse(label.length === 10 ? `${label}T00:00:00Z` : label)
@@ -62,7 +63,12 @@ const RangePicker = (p: { range: RangeName; fromText: string; toText: string }) 
   const [to, setTo] = useState(p.toText || new Date().toISOString().slice(0, 10))
   return (
     <div class="usage-range">
-      <Select label="Range" value={p.range} options={RANGES.map((r) => ({ value: r.value, label: r.label }))} onChange={(v) => navigate(v === "custom" ? `/usage?from=${from}&to=${to}` : `/usage?range=${v}`, true)} />
+      <Select
+        label="Range"
+        value={p.range}
+        options={RANGES.map((r) => ({ value: r.value, label: r.label }))}
+        onChange={(v) => navigate(v === "custom" ? `/usage?from=${from}&to=${to}` : `/usage?range=${v}`, true)}
+      />
       {p.range === "custom" && (
         <Form label="Custom range" onSubmit={() => navigate(`/usage?from=${from}&to=${to}`, true)}>
           <TextInput label="From (UTC)" type="date" value={from} onInput={setFrom} required />
@@ -89,8 +95,8 @@ export default function UsagePage() {
   const telemetry = useLoad(() => ok(api.GET("/api/telemetry/summary", { params: { query: { hours: String(hours) } } })), [hours])
   const keys = useLoad(() => ok(api.GET("/api/keys")))
   const providers = useLoad(() => ok(api.GET("/api/providers")))
-  const keyName = (id: string | null) => (id === null ? "no key" : keys.data?.keys.find((k) => k.id === id)?.name ?? id)
-  const connName = (id: string | null) => (id === null ? "none" : providers.data?.connections.find((c) => c.id === id)?.name ?? id)
+  const keyName = (id: string | null) => (id === null ? "no key" : (keys.data?.keys.find((k) => k.id === id)?.name ?? id))
+  const connName = (id: string | null) => (id === null ? "none" : (providers.data?.connections.find((c) => c.id === id)?.name ?? id))
 
   const chart = useMemo(() => {
     if (!series.data) return undefined

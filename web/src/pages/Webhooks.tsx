@@ -22,10 +22,7 @@ const EventPicker = (p: { value: ReadonlyArray<string>; onChange: (v: string[]) 
     <fieldset class="checks full">
       <legend>Events</legend>
       <Checkbox label="All events (*)" checked={all} onChange={(on) => p.onChange(on ? ["*"] : [])} />
-      {!all &&
-        EVENTS.map((e) => (
-          <Checkbox key={e} label={e} checked={p.value.includes(e)} onChange={(on) => p.onChange(on ? [...p.value, e] : p.value.filter((x) => x !== e))} />
-        ))}
+      {!all && EVENTS.map((e) => <Checkbox key={e} label={e} checked={p.value.includes(e)} onChange={(on) => p.onChange(on ? [...p.value, e] : p.value.filter((x) => x !== e))} />)}
     </fieldset>
   )
 }
@@ -128,135 +125,140 @@ export default function WebhooksPage() {
     if (r) setResults((x) => ({ ...x, [h.id]: r }))
     list.reload()
   }
-  const reEnable = (h: Hook) => void run(() => ok(api.PUT("/api/webhooks/{id}", { params: { path: { id: h.id } }, body: { enabled: true } })), "Webhook enabled again").then(list.reload)
+  const reEnable = (h: Hook) =>
+    void run(() => ok(api.PUT("/api/webhooks/{id}", { params: { path: { id: h.id } }, body: { enabled: true } })), "Webhook enabled again").then(list.reload)
 
   return (
     <Page title="Webhooks" description="Signed HTTP deliveries of gateway events (requests, provider errors and recoveries, quotas, combo switches) to your own receivers.">
       <div class="operate">
-      <Section title="New webhook">
-        {secret && (
-          <div class="sub">
-            <SecretOnce label="Signing secret" value={secret} />
-            <p class="muted small">Receivers verify each delivery's Standard Webhooks signature (webhook-signature) and X-Webhook-Signature with it.</p>
-            <Button kind="plain" onClick={() => setSecret(undefined)}>
-              I have copied it
-            </Button>
-          </div>
-        )}
-        <CreateForm
-          onCreated={(s) => {
-            setSecret(s)
-            list.reload()
-          }}
-        />
-      </Section>
-      <Section title="Webhooks">
-        <Loader of={list}>
-          {(data) => (
-            <>
-              <Table
-                caption="Webhooks"
-                rows={data.webhooks}
-                rowKey={(h) => h.id}
-                empty={<Empty title="No webhooks yet">Add a receiver URL above; then press Test to send it a signed test.ping.</Empty>}
-                columns={[
-                  {
-                    label: "Receiver",
-                    render: (h) => (
-                      <div class="wrap">
-                        <code class="mono">{h.url}</code>
-                        {h.description && <div class="muted small">{h.description}</div>}
-                      </div>
-                    )
-                  },
-                  { label: "Events", render: (h) => h.events.map((e) => (e === "*" ? "all (*)" : e)).join(", ") },
-                  { label: "Secret", render: (h) => <code class="mono">{h.secret}</code> },
-                  { label: "Health", render: health },
-                  {
-                    label: "Last delivery",
-                    render: (h) => (
-                      <>
-                        <div>{fmtDate(h.last_triggered_at)}</div>
-                        <div class="muted small">{lastStatus(h.last_status)}</div>
-                        {h.failure_count > 0 && <div class="muted small">{h.failure_count} failed in a row (disabled at {DISABLE_AT})</div>}
-                      </>
-                    )
-                  },
-                  {
-                    label: "Actions",
-                    render: (h) => (
-                      <div class="row-actions">
-                        <Button busy={testing === h.id} onClick={() => void test(h)} aria-label={`Test ${h.url}`}>
-                          Test
-                        </Button>
-                        {h.enabled === 0 && (
-                          <Button kind="primary" busy={busy} onClick={() => reEnable(h)} aria-label={`Re-enable ${h.url}`}>
-                            Re-enable
-                          </Button>
-                        )}
-                        <Button onClick={() => setEditing(h)} aria-label={`Edit ${h.url}`}>
-                          Edit
-                        </Button>
-                        <Button kind="danger" onClick={() => setRemoving(h)} aria-label={`Delete ${h.url}`}>
-                          Delete
-                        </Button>
-                      </div>
-                    )
-                  }
-                ]}
-              />
-              <div role="status" aria-live="polite">
-                {data.webhooks
-                  .filter((h) => results[h.id])
-                  .map((h) => {
-                    const r = results[h.id]!
-                    return (
-                      <p key={h.id} class={`result ${r.delivered ? "result-ok" : "result-bad"}`} data-test-result={h.id}>
-                        Test of <code class="mono wrap">{h.url}</code>:{" "}
-                        {r.delivered ? (
-                          <>
-                            <Badge kind="ok">delivered</Badge> HTTP {r.status}
-                          </>
-                        ) : (
-                          <>
-                            <Badge kind="bad">not delivered</Badge> {r.status ? `HTTP ${r.status}` : "no answer"}
-                            {r.error ? ` — ${r.error}` : ""}
-                          </>
-                        )}
-                      </p>
-                    )
-                  })}
-              </div>
-            </>
+        <Section title="New webhook">
+          {secret && (
+            <div class="sub">
+              <SecretOnce label="Signing secret" value={secret} />
+              <p class="muted small">Receivers verify each delivery's Standard Webhooks signature (webhook-signature) and X-Webhook-Signature with it.</p>
+              <Button kind="plain" onClick={() => setSecret(undefined)}>
+                I have copied it
+              </Button>
+            </div>
           )}
-        </Loader>
-      </Section>
-      {editing && (
-        <EditDialog
-          key={editing.id}
-          hook={editing}
-          onClose={() => setEditing(undefined)}
-          onSaved={() => {
-            setEditing(undefined)
-            list.reload()
-          }}
-        />
-      )}
-      <Confirm
-        item={removing}
-        title="Delete this webhook?"
-        action="Delete"
-        onClose={() => setRemoving(undefined)}
-        remove={(hook) => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: hook.id } } }))}
-        done="Webhook deleted"
-        onRemoved={list.reload}
-      >
-        {(hook) => (
-          <p class="wrap">
-            <code class="mono">{hook.url}</code> stops receiving events.
-          </p>
+          <CreateForm
+            onCreated={(s) => {
+              setSecret(s)
+              list.reload()
+            }}
+          />
+        </Section>
+        <Section title="Webhooks">
+          <Loader of={list}>
+            {(data) => (
+              <>
+                <Table
+                  caption="Webhooks"
+                  rows={data.webhooks}
+                  rowKey={(h) => h.id}
+                  empty={<Empty title="No webhooks yet">Add a receiver URL above; then press Test to send it a signed test.ping.</Empty>}
+                  columns={[
+                    {
+                      label: "Receiver",
+                      render: (h) => (
+                        <div class="wrap">
+                          <code class="mono">{h.url}</code>
+                          {h.description && <div class="muted small">{h.description}</div>}
+                        </div>
+                      )
+                    },
+                    { label: "Events", render: (h) => h.events.map((e) => (e === "*" ? "all (*)" : e)).join(", ") },
+                    { label: "Secret", render: (h) => <code class="mono">{h.secret}</code> },
+                    { label: "Health", render: health },
+                    {
+                      label: "Last delivery",
+                      render: (h) => (
+                        <>
+                          <div>{fmtDate(h.last_triggered_at)}</div>
+                          <div class="muted small">{lastStatus(h.last_status)}</div>
+                          {h.failure_count > 0 && (
+                            <div class="muted small">
+                              {h.failure_count} failed in a row (disabled at {DISABLE_AT})
+                            </div>
+                          )}
+                        </>
+                      )
+                    },
+                    {
+                      label: "Actions",
+                      render: (h) => (
+                        <div class="row-actions">
+                          <Button busy={testing === h.id} onClick={() => void test(h)} aria-label={`Test ${h.url}`}>
+                            Test
+                          </Button>
+                          {h.enabled === 0 && (
+                            <Button kind="primary" busy={busy} onClick={() => reEnable(h)} aria-label={`Re-enable ${h.url}`}>
+                              Re-enable
+                            </Button>
+                          )}
+                          <Button onClick={() => setEditing(h)} aria-label={`Edit ${h.url}`}>
+                            Edit
+                          </Button>
+                          <Button kind="danger" onClick={() => setRemoving(h)} aria-label={`Delete ${h.url}`}>
+                            Delete
+                          </Button>
+                        </div>
+                      )
+                    }
+                  ]}
+                />
+                <div role="status" aria-live="polite">
+                  {data.webhooks
+                    .filter((h) => results[h.id])
+                    .map((h) => {
+                      const r = results[h.id]!
+                      return (
+                        <p key={h.id} class={`result ${r.delivered ? "result-ok" : "result-bad"}`} data-test-result={h.id}>
+                          Test of <code class="mono wrap">{h.url}</code>:{" "}
+                          {r.delivered ? (
+                            <>
+                              <Badge kind="ok">delivered</Badge> HTTP {r.status}
+                            </>
+                          ) : (
+                            <>
+                              <Badge kind="bad">not delivered</Badge> {r.status ? `HTTP ${r.status}` : "no answer"}
+                              {r.error ? ` — ${r.error}` : ""}
+                            </>
+                          )}
+                        </p>
+                      )
+                    })}
+                </div>
+              </>
+            )}
+          </Loader>
+        </Section>
+        {editing && (
+          <EditDialog
+            key={editing.id}
+            hook={editing}
+            onClose={() => setEditing(undefined)}
+            onSaved={() => {
+              setEditing(undefined)
+              list.reload()
+            }}
+          />
         )}
-      </Confirm>
+        <Confirm
+          item={removing}
+          title="Delete this webhook?"
+          action="Delete"
+          onClose={() => setRemoving(undefined)}
+          remove={(hook) => ok(api.DELETE("/api/webhooks/{id}", { params: { path: { id: hook.id } } }))}
+          done="Webhook deleted"
+          onRemoved={list.reload}
+        >
+          {(hook) => (
+            <p class="wrap">
+              <code class="mono">{hook.url}</code> stops receiving events.
+            </p>
+          )}
+        </Confirm>
       </div>
     </Page>
   )

@@ -220,7 +220,10 @@ const pipeAudio = (ctx: HttpRequestContext, res: UpstreamResponse, head: () => R
 const bodyFailure = (e: unknown) => {
   const stalled = (e as { code?: unknown } | undefined)?.code === "UND_ERR_BODY_TIMEOUT"
   const message = stalled ? "the upstream's audio stalled" : `the upstream's audio broke off: ${ERROR_TEXT(e)}`
-  return { info: { status: stalled ? 504 : 502, kind: stalled ? ("stalled" as const) : ("cut" as const), message, code: stalled ? "upstream_stalled" : "stream_interrupted" }, message }
+  return {
+    info: { status: stalled ? 504 : 502, kind: stalled ? ("stalled" as const) : ("cut" as const), message, code: stalled ? "upstream_stalled" : "stream_interrupted" },
+    message
+  }
 }
 
 // ---------------------------------------------------------------- the try
@@ -243,7 +246,9 @@ export const trySpeech =
         if (piped.sent === 0) {
           if (piped.error === undefined) return yield* Effect.fail(badAnswer(r, c.connection, "answered no audio"))
           const { info, message } = bodyFailure(piped.error)
-          return yield* Effect.fail(attemptFailed(clientError(r.format, { status: info.status, kind: "upstream", message: `${c.connection.name}: ${message}`, code: info.code }), info))
+          return yield* Effect.fail(
+            attemptFailed(clientError(r.format, { status: info.status, kind: "upstream", message: `${c.connection.name}: ${message}`, code: info.code }), info)
+          )
         }
         const broken = piped.error === undefined ? undefined : bodyFailure(piped.error)
         return {
@@ -265,7 +270,10 @@ export const trySpeech =
       case "elevenlabs": {
         const outputFormat = ELEVENLABS_FORMATS[r.responseFormat]
         if (outputFormat === undefined) {
-          return unable(`ElevenLabs speech (${c.connection.name}) offers mp3, opus, wav and pcm; ${r.responseFormat} would need an encoder the gateway does not ship`, "response_format")
+          return unable(
+            `ElevenLabs speech (${c.connection.name}) offers mp3, opus, wav and pcm; ${r.responseFormat} would need an encoder the gateway does not ship`,
+            "response_format"
+          )
         }
         if (r.responseFormat !== "wav") return relayed(elevenLabsCall(r, c, outputFormat, true))
         // A WAV header states the length: the PCM is read whole, then wrapped.
@@ -273,18 +281,30 @@ export const trySpeech =
           const res = yield* sendMedia(inference, r, c, elevenLabsCall(r, c, outputFormat, false))
           const pcm = yield* mediaBytes(inference, r, c.connection, res)
           if (pcm.length === 0) return yield* Effect.fail(badAnswer(r, c.connection, "answered no audio"))
-          return { status: 200, usage: undefined, ttftMs: null, error: null, headers: headerValue(res.headers), units, audio: wavOf({ data: pcm, sampleRate: PCM_RATE, channels: 1 }) } satisfies Spoken
+          return {
+            status: 200,
+            usage: undefined,
+            ttftMs: null,
+            error: null,
+            headers: headerValue(res.headers),
+            units,
+            audio: wavOf({ data: pcm, sampleRate: PCM_RATE, channels: 1 })
+          } satisfies Spoken
         })
       }
       case "gemini": {
         if (!GEMINI_FORMATS.includes(r.responseFormat)) {
-          return unable(`Gemini TTS (${c.connection.name}) answers raw PCM, which the gateway gives as mp3, wav or pcm; ${r.responseFormat} would need an encoder the gateway does not ship`, "response_format")
+          return unable(
+            `Gemini TTS (${c.connection.name}) answers raw PCM, which the gateway gives as mp3, wav or pcm; ${r.responseFormat} would need an encoder the gateway does not ship`,
+            "response_format"
+          )
         }
         return Effect.gen(function* () {
           const res = yield* sendMedia(inference, r, c, geminiCall(r, c))
           const answer = yield* geminiAudio(r, c, yield* mediaBytes(inference, r, c.connection, res))
           const { pcm, usage } = answer
-          if (r.responseFormat === "mp3" && !MP3_RATES.has(pcm.sampleRate)) return yield* Effect.fail(badAnswer(r, c.connection, `answered PCM at ${pcm.sampleRate} Hz, which MP3 cannot carry`))
+          if (r.responseFormat === "mp3" && !MP3_RATES.has(pcm.sampleRate))
+            return yield* Effect.fail(badAnswer(r, c.connection, `answered PCM at ${pcm.sampleRate} Hz, which MP3 cannot carry`))
           const audio = r.responseFormat === "wav" ? wavOf(pcm) : r.responseFormat === "pcm" ? pcm.data : mp3Of(pcm)
           return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), units: chargedUnits(accounting, c, usage, units), audio } satisfies Spoken
         })
@@ -304,14 +324,23 @@ const geminiAudio = (r: SpeechRequest, c: Candidate, bytes: Buffer): Effect.Effe
   }
   const blocked = answer?.promptFeedback?.blockReason
   if (typeof blocked === "string") {
-    return Effect.fail(attemptFailed(clientError(openAiChat, { status: 400, kind: "invalid_request", message: `${c.connection.name} refused the input (${blocked})`, code: "content_blocked", param: "input" }), undefined))
+    return Effect.fail(
+      attemptFailed(
+        clientError(openAiChat, { status: 400, kind: "invalid_request", message: `${c.connection.name} refused the input (${blocked})`, code: "content_blocked", param: "input" }),
+        undefined
+      )
+    )
   }
   const parts: ReadonlyArray<any> = Array.isArray(answer?.candidates?.[0]?.content?.parts) ? answer.candidates[0].content.parts : []
   const inline = parts.map((p) => p?.inlineData ?? p?.inline_data).find((d) => typeof d?.data === "string")
   if (!inline) return Effect.fail(badAnswer(r, c.connection, `answered no audio (finish reason ${answer?.candidates?.[0]?.finishReason ?? "none"})`))
   const data = Buffer.from(inline.data, "base64")
   const mimeType = String(inline.mimeType ?? inline.mime_type ?? "")
-  const pcm: Pcm | undefined = /wav/i.test(mimeType) ? pcmOfWav(data) : /L16|pcm/i.test(mimeType) || mimeType === "" ? { data: data.subarray(0, data.length - (data.length % 2)), sampleRate: rateOf(mimeType), channels: 1 } : undefined
+  const pcm: Pcm | undefined = /wav/i.test(mimeType)
+    ? pcmOfWav(data)
+    : /L16|pcm/i.test(mimeType) || mimeType === ""
+      ? { data: data.subarray(0, data.length - (data.length % 2)), sampleRate: rateOf(mimeType), channels: 1 }
+      : undefined
   if (!pcm || pcm.data.length === 0) return Effect.fail(badAnswer(r, c.connection, `answered audio the gateway cannot read (${mimeType.slice(0, 60)})`))
   const meta = answer?.usageMetadata
   const usage =

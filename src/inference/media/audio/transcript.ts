@@ -71,7 +71,10 @@ export const timestamp = (seconds: number, sep: "," | "."): string => {
   return `${pad(Math.floor(ms / 3_600_000))}:${pad(Math.floor(ms / 60_000) % 60)}:${pad(Math.floor(ms / 1000) % 60)}${sep}${pad(ms % 1000, 3)}`
 }
 
-const cueText = (s: Segment) => String(s.text).trim().replace(/\r?\n\r?\n+/g, "\n")
+const cueText = (s: Segment) =>
+  String(s.text)
+    .trim()
+    .replace(/\r?\n\r?\n+/g, "\n")
 
 export const srtOf = (segments: ReadonlyArray<Segment>): string =>
   segments.map((s, i) => `${i + 1}\n${timestamp(s.start, ",")} --> ${timestamp(s.end, ",")}\n${cueText(s)}\n\n`).join("")
@@ -91,7 +94,13 @@ export interface Rendered {
  */
 export const render = (
   t: Transcript,
-  o: { readonly format: TranscriptFormat; readonly task: "transcribe" | "translate"; readonly duration: number; readonly language: string | null; readonly granularities: ReadonlyArray<string> }
+  o: {
+    readonly format: TranscriptFormat
+    readonly task: "transcribe" | "translate"
+    readonly duration: number
+    readonly language: string | null
+    readonly granularities: ReadonlyArray<string>
+  }
 ): Rendered => {
   const head = { task: o.task, language: t.language ?? o.language, duration: o.duration, text: t.text }
   const usage = t.usage !== undefined ? { usage: t.usage } : {}

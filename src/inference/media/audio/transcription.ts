@@ -96,7 +96,9 @@ const openAiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Parti
         .map((s: any, i: number): Segment => ({ ...s, id: num(s.id) ?? i, start: s.start, end: s.end, text: s.text }))
     : undefined
   const words = Array.isArray(answer.words)
-    ? answer.words.filter((w: any) => typeof w?.word === "string" && num(w?.start) !== undefined && num(w?.end) !== undefined).map((w: any): Word => ({ word: w.word, start: w.start, end: w.end }))
+    ? answer.words
+        .filter((w: any) => typeof w?.word === "string" && num(w?.start) !== undefined && num(w?.end) !== undefined)
+        .map((w: any): Word => ({ word: w.word, start: w.start, end: w.end }))
     : undefined
   const u = answer.usage
   const tokens = u?.type === "tokens" || num(u?.input_tokens) !== undefined ? { inputTokens: num(u.input_tokens) ?? 0, outputTokens: num(u.output_tokens) ?? 0 } : undefined
@@ -160,9 +162,7 @@ const elevenLabsTranscript = (bytes: Buffer): Transcript | undefined => {
 /** What Gemini is asked: the transcript (or English translation) and the spoken language, as JSON. */
 const geminiInstruction = (r: TranscriptionRequest): string =>
   [
-    r.task === "transcribe"
-      ? "Transcribe this audio verbatim, in the language it is spoken in."
-      : "Translate the speech in this audio into English.",
+    r.task === "transcribe" ? "Transcribe this audio verbatim, in the language it is spoken in." : "Translate the speech in this audio into English.",
     r.language !== undefined && r.task === "transcribe" ? `The audio is in the language with ISO-639-1 code "${r.language}".` : "",
     r.prompt !== undefined ? `Context for the transcription (spellings, names, style): ${r.prompt}` : "",
     `Answer with JSON: "text" is the ${r.task === "transcribe" ? "transcript" : "English translation"} only, "language" the ISO-639-1 code of the spoken language.`
@@ -197,8 +197,7 @@ const geminiTranscript = (bytes: Buffer): { transcript: Transcript; usage: Parti
   const asked = parseJson(Buffer.from(raw, "utf8")) as any
   const meta = answer.usageMetadata
   const usage = num(meta?.promptTokenCount) !== undefined ? { inputTokens: meta.promptTokenCount, outputTokens: num(meta.candidatesTokenCount) ?? 0 } : undefined
-  const transcript: Transcript =
-    typeof asked?.text === "string" ? { text: asked.text.trim(), language: str(asked.language) ?? null } : { text: raw.trim(), language: null }
+  const transcript: Transcript = typeof asked?.text === "string" ? { text: asked.text.trim(), language: str(asked.language) ?? null } : { text: raw.trim(), language: null }
   return { transcript, usage }
 }
 

@@ -24,11 +24,30 @@ export const CacheStats = Schema.Struct({
 })
 
 export class AccountingGroup extends HttpApiGroup.make("accounting")
-  .add(HttpApiEndpoint.get("budgets", "/api/usage/budget").setUrlParams(ApiKeyQuery).addSuccess(Schema.Struct({ budgets: Schema.Array(BudgetStatus) })))
+  .add(
+    HttpApiEndpoint.get("budgets", "/api/usage/budget")
+      .setUrlParams(ApiKeyQuery)
+      .addSuccess(Schema.Struct({ budgets: Schema.Array(BudgetStatus) }))
+  )
   .add(HttpApiEndpoint.post("setBudget", "/api/usage/budget").setPayload(SetBudgetPayload).addSuccess(BudgetStatus).addError(BadRequest).addError(NotFound))
-  .add(HttpApiEndpoint.del("removeBudget", "/api/usage/budget/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: Schema.String })).addError(NotFound))
-  .add(HttpApiEndpoint.get("tokenLimits", "/api/usage/token-limits").setUrlParams(ApiKeyQuery).addSuccess(Schema.Struct({ limits: Schema.Array(TokenLimitView) })))
-  .add(HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits").setPayload(CreateTokenLimit).addSuccess(TokenLimitView, { status: 201 }).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.del("removeBudget", "/api/usage/budget/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: Schema.String }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("tokenLimits", "/api/usage/token-limits")
+      .setUrlParams(ApiKeyQuery)
+      .addSuccess(Schema.Struct({ limits: Schema.Array(TokenLimitView) }))
+  )
+  .add(
+    HttpApiEndpoint.post("createTokenLimit", "/api/usage/token-limits")
+      .setPayload(CreateTokenLimit)
+      .addSuccess(TokenLimitView, { status: 201 })
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.del("removeTokenLimit", "/api/usage/token-limits")
       .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1, { message: () => "id is required" })) }).annotations(strict))

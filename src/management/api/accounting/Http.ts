@@ -18,10 +18,20 @@ export const AccountingLive = HttpApiBuilder.group(ManagementApi, "accounting", 
     const idempotency = yield* Idempotency
     const config = yield* AccountingConfig
     return handlers
-      .handle("budgets", ({ urlParams }) => Effect.zipRight(budgets.refresh, Effect.map(budgets.status(urlParams.apiKeyId || undefined), (list) => ({ budgets: list }))))
+      .handle("budgets", ({ urlParams }) =>
+        Effect.zipRight(
+          budgets.refresh,
+          Effect.map(budgets.status(urlParams.apiKeyId || undefined), (list) => ({ budgets: list }))
+        )
+      )
       .handle("setBudget", ({ payload }) => budgets.set(payload))
       .handle("removeBudget", ({ path }) => Effect.as(budgets.remove(path.id), { removed: path.id }))
-      .handle("tokenLimits", ({ urlParams }) => Effect.zipRight(limits.refresh, Effect.map(limits.list(urlParams.apiKeyId || undefined), (list) => ({ limits: list }))))
+      .handle("tokenLimits", ({ urlParams }) =>
+        Effect.zipRight(
+          limits.refresh,
+          Effect.map(limits.list(urlParams.apiKeyId || undefined), (list) => ({ limits: list }))
+        )
+      )
       .handle("createTokenLimit", ({ payload }) => limits.create(payload))
       .handle("removeTokenLimit", ({ payload }) => Effect.map(limits.remove(payload.id), (removed) => ({ removed })))
       .handle("pricing", () => Effect.map(pricing.list, (prices) => ({ prices })))

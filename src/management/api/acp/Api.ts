@@ -9,5 +9,11 @@ import { ManagementAuth } from "../Principal.js"
 export class AcpGroup extends HttpApiGroup.make("acp")
   .add(HttpApiEndpoint.get("list", "/api/acp/agents").addSuccess(AcpAgentList))
   .add(HttpApiEndpoint.post("change", "/api/acp/agents").setPayload(AcpAgentsRequest).addSuccess(AcpAgentList).addError(BadRequest).addError(Conflict))
-  .add(HttpApiEndpoint.del("remove", "/api/acp/agents").setUrlParams(AcpDeleteQuery).addSuccess(Schema.Struct({ removed: Schema.String })).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.del("remove", "/api/acp/agents")
+      .setUrlParams(AcpDeleteQuery)
+      .addSuccess(Schema.Struct({ removed: Schema.String }))
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .middleware(ManagementAuth) {}

@@ -26,19 +26,19 @@ export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =
         const req = yield* HttpServerRequest.HttpServerRequest
         const source = req.source as http.IncomingMessage
         const trustProxy = yield* flags.enabled("GATEWAY_TRUST_PROXY_HEADERS")
-        const { token, session } = yield* admin.login(password, {
-          ip: clientAddress(source, trustProxy),
-          userAgent: req.headers["user-agent"]
-        }).pipe(
-          Effect.tapError((e) =>
-            e._tag === "TooManyRequests"
-              ? HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds))))
-              : Effect.void
+        const { token, session } = yield* admin
+          .login(password, {
+            ip: clientAddress(source, trustProxy),
+            userAgent: req.headers["user-agent"]
+          })
+          .pipe(
+            Effect.tapError((e) =>
+              e._tag === "TooManyRequests"
+                ? HttpApp.appendPreResponseHandler((_req, res) => Effect.succeed(HttpServerResponse.setHeader(res, "retry-after", String(e.retryAfterSeconds))))
+                : Effect.void
+            )
           )
-        )
-        const secure =
-          (source.socket as { encrypted?: boolean }).encrypted === true ||
-          (trustProxy && req.headers["x-forwarded-proto"] === "https")
+        const secure = (source.socket as { encrypted?: boolean }).encrypted === true || (trustProxy && req.headers["x-forwarded-proto"] === "https")
         yield* HttpApp.appendPreResponseHandler((_req, res) =>
           Effect.succeed(
             HttpServerResponse.unsafeSetCookie(res, SESSION_COOKIE, token, {
@@ -65,7 +65,8 @@ export const AuthLive = HttpApiBuilder.group(ManagementApi, "auth", (handlers) =
           const admin_ = token ? Option.exists(yield* keys.verify(token), (k) => k.scopes.includes("admin")) : false
           if (!admin_ && !directLocal(source)) {
             return yield* new Forbidden({
-              message: "first-run setup is allowed only from the gateway's own machine (loopback, no proxy) or with an admin API key; on the host run `gateway setup`, or start with INITIAL_PASSWORD"
+              message:
+                "first-run setup is allowed only from the gateway's own machine (loopback, no proxy) or with an admin API key; on the host run `gateway setup`, or start with INITIAL_PASSWORD"
             })
           }
           yield* setupLock.withPermits(1)(

@@ -6,7 +6,7 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
-import * as http from "node:http"
+import type * as http from "node:http"
 import * as path from "node:path"
 import { EXPORT_PASSPHRASE_HEADER } from "../../../domain/backups.js"
 import { BadRequest, Conflict, PayloadTooLarge } from "../../../domain/errors.js"
@@ -43,7 +43,11 @@ const download = (file: string, filename: string, contentType = "application/vnd
     })
   })
 
-const stampNow = () => new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z")
+const stampNow = () =>
+  new Date()
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z")
 
 /** Database backups (docs/operations.md, "Backups"). */
 export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handlers) =>
@@ -73,7 +77,9 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
           const upload = filesOf(form, "file")[0]
           if (!upload) {
             const text = field(form, "file")
-            return yield* new BadRequest({ message: text === undefined ? "file: the form has no file field (send the database or archive as the 'file' part)" : "file: must be a file part, not a text field" })
+            return yield* new BadRequest({
+              message: text === undefined ? "file: the form has no file field (send the database or archive as the 'file' part)" : "file: must be a file part, not a text field"
+            })
           }
           return yield* restoreUpload(upload.path, upload.filename ? `the uploaded file ${JSON.stringify(upload.filename.slice(0, 100))}` : "the uploaded file")
         })
@@ -112,17 +118,35 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
                 ...sealed
               ]),
             catch: (e) => e
-          }).pipe(Effect.tapError(() => removeFile(out)), Effect.orDie)
+          }).pipe(
+            Effect.tapError(() => removeFile(out)),
+            Effect.orDie
+          )
           return out
         }).pipe(Effect.ensuring(removeFile(snapshot)))
       })
     // On PostgreSQL every backup route answers 409 saying to use pg_dump (backups.unavailable).
     const available = backups.unavailable === undefined ? Effect.void : Effect.fail(new Conflict({ message: backups.unavailable }))
     return handlers
-      .handle("list", () => Effect.zipRight(available, Effect.map(backups.list, (list) => ({ backups: list }))))
+      .handle("list", () =>
+        Effect.zipRight(
+          available,
+          Effect.map(backups.list, (list) => ({ backups: list }))
+        )
+      )
       .handle("create", () => Effect.zipRight(available, backups.create("manual")))
-      .handle("restore", ({ payload }) => Effect.zipRight(available, Effect.flatMap(backups.fileOf(payload.id), (file) => backups.restoreFile(file, payload.id))))
-      .handle("export", () => Effect.zipRight(available, Effect.flatMap(backups.snapshot, (file) => download(file, `gateway-${stampNow()}.db`))))
+      .handle("restore", ({ payload }) =>
+        Effect.zipRight(
+          available,
+          Effect.flatMap(backups.fileOf(payload.id), (file) => backups.restoreFile(file, payload.id))
+        )
+      )
+      .handle("export", () =>
+        Effect.zipRight(
+          available,
+          Effect.flatMap(backups.snapshot, (file) => download(file, `gateway-${stampNow()}.db`))
+        )
+      )
       .handle("import", () =>
         Effect.gen(function* () {
           yield* available
@@ -162,7 +186,9 @@ export const BackupsLive = HttpApiBuilder.group(ManagementApi, "backups", (handl
           const passphrase = req.headers[EXPORT_PASSPHRASE_HEADER]
           const includeKey = urlParams.includeKey === "true"
           if (includeKey && (passphrase === undefined || passphrase.length < 8)) {
-            return yield* new BadRequest({ message: "includeKey=true needs a passphrase of at least 8 characters in the X-Export-Passphrase header: the storage key leaves the gateway only sealed with it" })
+            return yield* new BadRequest({
+              message: "includeKey=true needs a passphrase of at least 8 characters in the X-Export-Passphrase header: the storage key leaves the gateway only sealed with it"
+            })
           }
           const file = yield* exportAll(includeKey ? passphrase : undefined)
           return yield* download(file, `gateway-${stampNow()}.tar.gz`, "application/gzip")

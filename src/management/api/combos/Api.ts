@@ -10,11 +10,12 @@ export class CombosGroup extends HttpApiGroup.make("combos")
   .add(HttpApiEndpoint.post("create", "/api/combos").setPayload(CreateCombo).addSuccess(ComboView, { status: 201 }).addError(BadRequest).addError(Conflict))
   .add(HttpApiEndpoint.get("auto", "/api/combos/auto").addSuccess(AutoCombos))
   .add(HttpApiEndpoint.get("get", "/api/combos/:id").setPath(IdPath).addSuccess(ComboView).addError(NotFound))
+  .add(HttpApiEndpoint.put("update", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict))
+  .add(HttpApiEndpoint.patch("patch", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict))
   .add(
-    HttpApiEndpoint.put("update", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict)
+    HttpApiEndpoint.del("remove", "/api/combos/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: ComboView }))
+      .addError(NotFound)
   )
-  .add(
-    HttpApiEndpoint.patch("patch", "/api/combos/:id").setPath(IdPath).setPayload(UpdateCombo).addSuccess(ComboView).addError(BadRequest).addError(NotFound).addError(Conflict)
-  )
-  .add(HttpApiEndpoint.del("remove", "/api/combos/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: ComboView })).addError(NotFound))
   .middleware(ManagementAuth) {}

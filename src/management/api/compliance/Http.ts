@@ -8,7 +8,17 @@ export const ComplianceLive = HttpApiBuilder.group(ManagementApi, "compliance", 
   Effect.gen(function* () {
     const audit = yield* AuditLog
     return handlers
-      .handle("auditLog", ({ urlParams }) => Effect.zipRight(audit.flush, Effect.map(audit.query(urlParams), (page) => ({ ...page, retentionDays: audit.retentionDays }))))
-      .handle("auditExport", ({ urlParams }) => Effect.zipRight(audit.flush, Effect.map(audit.exportJsonl(urlParams), (text) => new TextEncoder().encode(text))))
+      .handle("auditLog", ({ urlParams }) =>
+        Effect.zipRight(
+          audit.flush,
+          Effect.map(audit.query(urlParams), (page) => ({ ...page, retentionDays: audit.retentionDays }))
+        )
+      )
+      .handle("auditExport", ({ urlParams }) =>
+        Effect.zipRight(
+          audit.flush,
+          Effect.map(audit.exportJsonl(urlParams), (text) => new TextEncoder().encode(text))
+        )
+      )
   })
 )

@@ -58,7 +58,7 @@ export const audited = <E, R>(
     const segments = route.split("/").filter((s) => s !== "")
     const area = segments[1] ?? "root"
     const pathTarget = segments.slice(2).join("/")
-    let before: unknown = undefined
+    let before: unknown
     if (req.method !== "POST" && pathTarget !== "") {
       const got = yield* Effect.either(Effect.provideService(Effect.provideService(app, HttpServerRequest.HttpServerRequest, asGet(req)), AuditSlot, slot))
       if (got._tag === "Right" && got.right.status === 200) before = bodyJson(got.right)
@@ -67,7 +67,13 @@ export const audited = <E, R>(
     const after = bodyJson(res)
     const created = after as { id?: unknown; name?: unknown } | undefined
     const target = pathTarget !== "" ? pathTarget : typeof created?.id === "string" ? created.id : typeof created?.name === "string" ? created.name : null
-    const forwarded = flags.peekEnabled("GATEWAY_TRUST_PROXY_HEADERS") === true ? String(req.headers["x-forwarded-for"] ?? "").split(",").pop()?.trim() : undefined
+    const forwarded =
+      flags.peekEnabled("GATEWAY_TRUST_PROXY_HEADERS") === true
+        ? String(req.headers["x-forwarded-for"] ?? "")
+            .split(",")
+            .pop()
+            ?.trim()
+        : undefined
     audit.recordChange({
       actor: slot.actor ?? "anonymous",
       action: `${area}.${VERB[req.method] ?? req.method.toLowerCase()}`,

@@ -28,10 +28,18 @@ export const ContextLive = HttpApiBuilder.group(ManagementApi, "context", (handl
       .handle("rtkTest", ({ payload }) => compression.rtkTest(payload))
       .handle("rawOutput", ({ path }) => compression.rawOutput(path.id))
       .handle("combos", () => Effect.map(store.listCombos, (combos) => ({ combos })))
-      .handle("createCombo", ({ payload }) => Effect.zipRight(compression.checkSteps(payload.engines), Effect.flatMap(actor, (a) => store.createCombo(payload, a))))
+      .handle("createCombo", ({ payload }) =>
+        Effect.zipRight(
+          compression.checkSteps(payload.engines),
+          Effect.flatMap(actor, (a) => store.createCombo(payload, a))
+        )
+      )
       .handle("combo", ({ path }) => store.getCombo(path.id))
       .handle("updateCombo", ({ path, payload }) =>
-        Effect.zipRight(payload.engines ? compression.checkSteps(payload.engines) : Effect.void, Effect.flatMap(actor, (a) => store.updateCombo(path.id, payload, a)))
+        Effect.zipRight(
+          payload.engines ? compression.checkSteps(payload.engines) : Effect.void,
+          Effect.flatMap(actor, (a) => store.updateCombo(path.id, payload, a))
+        )
       )
       .handle("removeCombo", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(store.removeCombo(path.id, a), (removed) => ({ removed }))))
       .handle("assignments", ({ path }) => store.getAssignments(path.id))

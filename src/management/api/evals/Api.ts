@@ -11,7 +11,12 @@ const RunPath = Schema.Struct({ id: Schema.String, runId: Schema.String })
 export class EvalsGroup extends HttpApiGroup.make("evals")
   .add(HttpApiEndpoint.get("list", "/api/evals").addSuccess(Schema.Struct({ evals: Schema.Array(EvalSetView) })))
   .add(HttpApiEndpoint.post("create", "/api/evals").setPayload(CreateEvalSet).addSuccess(EvalSetView, { status: 201 }).addError(BadRequest))
-  .add(HttpApiEndpoint.get("get", "/api/evals/:id").setPath(IdPath).addSuccess(Schema.Struct({ eval: EvalSetView, runs: Schema.Array(EvalRunView) })).addError(NotFound))
+  .add(
+    HttpApiEndpoint.get("get", "/api/evals/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ eval: EvalSetView, runs: Schema.Array(EvalRunView) }))
+      .addError(NotFound)
+  )
   .add(HttpApiEndpoint.post("run", "/api/evals/:id/runs").setPath(IdPath).setPayload(StartRun).addSuccess(EvalRunView, { status: 202 }).addError(BadRequest).addError(NotFound))
   .add(HttpApiEndpoint.get("getRun", "/api/evals/:id/runs/:runId").setPath(RunPath).addSuccess(EvalRunView).addError(NotFound))
   .middleware(ManagementAuth) {}

@@ -11,8 +11,6 @@ export const KeysLive = HttpApiBuilder.group(ManagementApi, "keys", (handlers) =
       .handle("list", () => Effect.map(keys.list, (list) => ({ keys: list })))
       .handle("create", ({ payload }) => Effect.flatMap(actor, (a) => keys.create(payload, { actor: a })))
       .handle("update", ({ path, payload }) => Effect.flatMap(actor, (a) => keys.update(path.id, payload, a)))
-      .handle("remove", ({ path }) =>
-        Effect.flatMap(actor, (a) => Effect.map(keys.remove(path.id, a), (removed) => ({ removed })))
-      )
+      .handle("remove", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(keys.remove(path.id, a), (removed) => ({ removed }))))
   })
 )

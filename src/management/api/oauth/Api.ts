@@ -24,7 +24,14 @@ import { ManagementAuth } from "../Principal.js"
  * Every action takes management authentication except the browser's redirect, below.
  */
 export class OAuthGroup extends HttpApiGroup.make("oauth")
-  .add(HttpApiEndpoint.post("authorize", "/api/oauth/:provider/authorize").setPath(ProviderPath).setPayload(StartAuthorize).addSuccess(AuthorizeStarted).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("authorize", "/api/oauth/:provider/authorize")
+      .setPath(ProviderPath)
+      .setPayload(StartAuthorize)
+      .addSuccess(AuthorizeStarted)
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.post("complete", "/api/oauth/:provider/callback")
       .setPath(ProviderPath)
@@ -35,8 +42,25 @@ export class OAuthGroup extends HttpApiGroup.make("oauth")
       .addError(Conflict)
       .addError(BadGateway)
   )
-  .add(HttpApiEndpoint.post("deviceCode", "/api/oauth/:provider/device-code").setPath(ProviderPath).setPayload(StartDevice).addSuccess(DeviceStarted).addError(BadRequest).addError(NotFound).addError(BadGateway))
-  .add(HttpApiEndpoint.post("poll", "/api/oauth/:provider/poll").setPath(ProviderPath).setPayload(PollDevice).addSuccess(PollResult).addError(BadRequest).addError(NotFound).addError(Conflict).addError(BadGateway))
+  .add(
+    HttpApiEndpoint.post("deviceCode", "/api/oauth/:provider/device-code")
+      .setPath(ProviderPath)
+      .setPayload(StartDevice)
+      .addSuccess(DeviceStarted)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(BadGateway)
+  )
+  .add(
+    HttpApiEndpoint.post("poll", "/api/oauth/:provider/poll")
+      .setPath(ProviderPath)
+      .setPayload(PollDevice)
+      .addSuccess(PollResult)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
+      .addError(BadGateway)
+  )
   .add(
     HttpApiEndpoint.post("refresh", "/api/oauth/:provider/refresh")
       .setPath(ProviderPath)
@@ -47,7 +71,14 @@ export class OAuthGroup extends HttpApiGroup.make("oauth")
       .addError(BadGateway)
   )
   .add(HttpApiEndpoint.get("status", "/api/oauth/:provider/status").setPath(ProviderPath).addSuccess(OAuthStatus).addError(NotFound))
-  .add(HttpApiEndpoint.post("revoke", "/api/oauth/:provider/revoke").setPath(ProviderPath).setPayload(ConnectionRefPayload).addSuccess(Schema.Struct({ removed: ConnectionView })).addError(BadRequest).addError(NotFound))
+  .add(
+    HttpApiEndpoint.post("revoke", "/api/oauth/:provider/revoke")
+      .setPath(ProviderPath)
+      .setPayload(ConnectionRefPayload)
+      .addSuccess(Schema.Struct({ removed: ConnectionView }))
+      .addError(BadRequest)
+      .addError(NotFound)
+  )
   .middleware(ManagementAuth) {}
 
 /**

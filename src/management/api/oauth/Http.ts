@@ -33,7 +33,9 @@ export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers)
         })
       )
       .handle("status", ({ path }) => oauth.status(path.provider))
-      .handle("revoke", ({ path, payload }) => Effect.flatMap(actor, (a) => Effect.map(oauth.revoke(path.provider, payload.connection, a), (c) => ({ removed: connectionView(c) }))))
+      .handle("revoke", ({ path, payload }) =>
+        Effect.flatMap(actor, (a) => Effect.map(oauth.revoke(path.provider, payload.connection, a), (c) => ({ removed: connectionView(c) })))
+      )
   })
 )
 

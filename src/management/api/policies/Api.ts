@@ -10,5 +10,10 @@ export class PoliciesGroup extends HttpApiGroup.make("policies")
   .add(HttpApiEndpoint.get("list", "/api/policies").addSuccess(PolicyList))
   .add(HttpApiEndpoint.post("create", "/api/policies").setPayload(CreatePolicy).addSuccess(PolicyView, { status: 201 }).addError(BadRequest))
   .add(HttpApiEndpoint.get("get", "/api/policies/:id").setPath(IdPath).addSuccess(PolicyDetail).addError(NotFound))
-  .add(HttpApiEndpoint.del("remove", "/api/policies/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: PolicyView })).addError(NotFound))
+  .add(
+    HttpApiEndpoint.del("remove", "/api/policies/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: PolicyView }))
+      .addError(NotFound)
+  )
   .middleware(ManagementAuth) {}

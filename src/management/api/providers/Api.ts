@@ -6,22 +6,9 @@ import { BadRequest, Conflict, NotFound } from "../../../domain/errors.js"
 import { ManagementAuth, IdPath } from "../Principal.js"
 
 export class ProvidersGroup extends HttpApiGroup.make("providers")
-  .add(
-    HttpApiEndpoint.get("list", "/api/providers").addSuccess(Schema.Struct({ connections: Schema.Array(ConnectionView) }))
-  )
-  .add(
-    HttpApiEndpoint.post("create", "/api/providers")
-      .setPayload(CreateConnection)
-      .addSuccess(ConnectionView, { status: 201 })
-      .addError(BadRequest)
-      .addError(Conflict)
-  )
-  .add(
-    HttpApiEndpoint.post("validate", "/api/providers/validate")
-      .setPayload(ValidateProvider)
-      .addSuccess(ProbeResult)
-      .addError(BadRequest)
-  )
+  .add(HttpApiEndpoint.get("list", "/api/providers").addSuccess(Schema.Struct({ connections: Schema.Array(ConnectionView) })))
+  .add(HttpApiEndpoint.post("create", "/api/providers").setPayload(CreateConnection).addSuccess(ConnectionView, { status: 201 }).addError(BadRequest).addError(Conflict))
+  .add(HttpApiEndpoint.post("validate", "/api/providers/validate").setPayload(ValidateProvider).addSuccess(ProbeResult).addError(BadRequest))
   .add(HttpApiEndpoint.get("get", "/api/providers/:id").setPath(IdPath).addSuccess(ConnectionView).addError(NotFound))
   .add(
     HttpApiEndpoint.put("update", "/api/providers/:id")
@@ -38,16 +25,6 @@ export class ProvidersGroup extends HttpApiGroup.make("providers")
       .addSuccess(Schema.Struct({ removed: ConnectionView }))
       .addError(NotFound)
   )
-  .add(
-    HttpApiEndpoint.post("test", "/api/providers/:id/test")
-      .setPath(IdPath)
-      .addSuccess(ConnectionTestResult)
-      .addError(NotFound)
-  )
-  .add(
-    HttpApiEndpoint.get("models", "/api/providers/:id/models")
-      .setPath(IdPath)
-      .addSuccess(ConnectionModels)
-      .addError(NotFound)
-  )
+  .add(HttpApiEndpoint.post("test", "/api/providers/:id/test").setPath(IdPath).addSuccess(ConnectionTestResult).addError(NotFound))
+  .add(HttpApiEndpoint.get("models", "/api/providers/:id/models").setPath(IdPath).addSuccess(ConnectionModels).addError(NotFound))
   .middleware(ManagementAuth) {}

@@ -15,9 +15,7 @@ export const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (h
     const live = (c: Connection) => liveConnectionView(cooldowns, c)
     return handlers
       .handle("list", () => Effect.map(connections.list, (list) => ({ connections: list.map(live) })))
-      .handle("create", ({ payload }) =>
-        Effect.flatMap(actor, (a) => Effect.map(connections.create(payload, a), connectionView))
-      )
+      .handle("create", ({ payload }) => Effect.flatMap(actor, (a) => Effect.map(connections.create(payload, a), connectionView)))
       .handle("validate", ({ payload }) => checks.validate(payload))
       .handle("get", ({ path }) => Effect.map(connections.get(path.id), live))
       .handle("update", ({ path, payload }) =>
@@ -28,9 +26,7 @@ export const ProvidersLive = HttpApiBuilder.group(ManagementApi, "providers", (h
           return live(updated)
         })
       )
-      .handle("remove", ({ path }) =>
-        Effect.flatMap(actor, (a) => Effect.map(connections.remove(path.id, a), (c) => ({ removed: connectionView(c) })))
-      )
+      .handle("remove", ({ path }) => Effect.flatMap(actor, (a) => Effect.map(connections.remove(path.id, a), (c) => ({ removed: connectionView(c) }))))
       .handle("test", ({ path }) => checks.test(path.id))
       .handle("models", ({ path }) => checks.models(path.id))
   })

@@ -18,12 +18,24 @@ export const AgentSkillsLive = HttpApiBuilder.group(ManagementApi, "agentSkills"
       const req = yield* HttpServerRequest.HttpServerRequest
       return requestOrigin(req.source as http.IncomingMessage, yield* flags.enabled("GATEWAY_TRUST_PROXY_HEADERS"))
     })
-    const found = (id: string) => <A>(o: Option.Option<A>) =>
-      Option.match(o, { onNone: () => Effect.fail(new NotFound({ message: `no agent skill '${id.slice(0, 100)}'` })), onSome: Effect.succeed })
+    const found =
+      (id: string) =>
+      <A>(o: Option.Option<A>) =>
+        Option.match(o, { onNone: () => Effect.fail(new NotFound({ message: `no agent skill '${id.slice(0, 100)}'` })), onSome: Effect.succeed })
     return handlers
-      .handle("list", ({ urlParams }) => Effect.map(Effect.flatMap(origin, (o) => catalog.list(urlParams, o)), (skills) => ({ skills })))
+      .handle("list", ({ urlParams }) =>
+        Effect.map(
+          Effect.flatMap(origin, (o) => catalog.list(urlParams, o)),
+          (skills) => ({ skills })
+        )
+      )
       .handle("coverage", () => catalog.coverage)
-      .handle("get", ({ path }) => Effect.flatMap(Effect.flatMap(origin, (o) => catalog.get(path.id, o)), found(path.id)).pipe(Effect.map((f) => f.skill)))
+      .handle("get", ({ path }) =>
+        Effect.flatMap(
+          Effect.flatMap(origin, (o) => catalog.get(path.id, o)),
+          found(path.id)
+        ).pipe(Effect.map((f) => f.skill))
+      )
       .handle("raw", ({ path }) => Effect.flatMap(catalog.get(path.id), found(path.id)).pipe(Effect.map((f) => f.markdown)))
       .handle("generate", ({ payload }) => catalog.generate(payload))
   })

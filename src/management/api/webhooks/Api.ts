@@ -11,6 +11,11 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   .add(HttpApiEndpoint.post("create", "/api/webhooks").setPayload(CreateWebhook).addSuccess(WebhookSaved, { status: 201 }).addError(BadRequest))
   .add(HttpApiEndpoint.get("get", "/api/webhooks/:id").setPath(IdPath).addSuccess(WebhookView).addError(NotFound))
   .add(HttpApiEndpoint.put("update", "/api/webhooks/:id").setPath(IdPath).setPayload(UpdateWebhook).addSuccess(WebhookSaved).addError(BadRequest).addError(NotFound))
-  .add(HttpApiEndpoint.del("remove", "/api/webhooks/:id").setPath(IdPath).addSuccess(Schema.Struct({ removed: WebhookView })).addError(NotFound))
+  .add(
+    HttpApiEndpoint.del("remove", "/api/webhooks/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ removed: WebhookView }))
+      .addError(NotFound)
+  )
   .add(HttpApiEndpoint.post("test", "/api/webhooks/:id/test").setPath(IdPath).addSuccess(WebhookTestResult).addError(NotFound))
   .middleware(ManagementAuth) {}

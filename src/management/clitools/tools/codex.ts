@@ -68,12 +68,18 @@ export const codex: ToolModule = {
     return {
       env: { [CODEX_KEY_ENV]: target.apiKey },
       args: [
-        "-c", `model=${q(target.model)}`,
-        "-c", `model_provider=${q(PROVIDER)}`,
-        "-c", `${p}.name=${q(provider.name)}`,
-        "-c", `${p}.base_url=${q(provider.base_url)}`,
-        "-c", `${p}.env_key=${q(provider.env_key)}`,
-        "-c", `${p}.wire_api=${q(provider.wire_api)}`
+        "-c",
+        `model=${q(target.model)}`,
+        "-c",
+        `model_provider=${q(PROVIDER)}`,
+        "-c",
+        `${p}.name=${q(provider.name)}`,
+        "-c",
+        `${p}.base_url=${q(provider.base_url)}`,
+        "-c",
+        `${p}.env_key=${q(provider.env_key)}`,
+        "-c",
+        `${p}.wire_api=${q(provider.wire_api)}`
       ]
     }
   },

@@ -75,24 +75,22 @@ const compile = (pack: LanguagePack, family: Family, rule: PhraseRule, article =
 
 const compilePack = (pack: LanguagePack): ReadonlyArray<CompiledRule> =>
   FAMILY_ORDER.flatMap((family) =>
-    family === "articles"
-      ? pack.articles.map((word) => compile(pack, family, { id: word, phrase: word }, true))
-      : pack[family].map((rule) => compile(pack, family, rule))
+    family === "articles" ? pack.articles.map((word) => compile(pack, family, { id: word, phrase: word }, true)) : pack[family].map((rule) => compile(pack, family, rule))
   )
 
 const COMPILED: ReadonlyMap<string, ReadonlyArray<CompiledRule>> = new Map(PACKS.map((p) => [p.id, compilePack(p)]))
 
 /** For GET /api/compression/language-packs. */
-export const LANGUAGE_PACKS: ReadonlyArray<{ readonly id: string; readonly name: string; readonly rules: number }> = PACKS.map(
-  (p) => ({ id: p.id, name: p.name, rules: COMPILED.get(p.id)!.length + 1 })
-)
+export const LANGUAGE_PACKS: ReadonlyArray<{ readonly id: string; readonly name: string; readonly rules: number }> = PACKS.map((p) => ({
+  id: p.id,
+  name: p.name,
+  rules: COMPILED.get(p.id)!.length + 1
+}))
 
 /** For GET /api/compression/rules: every rule of every pack, plus the repetition rule. */
 export const describe = (): ReadonlyArray<{ readonly engine: "caveman"; readonly id: string; readonly description: string }> => [
   { engine: "caveman", id: "repetition", description: "a line or sentence repeated right after itself is kept once" },
-  ...PACKS.flatMap((p) =>
-    COMPILED.get(p.id)!.map((r) => ({ engine: "caveman" as const, id: r.id, description: `${p.name}, ${r.family}: ${r.description}` }))
-  )
+  ...PACKS.flatMap((p) => COMPILED.get(p.id)!.map((r) => ({ engine: "caveman" as const, id: r.id, description: `${p.name}, ${r.family}: ${r.description}` })))
 ]
 
 // ---------------------------------------------------------------------------------------------
@@ -122,8 +120,7 @@ const mask = (content: string, spans: Array<string>): string =>
     return `${MASK_OPEN}${known === -1 ? spans.push(span) - 1 : known}${MASK_CLOSE}`
   })
 
-const unmask = (content: string, spans: ReadonlyArray<string>): string =>
-  content.replace(/\uE001(\d+)\uE002/g, (_, i: string) => spans[Number(i)]!)
+const unmask = (content: string, spans: ReadonlyArray<string>): string => content.replace(/\uE001(\d+)\uE002/g, (_, i: string) => spans[Number(i)]!)
 
 // ---------------------------------------------------------------------------------------------
 // Rewriting one line's content.
@@ -158,9 +155,8 @@ const applyRule = (content: string, rule: CompiledRule): string =>
 
 /** Capitalises a plain lowercase word after a CAP mark (a dropped sentence start); never an identifier. */
 const resolveCaps = (content: string): string =>
-  content.replace(
-    /\uE000+[ \t]*(?:[,;:][ \t]*)?(?:([¿¡]?)(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu,
-    (_, mark: string | undefined, word: string | undefined) => (word === undefined ? "" : (mark ?? "") + capitalise(word))
+  content.replace(/\uE000+[ \t]*(?:[,;:][ \t]*)?(?:([¿¡]?)(\p{Ll}[\p{Ll}'’]*)(?=$|[\s,;:!?)]|\.(?:\s|$)))?/gu, (_, mark: string | undefined, word: string | undefined) =>
+    word === undefined ? "" : (mark ?? "") + capitalise(word)
   )
 
 /** Tidies what dropping words leaves: doubled spaces, spaces before punctuation, orphan commas. */
@@ -208,8 +204,7 @@ const rewriteContent = (content: string, rules: ReadonlyArray<CompiledRule>): st
 const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})/
 const LINE_PREFIX = /^([ \t]*(?:>[ \t]*)*(?:#{1,6}[ \t]+|[-*+][ \t]+(?:\[[ xX]\][ \t]+)?|\d{1,9}[.)][ \t]+)?)/
 const LIST_ITEM = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]/
-const isProtectedLine = (line: string): boolean =>
-  /^[ \t]*\|/.test(line) || (/^(?:\t| {4})/.test(line) && !LIST_ITEM.test(line))
+const isProtectedLine = (line: string): boolean => /^[ \t]*\|/.test(line) || (/^(?:\t| {4})/.test(line) && !LIST_ITEM.test(line))
 
 const rewrite = (text: string, rules: ReadonlyArray<CompiledRule>): string => {
   const lines = text.split("\n")
@@ -285,4 +280,7 @@ export const caveman: TextEngine<Config> = {
 
 /** Rewrites with a config and no segment checks (the preview and the tests). */
 export const rewriteProse = (text: string, config: Config): string =>
-  rewrite(text, (COMPILED.get(config.language) ?? COMPILED.get("en")!).filter((r) => LEVEL_FAMILIES[config.level].includes(r.family)))
+  rewrite(
+    text,
+    (COMPILED.get(config.language) ?? COMPILED.get("en")!).filter((r) => LEVEL_FAMILIES[config.level].includes(r.family))
+  )

@@ -19,8 +19,7 @@ export { FilterSpec } from "./rtk/filter.js"
 export { parseProjectFilters, type ProjectFiltersResult } from "./rtk/project.js"
 
 const bool = (value: boolean) => Schema.optionalWith(Schema.Boolean, { default: () => value })
-const int = (min: number, max: number, value: number) =>
-  Schema.optionalWith(Schema.Int.pipe(Schema.between(min, max)), { default: () => value })
+const int = (min: number, max: number, value: number) => Schema.optionalWith(Schema.Int.pipe(Schema.between(min, max)), { default: () => value })
 
 export const RtkConfig = Schema.Struct({
   /** Remove ANSI escape sequences (colours, cursor moves, hyperlinks). */
@@ -71,10 +70,7 @@ const activeFilters = (config: RtkConfig): ReadonlyArray<FilterSpec> => {
   if (active) return active
   const disabled = new Set(config.disabledFilters)
   const enabled = new Set(config.filters)
-  active = [
-    ...config.customFilters.filter((f) => !disabled.has(f.id)),
-    ...BUILTIN_FILTERS.filter((f) => enabled.has(f.id) && !disabled.has(f.id))
-  ]
+  active = [...config.customFilters.filter((f) => !disabled.has(f.id)), ...BUILTIN_FILTERS.filter((f) => enabled.has(f.id) && !disabled.has(f.id))]
   activeCache.set(config, active)
   return active
 }
@@ -172,14 +168,14 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
     step("progress", progressKeepingErrors(lines))
   }
   const filter = chooseFilter(activeFilters(config), lines.join("\n"), command ?? envelope.command)
-  if (filter) step(`filter:${filter.id}`, runFilter(filter, lines, (n) => marker(n, "lines", keep())))
+  if (filter)
+    step(
+      `filter:${filter.id}`,
+      runFilter(filter, lines, (n) => marker(n, "lines", keep()))
+    )
   if (config.collapseRepeats) step("collapseRepeats", collapseRepeats(lines))
   if (config.collapseSimilar) step("collapseSimilar", collapseSimilar(lines))
-  const truncated = truncate(
-    lines,
-    { maxLines: filter?.maxLines ?? config.maxLines, maxChars: config.maxChars, headLines: config.headLines, tailLines: config.tailLines },
-    keep
-  )
+  const truncated = truncate(lines, { maxLines: filter?.maxLines ?? config.maxLines, maxChars: config.maxChars, headLines: config.headLines, tailLines: config.tailLines }, keep)
   if (truncated) step("truncate", truncated)
 
   const changed = steps.length > 0
@@ -191,8 +187,7 @@ export const run = (text: string, command: string | undefined, config: RtkConfig
 const PREVIEW_CONTEXT: EngineContext = { keepRaw: () => "preview" }
 
 /** `POST /api/context/rtk/test`: rtk over `text` as if `command` produced it. */
-export const test = (text: string, command: string | undefined, config: RtkConfig, context: EngineContext = PREVIEW_CONTEXT): RtkResult =>
-  run(text, command, config, context)
+export const test = (text: string, command: string | undefined, config: RtkConfig, context: EngineContext = PREVIEW_CONTEXT): RtkResult => run(text, command, config, context)
 
 export const rtk: TextEngine<RtkConfig> = {
   id: "rtk",
@@ -212,7 +207,11 @@ const GENERIC_RULES: ReadonlyArray<RtkRule> = [
   { engine: "rtk", id: "progress", description: "Keeps only the final state of \\r-redrawn lines; drops lines that are only a progress bar" },
   { engine: "rtk", id: "collapseRepeats", description: "3 or more identical consecutive lines become the line and … (repeated N times); blank runs one blank line" },
   { engine: "rtk", id: "collapseSimilar", description: "4 or more consecutive lines differing only in numbers keep the first and last (off by default)" },
-  { engine: "rtk", id: "truncate", description: "Past maxLines or maxChars keeps headLines and tailLines with a marker naming the raw output's id; error lines in the cut part are kept" }
+  {
+    engine: "rtk",
+    id: "truncate",
+    description: "Past maxLines or maxChars keeps headLines and tailLines with a marker naming the raw output's id; error lines in the cut part are kept"
+  }
 ]
 
 /** For `GET /api/compression/rules`: the generic steps, then each built-in filter. */

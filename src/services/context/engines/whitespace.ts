@@ -19,7 +19,11 @@ export type Config = typeof Config.Type
 export const describe = (): ReadonlyArray<{ readonly engine: "whitespace"; readonly id: string; readonly description: string }> => [
   { engine: "whitespace", id: "trailing", description: "trailing spaces and tabs of a line removed (prose outside code blocks, tool results)" },
   { engine: "whitespace", id: "blank-runs", description: "3 or more blank lines in a row become one blank line (prose outside code blocks, tool results)" },
-  { engine: "whitespace", id: "inner-runs", description: "a run of spaces or tabs inside a prose line (not its indentation) becomes one space; never in code blocks or tool results" }
+  {
+    engine: "whitespace",
+    id: "inner-runs",
+    description: "a run of spaces or tabs inside a prose line (not its indentation) becomes one space; never in code blocks or tool results"
+  }
 ]
 
 const FENCE_OPEN = /^ {0,3}(`{3,}|~{3,})/

@@ -65,8 +65,7 @@ export const poolStats = (pool: ReadonlyArray<PoolEntry>): PoolStats => {
 }
 
 /** 1 at the pool's minimum, 0 at its maximum, linear between; 1 when all are equal. */
-const inverseNormalized = (value: number, min: number, max: number): number =>
-  !(max > min) ? 1 : clamp01((max - value) / (max - min))
+const inverseNormalized = (value: number, min: number, max: number): number => (!(max > min) ? 1 : clamp01((max - value) / (max - min)))
 
 /** stability = 1 − min(1, stddev/p95)·0.5 − min(1, errorRate)·0.5; unknown latency: 1 − errorRate·0.5 − 0.25. */
 export const stabilityScore = (e: Pick<PoolEntry, "p95LatencyMs" | "latencyStdDevMs" | "errorRate">): number => {
@@ -98,8 +97,7 @@ export const connectionDensityScore = (e: Pick<PoolEntry, "inFlight" | "provider
 }
 
 /** Sooner reset → higher: 1 − min(1, resetInMs / 24 h); unknown 0.5. */
-export const resetWindowScore = (resetInMs: number | undefined): number =>
-  known(resetInMs) ? clamp01(1 - Math.max(0, resetInMs) / RESET_HORIZON_MS) : 0.5
+export const resetWindowScore = (resetInMs: number | undefined): number => (known(resetInMs) ? clamp01(1 - Math.max(0, resetInMs) / RESET_HORIZON_MS) : 0.5)
 
 /** Equal tiers 1, adjacent 0.5, two apart 0. */
 export const tierAffinityScore = (modelTier: ModelTier, recommended: ModelTier): number => {
@@ -108,21 +106,13 @@ export const tierAffinityScore = (modelTier: ModelTier, recommended: ModelTier):
 }
 
 /** Every factor of one entry, each in [0, 1]. `stats` may be passed when scoring many entries of one pool. */
-export const factorScores = (
-  entry: PoolEntry,
-  pool: ReadonlyArray<PoolEntry>,
-  ctx: RoutingContext,
-  stats: PoolStats = poolStats(pool)
-): Record<Factor, number> => {
+export const factorScores = (entry: PoolEntry, pool: ReadonlyArray<PoolEntry>, ctx: RoutingContext, stats: PoolStats = poolStats(pool)): Record<Factor, number> => {
   const f = ctx.request
   return {
     health: HEALTH_SCORES[entry.breaker] ?? 0,
     quota: clamp01(entry.quotaRemaining),
     costInv: Number.isFinite(entry.costPer1MTokens) ? inverseNormalized(entry.costPer1MTokens, stats.minCost, stats.maxCost) : 0,
-    latencyInv:
-      known(entry.p95LatencyMs) && stats.minP95 !== undefined && stats.maxP95 !== undefined
-        ? inverseNormalized(entry.p95LatencyMs, stats.minP95, stats.maxP95)
-        : 0.5,
+    latencyInv: known(entry.p95LatencyMs) && stats.minP95 !== undefined && stats.maxP95 !== undefined ? inverseNormalized(entry.p95LatencyMs, stats.minP95, stats.maxP95) : 0.5,
     taskFit: ctx.fitness?.(entry.model, entry.provider) ?? taskFit(entry.model, entry.provider, f.taskType),
     stability: stabilityScore(entry),
     tierPriority: TIER_PRIORITY[entry.accountTier] ?? 0,
@@ -148,9 +138,5 @@ export const weightedScore = (factors: Readonly<Record<Factor, number>>, weights
 }
 
 /** The weighted score of one entry against its pool, with ctx.weights. */
-export const scoreEntry = (
-  entry: PoolEntry,
-  pool: ReadonlyArray<PoolEntry>,
-  ctx: RoutingContext,
-  stats: PoolStats = poolStats(pool)
-): number => weightedScore(factorScores(entry, pool, ctx, stats), ctx.weights)
+export const scoreEntry = (entry: PoolEntry, pool: ReadonlyArray<PoolEntry>, ctx: RoutingContext, stats: PoolStats = poolStats(pool)): number =>
+  weightedScore(factorScores(entry, pool, ctx, stats), ctx.weights)

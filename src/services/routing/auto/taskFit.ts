@@ -17,15 +17,15 @@ export interface FitnessEntry {
 }
 
 /** coding, review, planning, analysis, debugging, documentation, chat */
-const s = (
-  coding: number,
-  review: number,
-  planning: number,
-  analysis: number,
-  debugging: number,
-  documentation: number,
-  chat: number
-): TaskScores => ({ coding, review, planning, analysis, debugging, documentation, chat })
+const s = (coding: number, review: number, planning: number, analysis: number, debugging: number, documentation: number, chat: number): TaskScores => ({
+  coding,
+  review,
+  planning,
+  analysis,
+  debugging,
+  documentation,
+  chat
+})
 
 export const FITNESS_MAP: ReadonlyArray<FitnessEntry> = [
   // Anthropic
@@ -101,7 +101,7 @@ export const FITNESS_MAP: ReadonlyArray<FitnessEntry> = [
   { pattern: "*", scores: s(0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5) }
 ]
 
-const escape = (c: string): string => c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")
+const escapeRegex = (c: string): string => c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")
 
 const compiled = new Map<string, RegExp>()
 
@@ -109,7 +109,7 @@ const compiled = new Map<string, RegExp>()
 export const wildcardRegExp = (pattern: string): RegExp => {
   let re = compiled.get(pattern)
   if (re === undefined) {
-    re = new RegExp("^" + pattern.split("*").map(escape).join(".*") + "$", "i")
+    re = new RegExp("^" + pattern.split("*").map(escapeRegex).join(".*") + "$", "i")
     compiled.set(pattern, re)
   }
   return re
@@ -125,11 +125,7 @@ export const matchesModel = (pattern: string, modelId: string, provider: string)
 const defaultMatches = new BoundedMap<string, FitnessEntry | undefined>({ maxEntries: 10_000 })
 
 /** The first fitness entry matching the model (the `*` entry at worst). */
-export const fitnessEntry = (
-  modelId: string,
-  provider: string,
-  map: ReadonlyArray<FitnessEntry> = FITNESS_MAP
-): FitnessEntry | undefined => {
+export const fitnessEntry = (modelId: string, provider: string, map: ReadonlyArray<FitnessEntry> = FITNESS_MAP): FitnessEntry | undefined => {
   if (map !== FITNESS_MAP) return map.find((e) => matchesModel(e.pattern, modelId, provider))
   const key = `${provider}\u0000${modelId}`
   if (defaultMatches.has(key)) return defaultMatches.get(key)
@@ -139,12 +135,7 @@ export const fitnessEntry = (
 }
 
 /** The model's fitness for a task type, in [0, 1]; 0.5 when no entry matches. */
-export const taskFit = (
-  modelId: string,
-  provider: string,
-  task: TaskType,
-  map: ReadonlyArray<FitnessEntry> = FITNESS_MAP
-): number => {
+export const taskFit = (modelId: string, provider: string, task: TaskType, map: ReadonlyArray<FitnessEntry> = FITNESS_MAP): number => {
   const v = fitnessEntry(modelId, provider, map)?.scores[task]
   return v === undefined || !Number.isFinite(v) ? 0.5 : Math.min(1, Math.max(0, v))
 }

@@ -35,14 +35,17 @@ export interface AutoSpec {
   readonly tier?: AutoTier
 }
 
-const VARIANT_SPECS: Readonly<
-  Record<AutoVariant, Pick<AutoSpec, "routerStrategy" | "weightsName" | "explorationRate" | "description">>
-> = {
+const VARIANT_SPECS: Readonly<Record<AutoVariant, Pick<AutoSpec, "routerStrategy" | "weightsName" | "explorationRate" | "description">>> = {
   lkgp: { routerStrategy: "lkgp", weightsName: "balanced", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Last known good path; balanced weights." },
   coding: { routerStrategy: "rules", weightsName: "quality-first", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Quality-first weights." },
   fast: { routerStrategy: "rules", weightsName: "ship-fast", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Low-latency weighted selection (ship-fast weights)." },
   cheap: { routerStrategy: "cost", weightsName: "cost-saver", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Lowest cost first." },
-  offline: { routerStrategy: "rules", weightsName: "offline-friendly", explorationRate: DEFAULT_EXPLORATION_RATE, description: "Favours the highest quota availability (offline-friendly weights)." },
+  offline: {
+    routerStrategy: "rules",
+    weightsName: "offline-friendly",
+    explorationRate: DEFAULT_EXPLORATION_RATE,
+    description: "Favours the highest quota availability (offline-friendly weights)."
+  },
   smart: { routerStrategy: "rules", weightsName: "quality-first", explorationRate: SMART_EXPLORATION_RATE, description: "Quality-first weights plus 10% exploration." }
 }
 
@@ -68,7 +71,8 @@ export const isAutoId = (id: string): boolean => {
 export const parseAutoId = (id: string): AutoSpec | undefined => {
   if (typeof id !== "string") return undefined
   const s = id.trim().toLowerCase()
-  if (s === "auto") return { id: "auto", kind: "default", variant: "lkgp", ...VARIANT_SPECS.lkgp, description: "Default auto: same as auto/lkgp; balanced weights.", weights: DEFAULT_WEIGHTS }
+  if (s === "auto")
+    return { id: "auto", kind: "default", variant: "lkgp", ...VARIANT_SPECS.lkgp, description: "Default auto: same as auto/lkgp; balanced weights.", weights: DEFAULT_WEIGHTS }
   if (!s.startsWith("auto/")) return undefined
   const rest = s.slice("auto/".length)
   const colon = rest.indexOf(":")
@@ -139,11 +143,4 @@ export const filterPool = (pool: ReadonlyArray<PoolEntry>, spec: AutoSpec): Arra
 export const AUTO_VARIANT_IDS: ReadonlyArray<string> = ["auto", ...AUTO_VARIANTS.map((v) => `auto/${v}`)]
 
 /** The ids listed in the model list: the 7 plus a few compositions; any valid composition resolves on demand. */
-export const ADVERTISED_AUTO_IDS: ReadonlyArray<string> = [
-  ...AUTO_VARIANT_IDS,
-  "auto/coding:fast",
-  "auto/coding:cheap",
-  "auto/reasoning",
-  "auto/vision",
-  "auto/chat:free"
-]
+export const ADVERTISED_AUTO_IDS: ReadonlyArray<string> = [...AUTO_VARIANT_IDS, "auto/coding:fast", "auto/coding:cheap", "auto/reasoning", "auto/vision", "auto/chat:free"]

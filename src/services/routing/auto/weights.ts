@@ -60,7 +60,7 @@ const MODE_ALIASES: Readonly<Record<string, ModePackName | "balanced">> = {
 export const modeName = (value: string | undefined | null): ModePackName | "balanced" | undefined => {
   if (typeof value !== "string") return undefined
   const key = value.trim().toLowerCase()
-  return Object.prototype.hasOwnProperty.call(MODE_ALIASES, key) ? MODE_ALIASES[key] : undefined
+  return Object.hasOwn(MODE_ALIASES, key) ? MODE_ALIASES[key] : undefined
 }
 
 /** The weights of a mode name or alias (`X-Gateway-Mode`); undefined (ignored) when unknown. */

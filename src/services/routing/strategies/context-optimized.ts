@@ -22,6 +22,9 @@ export const contextOptimized: Strategy = {
       return w === undefined || w >= need
     })
     if (usable.length > 0) return stableSort(usable, ascendingUnknownLast(windowOf))
-    return stableSort(candidates, ascendingUnknownLast((c) => -(windowOf(c) ?? 0)))
+    return stableSort(
+      candidates,
+      ascendingUnknownLast((c) => -(windowOf(c) ?? 0))
+    )
   }
 }

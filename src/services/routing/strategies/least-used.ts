@@ -6,6 +6,9 @@ export const leastUsed: Strategy = {
   name: "least-used",
   order: (candidates, ctx) => {
     const used = new Map(candidates.map((c) => [c, ctx.state.used(c)] as const))
-    return stableSort(candidates, ascendingUnknownLast((c) => used.get(c)))
+    return stableSort(
+      candidates,
+      ascendingUnknownLast((c) => used.get(c))
+    )
   }
 }

@@ -37,6 +37,12 @@ export const p2c: Strategy = {
     const b = candidates[Math.max(i, j)] as Candidate
     // a is earlier in the given order, so it wins a full tie.
     const first = compare(a, b) <= 0 ? a : b
-    return [first, ...stableSort(candidates.filter((c) => c !== first), compare)]
+    return [
+      first,
+      ...stableSort(
+        candidates.filter((c) => c !== first),
+        compare
+      )
+    ]
   }
 }

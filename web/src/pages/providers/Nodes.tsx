@@ -3,7 +3,6 @@ import { api, ok } from "../../api/client"
 import type { paths } from "../../api/schema"
 import { Badge, Button, Checkbox, Dialog, Empty, fmtMs, Form, Loader, Section, Select, Table, TextInput, useAction, useLoad } from "../../ui"
 
-
 type Node = paths["/api/provider-nodes"]["get"]["responses"][200]["content"]["application/json"]["nodes"][number]
 type NodeTest = paths["/api/provider-nodes/{id}/test"]["post"]["responses"][200]["content"]["application/json"]
 
@@ -27,7 +26,14 @@ const NodeForm = (p: { onDone: () => void }) => {
         .filter(Boolean)
       await ok(
         api.POST("/api/provider-nodes", {
-          body: { id: id.trim(), family, baseUrl: baseUrl.trim(), ...(name.trim() ? { name: name.trim() } : {}), ...(prefix.trim() ? { prefix: prefix.trim() } : {}), ...(ids.length ? { models: ids.map((m) => ({ id: m })) } : {}) }
+          body: {
+            id: id.trim(),
+            family,
+            baseUrl: baseUrl.trim(),
+            ...(name.trim() ? { name: name.trim() } : {}),
+            ...(prefix.trim() ? { prefix: prefix.trim() } : {}),
+            ...(ids.length ? { models: ids.map((m) => ({ id: m })) } : {})
+          }
         })
       )
       p.onDone()
@@ -90,13 +96,10 @@ export const NodesSection = () => {
     nodes.reload()
   }
   return (
-    <Section
-      title="Provider nodes"
-      actions={
-        <Button onClick={() => setDialog({ kind: "add" })}>Add node</Button>
-      }
-    >
-      <p class="muted">A node is your own endpoint of the OpenAI, Anthropic, Gemini or Ollama family (a self-hosted server, a relay). Once added, connections can use its id as their provider.</p>
+    <Section title="Provider nodes" actions={<Button onClick={() => setDialog({ kind: "add" })}>Add node</Button>}>
+      <p class="muted">
+        A node is your own endpoint of the OpenAI, Anthropic, Gemini or Ollama family (a self-hosted server, a relay). Once added, connections can use its id as their provider.
+      </p>
       <Loader of={nodes}>
         {(d) => (
           <Table
@@ -141,7 +144,11 @@ export const NodesSection = () => {
               Node <strong>{dialog.n.name}</strong> is removed. A node that connections still use cannot be deleted (the API says which).
             </p>
             <div class="actions">
-              <Button kind="danger" busy={busy} onClick={() => void run(() => ok(api.DELETE("/api/provider-nodes/{id}", { params: { path: { id: dialog.n.id } } })), "Node deleted").then(done)}>
+              <Button
+                kind="danger"
+                busy={busy}
+                onClick={() => void run(() => ok(api.DELETE("/api/provider-nodes/{id}", { params: { path: { id: dialog.n.id } } })), "Node deleted").then(done)}
+              >
                 Delete {dialog.n.name}
               </Button>
               <Button onClick={close}>Cancel</Button>

@@ -58,7 +58,15 @@ export const OAuthSection = (p: { onChange: () => void }) => {
       const body = name.trim() ? { name: name.trim() } : {}
       if (flows.includes("device") && !flows.includes("pkce")) {
         const d = await ok(api.POST("/api/oauth/{provider}/device-code", { params: { path: { provider } }, body }))
-        const f: Flow = { kind: "device", provider, state: d.state, userCode: d.userCode, verificationUri: d.verificationUri, verificationUriComplete: d.verificationUriComplete ?? null, interval: d.interval }
+        const f: Flow = {
+          kind: "device",
+          provider,
+          state: d.state,
+          userCode: d.userCode,
+          verificationUri: d.verificationUri,
+          verificationUriComplete: d.verificationUriComplete ?? null,
+          interval: d.interval
+        }
         setFlow(f)
         poll(f, d.interval)
       } else {
@@ -97,7 +105,11 @@ export const OAuthSection = (p: { onChange: () => void }) => {
       {flow?.kind === "pkce" && (
         <div class="oauth-flow" role="region" aria-label="Finish the sign-in">
           <p>
-            1. <a href={flow.authorizeUrl} target="_blank" rel="noopener noreferrer">Open the sign-in page</a> and approve.
+            1.{" "}
+            <a href={flow.authorizeUrl} target="_blank" rel="noopener noreferrer">
+              Open the sign-in page
+            </a>{" "}
+            and approve.
           </p>
           <Form onSubmit={() => void complete(flow)} label="Paste the code">
             <TextInput label="2. Paste the code it shows (or the address you ended on)" value={code} onInput={setCode} required wide />
@@ -166,7 +178,10 @@ export const OAuthSection = (p: { onChange: () => void }) => {
                 kind="danger"
                 busy={busy}
                 onClick={() =>
-                  void run(() => ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: revoking.id } })), `${revoking.name} revoked`).then(() => {
+                  void run(
+                    () => ok(api.POST("/api/oauth/{provider}/revoke", { params: { path: { provider } }, body: { connection: revoking.id } })),
+                    `${revoking.name} revoked`
+                  ).then(() => {
                     setRevoking(null)
                     finished()
                   })

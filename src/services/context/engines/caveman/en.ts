@@ -11,7 +11,7 @@ export const en: LanguagePack = {
     { id: "i-would-like-you-to", phrase: "i('d| would) (like|love) (you )?to" },
     { id: "i-would-appreciate-it-if-you", phrase: "i('d| would) (really )?appreciate (it )?if you( could)?" },
     { id: "greeting", phrase: "(hi|hello|hey)( there)?[,!.]+", start: true },
-    { id: "sorry", phrase: "sorry( to bother you)?,? but" },
+    { id: "sorry", phrase: "sorry( to bother you)?,? but" }
   ],
   filler: [
     { id: "in-order-to", phrase: "in order to", replace: "to" },
@@ -26,7 +26,7 @@ export const en: LanguagePack = {
     { id: "as-a-matter-of-fact", phrase: "as a matter of fact,?" },
     { id: "needless-to-say", phrase: "needless to say,?" },
     { id: "go-ahead-and", phrase: "go ahead and" },
-    ...words("basically", "actually", "just", "really", "very", "simply", "literally", "totally", "quite", "essentially", "definitely", "certainly", "of course,?", "you know,?"),
+    ...words("basically", "actually", "just", "really", "very", "simply", "literally", "totally", "quite", "essentially", "definitely", "certainly", "of course,?", "you know,?")
   ],
   articles: ["the", "a", "an"],
   hedges: [
@@ -36,7 +36,7 @@ export const en: LanguagePack = {
     { id: "sort-of", phrase: "(sort|kind) of" },
     { id: "might-want-to", phrase: "(you )?(might|may) want to" },
     { id: "if-possible", phrase: "if possible" },
-    ...words("probably", "perhaps", "maybe", "possibly", "somewhat", "presumably", "arguably"),
+    ...words("probably", "perhaps", "maybe", "possibly", "somewhat", "presumably", "arguably")
   ],
   connectives: [
     { id: "for-example", phrase: "for (example|instance)", replace: "e.g." },
@@ -47,6 +47,6 @@ export const en: LanguagePack = {
     { id: "note-that", phrase: "note that,?" },
     { id: "you-should", phrase: "you (should|need to|must|have to)" },
     { id: "there-is", phrase: "there (is|are)" },
-    { id: "which-is", phrase: "(which|that) (is|are)" },
-  ],
+    { id: "which-is", phrase: "(which|that) (is|are)" }
+  ]
 }

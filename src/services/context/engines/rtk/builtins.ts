@@ -11,15 +11,12 @@ const cmd = (body: string): string => `(?:^|[;&|('"\`]\\s*|\\s)${body}`
 export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
   {
     id: "git-status",
-    description: "git status: drops the hint lines ((use \"git add <file>...\" ...)), keeps branch, state and files",
+    description: 'git status: drops the hint lines ((use "git add <file>..." ...)), keeps branch, state and files',
     match: {
       command: cmd("git(?:\\s+-C\\s+\\S+)?\\s+status\\b"),
       output: "^(?:On branch \\S+|HEAD detached at \\S+|Changes (?:not staged for commit|to be committed):|Untracked files:)$"
     },
-    drop: [
-      "^\\s*\\(use \"git [^\"]*\"[^)]*\\)\\s*$",
-      "^\\s*\\((?:commit or discard the untracked or modified content in submodules|all conflicts fixed: run \"git commit\")\\)\\s*$"
-    ]
+    drop: ['^\\s*\\(use "git [^"]*"[^)]*\\)\\s*$', '^\\s*\\((?:commit or discard the untracked or modified content in submodules|all conflicts fixed: run "git commit")\\)\\s*$']
   },
   {
     id: "git-diff",
@@ -41,15 +38,7 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
       command: cmd("(?:(?:npm|pnpm|yarn|bun)\\s+(?:run\\s+)?test\\b|(?:npx\\s+|pnpm\\s+(?:exec\\s+)?|yarn\\s+)?(?:vitest|jest)\\b)"),
       output: "^\\s*(?:Test Files\\s+\\d+|Tests:\\s+\\d+.*total)"
     },
-    drop: [
-      "^\\s*[✓✔√]\\s",
-      "^\\s*↓\\s",
-      "^\\s*PASS\\s",
-      "^\\s*RUN\\s+v\\d",
-      "^\\s*Start at\\s",
-      "^\\s*Duration\\s+[\\d.]+m?s\\s*\\(",
-      "^\\s*Ran all test suites"
-    ],
+    drop: ["^\\s*[✓✔√]\\s", "^\\s*↓\\s", "^\\s*PASS\\s", "^\\s*RUN\\s+v\\d", "^\\s*Start at\\s", "^\\s*Duration\\s+[\\d.]+m?s\\s*\\(", "^\\s*Ran all test suites"],
     replace: [{ pattern: "^⎯{5,}\\s*(.*?)\\s*⎯*$", with: "⎯⎯⎯ $1" }]
   },
   {
@@ -132,11 +121,13 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     drop: ["^total \\d+(?:\\.\\d+)?[KMGT]?$", "^d[rwxsStT-]{9}[@+.]?\\s.*\\s\\.\\.?$"],
     replace: [
       {
-        pattern: "^d[rwxsStT-]{9}[@+.]?\\s+\\d+\\s+\\S+\\s+\\S+\\s+\\S+\\s+(?:\\w{3}\\s+\\d{1,2}|\\d{1,2}\\s+\\w{3}|\\d{4}-\\d\\d-\\d\\d)\\s+(?:\\d{1,2}:\\d\\d(?::\\d\\d(?:\\.\\d+)?)?(?: [+-]\\d{4})?|\\d{4})\\s(.*)$",
+        pattern:
+          "^d[rwxsStT-]{9}[@+.]?\\s+\\d+\\s+\\S+\\s+\\S+\\s+\\S+\\s+(?:\\w{3}\\s+\\d{1,2}|\\d{1,2}\\s+\\w{3}|\\d{4}-\\d\\d-\\d\\d)\\s+(?:\\d{1,2}:\\d\\d(?::\\d\\d(?:\\.\\d+)?)?(?: [+-]\\d{4})?|\\d{4})\\s(.*)$",
         with: "$1/"
       },
       {
-        pattern: "^[-lcbps][rwxsStT-]{9}[@+.]?\\s+\\d+\\s+\\S+\\s+\\S+\\s+(\\S+)\\s+(?:\\w{3}\\s+\\d{1,2}|\\d{1,2}\\s+\\w{3}|\\d{4}-\\d\\d-\\d\\d)\\s+(?:\\d{1,2}:\\d\\d(?::\\d\\d(?:\\.\\d+)?)?(?: [+-]\\d{4})?|\\d{4})\\s(.*)$",
+        pattern:
+          "^[-lcbps][rwxsStT-]{9}[@+.]?\\s+\\d+\\s+\\S+\\s+\\S+\\s+(\\S+)\\s+(?:\\w{3}\\s+\\d{1,2}|\\d{1,2}\\s+\\w{3}|\\d{4}-\\d\\d-\\d\\d)\\s+(?:\\d{1,2}:\\d\\d(?::\\d\\d(?:\\.\\d+)?)?(?: [+-]\\d{4})?|\\d{4})\\s(.*)$",
         with: "$2 $1"
       }
     ]
@@ -174,10 +165,7 @@ export const BUILTIN_FILTERS: ReadonlyArray<FilterSpec> = [
     id: "build-make",
     description: "make/cmake/ninja: keeps error and warning lines with 2 lines of context and make's own failure lines; drops compiler invocations and directory changes",
     match: { command: cmd("(?:make|gmake|cmake\\s+--build|ninja)\\b"), output: "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory" },
-    drop: [
-      "^\\s*(?:cc|gcc|g\\+\\+|c\\+\\+|clang|clang\\+\\+|ar|ld|libtool|ranlib)\\s",
-      "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory"
-    ],
+    drop: ["^\\s*(?:cc|gcc|g\\+\\+|c\\+\\+|clang|clang\\+\\+|ar|ld|libtool|ranlib)\\s", "^make(?:\\[\\d+\\])?: (?:Entering|Leaving) directory"],
     keep: ["(?:^|\\s)(?:error|warning|Error|Warning|ERROR|WARNING)\\b", "^make(?:\\[\\d+\\])?: \\*\\*\\*", "^\\S+:\\d+(?::\\d+)?: "],
     context: 2
   }
