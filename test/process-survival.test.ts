@@ -125,11 +125,14 @@ describe("the server process", () => {
       // Idle: one answered request, then nothing.
       const idle = await connect(server.url)
       expect(await request(idle, "GET /api/hello HTTP/1.1\r\nHost: x\r\n\r\n", '{"ok":true}')).toMatch(/connection: keep-alive/i)
-      // Busy: the upstream answers only after SIGTERM.
-      up.always({ delayMs: 500 })
+      // Busy: the upstream answers only after SIGTERM (3 s: the signal must have been handled by
+      // then even on a loaded machine; 500 ms was not always enough in CI's conditions).
+      up.always({ delayMs: 3000 })
       const busy = await connect(server.url)
       const body = JSON.stringify({ model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] })
-      busy.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      busy.socket.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${ADMIN_KEY}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`
+      )
       await expect.poll(() => up.requests.length, { timeout: 10_000 }).toBe(1)
       const exit = server.stop("SIGTERM")
       expect(await idle.ended).toEqual(["end"])
