@@ -7,7 +7,8 @@
 //   sse-paced           SSE: 64 content chunks, one every 20 ms, then a usage chunk and [DONE]
 //   sse-burst           the same 64 chunks + usage + [DONE] written at once
 //   fail-500, fail-429, fail-503   an OpenAI-style error with that status
-// A `stream: true` request for a json-* model is answered like sse-burst; an unknown model is
+// A `stream: true` request for a json-* or delay-20 model is answered like sse-burst, with the
+// same text and usage as its whole answer (the gateway asks upstreams for streams); an unknown model is
 // answered like json-1k. GET /v1/models lists the modes. Listens on 127.0.0.1 (port 0 unless
 // --port) and prints `listening <port>` once ready.
 import * as http from "node:http"
@@ -60,11 +61,19 @@ const chunk = (model, delta, finish) =>
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
   })}\n\n`
 
-/** 64 content chunks (the first also carries the role, the last the finish), usage, [DONE]. */
-const sseParts = (model) => {
+/**
+ * 64 content chunks (the first also carries the role, the last the finish), usage, [DONE]. With
+ * `whole` (a completion of completion()), the chunks carry its text and its usage: what the same
+ * upstream streams when the request says `stream: true`, so an answer the gateway collects from
+ * a stream is the answer it would have got whole.
+ */
+const sseParts = (model, whole) => {
   const parts = []
+  const content = whole ? JSON.parse(whole.toString()).choices[0].message.content : undefined
+  const piece = content === undefined ? 0 : Math.ceil(content.length / CHUNKS)
   for (let i = 0; i < CHUNKS; i++) {
-    const delta = i === 0 ? { role: "assistant", content: "tok0" } : { content: ` tok${i}` }
+    const text = content === undefined ? (i === 0 ? "tok0" : ` tok${i}`) : content.slice(i * piece, (i + 1) * piece)
+    const delta = i === 0 ? { role: "assistant", content: text } : { content: text }
     parts.push(Buffer.from(chunk(model, delta, i === CHUNKS - 1 ? "stop" : null)))
   }
   const tail = `data: ${JSON.stringify({
@@ -74,7 +83,7 @@ const sseParts = (model) => {
     model,
     system_fingerprint: "fp_bench",
     choices: [],
-    usage: usage(42, CHUNKS)
+    usage: whole ? JSON.parse(whole.toString()).usage : usage(42, CHUNKS)
   })}\n\ndata: [DONE]\n\n`
   parts.push(Buffer.from(tail))
   return parts
@@ -98,7 +107,7 @@ const J10 = completion("json-10k", 10 * 1024)
 const JD = completion("delay-20", 1024)
 const PACED = sseParts("sse-paced")
 const BURST = Buffer.concat(sseParts("sse-burst"))
-const JSON_BURST = { "json-1k": Buffer.concat(sseParts("json-1k")), "json-10k": Buffer.concat(sseParts("json-10k")) }
+const JSON_BURST = { "json-1k": Buffer.concat(sseParts("json-1k", J1)), "json-10k": Buffer.concat(sseParts("json-10k", J10)), "delay-20": Buffer.concat(sseParts("delay-20", JD)) }
 const ERRORS = { 500: errorBody(500), 429: errorBody(429), 503: errorBody(503) }
 const MODELS = Buffer.from(
   JSON.stringify({
@@ -155,7 +164,11 @@ const handle = (req, res, body) => {
       res.writeHead(200, SSE_HEADERS)
       return res.end(BURST)
     case "delay-20":
-      return void setTimeout(() => sendJson(res, 200, JD), 20)
+      return void setTimeout(() => {
+        if (!stream) return sendJson(res, 200, JD)
+        res.writeHead(200, SSE_HEADERS)
+        res.end(JSON_BURST["delay-20"])
+      }, 20)
     case "json-10k":
       if (stream) {
         res.writeHead(200, SSE_HEADERS)
