@@ -29,7 +29,7 @@ import { badRequest, errorBody, InferenceError, toCanonical } from "../kernel/er
 import { recordAnswer } from "./builtinHooks.js"
 import { endRequest, fireBegin, fireEnd, RequestHooks } from "../kernel/hooks.js"
 import { InboundLimits } from "../services/accounting/InboundLimits.js"
-import { endStream, readBody, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
+import { endStream, HTTP_TRANSPORT, readBody, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { traceIdOf } from "../services/observability/Observability.js"
 import { ResponseStore } from "./responseStore.js"
@@ -277,7 +277,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           method: req.method ?? "GET",
           headers: req.headers,
           answer: res,
-          readBody: () => readBody(req),
+          transport: HTTP_TRANSPORT,
           path,
           query: new URLSearchParams(rawQuery),
           apiKeyId: null,

@@ -13,7 +13,7 @@ import type { Candidate } from "../services/routing/types.js"
 import { failureType } from "../services/observability/genai.js"
 import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
-import { attemptStarted, fireAttemptEnd, fireAttemptStart, fireRouted, type HookTable, upstreamFailed } from "../kernel/hooks.js"
+import { attemptStarted, fireAttemptEnd, fireAttemptStart, fireRouted, type HookTable, listensToAttemptStart, upstreamFailed } from "../kernel/hooks.js"
 import { committed, type HttpRequestContext } from "./io.js"
 
 /** Whether a request has onProviderError or onRateLimit handlers. */
@@ -123,7 +123,7 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     const startedAt = Date.now()
     const probe = gate.probe || plan.probes.has(candidate.key)
     // The lifecycle's listeners (observability's spans) hear of the attempt; what they answer comes back at its end.
-    const started = fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe })
+    const started = listensToAttemptStart(ctx) ? fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe }) : undefined
     // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
     const starting = ctx.hooks?.onAttemptStart
     const tryIt =

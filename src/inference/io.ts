@@ -6,7 +6,7 @@ import { jsonTooDeep, safeHeaderValue, TOO_DEEP_MESSAGE } from "../kernel/untrus
 import { VERSION } from "../kernel/version.js"
 import { badRequest, InferenceError } from "../kernel/errors.js"
 import { observe } from "../kernel/hooks.js"
-import { type Progress, type RequestContext, requestHeader } from "../kernel/request.js"
+import { type Progress, type RequestContext, requestHeader, type Transport } from "../kernel/request.js"
 
 export { requestHeader }
 
@@ -25,6 +25,9 @@ export interface HttpRequestContext extends RequestContext {
 }
 
 export type { Progress, RequestContext }
+
+/** The HTTP transport: one object for every request, so a request's context carries no closure of its own. */
+export const HTTP_TRANSPORT: Transport = { readBody: (ctx) => readBody((ctx as HttpRequestContext).req) }
 
 /**
  * Whether the answer is committed: something of it reached the client, so the request can no

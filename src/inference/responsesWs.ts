@@ -1,6 +1,7 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type { Transport } from "../kernel/request.js"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
@@ -50,6 +51,9 @@ export interface ResponsesWebSocketShape {
   /** Handles an HTTP upgrade on the server; false when the path is not a Responses WebSocket path. */
   readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
 }
+
+/** A response.create frame is its request's body (set on the context when it is made). */
+const WS_TRANSPORT: Transport = { readBody: (ctx) => Effect.succeed(ctx.body ?? Buffer.alloc(0)) }
 
 /** X-Gateway-Version and X-Gateway-Request-Id as raw header lines, for answers written to the socket itself. */
 const headerLines = (requestId: string): Array<string> => Object.entries(gatewayHeaders(requestId)).map(([k, v]) => `${k}: ${v}`)
@@ -570,7 +574,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
             method: req.method ?? "GET",
             headers: req.headers,
             answer,
-            readBody: () => Effect.succeed(Buffer.from(raw)),
+            transport: WS_TRANSPORT,
             path: req.url ?? "",
             query: new URLSearchParams(),
             apiKeyId,

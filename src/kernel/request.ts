@@ -26,11 +26,8 @@ export interface RequestContext extends HookHost {
   progress?: Progress
   /** The request body, when it was read before the route ran (idempotency fingerprints it). */
   body?: Buffer
-  /**
-   * Reads the whole request body, bounded by the transport's limit (413 above it). It does not
-   * keep it: a caller that needs it again sets `body` (what later readers look at first).
-   */
-  readonly readBody: () => Effect.Effect<Buffer, InferenceError>
+  /** What carried the request (HTTP, a WebSocket frame): one shared object per transport. */
+  readonly transport: Transport
   /** The usage label of a request that writes a usage row (`chat.completions`, `images.generations`, ...). */
   endpoint?: string
   /** Observability (src/services/observability/Observability.ts): the route's label (its template, never the concrete path). */
@@ -41,6 +38,15 @@ export interface RequestContext extends HookHost {
   upstreamMs?: number
   /** The usage row the request wrote (its metrics' provider, model, tokens and cost). */
   usageRow?: UsageRecord
+}
+
+/** What the core asks of the transport that carried a request. */
+export interface Transport {
+  /**
+   * Reads the whole request body, bounded by the transport's limit (413 above it). It does not
+   * keep it: a caller that needs it again sets `body` (what later readers look at first).
+   */
+  readonly readBody: (ctx: RequestContext) => Effect.Effect<Buffer, InferenceError>
 }
 
 /** Progress events of one streamed request (`X-Gateway-Progress: true`). */

@@ -122,7 +122,7 @@ export class InboundLimits extends Context.Tag("gateway/InboundLimits")<InboundL
           }
           let tokensUsed: number | undefined
           if (limits.tpm !== null) {
-            if (ctx.method === "POST" && ctx.body === undefined) ctx.body = yield* ctx.readBody()
+            if (ctx.method === "POST" && ctx.body === undefined) ctx.body = yield* ctx.transport.readBody(ctx)
             const estimate = estimateTokens(ctx.body)
             // Added first and taken back when refused (as requests are): exact when processes race on shared counters.
             const after = estimate > 0 ? yield* counters.add(tokensKey(id), estimate, RATE_WINDOW_MS, now) : yield* counters.get(tokensKey(id), RATE_WINDOW_MS, now)
