@@ -13,7 +13,8 @@ import type { Candidate } from "../services/routing/types.js"
 import { failureType } from "../services/observability/genai.js"
 import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
-import { attemptStarted, fireAttemptEnd, fireAttemptStart, fireRouted, type HookTable, listensToAttemptStart, upstreamFailed } from "../kernel/hooks.js"
+import { attemptStarted, type HookTable, upstreamFailed } from "../kernel/hooks.js"
+import { fireAttemptEnd, fireAttemptStart, fireRouted, listensToAttemptStart } from "../kernel/listeners.js"
 import { committed, type HttpRequestContext } from "./io.js"
 
 /** Whether a request has onProviderError or onRateLimit handlers. */
