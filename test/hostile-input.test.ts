@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import { Dashboard } from "../src/management/dashboard/Static.js"
+import { InspectorFeed } from "../src/management/dashboard/InspectorFeed.js"
 import { LiveFeed } from "../src/management/dashboard/LiveFeed.js"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
@@ -356,6 +357,7 @@ describe("the server's last resort", () => {
       ),
       Layer.provide(Layer.succeed(Dashboard, { handle: () => false })),
       Layer.provide(Layer.succeed(LiveFeed, { upgrade: () => false, port: () => undefined })),
+      Layer.provide(Layer.succeed(InspectorFeed, { upgrade: () => false })),
       Layer.provide(Layer.succeed(McpHttp, { handle: (_req: http.IncomingMessage, res: http.ServerResponse) => void res.end("mcp") } as never)),
       Layer.provide(Layer.succeed(FeatureFlags, { enabled: () => Effect.succeed(false) } as never)),
       Layer.provide(Layer.succeed(Settings, { ipFilter: () => ({ active: false, check: () => undefined }) } as never)),

@@ -15,6 +15,7 @@ import { dbCommand } from "./commands/db.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { configCommand, envCommand } from "./commands/env.js"
 import { evalCommand } from "./commands/evals.js"
+import { inspectCommand } from "./commands/inspect.js"
 import { keysCommand } from "./commands/keys.js"
 import { logsCommand } from "./commands/logs.js"
 import { mcpCommand } from "./commands/mcp.js"
@@ -55,6 +56,7 @@ export const subcommands = [
   envCommand,
   healthCommand,
   logsCommand,
+  inspectCommand,
   modelsCommand,
   providerCommand,
   evalCommand,

@@ -191,7 +191,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (asStream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
           // A non-streamed call reads the answer in the same wait as its headers.
           // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
-          const res = yield* sendAs(
+          // The traffic inspector's tap (src/services/inspector/agentBridge.ts), only while it records bodies.
+          const tap = ctx.tap
+          if (tap !== undefined) tap.sent({ provider: connection.provider.id, connection: connection.name, model: candidate.model, url: connection.effectiveBaseUrl ?? null }, body)
+          const sent = sendAs(
             target,
             upstream.id,
             body,
@@ -199,15 +202,19 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             client,
             (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
           )
+          const res = yield* tap === undefined ? sent : Effect.tapError(sent, (f) => Effect.sync(() => tap.failed(null, f.error.message, undefined)))
           if (res.status < 200 || res.status >= 300) {
             const { error, info } = yield* readFailure(res, upstream, client, connection)
+            if (tap !== undefined) tap.failed(res.status, info.message, info.body)
             return yield* Effect.fail(attemptFailed(error, info))
           }
           const contentType = String(res.headers["content-type"] ?? "")
           const streamed = asStream && !contentType.includes("application/json")
+          if (tap !== undefined && streamed) tap.answered(res.status, headerValue(res.headers), undefined)
 
           if (!streamed) {
             const text = yield* Effect.mapError(wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
+            if (tap !== undefined) tap.answered(res.status, headerValue(res.headers), text)
             const json = tryJson(text)
             const bad = errorInAnswer(upstream.id, json, text, client, connection)
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
@@ -257,7 +264,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         const { ctx, format: client } = call
         const connection = candidate.connection
         const gather = collectStream(upstream, connection)
-        const result = yield* relayFrames(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs)
+        const result = yield* relayFrames(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs, ctx.tap?.chunk)
         if (result.failedBeforeOutput) {
           const e = result.failedBeforeOutput
           return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))

@@ -228,7 +228,7 @@ export const relayStream = (
   contentType: string,
   watchdog: StreamWatchdogShape,
   silenceMs?: number
-): Effect.Effect<StreamOutcome> => relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs)
+): Effect.Effect<StreamOutcome> => relayFrames(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs, ctx.tap?.chunk)
 
 /**
  * Relays an upstream stream to a sink: chunks are parsed into frames as they arrive (nothing is
@@ -238,7 +238,8 @@ export const relayStream = (
  * Schedule) ends a stream that sends no content within `firstContentMs` or goes silent for
  * `idleMs`; once output has started the client gets its format's error event. The client going
  * away (the sink's `onGone`, else an interruption) destroys the upstream body. `startedAt`: when
- * the request began (time to first token).
+ * the request began (time to first token). `onChunk`: a watcher of the bytes as received (the
+ * traffic inspector's tap), told each chunk before it is parsed.
  */
 export const relayFrames = (
   res: UpstreamResponse,
@@ -247,7 +248,8 @@ export const relayFrames = (
   sink: StreamSink,
   watchdog: StreamWatchdogShape,
   startedAt: number,
-  silenceMs?: number
+  silenceMs?: number,
+  onChunk?: (chunk: Buffer) => void
 ): Effect.Effect<StreamOutcome> => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
@@ -301,6 +303,7 @@ export const relayFrames = (
     }
     body.on("data", (chunk: Buffer) => {
       state.lastChunkAt = Date.now()
+      if (onChunk !== undefined) onChunk(chunk)
       let text = ""
       try {
         for (const frame of parser.push(chunk)) text += relay.frame(frame)

@@ -38,6 +38,24 @@ export interface RequestContext extends HookHost {
   upstreamMs?: number
   /** The usage row the request wrote (its metrics' provider, model, tokens and cost). */
   usageRow?: UsageRecord
+  /** Set while the traffic inspector records this request's bodies: the upstream exchange is told to it. */
+  tap?: ExchangeTap
+}
+
+/**
+ * What the guarded attempt tells a watcher of the upstream exchange (the traffic inspector's
+ * agent-bridge source), only when one is set on the request: what was sent after translation and
+ * what came back. Synchronous, must not throw, must not hold on to more than it means to keep.
+ */
+export interface ExchangeTap {
+  /** An attempt's request goes upstream: its target and body (after translation or pass-through fixes). */
+  readonly sent: (target: { readonly provider: string; readonly connection: string; readonly model: string; readonly url: string | null }, body: unknown) => void
+  /** The upstream answered: its status and head; a whole answer's text (undefined for a stream: `chunk` follows). */
+  readonly answered: (status: number, headers: Readonly<Record<string, string>>, body: string | undefined) => void
+  /** A piece of a streamed answer, as received. */
+  readonly chunk: (bytes: Buffer) => void
+  /** The attempt failed: the upstream's status (null: no answer) and what it said. */
+  readonly failed: (status: number | null, message: string, body: string | undefined) => void
 }
 
 /** What the core asks of the transport that carried a request. */

@@ -87,6 +87,10 @@ import { SharedState } from "../platform/state/SharedState.js"
 import { layerForProcess } from "../platform/state/clusterIpc.js"
 import { Lifecycle } from "../platform/system/Lifecycle.js"
 import { Observability } from "../services/observability/Observability.js"
+import { Capture } from "../services/inspector/Capture.js"
+import { Inspector } from "../services/inspector/Inspector.js"
+import { InspectorConfig } from "../services/inspector/InspectorConfig.js"
+import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
 export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(Layer.provideMerge(Db.layer))
@@ -114,17 +118,19 @@ export const ServerLayer = Layer.mergeAll(
   SettingsHooks,
   ContextHooks,
   SummarizerLive,
+  Inspector.replayLayer,
   EvalRunner,
   BackgroundTasks,
   SharedStorageKeyCheck
 ).pipe(
   Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))),
-  Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer)),
+  Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer, InspectorFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
+  // The traffic inspector (src/services/inspector/): the buffer and its agent-bridge listener, then the capture modes.
+  Layer.provideMerge(Capture.layer.pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer))),
   Layer.provideMerge(McpHttp.layer),
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
-  Layer.provide(MediaJobs.layer),
-  Layer.provide(WebSearch.layer),
+  Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(
     Layer.mergeAll(
       Quotas.layer,

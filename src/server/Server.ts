@@ -25,6 +25,8 @@ import { ResponsesWebSocket } from "../inference/responsesWs.js"
 import { ManagementHandler } from "../management/api/App.js"
 import { Dashboard } from "../management/dashboard/Static.js"
 import { LiveFeed } from "../management/dashboard/LiveFeed.js"
+import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
+import { directLocal } from "../management/api/Auth.js"
 import { MCP_PATH, McpHttp } from "../management/mcp/McpHttp.js"
 import { lingerOnClose } from "../platform/http/lingering.js"
 import { clientAddress } from "../platform/http/request.js"
@@ -80,6 +82,7 @@ export const GatewayServerLive = Layer.scoped(
     const mcp = yield* McpHttp
     const dashboard = yield* Dashboard
     const live = yield* LiveFeed
+    const inspectorFeed = yield* InspectorFeed
     const flags = yield* FeatureFlags
     const settings = yield* Settings
     const fibers = yield* FiberSet.make<void, never>()
@@ -144,6 +147,9 @@ export const GatewayServerLive = Layer.scoped(
         res.once("close", () => open.delete(res))
         return mcp.handle(req, res)
       }
+      // The inspector and capture routes (spec document 3) are loopback-only, checked before any
+      // credentials: a session token leaked through a tunnel or a forwarding proxy cannot reach them.
+      if (path.startsWith("/api/tools/") && !directLocal(req)) return loopbackOnly(req, res)
       const taken = inference.route(req, res, path, q === -1 ? "" : url.slice(q + 1))
       if (taken === undefined) {
         managementInFlight++
@@ -169,6 +175,17 @@ export const GatewayServerLive = Layer.scoped(
         open.delete(res)
         if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
       })
+    }
+
+    const loopbackOnly = (req: http.IncomingMessage, res: http.ServerResponse) => {
+      open.delete(res)
+      const body = JSON.stringify({
+        _tag: "Forbidden",
+        message: "the traffic inspector and capture routes are loopback-only: call them from this machine, directly (not through a tunnel, a proxy or a forwarded header)"
+      })
+      res.writeHead(403, { ...gatewayHeaders(newRequestId()), "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+      res.end(body)
+      req.resume()
     }
 
     /** Last resort for a handler that threw (a bug): a 500 if nothing was sent yet, a log line, and the server goes on. */
@@ -228,7 +245,7 @@ export const GatewayServerLive = Layer.scoped(
           socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
           return
         }
-        if (!live.upgrade(req, socket as net.Socket, head) && !websocket.upgrade(req, socket as net.Socket, head)) {
+        if (!live.upgrade(req, socket as net.Socket, head) && !inspectorFeed.upgrade(req, socket as net.Socket, head) && !websocket.upgrade(req, socket as net.Socket, head)) {
           socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
         }
       } catch (e) {

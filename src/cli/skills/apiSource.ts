@@ -33,6 +33,7 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/api/monitoring": "gw-usage-logs",
   "/metrics": "gw-usage-logs",
   "/api/compliance": "gw-usage-logs",
+  "/api/tools": "gw-usage-logs",
   "/api/usage/budget": "gw-budget",
   "/api/usage/token-limits": "gw-budget",
   "/api/settings": "gw-settings",

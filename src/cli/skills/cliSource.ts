@@ -24,6 +24,7 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
   status: "cli-health",
   health: "cli-health",
   logs: "cli-health",
+  inspect: "cli-health",
   providers: "cli-providers",
   provider: "cli-providers",
   keys: "cli-keys",

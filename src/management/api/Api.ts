@@ -9,6 +9,7 @@ import { CombosGroup } from "./combos/Api.js"
 import { ContextGroup } from "./context/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
+import { InspectorGroup, InspectorOpenGroup } from "./inspector/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
@@ -67,4 +68,6 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(CliToolsGroup)
   .add(AcpGroup)
   .add(McpGroup)
-  .add(ContextGroup) {}
+  .add(ContextGroup)
+  .add(InspectorGroup)
+  .add(InspectorOpenGroup) {}

@@ -11,6 +11,7 @@ import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
+import { InspectorLive, InspectorOpenLive } from "./inspector/Http.js"
 import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
@@ -65,7 +66,9 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     CliToolsLive,
     AcpLive,
     McpLive,
-    ContextLive
+    ContextLive,
+    InspectorLive,
+    InspectorOpenLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

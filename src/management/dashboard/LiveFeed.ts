@@ -32,7 +32,7 @@ export interface LiveFeedShape {
   readonly port: () => number | undefined
 }
 
-const cookieValue = (header: string | undefined, name: string): string | undefined => {
+export const cookieValue = (header: string | undefined, name: string): string | undefined => {
   if (!header) return undefined
   for (const part of header.split(";")) {
     const i = part.indexOf("=")
@@ -55,7 +55,7 @@ const hostname = (hostHeader: string): string => (hostHeader.startsWith("[") ? h
  * on the live port, this host name (the page was loaded from the main port). No Origin: not a
  * browser, the credentials decide.
  */
-const originAllowed = (req: http.IncomingMessage, samePort: boolean): boolean => {
+export const originAllowed = (req: http.IncomingMessage, samePort: boolean): boolean => {
   const origin = req.headers["origin"]
   if (origin === undefined) return true
   const host = req.headers["host"]
@@ -68,7 +68,7 @@ const originAllowed = (req: http.IncomingMessage, samePort: boolean): boolean =>
   }
 }
 
-const refuse = (socket: net.Socket, status: number, text: string, message: string) => {
+export const refuse = (socket: net.Socket, status: number, text: string, message: string) => {
   const body = JSON.stringify({ _tag: status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : "NotFound", message })
   if (socket.writable) socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
   else socket.destroy()

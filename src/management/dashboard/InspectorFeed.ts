@@ -1,0 +1,116 @@
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
+import type * as http from "node:http"
+import type * as net from "node:net"
+import { type WebSocket, WebSocketServer } from "ws"
+import { AdminAuth, SESSION_COOKIE } from "../../services/auth/AdminAuth.js"
+import { ApiKeys } from "../../services/auth/ApiKeys.js"
+import { Inspector, type FeedEvent, summaryOf } from "../../services/inspector/Inspector.js"
+import { INSPECTOR_WS_PATH } from "../../services/inspector/paths.js"
+import { Settings } from "../../platform/settings/Settings.js"
+import { directLocal, makeIdentify } from "../api/Auth.js"
+import { cookieValue, originAllowed, refuse } from "./LiveFeed.js"
+
+/** A client further behind than this many bytes is dropped (it reconnects and gets a fresh snapshot). */
+const MAX_BUFFERED = 4 * 1024 * 1024
+
+export interface InspectorFeedShape {
+  /** Takes an upgrade when its path is the inspector's feed; false otherwise. */
+  readonly upgrade: (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => boolean
+}
+
+/**
+ * The inspector's live feed (`GET /api/tools/traffic-inspector/ws`, docs/inspector.md): a
+ * `snapshot` of the buffer's entries on connect, then `new`, `update` and `clear` events, as JSON
+ * text frames of entry summaries (the detail is `GET requests/{id}`). Loopback-only, checked
+ * before credentials (a tunnel's or a forwarded request is refused even with a session); then who
+ * may use the management API may listen, from the gateway's own pages only. While a client is
+ * connected the inspector keeps bodies. A client that cannot keep up is dropped, never buffered
+ * without bound.
+ */
+export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<InspectorFeed, InspectorFeedShape>() {
+  static readonly layer = Layer.scoped(
+    InspectorFeed,
+    Effect.gen(function* () {
+      const inspector = yield* Inspector
+      const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const clients = new Set<WebSocket>()
+      const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 })
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          for (const ws of clients) ws.close(1001, "gateway shutting down")
+          wss.close()
+        })
+      )
+
+      const attach = (ws: WebSocket) => {
+        let queued: Array<FeedEvent> = []
+        let scheduled = false
+        // Events of one turn of the event loop go out together (a burst is one pass).
+        const flush = () => {
+          scheduled = false
+          const batch = queued
+          queued = []
+          if (ws.readyState !== ws.OPEN) return
+          if (ws.bufferedAmount > MAX_BUFFERED) {
+            ws.close(1013, "too far behind: reconnect for a fresh snapshot")
+            ws.terminate()
+            return
+          }
+          for (const e of batch) ws.send(JSON.stringify(e))
+        }
+        const unsubscribe = inspector.core.subscribe((e) => {
+          queued.push(e)
+          if (!scheduled) {
+            scheduled = true
+            setImmediate(flush)
+          }
+        })
+        clients.add(ws)
+        ws.on("close", () => {
+          unsubscribe()
+          clients.delete(ws)
+        })
+        ws.on("error", () => ws.terminate())
+        ws.send(JSON.stringify({ type: "snapshot", entries: inspector.core.entries({}).map(summaryOf), bufferSize: inspector.config.bufferSize }))
+      }
+
+      return {
+        upgrade: (req, socket, head) => {
+          if ((req.url ?? "/").split("?")[0] !== INSPECTOR_WS_PATH) return false
+          if (!directLocal(req)) {
+            refuse(socket, 403, "Forbidden", "the traffic inspector is loopback-only: connect from this machine, directly (not through a tunnel or a proxy)")
+            return true
+          }
+          if (!originAllowed(req, true)) {
+            refuse(socket, 403, "Forbidden", "the inspector feed is open to the gateway's own pages only (Origin differs)")
+            return true
+          }
+          runFork(
+            identify({
+              method: "GET",
+              headers: req.headers as Record<string, string | undefined>,
+              sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE),
+              source: req
+            }).pipe(
+              Effect.either,
+              Effect.map((who) => {
+                if (who._tag === "Left") return refuse(socket, who.left._tag === "Unauthorized" ? 401 : 403, who.left._tag, who.left.message)
+                const id = who.right
+                if (id.kind === "none")
+                  return refuse(socket, 401, "Unauthorized", "the inspector feed needs a dashboard session, an admin API key, or this machine with requireLogin off")
+                if (id.kind === "api-key" && !id.key.scopes.includes("admin")) return refuse(socket, 401, "Unauthorized", "this API key lacks the admin scope the inspector needs")
+                wss.handleUpgrade(req, socket, head, attach)
+              }),
+              Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))
+            )
+          )
+          return true
+        }
+      }
+    })
+  )
+}

@@ -1,0 +1,242 @@
+/**
+ * Capture mode 1, `agent-bridge` (docs/inspector.md): every request the gateway itself serves,
+ * recorded from the request lifecycle. A listener (src/kernel/hookEvents.ts) records metadata of
+ * every request: route, status, timings, and from the usage row provider, model, tokens and cost.
+ *
+ * Bodies cost something, so they are recorded only while someone looks (a feed subscriber, a
+ * recording session, INSPECTOR_CAPTURE_BODIES, a replay): then the request gets its own hook
+ * (`attach`: the client's body at onRequest, the answer's frames and whole body) and an exchange
+ * tap (src/kernel/request.ts `ExchangeTap`: what went upstream after translation, what came back).
+ * With nobody looking, a request costs the listener's `begin` and `end` and nothing per frame.
+ */
+import { attach, type LifecycleListener } from "../../kernel/hooks.js"
+import type { ExchangeTap, RequestContext } from "../../kernel/request.js"
+import { requestHeader } from "../../kernel/request.js"
+import { conversationOf, mergeStream, readAnswer, readRequest } from "./analyze.js"
+import { captureBody, flatHeaders, jsonOf } from "./bodies.js"
+import { agentOf, pathKind } from "./detect.js"
+import type { InspectorCore } from "./Inspector.js"
+import type { CapturedBody, UpstreamExchange } from "./types.js"
+import type { FormatId } from "../../domain/canonical.js"
+
+/** What one recorded request gathers between begin and end. */
+interface Recording {
+  readonly id: string
+  readonly bodies: boolean
+  format: FormatId | null
+  endpoint: string | null
+  clientBody: unknown
+  frames: Array<Buffer | string>
+  frameBytes: number
+  answer: string | Buffer | undefined
+  exchanges: Array<{ ex: UpstreamExchange; chunks: Array<Buffer>; bytes: number }>
+}
+
+const socketPort = (ctx: RequestContext): number | undefined => {
+  // The inference plane's context carries node's request (src/inference/io.ts); a WebSocket frame's may not.
+  const port = (ctx as { readonly req?: { readonly socket?: { readonly remotePort?: number; readonly remoteAddress?: string } } }).req?.socket
+  if (port?.remotePort === undefined) return undefined
+  const a = port.remoteAddress ?? ""
+  return a === "127.0.0.1" || a === "::1" || a === "::ffff:127.0.0.1" ? port.remotePort : undefined
+}
+
+export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
+  const recordings = new WeakMap<RequestContext, Recording>()
+  const max = core.sink.maxBodyBytes + 1
+
+  const body = (text: string | Buffer, type: string): CapturedBody => {
+    const buf = typeof text === "string" ? Buffer.from(text) : text
+    return captureBody(buf.length > max ? buf.subarray(0, max) : buf, buf.length, { "content-type": type }, { maxBytes: core.sink.maxBodyBytes, mask: core.maskSecrets })
+  }
+
+  const tapFor = (rec: Recording): ExchangeTap => {
+    const current = () => rec.exchanges[rec.exchanges.length - 1]
+    const settle = () => {
+      const slot = core.slot(rec.id)
+      if (!slot) return
+      slot.entry.upstream = rec.exchanges.map((x) => x.ex)
+      core.changed(slot)
+    }
+    return {
+      sent: (target, sentBody) => {
+        rec.exchanges.push({
+          ex: {
+            attempt: rec.exchanges.length + 1,
+            provider: target.provider,
+            connection: target.connection,
+            model: target.model,
+            url: target.url,
+            requestBody: body(JSON.stringify(sentBody), "application/json"),
+            status: null,
+            responseBody: null,
+            error: null
+          },
+          chunks: [],
+          bytes: 0
+        })
+        settle()
+      },
+      answered: (status, headers, text) => {
+        const x = current()
+        if (!x) return
+        x.ex = { ...x.ex, status, ...(text !== undefined ? { responseBody: body(text, headers["content-type"] ?? "application/json") } : {}) }
+        if (text !== undefined) settle()
+      },
+      chunk: (bytes) => {
+        const x = current()
+        if (!x || x.bytes >= max) return
+        x.chunks.push(bytes)
+        x.bytes += bytes.length
+      },
+      failed: (status, message, text) => {
+        const x = current()
+        if (!x) return
+        x.ex = { ...x.ex, status, error: message, ...(text !== undefined ? { responseBody: body(text, "application/json") } : {}) }
+        settle()
+      }
+    }
+  }
+
+  const attachBodies = (ctx: RequestContext, rec: Recording) => {
+    ctx.tap = tapFor(rec)
+    attach(ctx, {
+      name: "inspector",
+      // First, so it sees the body as the client sent it.
+      priority: -1_000_000,
+      onRequest: (event) => {
+        rec.format = event.format
+        rec.endpoint = event.endpoint
+        rec.clientBody = event.body
+      },
+      onFrame: (event) => {
+        if (rec.frameBytes >= max) return
+        const piece = event.bytes !== undefined ? Buffer.from(event.bytes) : event.text
+        rec.frames.push(piece)
+        rec.frameBytes += typeof piece === "string" ? Buffer.byteLength(piece) : piece.length
+      },
+      onStreamEnd: (event) => {
+        if (event.text && rec.frameBytes < max) {
+          rec.frames.push(event.text)
+          rec.frameBytes += Buffer.byteLength(event.text)
+        }
+      },
+      onResponse: (event) => {
+        if (event.body !== undefined) rec.answer = event.body
+      },
+      onError: (event) => {
+        if (event.body !== undefined) rec.answer = event.body
+      }
+    })
+  }
+
+  return {
+    name: "inspector",
+    begin: (ctx) => {
+      const replayOf = core.pendingReplayOf(ctx.requestId)
+      const bodies = core.wantsBodies() || replayOf !== undefined
+      const host = requestHeader(ctx, "host") ?? "gateway"
+      const query = ctx.query.toString()
+      const clientPort = socketPort(ctx)
+      const id = core.sink.begin({
+        source: "agent-bridge",
+        method: ctx.method,
+        url: `http://${host}${ctx.path}${query ? `?${query}` : ""}`,
+        headers: ctx.headers,
+        requestId: ctx.requestId,
+        ...(clientPort !== undefined ? { clientPort } : {})
+      })
+      const slot = core.slot(id)
+      if (!slot) return
+      const kind = pathKind(ctx.path)
+      if (kind !== undefined) {
+        slot.entry.detectedKind = "llm"
+        slot.format = kind.format
+        slot.entry.llm = {
+          provider: null,
+          apiKind: kind.apiKind,
+          model: null,
+          messages: 0,
+          tokensIn: null,
+          tokensOut: null,
+          streamed: false,
+          mappedTo: null,
+          costEstimateUsd: null
+        }
+      }
+      if (replayOf !== undefined) core.linkReplay(slot.entry, replayOf)
+      const rec: Recording = { id, bodies, format: kind?.format ?? null, endpoint: null, clientBody: undefined, frames: [], frameBytes: 0, answer: undefined, exchanges: [] }
+      recordings.set(ctx, rec)
+      if (bodies) attachBodies(ctx, rec)
+    },
+    end: (ctx, status, error) => {
+      const rec = recordings.get(ctx)
+      if (!rec) return
+      recordings.delete(ctx)
+      const slot = core.slot(rec.id)
+      if (!slot) return
+      const e = slot.entry
+      const headers = flatHeaders(ctx.answerHeaders ?? {})
+      const type = headers["content-type"] ?? ""
+      const streamed = rec.frames.length > 0 || /event-stream|ndjson/.test(type)
+      const answer =
+        rec.answer !== undefined
+          ? typeof rec.answer === "string"
+            ? Buffer.from(rec.answer)
+            : rec.answer
+          : rec.frames.length > 0
+            ? Buffer.concat(rec.frames.map((f) => (typeof f === "string" ? Buffer.from(f) : f)))
+            : undefined
+      if (rec.bodies && rec.clientBody !== undefined && e.requestBody === null) {
+        e.requestBody = body(JSON.stringify(rec.clientBody), "application/json")
+        e.requestSize = e.requestBody.size
+      }
+      // Streamed upstream answers: their chunks, put together once.
+      for (const x of rec.exchanges) if (x.chunks.length > 0 && x.ex.responseBody === null) x.ex = { ...x.ex, responseBody: body(Buffer.concat(x.chunks), "text/event-stream") }
+      if (rec.exchanges.length > 0) e.upstream = rec.exchanges.map((x) => x.ex)
+      core.sink.end(rec.id, { status, headers, ...(rec.bodies && answer !== undefined ? { body: answer } : { bodySize: 0 }) })
+      if (error !== undefined && status >= 400) e.error = error.message
+      // What the gateway knows better than any reading of bytes: the usage row.
+      const row = ctx.usageRow
+      const agent = agentOf(requestHeader(ctx, "user-agent"), flatHeaders(ctx.headers))
+      if (agent !== null) e.agent = agent
+      if (rec.bodies && rec.format !== null && rec.clientBody !== undefined) {
+        const reading = readRequest(rec.format, rec.clientBody, ctx.path)
+        const merged =
+          answer === undefined || status >= 400
+            ? undefined
+            : streamed
+              ? mergeStream(rec.format, answer.toString("utf8"), /ndjson/.test(type) ? "ndjson" : "sse")
+              : readAnswer(rec.format, jsonOf(body(answer, "application/json")))
+        e.conversation = conversationOf(reading, merged)
+        e.contextKey = e.conversation.contextKey
+        if (e.llm !== null) e.llm = { ...e.llm, model: e.llm.model ?? reading.model, messages: reading.canonical?.messages.length ?? e.llm.messages }
+      }
+      if (e.llm !== null || row !== undefined) {
+        const base = e.llm ?? {
+          provider: null,
+          apiKind: row?.endpoint ?? null,
+          model: null,
+          messages: 0,
+          tokensIn: null,
+          tokensOut: null,
+          streamed,
+          mappedTo: null,
+          costEstimateUsd: null
+        }
+        e.llm = {
+          ...base,
+          apiKind: row?.endpoint ?? base.apiKind,
+          provider: row?.provider ?? base.provider,
+          model: row?.requestedModel ?? base.model,
+          mappedTo: row?.model ?? base.mappedTo,
+          tokensIn: row?.usage.input ?? base.tokensIn,
+          tokensOut: row?.usage.output ?? base.tokensOut,
+          streamed: row?.stream ?? streamed,
+          costEstimateUsd: row?.costUsd ?? base.costEstimateUsd
+        }
+        if (e.detectedKind !== "llm" && row !== undefined) e.detectedKind = "llm"
+      }
+      core.changed(slot)
+    }
+  }
+}
