@@ -180,6 +180,10 @@ describe("traffic inspector: agent-bridge", () => {
       await chat({ model: "up-chat/m1", messages: [{ role: "user", content: "replay me" }] })
       await until("inspector condition 6", async () => (await list("?profile=llm")).requests.some((r) => r.hasBodies && r.status === 200))
       const original = (await list("?profile=llm")).requests.filter((r) => r.hasBodies).pop()!
+      // A whole (non-streamed) answer is kept and read into the conversation too.
+      const whole = await detail(original.id)
+      expect(JSON.parse(whole.responseBody.text).choices[0].message.content).toBe("Hello from upstream")
+      expect(whole.conversation.response).toEqual([{ role: "assistant", blocks: [{ type: "text", text: "Hello from upstream" }] }])
       ctx.up.requests.length = 0
       const replay = await call(`${base()}/requests/${original.id}/replay`, { method: "POST", headers: admin })
       expect(replay.status, JSON.stringify(replay.body)).toBe(200)

@@ -15,6 +15,7 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/", title: "Overview", group: "Monitor", load: () => import("./pages/Overview") },
   { path: "/usage", title: "Usage & cost", group: "Monitor", load: () => import("./pages/Usage") },
   { path: "/logs", title: "Request log", group: "Monitor", load: () => import("./pages/Logs") },
+  { path: "/inspector", title: "Inspector", group: "Monitor", load: () => import("./pages/Inspector") },
   { path: "/resilience", title: "Resilience", group: "Monitor", load: () => import("./pages/Resilience") },
   { path: "/providers", title: "Providers", group: "Route", load: () => import("./pages/Providers") },
   { path: "/models", title: "Models & aliases", group: "Route", load: () => import("./pages/Models") },

@@ -29,7 +29,7 @@ import { captureBody, flatHeaders, jsonOf, maskHeaders, maskUrl } from "./bodies
 import { detect } from "./detect.js"
 import { toHar } from "./har.js"
 import { InspectorConfig, type InspectorConfigShape } from "./InspectorConfig.js"
-import type { CaptureEnd, CaptureSource, CaptureStart, CapturedBody, InspectorSink, InterceptedRequest, LlmMeta, UpstreamExchange } from "./types.js"
+import type { CaptureEnd, CaptureSource, CaptureStart, CapturedBody, Conversation, InspectorSink, InterceptedRequest, LlmMeta, UpstreamExchange } from "./types.js"
 import type { FormatId } from "../../domain/canonical.js"
 
 /** What the list and the live feed show of an entry: everything but bodies and the conversation. */
@@ -106,6 +106,21 @@ export interface MakeInspectorDeps {
 
 const sizeOf = (b: CapturedBody | null): number => (b === null ? 0 : b.text.length)
 
+/** Characters a conversation holds (its texts repeat the bodies': counted against the same budget). */
+const conversationSize = (c: Conversation | null): number => {
+  if (c === null) return 0
+  let n = 0
+  for (const turns of [c.request, c.response])
+    for (const t of turns)
+      for (const b of t.blocks) {
+        if (b.type === "text" || b.type === "reasoning") n += b.text.length
+        else if (b.type === "tool_result") n += b.content.length
+        else if (b.type === "tool_use") n += 64
+      }
+  for (const r of c.rawEvents ?? []) n += r.data.length
+  return n
+}
+
 const statusMatches = (status: InterceptedRequest["status"], want: string): boolean => {
   if (want === "in-flight" || want === "error") return status === want
   if (/^[1-5]xx$/.test(want)) return typeof status === "number" && Math.floor(status / 100) === Number(want[0])
@@ -157,6 +172,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0
 
   const publish = (event: FeedEvent) => {
+    if (subscribers.size === 0) return
     for (const s of subscribers) {
       try {
         s(event)
@@ -174,13 +190,16 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       b === null ? null : { text: "", encoding: "utf8", size: b.size, truncated: true, notice: "body dropped to keep the inspector's memory bounded (INSPECTOR_MAX_TOTAL_MB)" }
     e.requestBody = note(e.requestBody)
     e.responseBody = note(e.responseBody)
+    e.conversation = null
+    slot.reading = undefined
     e.upstream = e.upstream.map((u) => ({ ...u, requestBody: note(u.requestBody), responseBody: note(u.responseBody) }))
   }
 
   /** Counts a slot's bodies again and keeps the total under budget, dropping the oldest bodies first. */
   const account = (slot: Slot) => {
     const e = slot.entry
-    const bytes = sizeOf(e.requestBody) + sizeOf(e.responseBody) + e.upstream.reduce((n, u) => n + sizeOf(u.requestBody) + sizeOf(u.responseBody), 0)
+    const bytes =
+      sizeOf(e.requestBody) + sizeOf(e.responseBody) + conversationSize(e.conversation) + e.upstream.reduce((n, u) => n + sizeOf(u.requestBody) + sizeOf(u.responseBody), 0)
     if (slot.bodyBytes === 0 && bytes > 0) withBodies.push(e.id)
     totalBytes += bytes - slot.bodyBytes
     slot.bodyBytes = bytes
@@ -216,12 +235,12 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
     if (recording.size > 0) slot.entry.sessionIds = [...recording.keys()]
     account(slot)
-    publish({ type: "new", entry: summaryOf(slot.entry) })
+    if (subscribers.size > 0) publish({ type: "new", entry: summaryOf(slot.entry) })
   }
 
   const changed = (slot: Slot) => {
     account(slot)
-    publish({ type: "update", entry: summaryOf(slot.entry) })
+    if (subscribers.size > 0) publish({ type: "update", entry: summaryOf(slot.entry) })
   }
 
   const bodyOf = (raw: Buffer | undefined, size: number, headers: Readonly<Record<string, string>>): CapturedBody | null =>
@@ -247,7 +266,9 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
   }
 
-  const newId = () => `ti_${Date.now().toString(36)}${crypto.randomBytes(5).toString("hex")}`
+  // Unique in this process and unguessable across restarts, without a random draw per request.
+  const idPrefix = `ti_${crypto.randomBytes(4).toString("hex")}`
+  const newId = () => `${idPrefix}${(seq + 1).toString(36)}`
 
   const begin = (start: CaptureStart): string => {
     const id = newId()
@@ -362,6 +383,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
         if (slot.reading && wantsBodies()) e.conversation = conversationOf(slot.reading, answer)
       }
+      // The reading (its canonical request holds the body's text again) is needed only until here.
+      slot.reading = undefined
       changed(slot)
     } catch {
       // Capture never breaks what it watches.

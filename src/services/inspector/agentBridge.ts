@@ -119,12 +119,6 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
           rec.frames.push(event.text)
           rec.frameBytes += Buffer.byteLength(event.text)
         }
-      },
-      onResponse: (event) => {
-        if (event.body !== undefined) rec.answer = event.body
-      },
-      onError: (event) => {
-        if (event.body !== undefined) rec.answer = event.body
       }
     })
   }
@@ -178,6 +172,9 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const headers = flatHeaders(ctx.answerHeaders ?? {})
       const type = headers["content-type"] ?? ""
       const streamed = rec.frames.length > 0 || /event-stream|ndjson/.test(type)
+      // A whole answer as written (src/inference/io.ts keeps it on the request): read here, since the
+      // end hooks may still be running (the usage row's write) when listeners hear the end.
+      if (rec.bodies && ctx.answerBody !== undefined) rec.answer = ctx.answerBody
       const answer =
         rec.answer !== undefined
           ? typeof rec.answer === "string"
