@@ -7,7 +7,7 @@
 // 2. Memory: the JS heap after a forced GC, before and after pushing 20,000 requests with 256 KB
 //    bodies each way through a 1000-entry buffer with the default 256 MB body budget: the heap
 //    must stay near the bound however many requests pass.
-import { makeInspector } from "../dist/services/inspector/Inspector.js"
+import { makeInspector } from "../dist/services/inspector/buffer.js"
 import { inspectorDefaults } from "../dist/services/inspector/InspectorConfig.js"
 
 if (typeof globalThis.gc !== "function") {

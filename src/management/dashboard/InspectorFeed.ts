@@ -5,13 +5,14 @@ import * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import { type WebSocket, WebSocketServer } from "ws"
-import { AdminAuth, SESSION_COOKIE } from "../../services/auth/AdminAuth.js"
+import { AdminAuth } from "../../services/auth/AdminAuth.js"
 import { ApiKeys } from "../../services/auth/ApiKeys.js"
-import { Inspector, type FeedEvent, summaryOf } from "../../services/inspector/Inspector.js"
+import { type FeedEvent, summaryOf } from "../../services/inspector/buffer.js"
+import { Inspector } from "../../services/inspector/Inspector.js"
 import { INSPECTOR_WS_PATH } from "../../services/inspector/paths.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { directLocal, makeIdentify } from "../api/Auth.js"
-import { cookieValue, originAllowed, refuse } from "./LiveFeed.js"
+import { admitManagementSocket, originAllowed, refuse } from "./LiveFeed.js"
 
 /** A client further behind than this many bytes is dropped (it reconnects and gets a fresh snapshot). */
 const MAX_BUFFERED = 4 * 1024 * 1024
@@ -89,25 +90,7 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
             refuse(socket, 403, "Forbidden", "the inspector feed is open to the gateway's own pages only (Origin differs)")
             return true
           }
-          runFork(
-            identify({
-              method: "GET",
-              headers: req.headers as Record<string, string | undefined>,
-              sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE),
-              source: req
-            }).pipe(
-              Effect.either,
-              Effect.map((who) => {
-                if (who._tag === "Left") return refuse(socket, who.left._tag === "Unauthorized" ? 401 : 403, who.left._tag, who.left.message)
-                const id = who.right
-                if (id.kind === "none")
-                  return refuse(socket, 401, "Unauthorized", "the inspector feed needs a dashboard session, an admin API key, or this machine with requireLogin off")
-                if (id.kind === "api-key" && !id.key.scopes.includes("admin")) return refuse(socket, 401, "Unauthorized", "this API key lacks the admin scope the inspector needs")
-                wss.handleUpgrade(req, socket, head, attach)
-              }),
-              Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))
-            )
-          )
+          admitManagementSocket(identify, runFork, req, socket, "the inspector feed", () => wss.handleUpgrade(req, socket, head, attach))
           return true
         }
       }

@@ -32,7 +32,7 @@ export interface LiveFeedShape {
   readonly port: () => number | undefined
 }
 
-export const cookieValue = (header: string | undefined, name: string): string | undefined => {
+const cookieValue = (header: string | undefined, name: string): string | undefined => {
   if (!header) return undefined
   for (const part of header.split(";")) {
     const i = part.indexOf("=")
@@ -72,6 +72,34 @@ export const refuse = (socket: net.Socket, status: number, text: string, message
   const body = JSON.stringify({ _tag: status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : "NotFound", message })
   if (socket.writable) socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
   else socket.destroy()
+}
+
+/**
+ * Who may open a management WebSocket (`what`: "the live feed", "the inspector feed"): what may
+ * use the management API (a session cookie, an admin key, this machine while requireLogin is
+ * off). Refused with a JSON answer on the socket; `admitted` runs for a caller who may.
+ */
+export const admitManagementSocket = (
+  identify: ReturnType<typeof makeIdentify>,
+  runFork: (effect: Effect.Effect<void>) => unknown,
+  req: http.IncomingMessage,
+  socket: net.Socket,
+  what: string,
+  admitted: () => void
+): void => {
+  runFork(
+    identify({ method: "GET", headers: req.headers as Record<string, string | undefined>, sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE), source: req }).pipe(
+      Effect.either,
+      Effect.map((who) => {
+        if (who._tag === "Left") return refuse(socket, who.left._tag === "Unauthorized" ? 401 : 403, who.left._tag, who.left.message)
+        const id = who.right
+        if (id.kind === "none") return refuse(socket, 401, "Unauthorized", `${what} needs a dashboard session, an admin API key, or this machine with requireLogin off`)
+        if (id.kind === "api-key" && !id.key.scopes.includes("admin")) return refuse(socket, 401, "Unauthorized", `this API key lacks the admin scope ${what} needs`)
+        admitted()
+      }),
+      Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))
+    )
+  )
 }
 
 /**
@@ -155,29 +183,14 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
 
       const accept = (req: http.IncomingMessage, socket: net.Socket, head: Buffer, samePort: boolean) => {
         if (!originAllowed(req, samePort)) return refuse(socket, 403, "Forbidden", "the live feed is open to the gateway's own pages only (Origin differs)")
-        runFork(
-          identify({
-            method: "GET",
-            headers: req.headers as Record<string, string | undefined>,
-            sessionCookie: cookieValue(req.headers["cookie"], SESSION_COOKIE),
-            source: req
-          }).pipe(
-            Effect.either,
-            Effect.map((who) => {
-              if (who._tag === "Left") return refuse(socket, who.left._tag === "Unauthorized" ? 401 : 403, who.left._tag, who.left.message)
-              const id = who.right
-              if (id.kind === "none") return refuse(socket, 401, "Unauthorized", "the live feed needs a dashboard session, an admin API key, or this machine with requireLogin off")
-              if (id.kind === "api-key" && !id.key.scopes.includes("admin")) return refuse(socket, 401, "Unauthorized", "this API key lacks the admin scope the live feed needs")
-              wss.handleUpgrade(req, socket, head, (ws) => {
-                clients.add(ws)
-                ws.on("close", () => clients.delete(ws))
-                ws.on("error", () => ws.terminate())
-                // Nothing is read from clients; a message is ignored.
-                ws.send(JSON.stringify({ type: "hello", recent }))
-              })
-            }),
-            Effect.catchAllCause(() => Effect.sync(() => socket.destroy()))
-          )
+        admitManagementSocket(identify, runFork, req, socket, "the live feed", () =>
+          wss.handleUpgrade(req, socket, head, (ws) => {
+            clients.add(ws)
+            ws.on("close", () => clients.delete(ws))
+            ws.on("error", () => ws.terminate())
+            // Nothing is read from clients; a message is ignored.
+            ws.send(JSON.stringify({ type: "hello", recent }))
+          })
         )
       }
 

@@ -14,6 +14,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as fs from "node:fs/promises"
 import { BadRequest, Conflict, Forbidden, NotFound } from "../../domain/errors.js"
 import type { CaptureModes, CustomHostSchema, HostList } from "../../domain/inspector.js"
@@ -69,8 +70,7 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
       const flags = yield* FeatureFlags
       const config = inspector.config
       const sink = inspector.core.sink
-      const runtime = yield* Effect.runtime<never>()
-      const run = <A>(e: Effect.Effect<A>) => Effect.runPromise(Effect.provide(e, Layer.succeedContext(runtime.context)))
+      const run = Runtime.runPromise(yield* Effect.runtime<never>())
 
       let caPromise: Promise<LocalCa> | undefined
       const ca = () => (caPromise ??= loadOrCreateCa(config.caDir))

@@ -13,9 +13,9 @@ import { attach, type LifecycleListener } from "../../kernel/hooks.js"
 import type { ExchangeTap, RequestContext } from "../../kernel/request.js"
 import { requestHeader } from "../../kernel/request.js"
 import { conversationOf, mergeStream, readAnswer, readRequest } from "./analyze.js"
-import { captureBody, flatHeaders, jsonOf } from "./bodies.js"
-import { agentOf, pathKind } from "./detect.js"
-import type { InspectorCore } from "./Inspector.js"
+import { captureBody, jsonOf } from "./bodies.js"
+import { pathKind } from "./detect.js"
+import type { InspectorCore } from "./buffer.js"
 import type { CapturedBody, UpstreamExchange } from "./types.js"
 import type { FormatId } from "../../domain/canonical.js"
 
@@ -169,8 +169,8 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const slot = core.slot(rec.id)
       if (!slot) return
       const e = slot.entry
-      const headers = flatHeaders(ctx.answerHeaders ?? {})
-      const type = headers["content-type"] ?? ""
+      const headers = ctx.answerHeaders ?? {}
+      const type = String(headers["content-type"] ?? "")
       const streamed = rec.frames.length > 0 || /event-stream|ndjson/.test(type)
       // A whole answer as written (src/inference/io.ts keeps it on the request): read here, since the
       // end hooks may still be running (the usage row's write) when listeners hear the end.
@@ -194,8 +194,6 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       if (error !== undefined && status >= 400) e.error = error.message
       // What the gateway knows better than any reading of bytes: the usage row.
       const row = ctx.usageRow
-      const agent = agentOf(requestHeader(ctx, "user-agent"), flatHeaders(ctx.headers))
-      if (agent !== null) e.agent = agent
       if (rec.bodies && rec.format !== null && rec.clientBody !== undefined) {
         const reading = readRequest(rec.format, rec.clientBody, ctx.path)
         const merged =

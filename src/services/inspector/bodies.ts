@@ -40,16 +40,12 @@ const maskHeaderValue = (value: string): string => {
   return maskSecret(value)
 }
 
-/**
- * Headers with credentials masked. `found` (when given) receives the original value of each
- * header that was masked, for the secrets view of an unmasked buffer.
- */
-export const maskHeaders = (headers: Readonly<Record<string, string>>, found?: Record<string, string>): Record<string, string> => {
+/** Headers with credentials masked: the sensitive ones by name, key-shaped strings in the others. */
+export const maskHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
   const out: Record<string, string> = {}
   for (const [k, v] of Object.entries(headers)) {
     if (SENSITIVE_HEADERS.has(k)) {
       out[k] = maskHeaderValue(v)
-      if (found) found[`header:${k}`] = v
     } else out[k] = redactText(v)
   }
   return out

@@ -124,8 +124,6 @@ export interface InterceptedRequest {
   sessionIds: ReadonlyArray<string>
   /** The gateway's request id (agent-bridge). */
   requestId: string | null
-  /** With masking off: the secrets masked in this view, shown only on `?showSecrets=true` to a loopback caller. */
-  secrets?: Readonly<Record<string, string>>
 }
 
 /** What a capture source knows when a request starts. */

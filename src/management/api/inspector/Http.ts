@@ -4,8 +4,8 @@ import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"
 import { BadGateway, BadRequest, Conflict, Forbidden, NotFound } from "../../../domain/errors.js"
 import { Capture } from "../../../services/inspector/Capture.js"
-import { Inspector, InspectorError, summaryOf } from "../../../services/inspector/Inspector.js"
-import type { InterceptedRequest } from "../../../services/inspector/types.js"
+import { InspectorError, type ListFilter, select, summaryOf } from "../../../services/inspector/buffer.js"
+import { Inspector } from "../../../services/inspector/Inspector.js"
 import { ManagementApi } from "../Api.js"
 
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value, null, 2))
@@ -44,11 +44,7 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
             Effect.map(inspector.sessions.get(q.sessionId), (s) => s.entries),
             (e) => new NotFound({ message: e.message })
           )
-    const filtered = (urlParams: Parameters<typeof core.matches>[1] & { readonly sessionId?: string | undefined }) =>
-      Effect.map(entriesFor(urlParams), (all) => {
-        const hit = all.filter((e) => core.matches(e, urlParams))
-        return urlParams.limit !== undefined && hit.length > urlParams.limit ? hit.slice(hit.length - urlParams.limit) : hit
-      })
+    const filtered = (urlParams: ListFilter) => Effect.map(entriesFor(urlParams), (all) => select(all, urlParams))
     return handlers
       .handle("list", ({ urlParams }) =>
         Effect.map(filtered(urlParams), (list) => ({ requests: list.map(summaryOf), total: list.length, bufferSize: inspector.config.bufferSize }))
@@ -69,8 +65,7 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
           }
           const e = core.get(path.id, show)
           if (!e) return yield* Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
-          const { secrets: _s, ...view } = e as InterceptedRequest
-          return view
+          return e
         })
       )
       .handle("replay", ({ path }) => Effect.mapError(Effect.tryPromise({ try: () => core.replay(path.id), catch: (e) => e }), mapped))

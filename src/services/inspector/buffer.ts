@@ -1,0 +1,521 @@
+/**
+ * The traffic inspector's buffer (docs/inspector.md): one in-memory ring of intercepted requests
+ * shared by every capture source, the live feed's subscribers, recording sessions and replay.
+ * Plain code, no Effect: the service around it (its layers, the saved sessions) is Inspector.ts.
+ *
+ * An entry is pushed `in-flight` when its request starts and updated in place when its answer (or
+ * error) arrives; the oldest rotate out past INSPECTOR_BUFFER_SIZE. Bodies are kept only while
+ * someone looks (a feed subscriber, a recording session, INSPECTOR_CAPTURE_BODIES), each cut at
+ * INSPECTOR_MAX_BODY_KB, and all bodies together under INSPECTOR_MAX_TOTAL_MB (the oldest entries'
+ * bodies are dropped first, the entries stay): memory is bounded whatever the traffic.
+ *
+ * With INSPECTOR_MASK_SECRETS (the default) credentials are masked before anything is kept; with
+ * it off the buffer keeps them and every view masks them, except a detail asked with
+ * `showSecrets` (the routes are loopback-only).
+ */
+import * as crypto from "node:crypto"
+import type { FormatId, Usage } from "../../domain/canonical.js"
+import { type AnswerReading, conversationOf, mergeStream, readAnswer, readRequest, type RequestReading } from "./analyze.js"
+import { captureBody, flatHeaders, jsonOf, maskHeaders, maskUrl } from "./bodies.js"
+import { detect } from "./detect.js"
+import { toHar } from "./har.js"
+import type { InspectorConfigShape } from "./InspectorConfig.js"
+import type { CaptureEnd, CaptureStart, CapturedBody, Conversation, InspectorSink, InterceptedRequest, LlmMeta } from "./types.js"
+
+export type EntrySummary = Omit<InterceptedRequest, "requestBody" | "responseBody" | "conversation" | "upstream" | "requestHeaders" | "responseHeaders"> & {
+  readonly hasBodies: boolean
+}
+
+export type FeedEvent = { readonly type: "new"; readonly entry: EntrySummary } | { readonly type: "update"; readonly entry: EntrySummary } | { readonly type: "clear" }
+
+export interface ListFilter {
+  readonly profile?: "llm" | "all" | undefined
+  readonly host?: string | undefined
+  readonly agent?: string | undefined
+  readonly status?: string | undefined
+  readonly source?: string | undefined
+  readonly sessionId?: string | undefined
+  readonly limit?: number | undefined
+}
+
+export interface SessionView {
+  readonly id: string
+  readonly name: string | null
+  readonly state: "recording" | "saved"
+  readonly startedAt: number
+  readonly stoppedAt: number | null
+  readonly count: number
+  /** Entries left out past the session's limit (INSPECTOR_BUFFER_SIZE). */
+  readonly dropped: number
+}
+
+/** Per entry, what the analysis needs between start and end (not shown). */
+interface Slot {
+  readonly entry: InterceptedRequest
+  format: FormatId | null
+  reading: RequestReading | undefined
+  provider: string | null
+  bodyBytes: number
+}
+
+export interface RecordingSession {
+  readonly id: string
+  name: string | null
+  readonly startedAt: number
+  readonly entries: Map<string, InterceptedRequest>
+  dropped: number
+}
+
+export class InspectorError extends Error {
+  constructor(
+    readonly status: 400 | 404 | 409 | 502,
+    readonly code: string,
+    message: string
+  ) {
+    super(message)
+  }
+}
+
+/** The replay's way into the gateway's own routes (bound by the server's layer: OwnRoutes). */
+export type Replayer = (path: string, body: string, requestId: string) => Promise<{ readonly status: number }>
+
+export interface MakeInspectorDeps {
+  readonly config: InspectorConfigShape
+  /** The gateway's pricing: USD of tokens of `model` at `provider`. */
+  readonly costOf?: (provider: string, model: string, usage: Partial<Usage>) => number | undefined
+  /** Process attribution (capture/process.ts); null when unknown. */
+  readonly attribute?: (clientPort: number) => Promise<{ readonly pid: number; readonly name: string } | null>
+  /** Total bytes of bodies kept (INSPECTOR_MAX_TOTAL_MB). */
+  readonly maxTotalBytes?: number
+}
+
+const sizeOf = (b: CapturedBody | null): number => (b === null ? 0 : b.text.length)
+
+/** Characters a conversation holds (its texts repeat the bodies': counted against the same budget). */
+const conversationSize = (c: Conversation | null): number => {
+  if (c === null) return 0
+  let n = 0
+  for (const turns of [c.request, c.response])
+    for (const t of turns)
+      for (const b of t.blocks) {
+        if (b.type === "text" || b.type === "reasoning") n += b.text.length
+        else if (b.type === "tool_result") n += b.content.length
+        else if (b.type === "tool_use") n += 64
+      }
+  for (const r of c.rawEvents ?? []) n += r.data.length
+  return n
+}
+
+const statusMatches = (status: InterceptedRequest["status"], want: string): boolean => {
+  if (want === "in-flight" || want === "error") return status === want
+  if (/^[1-5]xx$/.test(want)) return typeof status === "number" && Math.floor(status / 100) === Number(want[0])
+  if (/^\d{3}$/.test(want)) return status === Number(want)
+  if (want === "ok") return typeof status === "number" && status < 400
+  if (want === "failed") return status === "error" || (typeof status === "number" && status >= 400)
+  return true
+}
+
+const matches = (e: InterceptedRequest, f: ListFilter): boolean =>
+  (f.profile !== "llm" || e.detectedKind === "llm" || e.llm !== null) &&
+  (f.host === undefined || e.host === f.host || e.host.endsWith(`.${f.host}`)) &&
+  (f.agent === undefined || e.agent === f.agent) &&
+  (f.status === undefined || statusMatches(e.status, f.status)) &&
+  (f.source === undefined || e.source === f.source)
+
+/** The entries of `list` (oldest first) that `filter` keeps: the newest `limit` of them. */
+export const select = (list: ReadonlyArray<InterceptedRequest>, filter: ListFilter): ReadonlyArray<InterceptedRequest> => {
+  const hit = list.filter((e) => matches(e, filter))
+  return filter.limit !== undefined && hit.length > filter.limit ? hit.slice(hit.length - filter.limit) : hit
+}
+
+export const summaryOf = (e: InterceptedRequest): EntrySummary => {
+  const { requestBody, responseBody, conversation: _c, upstream: _u, requestHeaders: _rq, responseHeaders: _rs, ...rest } = e
+  return { ...rest, hasBodies: requestBody !== null || responseBody !== null }
+}
+
+/** The gateway route a captured LLM call replays through. */
+export const replayPath = (format: FormatId | null, apiKind: string | null, model: string | null, stream: boolean): string | undefined => {
+  switch (format) {
+    case "openai-chat":
+      return "/v1/chat/completions"
+    case "openai-responses":
+      return "/v1/responses"
+    case "anthropic":
+      return "/v1/messages"
+    case "gemini":
+      return model ? `/v1beta/models/${encodeURIComponent(model)}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}` : undefined
+    case "ollama":
+      return apiKind === "api.generate" ? "/api/generate" : "/api/chat"
+    default:
+      return apiKind === "completions" ? "/v1/completions" : apiKind === "embeddings" ? "/v1/embeddings" : undefined
+  }
+}
+
+export const makeInspector = (deps: MakeInspectorDeps) => {
+  const config = deps.config
+  const maxBytes = config.maxBodyKb * 1024
+  const maxTotal = deps.maxTotalBytes ?? 256 * 1024 * 1024
+  const slots = new Map<string, Slot>()
+  const byRequestId = new Map<string, string>()
+  const subscribers = new Set<(e: FeedEvent) => void>()
+  const recording = new Map<string, RecordingSession>()
+  /** Replays under way: the gateway request id → the entry replayed. */
+  const pendingReplays = new Map<string, string>()
+  let seq = 0
+  let totalBytes = 0
+  /** Ids of entries holding bodies, oldest first (a body budget's eviction order). */
+  const withBodies: Array<string> = []
+  let replayer: Replayer | undefined
+
+  const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0
+
+  const publish = (event: FeedEvent) => {
+    if (subscribers.size === 0) return
+    for (const s of subscribers) {
+      try {
+        s(event)
+      } catch {
+        // A subscriber's failure is its own (the feed drops a broken client).
+      }
+    }
+  }
+
+  const dropBodies = (slot: Slot) => {
+    const e = slot.entry
+    totalBytes -= slot.bodyBytes
+    slot.bodyBytes = 0
+    const note = (b: CapturedBody | null): CapturedBody | null =>
+      b === null ? null : { text: "", encoding: "utf8", size: b.size, truncated: true, notice: "body dropped to keep the inspector's memory bounded (INSPECTOR_MAX_TOTAL_MB)" }
+    e.requestBody = note(e.requestBody)
+    e.responseBody = note(e.responseBody)
+    e.conversation = null
+    slot.reading = undefined
+    e.upstream = e.upstream.map((u) => ({ ...u, requestBody: note(u.requestBody), responseBody: note(u.responseBody) }))
+  }
+
+  /** Counts a slot's bodies again and keeps the total under budget, dropping the oldest bodies first. */
+  const account = (slot: Slot) => {
+    const e = slot.entry
+    const bytes =
+      sizeOf(e.requestBody) + sizeOf(e.responseBody) + conversationSize(e.conversation) + e.upstream.reduce((n, u) => n + sizeOf(u.requestBody) + sizeOf(u.responseBody), 0)
+    if (slot.bodyBytes === 0 && bytes > 0) withBodies.push(e.id)
+    totalBytes += bytes - slot.bodyBytes
+    slot.bodyBytes = bytes
+    while (totalBytes > maxTotal && withBodies.length > 0) {
+      const id = withBodies.shift()!
+      const victim = slots.get(id)
+      if (victim && victim.bodyBytes > 0) dropBodies(victim)
+    }
+  }
+
+  const evictOldest = () => {
+    const first = slots.keys().next()
+    if (first.done) return
+    const slot = slots.get(first.value)!
+    slots.delete(first.value)
+    totalBytes -= slot.bodyBytes
+    slot.bodyBytes = 0
+    if (slot.entry.requestId) byRequestId.delete(slot.entry.requestId)
+    const i = withBodies.indexOf(first.value)
+    if (i !== -1) withBodies.splice(i, 1)
+  }
+
+  const push = (slot: Slot) => {
+    slots.set(slot.entry.id, slot)
+    if (slot.entry.requestId) byRequestId.set(slot.entry.requestId, slot.entry.id)
+    while (slots.size > config.bufferSize) evictOldest()
+    for (const s of recording.values()) {
+      s.entries.set(slot.entry.id, slot.entry)
+      if (s.entries.size > config.bufferSize) {
+        s.entries.delete(s.entries.keys().next().value!)
+        s.dropped++
+      }
+    }
+    if (recording.size > 0) slot.entry.sessionIds = [...recording.keys()]
+    account(slot)
+    if (subscribers.size > 0) publish({ type: "new", entry: summaryOf(slot.entry) })
+  }
+
+  const changed = (slot: Slot) => {
+    account(slot)
+    if (subscribers.size > 0) publish({ type: "update", entry: summaryOf(slot.entry) })
+  }
+
+  const bodyOf = (raw: Buffer | undefined, size: number, headers: Readonly<Record<string, string>>): CapturedBody | null =>
+    raw === undefined || !wantsBodies() ? null : captureBody(raw, size, headers, { maxBytes, mask: config.maskSecrets })
+
+  const llmOf = (slot: Slot, answer: AnswerReading | undefined, responseHeaders: Readonly<Record<string, string>> | null, streamed: boolean): LlmMeta => {
+    const reading = slot.reading
+    const usage = answer?.usage
+    const model = reading?.model ?? answer?.model ?? null
+    const tokensIn = usage?.inputTokens ?? null
+    const tokensOut = usage?.outputTokens ?? null
+    const cost = slot.provider !== null && model !== null && usage !== undefined && deps.costOf ? (deps.costOf(slot.provider, model, usage) ?? null) : null
+    return {
+      provider: slot.provider,
+      apiKind: slot.entry.llm?.apiKind ?? null,
+      model,
+      messages: reading?.canonical?.messages.length ?? 0,
+      tokensIn,
+      tokensOut,
+      streamed,
+      mappedTo: responseHeaders?.["x-gateway-model"] ?? (answer?.model && model && answer.model !== model ? answer.model : null),
+      costEstimateUsd: cost
+    }
+  }
+
+  // Unique in this process and unguessable across restarts, without a random draw per request.
+  const idPrefix = `ti_${crypto.randomBytes(4).toString("hex")}`
+  const newId = () => `${idPrefix}${(seq + 1).toString(36)}`
+
+  const begin = (start: CaptureStart): string => {
+    const id = newId()
+    try {
+      let url: URL | undefined
+      try {
+        url = new URL(start.url)
+      } catch {
+        url = undefined
+      }
+      const rawHeaders = flatHeaders(start.headers)
+      const requestHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
+      const size = start.body?.length ?? start.bodySize ?? 0
+      const requestBody = start.tunnelOnly ? null : bodyOf(start.body, size, rawHeaders)
+      const json = requestBody ? jsonOf(requestBody) : start.body && !start.tunnelOnly ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false })) : undefined
+      const host = url?.hostname.replace(/^\[|\]$/g, "") ?? ""
+      const path = url ? url.pathname + url.search : start.url
+      const detection = start.tunnelOnly
+        ? { ...detect({ host, path: "", body: undefined, userAgent: rawHeaders["user-agent"] }), apiKind: null, llm: false }
+        : detect({ host, path: url?.pathname ?? start.url, body: json, userAgent: rawHeaders["user-agent"], headers: rawHeaders, kind: start.kind })
+      const reading = detection.llm ? readRequest(detection.format, json, url?.pathname ?? "") : undefined
+      const conversation = detection.llm && reading ? conversationOf(reading, undefined) : null
+      const entry: InterceptedRequest = {
+        id,
+        seq: ++seq,
+        source: start.source,
+        status: "in-flight",
+        detectedKind: detection.kind,
+        method: start.method.toUpperCase(),
+        url: config.maskSecrets ? maskUrl(start.url) : start.url,
+        host,
+        port: url?.port ? Number(url.port) : url ? (url.protocol === "https:" ? 443 : 80) : null,
+        path: config.maskSecrets ? maskUrl(path) : path,
+        tls: url?.protocol === "https:",
+        httpVersion: start.httpVersion ?? "1.1",
+        requestHeaders,
+        requestBody,
+        responseHeaders: null,
+        responseBody: null,
+        requestSize: size,
+        responseSize: null,
+        timings: { startedAt: Date.now(), ttfbMs: null, totalMs: null },
+        error: null,
+        tunnelOnly: start.tunnelOnly === true,
+        contextKey: conversation?.contextKey ?? null,
+        pid: null,
+        processName: null,
+        agent: detection.agent,
+        llm: detection.llm
+          ? {
+              provider: detection.provider,
+              apiKind: detection.apiKind,
+              model: reading?.model ?? null,
+              messages: reading?.canonical?.messages.length ?? 0,
+              tokensIn: null,
+              tokensOut: null,
+              streamed: reading?.stream ?? false,
+              mappedTo: null,
+              costEstimateUsd: null
+            }
+          : null,
+        conversation: conversation && wantsBodies() ? conversation : null,
+        upstream: [],
+        annotation: null,
+        replayOf: null,
+        replays: [],
+        sessionIds: [],
+        requestId: start.requestId ?? null
+      }
+      const slot: Slot = { entry, format: detection.format, reading, provider: detection.provider, bodyBytes: 0 }
+      push(slot)
+      if (start.clientPort !== undefined && deps.attribute) {
+        deps
+          .attribute(start.clientPort)
+          .then((who) => {
+            if (!who || !slots.has(id)) return
+            entry.pid = who.pid
+            entry.processName = who.name
+            changed(slot)
+          })
+          .catch(() => undefined)
+      }
+    } catch {
+      // Capture never breaks what it watches.
+    }
+    return id
+  }
+
+  const end = (id: string, end: CaptureEnd): void => {
+    const slot = slots.get(id)
+    if (!slot) return
+    try {
+      const e = slot.entry
+      const rawHeaders = flatHeaders(end.headers)
+      e.status = end.status
+      e.responseHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
+      const size = end.body?.length ?? end.bodySize ?? 0
+      e.responseSize = size
+      if (end.requestBodySize !== undefined) e.requestSize = end.requestBodySize
+      e.responseBody = e.tunnelOnly ? null : bodyOf(end.body, size, rawHeaders)
+      const now = Date.now()
+      e.timings = { startedAt: e.timings.startedAt, ttfbMs: end.ttfbMs ?? now - e.timings.startedAt, totalMs: now - e.timings.startedAt }
+      // An LLM call the buffer read at its start (the agent-bridge reads its own: agentBridge.ts).
+      if (e.llm !== null && slot.reading !== undefined) {
+        const type = rawHeaders["content-type"] ?? ""
+        const streamed = /event-stream|ndjson/.test(type)
+        // The answer is read from the body as decoded (unmasked only if masking is off); a cut body is not read.
+        const body = e.responseBody ?? (end.body ? captureBody(end.body, size, rawHeaders, { maxBytes, mask: false }) : null)
+        let answer: AnswerReading | undefined
+        if (body !== null && body.encoding === "utf8" && !body.truncated && end.status < 400) {
+          answer = streamed ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse") : readAnswer(slot.format, jsonOf(body))
+        }
+        e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
+        if (slot.reading && wantsBodies()) e.conversation = conversationOf(slot.reading, answer)
+      }
+      // The reading (its canonical request holds the body's text again) is needed only until here.
+      slot.reading = undefined
+      changed(slot)
+    } catch {
+      // Capture never breaks what it watches.
+    }
+  }
+
+  const fail = (id: string, error: string): void => {
+    const slot = slots.get(id)
+    if (!slot) return
+    const e = slot.entry
+    e.status = "error"
+    e.error = config.maskSecrets ? maskUrl(error) : error
+    const now = Date.now()
+    e.timings = { startedAt: e.timings.startedAt, ttfbMs: e.timings.ttfbMs, totalMs: now - e.timings.startedAt }
+    changed(slot)
+  }
+
+  const sink: InspectorSink = { begin, end, fail, wantsBodies, maxBodyBytes: maxBytes }
+
+  /** An unmasked buffer's entry as views show it: credentials masked (the detail with `showSecrets` excepted). */
+  const view = (e: InterceptedRequest, showSecrets: boolean): InterceptedRequest => {
+    if (config.maskSecrets || showSecrets) return e
+    const mask = (b: CapturedBody | null) => (b === null || b.encoding !== "utf8" ? b : { ...b, text: maskUrl(b.text) })
+    return {
+      ...e,
+      url: maskUrl(e.url),
+      path: maskUrl(e.path),
+      requestHeaders: maskHeaders(e.requestHeaders),
+      responseHeaders: e.responseHeaders && maskHeaders(e.responseHeaders),
+      requestBody: mask(e.requestBody),
+      responseBody: mask(e.responseBody),
+      upstream: e.upstream.map((u) => ({ ...u, requestBody: mask(u.requestBody), responseBody: mask(u.responseBody) }))
+    }
+  }
+
+  return {
+    sink,
+    wantsBodies,
+    maskSecrets: config.maskSecrets,
+    /** The slot of a gateway request (agent-bridge), by its request id. */
+    bySlotRequestId: (requestId: string): Slot | undefined => {
+      const id = byRequestId.get(requestId)
+      return id === undefined ? undefined : slots.get(id)
+    },
+    slot: (id: string): Slot | undefined => slots.get(id),
+    changed,
+    pendingReplayOf: (requestId: string): string | undefined => pendingReplays.get(requestId),
+    /** Entries matching `filter`, oldest first (the newest `limit`). */
+    entries: (filter: ListFilter = {}): ReadonlyArray<InterceptedRequest> =>
+      select(
+        [...slots.values()].map((s) => s.entry),
+        filter
+      ),
+    get: (id: string, showSecrets = false): InterceptedRequest | undefined => {
+      const s = slots.get(id)
+      return s ? view(s.entry, showSecrets) : undefined
+    },
+    view,
+    clear: () => {
+      slots.clear()
+      byRequestId.clear()
+      withBodies.length = 0
+      totalBytes = 0
+      publish({ type: "clear" })
+    },
+    annotate: (id: string, note: string | null): InterceptedRequest | undefined => {
+      const s = slots.get(id)
+      if (!s) return undefined
+      s.entry.annotation = note === null || note.trim() === "" ? null : note.slice(0, 10_000)
+      changed(s)
+      return view(s.entry, false)
+    },
+    /** A feed subscriber: while any is subscribed, bodies are kept. */
+    subscribe: (fn: (e: FeedEvent) => void): (() => void) => {
+      subscribers.add(fn)
+      return () => void subscribers.delete(fn)
+    },
+    subscriberCount: () => subscribers.size,
+    memory: () => ({ entries: slots.size, bodyBytes: totalBytes, maxBodyBytes: maxTotal, bufferSize: config.bufferSize }),
+    setReplayer: (r: Replayer | undefined) => {
+      replayer = r
+    },
+    replay: async (id: string): Promise<{ readonly original: string; readonly replay: string | null; readonly requestId: string; readonly status: number }> => {
+      const s = slots.get(id)
+      if (!s) throw new InspectorError(404, "not_found", `no intercepted request ${id} in the buffer`)
+      const e = s.entry
+      if (e.llm === null) throw new InspectorError(400, "not_replayable", "only LLM calls can be replayed through the router; this request was not detected as one")
+      const path = replayPath(s.format, e.llm.apiKind, e.llm.model, e.llm.streamed)
+      if (path === undefined) throw new InspectorError(400, "not_replayable", `the ${e.llm.apiKind ?? "unknown"} API is not one the router serves`)
+      if (e.requestBody === null)
+        throw new InspectorError(409, "body_not_captured", "the request's body was not captured (bodies are kept while an inspector client is connected or a session records)")
+      if (e.requestBody.truncated || e.requestBody.encoding !== "utf8")
+        throw new InspectorError(409, "body_truncated", "the request's body was truncated or is binary: it cannot be replayed")
+      if (replayer === undefined) throw new InspectorError(409, "replay_unavailable", "replay is available once the gateway's server is listening")
+      const requestId = `replay_${crypto.randomBytes(8).toString("hex")}`
+      pendingReplays.set(requestId, id)
+      try {
+        const res = await replayer(path, e.requestBody.text, requestId)
+        const replayId = byRequestId.get(requestId) ?? null
+        return { original: id, replay: replayId, requestId, status: res.status }
+      } catch (err) {
+        throw new InspectorError(502, "replay_failed", `the replay could not reach the gateway's own route: ${err instanceof Error ? err.message : String(err)}`)
+      } finally {
+        pendingReplays.delete(requestId)
+      }
+    },
+    /** Links a replay's entry to its original (agent-bridge, when the replay's request begins). */
+    linkReplay: (replayEntry: InterceptedRequest, originalId: string) => {
+      replayEntry.replayOf = originalId
+      const o = slots.get(originalId)
+      if (o) {
+        o.entry.replays = [...o.entry.replays, replayEntry.id]
+        changed(o)
+      }
+    },
+    har: (entries: ReadonlyArray<InterceptedRequest>, comment?: string) => toHar(entries, comment),
+    // ------------------------------------------------------------ sessions (recording in memory)
+    startRecording: (name: string | null): SessionView => {
+      const id = `ses_${crypto.randomBytes(6).toString("hex")}`
+      const s: RecordingSession = { id, name, startedAt: Date.now(), entries: new Map(), dropped: 0 }
+      recording.set(id, s)
+      return { id, name, state: "recording", startedAt: s.startedAt, stoppedAt: null, count: 0, dropped: 0 }
+    },
+    recordingSession: (id: string) => recording.get(id),
+    stopRecording: (id: string): RecordingSession | undefined => {
+      const s = recording.get(id)
+      recording.delete(id)
+      return s
+    },
+    recordingViews: (): ReadonlyArray<SessionView> =>
+      [...recording.values()].map((s) => ({ id: s.id, name: s.name, state: "recording", startedAt: s.startedAt, stoppedAt: null, count: s.entries.size, dropped: s.dropped }))
+  }
+}
+
+export type InspectorCore = ReturnType<typeof makeInspector>
