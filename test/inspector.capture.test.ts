@@ -698,10 +698,23 @@ describe("the hosts file block", () => {
         })
         fs.chmodSync(bundle, 0o644)
         const script = `import(${JSON.stringify(bundle)}).then((m) => m.setBlockHosts(${JSON.stringify(file)}, ["a.test"])).then(() => console.log("{}"), (e) => console.log(JSON.stringify({ tag: e._tag, reason: e.reason, message: e.message })))`
-        const out = await new Promise<string>((resolve) =>
-          execFile(process.execPath, ["--input-type=module", "-e", script], { uid: 65534, gid: 65534, cwd: base }, (_error, stdout, stderr) => resolve(stdout || stderr))
-        )
-        outcome = JSON.parse(out)
+        // This Node may live where nobody cannot reach it (a private temp dir): use the first binary nobody can run.
+        const asNobody = (node: string, args: Array<string>) =>
+          new Promise<{ stdout: string; stderr: string; error: string | undefined }>((resolve) =>
+            execFile(node, args, { uid: 65534, gid: 65534, cwd: base }, (error, stdout, stderr) => resolve({ stdout, stderr, error: error?.message }))
+          )
+        const candidates = [process.execPath, "/usr/bin/node", "/usr/local/bin/node"]
+        let node: string | undefined
+        for (const candidate of candidates) {
+          if ((await asNobody(candidate, ["-e", "console.log(1)"])).stdout.trim() === "1") {
+            node = candidate
+            break
+          }
+        }
+        if (node === undefined) throw new Error(`no Node binary that uid 65534 may run among ${candidates.join(", ")}`)
+        const run = await asNobody(node, ["--input-type=module", "-e", script])
+        if (run.stdout.trim() === "") throw new Error(`the child printed nothing: ${run.error ?? ""} ${run.stderr}`)
+        outcome = JSON.parse(run.stdout)
       } else {
         fs.chmodSync(file, 0o444)
         fs.chmodSync(base, 0o555)

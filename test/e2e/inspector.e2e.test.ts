@@ -320,9 +320,12 @@ describe("dashboard: the traffic inspector", () => {
   })
 
   it("keeps a full buffer to a window of rows in the DOM, scrolls to its oldest, and clears", async () => {
-    for (let i = 0; i < 1000; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, (_, j) => ingest({ source: "http-proxy", method: "GET", url: `http://bulk.example.com/item/${i + j}`, status: 200 })))
+    // Batches arrive in any order inside themselves: the newest is ingested alone, last.
+    for (let i = 0; i < 999; i += 50) {
+      const size = Math.min(50, 999 - i)
+      await Promise.all(Array.from({ length: size }, (_, j) => ingest({ source: "http-proxy", method: "GET", url: `http://bulk.example.com/item/${i + j}`, status: 200 })))
     }
+    await ingest({ source: "http-proxy", method: "GET", url: "http://bulk.example.com/item/999", status: 200 })
     await page.getByText("1,000 requests (buffer of 1,000)").waitFor()
     const rendered = await domRows().count()
     expect(rendered).toBeGreaterThan(5)
