@@ -790,13 +790,20 @@ describe("body limits", () => {
   it("keeps no body when wantsBodies() is false, and still records the sizes", async () => {
     const rec = recordingSink({ wantsBodies: false })
     const proxy = await proxyWith({ sink: rec.sink })
-    const out = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "-d", chatBody(false), `http://127.0.0.1:${plainPort}/v1/chat/completions`])
-    expect(JSON.parse(out.body)).toEqual(COMPLETION)
+    // Not an LLM API path, not a provider's host: relayed without a copy.
+    const out = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "-d", chatBody(false), `http://127.0.0.1:${plainPort}/echo`])
+    expect(out.code).toBe(0)
     const e = await rec.settled(1)
     expect(e.start.body).toBeUndefined()
     expect(e.start.bodySize).toBe(chatBody(false).length)
     expect(e.end?.body).toBeUndefined()
-    expect(e.end?.bodySize).toBe(JSON.stringify(COMPLETION).length)
+    expect(e.end?.bodySize).toBe(Buffer.byteLength(out.body))
+    // What may be an LLM call (its path) is copied all the same: its model, tokens and cost are read from it.
+    const llm = await curl(["-x", `http://127.0.0.1:${proxy.port}`, "-d", chatBody(false), `http://127.0.0.1:${plainPort}/v1/chat/completions`])
+    expect(JSON.parse(llm.body)).toEqual(COMPLETION)
+    const l = await rec.settled(2)
+    expect(l.start.body?.toString()).toBe(chatBody(false))
+    expect(l.end?.body?.toString()).toBe(llm.body)
   })
 
   it("passes bodies over maxBodyBytes through whole and records them cut to maxBodyBytes + 1 bytes", async () => {

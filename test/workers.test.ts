@@ -115,7 +115,7 @@ describe("gateway --workers 2", () => {
   let a: http.Agent
   let b: http.Agent
   beforeAll(async () => {
-    gw = await startServerProcess({ DATA_DIR: await configured(), LOG_LEVEL: "info" }, ["--workers", "2"])
+    gw = await startServerProcess({ DATA_DIR: await configured(), LOG_LEVEL: "info", INSPECTOR_HTTP_PROXY_PORT: "0" }, ["--workers", "2"])
     // The first "listening" line is worker 1's; worker 2 starts after it.
     a = await connectionTo(gw.url, 1)
     b = await connectionTo(gw.url, 2)
@@ -221,6 +221,64 @@ describe("gateway --workers 2", () => {
     } finally {
       ws.close()
     }
+  })
+
+  it("the traffic inspector is one view: each worker lists the other's requests, a session spans both, the HTTP proxy started through worker 2 runs on worker 1", async () => {
+    const T = "/api/tools/traffic-inspector"
+    const list = async (agent: http.Agent) => (await request(`${gw.url}${T}/requests?source=agent-bridge&limit=1000`, agent, { headers: admin })).body.requests as Array<any>
+    const before = new Set((await list(a)).map((e) => e.id))
+    expect((await chat(gw.url, b)).status).toBe(200)
+    const served = await until("worker 1 lists the request worker 2 served", async () => (await list(a)).find((e) => !before.has(e.id) && e.status === 200), 5_000)
+    expect(served).toMatchObject({ source: "agent-bridge", method: "POST", detectedKind: "llm" })
+    expect((await list(b)).map((e) => e.id)).toContain(served.id)
+
+    // A session started through worker 1 records what worker 2 serves; stopped through worker 2, saved with it.
+    const started = await request(`${gw.url}${T}/sessions`, a, { body: { name: "both workers" }, headers: admin })
+    expect(started.status).toBe(201)
+    await until(
+      "worker 2 knows the session",
+      async () => ((await request(`${gw.url}${T}/sessions`, b, { headers: admin })).body.sessions as Array<any>).some((s) => s.id === started.body.id) || undefined,
+      5_000
+    )
+    expect((await chat(gw.url, b)).status).toBe(200)
+    expect((await chat(gw.url, a)).status).toBe(200)
+    await until(
+      "the session holds both requests",
+      async () => ((await request(`${gw.url}${T}/sessions/${started.body.id}`, a, { headers: admin })).body.requests?.length ?? 0) >= 2 || undefined,
+      5_000
+    )
+    const stopped = await request(`${gw.url}${T}/sessions/${started.body.id}`, b, { method: "PATCH", body: { action: "stop" }, headers: admin })
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(200)
+    expect(stopped.body).toMatchObject({ state: "saved", count: 2 })
+    const saved = await request(`${gw.url}${T}/sessions/${started.body.id}`, a, { headers: admin })
+    expect(saved.body.session).toMatchObject({ state: "saved", count: 2 })
+    expect(saved.body.requests).toHaveLength(2)
+
+    // The HTTP proxy: started through worker 2, it runs on worker 1, and both say so.
+    const on = await request(`${gw.url}${T}/capture-modes/http-proxy`, b, { body: { action: "start" }, headers: admin })
+    expect(on.status, JSON.stringify(on.body)).toBe(200)
+    const port = on.body.httpProxy.port as number
+    expect(on.body.httpProxy).toMatchObject({ running: true })
+    for (const agent of [a, b]) expect((await request(`${gw.url}${T}/capture-modes`, agent, { headers: admin })).body.httpProxy).toMatchObject({ running: true, port })
+    const target = new URL(up.baseUrl("openai-chat"))
+    const viaProxy = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: "127.0.0.1", port, method: "GET", path: `${target.origin}/proxied-through-worker-1`, headers: { host: target.host } }, (res) => {
+        res.resume()
+        res.on("end", () => resolve(res.statusCode ?? 0))
+      })
+      req.on("error", reject)
+      req.end()
+    })
+    expect(viaProxy).toBeGreaterThan(0)
+    await until(
+      "worker 2 lists the proxied request",
+      async () =>
+        ((await request(`${gw.url}${T}/requests?source=http-proxy`, b, { headers: admin })).body.requests as Array<any>).find((e) => e.path === "/proxied-through-worker-1"),
+      5_000
+    )
+    const off = await request(`${gw.url}${T}/capture-modes/http-proxy`, a, { body: { action: "stop" }, headers: admin })
+    expect(off.body.httpProxy).toMatchObject({ running: false })
+    expect((await request(`${gw.url}${T}/capture-modes`, b, { headers: admin })).body.httpProxy.running).toBe(false)
   })
 
   it("an idempotent burst split across both workers makes one upstream call (the claim is held by the primary)", async () => {

@@ -26,5 +26,8 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
 
 export class NotImplemented extends Schema.TaggedError<NotImplemented>()("NotImplemented", { message: Schema.String }, HttpApiSchema.annotations({ status: 501 })) {}
 
+/** Something the answer needs is not reachable now (under `--workers`: the worker holding the inspector's capture listeners is restarting). */
+export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", { message: Schema.String }, HttpApiSchema.annotations({ status: 503 })) {}
+
 /** An upstream the gateway had to ask (an OAuth token endpoint) failed or answered nonsense. */
 export class BadGateway extends Schema.TaggedError<BadGateway>()("BadGateway", { message: Schema.String }, HttpApiSchema.annotations({ status: 502 })) {}

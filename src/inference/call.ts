@@ -77,6 +77,8 @@ export interface SendOptions {
   readonly readWhole?: boolean
   /** Abort when the client goes away rather than on interruption: see UpstreamRequest.abortWhen. */
   readonly abortWhen?: (abort: () => void) => () => void
+  /** Told the request exactly as it goes out (its URL and body: the traffic inspector's tap), before it is sent. */
+  readonly onPrepared?: (prepared: { readonly url: string; readonly body: string }) => void
 }
 
 export interface InferenceShape {

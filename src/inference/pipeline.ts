@@ -193,12 +193,24 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
           // The traffic inspector's tap (src/services/inspector/agentBridge.ts), only while it records bodies.
           const tap = ctx.tap
-          if (tap !== undefined) tap.sent({ provider: connection.provider.id, connection: connection.name, model: candidate.model, url: connection.effectiveBaseUrl ?? null }, body)
+          // What is recorded is what goes out: the endpoint's URL and the body once the model is set (upstreamRequest).
+          const onPrepared =
+            tap === undefined
+              ? undefined
+              : (prepared: { readonly url: string; readonly body: string }) =>
+                  tap.sent({ provider: connection.provider.id, connection: connection.name, model: candidate.model, url: prepared.url }, prepared.body)
           const sent = sendAs(
             target,
             upstream.id,
             body,
-            { stream: asStream, forward, readWhole: !asStream, abortWhen: clientGone(ctx), ...(headersTimeoutMs ? { headersTimeoutMs } : {}) },
+            {
+              stream: asStream,
+              forward,
+              readWhole: !asStream,
+              abortWhen: clientGone(ctx),
+              ...(headersTimeoutMs ? { headersTimeoutMs } : {}),
+              ...(onPrepared ? { onPrepared } : {})
+            },
             client,
             (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
           )

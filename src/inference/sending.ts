@@ -217,6 +217,8 @@ export const makeSending = (deps: {
             ...(options.op ? { op: options.op } : {}),
             ...(options.forward ? { forward: options.forward } : {})
           })
+      if (options.onPrepared !== undefined)
+        options.onPrepared({ url: prepared.url, body: typeof prepared.body === "string" ? prepared.body : Buffer.isBuffer(prepared.body) ? prepared.body.toString("utf8") : "" })
       // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
       const own = connection.timeouts
       const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)

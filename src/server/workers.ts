@@ -54,7 +54,7 @@ export const sharingReport = (n: number, config: Pick<AppConfigShape, "dataDir">
   return [
     `workers: ${n} processes share the port; each is a whole gateway`,
     `workers: shared through ${store}: API keys, providers and connections, combos, settings and feature flags, usage rows, budget and limit configuration, files and batches, webhooks and their deliveries, audit log`,
-    `workers: shared through ${stateVia}: circuit breakers and their half-open probe, cooldowns, lockouts, budget and token-limit spend, inbound rate-limit counters (${env.REDIS_URL ? "in Redis" : "held by the primary, exact"}), idempotent answers, the response cache's memory tier, sticky sessions, previous_response_id, the failed-login throttle, OAuth sign-ins in progress, the live feed's events`,
+    `workers: shared through ${stateVia}: circuit breakers and their half-open probe, cooldowns, lockouts, budget and token-limit spend, inbound rate-limit counters (${env.REDIS_URL ? "in Redis" : "held by the primary, exact"}), idempotent answers, the response cache's memory tier, sticky sessions, previous_response_id, the failed-login throttle, OAuth sign-ins in progress, the live feed's events, the traffic inspector's buffer and sessions (worker 1 holds its capture listeners)`,
     `workers: per worker: idempotency keys still in flight, routing latency windows and in-flight counts, WebSocket conversations, MCP sessions, cache hit statistics, in-memory caches (refreshed from the store), background tasks (each worker runs its own; the batch sweep only worker 1)`
   ]
 }

@@ -1,13 +1,14 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 
 /**
- * Network namespaces for the family tests (`npm run test:netns`): each an isolated host reached
- * from this process only through its own veth pair, with private addresses only (10.200.0.0/16,
- * fd00:200::/32). Needs root and iproute2's `ip`; `requirements()` says what is missing.
+ * Network namespaces for the netns tests (`npm run test:netns`): each an isolated host reached
+ * from this process only through its own veth pair, with private addresses only (10.200.0.0/16
+ * and fd00:200::/32 for the proxy hosts, 10.201.0.0/16 and fd00:201::/32 for the bare peers).
+ * Needs root and iproute2's `ip`; `requirements()` says what is missing.
  */
 
 const SERVER = path.join(path.dirname(fileURLToPath(import.meta.url)), "nsServer.mjs")
@@ -23,6 +24,15 @@ export interface NsHost {
   /** The address of the host's proxy (port 3128), on the namespace's side of the veth. */
   readonly address: string
   readonly tunnels: Array<Tunnel>
+}
+
+/** A namespace with nothing running in it: a caller on another machine, as the gateway sees it. */
+export interface NsPeer {
+  readonly name: string
+  /** The namespace's own address on the veth: where its requests come from. */
+  readonly address: string
+  /** This side's address on the veth: where the namespace reaches this process. */
+  readonly hostAddress: string
 }
 
 /** Why the netns tests cannot run here, or undefined when they can. */
@@ -51,17 +61,13 @@ export const makeHosts = () => {
   const children: Array<ChildProcess> = []
 
   /**
-   * A host reachable over one family only: a namespace, a veth pair with addresses of that family
-   * alone (IPv6 switched off on both ends of the IPv4 link; no IPv4 address on the IPv6 one), and
-   * nsServer.mjs inside it.
+   * Namespace `name` and a veth pair `outer` (this side) / `inner` (inside it) with addresses of
+   * `family` alone, in 10.`net`.0.0/16 or fd00:`net`::/32: the namespace's and this side's.
    */
-  const host = async (family: 4 | 6): Promise<NsHost> => {
-    const name = `gwt${family}-${process.pid}`
-    const outer = `g${family}h${process.pid}`
-    const inner = `g${family}n${process.pid}`
+  const veth = (family: 4 | 6, name: string, outer: string, inner: string, net: number) => {
     const base = tag * 4
-    const v4 = [`10.200.${base >> 8}.${(base & 255) + 1}`, `10.200.${base >> 8}.${(base & 255) + 2}`] as const
-    const v6 = [`fd00:200:${tag.toString(16)}::1`, `fd00:200:${tag.toString(16)}::2`] as const
+    const v4 = [`10.${net}.${base >> 8}.${(base & 255) + 1}`, `10.${net}.${base >> 8}.${(base & 255) + 2}`] as const
+    const v6 = [`fd00:${net}:${tag.toString(16)}::1`, `fd00:${net}:${tag.toString(16)}::2`] as const
     ip("netns", "add", name)
     created.push(name)
     ip("link", "add", outer, "type", "veth", "peer", "name", inner)
@@ -80,7 +86,17 @@ export const makeHosts = () => {
     }
     ip("link", "set", outer, "up")
     ip("-n", name, "link", "set", inner, "up")
-    const address = family === 4 ? v4[1] : v6[1]
+    return family === 4 ? { address: v4[1], hostAddress: v4[0] } : { address: v6[1], hostAddress: v6[0] }
+  }
+
+  /**
+   * A host reachable over one family only: a namespace, a veth pair with addresses of that family
+   * alone (IPv6 switched off on both ends of the IPv4 link; no IPv4 address on the IPv6 one), and
+   * nsServer.mjs inside it.
+   */
+  const host = async (family: 4 | 6): Promise<NsHost> => {
+    const name = `gwt${family}-${process.pid}`
+    const { address } = veth(family, name, `g${family}h${process.pid}`, `g${family}n${process.pid}`, 200)
     const child = spawn("ip", ["netns", "exec", name, process.execPath, SERVER, address, `ipv${family}-only host`], { stdio: ["ignore", "pipe", "inherit"] })
     children.push(child)
     const tunnels: Array<Tunnel> = []
@@ -93,6 +109,16 @@ export const makeHosts = () => {
       })
     })
     return { name, address, tunnels }
+  }
+
+  /**
+   * A namespace linked to this one over one family only, as `host` links it, with nothing running
+   * inside: run clients in it with `nsRequest`. Its subnet (10.201.x.x/30, fd00:201:x::/64) is not
+   * the hosts' one.
+   */
+  const peer = (family: 4 | 6): NsPeer => {
+    const name = `gwp${family}-${process.pid}`
+    return { name, ...veth(family, name, `g${family}q${process.pid}`, `g${family}r${process.pid}`, 201) }
   }
 
   /**
@@ -118,5 +144,65 @@ export const makeHosts = () => {
   }
   // Even when the run dies before afterAll.
   process.once("exit", cleanup)
-  return { host, cleanup }
+  return { host, peer, cleanup }
+}
+
+/** What `nsRequest` saw: the answer, or why there was none. */
+export interface NsAnswer {
+  /** The client's own end of the connection (its source address), when it connected. */
+  readonly localAddress?: string
+  readonly status?: number
+  readonly headers?: Record<string, string | Array<string> | undefined>
+  readonly text?: string
+  /** The answer's body as JSON, when it is JSON. */
+  readonly body?: any
+  /** A 101 answer took the connection (a WebSocket upgrade accepted). */
+  readonly upgraded?: boolean
+  /** The client's error code or message, when no answer came. */
+  readonly error?: string
+}
+
+// Runs in its own node process, so that its connection starts inside the namespace.
+const CLIENT = `
+const http = require("node:http")
+const [url, headers] = process.argv.slice(1)
+const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n")
+let localAddress
+const req = http.request(url, { headers: JSON.parse(headers), agent: false }, (res) => {
+  let text = ""
+  res.setEncoding("utf8")
+  res.on("data", (c) => (text += c))
+  res.on("end", () => out({ localAddress, status: res.statusCode, headers: res.headers, text }))
+})
+req.on("socket", (s) => s.on("connect", () => (localAddress = s.localAddress)))
+req.on("upgrade", (res, socket) => {
+  out({ localAddress, status: res.statusCode, headers: res.headers, upgraded: true })
+  socket.destroy()
+})
+req.on("error", (e) => out({ localAddress, error: e.code || e.message }))
+req.setTimeout(10000, () => req.destroy(new Error("no answer in 10 s")))
+req.end()
+`
+
+/**
+ * One HTTP GET of `url` with `headers`, by a fresh node process started inside namespace `ns`
+ * (`ip netns exec`), or in this one when `ns` is undefined: the same client either way. With
+ * `upgrade: websocket` headers a 101 is reported as `upgraded` and the connection dropped.
+ */
+export const nsRequest = (ns: string | undefined, url: string, headers: Record<string, string> = {}): Promise<NsAnswer> => {
+  const argv = [process.execPath, "-e", CLIENT, url, JSON.stringify(headers)]
+  const [file, ...args] = ns === undefined ? argv : ["ip", "netns", "exec", ns, ...argv]
+  return new Promise((resolve, reject) =>
+    execFile(file!, args, { timeout: 20_000 }, (error, stdout, stderr) => {
+      if (error) return reject(new Error(`${ns ? `in ${ns}: ` : ""}GET ${url} failed to run: ${error.message}\n${stderr}`))
+      const answer = JSON.parse(stdout) as NsAnswer
+      let body: unknown
+      try {
+        body = answer.text ? JSON.parse(answer.text) : undefined
+      } catch {
+        body = undefined
+      }
+      resolve({ ...answer, body })
+    })
+  )
 }

@@ -16,10 +16,11 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as fs from "node:fs/promises"
-import { BadRequest, Conflict, Forbidden, NotFound } from "../../domain/errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import type { CaptureModes, CustomHostSchema, HostList } from "../../domain/inspector.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
+import { DnsResolver, systemResolve } from "../../upstream/client/egressGuard.js"
 import { caPemPath, type LocalCa, loadOrCreateCa } from "./capture/ca.js"
 import { HostsFileError, readBlockHosts, removeBlock, setBlockHosts, validateHostName } from "./capture/hostsFile.js"
 import { startMitmServer } from "./capture/mitm.js"
@@ -27,28 +28,105 @@ import { startHttpProxy } from "./capture/proxy.js"
 import { makeSystemProxy, type SavedState } from "./capture/systemProxy.js"
 import { Inspector } from "./Inspector.js"
 import { INSPECTOR_CA_PATH } from "./paths.js"
+import type { NodeShare, RemoteFailure } from "./share.js"
 
 type Modes = typeof CaptureModes.Type
 type CustomHost = typeof CustomHostSchema.Type
 type Hosts = typeof HostList.Type
 
+/** Under `--workers` a call may fail with ServiceUnavailable: worker 1, which holds the listeners, did not answer. */
 export interface CaptureShape {
-  readonly modes: Effect.Effect<Modes>
-  readonly httpProxy: (action: "start" | "stop") => Effect.Effect<Modes, Conflict | BadRequest>
-  readonly systemProxy: (action: "apply" | "revert") => Effect.Effect<Modes, Conflict | BadRequest>
-  readonly tlsIntercept: (enabled: boolean) => Effect.Effect<Modes, BadRequest>
+  readonly modes: Effect.Effect<Modes, ServiceUnavailable>
+  readonly httpProxy: (action: "start" | "stop") => Effect.Effect<Modes, Conflict | BadRequest | ServiceUnavailable>
+  readonly systemProxy: (action: "apply" | "revert") => Effect.Effect<Modes, Conflict | BadRequest | ServiceUnavailable>
+  readonly tlsIntercept: (enabled: boolean) => Effect.Effect<Modes, BadRequest | ServiceUnavailable>
   readonly hosts: {
-    readonly list: Effect.Effect<Hosts>
-    readonly add: (input: {
-      readonly host: string
-      readonly kind?: "llm" | "app" | "custom" | undefined
-      readonly enabled?: boolean | undefined
-    }) => Effect.Effect<CustomHost, BadRequest | Conflict | Forbidden>
-    readonly remove: (host: string) => Effect.Effect<CustomHost, NotFound | Forbidden>
-    readonly patch: (host: string, enabled: boolean) => Effect.Effect<CustomHost, NotFound | Forbidden | Conflict>
+    readonly list: Effect.Effect<Hosts, ServiceUnavailable>
+    readonly add: (input: AddHost) => Effect.Effect<CustomHost, BadRequest | Conflict | Forbidden | ServiceUnavailable>
+    readonly remove: (host: string) => Effect.Effect<CustomHost, NotFound | Forbidden | ServiceUnavailable>
+    readonly patch: (host: string, enabled: boolean) => Effect.Effect<CustomHost, NotFound | Forbidden | Conflict | ServiceUnavailable>
   }
-  readonly caPem: Effect.Effect<string>
+  readonly caPem: Effect.Effect<string, ServiceUnavailable>
 }
+
+interface AddHost {
+  readonly host: string
+  readonly kind?: "llm" | "app" | "custom" | undefined
+  readonly enabled?: boolean | undefined
+}
+
+type CaptureFailure = BadRequest | Conflict | Forbidden | NotFound | ServiceUnavailable
+
+/** A failure on worker 1 as the worker that forwarded the call answers it. */
+const failureOf = (f: RemoteFailure): CaptureFailure => {
+  switch (f.tag) {
+    case "Conflict":
+      return new Conflict({ message: f.message })
+    case "Forbidden":
+      return new Forbidden({ message: f.message })
+    case "NotFound":
+      return new NotFound({ message: f.message })
+    case "BadRequest":
+      return new BadRequest({ message: f.message })
+    default:
+      return new ServiceUnavailable({ message: f.message })
+  }
+}
+
+/**
+ * The capture modes on a worker other than worker 1 (`--workers`, share.ts): every call runs on
+ * worker 1, which holds the listeners, the hosts file and the system proxy; its answer or its
+ * error is this worker's.
+ */
+const forwarded = (node: NodeShare): CaptureShape => {
+  const call = <A>(op: string, args: unknown = null) => Effect.mapError(node.call(op, args), failureOf) as Effect.Effect<A, never>
+  return {
+    modes: call("modes"),
+    httpProxy: (action) => call("httpProxy", action),
+    systemProxy: (action) => call("systemProxy", action),
+    tlsIntercept: (enabled) => call("tlsIntercept", enabled),
+    hosts: {
+      list: call("hosts.list"),
+      add: (input) => call("hosts.add", input),
+      remove: (host) => call("hosts.remove", host),
+      patch: (host, enabled) => call("hosts.patch", { host, enabled })
+    },
+    caPem: call("caPem")
+  }
+}
+
+/** Worker 1's side of `forwarded`: runs a call of another worker on this worker's capture modes. */
+const servedBy =
+  (shape: CaptureShape, run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>) =>
+  (op: string, args: any): Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }> => {
+    const effect: Effect.Effect<unknown, CaptureFailure> | undefined =
+      op === "modes"
+        ? shape.modes
+        : op === "httpProxy"
+          ? shape.httpProxy(args)
+          : op === "systemProxy"
+            ? shape.systemProxy(args)
+            : op === "tlsIntercept"
+              ? shape.tlsIntercept(args)
+              : op === "hosts.list"
+                ? shape.hosts.list
+                : op === "hosts.add"
+                  ? shape.hosts.add(args)
+                  : op === "hosts.remove"
+                    ? shape.hosts.remove(args)
+                    : op === "hosts.patch"
+                      ? shape.hosts.patch(args.host, args.enabled)
+                      : op === "caPem"
+                        ? shape.caPem
+                        : undefined
+    if (effect === undefined) return Promise.resolve({ failure: { tag: "BadRequest", message: `unknown capture call ${op}` } })
+    return run(
+      Effect.match(effect, {
+        onSuccess: (value) => ({ value }),
+        onFailure: (e) => ({ failure: { tag: e._tag, message: e.message } })
+      })
+    )
+  }
 
 const STATE_NS = "inspector.capture"
 const HOSTS_NS = "inspector.hosts"
@@ -66,11 +144,23 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
     Capture,
     Effect.gen(function* () {
       const inspector = yield* Inspector
+      // `--workers`: worker 1 holds the listeners; the others forward their calls to it.
+      if (inspector.node !== undefined && !inspector.node.holdsCapture) return forwarded(inspector.node)
       const kv = yield* KeyValue
       const flags = yield* FeatureFlags
       const config = inspector.config
       const sink = inspector.core.sink
       const run = Runtime.runPromise(yield* Effect.runtime<never>())
+      // A custom host's real address: past the hosts file (mitm.ts), unless the gateway was given its own resolver (tests).
+      const resolver = yield* DnsResolver
+      const resolveHost =
+        resolver === systemResolve
+          ? undefined
+          : async (name: string) => {
+              const first = (await resolver(name))[0]
+              if (first === undefined) throw Object.assign(new Error(`${name} has no address`), { code: "ENOTFOUND" })
+              return { address: first.address, port: 443 }
+            }
 
       let caPromise: Promise<LocalCa> | undefined
       const ca = () => (caPromise ??= loadOrCreateCa(config.caDir))
@@ -132,6 +222,7 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
               ca,
               hosts: () => new Map(hostsCache.map((h) => [h.host, { kind: h.kind, enabled: h.enabled }])),
               ...(upstreamCa ? { upstreamCa } : {}),
+              ...(resolveHost ? { resolve: resolveHost } : {}),
               verifyUpstream,
               idleTimeoutMs: config.idleTimeoutMs
             })
@@ -254,7 +345,7 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
 
       const hostOf = (host: string) => hostsCache.find((h) => h.host === host.toLowerCase())
 
-      return {
+      const shape: CaptureShape = {
         modes,
         httpProxy: (action) =>
           Effect.gen(function* () {
@@ -398,6 +489,8 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
           (c) => c.certPem
         )
       }
+      inspector.node?.serve(servedBy(shape, run))
+      return shape
     })
   )
 }

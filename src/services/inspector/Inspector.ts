@@ -10,6 +10,8 @@ import * as Option from "effect/Option"
 import type { Usage } from "../../domain/canonical.js"
 import { RequestHooks } from "../../kernel/hooks.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
+import { isClusterWorker, runsOncePerGateway } from "../../platform/state/clusterIpc.js"
+import { SharedState } from "../../platform/state/SharedState.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { tokenCost } from "../accounting/cost.js"
 import { Pricing } from "../accounting/Pricing.js"
@@ -17,6 +19,7 @@ import { makeAgentBridge } from "./agentBridge.js"
 import { makeProcessAttribution } from "./capture/process.js"
 import { type InspectorCore, InspectorError, makeInspector, type RecordingSession, type SessionView } from "./buffer.js"
 import { InspectorConfig, type InspectorConfigShape } from "./InspectorConfig.js"
+import { joinNode, type NodeShare, nodeTopic } from "./share.js"
 import type { InterceptedRequest } from "./types.js"
 
 /** Fields of the session store (KeyValue namespaces): meta per id, entries per id. */
@@ -31,6 +34,8 @@ export interface SavedSession {
 export interface InspectorShape {
   readonly core: InspectorCore
   readonly config: InspectorConfigShape
+  /** Under `--workers`: the other processes of this node (share.ts); undefined in a gateway of one process. */
+  readonly node: NodeShare | undefined
   readonly sessions: {
     readonly list: Effect.Effect<ReadonlyArray<SessionView>>
     readonly start: (name: string | null) => Effect.Effect<SessionView>
@@ -42,7 +47,7 @@ export interface InspectorShape {
 }
 
 export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, InspectorShape>() {
-  static readonly make = (core: InspectorCore, config: InspectorConfigShape, kv: (typeof KeyValue)["Service"]): InspectorShape => {
+  static readonly make = (core: InspectorCore, config: InspectorConfigShape, kv: (typeof KeyValue)["Service"], node?: NodeShare): InspectorShape => {
     const loadMeta = (id: string) => Effect.map(kv.get(SESSIONS_NS, id), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as SessionView) : undefined))
     const notFound = (id: string) => new InspectorError(404, "not_found", `no session ${id}`)
     const saved = (s: RecordingSession, stoppedAt: number): SessionView => ({
@@ -57,6 +62,7 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
     return {
       core,
       config,
+      node,
       sessions: {
         list: Effect.map(kv.entries(SESSIONS_NS), (rows) =>
           [...core.recordingViews(), ...rows.map(([, v]) => JSON.parse(v) as SessionView)].sort((a, b) => b.startedAt - a.startedAt)
@@ -77,11 +83,7 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
           }),
         rename: (id, name) =>
           Effect.gen(function* () {
-            const live = core.recordingSession(id)
-            if (live) {
-              live.name = name
-              return core.recordingViews().find((v) => v.id === id)!
-            }
+            if (core.renameRecording(id, name)) return core.recordingViews().find((v) => v.id === id)!
             const meta = yield* loadMeta(id)
             if (!meta) return yield* Effect.fail(notFound(id))
             const next = { ...meta, name }
@@ -151,7 +153,13 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
       const hooks = yield* RequestHooks
       const unlisten = hooks.listen(makeAgentBridge(core))
       yield* Effect.addFinalizer(() => Effect.sync(unlisten))
-      return Inspector.make(core, config, kv)
+      // `--workers`: one buffer for the node, whichever worker answers (share.ts); worker 1 holds the capture listeners.
+      let node: NodeShare | undefined
+      if (isClusterWorker()) {
+        node = joinNode(core, yield* SharedState.orLocal, { topic: nodeTopic(), holdsCapture: runsOncePerGateway() })
+        yield* Effect.addFinalizer(() => Effect.sync(() => node?.close()))
+      }
+      return Inspector.make(core, config, kv, node)
     })
   )
 }

@@ -66,7 +66,7 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
             connection: target.connection,
             model: target.model,
             url: target.url,
-            requestBody: body(JSON.stringify(sentBody), "application/json"),
+            requestBody: body(sentBody, "application/json"),
             status: null,
             responseBody: null,
             error: null

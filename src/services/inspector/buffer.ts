@@ -56,7 +56,20 @@ interface Slot {
   reading: RequestReading | undefined
   provider: string | null
   bodyBytes: number
+  /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
+  readonly foreign: boolean
 }
+
+/**
+ * What this buffer tells the other processes of its node under `--workers` (share.ts carries it):
+ * an entry as it is now (`fresh` the first time), a clear, whether someone here looks (bodies
+ * are then kept everywhere), a recording session started, stopped or renamed here.
+ */
+export type ShareOut =
+  | { readonly t: "entry"; readonly fresh: boolean; readonly entry: InterceptedRequest; readonly format: FormatId | null; readonly provider: string | null }
+  | { readonly t: "clear" }
+  | { readonly t: "watching"; readonly on: boolean }
+  | { readonly t: "session"; readonly op: "start" | "stop" | "rename"; readonly id: string; readonly name: string | null; readonly startedAt: number }
 
 export interface RecordingSession {
   readonly id: string
@@ -166,8 +179,23 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   /** Ids of entries holding bodies, oldest first (a body budget's eviction order). */
   const withBodies: Array<string> = []
   let replayer: Replayer | undefined
+  /** The other processes of this node (share.ts): where this one's changes go. */
+  let outbox: ((m: ShareOut) => void) | undefined
+  /** Other processes where someone looks: process → until when (ms). */
+  const remoteWatchers = new Map<string, number>()
 
-  const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0
+  const remoteWatching = (): boolean => {
+    const now = Date.now()
+    for (const [who, until] of remoteWatchers) {
+      if (until > now) return true
+      remoteWatchers.delete(who)
+    }
+    return false
+  }
+  const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
+  const share = (slot: Slot, fresh: boolean) => {
+    if (outbox !== undefined) outbox({ t: "entry", fresh, entry: slot.entry, format: slot.format, provider: slot.provider })
+  }
 
   const publish = (event: FeedEvent) => {
     if (subscribers.size === 0) return
@@ -220,7 +248,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     if (i !== -1) withBodies.splice(i, 1)
   }
 
-  const push = (slot: Slot) => {
+  const push = (slot: Slot, fromElsewhere = false) => {
     slots.set(slot.entry.id, slot)
     if (slot.entry.requestId) byRequestId.set(slot.entry.requestId, slot.entry.id)
     while (slots.size > config.bufferSize) evictOldest()
@@ -231,14 +259,16 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         s.dropped++
       }
     }
-    if (recording.size > 0) slot.entry.sessionIds = [...recording.keys()]
+    if (recording.size > 0 && !fromElsewhere) slot.entry.sessionIds = [...recording.keys()]
     account(slot)
     if (subscribers.size > 0) publish({ type: "new", entry: summaryOf(slot.entry) })
+    if (!fromElsewhere) share(slot, true)
   }
 
-  const changed = (slot: Slot) => {
+  const changed = (slot: Slot, fromElsewhere = false) => {
     account(slot)
     if (subscribers.size > 0) publish({ type: "update", entry: summaryOf(slot.entry) })
+    if (!fromElsewhere) share(slot, false)
   }
 
   const bodyOf = (raw: Buffer | undefined, size: number, headers: Readonly<Record<string, string>>): CapturedBody | null =>
@@ -336,7 +366,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         sessionIds: [],
         requestId: start.requestId ?? null
       }
-      const slot: Slot = { entry, format: detection.format, reading, provider: detection.provider, bodyBytes: 0 }
+      const slot: Slot = { entry, format: detection.format, reading, provider: detection.provider, bodyBytes: 0, foreign: false }
       push(slot)
       if (start.clientPort !== undefined && deps.attribute) {
         deps
@@ -442,12 +472,13 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       return s ? view(s.entry, showSecrets) : undefined
     },
     view,
-    clear: () => {
+    clear: (fromElsewhere = false) => {
       slots.clear()
       byRequestId.clear()
       withBodies.length = 0
       totalBytes = 0
       publish({ type: "clear" })
+      if (!fromElsewhere) outbox?.({ t: "clear" })
     },
     annotate: (id: string, note: string | null): InterceptedRequest | undefined => {
       const s = slots.get(id)
@@ -459,7 +490,10 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     /** A feed subscriber: while any is subscribed, bodies are kept. */
     subscribe: (fn: (e: FeedEvent) => void): (() => void) => {
       subscribers.add(fn)
-      return () => void subscribers.delete(fn)
+      if (subscribers.size === 1) outbox?.({ t: "watching", on: true })
+      return () => {
+        if (subscribers.delete(fn) && subscribers.size === 0) outbox?.({ t: "watching", on: false })
+      }
     },
     subscriberCount: () => subscribers.size,
     memory: () => ({ entries: slots.size, bodyBytes: totalBytes, maxBodyBytes: maxTotal, bufferSize: config.bufferSize }),
@@ -505,14 +539,58 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
       const id = `ses_${crypto.randomBytes(6).toString("hex")}`
       const s: RecordingSession = { id, name, startedAt: Date.now(), entries: new Map(), dropped: 0 }
       recording.set(id, s)
+      outbox?.({ t: "session", op: "start", id, name, startedAt: s.startedAt })
       return { id, name, state: "recording", startedAt: s.startedAt, stoppedAt: null, count: 0, dropped: 0 }
     },
     recordingSession: (id: string) => recording.get(id),
+    renameRecording: (id: string, name: string | null): boolean => {
+      const s = recording.get(id)
+      if (!s) return false
+      s.name = name
+      outbox?.({ t: "session", op: "rename", id, name, startedAt: s.startedAt })
+      return true
+    },
     stopRecording: (id: string): RecordingSession | undefined => {
       const s = recording.get(id)
       recording.delete(id)
+      if (s) outbox?.({ t: "session", op: "stop", id, name: s.name, startedAt: s.startedAt })
       return s
     },
+    // ------------------------------------------------------------ the other processes of this node (share.ts)
+    setOutbox: (fn: ((m: ShareOut) => void) | undefined) => {
+      outbox = fn
+    },
+    /** Someone looks (`until` in the future) or stopped looking (`until` 0) in process `who`. */
+    watchElsewhere: (who: string, until: number) => {
+      if (until > Date.now()) remoteWatchers.set(who, until)
+      else remoteWatchers.delete(who)
+    },
+    /** An entry another process recorded, as it is now: added (`fresh`, or unknown here) or updated in place. */
+    upsertElsewhere: (entry: InterceptedRequest, format: FormatId | null, provider: string | null, fresh: boolean) => {
+      const slot = slots.get(entry.id)
+      if (slot) {
+        Object.assign(slot.entry, entry)
+        slot.format = format
+        slot.provider = provider
+        changed(slot, true)
+      } else if (fresh) {
+        push({ entry, format, reading: undefined, provider, bodyBytes: 0, foreign: true }, true)
+      }
+    },
+    /** A session another process started, renamed or stopped (stopped there: saved there). */
+    sessionElsewhere: (op: "start" | "stop" | "rename", id: string, name: string | null, startedAt: number) => {
+      if (op === "stop") recording.delete(id)
+      else if (op === "rename") {
+        const s = recording.get(id)
+        if (s) s.name = name
+      } else if (!recording.has(id)) recording.set(id, { id, name, startedAt, entries: new Map(), dropped: 0 })
+    },
+    /** What a process that just started needs from this one: its own entries, its sessions, whether someone looks here. */
+    stateForNewcomer: (): ReadonlyArray<ShareOut> => [
+      ...[...recording.values()].map((s): ShareOut => ({ t: "session", op: "start", id: s.id, name: s.name, startedAt: s.startedAt })),
+      ...(subscribers.size > 0 ? [{ t: "watching", on: true } as const] : []),
+      ...[...slots.values()].flatMap((s): Array<ShareOut> => (s.foreign ? [] : [{ t: "entry", fresh: true, entry: s.entry, format: s.format, provider: s.provider }]))
+    ],
     recordingViews: (): ReadonlyArray<SessionView> =>
       [...recording.values()].map((s) => ({ id: s.id, name: s.name, state: "recording", startedAt: s.startedAt, stoppedAt: null, count: s.entries.size, dropped: s.dropped }))
   }

@@ -64,6 +64,14 @@ export const pathKind = (path: string): PathKind | undefined => {
   return undefined
 }
 
+/**
+ * Whether a request may be an LLM call before its body is read: an LLM API path, a registry host,
+ * or a custom host marked `llm`. The capture modes keep such a request's bodies (bounded) even with
+ * nobody looking, since its model, tokens and cost are read from them; the buffer keeps the bodies
+ * themselves only while someone looks.
+ */
+export const mayBeLlm = (host: string, path: string, kind?: DetectedKind): boolean => kind === "llm" || pathKind(path) !== undefined || providerOfHost(host) !== undefined
+
 /** User-agent hints: the client tool (coding agents first, then SDKs). */
 const AGENTS: ReadonlyArray<readonly [RegExp, string]> = [
   [/claude-cli|claude-code/i, "claude-code"],

@@ -12,7 +12,8 @@ export interface ResolvedAddress {
 /** Resolves a host name to every address it has. */
 export type Resolve = (hostname: string) => Promise<ReadonlyArray<ResolvedAddress>>
 
-const systemResolve: Resolve = (hostname) =>
+/** The system's resolver (the hosts file, then DNS): DnsResolver's default. */
+export const systemResolve: Resolve = (hostname) =>
   dns.promises.lookup(hostname, { all: true, verbatim: true }).then((list) => list.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })))
 
 /**

@@ -2,7 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
-import { BadGateway, BadRequest, Conflict, Forbidden, NotFound } from "../../../domain/errors.js"
+import { BadGateway, BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../../../domain/errors.js"
 import {
   AddHost,
   AnnotationPayload,
@@ -57,7 +57,7 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
   )
   .add(HttpApiEndpoint.put("annotate", `${INSPECTOR_BASE}/requests/:id/annotation`).setPath(IdPath).setPayload(AnnotationPayload).addSuccess(InterceptedSummary).addError(NotFound))
   .add(HttpApiEndpoint.get("exportHar", `${INSPECTOR_BASE}/export.har`).setUrlParams(RequestsQuery).addSuccess(Har).addError(NotFound))
-  .add(HttpApiEndpoint.get("hosts", `${INSPECTOR_BASE}/hosts`).addSuccess(HostList))
+  .add(HttpApiEndpoint.get("hosts", `${INSPECTOR_BASE}/hosts`).addSuccess(HostList).addError(ServiceUnavailable))
   .add(
     HttpApiEndpoint.post("addHost", `${INSPECTOR_BASE}/hosts`)
       .setPayload(AddHost)
@@ -65,6 +65,7 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addError(BadRequest)
       .addError(Conflict)
       .addError(Forbidden)
+      .addError(ServiceUnavailable)
   )
   .add(
     HttpApiEndpoint.del("removeHost", `${INSPECTOR_BASE}/hosts/:host`)
@@ -72,6 +73,7 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addSuccess(Schema.Struct({ removed: CustomHostSchema }))
       .addError(NotFound)
       .addError(Forbidden)
+      .addError(ServiceUnavailable)
   )
   .add(
     HttpApiEndpoint.patch("patchHost", `${INSPECTOR_BASE}/hosts/:host`)
@@ -81,17 +83,32 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
       .addError(NotFound)
       .addError(Forbidden)
       .addError(Conflict)
+      .addError(ServiceUnavailable)
   )
-  .add(HttpApiEndpoint.get("captureModes", `${INSPECTOR_BASE}/capture-modes`).addSuccess(CaptureModes))
-  .add(HttpApiEndpoint.post("httpProxy", `${INSPECTOR_BASE}/capture-modes/http-proxy`).setPayload(HttpProxyAction).addSuccess(CaptureModes).addError(Conflict).addError(BadRequest))
+  .add(HttpApiEndpoint.get("captureModes", `${INSPECTOR_BASE}/capture-modes`).addSuccess(CaptureModes).addError(ServiceUnavailable))
+  .add(
+    HttpApiEndpoint.post("httpProxy", `${INSPECTOR_BASE}/capture-modes/http-proxy`)
+      .setPayload(HttpProxyAction)
+      .addSuccess(CaptureModes)
+      .addError(Conflict)
+      .addError(BadRequest)
+      .addError(ServiceUnavailable)
+  )
   .add(
     HttpApiEndpoint.post("systemProxy", `${INSPECTOR_BASE}/capture-modes/system-proxy`)
       .setPayload(SystemProxyAction)
       .addSuccess(CaptureModes)
       .addError(Conflict)
       .addError(BadRequest)
+      .addError(ServiceUnavailable)
   )
-  .add(HttpApiEndpoint.post("tlsIntercept", `${INSPECTOR_BASE}/capture-modes/tls-intercept`).setPayload(TlsInterceptPayload).addSuccess(CaptureModes).addError(BadRequest))
+  .add(
+    HttpApiEndpoint.post("tlsIntercept", `${INSPECTOR_BASE}/capture-modes/tls-intercept`)
+      .setPayload(TlsInterceptPayload)
+      .addSuccess(CaptureModes)
+      .addError(BadRequest)
+      .addError(ServiceUnavailable)
+  )
   .add(HttpApiEndpoint.get("sessions", `${INSPECTOR_BASE}/sessions`).addSuccess(SessionList))
   .add(HttpApiEndpoint.post("startSession", `${INSPECTOR_BASE}/sessions`).setPayload(StartSession).addSuccess(SessionViewSchema, { status: 201 }))
   .add(HttpApiEndpoint.get("session", `${INSPECTOR_BASE}/sessions/:id`).setPath(IdPath).addSuccess(SessionSnapshot).addError(NotFound))
@@ -118,7 +135,7 @@ export class InspectorGroup extends HttpApiGroup.make("inspector")
  * certificate clients are told to trust, and the ingest route, which has its own token.
  */
 export class InspectorOpenGroup extends HttpApiGroup.make("inspectorOpen")
-  .add(HttpApiEndpoint.get("caPem", `${INSPECTOR_BASE}/ca.pem`).addSuccess(Pem))
+  .add(HttpApiEndpoint.get("caPem", `${INSPECTOR_BASE}/ca.pem`).addSuccess(Pem).addError(ServiceUnavailable))
   .add(
     HttpApiEndpoint.post("ingest", `${INSPECTOR_BASE}/internal/ingest`)
       .setPayload(IngestPayload)

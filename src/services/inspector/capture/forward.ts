@@ -9,7 +9,9 @@
  * hides hop-by-hop handling, all of which a proxy must control.
  *
  * Memory is bounded per request: at most `sink.maxBodyBytes + 1` bytes of each body are kept for the
- * sink (the extra byte tells it the body was cut), and none when `sink.wantsBodies()` is false.
+ * sink (the extra byte tells it the body was cut), and none when `sink.wantsBodies()` is false,
+ * except for what may be an LLM call (`mayBeLlm`): its model, tokens and cost are read from its
+ * bodies, which the sink then drops unless someone looks.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -17,6 +19,7 @@ import * as https from "node:https"
 import * as net from "node:net"
 import type * as stream from "node:stream"
 import * as tls from "node:tls"
+import { mayBeLlm } from "../detect.js"
 import type { CaptureEnd, CaptureSource, DetectedKind, InspectorSink } from "../types.js"
 
 /** Headers of one hop, never forwarded (RFC 9110 §7.6.1, plus the proxy ones clients still send). */
@@ -223,7 +226,8 @@ export const forwardRequest = (req: http.IncomingMessage, res: http.ServerRespon
     const { sink } = opts
     const started = Date.now()
     const cap = sink.maxBodyBytes + 1
-    const requestCopy = new BoundedCopy(cap, sink.wantsBodies())
+    const keep = sink.wantsBodies() || mayBeLlm(bareHost(target), target.pathname, opts.kind)
+    const requestCopy = new BoundedCopy(cap, keep)
     const pending: Array<Buffer> = []
     let id: string | undefined
     let settled = false
@@ -300,7 +304,7 @@ export const forwardRequest = (req: http.IncomingMessage, res: http.ServerRespon
     const onResponse = (upRes: http.IncomingMessage) => {
       const ttfbMs = Date.now() - started
       const status = upRes.statusCode ?? 502
-      const answerCopy = new BoundedCopy(cap, sink.wantsBodies())
+      const answerCopy = new BoundedCopy(cap, keep)
       res.sendDate = false
       try {
         res.writeHead(status, upRes.statusMessage, endToEnd(upRes.rawHeaders))
@@ -519,7 +523,8 @@ export const listenOn = (server: net.Server, host: string, port: number): Promis
       reject(new CaptureListenError(message, code, host, port))
     }
     server.once("error", onError)
-    server.listen({ host, port }, () => {
+    // Exclusive: under `--workers` the listener is worker 1's own, never a handle the cluster shares (docs/inspector.md).
+    server.listen({ host, port, exclusive: true }, () => {
       server.off("error", onError)
       // Later errors (none are expected once listening) must not crash the gateway.
       server.on("error", () => undefined)

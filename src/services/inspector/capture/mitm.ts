@@ -136,8 +136,12 @@ export const startMitmServer = async (opts: MitmServerOptions): Promise<RunningM
     const connect = async () => {
       const to = await resolve(name)
       // The hosts file (or DNS) sending the host back here would forward the request to itself forever.
-      if (isLoopbackHost(to.address) && to.port === boundPort) throw Object.assign(new Error(`${name} resolves to this server`), { code: "ELOOP" })
-      return to
+      // The client reached this server on its own port (443, or INSPECTOR_MITM_PORT): the real host is on the resolver's
+      // port (443). A different port named in Host is the one the client's URL meant: the real host is reached there.
+      const named = target.port !== "" ? Number(target.port) : undefined
+      const port = named !== undefined && named !== boundPort ? named : to.port
+      if (isLoopbackHost(to.address) && port === boundPort) throw Object.assign(new Error(`${name} resolves to this server`), { code: "ELOOP" })
+      return { address: to.address, port }
     }
     return { entry, target, connect, clientPort: socket.remotePort }
   }

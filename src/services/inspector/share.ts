@@ -1,0 +1,190 @@
+/**
+ * One inspector for the whole node under `gateway --workers N` (docs/inspector.md, "Workers").
+ *
+ * Each worker records what it serves; the processes of one node tell each other over the shared
+ * state's channel (the primary over IPC, or Redis when REDIS_URL is set: the topic names this
+ * node's primary, so other gateways on the same Redis never see it):
+ * - every entry as it begins and as it changes (coalesced per turn of the event loop): each
+ *   worker's buffer holds the whole node's traffic, so whichever worker answers a list, a detail,
+ *   an export or the WebSocket feed, it is the same view;
+ * - a clear, and the recording sessions (started, renamed, stopped: saved by the worker that was
+ *   asked to stop, which holds every entry);
+ * - whether someone looks (a feed client) on some worker: bodies are then kept on every worker
+ *   (a heartbeat every 10 s, forgotten after 30 s, so a worker that died takes its watchers along);
+ * - calls on the capture listeners (the HTTP proxy, the MITM server, the hosts file, the system
+ *   proxy): worker 1 holds them all, the others forward their API calls to it and wait for its
+ *   answer (`call`).
+ * A worker that starts says hello; the others answer with their own entries, their sessions and
+ * whether someone looks there.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as os from "node:os"
+import type { FormatId } from "../../domain/canonical.js"
+import type { SharedStateShape, StateChannel } from "../../platform/state/SharedState.js"
+import type { InspectorCore, ShareOut } from "./buffer.js"
+import type { InterceptedRequest } from "./types.js"
+
+/** A call on the capture listeners' holder failed there: its error's tag and message, or none answered. */
+export interface RemoteFailure {
+  readonly tag: string
+  readonly message: string
+}
+
+type Wire =
+  | { readonly t: "entry"; readonly from: string; readonly fresh: boolean; readonly entry: InterceptedRequest; readonly format: FormatId | null; readonly provider: string | null }
+  | { readonly t: "clear"; readonly from: string }
+  | { readonly t: "watch"; readonly from: string; readonly until: number }
+  | { readonly t: "session"; readonly from: string; readonly op: "start" | "stop" | "rename"; readonly id: string; readonly name: string | null; readonly startedAt: number }
+  | { readonly t: "hello"; readonly from: string }
+  | { readonly t: "call"; readonly from: string; readonly id: number; readonly op: string; readonly args: unknown }
+  | { readonly t: "result"; readonly from: string; readonly to: string; readonly id: number; readonly value?: unknown; readonly failure?: RemoteFailure }
+
+/** How long someone looking somewhere counts without a heartbeat, and how often it is said again. */
+const WATCH_TTL_MS = 30_000
+const WATCH_EVERY_MS = 10_000
+/** How long a worker waits for the holder of the capture listeners to answer. */
+export const CALL_TIMEOUT = Duration.seconds(10)
+
+export interface NodeShare {
+  /** This process (its pid). */
+  readonly self: string
+  /** Whether this process holds the capture listeners (worker 1). */
+  readonly holdsCapture: boolean
+  /** Asks the holder of the capture listeners to run `op`: its answer, its failure, or a failure tagged `Unavailable` after CALL_TIMEOUT. */
+  readonly call: (op: string, args: unknown) => Effect.Effect<unknown, RemoteFailure>
+  /** On the holder: what runs the calls of the other workers. */
+  readonly serve: (handler: (op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>) => void
+  readonly close: () => void
+}
+
+/** The topic of this node's inspector: its primary's pid on this host. */
+export const nodeTopic = (): string => `inspector:${os.hostname()}:${process.ppid}`
+
+/**
+ * Joins `core` to the other processes of this node on `shared`'s channel `topic`. `holdsCapture`:
+ * this process runs the capture listeners (answers calls).
+ */
+export const joinNode = (core: InspectorCore, shared: SharedStateShape, options: { readonly topic: string; readonly holdsCapture: boolean; readonly self?: string }): NodeShare => {
+  const self = options.self ?? String(process.pid)
+  let handler: ((op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>) | undefined
+  const waiting = new Map<number, (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => void>()
+  let nextCall = 0
+  let closed = false
+
+  // Entries changed in this turn of the event loop, sent together after it (an entry begun and ended at once goes once).
+  const pending = new Map<string, { fresh: boolean; m: Extract<ShareOut, { t: "entry" }> }>()
+  let flushQueued = false
+  const flush = () => {
+    flushQueued = false
+    const batch = [...pending.values()]
+    pending.clear()
+    for (const { fresh, m } of batch) send({ t: "entry", from: self, fresh, entry: m.entry, format: m.format, provider: m.provider })
+  }
+
+  let heartbeat: ReturnType<typeof setInterval> | undefined
+  const sayWatching = (on: boolean) => {
+    send({ t: "watch", from: self, until: on ? Date.now() + WATCH_TTL_MS : 0 })
+    if (on && heartbeat === undefined) {
+      heartbeat = setInterval(() => send({ t: "watch", from: self, until: Date.now() + WATCH_TTL_MS }), WATCH_EVERY_MS)
+      heartbeat.unref()
+    } else if (!on && heartbeat !== undefined) {
+      clearInterval(heartbeat)
+      heartbeat = undefined
+    }
+  }
+
+  const out = (m: ShareOut) => {
+    switch (m.t) {
+      case "entry": {
+        const was = pending.get(m.entry.id)
+        pending.set(m.entry.id, { fresh: m.fresh || (was?.fresh ?? false), m })
+        if (!flushQueued) {
+          flushQueued = true
+          setImmediate(flush)
+        }
+        return
+      }
+      case "clear":
+        pending.clear()
+        return send({ t: "clear", from: self })
+      case "watching":
+        return sayWatching(m.on)
+      case "session":
+        return send({ t: "session", from: self, op: m.op, id: m.id, name: m.name, startedAt: m.startedAt })
+    }
+  }
+
+  const receive = (m: Wire) => {
+    if (closed || m.from === self) return
+    switch (m.t) {
+      case "entry":
+        return core.upsertElsewhere(m.entry, m.format, m.provider, m.fresh)
+      case "clear":
+        return core.clear(true)
+      case "watch":
+        return core.watchElsewhere(m.from, m.until)
+      case "session":
+        return core.sessionElsewhere(m.op, m.id, m.name, m.startedAt)
+      case "hello":
+        for (const s of core.stateForNewcomer()) {
+          if (s.t === "watching") send({ t: "watch", from: self, until: Date.now() + WATCH_TTL_MS })
+          else if (s.t === "entry") send({ t: "entry", from: self, fresh: true, entry: s.entry, format: s.format, provider: s.provider })
+          else if (s.t === "session") send({ t: "session", from: self, op: s.op, id: s.id, name: s.name, startedAt: s.startedAt })
+        }
+        return
+      case "call": {
+        if (!options.holdsCapture) return
+        const run = handler
+        const answer = (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => send({ t: "result", from: self, to: m.from, id: m.id, ...r })
+        if (run === undefined) return answer({ failure: { tag: "Unavailable", message: "the capture listeners are not ready yet on worker 1" } })
+        run(m.op, m.args).then(answer, (e: unknown) => answer({ failure: { tag: "BadRequest", message: e instanceof Error ? e.message : String(e) } }))
+        return
+      }
+      case "result": {
+        if (m.to !== self) return
+        const resolve = waiting.get(m.id)
+        waiting.delete(m.id)
+        resolve?.(m.failure !== undefined ? { failure: m.failure } : { value: m.value })
+        return
+      }
+    }
+  }
+
+  const channel: StateChannel<Wire> = shared.channel<Wire>(options.topic, receive)
+  const send = (m: Wire) => {
+    if (!closed) channel.publish(m)
+  }
+  core.setOutbox(out)
+  send({ t: "hello", from: self })
+
+  return {
+    self,
+    holdsCapture: options.holdsCapture,
+    call: (op, args) =>
+      Effect.async<unknown, RemoteFailure>((resume) => {
+        const id = ++nextCall
+        waiting.set(id, (r) => resume("failure" in r ? Effect.fail(r.failure) : Effect.succeed(r.value)))
+        send({ t: "call", from: self, id, op, args })
+        return Effect.sync(() => waiting.delete(id))
+      }).pipe(
+        Effect.timeoutFail({
+          duration: CALL_TIMEOUT,
+          onTimeout: (): RemoteFailure => ({
+            tag: "Unavailable",
+            message: `worker 1, which holds the inspector's capture listeners, did not answer within ${Duration.format(CALL_TIMEOUT)} (it may be restarting): try again`
+          })
+        })
+      ),
+    serve: (h) => {
+      handler = h
+    },
+    close: () => {
+      closed = true
+      core.setOutbox(undefined)
+      if (heartbeat !== undefined) clearInterval(heartbeat)
+      for (const resolve of waiting.values()) resolve({ failure: { tag: "Unavailable", message: "the gateway is stopping" } })
+      waiting.clear()
+    }
+  }
+}
