@@ -1,0 +1,12 @@
+# The transparent-capture addon (native/README.md): C and Node-API only, Linux only.
+# Built by native/build.mjs (npm install, npm run build:native) into build/Release/gateway_tproxy.node.
+{
+  "targets": [
+    {
+      "target_name": "gateway_tproxy",
+      "sources": ["src/tproxy.c"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-O2"]
+    }
+  ]
+}
