@@ -226,8 +226,10 @@ describe("traffic inspector: agent-bridge", () => {
     expect(tunnel.status).toBe(403)
     // Without credentials on loopback: the admin's rules apply after the loopback check.
     expect((await call(`${base()}/requests`, { headers: { authorization: "Bearer nope" } })).status).toBe(401)
-    // The transparent-capture route is the only one not built.
-    expect((await call(`${ctx.gw.url}/api/tools/agent-bridge/tproxy`, { headers: admin })).status).toBe(501)
+    // The transparent-capture route is under the same rule.
+    const tproxy = await rawCall(ctx.gw.url, "GET", "/api/tools/agent-bridge/tproxy", { ...admin, "x-forwarded-for": "203.0.113.9" })
+    expect(tproxy.status).toBe(403)
+    expect((await call(`${ctx.gw.url}/api/tools/agent-bridge/tproxy`, { headers: admin })).status).toBe(200)
   })
 
   it("serves the CA certificate and the capture modes with its fingerprint", async () => {

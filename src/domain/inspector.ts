@@ -183,3 +183,52 @@ export const IngestPayload = Schema.Struct({
   error: Schema.optional(Schema.String),
   durationMs: Schema.optional(Schema.Number)
 }).annotations(strict)
+
+// ---------------------------------------------------------------- transparent capture (TPROXY)
+
+const port = (what: string) => Schema.Int.pipe(Schema.between(1, 65535)).annotations({ description: what, message: () => "must be an integer from 1 to 65535" })
+const positive32 = (what: string) =>
+  Schema.Int.pipe(Schema.between(1, 0xffffffff)).annotations({ description: what, message: () => "must be an integer from 1 to 4294967295 (32 bits)" })
+
+/**
+ * The start body of `POST /api/tools/agent-bridge/tproxy` (spec document 3, "Transparent capture
+ * configuration"); every field optional, defaults filled in by the service. The bypass mark must
+ * differ from the mark, and the route table may not be one of the kernel's own (253-255): the
+ * service checks those before any command runs.
+ */
+export const TproxyStartFields = Schema.Struct({
+  dport: Schema.optional(port("Destination TCP port intercepted (default 443).")),
+  mark: Schema.optional(positive32("Firewall mark of intercepted packets (default 0x2333 = 9011).")),
+  onPort: Schema.optional(port("Port of the transparent listener (default 8443).")),
+  routeTable: Schema.optional(positive32("Policy-routing table id (default 233).")),
+  bypassMark: Schema.optional(positive32("Socket mark of the gateway's own upstream connections, never intercepted (default 0x539 = 1337).")),
+  sudoPassword: Schema.optional(
+    Schema.String.pipe(Schema.maxLength(1024)).annotations({
+      description: "Only for a gateway not running as root: authorizes the trust-store install through sudo; never stored or logged. Ignored as root."
+    })
+  )
+}).annotations(strict)
+/** No body (or `null`) is every default. */
+export const TproxyStart = Schema.NullOr(TproxyStartFields)
+
+export const TproxyConfigView = Schema.Struct({ dport: Schema.Number, mark: Schema.Number, onPort: Schema.Number, routeTable: Schema.Number, bypassMark: Schema.Number })
+
+/** `GET /api/tools/agent-bridge/tproxy`: whether the mode can run here (and why not), and what it does while it runs. */
+export const TproxyStatus = Schema.Struct({
+  running: Schema.Boolean,
+  available: Schema.Boolean,
+  /** Why it is not available (not Linux, the addon not built, no CAP_NET_ADMIN); null when it is. */
+  reason: Schema.NullOr(Schema.String),
+  /** Connections diverted to the listener since the start. */
+  interceptCount: Schema.Number,
+  /** The listener's port: the running one, else the default onPort. */
+  port: Schema.Number,
+  startedAt: Schema.NullOr(Schema.Number),
+  config: Schema.NullOr(TproxyConfigView),
+  /** The CA's slot in the OS trust store while running (null when the store is unknown: trust the CA by hand). */
+  trustStore: Schema.Struct({ installed: Schema.Boolean, path: Schema.NullOr(Schema.String), note: Schema.NullOr(Schema.String) }),
+  /** The exact commands applied (while running) and the ones that undo them by hand. */
+  commands: Schema.Struct({ applied: Schema.Array(Schema.String), revert: Schema.Array(Schema.String) }),
+  /** The last start's or stop's failure, or the cleanup after a crash. */
+  lastError: Schema.NullOr(Schema.String)
+})

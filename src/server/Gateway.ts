@@ -90,6 +90,8 @@ import { Observability } from "../services/observability/Observability.js"
 import { Capture } from "../services/inspector/Capture.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import { InspectorConfig } from "../services/inspector/InspectorConfig.js"
+import { Tproxy, TproxySystem } from "../services/inspector/Tproxy.js"
+import { EgressMark } from "../upstream/client/egressMark.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
 /** The database and what sits directly on it. Needs AppConfig. */
@@ -104,7 +106,7 @@ export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer
   Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
   Layer.provideMerge(AutoEngine.layer),
   Layer.provideMerge(UpstreamHttp.layer),
-  Layer.provideMerge(FeatureFlags.layer),
+  Layer.provideMerge(Layer.mergeAll(FeatureFlags.layer, EgressMark.layer)),
   Layer.provideMerge(StoreLayer)
 )
 
@@ -127,7 +129,9 @@ export const ServerLayer = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer, InspectorFeed.layer)),
   Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer)),
   // The traffic inspector (src/services/inspector/): the buffer and its agent-bridge listener, then the capture modes.
-  Layer.provideMerge(Capture.layer.pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer))),
+  Layer.provideMerge(
+    Layer.mergeAll(Capture.layer, Tproxy.layer).pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer), Layer.provideMerge(TproxySystem.layer))
+  ),
   Layer.provideMerge(McpHttp.layer),
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),

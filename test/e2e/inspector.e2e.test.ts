@@ -104,6 +104,12 @@ describe("dashboard: the traffic inspector", () => {
     await page.getByText("No requests captured yet").waitFor()
     // The capture modes and sessions have loaded (no "Loading…" left).
     await page.getByRole("group", { name: "HTTP proxy" }).waitFor()
+    // The transparent mode shows its state from its own route (never started here: it would change this machine's firewall).
+    const transparent = page.getByRole("group", { name: "Transparent capture" })
+    await transparent.getByRole("button", { name: "Start transparent capture…" }).waitFor()
+    const tproxy = (await gw.admin("GET", "/api/tools/agent-bridge/tproxy")).body as { available: boolean; reason: string | null }
+    expect(await transparent.getByText(tproxy.available ? "off" : "unavailable", { exact: true }).count()).toBe(1)
+    if (!tproxy.available) await transparent.getByText(`Not available here: ${tproxy.reason}`).waitFor()
     await page.getByText("No sessions yet").waitFor()
     await expect.poll(() => page.locator("[aria-busy='true']").count()).toBe(0)
     await expectAccessible(page, "inspector (empty)")

@@ -91,6 +91,14 @@ describe.each(["IPv4", "IPv6"] as const)("a caller at a real non-loopback %s add
     expectLoopbackOnly(await ask(`${INSPECTOR}/ca.pem`))
   })
 
+  it("is refused the transparent-capture route (/api/tools/agent-bridge/tproxy) with the same 403", async () => {
+    const r = await ask("/api/tools/agent-bridge/tproxy", admin)
+    expect(r.localAddress).toBe(peer().address)
+    expectLoopbackOnly(r)
+    expect(r.body.running).toBeUndefined()
+    expectLoopbackOnly(await ask("/api/tools/agent-bridge/tproxy"))
+  })
+
   it("is refused the live feed: the WebSocket upgrade is answered 403 loopback-only (no 101), and a plain GET of it too", async () => {
     const ws = await ask(`${INSPECTOR}/ws`, { ...admin, ...upgrade })
     expect(ws.localAddress).toBe(peer().address)

@@ -335,7 +335,9 @@ export class NativeBatches extends Context.Tag("gateway/NativeBatches")<NativeBa
           const fields: Record<string, unknown> = { status, ...(p.counts ? { total: p.counts.total || b.total, completed: p.counts.completed, failed: p.counts.failed } : {}) }
           if (status === "finalizing" && b.finalizingAt === null) fields["finalizing_at"] = Date.now()
           if (status === "cancelling" && b.cancellingAt === null) fields["cancelling_at"] = Date.now()
-          yield* sql`UPDATE batches SET ${sql.update(fields as never)} WHERE id = ${b.id} AND status IN ('in_progress', 'finalizing', 'cancelling')`.pipe(Effect.orDie)
+          // `b` was read before the poll: a cancel that came meanwhile set `cancelling`, which a poll never undoes.
+          const from = status === "cancelling" ? ["in_progress", "finalizing", "cancelling"] : ["in_progress", "finalizing"]
+          yield* sql`UPDATE batches SET ${sql.update(fields as never)} WHERE id = ${b.id} AND ${sql.in("status", from)}`.pipe(Effect.orDie)
         })
 
       // ------------------------------------------------------------ results

@@ -9,7 +9,7 @@ import { CombosGroup } from "./combos/Api.js"
 import { ContextGroup } from "./context/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
-import { InspectorGroup, InspectorOpenGroup } from "./inspector/Api.js"
+import { InspectorGroup, InspectorOpenGroup, TproxyGroup } from "./inspector/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
@@ -70,4 +70,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(McpGroup)
   .add(ContextGroup)
   .add(InspectorGroup)
-  .add(InspectorOpenGroup) {}
+  .add(InspectorOpenGroup)
+  .add(TproxyGroup) {}

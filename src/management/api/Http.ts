@@ -11,7 +11,7 @@ import { CloudLive } from "./cloud/Http.js"
 import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
-import { InspectorLive, InspectorOpenLive } from "./inspector/Http.js"
+import { InspectorLive, InspectorOpenLive, TproxyLive } from "./inspector/Http.js"
 import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
@@ -68,7 +68,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     McpLive,
     ContextLive,
     InspectorLive,
-    InspectorOpenLive
+    InspectorOpenLive,
+    TproxyLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

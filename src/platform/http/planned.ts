@@ -14,7 +14,6 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
-  { area: "transparent capture (TPROXY)", pattern: /^\/api\/tools\/agent-bridge\/tproxy(\/|$)/ },
   { area: "playground", pattern: /^\/api\/playground\// }
 ]
 

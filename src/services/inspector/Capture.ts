@@ -15,12 +15,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
+import * as dns from "node:dns"
 import * as fs from "node:fs/promises"
+import * as net from "node:net"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import type { CaptureModes, CustomHostSchema, HostList } from "../../domain/inspector.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { DnsResolver, systemResolve } from "../../upstream/client/egressGuard.js"
+import { EgressMark } from "../../upstream/client/egressMark.js"
+import type { Dial } from "./capture/forward.js"
 import { caPemPath, type LocalCa, loadOrCreateCa } from "./capture/ca.js"
 import { HostsFileError, readBlockHosts, removeBlock, setBlockHosts, validateHostName } from "./capture/hostsFile.js"
 import { startMitmServer } from "./capture/mitm.js"
@@ -28,7 +32,7 @@ import { startHttpProxy } from "./capture/proxy.js"
 import { makeSystemProxy, type SavedState } from "./capture/systemProxy.js"
 import { Inspector } from "./Inspector.js"
 import { INSPECTOR_CA_PATH } from "./paths.js"
-import type { NodeShare, RemoteFailure } from "./share.js"
+import { failureOfRemote, type NodeShare, type RemoteFailure } from "./share.js"
 
 type Modes = typeof CaptureModes.Type
 type CustomHost = typeof CustomHostSchema.Type
@@ -57,29 +61,13 @@ interface AddHost {
 
 type CaptureFailure = BadRequest | Conflict | Forbidden | NotFound | ServiceUnavailable
 
-/** A failure on worker 1 as the worker that forwarded the call answers it. */
-const failureOf = (f: RemoteFailure): CaptureFailure => {
-  switch (f.tag) {
-    case "Conflict":
-      return new Conflict({ message: f.message })
-    case "Forbidden":
-      return new Forbidden({ message: f.message })
-    case "NotFound":
-      return new NotFound({ message: f.message })
-    case "BadRequest":
-      return new BadRequest({ message: f.message })
-    default:
-      return new ServiceUnavailable({ message: f.message })
-  }
-}
-
 /**
  * The capture modes on a worker other than worker 1 (`--workers`, share.ts): every call runs on
  * worker 1, which holds the listeners, the hosts file and the system proxy; its answer or its
  * error is this worker's.
  */
 const forwarded = (node: NodeShare): CaptureShape => {
-  const call = <A>(op: string, args: unknown = null) => Effect.mapError(node.call(op, args), failureOf) as Effect.Effect<A, never>
+  const call = <A>(op: string, args: unknown = null) => Effect.mapError(node.call(op, args), failureOfRemote) as Effect.Effect<A, never>
   return {
     modes: call("modes"),
     httpProxy: (action) => call("httpProxy", action),
@@ -162,6 +150,14 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
               return { address: first.address, port: 443 }
             }
 
+      // While the transparent capture runs, the forwarders' own connections carry its bypass mark (a name looked up first).
+      const egressMark = Option.getOrUndefined(yield* Effect.serviceOption(EgressMark))
+      const dial = (): Dial | undefined => {
+        const marked = egressMark?.current()
+        if (marked === undefined) return undefined
+        return async (host, port, timeoutMs) => marked(net.isIP(host) !== 0 ? host : (await dns.promises.lookup(host)).address, port, timeoutMs)
+      }
+
       let caPromise: Promise<LocalCa> | undefined
       const ca = () => (caPromise ??= loadOrCreateCa(config.caDir))
       const upstreamCa = config.upstreamCaFile ? [yield* Effect.promise(() => fs.readFile(config.upstreamCaFile!, "utf8"))] : undefined
@@ -194,7 +190,8 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
           ca,
           ...(upstreamCa ? { upstreamCa } : {}),
           verifyUpstream,
-          idleTimeoutMs: config.idleTimeoutMs
+          idleTimeoutMs: config.idleTimeoutMs,
+          dial
         })
         proxyError = null
       }
@@ -224,7 +221,8 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
               ...(upstreamCa ? { upstreamCa } : {}),
               ...(resolveHost ? { resolve: resolveHost } : {}),
               verifyUpstream,
-              idleTimeoutMs: config.idleTimeoutMs
+              idleTimeoutMs: config.idleTimeoutMs,
+              dial
             })
             mitmError = null
           } catch (e) {

@@ -431,7 +431,9 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     changed(slot)
   }
 
-  const sink: InspectorSink = { begin, end, fail, wantsBodies, maxBodyBytes: maxBytes }
+  // The lookup is cached per port: the entry's own lookup at `begin` gets this answer.
+  const accepted = (clientPort: number): void => void deps.attribute?.(clientPort).catch(() => undefined)
+  const sink: InspectorSink = { begin, end, fail, wantsBodies, maxBodyBytes: maxBytes, accepted }
 
   /** An unmasked buffer's entry as views show it: credentials masked (the detail with `showSecrets` excepted). */
   const view = (e: InterceptedRequest, showSecrets: boolean): InterceptedRequest => {

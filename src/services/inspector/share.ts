@@ -21,6 +21,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as os from "node:os"
 import type { FormatId } from "../../domain/canonical.js"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import type { SharedStateShape, StateChannel } from "../../platform/state/SharedState.js"
 import type { InspectorCore, ShareOut } from "./buffer.js"
 import type { InterceptedRequest } from "./types.js"
@@ -29,6 +30,22 @@ import type { InterceptedRequest } from "./types.js"
 export interface RemoteFailure {
   readonly tag: string
   readonly message: string
+}
+
+/** A failure on worker 1 as the worker that forwarded the call answers it. */
+export const failureOfRemote = (f: RemoteFailure): BadRequest | Conflict | Forbidden | NotFound | ServiceUnavailable => {
+  switch (f.tag) {
+    case "Conflict":
+      return new Conflict({ message: f.message })
+    case "Forbidden":
+      return new Forbidden({ message: f.message })
+    case "NotFound":
+      return new NotFound({ message: f.message })
+    case "BadRequest":
+      return new BadRequest({ message: f.message })
+    default:
+      return new ServiceUnavailable({ message: f.message })
+  }
 }
 
 type Wire =
@@ -46,6 +63,9 @@ const WATCH_EVERY_MS = 10_000
 /** How long a worker waits for the holder of the capture listeners to answer. */
 export const CALL_TIMEOUT = Duration.seconds(10)
 
+/** What runs another worker's call on the holder: its value, or its failure as the caller reports it. */
+export type CallHandler = (op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>
+
 export interface NodeShare {
   /** This process (its pid). */
   readonly self: string
@@ -54,7 +74,8 @@ export interface NodeShare {
   /** Asks the holder of the capture listeners to run `op`: its answer, its failure, or a failure tagged `Unavailable` after CALL_TIMEOUT. */
   readonly call: (op: string, args: unknown) => Effect.Effect<unknown, RemoteFailure>
   /** On the holder: what runs the calls of the other workers. */
-  readonly serve: (handler: (op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>) => void
+  /** `prefix`: the ops this handler takes (`tproxy.` for the transparent capture's); the longest matching prefix wins, "" takes the rest. */
+  readonly serve: (handler: CallHandler, prefix?: string) => void
   readonly close: () => void
 }
 
@@ -67,7 +88,12 @@ export const nodeTopic = (): string => `inspector:${os.hostname()}:${process.ppi
  */
 export const joinNode = (core: InspectorCore, shared: SharedStateShape, options: { readonly topic: string; readonly holdsCapture: boolean; readonly self?: string }): NodeShare => {
   const self = options.self ?? String(process.pid)
-  let handler: ((op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>) | undefined
+  const handlers = new Map<string, CallHandler>()
+  const handlerFor = (op: string): CallHandler | undefined => {
+    let best: string | undefined
+    for (const prefix of handlers.keys()) if (op.startsWith(prefix) && (best === undefined || prefix.length > best.length)) best = prefix
+    return best === undefined ? undefined : handlers.get(best)
+  }
   const waiting = new Map<number, (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => void>()
   let nextCall = 0
   let closed = false
@@ -135,7 +161,7 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
         return
       case "call": {
         if (!options.holdsCapture) return
-        const run = handler
+        const run = handlerFor(m.op)
         const answer = (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => send({ t: "result", from: self, to: m.from, id: m.id, ...r })
         if (run === undefined) return answer({ failure: { tag: "Unavailable", message: "the capture listeners are not ready yet on worker 1" } })
         run(m.op, m.args).then(answer, (e: unknown) => answer({ failure: { tag: "BadRequest", message: e instanceof Error ? e.message : String(e) } }))
@@ -176,8 +202,8 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
           })
         })
       ),
-    serve: (h) => {
-      handler = h
+    serve: (h, prefix = "") => {
+      handlers.set(prefix, h)
     },
     close: () => {
       closed = true

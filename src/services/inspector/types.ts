@@ -175,4 +175,10 @@ export interface InspectorSink {
   readonly wantsBodies: () => boolean
   /** Largest body kept, bytes (INSPECTOR_MAX_BODY_KB × 1024); a source may stop buffering past it (+1 byte to know it was cut). */
   readonly maxBodyBytes: number
+  /**
+   * A client connection was just accepted: process attribution starts now rather than at the
+   * first request, which a short-lived client (curl) may outlive by little (it reads /proc while
+   * the client's socket is still open).
+   */
+  readonly accepted?: (clientPort: number) => void
 }

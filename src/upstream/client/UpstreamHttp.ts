@@ -6,11 +6,12 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
 import * as Option from "effect/Option"
-import { Agent, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
+import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
 import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from "./egressGuard.js"
+import { EgressMark } from "./egressMark.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
 import { VERSION } from "../../kernel/version.js"
 
@@ -277,10 +278,26 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         () => resolver,
         () => peekPolicy() ?? readPolicy()
       )
+      const mark = Option.getOrUndefined(yield* Effect.serviceOption(EgressMark))
+      const direct = buildConnector({ timeout: 10_000, lookup })
+      // While the transparent capture runs its dial carries the bypass mark: the name is looked up
+      // (and judged) here, the marked socket connected, and undici runs TLS over it.
+      const connect: buildConnector.connector = (opts, callback) => {
+        const dial = mark?.current()
+        if (dial === undefined) return direct(opts, callback)
+        const port = Number(opts.port) || (opts.protocol === "https:" ? 443 : 80)
+        lookup(opts.hostname.replace(/^\[|\]$/g, ""), {}, (error, address) => {
+          if (error) return callback(error, null)
+          dial(String(address), port, 10_000).then(
+            (socket) => (opts.protocol === "https:" ? direct({ ...opts, httpSocket: socket }, callback) : callback(null, socket)),
+            (e: Error) => callback(e, null)
+          )
+        })
+      }
       const agent = new Agent({
         keepAliveTimeout: 30_000,
         keepAliveMaxTimeout: 600_000,
-        connect: { timeout: 10_000, lookup },
+        connect,
         bodyTimeout: BODY_IDLE_TIMEOUT_MS,
         headersTimeout: 0
       })

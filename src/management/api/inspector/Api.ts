@@ -26,9 +26,11 @@ import {
   StartSession,
   SystemProxyAction,
   TlsInterceptPayload,
+  TproxyStart,
+  TproxyStatus,
   UpdateSession
 } from "../../../domain/inspector.js"
-import { INSPECTOR_BASE } from "../../../services/inspector/paths.js"
+import { INSPECTOR_BASE, TPROXY_PATH } from "../../../services/inspector/paths.js"
 import { IdPath, ManagementAuth } from "../Principal.js"
 
 const Har = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind: "Uint8Array", contentType: "application/json" })
@@ -143,3 +145,22 @@ export class InspectorOpenGroup extends HttpApiGroup.make("inspectorOpen")
       .addError(Forbidden)
       .addError(BadRequest)
   ) {}
+
+/**
+ * `/api/tools/agent-bridge/tproxy`: the transparent-decrypt capture mode (docs/capture.md), under
+ * the agent-bridge prefix as the spec has it. Loopback-only like every `/api/tools/` route, then
+ * the admin's credentials.
+ */
+export class TproxyGroup extends HttpApiGroup.make("tproxy")
+  .add(HttpApiEndpoint.get("status", TPROXY_PATH).addSuccess(TproxyStatus).addError(ServiceUnavailable))
+  .add(
+    HttpApiEndpoint.post("start", TPROXY_PATH)
+      .setPayload(TproxyStart)
+      .addSuccess(TproxyStatus)
+      .addError(BadRequest)
+      .addError(Conflict)
+      .addError(Forbidden)
+      .addError(ServiceUnavailable)
+  )
+  .add(HttpApiEndpoint.del("stop", TPROXY_PATH).addSuccess(TproxyStatus).addError(ServiceUnavailable))
+  .middleware(ManagementAuth) {}

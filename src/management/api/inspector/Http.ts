@@ -6,6 +6,7 @@ import { BadGateway, BadRequest, Conflict, Forbidden, NotFound } from "../../../
 import { Capture } from "../../../services/inspector/Capture.js"
 import { InspectorError, type ListFilter, select, summaryOf } from "../../../services/inspector/buffer.js"
 import { Inspector } from "../../../services/inspector/Inspector.js"
+import { Tproxy } from "../../../services/inspector/Tproxy.js"
 import { ManagementApi } from "../Api.js"
 
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value, null, 2))
@@ -165,4 +166,14 @@ export const InspectorOpenLive = HttpApiBuilder.group(ManagementApi, "inspectorO
         })
       )
   })
+)
+
+/** `/api/tools/agent-bridge/tproxy` (docs/capture.md). */
+export const TproxyLive = HttpApiBuilder.group(ManagementApi, "tproxy", (handlers) =>
+  Effect.map(Tproxy, (tproxy) =>
+    handlers
+      .handle("status", () => tproxy.status)
+      .handle("start", ({ payload }) => tproxy.start(payload))
+      .handle("stop", () => tproxy.stop)
+  )
 )

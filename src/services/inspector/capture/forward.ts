@@ -48,6 +48,38 @@ export interface Upstreams {
   /** Sockets outside the agents (tunnels, upgraded connections) that `destroy` must close too. */
   readonly track: (socket: stream.Duplex) => void
   readonly destroy: () => void
+  /** How origins are dialled when not by a plain `net.connect` (a socket carrying the transparent capture's bypass mark), read per connection. */
+  readonly dial: () => Dial | undefined
+  /** An agent for one request outside the pool (an upgrade): one that dials through `dial` while it gives one; else none (node's `agent: false`). */
+  readonly oneShot: (tlsTarget: boolean) => http.Agent | false
+}
+
+/** Opens a TCP connection to an origin (an IP literal and a port), connected when it resolves. */
+export type Dial = (address: string, port: number, timeoutMs: number) => Promise<net.Socket>
+
+type AgentCallback = (error: Error | null, socket?: stream.Duplex) => void
+
+/**
+ * An agent whose connections come from `dial()` while it gives one (node's agents take an
+ * asynchronous `createConnection`, which returns nothing and calls back, while a per-request
+ * `createConnection` is ignored as soon as an agent is involved), and are the agent's usual ones
+ * otherwise. HTTPS runs TLS over the dialled socket with the request's TLS options (server name,
+ * verification, CA store, ALPN).
+ */
+const dialingAgent = (tlsTarget: boolean, dial: () => Dial | undefined, options: http.AgentOptions & { readonly connectTimeoutMs: number }): http.Agent => {
+  const agent: http.Agent = tlsTarget ? new https.Agent(options) : new http.Agent(options)
+  const usual = (agent as unknown as { createConnection: (opts: unknown, callback: AgentCallback) => stream.Duplex | undefined }).createConnection
+  const connect = (opts: http.ClientRequestArgs & tls.ConnectionOptions, callback: AgentCallback): stream.Duplex | undefined => {
+    const d = dial()
+    if (d === undefined) return usual.call(agent, opts, callback)
+    d(String(opts.host), Number(opts.port), options.connectTimeoutMs).then(
+      (socket) => callback(null, tlsTarget ? tls.connect({ ...opts, socket }) : socket),
+      (error: Error) => callback(error)
+    )
+    return undefined
+  }
+  ;(agent as unknown as { createConnection: typeof connect }).createConnection = connect
+  return agent
 }
 
 /**
@@ -64,12 +96,19 @@ const extraEnvCas = (): Array<string> => {
   }
 }
 
-export const createUpstreams = (options: { readonly upstreamCa?: ReadonlyArray<string> | undefined; readonly idleTimeoutMs: number }): Upstreams => {
+export const createUpstreams = (options: {
+  readonly upstreamCa?: ReadonlyArray<string> | undefined
+  readonly idleTimeoutMs: number
+  /** How origins are dialled, read per connection: a dial (a marked socket), or undefined for the usual connect. */
+  readonly dial?: (() => Dial | undefined) | undefined
+}): Upstreams => {
   const extra = options.upstreamCa ?? []
   const secureContext = extra.length === 0 ? undefined : tls.createSecureContext({ ca: [...tls.rootCertificates, ...extraEnvCas(), ...extra] })
   const agentOptions = { keepAlive: true, timeout: options.idleTimeoutMs, scheduling: "lifo" as const }
-  const httpAgent = new http.Agent(agentOptions)
-  const httpsAgent = new https.Agent(agentOptions)
+  const dial = options.dial ?? (() => undefined)
+  const dialOptions = { ...agentOptions, connectTimeoutMs: options.idleTimeoutMs }
+  const httpAgent = options.dial ? dialingAgent(false, dial, dialOptions) : new http.Agent(agentOptions)
+  const httpsAgent = options.dial ? (dialingAgent(true, dial, dialOptions) as https.Agent) : new https.Agent(agentOptions)
   const tracked = new Set<stream.Duplex>()
   return {
     http: httpAgent,
@@ -84,7 +123,9 @@ export const createUpstreams = (options: { readonly upstreamCa?: ReadonlyArray<s
       httpsAgent.destroy()
       for (const socket of tracked) socket.destroy()
       tracked.clear()
-    }
+    },
+    dial,
+    oneShot: (tlsTarget) => (dial() !== undefined ? dialingAgent(tlsTarget, dial, { ...dialOptions, keepAlive: false }) : false)
   }
 }
 
@@ -196,7 +237,7 @@ const upstreamCall = async (target: URL, method: string, headers: Array<string>,
     path: `${target.pathname}${target.search}`,
     headers: headers as unknown as http.OutgoingHttpHeaders,
     setHost: false,
-    agent: pooled ? (tlsTarget ? opts.upstreams.https : opts.upstreams.http) : false
+    agent: pooled ? (tlsTarget ? opts.upstreams.https : opts.upstreams.http) : opts.upstreams.oneShot(tlsTarget)
   }
   if (tlsTarget) {
     options.rejectUnauthorized = opts.verifyUpstream

@@ -17,7 +17,7 @@ import type * as tls from "node:tls"
 import { BoundedMap } from "../../../kernel/BoundedMap.js"
 import type { DetectedKind, InspectorSink } from "../types.js"
 import { type LocalCa, normalizeCertHost } from "./ca.js"
-import { closeAll, createUpstreams, forwardRequest, forwardUpgrade, isLoopbackHost, type Live, listenOn, readLive, sendJsonError } from "./forward.js"
+import { closeAll, createUpstreams, type Dial, forwardRequest, forwardUpgrade, isLoopbackHost, type Live, listenOn, readLive, sendJsonError } from "./forward.js"
 
 /** A custom host as the host form keeps it. */
 export interface MitmHostEntry {
@@ -44,6 +44,8 @@ export interface MitmServerOptions {
   readonly idleTimeoutMs: number
   /** The real address of a custom host (default: `resolvePastHostsFile`, port 443). */
   readonly resolve?: ResolveUpstream
+  /** How origins are dialled while the transparent capture runs (a socket with its bypass mark); undefined: the usual connect. */
+  readonly dial?: () => Dial | undefined
 }
 
 export interface RunningMitm {
@@ -77,7 +79,7 @@ export const startMitmServer = async (opts: MitmServerOptions): Promise<RunningM
   const host = opts.host ?? "127.0.0.1"
   const { sink, idleTimeoutMs } = opts
   const resolve = opts.resolve ?? resolvePastHostsFile()
-  const upstreams = createUpstreams({ upstreamCa: opts.upstreamCa, idleTimeoutMs })
+  const upstreams = createUpstreams({ upstreamCa: opts.upstreamCa, idleTimeoutMs, dial: opts.dial })
   const sockets = new Set<stream.Duplex>()
   const track = (socket: stream.Duplex) => {
     sockets.add(socket)
