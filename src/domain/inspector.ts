@@ -208,8 +208,12 @@ export const TproxyStartFields = Schema.Struct({
     })
   )
 }).annotations(strict)
-/** No body (or `null`) is every default. */
-export const TproxyStart = Schema.NullOr(TproxyStartFields)
+/** No body (or `null`) is every default: read as `{}`. */
+export const TproxyStart = Schema.transform(Schema.NullOr(TproxyStartFields), Schema.typeSchema(TproxyStartFields), {
+  strict: true,
+  decode: (body) => body ?? {},
+  encode: (body) => body
+})
 
 export const TproxyConfigView = Schema.Struct({ dport: Schema.Number, mark: Schema.Number, onPort: Schema.Number, routeTable: Schema.Number, bypassMark: Schema.Number })
 

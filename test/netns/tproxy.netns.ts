@@ -51,6 +51,7 @@ let dataDir: string
 let gatewayCaPem: string
 let upstreamCaFile: string
 const failFlag = () => path.join(work, "fail-step-3")
+const failTrustFlag = () => path.join(work, "fail-trust-store")
 const children: Array<ChildProcess> = []
 
 /** What the fake upstream saw, per request. */
@@ -255,6 +256,13 @@ beforeAll(async () => {
     { mode: 0o755 }
   )
   // A provider on the intercepted port too: the gateway's own calls to it must not come back to its listener.
+  // And an update-ca-certificates that fails (after the slot was written) while its flag exists.
+  const realUpdate = execFileSync("sh", ["-c", "command -v update-ca-certificates"], { encoding: "utf8" }).trim()
+  fs.writeFileSync(
+    path.join(work, "bin", "update-ca-certificates"),
+    `#!/bin/sh\nif [ -e "${failTrustFlag()}" ]; then echo "update-ca-certificates: injected failure" >&2; exit 3; fi\nexec ${realUpdate} "$@"\n`,
+    { mode: 0o755 }
+  )
   execFileSync(
     process.execPath,
     [
@@ -361,6 +369,22 @@ describe("transparent capture (TPROXY) in a network namespace", () => {
     const status = await api("GET", TPROXY)
     expect(status.json).toMatchObject({ running: false })
     expect(status.json.lastError).toContain("step 3")
+  })
+
+  it("a failure of the trust store's rebuild (the last step) removes the slot and reverts the rules: the state before", async () => {
+    fs.writeFileSync(failTrustFlag(), "")
+    try {
+      const r = await api("POST", TPROXY, JSON.stringify({ dport: D, onPort: P }))
+      expect(r.status).toBe(409)
+      expect(r.json.message).toContain("could not be installed in the OS trust store")
+      expect(r.json.message).toContain("injected failure")
+    } finally {
+      fs.rmSync(failTrustFlag())
+    }
+    expect(snapshot()).toEqual(before)
+    expect(fs.existsSync(slotOf(gw!))).toBe(false)
+    expect(fs.existsSync(path.join(dataDir, "inspector", TPROXY_STATE_FILE))).toBe(false)
+    expect((await api("GET", TPROXY)).json).toMatchObject({ running: false })
   })
 
   it("starts: rules, the listener and the CA slot in the gateway's trust store (not the machine's); a second start is refused", async () => {

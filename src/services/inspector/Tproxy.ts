@@ -166,9 +166,17 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
         readonly listener: RunningTransparentListener
         readonly startedAt: number
         readonly trust: { installed: boolean; path: string | null; note: string | null }
+        /** Kept in memory for the session only (never written or logged): a non-root gateway needs it again to remove the slot. */
+        readonly sudoPassword: string | undefined
       }
       let session: Session | undefined
-      let busy = false
+      // Starts and stops run one after the other: a DELETE during a start waits for it.
+      let queue: Promise<unknown> = Promise.resolve()
+      const serial = <A>(f: () => Promise<A>): Promise<A> => {
+        const next = queue.then(f, f)
+        queue = next.catch(() => undefined)
+        return next
+      }
       let interceptCount = 0
       let lastError: string | null = null
 
@@ -225,7 +233,7 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
         }
         // Only once no rule diverts anything: the gateway's own connections go out unmarked again.
         egressMark?.set(undefined)
-        await removeCa(trustOptions()).catch((e) => problems.push(`removing the CA from the trust store: ${describe(e)}`))
+        await removeCa(trustOptions(s?.sudoPassword)).catch((e) => problems.push(`removing the CA from the trust store: ${describe(e)}`))
         clearRecord()
         return problems
       }
@@ -247,16 +255,15 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
         lastError = problems.length > 0 ? problems.join("; ") : null
       }
 
-      yield* Effect.addFinalizer(() => Effect.promise(() => (session !== undefined || readRecord() !== undefined ? stopNow() : Promise.resolve())))
+      yield* Effect.addFinalizer(() => Effect.promise(() => serial(() => (session !== undefined || readRecord() !== undefined ? stopNow() : Promise.resolve()))))
 
       const startNow = async (body: StartBody | undefined): Promise<TproxyFailure | undefined> => {
         const checked = validateTproxyConfig(body)
         if (!checked.ok) return new BadRequest({ message: `invalid request: ${checked.field}: ${checked.message}` })
-        if (session !== undefined || busy)
+        if (session !== undefined)
           return new Conflict({ message: "transparent capture is already running: one session at a time (DELETE /api/tools/agent-bridge/tproxy stops it)" })
         const a = availability()
         if (!a.available) return new ServiceUnavailable({ message: `transparent capture is unavailable here: ${a.reason}` })
-        busy = true
         const cfg = checked.config
         let listener: RunningTransparentListener | undefined
         let rulesApplied = false
@@ -274,6 +281,7 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
           const native = system.native()
           if (!native.available) throw new Error(native.reason)
           await ca()
+          interceptCount = 0
           try {
             listener = await startTransparentListener({
               native: native.native,
@@ -313,20 +321,19 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
             if (e instanceof TrustStoreError && e.reason === "unsupported") {
               trust = { installed: false, path: null, note: e.message }
             } else {
+              // The slot may be written with the store's rebuild failed: it goes too.
+              await removeCa(trustOptions(checked.sudoPassword)).catch(() => undefined)
               await undo()
               const message = `the CA could not be installed in the OS trust store: ${describe(e)}; nothing was left applied`
               return e instanceof TrustStoreError && e.reason === "permission" ? new Forbidden({ message }) : new Conflict({ message })
             }
           }
-          session = { config: cfg, listener, startedAt: Date.now(), trust }
-          interceptCount = 0
+          session = { config: cfg, listener, startedAt: Date.now(), trust, sudoPassword: checked.sudoPassword }
           lastError = null
           return undefined
         } catch (e) {
           await undo()
           return new ServiceUnavailable({ message: `transparent capture could not start: ${describe(e)}` })
-        } finally {
-          busy = false
         }
       }
 
@@ -334,7 +341,7 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
         status: Effect.sync(status),
         start: (body) =>
           Effect.flatMap(
-            Effect.promise(() => startNow(body)),
+            Effect.promise(() => serial(() => startNow(body))),
             (failure) => {
               if (failure === undefined) return Effect.succeed(status())
               // A refused body or a second start changed nothing: not the mode's error.
@@ -343,7 +350,7 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
             }
           ),
         stop: Effect.map(
-          Effect.promise(() => stopNow()),
+          Effect.promise(() => serial(stopNow)),
           status
         )
       }
