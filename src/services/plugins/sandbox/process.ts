@@ -1,0 +1,212 @@
+/**
+ * A plugin's process, from the gateway's side (docs/plugins.md, "The sandbox"): `node` running
+ * ./child.ts under Node's permission model (`--experimental-permission` on Node 20, `--permission`
+ * from 22), reading only the sandbox's own code and the plugin's folder (anywhere with
+ * `file-read`), writing only its data folder with `file-write`, starting processes only with
+ * `exec`, never loading addons or starting workers. Inside it the plugin runs in a QuickJS context
+ * whose globals come from its permissions.
+ *
+ * Calls are answered one at a time, each within its time limit; a call that overruns it by a second
+ * more (a host call stuck, the process wedged) kills the process. An exit rejects what is waiting.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { PACKAGE_ROOT } from "../../../kernel/packageRoot.js"
+import type { ChildMessage, PluginHook, PluginPermission } from "./protocol.js"
+
+/** The child's script: compiled beside this module (dist/), or, from src/ (tests), the compiled tree's copy. */
+const childScript = (): string => {
+  const here = path.dirname(fileURLToPath(import.meta.url))
+  const beside = path.join(here, "child.js")
+  return fs.existsSync(beside) ? beside : path.join(PACKAGE_ROOT, "dist", "services", "plugins", "sandbox", "child.js")
+}
+
+/** Node's permission flag: `--permission` where this Node knows it (22.13+), else the experimental one. */
+const permissionFlag = (): string => (process.allowedNodeEnvironmentFlags.has("--permission") ? "--permission" : "--experimental-permission")
+
+export interface PluginProcessOptions {
+  /** The plugin's folder (absolute). */
+  readonly dir: string
+  /** Its entry file, relative to `dir`. */
+  readonly main: string
+  readonly permissions: ReadonlyArray<PluginPermission>
+  /** Where `file-write` may write; made if missing. */
+  readonly dataDir: string
+  readonly config?: Readonly<Record<string, unknown>>
+  /** The plugin process's memory limit (resident; default 256 MB): past it the plugin's code is interrupted. */
+  readonly memoryLimitBytes?: number
+  /** How long loading may take (default 5 s). */
+  readonly loadTimeoutMs?: number
+  /** A line the plugin logged (console.*). */
+  readonly onLog?: (level: string, text: string) => void
+}
+
+export interface PluginInfo {
+  readonly name: string
+  readonly priority: number
+  readonly enabled: boolean
+  readonly hooks: ReadonlyArray<PluginHook>
+}
+
+export interface PluginProcess {
+  readonly info: PluginInfo
+  readonly pid: number
+  /** The hook's answer (`null` for nothing), or a rejection saying why (thrown, timed out, process gone). */
+  readonly call: (hook: PluginHook, ctx: unknown, timeoutMs: number) => Promise<unknown>
+  /** Resolves with the exit code (or signal) once the process is gone. */
+  readonly exited: Promise<number | string | null>
+  readonly kill: () => Promise<void>
+}
+
+const DEFAULT_MEMORY_LIMIT = 256 * 1024 * 1024
+
+/** A process's resident memory in bytes (Linux /proc), or undefined where it cannot be read. */
+const residentBytes = (pid: number | undefined): number | undefined => {
+  if (pid === undefined) return undefined
+  try {
+    const m = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+    return m ? Number(m[1]) * 1024 : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export class PluginProcessError extends Error {
+  override readonly name = "PluginProcessError"
+}
+
+/** The flags that confine the process: what it may read and write, and what it may start. */
+export const permissionArgs = (opts: Pick<PluginProcessOptions, "dir" | "permissions" | "dataDir">, script: string): Array<string> => {
+  const granted = new Set(opts.permissions)
+  const reads = granted.has("file-read") ? ["*"] : [opts.dir, path.dirname(script), path.join(PACKAGE_ROOT, "node_modules"), path.join(PACKAGE_ROOT, "package.json")]
+  // Each path once: Node 20 aborts on a path given twice (an assertion in its permission tree).
+  const args = [permissionFlag(), ...[...new Set(reads.map((r) => (r === "*" ? r : path.resolve(r))))].map((r) => `--allow-fs-read=${r}`)]
+  if (granted.has("file-write")) args.push(`--allow-fs-write=${opts.dataDir}`)
+  if (granted.has("exec")) args.push("--allow-child-process")
+  return args
+}
+
+export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginProcess> => {
+  const script = childScript()
+  if (!fs.existsSync(script)) return Promise.reject(new PluginProcessError(`the plugin sandbox is not built (${script}): run npm run build`))
+  fs.mkdirSync(opts.dataDir, { recursive: true })
+  const child: ChildProcess = spawn(process.execPath, [...permissionArgs(opts, script), "--no-warnings", script], {
+    stdio: ["ignore", "ignore", "pipe", "ipc"],
+    // The plugin sees the gateway's environment only with `env` (through the sandbox); the process itself needs none of it.
+    env: opts.permissions.includes("env") ? process.env : { PATH: process.env["PATH"] ?? "" },
+    cwd: opts.dir
+  })
+  let stderr = ""
+  child.stderr?.on("data", (d: Buffer) => {
+    if (stderr.length < 8192) stderr += d.toString("utf8")
+  })
+  const exited = new Promise<number | string | null>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal)))
+  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>()
+  let nextId = 1
+  let queue: Promise<unknown> = Promise.resolve()
+  let gone: string | undefined
+
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+    await exited
+  }
+
+  // The memory limit, watched from here: a plugin allocating in a tight loop runs few bytecodes per
+  // megabyte, and QuickJS looks at its interrupt handler only every ten thousand of them.
+  const limit = opts.memoryLimitBytes ?? DEFAULT_MEMORY_LIMIT
+  let overLimit = false
+  const watch = setInterval(() => {
+    const rss = residentBytes(child.pid)
+    if (rss !== undefined && rss > limit) {
+      overLimit = true
+      void kill()
+    }
+  }, 200)
+  watch.unref()
+  exited.then((how) => {
+    clearInterval(watch)
+    gone = overLimit
+      ? `the plugin went over its memory limit (${Math.round(limit / 1024 / 1024)} MB); its process was stopped`
+      : `the plugin's process exited (${how})${stderr.trim() ? `: ${stderr.trim().split("\n").slice(-3).join(" ")}` : ""}`
+    for (const [, w] of waiting) {
+      clearTimeout(w.timer)
+      w.reject(new PluginProcessError(gone))
+    }
+    waiting.clear()
+  })
+
+  return new Promise<PluginProcess>((resolve, reject) => {
+    const loadTimeoutMs = opts.loadTimeoutMs ?? 5_000
+    const loadTimer = setTimeout(() => {
+      reject(new PluginProcessError(`the plugin did not load in ${loadTimeoutMs} ms`))
+      void kill()
+    }, loadTimeoutMs + 2_000)
+    exited.then(() => {
+      clearTimeout(loadTimer)
+      reject(new PluginProcessError(gone ?? "the plugin's process exited"))
+    })
+    child.on("message", (m: ChildMessage) => {
+      switch (m.t) {
+        case "loaded": {
+          clearTimeout(loadTimer)
+          const info: PluginInfo = { name: m.name, priority: m.priority, enabled: m.enabled, hooks: m.hooks }
+          resolve({
+            info,
+            pid: child.pid ?? -1,
+            exited,
+            kill,
+            call: (hook, ctx, timeoutMs) => {
+              const run = () =>
+                new Promise<unknown>((ok, fail) => {
+                  if (gone !== undefined) return fail(new PluginProcessError(gone))
+                  const id = nextId++
+                  // The sandbox stops the call at its limit; past one more second the process is wedged.
+                  const timer = setTimeout(() => {
+                    waiting.delete(id)
+                    fail(new PluginProcessError(`${hook} did not answer in ${timeoutMs} ms; the plugin's process was stopped`))
+                    void kill()
+                  }, timeoutMs + 1_000)
+                  waiting.set(id, { resolve: ok, reject: fail, timer })
+                  child.send({ t: "call", id, hook, ctx, timeoutMs })
+                })
+              const next = queue.then(run, run)
+              queue = next.catch(() => undefined)
+              return next
+            }
+          })
+          return
+        }
+        case "error":
+          clearTimeout(loadTimer)
+          reject(new PluginProcessError(`the plugin did not load: ${m.message}`))
+          void kill()
+          return
+        case "result":
+        case "failed": {
+          const w = waiting.get(m.id)
+          if (w === undefined) return
+          waiting.delete(m.id)
+          clearTimeout(w.timer)
+          if (m.t === "result") w.resolve(m.value)
+          else w.reject(new PluginProcessError(m.message))
+          return
+        }
+        case "log":
+          opts.onLog?.(m.level, m.text)
+          return
+      }
+    })
+    child.send({
+      t: "load",
+      dir: opts.dir,
+      main: opts.main,
+      permissions: opts.permissions,
+      dataDir: opts.dataDir,
+      config: opts.config ?? {},
+      memoryLimitBytes: limit,
+      timeoutMs: loadTimeoutMs
+    })
+  })
+}
