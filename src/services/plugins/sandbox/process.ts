@@ -10,6 +10,7 @@
  * more (a host call stuck, the process wedged) kills the process. An exit rejects what is waiting.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -39,6 +40,8 @@ export interface PluginProcessOptions {
   readonly memoryLimitBytes?: number
   /** How long loading may take (default 5 s). */
   readonly loadTimeoutMs?: number
+  /** The manifest's `integrity` (`sha256-<base64>`): the entry file must hash to it, or nothing is started. */
+  readonly integrity?: string | undefined
   /** A line the plugin logged (console.*). */
   readonly onLog?: (level: string, text: string) => void
 }
@@ -91,6 +94,19 @@ export const permissionArgs = (opts: Pick<PluginProcessOptions, "dir" | "permiss
 export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginProcess> => {
   const script = childScript()
   if (!fs.existsSync(script)) return Promise.reject(new PluginProcessError(`the plugin sandbox is not built (${script}): run npm run build`))
+  if (opts.integrity !== undefined) {
+    let actual: string
+    try {
+      actual = `sha256-${crypto
+        .createHash("sha256")
+        .update(fs.readFileSync(path.join(opts.dir, opts.main)))
+        .digest("base64")}`
+    } catch (e) {
+      return Promise.reject(new PluginProcessError(`${opts.main} cannot be read: ${(e as Error).message}`))
+    }
+    if (actual !== opts.integrity)
+      return Promise.reject(new PluginProcessError(`${opts.main} does not match the manifest's integrity (${opts.integrity}, the file is ${actual}): not loaded`))
+  }
   fs.mkdirSync(opts.dataDir, { recursive: true })
   const child: ChildProcess = spawn(process.execPath, [...permissionArgs(opts, script), "--no-warnings", script], {
     stdio: ["ignore", "ignore", "pipe", "ipc"],
