@@ -85,7 +85,15 @@ export const permissionArgs = (opts: Pick<PluginProcessOptions, "dir" | "permiss
   const granted = new Set(opts.permissions)
   const reads = granted.has("file-read") ? ["*"] : [opts.dir, path.dirname(script), path.join(PACKAGE_ROOT, "node_modules"), path.join(PACKAGE_ROOT, "package.json")]
   // Each path once: Node 20 aborts on a path given twice (an assertion in its permission tree).
-  const args = [permissionFlag(), ...[...new Set(reads.map((r) => (r === "*" ? r : path.resolve(r))))].map((r) => `--allow-fs-read=${r}`)]
+  // Node checks both the path given and the real one it resolves to: a symlinked node_modules (a worktree, pnpm) is allowed at both.
+  const real = (r: string) => {
+    try {
+      return fs.realpathSync(r)
+    } catch {
+      return path.resolve(r)
+    }
+  }
+  const args = [permissionFlag(), ...[...new Set(reads.flatMap((r) => (r === "*" ? [r] : [path.resolve(r), real(r)])))].map((r) => `--allow-fs-read=${r}`)]
   if (granted.has("file-write")) args.push(`--allow-fs-write=${opts.dataDir}`)
   if (granted.has("exec")) args.push("--allow-child-process")
   return args
