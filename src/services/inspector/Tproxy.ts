@@ -17,7 +17,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { BadRequest, Conflict, Forbidden, ServiceUnavailable } from "../../domain/errors.js"
@@ -95,15 +94,7 @@ const TOOLS: ReadonlyArray<readonly [string, string]> = [
 
 export const realTproxySystem: TproxySystemShape = {
   run: execRun,
-  exec: (command, args, input) =>
-    new Promise((resolve) => {
-      const child = execFile(command, [...args], { timeout: 60_000, encoding: "utf8" }, (err, stdout, stderr) => {
-        const code = err === null ? 0 : typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code as number) : 127
-        resolve({ code, stdout, stderr: err !== null && code === 127 ? `${stderr}${err.message}` : stderr })
-      })
-      if (input !== undefined) child.stdin?.end(input)
-      else child.stdin?.end()
-    }),
+  exec: execRun,
   native: loadTproxyNative,
   privileged: () => process.platform === "linux" && (process.getuid?.() === 0 || hasNetAdmin()),
   root: () => process.getuid?.() === 0,

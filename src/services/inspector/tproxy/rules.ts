@@ -118,35 +118,37 @@ export const validateTproxyConfig = (body: unknown): ValidationResult => {
   return sudoPassword === undefined ? { ok: true, config } : { ok: true, config, sudoPassword }
 }
 
-/** Runs one command; resolves with its exit code, never rejects. */
-export type Run = (command: string, args: ReadonlyArray<string>) => Promise<{ code: number; stdout: string; stderr: string }>
+/** Runs one command (with `input` on its standard input when given); resolves with its exit code, never rejects. */
+export type Run = (command: string, args: ReadonlyArray<string>, input?: string) => Promise<{ code: number; stdout: string; stderr: string }>
 
 /** Exit code `execRun` reports for a command that is not installed (as a shell does). */
 export const NOT_FOUND = 127
-/** Exit code `execRun` reports for a command killed after its 10 s. */
+/** Exit code `execRun` reports for a command killed after its 60 s. */
 export const TIMED_OUT = 124
 
 /**
- * `execFile` with a 10 s timeout and the C locale; never rejects: a non-zero exit resolves with
+ * `execFile` with a 60 s timeout (update-ca-certificates runs its hooks) and the C locale; never rejects: a non-zero exit resolves with
  * its code, a command that is not installed with 127 (ENOENT), one that cannot be started with
  * 126, a timeout with 124, a death by signal with 128 + the signal's number.
  */
-export const execRun: Run = (command, args) =>
+export const execRun: Run = (command, args, input) =>
   new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       command,
       [...args],
-      { timeout: 10_000, encoding: "utf8", windowsHide: true, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, LC_ALL: "C" } },
+      { timeout: 60_000, encoding: "utf8", windowsHide: true, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, LC_ALL: "C" } },
       (err, stdout, stderr) => {
         if (err === null) return resolve({ code: 0, stdout, stderr })
         const e = err as { readonly code?: number | string | null; readonly killed?: boolean; readonly signal?: NodeJS.Signals | null; readonly message: string }
         if (typeof e.code === "number") return resolve({ code: e.code, stdout, stderr })
         if (e.code === "ENOENT") return resolve({ code: NOT_FOUND, stdout, stderr: `${stderr}${command}: not found (spawn ENOENT)` })
-        if (e.killed) return resolve({ code: TIMED_OUT, stdout, stderr: `${stderr}${command}: timed out after 10 s` })
+        if (e.killed) return resolve({ code: TIMED_OUT, stdout, stderr: `${stderr}${command}: timed out after 60 s` })
         if (e.signal) return resolve({ code: 128 + (constants.signals[e.signal] ?? 0), stdout, stderr: `${stderr}${command}: killed by ${e.signal}` })
         resolve({ code: 126, stdout, stderr: `${stderr}${command}: ${e.message}` })
       }
     )
+    child.stdin?.on("error", () => undefined)
+    child.stdin?.end(input)
   })
 
 /** A `Run` that cannot reject, whatever it is given: a rejection counts as a failed command. */

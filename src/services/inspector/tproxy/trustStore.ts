@@ -29,6 +29,7 @@ export const TRUST_STORES: ReadonlyArray<TrustStoreKind> = [
   { dir: "/etc/pki/ca-trust/source/anchors", update: "update-ca-trust" }
 ]
 
+/** How the trust store's commands run: `execRun` of rules.ts (the password for sudo on standard input). */
 export type Exec = (command: string, args: ReadonlyArray<string>, input?: string) => Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>
 
 export class TrustStoreError extends Error {
