@@ -24,6 +24,8 @@ const send = (m: ChildMessage) => process.send?.(m)
 let runtime: QuickJSRuntime | undefined
 let vm: QuickJSContext | undefined
 let plugin: QuickJSHandle | undefined
+/** `(v) => Promise.resolve(v)` in the VM. */
+let toPromise: QuickJSHandle | undefined
 /** Host operations (fetch, exec, fs) whose VM promises are still open. */
 let pending = 0
 let wake: (() => void) | undefined
@@ -290,6 +292,7 @@ const load = async (req: LoadRequest): Promise<void> => {
     (base, requested) => normalize(dir)(base, requested)
   )
   vm = runtime.newContext()
+  toPromise = vm.unwrapResult(vm.evalCode("(v) => Promise.resolve(v)"))
   defineGlobals(vm, req)
   const main = path.resolve(dir, req.main)
   if (!main.startsWith(`${dir}${path.sep}`)) throw new Error(`main ${req.main} is outside the plugin's folder`)
@@ -338,10 +341,8 @@ const call = async (id: number, hook: string, ctxValue: unknown, timeoutMs: numb
     return void send({ t: "failed", id, message: reason(e) })
   }
   try {
-    // A sync result is wrapped in a promise so both settle the same way.
-    const resolved = vm.unwrapResult(vm.evalCode("(v) => Promise.resolve(v)"))
-    const p = vm.unwrapResult(vm.callFunction(resolved, vm.undefined, r.value))
-    resolved.dispose()
+    // A sync result is wrapped in a promise so both settle the same way (the wrapper made once, at load).
+    const p = vm.unwrapResult(vm.callFunction(toPromise!, vm.undefined, r.value))
     r.value.dispose()
     const value = await settle(vm, p, timeoutMs)
     p.dispose()
