@@ -193,6 +193,48 @@ describe("a backup under write load", () => {
   })
 })
 
+describe("a restore while another writer holds the database", () => {
+  /** Another connection's write transaction on the live file, held for `ms` (the CLI, a batch commit). */
+  const holdWriteLock = (ms: number) => {
+    const db = new Database(path.join(gw.dataDir, "gateway.db"))
+    db.exec("BEGIN IMMEDIATE")
+    return new Promise<void>((resolve) =>
+      setTimeout(() => {
+        db.exec("COMMIT")
+        db.close()
+        resolve()
+      }, ms)
+    )
+  }
+  const connectionNames = async () => ((await api("/api/providers")).body.connections as Array<any>).map((c) => c.name).sort()
+
+  it("waits for the lock and then restores: never answers 200 having copied nothing", async () => {
+    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "kept", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    const made = (await api("/api/db-backups", { method: "PUT" })).body.id
+    const expected = await connectionNames()
+    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "after-the-backup", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(
+      201
+    )
+    const held = holdWriteLock(400)
+    const restored = await api("/api/db-backups", { body: { id: made } })
+    await held
+    expect(restored.status).toBe(200)
+    expect(await connectionNames()).toEqual(expected)
+  })
+
+  it("answers 503 naming the lock when it is held past the busy timeout, and changes nothing", async () => {
+    const made = (await api("/api/db-backups", { method: "PUT" })).body.id
+    expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "survives", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+    const expected = await connectionNames()
+    const held = holdWriteLock(6500)
+    const refused = await api("/api/db-backups", { body: { id: made } })
+    await held
+    expect(refused.status).toBe(503)
+    expect(refused.body.message).toMatch(/another writer held the database/)
+    expect(await connectionNames()).toEqual(expected)
+  }, 20_000)
+})
+
 describe("CLI backup and restore", () => {
   it("gateway backup prints an id; gateway restore <id> restores it; a corrupt file exits non-zero with one line", async () => {
     const dataDir = tempDir()

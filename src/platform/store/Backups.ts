@@ -12,15 +12,21 @@ import * as path from "node:path"
 import { AppConfig } from "../config/AppConfig.js"
 import { backgroundJob } from "../flags/background.js"
 import { BACKUP_ID_PATTERN, type BackupKind, type BackupView, type RestoreResult } from "../../domain/backups.js"
-import { BadRequest, NotFound } from "../../domain/errors.js"
+import { BadRequest, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import { DB_FILENAME, knownMigrations, migrate } from "./Db.js"
-import { checkDatabaseFile, copyDatabase } from "./sqlite.js"
+import { BUSY_TIMEOUT_MS, checkDatabaseFile, copyDatabase, TargetBusy } from "./sqlite.js"
 import { StoreKind } from "./StoreKind.js"
 import { StoreVersion } from "./StoreVersion.js"
 import * as Option from "effect/Option"
 import { type BackupSchedule, Settings } from "../settings/Settings.js"
 
 export const BACKUP_DIR = "backups"
+
+/** Retries of a copy into the live file whose lock another writer holds: quick at first, within the busy timeout. */
+const copyRetry = Schedule.exponential("5 millis", 2).pipe(
+  Schedule.modifyDelay((d) => Duration.min(d, Duration.millis(200))),
+  Schedule.upTo(Duration.millis(BUSY_TIMEOUT_MS))
+)
 
 /** `20240501T130000123Z` for a time: sorts like the time, and is safe in a file name. */
 const stamp = (ms: number): string => new Date(ms).toISOString().replace(/[-:.]/g, "")
@@ -45,7 +51,7 @@ export interface BackupsShape {
    * first (400 and nothing changed when they fail), then a `pre-restore` backup, the swap, this
    * build's missing migrations, and every in-memory cache reloaded.
    */
-  readonly restoreFile: (file: string, label: string) => Effect.Effect<RestoreResult, BadRequest>
+  readonly restoreFile: (file: string, label: string) => Effect.Effect<RestoreResult, BadRequest | ServiceUnavailable>
   /** The checks a restore runs, alone: undefined when the file can be restored, else why not. */
   readonly check: (file: string) => Effect.Effect<string | undefined>
   /** Deletes the oldest backups of `kind` beyond the newest `keep`; answers the ids removed. */
@@ -157,6 +163,26 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
           return undefined
         })
 
+      /**
+       * The copy into the live file, tried again while another writer holds its lock (this
+       * process's batch writer thread mid-commit, the CLI, a second gateway): as long as a
+       * statement would wait (BUSY_TIMEOUT_MS), then 503 with nothing changed.
+       */
+      const copyIntoLive = (file: string, label: string) =>
+        Effect.tryPromise({ try: () => copyDatabase(file, dbFile), catch: (e) => e }).pipe(
+          Effect.retry({ schedule: copyRetry, while: (e) => e instanceof TargetBusy }),
+          Effect.catchIf(
+            (e): e is TargetBusy => e instanceof TargetBusy,
+            () =>
+              Effect.fail(
+                new ServiceUnavailable({
+                  message: `cannot restore ${label}: another writer held the database for ${BUSY_TIMEOUT_MS / 1000} s; nothing was changed (the safety backup is kept), try again`
+                })
+              )
+          ),
+          Effect.catchAll((e) => (e instanceof ServiceUnavailable ? Effect.fail(e) : Effect.die(e)))
+        )
+
       const restoreFile = (file: string, label: string) =>
         Effect.gen(function* () {
           const problem = yield* check(file)
@@ -164,7 +190,7 @@ export class Backups extends Context.Tag("gateway/Backups")<Backups, BackupsShap
           const safetyBackup = yield* create("pre-restore")
           // This process's connection stays idle (its one permit held) while another connection
           // copies the file in; other processes wait on the write lock (busy_timeout).
-          yield* Effect.scoped(Effect.zipRight(Effect.orDie(sql.reserve), Effect.tryPromise({ try: () => copyDatabase(file, dbFile), catch: (e) => e }).pipe(Effect.orDie)))
+          yield* Effect.scoped(Effect.zipRight(Effect.orDie(sql.reserve), copyIntoLive(file, label)))
           const migrated = yield* Effect.orDie(Effect.provideService(migrate, SqlClient.SqlClient, sql))
           // Every cache loads again on its next read (other processes see the file change within a second).
           yield* version.changed

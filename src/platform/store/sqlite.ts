@@ -80,17 +80,32 @@ export const checkDatabaseFile = (file: string): FileCheck => {
   }
 }
 
+/** The target's write lock was held by another connection (a batch commit, another process): nothing was copied. */
+export class TargetBusy extends Error {
+  readonly _tag = "TargetBusy"
+  constructor(readonly target: string) {
+    super(`the database ${target} was locked by another writer; nothing was copied`)
+  }
+}
+
 /**
  * Copies `source` into the database file at `target` with SQLite's online backup API, all pages
- * in one step (one write transaction on the target: readers on other connections see the old
- * database or the new one, never a mix). The target's other connections notice through
- * `PRAGMA data_version`. The caller keeps this process's own connection idle meanwhile.
+ * in one write transaction on the target: readers on other connections see the old database or
+ * the new one, never a mix. The target's other connections notice through `PRAGMA data_version`.
+ * The caller keeps this process's own connection idle meanwhile.
+ *
+ * better-sqlite3 opens the target without a busy timeout and treats SQLITE_BUSY on the first
+ * step as progress: the page counts are still 0 then, so its promise resolves having copied
+ * nothing. A source always has at least one page, so a total of 0 means the target was locked:
+ * that rejects with `TargetBusy` (callers retry), never a silent no-op.
  */
 export const copyDatabase = (source: string, target: string): Promise<void> => {
   const src = openFile(source, { readonly: true, fileMustExist: true })
   return src
     .backup(target, { progress: () => 0x7fffffff })
-    .then(() => undefined)
+    .then((progress) => {
+      if (progress.totalPages === 0) throw new TargetBusy(target)
+    })
     .finally(() => src.close())
 }
 

@@ -2,7 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
-import { BadRequest, Conflict, NotFound, PayloadTooLarge } from "../../../domain/errors.js"
+import { BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable } from "../../../domain/errors.js"
 import { BackupList, BackupView, ExportAllQuery, RestoreBackup, RestoreResult } from "../../../domain/backups.js"
 import { ManagementAuth } from "../Principal.js"
 
@@ -16,12 +16,27 @@ const ArchiveFile = HttpApiSchema.withEncoding(Schema.Uint8ArrayFromSelf, { kind
 export class BackupsGroup extends HttpApiGroup.make("backups")
   .add(HttpApiEndpoint.get("list", "/api/db-backups").addSuccess(BackupList).addError(Conflict))
   .add(HttpApiEndpoint.put("create", "/api/db-backups").addSuccess(BackupView, { status: 201 }).addError(Conflict))
-  .add(HttpApiEndpoint.post("restore", "/api/db-backups").setPayload(RestoreBackup).addSuccess(RestoreResult).addError(BadRequest).addError(NotFound).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("restore", "/api/db-backups")
+      .setPayload(RestoreBackup)
+      .addSuccess(RestoreResult)
+      .addError(BadRequest)
+      .addError(NotFound)
+      .addError(Conflict)
+      .addError(ServiceUnavailable)
+  )
   .add(HttpApiEndpoint.get("export", "/api/db-backups/export").addSuccess(SqliteFile).addError(Conflict))
   /**
    * The body is the database file or an exportAll archive, raw (any content type but JSON) or as the
    * `file` field of a multipart/form-data form; read by the handler as a stream.
    */
-  .add(HttpApiEndpoint.post("import", "/api/db-backups/import").addSuccess(RestoreResult).addError(BadRequest).addError(PayloadTooLarge).addError(Conflict))
+  .add(
+    HttpApiEndpoint.post("import", "/api/db-backups/import")
+      .addSuccess(RestoreResult)
+      .addError(BadRequest)
+      .addError(PayloadTooLarge)
+      .addError(Conflict)
+      .addError(ServiceUnavailable)
+  )
   .add(HttpApiEndpoint.get("exportAll", "/api/db-backups/exportAll").setUrlParams(ExportAllQuery).addSuccess(ArchiveFile).addError(BadRequest).addError(Conflict))
   .middleware(ManagementAuth) {}
