@@ -13,7 +13,7 @@ import type { Candidate } from "../services/routing/types.js"
 import { failureType } from "../services/observability/genai.js"
 import { allBlocked, type AttemptFailed, attemptFailed, type AttemptOutcome, outcomeCost, type Tracking } from "../kernel/attempts.js"
 import { InferenceError } from "../kernel/errors.js"
-import { attemptStarted, type HookTable, upstreamFailed } from "../kernel/hooks.js"
+import { attemptStarted, type HookTable, quotaExhausted, upstreamFailed } from "../kernel/hooks.js"
 import { fireAttemptEnd, fireAttemptStart, fireRouted, listensToAttemptStart } from "../kernel/listeners.js"
 import { committed, type HttpRequestContext } from "./io.js"
 
@@ -258,7 +258,23 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     }
     if (d.attempts > 1) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts - 1)
     const final = lastError ?? allBlocked(client, { ...plan, blocked: [...plan.blocked, ...skipped] })
-    if (!lastError) track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+    if (!lastError) {
+      track.outcome = { status: final.status, usage: undefined, ttftMs: null, error: final.message }
+      if (final.code === "token_limit_exceeded" && ctx.hooks !== undefined && ctx.hooks.onQuotaExhaust.length !== 0) {
+        const waits = [...plan.blocked, ...skipped].map((b) => b.retryAfterMs).filter((w): w is number => w !== null)
+        const fired = quotaExhausted(ctx, {
+          kind: "token_limit",
+          window: null,
+          spentUsd: null,
+          limitUsd: null,
+          retryAfterMs: waits.length > 0 ? Math.min(...waits) : null,
+          action: "refused",
+          fallbackModel: null,
+          message: final.message
+        })
+        if (fired) yield* fired
+      }
+    }
     return yield* Effect.fail(d.attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } }) : final)
   })
 

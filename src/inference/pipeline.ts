@@ -39,7 +39,7 @@ import { makeGuardedAttempt } from "./fallback.js"
 import { clientError, decodeFailure, type InferenceError } from "../kernel/errors.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { makeFusion } from "./fusion.js"
-import { requestReceived, routeResolved } from "../kernel/hooks.js"
+import { quotaExhausted, requestReceived, routeResolved } from "../kernel/hooks.js"
 import { Guardrails } from "../services/guardrails/Guardrails.js"
 import { collectStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
 import { clientGone, committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
@@ -352,6 +352,19 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           const retryAfter = String(Math.max(1, Math.ceil(budget.retryAfterMs / 1000)))
           const emergency = (yield* flags.enabled("GATEWAY_EMERGENCY_FALLBACK")) ? yield* accounting.emergencyModel : undefined
           const spent = `the ${budget.window} budget of this API key is spent ($${budget.spentUsd.toFixed(4)} of $${budget.limitUsd.toFixed(4)})`
+          if (ctx.hooks!.onQuotaExhaust.length !== 0) {
+            const fired = quotaExhausted(ctx, {
+              kind: "budget",
+              window: budget.window,
+              spentUsd: budget.spentUsd,
+              limitUsd: budget.limitUsd,
+              retryAfterMs: budget.retryAfterMs,
+              action: emergency ? "emergency_fallback" : "refused",
+              fallbackModel: emergency ?? null,
+              message: spent
+            })
+            if (fired) yield* fired
+          }
           if (!emergency) {
             track.outcome = { status: 429, usage: undefined, ttftMs: null, error: spent }
             return yield* Effect.fail(

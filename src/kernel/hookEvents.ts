@@ -22,6 +22,7 @@ export const DEFAULT_PRIORITY = 100
 /** The events, in the order a request meets them. */
 export const HOOK_EVENTS = [
   "onRequest",
+  "onQuotaExhaust",
   "onComboResolve",
   "onModelSelect",
   "onAttemptStart",
@@ -57,6 +58,20 @@ export interface RequestEvent {
   readonly stream: boolean
   /** The client's body, as earlier handlers left it. */
   readonly body: Readonly<Record<string, unknown>>
+}
+
+/** The API key's budget is spent or one of its token limits reached (observes only). */
+export interface QuotaExhaustEvent {
+  readonly kind: "budget" | "token_limit"
+  /** The budget's window (`daily`, `weekly`, `monthly`...); null for a token limit. */
+  readonly window: string | null
+  readonly spentUsd: number | null
+  readonly limitUsd: number | null
+  readonly retryAfterMs: number | null
+  /** `refused`: the client gets 429; `emergency_fallback`: the request goes on to `fallbackModel`. */
+  readonly action: "refused" | "emergency_fallback"
+  readonly fallbackModel: string | null
+  readonly message: string
 }
 
 /** A combo, auto id or quota-share group resolved into ordered candidates (not fired for a plain model id). */
@@ -163,6 +178,7 @@ export interface ErrorEvent extends Ending {
 
 export interface HookEvents {
   readonly onRequest: RequestEvent
+  readonly onQuotaExhaust: QuotaExhaustEvent
   readonly onComboResolve: ComboResolveEvent
   readonly onModelSelect: ModelSelectEvent
   readonly onAttemptStart: AttemptStartEvent

@@ -44,6 +44,7 @@ import {
   type HookReturn,
   type HookTarget,
   type ProviderErrorEvent,
+  type QuotaExhaustEvent,
   type RequestHeaders,
   type RequestHook,
   type ResponseEvent
@@ -76,6 +77,7 @@ const NONE: ReadonlyArray<never> = Object.freeze([])
 const emptyTable = (runtime: Runtime.Runtime<never> | undefined, listeners: ReadonlyArray<LifecycleListener> = NONE): HookTable => ({
   listeners,
   onRequest: NONE,
+  onQuotaExhaust: NONE,
   onComboResolve: NONE,
   onModelSelect: NONE,
   onAttemptStart: NONE,
@@ -478,6 +480,12 @@ export const upstreamFailed = (
   if (Effect.isEffect(first)) return Effect.flatMap(first, () => Effect.asVoid(asEffect(then())))
   const second = then()
   return Effect.isEffect(second) ? Effect.asVoid(second) : undefined
+}
+
+/** onQuotaExhaust (observes only); undefined when every handler answered synchronously. Call only when there are handlers. */
+export const quotaExhausted = (host: HookHost, event: QuotaExhaustEvent): Effect.Effect<void> | undefined => {
+  const fired = runFrom(host.hooks!.onQuotaExhaust as ReadonlyArray<Entry<never>>, 0, "onQuotaExhaust", event, host, 0, undefined)
+  return Effect.isEffect(fired) ? Effect.asVoid(fired) : undefined
 }
 
 /**

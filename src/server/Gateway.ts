@@ -91,6 +91,7 @@ import { Capture } from "../services/inspector/Capture.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import { InspectorConfig } from "../services/inspector/InspectorConfig.js"
 import { Tproxy, TproxySystem } from "../services/inspector/Tproxy.js"
+import { Plugins } from "../services/plugins/Plugins.js"
 import { EgressMark } from "../upstream/client/egressMark.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
@@ -132,7 +133,8 @@ export const ServerLayer = Layer.mergeAll(
   Layer.provideMerge(
     Layer.mergeAll(Capture.layer, Tproxy.layer).pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer), Layer.provideMerge(TproxySystem.layer))
   ),
-  Layer.provideMerge(McpHttp.layer),
+  // Plugins (src/services/plugins/): one sandboxed process each, attached to the request lifecycle.
+  Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer)),
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(

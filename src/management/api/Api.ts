@@ -10,6 +10,7 @@ import { ContextGroup } from "./context/Api.js"
 import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { InspectorGroup, InspectorOpenGroup, TproxyGroup } from "./inspector/Api.js"
+import { PluginsGroup } from "./plugins/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
@@ -71,4 +72,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ContextGroup)
   .add(InspectorGroup)
   .add(InspectorOpenGroup)
-  .add(TproxyGroup) {}
+  .add(TproxyGroup)
+  .add(PluginsGroup) {}

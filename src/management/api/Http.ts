@@ -12,6 +12,7 @@ import { CombosLive } from "./combos/Http.js"
 import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
 import { InspectorLive, InspectorOpenLive, TproxyLive } from "./inspector/Http.js"
+import { PluginsLive } from "./plugins/Http.js"
 import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
@@ -69,7 +70,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     ContextLive,
     InspectorLive,
     InspectorOpenLive,
-    TproxyLive
+    TproxyLive,
+    PluginsLive
   ]),
   Layer.provide(ManagementAuthLive)
 )

@@ -14,7 +14,6 @@ export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 /** Management routes: answered in the management error format. */
 export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
   { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
-  { area: "plugins", pattern: /^\/api\/plugins(\/|$)/ },
   { area: "playground", pattern: /^\/api\/playground\// }
 ]
 

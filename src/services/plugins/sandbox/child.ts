@@ -17,7 +17,7 @@ import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { getQuickJS, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from "quickjs-emscripten"
-import { type ChildMessage, type LoadRequest, type ParentMessage, PLUGIN_HOOKS, type PluginPermission, SDK_MODULE, SDK_SOURCE } from "./protocol.js"
+import { type ChildMessage, type LoadRequest, type ParentMessage, PLUGIN_HOOKS, type PluginPermission, SDK_MODULE } from "./protocol.js"
 
 const send = (m: ChildMessage) => process.send?.(m)
 
@@ -282,7 +282,7 @@ const load = async (req: LoadRequest): Promise<void> => {
   const dir = path.resolve(req.dir)
   runtime.setModuleLoader(
     (name) => {
-      if (name === SDK_MODULE) return SDK_SOURCE
+      if (name === SDK_MODULE) return req.sdkSource
       try {
         return fs.readFileSync(name, "utf8")
       } catch (e) {

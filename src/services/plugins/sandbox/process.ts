@@ -15,7 +15,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { PACKAGE_ROOT } from "../../../kernel/packageRoot.js"
-import type { ChildMessage, PluginHook, PluginPermission } from "./protocol.js"
+import { type ChildMessage, type PluginHook, type PluginPermission, SDK_FILE } from "./protocol.js"
 
 /** The child's script: compiled beside this module (dist/), or, from src/ (tests), the compiled tree's copy. */
 const childScript = (): string => {
@@ -114,6 +114,12 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
     }
     if (actual !== opts.integrity)
       return Promise.reject(new PluginProcessError(`${opts.main} does not match the manifest's integrity (${opts.integrity}, the file is ${actual}): not loaded`))
+  }
+  let sdkSource: string
+  try {
+    sdkSource = fs.readFileSync(path.join(PACKAGE_ROOT, SDK_FILE), "utf8")
+  } catch (e) {
+    return Promise.reject(new PluginProcessError(`the plugin SDK (${SDK_FILE}) cannot be read: ${(e as Error).message}`))
   }
   fs.mkdirSync(opts.dataDir, { recursive: true })
   const child: ChildProcess = spawn(process.execPath, [...permissionArgs(opts, script), "--no-warnings", script], {
@@ -230,7 +236,8 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
       dataDir: opts.dataDir,
       config: opts.config ?? {},
       memoryLimitBytes: limit,
-      timeoutMs: loadTimeoutMs
+      timeoutMs: loadTimeoutMs,
+      sdkSource
     })
   })
 }

@@ -42,6 +42,8 @@ export interface LoadRequest {
   readonly memoryLimitBytes: number
   /** How long evaluating the module may take. */
   readonly timeoutMs: number
+  /** The SDK module's source (SDK_FILE), read by the gateway: the sandbox reads nothing outside the plugin's folder. */
+  readonly sdkSource: string
 }
 
 export type ParentMessage = LoadRequest | { readonly t: "call"; readonly id: number; readonly hook: string; readonly ctx: unknown; readonly timeoutMs: number }
@@ -53,22 +55,5 @@ export type ChildMessage =
   | { readonly t: "failed"; readonly id: number; readonly message: string }
   | { readonly t: "log"; readonly level: string; readonly text: string }
 
-/**
- * The SDK inside the sandbox. `definePlugin` checks the definition and fills the spec's defaults
- * (kebab-case name, priority 100, enabled true); the helpers return tagged results the gateway
- * reads (`blockRequest`, `modifyBody`, `addMetadata`). `config` is the plugin's configuration.
- */
-export const SDK_SOURCE = `
-const KEBAB = /^[a-z0-9]+(-[a-z0-9]+)*$/
-export const definePlugin = (definition) => {
-  if (definition === null || typeof definition !== "object") throw new TypeError("definePlugin takes an object")
-  if (typeof definition.name !== "string" || !KEBAB.test(definition.name)) throw new TypeError("definePlugin: name must be kebab-case, e.g. my-plugin")
-  const priority = definition.priority === undefined ? 100 : definition.priority
-  if (typeof priority !== "number" || !Number.isFinite(priority)) throw new TypeError("definePlugin: priority must be a number")
-  return Object.freeze({ ...definition, priority, enabled: definition.enabled !== false })
-}
-export const blockRequest = (response) => ({ __gateway: "block", response: response === undefined ? null : response })
-export const modifyBody = (body) => ({ __gateway: "modify", body })
-export const addMetadata = (metadata) => ({ __gateway: "metadata", metadata })
-export const config = globalThis.__pluginConfig
-`
+/** The SDK a plugin imports: the package's public entry (`sdk/plugin-sdk.js`, exported as `gateway/plugin-sdk`), its text evaluated in the sandbox. */
+export const SDK_FILE = "sdk/plugin-sdk.js"

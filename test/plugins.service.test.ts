@@ -1,0 +1,305 @@
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type * as net from "node:net"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { RequestHooks } from "../src/kernel/hooks.js"
+import { ConfigBundle } from "../src/management/sync/Bundle.js"
+import { ApiKeys } from "../src/services/auth/ApiKeys.js"
+import * as Effect from "effect/Effect"
+import { FakeUpstream } from "./support/fakeUpstream.js"
+import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+
+/**
+ * Plugins end to end (docs/plugins.md): folders written the way the docs say, installed through
+ * `/api/plugins`, attached to a real gateway in front of a fake upstream. The plugins report what
+ * they see to a recorder server on 127.0.0.1 (they have the `network` permission for that).
+ */
+
+let gw: TestGateway
+let up: FakeUpstream
+let recorder: http.Server
+let recorderUrl: string
+const events: Array<{ hook: string; [k: string]: unknown }> = []
+const root = tempDir("gw-plugin-src-")
+
+const ADMIN = "gwk_plugins_admin_key_0123456789abcdef"
+const USER = "gwk_plugins_user_key_0123456789abcdef"
+const api = (p: string, init: { method?: string; body?: unknown } = {}) => call(`${gw.url}${p}`, { ...init, headers: { authorization: `Bearer ${ADMIN}` } })
+
+/** A plugin folder: plugin.json and index.mjs. */
+const pluginDir = (name: string, manifest: Record<string, unknown>, source: string) => {
+  const dir = path.join(root, name)
+  fs.mkdirSync(dir, { recursive: true })
+  fs.writeFileSync(path.join(dir, "plugin.json"), JSON.stringify({ name, version: "1.0.0", main: "index.mjs", ...manifest }, null, 2))
+  fs.writeFileSync(path.join(dir, "index.mjs"), source)
+  return dir
+}
+
+const until = async <T>(f: () => T | undefined, ms = 5000): Promise<T> => {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = f()
+    if (v !== undefined && v !== false) return v
+    if (Date.now() > end) throw new Error("timed out waiting")
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+/** The plugin's view once `ok` holds for it. */
+const viewUntil = async (name: string, ok: (v: any) => boolean, ms = 8000) => {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = (await api(`/api/plugins/${name}`)).body
+    if (ok(v)) return v
+    if (Date.now() > end) throw new Error(`plugin ${name} never got there: ${JSON.stringify(v)}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+const chat = (content: string, stream = false) =>
+  call(`${gw.url}/v1/chat/completions`, { body: { model: "up/m1", stream, messages: [{ role: "user", content }] }, headers: { authorization: `Bearer ${USER}` } })
+
+beforeAll(async () => {
+  recorder = http.createServer((req, res) => {
+    let body = ""
+    req.on("data", (c) => (body += c))
+    req.on("end", () => {
+      const e = JSON.parse(body)
+      // Whether the plugin's folder still exists when onUninstall runs.
+      if (e.hook === "onUninstall") e.folderPresent = fs.existsSync(path.join(gw.dataDir, "plugins", e.name))
+      events.push(e)
+      res.end("{}")
+    })
+  })
+  await new Promise<void>((r) => recorder.listen(0, "127.0.0.1", r))
+  recorderUrl = `http://127.0.0.1:${(recorder.address() as net.AddressInfo).port}`
+  up = await FakeUpstream.start()
+  up.always({ content: "hello from upstream" })
+  gw = await startGateway({ env: { PLUGIN_MAX_RESTARTS: "2", PLUGIN_RESTART_BASE_MS: "50", PLUGIN_HOOK_TIMEOUT_MS: "300" } })
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+  await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "user", scopes: ["inference"] }, { secret: USER })))
+  expect((await api("/api/providers", { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] } })).status).toBe(201)
+})
+
+afterAll(async () => {
+  await gw?.close()
+  await up?.close()
+  recorder?.close()
+})
+
+const WATCHER = (url: string) => `import { definePlugin, blockRequest, modifyBody, addMetadata, addResponseHeaders, config } from "gateway/plugin-sdk"
+const report = (ctx, extra = {}) => fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: ctx.hook, requestId: ctx.requestId, model: ctx.model, provider: ctx.provider, ...extra }) })
+const text = (ctx) => ctx.body?.messages?.[0]?.content
+export default definePlugin({
+  name: "watcher",
+  async onRequest(ctx) {
+    await report(ctx, { auth: ctx.headers.authorization ?? null, stream: ctx.stream })
+    if (text(ctx) === "block me") return blockRequest({ status: 401, body: { error: { message: config.blockMessage } } })
+    if (text(ctx) === "modify me") return modifyBody({ ...ctx.body, messages: [{ role: "user", content: "modified by watcher" }] })
+    return [addMetadata({ seenBy: "watcher" }), addResponseHeaders({ "x-watcher": "seen" })]
+  },
+  async onModelSelect(ctx) { await report(ctx, { target: ctx.target?.key, seenBy: ctx.metadata.seenBy }) },
+  async onStreamStart(ctx) { await report(ctx, { status: ctx.status }) },
+  async onStreamEnd(ctx) { await report(ctx, { error: ctx.error }) },
+  async onResponse(ctx) { await report(ctx, { status: ctx.status, streamed: ctx.streamed, tokens: ctx.usage?.completionTokens ?? null }) },
+  async onError(ctx) { await report(ctx, { status: ctx.status, blockedBy: ctx.blockedBy }) },
+  async onInstall(ctx) { await fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: "onInstall", name: ctx.name, version: ctx.version, main: ctx.manifest.main }) }) },
+  async onActivate(ctx) { await fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: "onActivate", name: ctx.name }) }) },
+  async onDeactivate(ctx) { await fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: "onDeactivate", name: ctx.name }) }) },
+  async onUninstall(ctx) { await fetch(${JSON.stringify(url)}, { method: "POST", body: JSON.stringify({ hook: "onUninstall", name: ctx.name }) }) }
+})
+`
+
+describe("a plugin on the request path", () => {
+  it("installs from a folder, runs its lifecycle hooks, sees a stream's events in order, modifies one body and blocks another", async () => {
+    const dir = pluginDir(
+      "watcher",
+      {
+        requires: { permissions: ["network"] },
+        enabledByDefault: true,
+        configSchema: { blockMessage: { type: "string", default: "blocked by watcher" }, level: { type: "number", min: 1, max: 5, default: 2 } }
+      },
+      WATCHER(recorderUrl)
+    )
+    const installed = await api("/api/plugins", { body: { path: dir } })
+    expect(installed.status).toBe(201)
+    expect(installed.body).toMatchObject({
+      name: "watcher",
+      version: "1.0.0",
+      enabled: true,
+      state: "running",
+      permissions: ["network"],
+      config: { blockMessage: "blocked by watcher", level: 2 }
+    })
+    await until(() => events.some((e) => e.hook === "onActivate"))
+    expect(events.map((e) => e.hook)).toEqual(["onInstall", "onActivate"])
+    expect(events[0]).toMatchObject({ name: "watcher", version: "1.0.0", main: "index.mjs" })
+    events.length = 0
+
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${USER}` },
+      body: JSON.stringify({ model: "up/m1", stream: true, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-watcher")).toBe("seen")
+    expect(await res.text()).toContain("hello")
+    const requestId = res.headers.get("x-gateway-request-id")
+    await until(() => events.some((e) => e.hook === "onResponse"))
+    const mine = events.filter((e) => e.requestId === requestId)
+    expect(mine.map((e) => e.hook)).toEqual(["onRequest", "onModelSelect", "onStreamStart", "onStreamEnd", "onResponse"])
+    expect(mine[0]).toMatchObject({ model: "up/m1", stream: true })
+    // Credentials reach plugins masked.
+    expect(mine[0]!.auth).toMatch(/^Bearer /)
+    expect(mine[0]!.auth).not.toContain(USER)
+    expect(mine[1]).toMatchObject({ model: "m1", provider: "openai-compatible", target: "up/m1", seenBy: "watcher" })
+    expect(mine[4]).toMatchObject({ status: 200, streamed: true })
+
+    const modified = await chat("modify me")
+    expect(modified.status).toBe(200)
+    expect(up.requests.at(-1)!.body.messages[0].content).toBe("modified by watcher")
+
+    const blocked = await chat("block me")
+    expect(blocked.status).toBe(401)
+    expect(blocked.body).toEqual({ error: { message: "blocked by watcher" } })
+    await until(() => events.some((e) => e.hook === "onError"))
+    expect(events.find((e) => e.hook === "onError")).toMatchObject({ status: 401, blockedBy: "watcher" })
+
+    const status = (await api("/api/plugins/watcher")).body
+    const onRequest = status.hooks.find((h: any) => h.hook === "onRequest")
+    expect(onRequest.calls).toBeGreaterThanOrEqual(3)
+    expect(onRequest.failures).toBe(0)
+    expect(onRequest.averageMs).toBeGreaterThan(0)
+  })
+
+  it("takes configuration checked against its configSchema and applies it live", async () => {
+    const bad = await api("/api/plugins/watcher/config", { method: "PATCH", body: { values: { level: 9 } } })
+    expect(bad.status).toBe(400)
+    expect(bad.body.message).toMatch(/level: must be at most 5/)
+    const unknown = await api("/api/plugins/watcher/config", { method: "PATCH", body: { values: { colour: "red" } } })
+    expect(unknown.status).toBe(400)
+    expect(unknown.body.message).toMatch(/colour: is not a setting/)
+    const ok = await api("/api/plugins/watcher/config", { method: "PATCH", body: { values: { blockMessage: "not today" } } })
+    expect(ok.status).toBe(200)
+    expect(ok.body.config).toEqual({ blockMessage: "not today", level: 2 })
+    expect(ok.body.state).toBe("running")
+    expect((await chat("block me")).body).toEqual({ error: { message: "not today" } })
+    // Persisted in the store's plugins namespace (so in backups and sync bundles).
+    const bundle = await gw.run(Effect.flatMap(ConfigBundle, (b) => b.current("stored")))
+    const entry = bundle.sections.settings.find((s) => s.namespace === "plugins" && s.key === "watcher")
+    expect(JSON.parse(String(entry?.value)).config).toEqual({ blockMessage: "not today", level: 2 })
+  })
+
+  it("disable detaches it (onDeactivate); enable attaches it again (onActivate)", async () => {
+    events.length = 0
+    const off = await api("/api/plugins/watcher/disable", { method: "POST" })
+    expect(off.body).toMatchObject({ enabled: false, state: "stopped", pid: null })
+    expect((await chat("block me")).status).toBe(200)
+    const on = await api("/api/plugins/watcher/enable", { method: "POST" })
+    expect(on.body).toMatchObject({ enabled: true, state: "running" })
+    expect((await chat("block me")).status).toBe(401)
+    await until(() => events.some((e) => e.hook === "onActivate"))
+    expect(events.filter((e) => e.hook.startsWith("onDe") || e.hook === "onActivate").map((e) => e.hook)).toEqual(["onDeactivate", "onActivate"])
+  })
+
+  it("remove runs onUninstall while its files still exist, then deletes them; with no plugin left nothing is on the request path", async () => {
+    events.length = 0
+    const removed = await api("/api/plugins/watcher", { method: "DELETE" })
+    expect(removed.status).toBe(200)
+    expect(removed.body).toEqual({ removed: "watcher" })
+    const uninstall = events.find((e) => e.hook === "onUninstall")
+    expect(uninstall).toMatchObject({ name: "watcher", folderPresent: true })
+    expect(fs.existsSync(path.join(gw.dataDir, "plugins", "watcher"))).toBe(false)
+    expect((await api("/api/plugins/watcher")).status).toBe(404)
+    const registered = await gw.run(Effect.map(RequestHooks, (h) => h.registered().map((r) => r.name)))
+    expect(registered).not.toContain("plugins")
+    expect(registered).not.toContain("watcher")
+  })
+})
+
+describe("a plugin that misbehaves", () => {
+  it("one that loops forever is stopped at its time limit and the request goes on", async () => {
+    const dir = pluginDir(
+      "looper",
+      {},
+      `import { definePlugin } from "gateway/plugin-sdk"
+export default definePlugin({ name: "looper", onRequest() { for (;;) {} } })`
+    )
+    expect((await api("/api/plugins", { body: { path: dir, enable: true } })).status).toBe(201)
+    const res = await chat("hi")
+    expect(res.status).toBe(200)
+    const status = (await api("/api/plugins/looper")).body
+    const onRequest = status.hooks.find((h: any) => h.hook === "onRequest")
+    expect(onRequest.failures).toBe(1)
+    expect(onRequest.lastError).toMatch(/time limit|did not answer/)
+    expect(status.state).toBe("running")
+    expect((await api("/api/plugins/looper", { method: "DELETE" })).status).toBe(200)
+  })
+
+  it("one whose process exits is started again with a backoff; repeated crashes disable it with the reason", async () => {
+    const dir = pluginDir(
+      "fragile",
+      {},
+      `import { definePlugin } from "gateway/plugin-sdk"
+export default definePlugin({ name: "fragile", onRequest() {} })`
+    )
+    const installed = await api("/api/plugins", { body: { path: dir, enable: true } })
+    expect(installed.body.state).toBe("running")
+    const firstPid: number = installed.body.pid
+    process.kill(firstPid, "SIGKILL")
+    let view: any = await viewUntil("fragile", (v) => v.state === "running" && v.pid !== firstPid)
+    expect(view.restarts).toBe(1)
+    expect(view.reason).toMatch(/process ended/)
+    expect((await chat("hi")).status).toBe(200)
+    // Killed again at once, and again: past PLUGIN_MAX_RESTARTS it is disabled, saying why.
+    for (let i = 0; i < 3; i++) {
+      const pid = view.pid
+      if (typeof pid === "number") process.kill(pid, "SIGKILL")
+      view = await viewUntil("fragile", (v) => v.state === "disabled" || (v.state === "running" && v.pid !== pid))
+      if (view.state === "disabled") break
+    }
+    expect(view).toMatchObject({ state: "disabled", enabled: false })
+    expect(view.reason).toMatch(/disabled after 2 crashes in a row/)
+    expect((await chat("hi")).status).toBe(200)
+    expect((await api("/api/plugins/fragile", { method: "DELETE" })).status).toBe(200)
+  })
+
+  it("a fail-closed plugin that cannot answer refuses the request with 503 plugin_unavailable naming it", async () => {
+    const dir = pluginDir(
+      "guard",
+      { failClosed: true },
+      `import { definePlugin } from "gateway/plugin-sdk"
+export default definePlugin({ name: "guard", onRequest(ctx) { if (ctx.body.messages[0].content === "hang") for (;;) {} } })`
+    )
+    expect((await api("/api/plugins", { body: { path: dir, enable: true } })).status).toBe(201)
+    expect((await chat("fine")).status).toBe(200)
+    const refused = await chat("hang")
+    expect(refused.status).toBe(503)
+    expect(refused.body.error.code).toBe("plugin_unavailable")
+    expect(refused.body.error.message).toMatch(/plugin guard/)
+    expect((await api("/api/plugins/guard", { method: "DELETE" })).status).toBe(200)
+  })
+})
+
+describe("install refusals", () => {
+  it("answers 400 naming the problem for a bad manifest, a plugin that does not load and a missing path; 409 for a name installed twice", async () => {
+    const bad = pluginDir("bad-manifest", { name: "Bad Name" }, "export default 1")
+    const r1 = await api("/api/plugins", { body: { path: bad } })
+    expect(r1.status).toBe(400)
+    expect(r1.body.message).toMatch(/name: must be kebab-case/)
+    const broken = pluginDir("broken", {}, `import { definePlugin } from "gateway/plugin-sdk"\nthrow new Error("boom at load")`)
+    const r2 = await api("/api/plugins", { body: { path: broken } })
+    expect(r2.status).toBe(400)
+    expect(r2.body.message).toMatch(/did not load: .*boom at load/)
+    expect(fs.existsSync(path.join(gw.dataDir, "plugins", "broken"))).toBe(false)
+    const r3 = await api("/api/plugins", { body: { path: path.join(root, "nowhere") } })
+    expect(r3.status).toBe(400)
+    const ok = pluginDir("twice", {}, `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "twice" })`)
+    expect((await api("/api/plugins", { body: { path: ok } })).status).toBe(201)
+    const r4 = await api("/api/plugins", { body: { path: ok } })
+    expect(r4.status).toBe(409)
+    expect((await api("/api/plugins/twice")).body.state).toBe("stopped")
+    expect((await api("/api/plugins/twice", { method: "DELETE" })).status).toBe(200)
+  })
+})
