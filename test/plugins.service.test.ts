@@ -282,6 +282,44 @@ export default definePlugin({ name: "guard", onRequest(ctx) { if (ctx.body.messa
   })
 })
 
+describe("install from a .tgz", () => {
+  it("takes an uploaded archive (npm pack's package/ folder taken off) and a .tgz path; refuses bytes that are not one and entries outside the folder", async () => {
+    const { execFileSync } = await import("node:child_process")
+    const src = path.join(root, "pack-src", "package")
+    fs.mkdirSync(src, { recursive: true })
+    fs.writeFileSync(path.join(src, "plugin.json"), JSON.stringify({ name: "packed", version: "2.0.0", main: "lib/index.mjs" }))
+    fs.mkdirSync(path.join(src, "lib"))
+    fs.writeFileSync(path.join(src, "lib", "index.mjs"), `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "packed", onRequest() {} })`)
+    const tgz = path.join(root, "packed-2.0.0.tgz")
+    execFileSync("tar", ["czf", tgz, "-C", path.join(root, "pack-src"), "package"])
+    const uploaded = await fetch(`${gw.url}/api/plugins/upload?enable=true`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/gzip" },
+      body: fs.readFileSync(tgz)
+    })
+    expect(uploaded.status).toBe(201)
+    expect(await uploaded.json()).toMatchObject({ name: "packed", version: "2.0.0", enabled: true, state: "running" })
+    expect(fs.existsSync(path.join(gw.dataDir, "plugins", "packed", "lib", "index.mjs"))).toBe(true)
+    expect((await api("/api/plugins/packed", { method: "DELETE" })).status).toBe(200)
+    const byPath = await api("/api/plugins", { body: { path: tgz } })
+    expect(byPath.status).toBe(201)
+    expect(byPath.body).toMatchObject({ name: "packed", enabled: false, state: "stopped" })
+    expect((await api("/api/plugins/packed", { method: "DELETE" })).status).toBe(200)
+
+    const junk = await fetch(`${gw.url}/api/plugins/upload`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: "not an archive" })
+    expect(junk.status).toBe(400)
+    expect(((await junk.json()) as any).message).toMatch(/not a \.tgz/)
+    const evil = path.join(root, "evil-src")
+    fs.mkdirSync(path.join(evil, "a"), { recursive: true })
+    fs.writeFileSync(path.join(evil, "escape.txt"), "x")
+    const evilTgz = path.join(root, "evil.tgz")
+    execFileSync("tar", ["czf", evilTgz, "-C", path.join(evil, "a"), "--transform", "s,^,../../,", "-P", "../escape.txt"])
+    const refused = await fetch(`${gw.url}/api/plugins/upload`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: fs.readFileSync(evilTgz) })
+    expect(refused.status).toBe(400)
+    expect(((await refused.json()) as any).message).toMatch(/outside its folder/)
+  })
+})
+
 describe("install refusals", () => {
   it("answers 400 naming the problem for a bad manifest, a plugin that does not load and a missing path; 409 for a name installed twice", async () => {
     const bad = pluginDir("bad-manifest", { name: "Bad Name" }, "export default 1")

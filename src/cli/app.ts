@@ -26,6 +26,7 @@ import { setupCommand } from "./commands/setup.js"
 import { healthCommand, statusCommand } from "./commands/status.js"
 import { testCommand } from "./commands/test.js"
 import { tunnelCommand } from "./commands/tunnel.js"
+import { pluginsCommand } from "./commands/plugins.js"
 import { updateCommand } from "./commands/update.js"
 import { lazy } from "./handler.js"
 import { colourOn, exitWith, red } from "./output.js"
@@ -61,6 +62,7 @@ export const subcommands = [
   providerCommand,
   evalCommand,
   tunnelCommand,
+  pluginsCommand,
   testCommand,
   updateCommand,
   completionCommand,

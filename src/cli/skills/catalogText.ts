@@ -146,10 +146,10 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     docs: "docs/skills.md"
   },
   "gw-agents-a2a": {
-    title: "Agent skills catalog and A2A (HTTP)",
-    description: "Discover what the gateway offers to agents: the agent-skill catalog over REST, the A2A JSON-RPC endpoint and its agent card.",
+    title: "Agent skills catalog, A2A and plugins (HTTP)",
+    description: "Discover what the gateway offers to agents: the agent-skill catalog over REST, the A2A JSON-RPC endpoint and its agent card; install and configure plugins.",
     overview:
-      "The 42 skill files (this one included) are listed, served raw and regenerated under `/api/agent-skills`. `POST /a2a` answers A2A `message/send` (or `SendMessage`) with skill `list-capabilities`: a markdown table of every skill with its raw URL. The agent card is at `/.well-known/agent-card.json`.",
+      "The 42 skill files (this one included) are listed, served raw and regenerated under `/api/agent-skills`. `POST /a2a` answers A2A `message/send` (or `SendMessage`) with skill `list-capabilities`: a markdown table of every skill with its raw URL. The agent card is at `/.well-known/agent-card.json`. Plugins (sandboxed code on the request path, docs/plugins.md) are installed, enabled, configured and removed under `/api/plugins`.",
     docs: "docs/skills.md"
   },
   "gw-version-manager": {
@@ -298,7 +298,8 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "cli-plugins-skills": {
     title: "Plugins and skills (CLI)",
     description: "Work with the gateway's agent skills and plugins from the command line.",
-    overview: "The agent-skill files are regenerated with `npm run skills:generate` or `POST /api/agent-skills/generate`.",
+    overview:
+      "The agent-skill files are regenerated with `npm run skills:generate` or `POST /api/agent-skills/generate`. `gateway plugins` installs (from a folder or .tgz), enables, configures and removes plugins of the running server (docs/plugins.md).",
     docs: "docs/skills.md",
     api: "gw-agents-a2a"
   },

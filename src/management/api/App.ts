@@ -87,10 +87,10 @@ const notTooDeep = <E, R>(req: HttpServerRequest.HttpServerRequest, app: Effect.
 
 /**
  * Routes whose body is a file, not JSON: the handler streams it to disk under its own size limit
- * (`POST /api/db-backups/import`, GATEWAY_BACKUP_IMPORT_MAX_MB), so the JSON checks and the 1 MiB
- * limit do not apply.
+ * (`POST /api/db-backups/import`, GATEWAY_BACKUP_IMPORT_MAX_MB; `POST /api/plugins/upload`,
+ * PLUGIN_MAX_UPLOAD_MB), so the JSON checks and the 1 MiB limit do not apply.
  */
-const UPLOAD_ROUTES = new Set(["POST /api/db-backups/import"])
+const UPLOAD_ROUTES = new Set(["POST /api/db-backups/import", "POST /api/plugins/upload"])
 const isUpload = (req: HttpServerRequest.HttpServerRequest): boolean => UPLOAD_ROUTES.has(`${req.method} ${req.url.split("?")[0]}`)
 
 /** Methods whose body, if any, no management route reads. */
