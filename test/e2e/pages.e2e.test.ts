@@ -46,7 +46,8 @@ describe("every dashboard page, empty", () => {
         "Coding tools",
         "Skills",
         "Compression",
-        "Models & aliases"
+        "Models & aliases",
+        "Plugins"
       ])
     )
   })

@@ -29,5 +29,6 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/settings", title: "Settings", group: "Operate", load: () => import("./pages/Settings") },
   { path: "/flags", title: "Feature flags", group: "Operate", load: () => import("./pages/Flags") },
   { path: "/webhooks", title: "Webhooks", group: "Operate", load: () => import("./pages/Webhooks") },
+  { path: "/plugins", title: "Plugins", group: "Operate", load: () => import("./pages/Plugins") },
   { path: "/backups", title: "Backups", group: "Operate", load: () => import("./pages/Backups") }
 ]
