@@ -107,6 +107,15 @@ describe("no permission: nothing of Node exists", () => {
   })
 })
 
+describe("loading", () => {
+  it("a refused import says which and why; the configuration's carrier global is gone once loaded", async () => {
+    await expect(plugin(`import fs from "node:fs"\nexport default fs`)).rejects.toThrow(/cannot import "node:fs": a plugin imports only gateway\/plugin-sdk and its own files/)
+    await expect(plugin(`import x from "../outside.mjs"\nexport default x`)).rejects.toThrow(/cannot import "..\/outside.mjs": it is outside the plugin's folder/)
+    const p = await probe(`return typeof globalThis.__pluginConfig`)
+    expect(await ask(p)).toBe("undefined")
+  })
+})
+
 describe("each permission grants its capability and nothing else", () => {
   it("network: fetch (with Headers, Request, Response, AbortController) reaches a server; nothing else appears", async () => {
     const p = await probe(

@@ -218,6 +218,85 @@ describe("a plugin on the request path", () => {
   })
 })
 
+describe("several plugins and the other request-path events", () => {
+  it("run in ascending priority: a body change and metadata reach the next plugin", async () => {
+    const first = pluginDir(
+      "first",
+      { hooks: { onRequest: { priority: 10 } } },
+      `import { definePlugin, modifyBody, addMetadata } from "gateway/plugin-sdk"
+export default definePlugin({ name: "first", priority: 500, onRequest(ctx) { return [modifyBody({ ...ctx.body, messages: [{ role: "user", content: "changed by first" }] }), addMetadata({ step: 1 })] } })`
+    )
+    const second = pluginDir(
+      "second",
+      { requires: { permissions: ["network"] } },
+      `import { definePlugin } from "gateway/plugin-sdk"
+export default definePlugin({ name: "second", priority: 20, async onRequest(ctx) {
+  await fetch(${JSON.stringify(recorderUrl)}, { method: "POST", body: JSON.stringify({ hook: "second", content: ctx.body.messages[0].content, step: ctx.metadata.step }) })
+} })`
+    )
+    // Installed in the other order: the priorities (the manifest's over the definition's) decide.
+    expect((await api("/api/plugins", { body: { path: second, enable: true } })).status).toBe(201)
+    expect((await api("/api/plugins", { body: { path: first, enable: true } })).status).toBe(201)
+    events.length = 0
+    expect((await chat("original")).status).toBe(200)
+    await until(() => events.some((e) => e.hook === "second"))
+    expect(events.find((e) => e.hook === "second")).toEqual({ hook: "second", content: "changed by first", step: 1 })
+    expect(up.requests.at(-1)!.body.messages[0].content).toBe("changed by first")
+    expect((await api("/api/plugins/first")).body.hooks.find((h: any) => h.hook === "onRequest").priority).toBe(10)
+    expect((await api("/api/plugins/first", { method: "DELETE" })).status).toBe(200)
+    expect((await api("/api/plugins/second", { method: "DELETE" })).status).toBe(200)
+  })
+
+  it("see onComboResolve, onProviderError, onRateLimit on a fallback, and onQuotaExhaust when a key's budget is spent", async () => {
+    const dir = pluginDir(
+      "observer",
+      { requires: { permissions: ["network"] } },
+      `import { definePlugin } from "gateway/plugin-sdk"
+const report = (ctx, extra) => fetch(${JSON.stringify(recorderUrl)}, { method: "POST", body: JSON.stringify({ hook: ctx.hook, requestId: ctx.requestId, ...extra }) })
+export default definePlugin({
+  name: "observer",
+  onComboResolve: (ctx) => report(ctx, { scope: ctx.scope, candidates: ctx.candidates.map((c) => c.key) }),
+  onProviderError: (ctx) => report(ctx, { status: ctx.status, target: ctx.target.key, retryable: ctx.retryable }),
+  onRateLimit: (ctx) => report(ctx, { status: ctx.status }),
+  onQuotaExhaust: (ctx) => report(ctx, { kind: ctx.kind, window: ctx.window, action: ctx.action, over: ctx.spentUsd >= ctx.limitUsd }),
+  onResponse: (ctx) => report(ctx, { status: ctx.status, model: ctx.usage?.model ?? null }),
+  onError: (ctx) => report(ctx, { status: ctx.status, code: ctx.error?.code ?? null })
+})`
+    )
+    expect((await api("/api/plugins", { body: { path: dir, enable: true } })).status).toBe(201)
+    expect(
+      (await api("/api/providers", { body: { provider: "openai", name: "oai", apiKey: "sk-oai-test", baseUrl: up.baseUrl("openai-chat"), defaultModel: "gpt-4o" } })).status
+    ).toBe(201)
+    expect((await api("/api/combos", { body: { name: "pair", strategy: "priority", targets: [{ model: "oai/gpt-4o" }, { model: "up/m1" }] } })).status).toBe(201)
+    events.length = 0
+    up.next({ status: 429 })
+    const fell = await call(`${gw.url}/v1/chat/completions`, { body: { model: "pair", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${USER}` } })
+    expect(fell.status).toBe(200)
+    await until(() => events.some((e) => e.hook === "onResponse"))
+    expect(events.map((e) => e.hook)).toEqual(["onComboResolve", "onProviderError", "onRateLimit", "onResponse"])
+    expect(events[0]).toMatchObject({ scope: "pair", candidates: ["oai/gpt-4o", "up/m1"] })
+    expect(events[1]).toMatchObject({ status: 429, target: "oai/gpt-4o", retryable: true })
+
+    // A key with a tiny daily budget: its first request spends it, the next is refused (no free fallback model is connected).
+    await gw.resetResilience()
+    const spender = (await api("/api/keys", { body: { name: "spender" } })).body
+    const secret: string = spender.secret ?? spender.key
+    expect((await api("/api/usage/budget", { body: { apiKeyId: spender.id, dailyLimitUsd: 0.000001 } })).status).toBeLessThan(300)
+    const ask = () =>
+      call(`${gw.url}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
+    expect((await ask()).status).toBe(200)
+    await gw.usageWritten()
+    events.length = 0
+    const refused = await ask()
+    expect(refused.status).toBe(429)
+    await until(() => events.some((e) => e.hook === "onError"))
+    expect(events.map((e) => e.hook)).toEqual(["onQuotaExhaust", "onError"])
+    expect(events[0]).toMatchObject({ kind: "budget", window: "daily", action: "refused", over: true })
+    expect(events[1]).toMatchObject({ status: 429, code: "budget_exhausted" })
+    expect((await api("/api/plugins/observer", { method: "DELETE" })).status).toBe(200)
+  })
+})
+
 describe("a plugin that misbehaves", () => {
   it("one that loops forever is stopped at its time limit and the request goes on", async () => {
     const dir = pluginDir(
@@ -229,9 +308,18 @@ export default definePlugin({ name: "looper", onRequest() { for (;;) {} } })`
     expect((await api("/api/plugins", { body: { path: dir, enable: true } })).status).toBe(201)
     const res = await chat("hi")
     expect(res.status).toBe(200)
-    const status = (await api("/api/plugins/looper")).body
-    const onRequest = status.hooks.find((h: any) => h.hook === "onRequest")
+    let status = (await api("/api/plugins/looper")).body
+    let onRequest = status.hooks.find((h: any) => h.hook === "onRequest")
     expect(onRequest.failures).toBe(1)
+    // Six at once: each waits at most its limit (the ones queued behind are never sent), each counted once.
+    const started = Date.now()
+    const burst = await Promise.all(Array.from({ length: 6 }, () => chat("hi")))
+    expect(burst.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200])
+    expect(Date.now() - started).toBeLessThan(3000)
+    status = (await api("/api/plugins/looper")).body
+    onRequest = status.hooks.find((h: any) => h.hook === "onRequest")
+    expect(onRequest.calls).toBe(7)
+    expect(onRequest.failures).toBe(7)
     expect(onRequest.lastError).toMatch(/time limit|did not answer/)
     expect(status.state).toBe("running")
     expect((await api("/api/plugins/looper", { method: "DELETE" })).status).toBe(200)
@@ -331,6 +419,14 @@ describe("install refusals", () => {
     expect(r2.status).toBe(400)
     expect(r2.body.message).toMatch(/did not load: .*boom at load/)
     expect(fs.existsSync(path.join(gw.dataDir, "plugins", "broken"))).toBe(false)
+    expect(fs.existsSync(path.join(gw.dataDir, "plugin-data", "broken"))).toBe(false)
+    const badImport = pluginDir("bad-import", {}, `import fs from "node:fs"\nexport default fs`)
+    const r5 = await api("/api/plugins", { body: { path: badImport } })
+    expect(r5.status).toBe(400)
+    expect(r5.body.message).toMatch(/cannot import "node:fs"/)
+    const noMain = pluginDir("no-main", { name: "Bad Name", main: "nope.mjs" }, "")
+    const r6 = await api("/api/plugins", { body: { path: noMain } })
+    expect(r6.body.message).toMatch(/name: must be kebab-case.*main: nope\.mjs does not exist/)
     const r3 = await api("/api/plugins", { body: { path: path.join(root, "nowhere") } })
     expect(r3.status).toBe(400)
     const ok = pluginDir("twice", {}, `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "twice" })`)

@@ -50,7 +50,7 @@ describe("dashboard: plugins", () => {
     // A value below the field's min: the form (min/max from configSchema) refuses it, nothing is sent.
     await perMinute.fill("-3")
     await card.getByRole("button", { name: "Save settings" }).click()
-    expect(await perMinute.evaluate((el) => (el as HTMLInputElement).validity.rangeUnderflow)).toBe(true)
+    expect(await perMinute.evaluate((el) => (el as unknown as { validity: { rangeUnderflow: boolean } }).validity.rangeUnderflow)).toBe(true)
     expect((await gw.admin("GET", "/api/plugins/rate-rule-blocker")).body.config.perMinute).toBe(5)
     await perMinute.fill("5")
 

@@ -186,25 +186,31 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
         s.calls++
         const started = performance.now()
         return new Promise<unknown>((resolve, reject) => {
-          // Waiting behind other calls counts against the limit: the request never waits longer.
+          // Waiting behind other calls counts against the limit: the request never waits longer,
+          // and a call still queued at its deadline is never sent (process.ts).
+          let settled = false
           const timer = setTimeout(() => {
+            settled = true
             failed(p, hook, `${hook} did not answer in ${timeoutMs} ms`)
             reject(new Error(`${hook} did not answer in ${timeoutMs} ms`))
           }, timeoutMs + 50)
-          proc.call(hook, ctx, timeoutMs).then(
+          proc.call(hook, ctx, timeoutMs, Date.now() + timeoutMs).then(
             (value) => {
               clearTimeout(timer)
               p.queued--
               s.totalMs += performance.now() - started
-              resolve(value)
+              if (!settled) resolve(value)
             },
             (e: unknown) => {
               clearTimeout(timer)
               p.queued--
               s.totalMs += performance.now() - started
               const message = e instanceof Error ? e.message : String(e)
-              failed(p, hook, message)
-              reject(new Error(message))
+              // A call already counted as timed out is not counted twice.
+              if (!settled) {
+                failed(p, hook, message)
+                reject(new Error(message))
+              }
             }
           )
         })
@@ -422,7 +428,9 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
       const find = (name: string) =>
         Effect.suspend(() => {
           const p = installed.get(name)
-          return p === undefined ? Effect.fail(new NotFound({ message: `no plugin ${JSON.stringify(name)} is installed (GET /api/plugins lists them)` })) : Effect.succeed(p)
+          return p === undefined
+            ? Effect.fail(new NotFound({ message: `no plugin ${JSON.stringify(name)} is installed (gateway plugins list, or GET /api/plugins, lists them)` }))
+            : Effect.succeed(p)
         })
 
       /** The store's records against this process: plugins installed, enabled or removed elsewhere (another gateway, a restore) follow. */
@@ -502,7 +510,9 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
           Effect.gen(function* () {
             const manifest = yield* Effect.try({ try: () => readManifest(dir), catch: (e) => new BadRequest({ message: (e as Error).message }) })
             if (installed.has(manifest.name))
-              return yield* new Conflict({ message: `a plugin named ${manifest.name} is installed already: remove it first (DELETE /api/plugins/${manifest.name})` })
+              return yield* new Conflict({
+                message: `a plugin named ${manifest.name} is installed already: to replace it, remove it first (gateway plugins remove ${manifest.name}, or DELETE /api/plugins/${manifest.name}); its settings go with it`
+              })
             const defaults = validateConfig(manifest.configSchema, {})
             if (Either.isLeft(defaults)) return yield* new BadRequest({ message: `plugin.json configSchema: ${defaults.left}` })
             const paths = pluginPaths(app.dataDir, manifest.name)
@@ -525,6 +535,7 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
             const loaded = yield* Effect.either(once(p, "onInstall"))
             if (Either.isLeft(loaded)) {
               fs.rmSync(paths.dir, { recursive: true, force: true })
+              fs.rmSync(paths.data, { recursive: true, force: true })
               return yield* new BadRequest({ message: `the plugin ${manifest.name} did not load: ${loaded.left}` })
             }
             installed.set(p.name, p)

@@ -42,7 +42,12 @@ export const readManifest = (dir: string): PluginManifest => {
     throw new InstallError(`plugin.json is not JSON: ${(e as Error).message}`)
   }
   const decoded = decodeManifest(json)
-  if (Either.isLeft(decoded)) throw new InstallError(`plugin.json: ${decoded.left}`)
+  if (Either.isLeft(decoded)) {
+    // Every problem at once: a missing entry file too.
+    const main = typeof json === "object" && json !== null ? (json as { main?: unknown }).main : undefined
+    const missing = typeof main === "string" && !main.startsWith("/") && !fs.existsSync(path.join(dir, main)) ? `; main: ${main} does not exist in the plugin's folder` : ""
+    throw new InstallError(`plugin.json: ${decoded.left}${missing}`)
+  }
   const manifest = decoded.right
   if (!fs.existsSync(path.join(dir, manifest.main))) throw new InstallError(`plugin.json: main ${manifest.main} does not exist in the plugin's folder`)
   return manifest

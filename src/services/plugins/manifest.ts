@@ -73,7 +73,13 @@ export type PluginManifest = typeof PluginManifest.Type
 
 /** A manifest, or one line per problem (`name: must be kebab-case...; hooks.onFoo: is unexpected`). */
 export const decodeManifest = (json: unknown): Either.Either<PluginManifest, string> =>
-  Either.mapLeft(Schema.decodeUnknownEither(PluginManifest, { errors: "all" })(json), (e) => describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e)))
+  Either.mapLeft(Schema.decodeUnknownEither(PluginManifest, { errors: "all" })(json), (e) => {
+    const issues = ParseResult.ArrayFormatter.formatErrorSync(e)
+    // An optional object with a problem inside also fails its "or nothing" branch: that line says
+    // nothing the deeper one does not (`hooks: expected undefined` beside `hooks.onFrame: is unexpected`).
+    const deeper = (path: ReadonlyArray<PropertyKey>) => issues.some((i) => i.path.length > path.length && path.every((k, n) => i.path[n] === k))
+    return describeIssues(issues.filter((i) => !(/^Expected undefined/.test(i.message) && deeper(i.path))))
+  })
 
 /** Whether a hook is on and at which priority: the manifest's setting over the definition's priority (default 100). */
 export const hookSetting = (manifest: PluginManifest, hook: PluginHook, definitionPriority = 100): { enabled: boolean; priority: number } => {

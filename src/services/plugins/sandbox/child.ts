@@ -46,14 +46,18 @@ const hostDone = () => {
 }
 
 /** The module name a plugin's import resolves to: the SDK, or a file inside its folder. */
+/** A refused import's module name (no file path starts so): the loader answers it with this error (a throw from the normalizer loses its message). */
+const REFUSED = "gateway:refused:"
+
 const normalize =
   (dir: string) =>
   (base: string, requested: string): string => {
     if (requested === SDK_MODULE) return SDK_MODULE
-    if (!requested.startsWith("./") && !requested.startsWith("../")) throw new Error(`${requested}: a plugin imports only ${SDK_MODULE} and its own files`)
+    if (!requested.startsWith("./") && !requested.startsWith("../"))
+      return `${REFUSED}cannot import ${JSON.stringify(requested)}: a plugin imports only ${SDK_MODULE} and its own files (./lib.mjs)`
     const from = base === SDK_MODULE ? dir : path.dirname(base)
     const resolved = path.resolve(from, requested)
-    if (resolved !== dir && !resolved.startsWith(`${dir}${path.sep}`)) throw new Error(`${requested}: outside the plugin's folder`)
+    if (resolved !== dir && !resolved.startsWith(`${dir}${path.sep}`)) return `${REFUSED}cannot import ${JSON.stringify(requested)}: it is outside the plugin's folder`
     return resolved
   }
 
@@ -283,6 +287,7 @@ const load = async (req: LoadRequest): Promise<void> => {
   runtime.setModuleLoader(
     (name) => {
       if (name === SDK_MODULE) return req.sdkSource
+      if (name.startsWith(REFUSED)) return { error: new Error(name.slice(REFUSED.length)) }
       try {
         return fs.readFileSync(name, "utf8")
       } catch (e) {
@@ -316,6 +321,8 @@ const load = async (req: LoadRequest): Promise<void> => {
     const e = vm.dump(pendingNs.error)
     throw new Error(String((e as { message?: unknown })?.message ?? e))
   }
+  // The SDK read its configuration when the module graph evaluated: the global it came by goes.
+  vm.unwrapResult(vm.evalCode("delete globalThis.__pluginConfig", "gateway:config")).dispose()
   plugin = vm.getProp(ns, "default")
   if (vm.typeof(plugin) !== "object") throw new Error(`${req.main} must default-export what definePlugin returns`)
   const described = vm.dump(plugin) as Record<string, unknown>

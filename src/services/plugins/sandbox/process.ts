@@ -56,8 +56,12 @@ export interface PluginInfo {
 export interface PluginProcess {
   readonly info: PluginInfo
   readonly pid: number
-  /** The hook's answer (`null` for nothing), or a rejection saying why (thrown, timed out, process gone). */
-  readonly call: (hook: PluginHook, ctx: unknown, timeoutMs: number) => Promise<unknown>
+  /**
+   * The hook's answer (`null` for nothing), or a rejection saying why (thrown, timed out, process
+   * gone). With `deadline` (epoch ms), a call still waiting behind others then is not sent at all,
+   * and one sent later gets only the time left: a caller that gave up costs the plugin nothing.
+   */
+  readonly call: (hook: PluginHook, ctx: unknown, timeoutMs: number, deadline?: number) => Promise<unknown>
   /** Resolves with the exit code (or signal) once the process is gone. */
   readonly exited: Promise<number | string | null>
   readonly kill: () => Promise<void>
@@ -187,10 +191,15 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
             pid: child.pid ?? -1,
             exited,
             kill,
-            call: (hook, ctx, timeoutMs) => {
+            call: (hook, ctx, timeoutMs, deadline) => {
               const run = () =>
                 new Promise<unknown>((ok, fail) => {
                   if (gone !== undefined) return fail(new PluginProcessError(gone))
+                  if (deadline !== undefined) {
+                    const left = deadline - Date.now()
+                    if (left <= 0) return fail(new PluginProcessError(`${hook} waited past its time limit behind the plugin's other calls; not sent`))
+                    timeoutMs = Math.min(timeoutMs, left)
+                  }
                   const id = nextId++
                   // The sandbox stops the call at its limit; past one more second the process is wedged.
                   const timer = setTimeout(() => {
