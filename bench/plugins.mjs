@@ -70,9 +70,6 @@ try {
       `| ${name} | ${c.rps.toFixed(0)} | ${c.p50.toFixed(3)} | ${c.p99.toFixed(3)} | ${(c.rps / none.rps).toFixed(3)} | ${(c.p50 - none.p50).toFixed(3)} | ${xs.reduce((s, x) => s + x.errors, 0)} |`
     )
   }
-  const plugins = await admin(t, "GET", "/api/plugins")
-  const onRequest = plugins.plugins[0]?.hooks.find((h) => h.hook === "onRequest")
-  if (onRequest) console.log(`the plugin's own view of its last round: ${onRequest.calls} calls, ${onRequest.averageMs} ms average (IPC round trip and QuickJS call)`)
 } finally {
   agent.destroy()
   await cleanup()
