@@ -437,3 +437,28 @@ describe("install refusals", () => {
     expect((await api("/api/plugins/twice", { method: "DELETE" })).status).toBe(200)
   })
 })
+
+describe("the rate limit", () => {
+  it("skips calls past PLUGIN_RATE_LIMIT a second (counted as skipped); the requests go on", async () => {
+    const limited = await startGateway({ env: { PLUGIN_RATE_LIMIT: "2" } })
+    try {
+      await limited.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const admin = (p: string, body?: unknown) => call(`${limited.url}${p}`, { ...(body === undefined ? {} : { body }), headers: { authorization: `Bearer ${ADMIN}` } })
+      expect((await admin("/api/providers", { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] })).status).toBe(201)
+      const dir = pluginDir("counted", {}, `import { definePlugin } from "gateway/plugin-sdk"\nexport default definePlugin({ name: "counted", onRequest() {} })`)
+      expect((await admin("/api/plugins", { path: dir, enable: true })).status).toBe(201)
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          call(`${limited.url}/v1/chat/completions`, { body: { model: "up/m1", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${ADMIN}` } })
+        )
+      )
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200])
+      const onRequest = (await admin("/api/plugins/counted")).body.hooks.find((h: any) => h.hook === "onRequest")
+      expect(onRequest.calls).toBe(2)
+      expect(onRequest.skipped).toBe(4)
+      expect(limited.logs.some((l) => /counted: onRequest skipped: over its rate limit \(2 calls a second\)/.test(l.message))).toBe(true)
+    } finally {
+      await limited.close()
+    }
+  })
+})
