@@ -13,13 +13,22 @@ export const strict = { parseOptions: { onExcessProperty: "error" as const } }
  * field, its first problem, `messages.0.role: is missing; priority: expected number, actual "high"`.
  */
 export const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): string => {
-  const seen = new Set<string>()
-  const parts: Array<string> = []
+  const byPath = new Map<string, Array<string>>()
   for (const issue of issues) {
     const where = issue.path.map(String).join(".")
-    if (seen.has(where)) continue
-    seen.add(where)
-    const message = issue.message.replace(/^Expected /, "expected ")
+    const list = byPath.get(where) ?? []
+    list.push(issue.message)
+    byPath.set(where, list)
+  }
+  const parts: Array<string> = []
+  for (const [where, messages] of byPath) {
+    // A union of literals fails once per member: said once, with every choice.
+    const each = messages.map((m) => /^Expected (.+), actual (.+)$/s.exec(m))
+    const first = each[0]
+    const message =
+      messages.length > 1 && first && each.every((m) => m !== null && m[2] === first[2])
+        ? `expected ${[...new Set(each.map((m) => m![1]))].join(" | ")}, actual ${first[2]}`
+        : messages[0]!.replace(/^Expected /, "expected ")
     parts.push(where ? `${where}: ${message}` : message)
   }
   return parts.join("; ")

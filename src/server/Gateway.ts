@@ -92,6 +92,7 @@ import { Inspector } from "../services/inspector/Inspector.js"
 import { InspectorConfig } from "../services/inspector/InspectorConfig.js"
 import { Tproxy, TproxySystem } from "../services/inspector/Tproxy.js"
 import { Plugins } from "../services/plugins/Plugins.js"
+import { Playground, PlaygroundCallerLive } from "../services/playground/Playground.js"
 import { EgressMark } from "../upstream/client/egressMark.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
@@ -121,6 +122,7 @@ export const ServerLayer = Layer.mergeAll(
   SettingsHooks,
   ContextHooks,
   SummarizerLive,
+  PlaygroundCallerLive,
   Inspector.replayLayer,
   EvalRunner,
   BackgroundTasks,
@@ -134,7 +136,7 @@ export const ServerLayer = Layer.mergeAll(
     Layer.mergeAll(Capture.layer, Tproxy.layer).pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer), Layer.provideMerge(TproxySystem.layer))
   ),
   // Plugins (src/services/plugins/): one sandboxed process each, attached to the request lifecycle.
-  Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer)),
+  Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer)),
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(

@@ -62,6 +62,7 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/.well-known/agent-card.json": "gw-agents-a2a",
   "/api/agent-skills": "gw-agents-a2a",
   "/api/plugins": "gw-agents-a2a",
+  "/api/playground": "gw-models",
   "/api/health": "gw-version-manager",
   "/api/restart": "gw-version-manager",
   "/api/shutdown": "gw-version-manager",

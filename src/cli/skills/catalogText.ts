@@ -30,10 +30,11 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     docs: "docs/providers.md"
   },
   "gw-models": {
-    title: "Models, aliases, pricing and evals (REST)",
-    description: "Read the model catalog of the connected providers, manage aliases, custom models and prices, and run evals against models.",
+    title: "Models, aliases, pricing, evals and the playground (REST)",
+    description:
+      "Read the model catalog of the connected providers, manage aliases, custom models and prices, run evals against models, and keep playground presets or improve a prompt.",
     overview:
-      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request.",
+      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request. The playground's presets and prompt improvement are under `/api/playground` (docs/playground.md).",
     docs: "docs/routing.md"
   },
   "gw-combos-routing": {

@@ -11,6 +11,7 @@ import { FeatureFlagsGroup } from "./flags/Api.js"
 import { HealthGroup } from "./health/Api.js"
 import { InspectorGroup, InspectorOpenGroup, TproxyGroup } from "./inspector/Api.js"
 import { PluginsGroup } from "./plugins/Api.js"
+import { PlaygroundGroup } from "./playground/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
@@ -73,4 +74,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(InspectorGroup)
   .add(InspectorOpenGroup)
   .add(TproxyGroup)
-  .add(PluginsGroup) {}
+  .add(PluginsGroup)
+  .add(PlaygroundGroup) {}

@@ -11,7 +11,9 @@ import { bearerToken } from "../../platform/http/request.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
 import type * as http from "node:http"
 import { notePrincipal } from "./compliance/capture.js"
-import { ManagementAuth } from "./Principal.js"
+import { ManagementAuth, PlaygroundAuth } from "./Principal.js"
+import { AppConfig } from "../../platform/config/AppConfig.js"
+import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -115,6 +117,37 @@ export const ManagementAuthLive = Layer.effect(
           case "none":
             return yield* new Unauthorized({
               message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
+            })
+        }
+      }),
+      notePrincipal
+    )
+  })
+)
+
+export const PlaygroundAuthLive = Layer.effect(
+  PlaygroundAuth,
+  Effect.gen(function* () {
+    const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
+    const flags = yield* FeatureFlags
+    const config = yield* AppConfig
+    const openBind = isLoopbackHost(config.host) || config.allowUnauthenticatedRemote
+    return Effect.tap(
+      Effect.gen(function* () {
+        const req = yield* HttpServerRequest.HttpServerRequest
+        const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
+        switch (who.kind) {
+          case "api-key":
+            return { kind: "api-key" as const, id: who.key.id }
+          case "session":
+            return { kind: "session" as const, id: "admin" }
+          case "local":
+            return { kind: "local" as const, id: "local" }
+          case "none":
+            if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers)) return { kind: "local" as const, id: "anonymous" }
+            return yield* new Unauthorized({
+              message:
+                "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"
             })
         }
       }),

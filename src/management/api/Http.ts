@@ -4,7 +4,7 @@ import { AccountingLive } from "./accounting/Http.js"
 import { AcpLive } from "./acp/Http.js"
 import { ManagementApi } from "./Api.js"
 import { AuthLive } from "./auth/Http.js"
-import { ManagementAuthLive } from "./Auth.js"
+import { ManagementAuthLive, PlaygroundAuthLive } from "./Auth.js"
 import { BackupsLive } from "./backups/Http.js"
 import { CliToolsLive } from "./clitools/Http.js"
 import { CloudLive } from "./cloud/Http.js"
@@ -13,6 +13,7 @@ import { FeatureFlagsLive } from "./flags/Http.js"
 import { HealthLive } from "./health/Http.js"
 import { InspectorLive, InspectorOpenLive, TproxyLive } from "./inspector/Http.js"
 import { PluginsLive } from "./plugins/Http.js"
+import { PlaygroundLive } from "./playground/Http.js"
 import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
@@ -71,7 +72,9 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     InspectorLive,
     InspectorOpenLive,
     TproxyLive,
-    PluginsLive
+    PluginsLive,
+    PlaygroundLive
   ]),
-  Layer.provide(ManagementAuthLive)
+  Layer.provide(ManagementAuthLive),
+  Layer.provide(PlaygroundAuthLive)
 )

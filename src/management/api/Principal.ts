@@ -31,3 +31,14 @@ export const actor = Effect.map(Principal, (p) => (p.kind === "session" ? "admin
 
 /** The `:id` path parameter most areas use. */
 export const IdPath = Schema.Struct({ id: Schema.String })
+
+/**
+ * The playground's authentication (spec document 3: "optional and follows REQUIRE_API_KEY"):
+ * any valid gateway API key (its id is who the playground's own calls are made for), an admin
+ * session, or this machine without login; with REQUIRE_API_KEY off on a loopback bind, also no
+ * credentials at all (as inference is), except from a foreign browser origin.
+ */
+export class PlaygroundAuth extends HttpApiMiddleware.Tag<PlaygroundAuth>()("gateway/PlaygroundAuth", {
+  failure: Schema.Union(Unauthorized, Forbidden),
+  provides: Principal
+}) {}

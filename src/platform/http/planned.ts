@@ -12,10 +12,7 @@ export interface PlannedArea {
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 
 /** Management routes: answered in the management error format. */
-export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ },
-  { area: "playground", pattern: /^\/api\/playground\// }
-]
+export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [{ area: "tunnels", pattern: /^\/api\/tunnels(\/|$)/ }]
 
 export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
 
