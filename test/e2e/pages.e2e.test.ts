@@ -47,7 +47,8 @@ describe("every dashboard page, empty", () => {
         "Skills",
         "Compression",
         "Models & aliases",
-        "Plugins"
+        "Plugins",
+        "Playground"
       ])
     )
   })

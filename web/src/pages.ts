@@ -22,6 +22,7 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/combos", title: "Combos", group: "Route", load: () => import("./pages/Combos") },
   { path: "/cache", title: "Cache", group: "Route", load: () => import("./pages/Cache") },
   { path: "/compression", title: "Compression", group: "Route", load: () => import("./pages/Compression") },
+  { path: "/playground", title: "Playground", group: "Route", load: () => import("./pages/Playground") },
   { path: "/keys", title: "API keys", group: "Access", load: () => import("./pages/Keys") },
   { path: "/guardrails", title: "Guardrails & audit", group: "Access", load: () => import("./pages/Guardrails") },
   { path: "/tools", title: "Coding tools", group: "Access", load: () => import("./pages/Tools") },
