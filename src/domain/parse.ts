@@ -10,7 +10,8 @@ export const strict = { parseOptions: { onExcessProperty: "error" as const } }
 /**
  * The management plane's one wording of schema failures, whoever decoded (a handler, the CLI,
  * or the HttpApi itself, whose `HttpApiDecodeError` carries the same issues): one line per
- * field, its first problem, `messages.0.role: is missing; priority: expected number, actual "high"`.
+ * field, its first problem (a union of literals: every choice), `messages.0.role: is missing;
+ * priority: expected number, actual "high"; tone: expected "neutral" | "concise", actual "angry"`.
  */
 export const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): string => {
   const byPath = new Map<string, Array<string>>()
@@ -22,12 +23,14 @@ export const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterI
   }
   const parts: Array<string> = []
   for (const [where, messages] of byPath) {
-    // A union of literals fails once per member: said once, with every choice.
-    const each = messages.map((m) => /^Expected (.+), actual (.+)$/s.exec(m))
+    // A union of literals (`"a" | "b"`) fails once per member: said once, with every choice.
+    // (An optional field's `undefined` branch is left out of the choices.)
+    const each = messages.map((m) => /^Expected ("[^"]*"|undefined), actual (.+)$/s.exec(m))
     const first = each[0]
+    const choices = [...new Set(each.map((m) => m?.[1]))].filter((c) => c !== undefined && c !== "undefined")
     const message =
-      messages.length > 1 && first && each.every((m) => m !== null && m[2] === first[2])
-        ? `expected ${[...new Set(each.map((m) => m![1]))].join(" | ")}, actual ${first[2]}`
+      messages.length > 1 && first && choices.length > 1 && each.every((m) => m !== null && m[2] === first[2])
+        ? `expected ${choices.join(" | ")}, actual ${first[2]}`
         : messages[0]!.replace(/^Expected /, "expected ")
     parts.push(where ? `${where}: ${message}` : message)
   }
