@@ -133,6 +133,22 @@ describe("dashboard: playground", () => {
     await context.close()
   })
 
+  it("another endpoint has its own form and rendering: embeddings summarised as vectors, its code using its own route", async () => {
+    const { page, problems, context } = await open()
+    await page.getByLabel("Endpoint").selectOption({ label: "Embeddings" })
+    expect(await page.getByLabel("System prompt").count()).toBe(0)
+    await page.getByLabel("Model", { exact: true }).fill("beta/m1")
+    await page.getByLabel("Prompt", { exact: true }).fill("vector me")
+    await page.getByRole("button", { name: "Send" }).click()
+    const answer = page.locator("[data-answer]")
+    await answer.waitFor()
+    expect(await answer.textContent()).toMatch(/^1 vector of \d+ dimensions; first values /)
+    expect(beta.requests.at(-1)!.path).toBe("/v1/embeddings")
+    expect(await page.locator('[data-snippet="curl"]').textContent()).toContain("/v1/embeddings")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
   it("the curl and TypeScript code on the page run as copied, with the key from $GATEWAY_API_KEY", async () => {
     const { page, problems, context } = await open()
     await page.getByLabel("Model", { exact: true }).fill("beta/m1")
