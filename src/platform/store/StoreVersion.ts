@@ -127,6 +127,8 @@ export const makeCachedLoad = <A>(version: StoreVersionShape, load: Effect.Effec
       const known = version.peek()
       return known !== undefined && cached && cached.version === known && cached.generation === generation ? cached.value : undefined
     },
+    /** The value last loaded, fresh or not (undefined before the first load): for what may lag a moment. */
+    last: (): A | undefined => cached?.value,
     invalidate: Effect.sync(() => {
       generation++
     })

@@ -162,7 +162,10 @@ export class Pricing extends Context.Tag("gateway/Pricing")<Pricing, PricingShap
       let seenList: ReadonlyArray<Connection> | undefined
       let specs: ReadonlyMap<string, ReadonlyMap<string, ModelPricing>> = new Map()
       const currentSpecs = () => {
-        const list = connections?.peekList()
+        // The list last loaded when it is not known fresh this instant: the request being priced
+        // has just routed through it (a node or custom model added a moment ago is in it), while
+        // the specs built before could predate it (a cost of 0 for the new node's model).
+        const list = connections?.peekList() ?? connections?.lastList()
         if (list !== undefined && list !== seenList) {
           seenList = list
           specs = connectionPrices(list)

@@ -47,6 +47,8 @@ export interface ConnectionsShape {
   readonly peekUrlPolicy: () => UrlPolicyFlags | undefined
   /** Every connection when the cached snapshot is known fresh, else undefined (use `list`). */
   readonly peekList: () => ReadonlyArray<Connection> | undefined
+  /** The list last loaded, fresh or not: what a request that has just routed through `list` saw. */
+  readonly lastList: () => ReadonlyArray<Connection> | undefined
   /** Custom models and catalog overrides (`/api/provider-models`), as stored. */
   readonly customModels: Effect.Effect<ReadonlyArray<CustomModelRecord>>
   /** Drops the snapshot after a write elsewhere (custom models, provider nodes): the next read rebuilds it. */
@@ -527,6 +529,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
         urlPolicy,
         peekUrlPolicy,
         peekList: () => snapshot.peek()?.all,
+        lastList: () => snapshot.last()?.all,
         customModels: Effect.map(snapshot.get, (s) => s.custom),
         reload: snapshot.invalidate,
         nodes: Effect.map(snapshot.get, (s) => s.nodes),
