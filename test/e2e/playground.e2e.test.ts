@@ -5,6 +5,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeImages, makePng } from "../support/fakeImages.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { tempDir } from "../support/gateway.js"
 import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
@@ -29,7 +30,9 @@ describe("dashboard: playground", () => {
   let gw: DashboardGateway
   let alpha: FakeUpstream
   let beta: FakeUpstream
+  let images: FakeImages
   beforeAll(async () => {
+    images = await FakeImages.start(makePng([255, 0, 0, 255]))
     browser = await launchBrowser()
     alpha = await FakeUpstream.start()
     beta = await FakeUpstream.start()
@@ -40,12 +43,14 @@ describe("dashboard: playground", () => {
     expect((await add("alpha", alpha.baseUrl("openai-chat"))).status).toBe(201)
     expect((await add("beta", beta.baseUrl("openai-chat"))).status).toBe(201)
     expect((await add("broken", `http://127.0.0.1:${await closedPort()}/v1`)).status).toBe(201)
+    expect((await gw.admin("POST", "/api/providers", { provider: "openai", name: "oai", apiKey: "sk-images-upstream", baseUrl: `${images.url}/v1` })).status).toBe(201)
   })
   afterAll(async () => {
     await browser?.close()
     await gw?.stop()
     await alpha?.close()
     await beta?.close()
+    await images?.close()
   })
 
   const open = async () => {
@@ -145,6 +150,22 @@ describe("dashboard: playground", () => {
     expect(await answer.textContent()).toMatch(/^1 vector of \d+ dimensions; first values /)
     expect(beta.requests.at(-1)!.path).toBe("/v1/embeddings")
     expect(await page.locator('[data-snippet="curl"]').textContent()).toContain("/v1/embeddings")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("images: the generated image is shown", async () => {
+    const { page, problems, context } = await open()
+    await page.getByLabel("Endpoint").selectOption({ label: "Images" })
+    await page.getByLabel("Model", { exact: true }).fill("oai/gpt-image-2")
+    await page.getByLabel("Prompt", { exact: true }).fill("a red pixel")
+    await page.getByRole("button", { name: "Send" }).click()
+    const img = page.locator(".pg-images img")
+    await img.waitFor()
+    expect(
+      await img.evaluate((el) => (el as unknown as { naturalWidth: number; complete: boolean }).complete && (el as unknown as { naturalWidth: number }).naturalWidth > 0)
+    ).toBe(true)
+    expect(images.requests.at(-1)!.json.prompt).toBe("a red pixel")
     expectNoProblems(problems)
     await context.close()
   })
