@@ -67,7 +67,7 @@ describe("a request no inference route takes", () => {
     const management = await call(`${gw.url}/api/no-such-thing`, { headers: admin })
     expect(management.status).toBe(404)
     expect(management.body._tag).toBe("NotFound")
-    expect((await call(`${gw.url}/api/tunnels/quick`, { headers: admin })).status).toBe(501)
+    expect((await call(`${gw.url}/api/tunnels/token`, { headers: admin })).status).toBe(501)
   })
 })
 

@@ -259,7 +259,7 @@ describe("GET /v1/models", () => {
 
 describe("routes of the specification that are not built yet", () => {
   it("answer 501 with a message instead of 404", async () => {
-    const management = await call(`${gw.url}/api/tunnels/quick`)
+    const management = await call(`${gw.url}/api/tunnels/mesh`)
     expect(management.status).toBe(501)
     expect(management.body.message).toContain("not built")
     const unknown = await call(`${gw.url}/no/such/route`)

@@ -191,7 +191,10 @@ describe("the committed catalog", () => {
     for (const route of ["POST /v1/chat/completions", "POST /v1/messages", "POST /v1beta/models/{model}:{method}", "POST /v1/models/{model}:{method}", "POST /api/chat"]) {
       expect(inference).toContain(`### \`${route}\``)
     }
-    expect(await raw("gw-tunnels")).toMatch(/`\/api\/tunnels\/`.*501/)
+    const tunnels = await raw("gw-tunnels")
+    expect(tunnels).toContain("### `POST /api/tunnels/quick`")
+    expect(tunnels).toMatch(/`\/api\/tunnels\/token\/`.*501/)
+    expect(tunnels).toMatch(/`\/api\/tunnels\/mesh\/`.*501/)
     const a2a = await raw("gw-agents-a2a")
     expect(a2a).toContain("### `POST /a2a`")
     expect(a2a).toContain("### `GET /.well-known/agent-card.json`")

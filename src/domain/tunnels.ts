@@ -2,9 +2,9 @@ import * as Schema from "effect/Schema"
 import { strict } from "./parse.js"
 
 /**
- * Tunnels (spec document 2, "Tunnel API"): three backends, each with a status object. The
- * management API does not serve them yet (`/api/tunnels*` answers 501); the CLI's `gateway
- * tunnel` speaks this contract already, so it works once the routes exist.
+ * Tunnels (spec document 2, "Tunnel API"; docs/tunnels.md): three backends, each with a status
+ * object. The management API serves the quick tunnel; the token tunnel and the mesh funnel
+ * answer 501 until built. The CLI's `gateway tunnel` speaks the whole contract already.
  */
 export const TUNNEL_KINDS = ["quick", "token", "mesh"] as const
 export const TunnelKind = Schema.Literal(...TUNNEL_KINDS)

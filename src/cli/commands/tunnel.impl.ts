@@ -15,12 +15,14 @@ import type { createOptions, listOptions, stopOptions } from "./tunnel.js"
 /** A management error body: `{ _tag, message }`. */
 const ErrorBody = Schema.Struct({ message: Schema.String })
 
-const NOT_BUILT = "tunnels are not built in this version (the server answers 501 on /api/tunnels)"
+/** A backend this build does not serve (its route answers 501). */
+class NotBuilt extends BadRequest {}
+const notBuilt = (path: string) => new NotBuilt({ message: `this tunnel backend is not built in this version (the server answers 501 on ${path})` })
 
 /**
- * One call to the tunnel API of the server at `url`. No HttpApi group declares these routes yet,
- * so the request is made by hand and the answer decoded with the spec's status schema; 501
- * (this build) and the other refusals become one readable line.
+ * One call to the tunnel API of the server at `url`. The HttpApi group declares only the quick
+ * tunnel's routes so far, so the request is made by hand and the answer decoded with the spec's
+ * status schema; 501 (a backend not built) and the other refusals become one readable line.
  */
 const call = (url: string, adminKey: string | undefined, method: "GET" | "POST", path: string, body?: unknown) =>
   Effect.gen(function* () {
@@ -31,7 +33,7 @@ const call = (url: string, adminKey: string | undefined, method: "GET" | "POST",
       Effect.timeout("30 seconds"),
       Effect.mapError(() => new BadRequest({ message: `no gateway answers at ${url} (is it running?)` }))
     )
-    if (response.status === 501) return yield* new BadRequest({ message: NOT_BUILT })
+    if (response.status === 501) return yield* notBuilt(path)
     if (response.status === 401 || response.status === 403)
       return yield* new BadRequest({ message: adminKey ? "the admin key was refused" : "an admin API key is needed: pass --api-key or set GATEWAY_API_KEY" })
     if (response.status >= 400) {
@@ -50,7 +52,18 @@ export const list = (opts: Parsed<typeof listOptions>) =>
   Effect.gen(function* () {
     const url = yield* serverUrl(opts.url)
     const key = adminKeyOf(opts.apiKey)
-    const statuses = yield* Effect.forEach(TUNNEL_KINDS, (kind) => Effect.map(call(url, key, "GET", `/api/tunnels/${kind}`), (s) => [kind, s] as const))
+    // A backend this build does not serve is listed as such; the others' statuses are still shown.
+    const statuses = yield* Effect.forEach(TUNNEL_KINDS, (kind) =>
+      Effect.map(
+        call(url, key, "GET", `/api/tunnels/${kind}`).pipe(
+          Effect.catchIf(
+            (e): e is NotBuilt => e instanceof NotBuilt,
+            () => Effect.succeed({ phase: "not built" } as unknown as TunnelStatus)
+          )
+        ),
+        (s) => [kind, s] as const
+      )
+    )
     if (opts.json) return yield* printJson({ tunnels: statuses.map(([kind, s]) => ({ kind, ...s })) })
     yield* Console.log(
       table(

@@ -51,6 +51,8 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/api/cli-tools": "gw-cli-tools",
   "/api/acp": "gw-cli-tools",
   "/api/tunnels": "gw-tunnels",
+  "/api/tunnels/token": "gw-tunnels",
+  "/api/tunnels/mesh": "gw-tunnels",
   "/api/sync": "gw-sync-cloud",
   "/api/cloud": "gw-sync-cloud",
   "/api/db-backups": "gw-db-backups",

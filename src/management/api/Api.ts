@@ -12,6 +12,7 @@ import { HealthGroup } from "./health/Api.js"
 import { InspectorGroup, InspectorOpenGroup, TproxyGroup } from "./inspector/Api.js"
 import { PluginsGroup } from "./plugins/Api.js"
 import { PlaygroundGroup } from "./playground/Api.js"
+import { TunnelsGroup } from "./tunnels/Api.js"
 import { MetricsGroup } from "./metrics/Api.js"
 import { KeysGroup } from "./keys/Api.js"
 import { McpGroup } from "./mcp/Api.js"
@@ -75,4 +76,5 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(InspectorOpenGroup)
   .add(TproxyGroup)
   .add(PluginsGroup)
-  .add(PlaygroundGroup) {}
+  .add(PlaygroundGroup)
+  .add(TunnelsGroup) {}

@@ -14,6 +14,7 @@ import { HealthLive } from "./health/Http.js"
 import { InspectorLive, InspectorOpenLive, TproxyLive } from "./inspector/Http.js"
 import { PluginsLive } from "./plugins/Http.js"
 import { PlaygroundLive } from "./playground/Http.js"
+import { TunnelsLive } from "./tunnels/Http.js"
 import { MetricsLive } from "./metrics/Http.js"
 import { KeysLive } from "./keys/Http.js"
 import { McpLive } from "./mcp/Http.js"
@@ -73,7 +74,8 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     InspectorOpenLive,
     TproxyLive,
     PluginsLive,
-    PlaygroundLive
+    PlaygroundLive,
+    TunnelsLive
   ]),
   Layer.provide(ManagementAuthLive),
   Layer.provide(PlaygroundAuthLive)

@@ -1,0 +1,93 @@
+/**
+ * The quick tunnel's helper binary (docs/tunnels.md, "Quick tunnel"): `QUICK_TUNNEL_BIN` when
+ * set, else `<DATA_DIR>/tunnels/cloudflared`, downloaded on first use from
+ * `QUICK_TUNNEL_DOWNLOAD_URL` (default: the vendor's release for this platform) and checked
+ * against `QUICK_TUNNEL_SHA256` or the pinned table before it is ever made executable or run. A
+ * mismatch deletes the download. The check runs again before every start: a file changed on
+ * disk since is never run either.
+ */
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** The pinned release: its download per platform and the SHA-256 of each (where known). */
+export const QUICK_HELPER_VERSION = "2024.12.2"
+const PINNED: Readonly<Record<string, { readonly file: string; readonly sha256?: string }>> = {
+  "linux-x64": { file: "cloudflared-linux-amd64", sha256: "5237675a5e806120729acc78c5be02f9db5f406717699587abfa72b49b39fe40" },
+  "linux-arm64": { file: "cloudflared-linux-arm64" },
+  "linux-arm": { file: "cloudflared-linux-arm" }
+}
+
+export class HelperError extends Error {
+  override readonly name = "HelperError"
+  constructor(
+    message: string,
+    /** Trying again cannot help (a checksum mismatch, no download for this platform). */
+    readonly permanent: boolean
+  ) {
+    super(message)
+  }
+}
+
+export interface HelperSettings {
+  readonly dataDir: string
+  readonly bin: string | undefined
+  readonly downloadUrl: string | undefined
+  readonly sha256: string | undefined
+  readonly platform?: string
+}
+
+const sha256Of = (file: string): string => crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex")
+
+/** What the download must hash to: QUICK_TUNNEL_SHA256, else the pinned value for this platform. */
+const expectedHash = (s: HelperSettings): string | undefined => s.sha256?.trim().toLowerCase() || PINNED[s.platform ?? `${process.platform}-${process.arch}`]?.sha256
+
+const defaultUrl = (s: HelperSettings): string | undefined => {
+  const pinned = PINNED[s.platform ?? `${process.platform}-${process.arch}`]
+  return pinned ? `https://github.com/cloudflare/cloudflared/releases/download/${QUICK_HELPER_VERSION}/${pinned.file}` : undefined
+}
+
+/** The helper's path, downloaded and checked when needed. */
+export const quickHelper = async (s: HelperSettings): Promise<string> => {
+  if (s.bin) {
+    if (!fs.existsSync(s.bin)) throw new HelperError(`QUICK_TUNNEL_BIN ${s.bin} does not exist`, true)
+    return s.bin
+  }
+  const expected = expectedHash(s)
+  const target = path.join(s.dataDir, "tunnels", "cloudflared")
+  if (fs.existsSync(target)) {
+    if (expected === undefined) throw new HelperError(`no SHA-256 is known for ${target} on this platform: set QUICK_TUNNEL_SHA256 (or QUICK_TUNNEL_BIN)`, true)
+    const actual = sha256Of(target)
+    if (actual === expected) return target
+    fs.rmSync(target, { force: true })
+    throw new HelperError(`${target} does not match its SHA-256 (expected ${expected}, found ${actual}): deleted, not run`, true)
+  }
+  const url = s.downloadUrl?.trim() || defaultUrl(s)
+  if (!url) throw new HelperError(`no quick-tunnel helper is published for ${process.platform}-${process.arch}: set QUICK_TUNNEL_BIN`, true)
+  if (expected === undefined)
+    throw new HelperError(
+      `no SHA-256 is pinned for the helper on ${process.platform}-${process.arch}: set QUICK_TUNNEL_SHA256 to the release's checksum (or QUICK_TUNNEL_BIN)`,
+      true
+    )
+  let res: Response
+  try {
+    res = await fetch(url, { redirect: "follow" })
+  } catch (e) {
+    throw new HelperError(`could not download the quick-tunnel helper from ${url}: ${(e as Error).message}`, false)
+  }
+  if (!res.ok) throw new HelperError(`could not download the quick-tunnel helper from ${url}: HTTP ${res.status}`, false)
+  const bytes = Buffer.from(await res.arrayBuffer())
+  const actual = crypto.createHash("sha256").update(bytes).digest("hex")
+  // Checked before it touches the disk as a program: a mismatch is never written executable.
+  if (actual !== expected) throw new HelperError(`the helper downloaded from ${url} does not match its SHA-256 (expected ${expected}, got ${actual}): deleted, never run`, true)
+  fs.mkdirSync(path.dirname(target), { recursive: true })
+  const partial = `${target}.partial-${process.pid}`
+  fs.writeFileSync(partial, bytes, { mode: 0o755 })
+  fs.renameSync(partial, target)
+  return target
+}
+
+/** The public address in the helper's output (`https://<words>.trycloudflare.com`). */
+export const QUICK_URL = /https:\/\/[a-z0-9-]+\.trycloudflare\.com/i
+/** The helper's line once a connection to the edge is registered: requests through the address then reach the gateway. */
+export const REGISTERED = /Registered tunnel connection/i
