@@ -166,6 +166,23 @@ describe("the quick tunnel", () => {
   })
 })
 
+describe("requests that come through the tunnel", () => {
+  it("are remote: inference and the playground need a key, loopback-only and management routes refuse them", async () => {
+    const { gw } = await start({})
+    const through = { host: "quiet-river-1.trycloudflare.com", "x-forwarded-for": "203.0.113.9", "cf-connecting-ip": "203.0.113.9" }
+    const models = await call(`${gw.url}/v1/models`, { headers: through })
+    expect(models.status).toBe(401)
+    expect(models.body.error.message).toMatch(/came through a tunnel from the internet/)
+    expect((await call(`${gw.url}/api/playground/presets`, { headers: through })).status).toBe(401)
+    expect((await call(`${gw.url}/api/tools/traffic-inspector/requests`, { headers: through })).status).toBe(403)
+    expect((await call(`${gw.url}/api/settings/feature-flags`, { headers: through })).status).toBe(401)
+    // With a key the tunnel works; from this machine directly, no key is needed (REQUIRE_API_KEY off).
+    expect((await call(`${gw.url}/v1/models`, { headers: { ...through, authorization: `Bearer ${ADMIN}` } })).status).toBe(200)
+    expect((await call(`${gw.url}/v1/models`)).status).toBe(200)
+    expect((await call(`${gw.url}/api/playground/presets`)).status).toBe(200)
+  })
+})
+
 describe("the quick tunnel and the gateway's process", () => {
   it("SIGTERM of the gateway stops the helper: no orphan", async () => {
     const h = helper(tempDir("gw-tunnel-"))

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
 import type { ApiKeysShape } from "../services/auth/ApiKeys.js"
-import { type InferenceAccess, originAllowed } from "../platform/config/AppConfig.js"
+import { type InferenceAccess, originAllowed, TUNNEL_CLIENT_HEADER } from "../platform/config/AppConfig.js"
 import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
 import { bearerToken, trimmedHeader as header } from "../platform/http/request.js"
 import { InferenceError } from "../kernel/errors.js"
@@ -64,6 +64,14 @@ const unrecognised = Effect.fnUntraced(function* (flags: FeatureFlagsShape, acce
     })
   }
   if (!(yield* flags.enabled("REQUIRE_API_KEY"))) {
+    const throughTunnel = access.keyRequiredThroughTunnel && req.headers[TUNNEL_CLIENT_HEADER] !== undefined
+    if (throughTunnel)
+      return yield* new InferenceError({
+        status: 401,
+        kind: "authentication",
+        code: "invalid_api_key",
+        message: `${presented ? "Invalid API key: the key is unknown, disabled or expired." : "Missing API key."} This request came through a tunnel from the internet, so inference needs a gateway API key even though REQUIRE_API_KEY is off: create one with \`gateway keys add\` and send it as 'Authorization: Bearer <key>'.`
+      })
     if (!access.keyRequiredByBind) return null
     return yield* new InferenceError({
       status: 401,

@@ -6,7 +6,7 @@ import { AdminAuth, type AdminAuthShape, SESSION_COOKIE } from "../../services/a
 import { type ApiKeyRecord, ApiKeys, type ApiKeysShape } from "../../services/auth/ApiKeys.js"
 import { safeEqual } from "../../services/auth/password.js"
 import { Forbidden, Unauthorized } from "../../domain/errors.js"
-import { isLoopbackHost } from "../../platform/config/AppConfig.js"
+import { isLoopbackHost, TUNNEL_CLIENT_HEADER } from "../../platform/config/AppConfig.js"
 import { bearerToken } from "../../platform/http/request.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
 import type * as http from "node:http"
@@ -144,7 +144,9 @@ export const PlaygroundAuthLive = Layer.effect(
           case "local":
             return { kind: "local" as const, id: "local" }
           case "none":
-            if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers)) return { kind: "local" as const, id: "anonymous" }
+            // Not through a tunnel's edge: the helper connects from loopback, its requests come from the internet.
+            if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && req.headers[TUNNEL_CLIENT_HEADER] === undefined)
+              return { kind: "local" as const, id: "anonymous" }
             return yield* new Unauthorized({
               message:
                 "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"

@@ -134,13 +134,23 @@ export interface InferenceAccess {
    * request comes from loopback).
    */
   readonly keyRequiredByBind: boolean
+  /**
+   * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE` is off: a request that came through a tunnel's edge
+   * (it carries `Cf-Connecting-Ip`, which the edge always adds and a client cannot remove) is
+   * from the internet, though the helper connects from loopback: it needs a key too.
+   */
+  readonly keyRequiredThroughTunnel: boolean
 }
 
 export const inferenceAccess = (config: AppConfigShape): InferenceAccess => ({
   allowedOrigins: config.allowedOrigins,
   host: config.host,
-  keyRequiredByBind: !isLoopbackHost(config.host) && !config.allowUnauthenticatedRemote
+  keyRequiredByBind: !isLoopbackHost(config.host) && !config.allowUnauthenticatedRemote,
+  keyRequiredThroughTunnel: !config.allowUnauthenticatedRemote
 })
+
+/** The header a tunnel's edge adds to every request it forwards (docs/tunnels.md, "Security"). */
+export const TUNNEL_CLIENT_HEADER = "cf-connecting-ip"
 
 /**
  * Whether a browser page from `origin` may use the inference routes without a gateway key.
