@@ -188,6 +188,7 @@ describe("the quick tunnel and the gateway's process", () => {
     const h = helper(tempDir("gw-tunnel-"))
     const dataDir = tempDir("gw-tunnel-proc-")
     const made = await runCli(["keys", "add", "--scope", "admin", "--name", "t", "--json"], { DATA_DIR: dataDir })
+    expect(made.code, made.stderr).toBe(0)
     const key: string = JSON.parse(made.stdout).secret
     const server = await startServerProcess({ DATA_DIR: dataDir, QUICK_TUNNEL_BIN: h.file })
     try {

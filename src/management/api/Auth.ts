@@ -11,7 +11,7 @@ import { bearerToken } from "../../platform/http/request.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
 import type * as http from "node:http"
 import { notePrincipal } from "./compliance/capture.js"
-import { ManagementAuth, PlaygroundAuth } from "./Principal.js"
+import { ManagementAuth, PlaygroundAuth, type PrincipalShape } from "./Principal.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 
@@ -96,33 +96,49 @@ export const makeIdentify =
       return { kind: "none" as const }
     })
 
+/**
+ * An authentication middleware over `identify`: a session and a direct local caller are principals
+ * as they are; `apiKey` decides what a valid key may do and `nobody` what no credential gets.
+ * The principal is noted for the request's audit row (compliance/capture.ts).
+ */
+const authenticate = (
+  identify: ReturnType<typeof makeIdentify>,
+  decide: {
+    readonly apiKey: (key: ApiKeyRecord) => Effect.Effect<PrincipalShape, Unauthorized>
+    readonly nobody: (req: HttpServerRequest.HttpServerRequest) => Effect.Effect<PrincipalShape, Unauthorized>
+  }
+) =>
+  Effect.tap(
+    Effect.gen(function* () {
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
+      switch (who.kind) {
+        case "api-key":
+          return yield* decide.apiKey(who.key)
+        case "session":
+          return { kind: "session" as const, id: "admin" }
+        case "local":
+          return { kind: "local" as const, id: "local" }
+        case "none":
+          return yield* decide.nobody(req)
+      }
+    }),
+    notePrincipal
+  )
+
 export const ManagementAuthLive = Layer.effect(
   ManagementAuth,
-  Effect.gen(function* () {
-    const identify = makeIdentify(yield* ApiKeys, yield* AdminAuth, yield* Settings)
-    // The principal is noted for the request's audit row (compliance/capture.ts).
-    return Effect.tap(
-      Effect.gen(function* () {
-        const req = yield* HttpServerRequest.HttpServerRequest
-        const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
-        switch (who.kind) {
-          case "api-key":
-            // Not an admin key is no management authentication at all: 401, as without a key.
-            if (!who.key.scopes.includes("admin")) return yield* new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })
-            return { kind: "api-key" as const, id: who.key.id }
-          case "session":
-            return { kind: "session" as const, id: "admin" }
-          case "local":
-            return { kind: "local" as const, id: "local" }
-          case "none":
-            return yield* new Unauthorized({
-              message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'"
-            })
-        }
-      }),
-      notePrincipal
-    )
-  })
+  Effect.map(Effect.all([ApiKeys, AdminAuth, Settings]), ([keys, admin, settings]) =>
+    authenticate(makeIdentify(keys, admin, settings), {
+      // Not an admin key is no management authentication at all: 401, as without a key.
+      apiKey: (key) =>
+        key.scopes.includes("admin")
+          ? Effect.succeed({ kind: "api-key" as const, id: key.id })
+          : Effect.fail(new Unauthorized({ message: "this API key lacks the admin scope needed for management routes" })),
+      nobody: () =>
+        Effect.fail(new Unauthorized({ message: "management authentication required: log in (POST /api/auth/login) or send an admin API key as 'Authorization: Bearer <key>'" }))
+    })
+  )
 )
 
 export const PlaygroundAuthLive = Layer.effect(
@@ -132,28 +148,19 @@ export const PlaygroundAuthLive = Layer.effect(
     const flags = yield* FeatureFlags
     const config = yield* AppConfig
     const openBind = isLoopbackHost(config.host) || config.allowUnauthenticatedRemote
-    return Effect.tap(
-      Effect.gen(function* () {
-        const req = yield* HttpServerRequest.HttpServerRequest
-        const who = yield* identify({ method: req.method, headers: req.headers, sessionCookie: req.cookies[SESSION_COOKIE], source: req.source as http.IncomingMessage })
-        switch (who.kind) {
-          case "api-key":
-            return { kind: "api-key" as const, id: who.key.id }
-          case "session":
-            return { kind: "session" as const, id: "admin" }
-          case "local":
-            return { kind: "local" as const, id: "local" }
-          case "none":
-            // Not through a tunnel's edge: the helper connects from loopback, its requests come from the internet.
-            if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && req.headers[TUNNEL_CLIENT_HEADER] === undefined)
-              return { kind: "local" as const, id: "anonymous" }
-            return yield* new Unauthorized({
-              message:
-                "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"
-            })
-        }
-      }),
-      notePrincipal
-    )
+    return authenticate(identify, {
+      // Any valid gateway key: the playground is a client of the inference routes.
+      apiKey: (key) => Effect.succeed({ kind: "api-key" as const, id: key.id }),
+      nobody: (req) =>
+        Effect.gen(function* () {
+          // Not through a tunnel's edge: the helper connects from loopback, its requests come from the internet.
+          if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && req.headers[TUNNEL_CLIENT_HEADER] === undefined)
+            return { kind: "local" as const, id: "anonymous" }
+          return yield* new Unauthorized({
+            message:
+              "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"
+          })
+        })
+    })
   })
 )

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks"
 import { api, errorMessage, ok } from "../api/client"
 import { Badge, Button, Checkbox, Dialog, fmtMoney, fmtMs, fmtNumber, NumberInput, Page, Section, Select, TextArea, TextInput, toast, useAction, useLoad } from "../ui"
 import { curlSnippet, pythonSnippet, type SnippetRequest, typescriptSnippet } from "./playground/snippets"
-import { authHeaders, type ChatRun, errorOf, estimateCost, type Params, type Price, streamChat, tokensPerSecond } from "./playground/stream"
+import { authHeaders, type ChatRun, emptyRun, errorOf, estimateCost, type Params, type Price, streamChat, tokensPerSecond } from "./playground/stream"
 import "./Playground.css"
 
 // The playground (docs/playground.md): one workspace for the gateway's 10 endpoints, streaming
@@ -309,20 +309,7 @@ export default function PlaygroundPage() {
           .filter(Boolean)
           .slice(0, 4)
         setSentPrompt(form.prompt)
-        const current: ChatRun[] = chosen.map((m) => ({
-          model: m,
-          text: "",
-          reasoning: "",
-          toolCalls: [],
-          ttftMs: null,
-          durationMs: null,
-          promptTokens: null,
-          completionTokens: null,
-          reported: false,
-          servedModel: null,
-          error: null,
-          done: false
-        }))
+        const current: ChatRun[] = chosen.map(emptyRun)
         setRuns(current)
         // Each column streams on its own; one failing stops none of the others.
         await Promise.all(chosen.map((m, i) => streamChat(bodyOf(form, m), key, (r) => setRuns((rs) => rs.map((x, j) => (j === i ? r : x))), controller.signal)))
