@@ -15,8 +15,7 @@ import { until } from "./support/until.js"
 
 /**
  * The commands that talk to something live: `test` (a round trip through a real gateway to a
- * fake upstream), `tunnel` (the real gateway's 501, and a server speaking the spec's tunnel
- * API), `update` (a fake npm registry), `completion` (sourced by bash), `logs --follow` (Ctrl-C).
+ * fake upstream), `tunnel` (the real gateway, and a server speaking the spec's tunnel API), `update` (a fake npm registry), `completion` (sourced by bash), `logs --follow` (Ctrl-C).
  */
 
 /** A JSON server on 127.0.0.1 whose answers a test sets per `METHOD path`; requests are recorded. */
@@ -91,20 +90,17 @@ describe("gateway test", () => {
 })
 
 describe("gateway tunnel", () => {
-  it("relays a backend this build does not serve (501) as one clear line and exit 1; list shows it as not built", async () => {
-    for (const args of [
-      ["tunnel", "create", "token"],
-      ["tunnel", "stop", "mesh"]
-    ]) {
-      const r = await runCli([...args, "--url", gw.url], { GATEWAY_API_KEY: ADMIN_KEY })
-      expect(r.code, args.join(" ")).toBe(1)
-      expect(r.stderr.trim()).toMatch(/^error: this tunnel backend is not built in this version \(the server answers 501 on \/api\/tunnels\/(token|mesh)/)
-    }
+  it("against the real gateway: a token tunnel without an authtoken says why in one line and exits 1; list shows each backend", async () => {
+    const r = await runCli(["tunnel", "create", "token", "--url", gw.url], { GATEWAY_API_KEY: ADMIN_KEY })
+    expect(r.code).toBe(1)
+    expect(r.stdout).toMatch(/^token\s+needs_auth/m)
+    expect(r.stderr.trim()).toMatch(/^error: no authtoken is known: send authToken/)
     const list = await runCli(["tunnel", "list", "--url", gw.url], { GATEWAY_API_KEY: ADMIN_KEY })
     expect(list.code, list.stderr).toBe(0)
     expect(list.stdout).toMatch(/^quick\s+stopped/m)
-    expect(list.stdout).toMatch(/^token\s+not built/m)
-    expect(list.stdout).toMatch(/^mesh\s+not built/m)
+    expect(list.stdout).toMatch(/^token\s+needs_auth/m)
+    expect(list.stdout).toMatch(/^mesh\s+stopped/m)
+    expect((await runCli(["tunnel", "stop", "token", "--url", gw.url], { GATEWAY_API_KEY: ADMIN_KEY })).code).toBe(0)
   }, 60_000)
 
   it("speaks the spec's tunnel API: status of each backend, enable with an authtoken, mesh enable, disable", async () => {
@@ -137,7 +133,7 @@ describe("gateway tunnel", () => {
       expect(table.stdout).toMatch(/quick\s+running\s+https:\/\/a\.example\s+https:\/\/a\.example\/v1/)
       const token = await runCli(["tunnel", "create", "token", "--auth-token", "tok-123", "--url", api.url, "--json"], env)
       expect(JSON.parse(token.stdout)).toMatchObject({ kind: "token", phase: "running", publicUrl: "https://b.example" })
-      const mesh = await runCli(["tunnel", "create", "mesh", "--hostname", "box", "--port", "8080", "--url", api.url], env)
+      const mesh = await runCli(["tunnel", "create", "mesh", "--hostname", "box", "--port", "8080", "--wait", "0", "--url", api.url], env)
       expect(mesh.stdout).toContain("https://box.net.example/")
       expect((await runCli(["tunnel", "stop", "quick", "--url", api.url], env)).code).toBe(0)
       const posts = api.seen.filter((s) => s.method === "POST").map((s) => [s.path, JSON.parse(s.body)])

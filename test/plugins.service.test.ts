@@ -284,8 +284,11 @@ export default definePlugin({
     expect((await api("/api/usage/budget", { body: { apiKeyId: spender.id, dailyLimitUsd: 0.000001 } })).status).toBeLessThan(300)
     const ask = () =>
       call(`${gw.url}/v1/chat/completions`, { body: { model: "oai/gpt-4o", messages: [{ role: "user", content: "hi" }] }, headers: { authorization: `Bearer ${secret}` } })
+    events.length = 0
     expect((await ask()).status).toBe(200)
     await gw.usageWritten()
+    // Events reach plugins without delaying the answer: the first request's own onResponse may still be on its way.
+    await until(() => events.some((e) => e.hook === "onResponse"))
     events.length = 0
     const refused = await ask()
     expect(refused.status).toBe(429)

@@ -43,5 +43,7 @@ export const HealthPing = Schema.Struct({
   /** The process that answered. */
   pid: Schema.Number,
   /** With `gateway --workers N`: which worker (1..N) answered. */
-  worker: Schema.optional(Schema.Number)
+  worker: Schema.optional(Schema.Number),
+  /** A tunnel is open: the gateway is reachable from the internet (`doctor` and the dashboard say so; which one only to an admin). */
+  tunnelOpen: Schema.Boolean
 })

@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as http from "node:http"
 import type { ApiKeysShape } from "../services/auth/ApiKeys.js"
-import { type InferenceAccess, originAllowed, TUNNEL_CLIENT_HEADER } from "../platform/config/AppConfig.js"
+import { type InferenceAccess, originAllowed, throughTunnel } from "../platform/config/AppConfig.js"
 import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
 import { bearerToken, trimmedHeader as header } from "../platform/http/request.js"
 import { InferenceError } from "../kernel/errors.js"
@@ -64,8 +64,7 @@ const unrecognised = Effect.fnUntraced(function* (flags: FeatureFlagsShape, acce
     })
   }
   if (!(yield* flags.enabled("REQUIRE_API_KEY"))) {
-    const throughTunnel = access.keyRequiredThroughTunnel && req.headers[TUNNEL_CLIENT_HEADER] !== undefined
-    if (throughTunnel)
+    if (access.keyRequiredThroughTunnel && throughTunnel(req.headers))
       return yield* new InferenceError({
         status: 401,
         kind: "authentication",

@@ -94,6 +94,7 @@ import { Tproxy, TproxySystem } from "../services/inspector/Tproxy.js"
 import { Plugins } from "../services/plugins/Plugins.js"
 import { Playground, PlaygroundCallerLive } from "../services/playground/Playground.js"
 import { Tunnels, TunnelsTargetLive } from "../services/tunnels/Tunnels.js"
+import { TokenTunnelConnectorLive } from "../services/tunnels/token.js"
 import { EgressMark } from "../upstream/client/egressMark.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
@@ -138,7 +139,7 @@ export const ServerLayer = Layer.mergeAll(
     Layer.mergeAll(Capture.layer, Tproxy.layer).pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer), Layer.provideMerge(TproxySystem.layer))
   ),
   // Plugins (src/services/plugins/): one sandboxed process each, attached to the request lifecycle.
-  Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer)),
+  Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer.pipe(Layer.provide(TokenTunnelConnectorLive)))),
   Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(

@@ -198,12 +198,12 @@ const checkMemory = (): Check => {
     : { name: "memory", status: "ok", message: `${free.toFixed(0)} MiB free of ${total.toFixed(0)} MiB` }
 }
 
-const probeLiveness = async (url: string): Promise<{ ok: boolean; message: string }> => {
+const probeLiveness = async (url: string): Promise<{ ok: boolean; message: string; tunnelOpen?: boolean }> => {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(3000) })
-    const body = (await res.json().catch(() => ({}))) as { version?: string; uptimeSeconds?: number }
+    const body = (await res.json().catch(() => ({}))) as { version?: string; uptimeSeconds?: number; tunnelOpen?: boolean }
     return res.ok
-      ? { ok: true, message: `${url} answered: version ${body.version ?? "?"}, up ${body.uptimeSeconds ?? "?"}s` }
+      ? { ok: true, message: `${url} answered: version ${body.version ?? "?"}, up ${body.uptimeSeconds ?? "?"}s`, tunnelOpen: body.tunnelOpen === true }
       : { ok: false, message: `${url} answered HTTP ${res.status}` }
   } catch (e) {
     const cause = (e as { cause?: { code?: string } }).cause?.code
@@ -290,6 +290,21 @@ export const doctor = (opts: Parsed<typeof doctorOptions>) =>
     checks.push(
       live === undefined ? { name: "liveness", status: "skip", message: "skipped (--no-liveness)" } : { name: "liveness", status: live.ok ? "ok" : "fail", message: live.message }
     )
+    if (live?.ok) {
+      const risks = [
+        ...(isTruthy(requireKey.value) ? [] : ["REQUIRE_API_KEY is off (inference through the tunnel still needs a key)"]),
+        ...(db.adminAuth ? [] : ["no admin password is set"])
+      ]
+      checks.push(
+        live.tunnelOpen
+          ? {
+              name: "tunnel",
+              status: "warn",
+              message: `a tunnel is open: the gateway is reachable from the internet (\`gateway tunnel list\` shows it, \`gateway tunnel stop <kind>\` closes it)${risks.length > 0 ? `; ${risks.join("; ")}` : ""}`
+            }
+          : { name: "tunnel", status: "ok", message: "no tunnel is open" }
+      )
+    }
 
     const failed = checks.filter((c) => c.status === "fail").length
     const warned = checks.filter((c) => c.status === "warn").length

@@ -2,11 +2,13 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { MeshHostname, MeshPort, TUNNEL_KINDS, TunnelAuthToken, TunnelKind } from "../../domain/tunnels.js"
+import * as Schema from "effect/Schema"
 import { lazy } from "../handler.js"
 import { json, remoteOptions } from "../options.js"
 import { intFromText, schemaArg, schemaOption } from "../schema.js"
 
 const impl = () => import("./tunnel.impl.js")
+const WaitSeconds = Schema.Int.pipe(Schema.between(0, 600, { message: () => "wait must be 0 to 600 seconds" }))
 const kind = schemaArg("kind", TunnelKind)
 
 export const listOptions = { ...remoteOptions, json }
@@ -19,9 +21,21 @@ export const createOptions = {
   ),
   hostname: schemaOption("hostname", MeshHostname).pipe(Options.withDescription("mesh: the machine name on the mesh network."), Options.optional),
   port: schemaOption("port", intFromText(MeshPort)).pipe(Options.withDescription("mesh: the local port to expose (default the gateway's)."), Options.optional),
+  sudoPasswordStdin: Options.boolean("sudo-password-stdin").pipe(
+    Options.withDescription("mesh: read the sudo password from stdin (one line); the server passes it to sudo for this call only.")
+  ),
+  wait: schemaOption("wait", intFromText(WaitSeconds)).pipe(
+    Options.withDescription("Seconds to wait for the tunnel to be registered (its address is shown only then); 0 answers at once."),
+    Options.withDefault(30)
+  ),
   json
 }
-export const stopOptions = { ...remoteOptions, kind, json }
+export const stopOptions = {
+  ...remoteOptions,
+  kind,
+  sudoPasswordStdin: Options.boolean("sudo-password-stdin").pipe(Options.withDescription("mesh: read the sudo password from stdin (one line).")),
+  json
+}
 
 const list = Command.make(
   "list",
@@ -41,6 +55,6 @@ const stop = Command.make(
 
 /** `gateway tunnel list|create|stop`: thin over the management tunnel API (`/api/tunnels/*`). */
 export const tunnelCommand = Command.make("tunnel").pipe(
-  Command.withDescription("Tunnels of the running server (management tunnel API); exit 1 while this build does not serve it."),
+  Command.withDescription("Tunnels of the running server (management tunnel API): quick, token and mesh."),
   Command.withSubcommands([list, create, stop])
 )

@@ -6,7 +6,7 @@ import { AdminAuth, type AdminAuthShape, SESSION_COOKIE } from "../../services/a
 import { type ApiKeyRecord, ApiKeys, type ApiKeysShape } from "../../services/auth/ApiKeys.js"
 import { safeEqual } from "../../services/auth/password.js"
 import { Forbidden, Unauthorized } from "../../domain/errors.js"
-import { isLoopbackHost, TUNNEL_CLIENT_HEADER } from "../../platform/config/AppConfig.js"
+import { isLoopbackHost, throughTunnel } from "../../platform/config/AppConfig.js"
 import { bearerToken } from "../../platform/http/request.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
 import type * as http from "node:http"
@@ -38,7 +38,7 @@ export const directLocal = (source: http.IncomingMessage): boolean => {
   const socket = source.socket?.remoteAddress
   if (!socket || !isLoopbackHost(socket)) return false
   const h = source.headers
-  if (h["x-forwarded-for"] !== undefined || h["forwarded"] !== undefined || h["x-real-ip"] !== undefined) return false
+  if (h["x-forwarded-for"] !== undefined || h["forwarded"] !== undefined || h["x-real-ip"] !== undefined || throughTunnel(h)) return false
   const host = h["host"]
   if (!host) return false
   const hostname = host.startsWith("[") ? host.slice(0, host.indexOf("]") + 1) : host.split(":")[0]!
@@ -154,8 +154,7 @@ export const PlaygroundAuthLive = Layer.effect(
       nobody: (req) =>
         Effect.gen(function* () {
           // Not through a tunnel's edge: the helper connects from loopback, its requests come from the internet.
-          if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && req.headers[TUNNEL_CLIENT_HEADER] === undefined)
-            return { kind: "local" as const, id: "anonymous" }
+          if (!(yield* flags.enabled("REQUIRE_API_KEY")) && openBind && !crossOrigin(req.headers) && !throughTunnel(req.headers)) return { kind: "local" as const, id: "anonymous" }
           return yield* new Unauthorized({
             message:
               "the playground needs a gateway API key ('Authorization: Bearer <key>') or a dashboard login: REQUIRE_API_KEY is on, or the gateway is reachable from other machines"

@@ -136,8 +136,8 @@ export interface InferenceAccess {
   readonly keyRequiredByBind: boolean
   /**
    * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE` is off: a request that came through a tunnel's edge
-   * (it carries `Cf-Connecting-Ip`, which the edge always adds and a client cannot remove) is
-   * from the internet, though the helper connects from loopback: it needs a key too.
+   * (it carries one of TUNNEL_MARKER_HEADERS, which the edge always adds and a client cannot
+   * remove) is from the internet, though the helper connects from loopback: it needs a key too.
    */
   readonly keyRequiredThroughTunnel: boolean
 }
@@ -149,8 +149,19 @@ export const inferenceAccess = (config: AppConfigShape): InferenceAccess => ({
   keyRequiredThroughTunnel: !config.allowUnauthenticatedRemote
 })
 
-/** The header a tunnel's edge adds to every request it forwards (docs/tunnels.md, "Security"). */
-export const TUNNEL_CLIENT_HEADER = "cf-connecting-ip"
+/**
+ * Headers that a tunnel adds to every request it forwards from the internet (docs/tunnels.md,
+ * "Security"), and a client cannot remove: the quick tunnel's edge adds `Cf-Connecting-Ip`, the
+ * mesh funnel `Tailscale-Funnel-Request`, and the token tunnel is opened asking its edge to add
+ * `X-Gateway-Tunnel`. A client that sends one itself only makes its own request stricter.
+ */
+export const TUNNEL_MARKER_HEADERS = ["cf-connecting-ip", "tailscale-funnel-request", "x-gateway-tunnel"] as const
+/** The marker the token tunnel's edge adds (its value names the backend). */
+export const TOKEN_TUNNEL_MARKER = "x-gateway-tunnel: token"
+
+/** Whether a request came through one of the gateway's tunnels, from the internet. */
+export const throughTunnel = (headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>): boolean =>
+  headers["cf-connecting-ip"] !== undefined || headers["tailscale-funnel-request"] !== undefined || headers["x-gateway-tunnel"] !== undefined
 
 /**
  * Whether a browser page from `origin` may use the inference routes without a gateway key.

@@ -12,9 +12,7 @@ export interface PlannedArea {
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 
 /** Management routes: answered in the management error format. */
-export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
-  { area: "the token tunnel and the mesh funnel (the quick tunnel is built: /api/tunnels/quick)", pattern: /^\/api\/tunnels\/(token|mesh)(\/|$)/ }
-]
+export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = []
 
 export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
 

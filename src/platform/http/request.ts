@@ -1,3 +1,4 @@
+import { throughTunnel } from "../config/AppConfig.js"
 import type * as http from "node:http"
 
 /** A request header's first value, trimmed; undefined when absent or blank. */
@@ -18,10 +19,17 @@ export const bearerToken = (authorization: string | undefined): string | undefin
  * client claimed).
  */
 export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): string => {
-  if (trustProxy) {
+  // Through one of the gateway's own tunnels the socket is the helper's (loopback): the client is
+  // the address the tunnel's edge appended to X-Forwarded-For (each edge appends, so the rightmost
+  // entry is not the client's claim), else the quick tunnel's Cf-Connecting-Ip. Counting every
+  // tunnel client as 127.0.0.1 would let a stranger's failed logins slow down the local admin.
+  const tunnel = throughTunnel(req.headers)
+  if (trustProxy || tunnel) {
     const fwd = req.headers["x-forwarded-for"]
     const last = (Array.isArray(fwd) ? fwd.join(",") : fwd)?.split(",").pop()?.trim()
     if (last) return last
+    const cf = tunnel ? trimmedHeader(req, "cf-connecting-ip") : undefined
+    if (cf) return cf
   }
   return req.socket.remoteAddress ?? "unknown"
 }

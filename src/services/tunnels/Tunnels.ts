@@ -1,72 +1,66 @@
 /**
- * Tunnels (spec document 2, "Tunnel API"; docs/tunnels.md): the quick tunnel, a supervised
- * helper process with an honest phase: `starting` from the spawn, its public address shown once
- * the helper prints it, `running` only once the helper says a connection is registered (a
- * request through the address then reaches the gateway). A helper that dies while wanted is
- * started again on a backoff Schedule (the quick address changes each time); the process group is
- * killed when the tunnel is disabled or the gateway stops. Whether it is wanted is kept in the
- * store (`tunnels` kv namespace), so a restarted gateway opens it again.
- *
- * The token-based tunnel and the mesh funnel are not built yet (their routes answer 501).
+ * Tunnels (spec document 2, "Tunnel API"; docs/tunnels.md): three backends, each a supervised
+ * helper with the spec's status object (supervisor.ts): the quick tunnel (quick.ts, the vendor's
+ * helper downloaded and checked by quickHelper.ts), the token tunnel (token.ts: the vendor's SDK,
+ * or its agent binary with `TOKEN_TUNNEL_BIN`) and the mesh funnel (mesh.ts: the mesh VPN's CLI,
+ * with its setup steps). More than one may run at once. Whether each is wanted is kept in the
+ * store (`tunnels` kv namespace), so a restarted gateway opens it again; the token tunnel's
+ * authtoken is kept there encrypted (Secrets), never answered back. Everything a backend started
+ * is stopped with it, and with the gateway.
  */
-import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
-import * as Schedule from "effect/Schedule"
-import { type ChildProcess, spawn } from "node:child_process"
-import type { TunnelStatus } from "../../domain/tunnels.js"
+import * as Redacted from "effect/Redacted"
+import * as path from "node:path"
+import type { TunnelKind, TunnelStatus } from "../../domain/tunnels.js"
 import { GatewayServer } from "../../kernel/internalCall.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
+import { HostPolicy } from "../../platform/http/hostPolicy.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
-import { HelperError, QUICK_URL, quickHelper, REGISTERED } from "./quickHelper.js"
+import { Secrets } from "../../platform/store/Secrets.js"
+import { DEFAULT_MESH_INSTALL_URL, funnelLife, type MeshCheck, meshCheck, meshFunnelOff, meshInstall, meshLogin, meshStartDaemon, type MeshSettings } from "./mesh.js"
+import { quickLife } from "./quick.js"
+import { makeBackend } from "./supervisor.js"
+import { TokenTunnelConnector } from "./token.js"
 
 export const TUNNELS_NAMESPACE = "tunnels"
+const AUTHTOKEN_KEY = "token.authtoken"
+
+/** A status object with the backend's own extra fields (the mesh's `tunnelUrl`, `funnelNotEnabled`, `enableUrl`). */
+export type TunnelView = TunnelStatus & Record<string, unknown>
+
+export interface MeshEnableOptions {
+  readonly sudoPassword?: string | undefined
+  readonly hostname?: string | undefined
+  readonly port?: number | undefined
+}
 
 export interface TunnelsShape {
-  readonly quickStatus: Effect.Effect<TunnelStatus>
+  readonly status: (kind: TunnelKind) => Effect.Effect<TunnelView>
   /** Opens (enable) or closes (disable) the quick tunnel; answers the status at once (`starting` while it comes up). */
-  readonly quick: (action: "enable" | "disable") => Effect.Effect<TunnelStatus>
+  readonly quick: (action: "enable" | "disable") => Effect.Effect<TunnelView>
+  /** The token tunnel; an authToken given is stored (encrypted) for later starts too. `needs_auth` without any. */
+  readonly token: (action: "enable" | "disable", authToken?: string) => Effect.Effect<TunnelView>
+  readonly mesh: {
+    readonly check: Effect.Effect<MeshCheck>
+    readonly install: (sudoPassword: string | undefined, onLine: (line: string) => void) => Effect.Effect<{ readonly ok: boolean; readonly error?: string }>
+    readonly startDaemon: (sudoPassword: string | undefined) => Effect.Effect<{ readonly ok: boolean; readonly error?: string }>
+    readonly login: (hostname: string | undefined) => Effect.Effect<{ readonly authUrl: string | null; readonly error?: string }>
+    /** Starts the funnel and waits (a few seconds) for its first word: running, not allowed on the network (`funnelNotEnabled`), or an error. */
+    readonly enable: (options: MeshEnableOptions) => Effect.Effect<TunnelView>
+    readonly disable: (sudoPassword: string | undefined) => Effect.Effect<TunnelView & { readonly error?: string }>
+  }
+  /** The tunnels open now (running), for the health ping, `doctor` and the dashboard. */
+  readonly open: Effect.Effect<ReadonlyArray<{ readonly kind: TunnelKind; readonly publicUrl: string | null }>>
   /** The gateway's own address, once it listens (TunnelsTargetLive): what tunnels forward to. */
   readonly setTarget: (url: string | undefined) => Effect.Effect<void>
 }
 
-interface QuickState {
-  phase: TunnelStatus["phase"]
-  publicUrl: string | null
-  lastError: string | null
-  proc: ChildProcess | undefined
-  fiber: Fiber.RuntimeFiber<void, never> | undefined
-}
-
-/** Kills a helper's whole process group (it may have children), then waits for it to go. */
-const killGroup = (proc: ChildProcess): Promise<void> =>
-  new Promise((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null || proc.pid === undefined) return resolve()
-    const pid = proc.pid
-    const timer = setTimeout(() => {
-      try {
-        process.kill(-pid, "SIGKILL")
-      } catch {
-        // gone already
-      }
-    }, 2000)
-    proc.once("exit", () => {
-      clearTimeout(timer)
-      resolve()
-    })
-    try {
-      process.kill(-pid, "SIGTERM")
-    } catch {
-      clearTimeout(timer)
-      resolve()
-    }
-  })
+/** How long `POST /api/tunnels/mesh/enable` waits for the funnel's first word before answering `starting`. */
+const MESH_ENABLE_WAIT_MS = 20_000
 
 export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShape>() {
   static readonly layer = Layer.scoped(
@@ -74,137 +68,213 @@ export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShap
     Effect.gen(function* () {
       const app = yield* AppConfig
       const kv = yield* KeyValue
+      const secrets = yield* Secrets
+      const hostPolicy = yield* HostPolicy
+      const connector = yield* TokenTunnelConnector
       const runtime = yield* Effect.runtime<never>()
-      const opt = (name: string) => Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined))
-      const settings = {
+      const opt = (name: string) => Effect.orDie(Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined)))
+      const quickSettings = {
         dataDir: app.dataDir,
-        bin: yield* Effect.orDie(opt("QUICK_TUNNEL_BIN")),
-        downloadUrl: yield* Effect.orDie(opt("QUICK_TUNNEL_DOWNLOAD_URL")),
-        sha256: yield* Effect.orDie(opt("QUICK_TUNNEL_SHA256"))
+        bin: yield* opt("QUICK_TUNNEL_BIN"),
+        downloadUrl: yield* opt("QUICK_TUNNEL_DOWNLOAD_URL"),
+        sha256: yield* opt("QUICK_TUNNEL_SHA256")
       }
-      const protocol = (yield* Effect.orDie(opt("TUNNEL_TRANSPORT_PROTOCOL"))) ?? "http2"
-      const quick: QuickState = { phase: "stopped", publicUrl: null, lastError: null, proc: undefined, fiber: undefined }
+      const protocol = (yield* opt("TUNNEL_TRANSPORT_PROTOCOL")) ?? "http2"
+      const envToken = yield* opt("TOKEN_TUNNEL_AUTHTOKEN")
+      const meshBin = yield* opt("MESH_TUNNEL_BIN")
+      const daemonBin = yield* opt("MESH_TUNNEL_DAEMON_BIN")
+      const mesh: MeshSettings = {
+        bin: meshBin ?? "tailscale",
+        daemonBin: daemonBin ?? (meshBin ? path.join(path.dirname(meshBin), "tailscaled") : "tailscaled"),
+        daemonBinSet: daemonBin !== undefined,
+        installUrl: (yield* opt("MESH_TUNNEL_INSTALL_URL")) ?? DEFAULT_MESH_INSTALL_URL,
+        dataDir: app.dataDir
+      }
       let target: string | undefined
 
-      const status = (): TunnelStatus => ({
-        phase: quick.phase,
-        running: quick.phase === "running",
-        publicUrl: quick.publicUrl,
-        apiUrl: quick.publicUrl ? `${quick.publicUrl.replace(/\/$/, "")}/v1` : null,
-        targetUrl: target ?? null,
-        lastError: quick.lastError
-      })
+      // The authtoken in use: the last one given (body or dashboard, stored encrypted), else the environment's.
+      let authtoken: string | undefined
+      const stored = yield* kv.get(TUNNELS_NAMESPACE, AUTHTOKEN_KEY)
+      if (Option.isSome(stored)) {
+        const plain = yield* Effect.either(secrets.decrypt(stored.value))
+        if (plain._tag === "Right") authtoken = Redacted.value(plain.right)
+        else yield* Effect.logWarning("token tunnel: the stored authtoken cannot be decrypted with the current storage key; set it again")
+      }
+      const tokenOf = () => authtoken ?? envToken
+      const maskToken = (text: string) => {
+        const t = tokenOf()
+        return t && t.length >= 4 ? text.split(t).join("***") : text
+      }
 
-      /** One life of the helper: spawned, its output read for the address and the registration; fails when it ends. */
-      const runOnce = (url: string) =>
-        Effect.acquireUseRelease(
-          Effect.tryPromise({
-            try: async () => {
-              const bin = await quickHelper(settings)
-              quick.phase = "starting"
-              quick.publicUrl = null
-              const proc = spawn(bin, ["tunnel", "--no-autoupdate", "--protocol", protocol, "--url", url], {
-                // Its own process group: the whole group is killed on stop, no orphan left.
-                detached: true,
-                stdio: ["ignore", "pipe", "pipe"]
-              })
-              quick.proc = proc
-              return proc
-            },
-            catch: (e) => (e instanceof HelperError ? e : new HelperError(`the quick-tunnel helper could not start: ${(e as Error).message}`, false))
+      // The mesh funnel's password and name are for the start they came with only: a restart after
+      // a crash runs without the password (and says so if the CLI then needs root).
+      let meshOnce: MeshEnableOptions = {}
+      const backends = {
+        quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy }),
+        token: makeBackend({
+          label: "token tunnel",
+          run: (life, to) => {
+            const t = tokenOf()
+            return t === undefined ? Effect.die("no authtoken") : connector.run(life, to, t)
+          },
+          runtime,
+          hostPolicy,
+          mask: maskToken
+        }),
+        mesh: makeBackend({
+          label: "mesh funnel",
+          run: funnelLife(mesh, () => {
+            const once = meshOnce
+            meshOnce = { ...(once.hostname ? { hostname: once.hostname } : {}) }
+            return { ...(once.sudoPassword ? { sudoPassword: once.sudoPassword } : {}), ...(once.hostname ? { hostname: once.hostname } : {}) }
           }),
-          (proc) =>
-            Effect.async<never, HelperError>((resume) => {
-              let tail = ""
-              const onLine = (chunk: Buffer) => {
-                const text = chunk.toString("utf8")
-                tail = (tail + text).slice(-2000)
-                const found = QUICK_URL.exec(text)
-                if (found && quick.publicUrl === null) quick.publicUrl = found[0]
-                if (REGISTERED.test(text) && quick.publicUrl !== null) {
-                  quick.phase = "running"
-                  quick.lastError = null
-                }
-              }
-              proc.stdout?.on("data", onLine)
-              proc.stderr?.on("data", onLine)
-              proc.once("error", (e) => resume(Effect.fail(new HelperError(`the quick-tunnel helper could not run: ${e.message}`, true))))
-              proc.once("exit", (code, signal) => {
-                const last = tail.trim().split("\n").slice(-2).join(" ").slice(0, 300)
-                resume(Effect.fail(new HelperError(`the quick-tunnel helper exited (${code ?? signal})${last ? `: ${last}` : ""}`, false)))
-              })
-            }),
-          (proc) =>
-            Effect.promise(() => killGroup(proc)).pipe(
-              Effect.andThen(
-                Effect.sync(() => {
-                  if (quick.proc === proc) quick.proc = undefined
-                })
-              )
-            )
-        )
+          runtime,
+          hostPolicy
+        })
+      } as const
 
-      const restarts = Schedule.exponential(Duration.seconds(1), 2).pipe(Schedule.union(Schedule.spaced(Duration.seconds(30))))
+      interface MeshWanted {
+        readonly port?: number
+        readonly hostname?: string
+      }
+      const wanted = (kind: TunnelKind) => kv.get(TUNNELS_NAMESPACE, kind)
+      const meshTarget = (w: MeshWanted) => (w.port !== undefined ? `http://127.0.0.1:${w.port}` : target)
+      const readMesh = (v: string): MeshWanted => {
+        try {
+          const parsed = JSON.parse(v) as MeshWanted
+          return typeof parsed === "object" && parsed !== null ? parsed : {}
+        } catch {
+          return {}
+        }
+      }
+      let meshWanted: MeshWanted = {}
 
-      const supervise = (url: string) =>
-        runOnce(url).pipe(
-          Effect.tapError((e) =>
-            Effect.sync(() => {
-              quick.lastError = e.message
-              quick.publicUrl = null
-              quick.phase = e.permanent ? "error" : "starting"
-            }).pipe(Effect.zipRight(e.permanent ? Effect.logError(`quick tunnel: ${e.message}`) : Effect.logWarning(`quick tunnel: ${e.message}; starting it again`)))
-          ),
-          Effect.retry({ schedule: restarts, while: (e) => !e.permanent }),
-          Effect.catchAllCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.sync(() => (quick.phase = "error")))),
-          Effect.asVoid
-        )
+      const view = (kind: TunnelKind): TunnelView => {
+        if (kind === "mesh") {
+          const s = backends.mesh.status(meshTarget(meshWanted))
+          return { ...s, tunnelUrl: s.publicUrl ?? null }
+        }
+        const s = backends[kind].status(target)
+        if (kind === "token" && tokenOf() === undefined && s.phase === "stopped")
+          return {
+            ...s,
+            phase: "needs_auth",
+            lastError: "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
+          }
+        return s
+      }
 
-      const start = Effect.sync(() => {
-        if (quick.fiber !== undefined || target === undefined) return
-        quick.phase = "starting"
-        quick.lastError = null
-        quick.fiber = Runtime.runFork(runtime)(supervise(target))
+      const startToken = Effect.gen(function* () {
+        if (target === undefined) return
+        if (tokenOf() === undefined) {
+          yield* backends.token.stop
+          return backends.token.set("needs_auth", "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN")
+        }
+        yield* backends.token.start(target)
       })
-      const stop = Effect.gen(function* () {
-        const fiber = quick.fiber
-        quick.fiber = undefined
-        if (fiber !== undefined) yield* Fiber.interrupt(fiber)
-        const proc = quick.proc
-        if (proc !== undefined) yield* Effect.promise(() => killGroup(proc))
-        quick.phase = "stopped"
-        quick.publicUrl = null
-      })
-      const wanted = Effect.map(kv.get(TUNNELS_NAMESPACE, "quick"), (v) => Option.isSome(v) && v.value === "enabled")
 
-      yield* Effect.addFinalizer(() => stop)
+      const startWanted = Effect.gen(function* () {
+        if (target === undefined) return
+        if (Option.isSome(yield* wanted("quick"))) yield* backends.quick.start(target)
+        if (Option.isSome(yield* wanted("token"))) yield* startToken
+        const m = yield* wanted("mesh")
+        if (Option.isSome(m)) {
+          meshWanted = readMesh(m.value)
+          meshOnce = meshWanted.hostname ? { hostname: meshWanted.hostname } : {}
+          const to = meshTarget(meshWanted)
+          if (to) yield* backends.mesh.start(to)
+        }
+      })
+      const stopAll = Effect.all([backends.quick.stop, backends.token.stop, backends.mesh.stop], { concurrency: "unbounded", discard: true })
+      // Logins waiting for the browser: stopped with the gateway.
+      const logins = new Set<() => Promise<void>>()
+
+      yield* Effect.addFinalizer(() => stopAll.pipe(Effect.zipRight(Effect.promise(() => Promise.all([...logins].map((d) => d()))))))
+
       return {
-        quickStatus: Effect.sync(status),
+        status: (kind) => Effect.sync(() => view(kind)),
         quick: (action) =>
           Effect.gen(function* () {
             if (action === "enable") {
               yield* kv.set(TUNNELS_NAMESPACE, "quick", "enabled")
-              if (quick.phase === "error") yield* stop
-              yield* start
+              if (backends.quick.status(target).phase === "error") yield* backends.quick.stop
+              if (target !== undefined) yield* backends.quick.start(target)
             } else {
               yield* kv.remove(TUNNELS_NAMESPACE, "quick")
-              yield* stop
-              quick.lastError = null
+              yield* backends.quick.stop
+              backends.quick.set("stopped", null)
             }
-            return status()
+            return view("quick")
           }),
+        token: (action, authToken) =>
+          Effect.gen(function* () {
+            if (authToken !== undefined && authToken !== authtoken) {
+              authtoken = authToken
+              yield* kv.set(TUNNELS_NAMESPACE, AUTHTOKEN_KEY, secrets.encrypt(authToken))
+              // A new token replaces the old one in a running tunnel.
+              if (backends.token.running()) yield* backends.token.stop
+            }
+            if (action === "enable") {
+              yield* kv.set(TUNNELS_NAMESPACE, "token", "enabled")
+              yield* startToken
+            } else {
+              yield* kv.remove(TUNNELS_NAMESPACE, "token")
+              yield* backends.token.stop
+              backends.token.set("stopped", null)
+            }
+            return view("token")
+          }),
+        mesh: {
+          check: Effect.promise(() => meshCheck(mesh)),
+          install: (sudoPassword, onLine) => Effect.promise(() => meshInstall(mesh, sudoPassword, onLine)),
+          startDaemon: (sudoPassword) => Effect.promise(() => meshStartDaemon(mesh, sudoPassword)),
+          login: (hostname) =>
+            Effect.promise(async () => {
+              const r = await meshLogin(mesh, hostname)
+              logins.add(r.dispose)
+              return { authUrl: r.authUrl, ...(r.error ? { error: r.error } : {}) }
+            }),
+          enable: (options) =>
+            Effect.gen(function* () {
+              meshWanted = { ...(options.port !== undefined ? { port: options.port } : {}), ...(options.hostname ? { hostname: options.hostname } : {}) }
+              yield* kv.set(TUNNELS_NAMESPACE, "mesh", JSON.stringify(meshWanted))
+              yield* backends.mesh.stop
+              const to = meshTarget(meshWanted)
+              if (to === undefined) return view("mesh")
+              meshOnce = { ...options }
+              yield* backends.mesh.start(to)
+              yield* backends.mesh.settle(MESH_ENABLE_WAIT_MS)
+              return view("mesh")
+            }),
+          disable: (sudoPassword) =>
+            Effect.gen(function* () {
+              const to = meshTarget(meshWanted)
+              yield* kv.remove(TUNNELS_NAMESPACE, "mesh")
+              yield* backends.mesh.stop
+              backends.mesh.set("stopped", null)
+              // A funnel the daemon still serves to the gateway (set up with --bg outside it) is turned off too.
+              const off = to === undefined ? { ok: true } : yield* Effect.promise(() => meshFunnelOff(mesh, to, sudoPassword))
+              return { ...view("mesh"), ...(off.ok ? {} : { error: off.error }) }
+            })
+        },
+        open: Effect.sync(() =>
+          (["quick", "token", "mesh"] as const).flatMap((kind) => {
+            const s = view(kind)
+            return s.phase === "running" ? [{ kind, publicUrl: s.publicUrl ?? null }] : []
+          })
+        ),
         setTarget: (url) =>
           Effect.gen(function* () {
             target = url
-            if (url === undefined) return yield* stop
-            if (yield* wanted) yield* start
+            if (url === undefined) return yield* stopAll
+            yield* startWanted
           })
       } satisfies TunnelsShape
     })
   )
 }
 
-/** Gives the tunnels the gateway's address once it listens (and opens a tunnel the store says is wanted). */
+/** Gives the tunnels the gateway's address once it listens (and opens the tunnels the store says are wanted). */
 export const TunnelsTargetLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const tunnels = yield* Tunnels

@@ -9,6 +9,7 @@
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { HelperError } from "./supervisor.js"
 
 /** The pinned release: its download per platform and the SHA-256 of each (where known). */
 export const QUICK_HELPER_VERSION = "2024.12.2"
@@ -16,17 +17,6 @@ const PINNED: Readonly<Record<string, { readonly file: string; readonly sha256?:
   "linux-x64": { file: "cloudflared-linux-amd64", sha256: "5237675a5e806120729acc78c5be02f9db5f406717699587abfa72b49b39fe40" },
   "linux-arm64": { file: "cloudflared-linux-arm64" },
   "linux-arm": { file: "cloudflared-linux-arm" }
-}
-
-export class HelperError extends Error {
-  override readonly name = "HelperError"
-  constructor(
-    message: string,
-    /** Trying again cannot help (a checksum mismatch, no download for this platform). */
-    readonly permanent: boolean
-  ) {
-    super(message)
-  }
 }
 
 export interface HelperSettings {
@@ -86,8 +76,3 @@ export const quickHelper = async (s: HelperSettings): Promise<string> => {
   fs.renameSync(partial, target)
   return target
 }
-
-/** The public address in the helper's output (`https://<words>.trycloudflare.com`). */
-export const QUICK_URL = /https:\/\/[a-z0-9-]+\.trycloudflare\.com/i
-/** The helper's line once a connection to the edge is registered: requests through the address then reach the gateway. */
-export const REGISTERED = /Registered tunnel connection/i

@@ -1,22 +1,26 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as Effect from "effect/Effect"
 import { VERSION } from "../../../kernel/version.js"
+import { Tunnels } from "../../../services/tunnels/Tunnels.js"
 import { ManagementApi } from "../Api.js"
 
 const startedAt = Date.now()
 // Which process answered: with `gateway --workers N`, the worker's number (1..N) too.
 const worker = process.env.GATEWAY_WORKER_ID === undefined ? undefined : Number(process.env.GATEWAY_WORKER_ID)
 
-/** `GET /api/health/ping`: liveness, version, uptime and the answering process (pid, worker), without authentication. */
+/** `GET /api/health/ping`: liveness, version, uptime, the answering process (pid, worker) and whether a tunnel is open, without authentication. */
 export const HealthLive = HttpApiBuilder.group(ManagementApi, "health", (handlers) =>
-  handlers.handle("ping", () =>
-    Effect.succeed({
-      ok: true,
-      version: VERSION,
-      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-      time: new Date().toISOString(),
-      pid: process.pid,
-      ...(worker === undefined ? {} : { worker })
-    })
+  Effect.map(Tunnels, (tunnels) =>
+    handlers.handle("ping", () =>
+      Effect.map(tunnels.open, (open) => ({
+        ok: true,
+        version: VERSION,
+        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+        time: new Date().toISOString(),
+        pid: process.pid,
+        ...(worker === undefined ? {} : { worker }),
+        tunnelOpen: open.length > 0
+      }))
+    )
   )
 )

@@ -1,0 +1,217 @@
+/**
+ * One supervisor for every tunnel backend (docs/tunnels.md): a backend's helper (a child process
+ * or an SDK session) runs as a "life" that reports what it sees and fails when it ends. The
+ * supervisor keeps the spec's status object honest: `starting` from the start, the public address
+ * shown only once the life says it is registered (a request through it then reaches the gateway),
+ * `needs_auth` when the helper waits for the user, `error` when trying again cannot help. A life
+ * that ends while the tunnel is wanted is started again on a backoff Schedule; stopping
+ * interrupts it (its finalizers kill the helper's process group). While a life is registered its
+ * public host is one of the gateway's names (HostPolicy).
+ */
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import type { TunnelStatus } from "../../domain/tunnels.js"
+import type { HostPolicyShape } from "../../platform/http/hostPolicy.js"
+
+export class HelperError extends Error {
+  override readonly name = "HelperError"
+  constructor(
+    message: string,
+    /** Trying again cannot help (a checksum mismatch, a refused authtoken, no binary for this platform). */
+    readonly permanent: boolean,
+    /** The phase it leaves: `needs_auth` when the user has to act (an authtoken, a login). */
+    readonly phase: "error" | "needs_auth" = "error"
+  ) {
+    super(message)
+  }
+}
+
+/** What a running life tells the supervisor. */
+export interface Life {
+  /** The public address the helper printed: kept, not shown, until it is registered. */
+  readonly address: (url: string) => void
+  /** Requests through the address now reach the gateway: `running`, the address shown. */
+  readonly registered: (url?: string) => void
+  /** Connected no more (the helper reconnects by itself): `starting` again, the address hidden. */
+  readonly reconnecting: (reason: string) => void
+  /** The helper waits for the user (log in, allow the funnel): `needs_auth` with the reason. */
+  readonly needsAuth: (reason: string, extra?: Record<string, unknown>) => void
+}
+
+/** One life of a helper: runs until it ends, which is always a failure (HelperError). */
+export type RunLife = (life: Life, target: string) => Effect.Effect<never, HelperError, Scope.Scope>
+
+export interface Backend {
+  readonly status: (target: string | undefined) => TunnelStatus & Record<string, unknown>
+  /** Starts (or keeps) the helper for `target`; nothing when it runs already. */
+  readonly start: (target: string) => Effect.Effect<void>
+  readonly stop: Effect.Effect<void>
+  /** A phase set from outside a life (`needs_auth` before any helper runs, an error found before starting). */
+  readonly set: (phase: TunnelStatus["phase"], lastError: string | null, extra?: Record<string, unknown>) => void
+  /** Waits (at most `ms`) until the phase is no longer `starting`, or an extra field appears. */
+  readonly settle: (ms: number) => Effect.Effect<void>
+  readonly running: () => boolean
+}
+
+const restarts = Schedule.exponential(Duration.seconds(1), 2).pipe(Schedule.union(Schedule.spaced(Duration.seconds(30))))
+
+export const makeBackend = (options: {
+  readonly label: string
+  readonly run: RunLife
+  readonly runtime: Runtime.Runtime<never>
+  readonly hostPolicy: HostPolicyShape
+  /** Masks secrets (an authtoken) in anything a helper printed before it becomes `lastError`. */
+  readonly mask?: (text: string) => string
+}): Backend => {
+  const mask = options.mask ?? ((t: string) => t)
+  const state = {
+    phase: "stopped" as TunnelStatus["phase"],
+    publicUrl: null as string | null,
+    pending: null as string | null,
+    lastError: null as string | null,
+    extra: {} as Record<string, unknown>,
+    fiber: undefined as Fiber.RuntimeFiber<void, never> | undefined,
+    /** Which start the fiber is: a supervision that gave up clears `fiber` only if no newer one began. */
+    generation: 0,
+    lifeScope: undefined as Scope.CloseableScope | undefined,
+    hostScope: undefined as Scope.CloseableScope | undefined
+  }
+  const waiters = new Set<() => void>()
+  const changed = () => {
+    for (const w of [...waiters]) w()
+  }
+  const runSync = Runtime.runSync(options.runtime)
+
+  const forgetHost = () => {
+    const scope = state.hostScope
+    state.hostScope = undefined
+    if (scope) runSync(Scope.close(scope, Exit.void))
+  }
+  const shown = (url: string | null) => {
+    forgetHost()
+    state.publicUrl = url
+    if (url === null) return
+    try {
+      const host = new URL(url).host
+      const scope = runSync(Scope.make())
+      state.hostScope = scope
+      runSync(Scope.extend(options.hostPolicy.addPublicHost(host), scope))
+    } catch {
+      // not a URL: shown, but no host to allow
+    }
+  }
+
+  const life: Life = {
+    address: (url) => {
+      state.pending = url
+      changed()
+    },
+    registered: (url) => {
+      const address = url ?? state.pending
+      if (address === null) return
+      state.pending = address
+      state.phase = "running"
+      state.lastError = null
+      state.extra = {}
+      shown(address)
+      changed()
+    },
+    reconnecting: (reason) => {
+      state.phase = "starting"
+      state.lastError = mask(reason)
+      shown(null)
+      changed()
+    },
+    needsAuth: (reason, extra) => {
+      state.phase = "needs_auth"
+      state.lastError = mask(reason)
+      state.extra = extra ?? {}
+      shown(null)
+      changed()
+    }
+  }
+
+  const supervise = (target: string, generation: number) =>
+    Effect.scoped(options.run(life, target)).pipe(
+      Effect.tapError((e) =>
+        Effect.sync(() => {
+          state.lastError = mask(e.message)
+          state.pending = null
+          shown(null)
+          state.phase = e.permanent ? e.phase : "starting"
+          changed()
+        }).pipe(
+          Effect.zipRight(e.permanent ? Effect.logError(`${options.label}: ${mask(e.message)}`) : Effect.logWarning(`${options.label}: ${mask(e.message)}; starting it again`))
+        )
+      ),
+      Effect.retry({ schedule: restarts, while: (e) => !e.permanent }),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.void
+          : Effect.sync(() => {
+              if (state.phase !== "needs_auth") state.phase = "error"
+              if (state.generation === generation) state.fiber = undefined
+              changed()
+            })
+      ),
+      Effect.asVoid
+    )
+
+  return {
+    status: (target) => ({
+      phase: state.phase,
+      running: state.phase === "running",
+      publicUrl: state.publicUrl,
+      apiUrl: state.publicUrl ? `${state.publicUrl.replace(/\/$/, "")}/v1` : null,
+      targetUrl: target ?? null,
+      lastError: state.lastError,
+      ...state.extra
+    }),
+    start: (target) =>
+      Effect.sync(() => {
+        if (state.fiber !== undefined) return
+        state.phase = "starting"
+        state.lastError = null
+        state.extra = {}
+        state.pending = null
+        state.generation += 1
+        state.fiber = Runtime.runFork(options.runtime)(supervise(target, state.generation))
+        changed()
+      }),
+    stop: Effect.gen(function* () {
+      const fiber = state.fiber
+      state.fiber = undefined
+      if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+      state.phase = "stopped"
+      state.pending = null
+      state.extra = {}
+      shown(null)
+      changed()
+    }),
+    set: (phase, lastError, extra) => {
+      state.phase = phase
+      state.lastError = lastError === null ? null : mask(lastError)
+      state.extra = extra ?? {}
+      changed()
+    },
+    settle: (ms) =>
+      Effect.async<void>((resume) => {
+        const done = () => state.phase !== "starting" || Object.keys(state.extra).length > 0
+        if (done()) return resume(Effect.void)
+        const check = () => {
+          if (!done()) return
+          waiters.delete(check)
+          resume(Effect.void)
+        }
+        waiters.add(check)
+        return Effect.sync(() => waiters.delete(check))
+      }).pipe(Effect.timeout(Duration.millis(ms)), Effect.ignore),
+    running: () => state.fiber !== undefined
+  }
+}
