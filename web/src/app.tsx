@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks"
 import { api, ok, setCsrfToken, setOnUnauthorized } from "./api/client"
 import { PAGES, type PageEntry } from "./pages"
 import { Link, navigate, useLocation } from "./router"
-import { Button, Loading, Toasts, useAction } from "./ui"
+import { Button, Loading, Toasts, useAction, useInterval } from "./ui"
 import { Login, Setup } from "./auth"
 
 type Gate =
@@ -55,8 +55,22 @@ const NotFound = () => (
   </section>
 )
 
+/** Whether a tunnel is open (the health ping says so): the gateway is then reachable from the internet. */
+const useTunnelOpen = () => {
+  const [open, setOpen] = useState(false)
+  const poll = () =>
+    void api.GET("/api/health/ping").then(
+      (r) => setOpen(r.data?.tunnelOpen === true),
+      () => {}
+    )
+  useEffect(poll, [])
+  useInterval(poll, 10_000)
+  return open
+}
+
 const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLogout: () => void }) => {
   const { path } = useLocation()
+  const tunnelOpen = useTunnelOpen()
   const [menu, setMenu] = useState(false)
   const [run, busy] = useAction()
   const entry = PAGES.find((e) => e.path === path)
@@ -76,6 +90,11 @@ const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLog
         </Link>
         <span class="muted version">v{p.version}</span>
         <span class="spacer" />
+        {tunnelOpen && (
+          <Link to="/tunnels" class="badge badge-warn tunnel-open" title="A tunnel is open: this gateway is reachable from the internet">
+            Tunnel open
+          </Link>
+        )}
         {p.via === "local" ? (
           <span class="muted" title="requireLogin is off: this machine may manage the gateway without logging in">
             local access

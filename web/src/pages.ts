@@ -31,5 +31,6 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/flags", title: "Feature flags", group: "Operate", load: () => import("./pages/Flags") },
   { path: "/webhooks", title: "Webhooks", group: "Operate", load: () => import("./pages/Webhooks") },
   { path: "/plugins", title: "Plugins", group: "Operate", load: () => import("./pages/Plugins") },
+  { path: "/tunnels", title: "Tunnels", group: "Operate", load: () => import("./pages/Tunnels") },
   { path: "/backups", title: "Backups", group: "Operate", load: () => import("./pages/Backups") }
 ]

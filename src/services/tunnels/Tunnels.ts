@@ -21,6 +21,9 @@ import { AppConfig } from "../../platform/config/AppConfig.js"
 import { HostPolicy } from "../../platform/http/hostPolicy.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Secrets } from "../../platform/store/Secrets.js"
+import { isClusterWorker, runsOncePerGateway } from "../../platform/state/clusterIpc.js"
+import { SharedState } from "../../platform/state/SharedState.js"
+import { followLeader, leadWorkers } from "./workers.js"
 import { DEFAULT_MESH_INSTALL_URL, funnelLife, type MeshCheck, meshCheck, meshFunnelOff, meshInstall, meshLogin, meshStartDaemon, type MeshSettings } from "./mesh.js"
 import { quickLife } from "./quick.js"
 import { makeBackend } from "./supervisor.js"
@@ -62,214 +65,239 @@ export interface TunnelsShape {
 /** How long `POST /api/tunnels/mesh/enable` waits for the funnel's first word before answering `starting`. */
 const MESH_ENABLE_WAIT_MS = 20_000
 
+/** The tunnels of this process: the backends run here. */
+const makeLocal = Effect.gen(function* () {
+  const app = yield* AppConfig
+  const kv = yield* KeyValue
+  const secrets = yield* Secrets
+  const hostPolicy = yield* HostPolicy
+  const connector = yield* TokenTunnelConnector
+  const runtime = yield* Effect.runtime<never>()
+  const opt = (name: string) => Effect.orDie(Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined)))
+  const quickSettings = {
+    dataDir: app.dataDir,
+    bin: yield* opt("QUICK_TUNNEL_BIN"),
+    downloadUrl: yield* opt("QUICK_TUNNEL_DOWNLOAD_URL"),
+    sha256: yield* opt("QUICK_TUNNEL_SHA256")
+  }
+  const protocol = (yield* opt("TUNNEL_TRANSPORT_PROTOCOL")) ?? "http2"
+  const envToken = yield* opt("TOKEN_TUNNEL_AUTHTOKEN")
+  const meshBin = yield* opt("MESH_TUNNEL_BIN")
+  const daemonBin = yield* opt("MESH_TUNNEL_DAEMON_BIN")
+  const mesh: MeshSettings = {
+    bin: meshBin ?? "tailscale",
+    daemonBin: daemonBin ?? (meshBin ? path.join(path.dirname(meshBin), "tailscaled") : "tailscaled"),
+    daemonBinSet: daemonBin !== undefined,
+    installUrl: (yield* opt("MESH_TUNNEL_INSTALL_URL")) ?? DEFAULT_MESH_INSTALL_URL,
+    dataDir: app.dataDir
+  }
+  let target: string | undefined
+  const listeners = new Set<() => void>()
+  const onChange = () => {
+    for (const f of listeners) f()
+  }
+
+  // The authtoken in use: the last one given (body or dashboard, stored encrypted), else the environment's.
+  let authtoken: string | undefined
+  const stored = yield* kv.get(TUNNELS_NAMESPACE, AUTHTOKEN_KEY)
+  if (Option.isSome(stored)) {
+    const plain = yield* Effect.either(secrets.decrypt(stored.value))
+    if (plain._tag === "Right") authtoken = Redacted.value(plain.right)
+    else yield* Effect.logWarning("token tunnel: the stored authtoken cannot be decrypted with the current storage key; set it again")
+  }
+  const tokenOf = () => authtoken ?? envToken
+  const maskToken = (text: string) => {
+    const t = tokenOf()
+    return t && t.length >= 4 ? text.split(t).join("***") : text
+  }
+
+  // The mesh funnel's password and name are for the start they came with only: a restart after
+  // a crash runs without the password (and says so if the CLI then needs root).
+  let meshOnce: MeshEnableOptions = {}
+  const backends = {
+    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange }),
+    token: makeBackend({
+      label: "token tunnel",
+      run: (life, to) => {
+        const t = tokenOf()
+        return t === undefined ? Effect.die("no authtoken") : connector.run(life, to, t)
+      },
+      runtime,
+      hostPolicy,
+      mask: maskToken,
+      onChange
+    }),
+    mesh: makeBackend({
+      label: "mesh funnel",
+      run: funnelLife(mesh, () => {
+        const once = meshOnce
+        meshOnce = { ...(once.hostname ? { hostname: once.hostname } : {}) }
+        return { ...(once.sudoPassword ? { sudoPassword: once.sudoPassword } : {}), ...(once.hostname ? { hostname: once.hostname } : {}) }
+      }),
+      runtime,
+      hostPolicy,
+      onChange
+    })
+  } as const
+
+  interface MeshWanted {
+    readonly port?: number
+    readonly hostname?: string
+  }
+  const wanted = (kind: TunnelKind) => kv.get(TUNNELS_NAMESPACE, kind)
+  const meshTarget = (w: MeshWanted) => (w.port !== undefined ? `http://127.0.0.1:${w.port}` : target)
+  const readMesh = (v: string): MeshWanted => {
+    try {
+      const parsed = JSON.parse(v) as MeshWanted
+      return typeof parsed === "object" && parsed !== null ? parsed : {}
+    } catch {
+      return {}
+    }
+  }
+  let meshWanted: MeshWanted = {}
+
+  const view = (kind: TunnelKind): TunnelView => {
+    if (kind === "mesh") {
+      const s = backends.mesh.status(meshTarget(meshWanted))
+      return { ...s, tunnelUrl: s.publicUrl ?? null }
+    }
+    const s = backends[kind].status(target)
+    if (kind === "token" && tokenOf() === undefined && s.phase === "stopped")
+      return {
+        ...s,
+        phase: "needs_auth",
+        lastError: "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
+      }
+    return s
+  }
+
+  const startToken = Effect.gen(function* () {
+    if (target === undefined) return
+    if (tokenOf() === undefined) {
+      yield* backends.token.stop
+      return backends.token.set("needs_auth", "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN")
+    }
+    yield* backends.token.start(target)
+  })
+
+  const startWanted = Effect.gen(function* () {
+    if (target === undefined) return
+    if (Option.isSome(yield* wanted("quick"))) yield* backends.quick.start(target)
+    if (Option.isSome(yield* wanted("token"))) yield* startToken
+    const m = yield* wanted("mesh")
+    if (Option.isSome(m)) {
+      meshWanted = readMesh(m.value)
+      meshOnce = meshWanted.hostname ? { hostname: meshWanted.hostname } : {}
+      const to = meshTarget(meshWanted)
+      if (to) yield* backends.mesh.start(to)
+    }
+  })
+  const stopAll = Effect.all([backends.quick.stop, backends.token.stop, backends.mesh.stop], { concurrency: "unbounded", discard: true })
+  // Logins waiting for the browser: stopped with the gateway.
+  const logins = new Set<() => Promise<void>>()
+
+  yield* Effect.addFinalizer(() => stopAll.pipe(Effect.zipRight(Effect.promise(() => Promise.all([...logins].map((d) => d()))))))
+
+  const service: TunnelsShape = {
+    status: (kind) => Effect.sync(() => view(kind)),
+    quick: (action) =>
+      Effect.gen(function* () {
+        if (action === "enable") {
+          yield* kv.set(TUNNELS_NAMESPACE, "quick", "enabled")
+          if (backends.quick.status(target).phase === "error") yield* backends.quick.stop
+          if (target !== undefined) yield* backends.quick.start(target)
+        } else {
+          yield* kv.remove(TUNNELS_NAMESPACE, "quick")
+          yield* backends.quick.stop
+          backends.quick.set("stopped", null)
+        }
+        return view("quick")
+      }),
+    token: (action, authToken) =>
+      Effect.gen(function* () {
+        if (authToken !== undefined && authToken !== authtoken) {
+          authtoken = authToken
+          yield* kv.set(TUNNELS_NAMESPACE, AUTHTOKEN_KEY, secrets.encrypt(authToken))
+          // A new token replaces the old one in a running tunnel.
+          if (backends.token.running()) yield* backends.token.stop
+        }
+        if (action === "enable") {
+          yield* kv.set(TUNNELS_NAMESPACE, "token", "enabled")
+          yield* startToken
+        } else {
+          yield* kv.remove(TUNNELS_NAMESPACE, "token")
+          yield* backends.token.stop
+          backends.token.set("stopped", null)
+        }
+        return view("token")
+      }),
+    mesh: {
+      check: Effect.promise(() => meshCheck(mesh)),
+      install: (sudoPassword, onLine) => Effect.promise(() => meshInstall(mesh, sudoPassword, onLine)),
+      startDaemon: (sudoPassword) => Effect.promise(() => meshStartDaemon(mesh, sudoPassword)),
+      login: (hostname) =>
+        Effect.promise(async () => {
+          const r = await meshLogin(mesh, hostname)
+          logins.add(r.dispose)
+          return { authUrl: r.authUrl, ...(r.error ? { error: r.error } : {}) }
+        }),
+      enable: (options) =>
+        Effect.gen(function* () {
+          meshWanted = { ...(options.port !== undefined ? { port: options.port } : {}), ...(options.hostname ? { hostname: options.hostname } : {}) }
+          yield* kv.set(TUNNELS_NAMESPACE, "mesh", JSON.stringify(meshWanted))
+          yield* backends.mesh.stop
+          const to = meshTarget(meshWanted)
+          if (to === undefined) return view("mesh")
+          meshOnce = { ...options }
+          yield* backends.mesh.start(to)
+          yield* backends.mesh.settle(MESH_ENABLE_WAIT_MS)
+          return view("mesh")
+        }),
+      disable: (sudoPassword) =>
+        Effect.gen(function* () {
+          const to = meshTarget(meshWanted)
+          yield* kv.remove(TUNNELS_NAMESPACE, "mesh")
+          yield* backends.mesh.stop
+          backends.mesh.set("stopped", null)
+          // A funnel the daemon still serves to the gateway (set up with --bg outside it) is turned off too.
+          const off = to === undefined ? { ok: true } : yield* Effect.promise(() => meshFunnelOff(mesh, to, sudoPassword))
+          return { ...view("mesh"), ...(off.ok ? {} : { error: off.error }) }
+        })
+    },
+    open: Effect.sync(() =>
+      (["quick", "token", "mesh"] as const).flatMap((kind) => {
+        const s = view(kind)
+        return s.phase === "running" ? [{ kind, publicUrl: s.publicUrl ?? null }] : []
+      })
+    ),
+    setTarget: (url) =>
+      Effect.gen(function* () {
+        target = url
+        if (url === undefined) return yield* stopAll
+        yield* startWanted
+      })
+  }
+  return {
+    service,
+    views: (): Record<TunnelKind, TunnelView> => ({ quick: view("quick"), token: view("token"), mesh: view("mesh") }),
+    onChange: (f: () => void) => void listeners.add(f)
+  }
+})
+
 export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShape>() {
+  /**
+   * One process runs the backends: under `gateway --workers N` worker 1 does, and the other
+   * workers follow it over the shared-state channel (workers.ts), so one tunnel is opened per
+   * gateway, not per worker.
+   */
   static readonly layer = Layer.scoped(
     Tunnels,
     Effect.gen(function* () {
-      const app = yield* AppConfig
-      const kv = yield* KeyValue
-      const secrets = yield* Secrets
-      const hostPolicy = yield* HostPolicy
-      const connector = yield* TokenTunnelConnector
-      const runtime = yield* Effect.runtime<never>()
-      const opt = (name: string) => Effect.orDie(Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined)))
-      const quickSettings = {
-        dataDir: app.dataDir,
-        bin: yield* opt("QUICK_TUNNEL_BIN"),
-        downloadUrl: yield* opt("QUICK_TUNNEL_DOWNLOAD_URL"),
-        sha256: yield* opt("QUICK_TUNNEL_SHA256")
-      }
-      const protocol = (yield* opt("TUNNEL_TRANSPORT_PROTOCOL")) ?? "http2"
-      const envToken = yield* opt("TOKEN_TUNNEL_AUTHTOKEN")
-      const meshBin = yield* opt("MESH_TUNNEL_BIN")
-      const daemonBin = yield* opt("MESH_TUNNEL_DAEMON_BIN")
-      const mesh: MeshSettings = {
-        bin: meshBin ?? "tailscale",
-        daemonBin: daemonBin ?? (meshBin ? path.join(path.dirname(meshBin), "tailscaled") : "tailscaled"),
-        daemonBinSet: daemonBin !== undefined,
-        installUrl: (yield* opt("MESH_TUNNEL_INSTALL_URL")) ?? DEFAULT_MESH_INSTALL_URL,
-        dataDir: app.dataDir
-      }
-      let target: string | undefined
-
-      // The authtoken in use: the last one given (body or dashboard, stored encrypted), else the environment's.
-      let authtoken: string | undefined
-      const stored = yield* kv.get(TUNNELS_NAMESPACE, AUTHTOKEN_KEY)
-      if (Option.isSome(stored)) {
-        const plain = yield* Effect.either(secrets.decrypt(stored.value))
-        if (plain._tag === "Right") authtoken = Redacted.value(plain.right)
-        else yield* Effect.logWarning("token tunnel: the stored authtoken cannot be decrypted with the current storage key; set it again")
-      }
-      const tokenOf = () => authtoken ?? envToken
-      const maskToken = (text: string) => {
-        const t = tokenOf()
-        return t && t.length >= 4 ? text.split(t).join("***") : text
-      }
-
-      // The mesh funnel's password and name are for the start they came with only: a restart after
-      // a crash runs without the password (and says so if the CLI then needs root).
-      let meshOnce: MeshEnableOptions = {}
-      const backends = {
-        quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy }),
-        token: makeBackend({
-          label: "token tunnel",
-          run: (life, to) => {
-            const t = tokenOf()
-            return t === undefined ? Effect.die("no authtoken") : connector.run(life, to, t)
-          },
-          runtime,
-          hostPolicy,
-          mask: maskToken
-        }),
-        mesh: makeBackend({
-          label: "mesh funnel",
-          run: funnelLife(mesh, () => {
-            const once = meshOnce
-            meshOnce = { ...(once.hostname ? { hostname: once.hostname } : {}) }
-            return { ...(once.sudoPassword ? { sudoPassword: once.sudoPassword } : {}), ...(once.hostname ? { hostname: once.hostname } : {}) }
-          }),
-          runtime,
-          hostPolicy
-        })
-      } as const
-
-      interface MeshWanted {
-        readonly port?: number
-        readonly hostname?: string
-      }
-      const wanted = (kind: TunnelKind) => kv.get(TUNNELS_NAMESPACE, kind)
-      const meshTarget = (w: MeshWanted) => (w.port !== undefined ? `http://127.0.0.1:${w.port}` : target)
-      const readMesh = (v: string): MeshWanted => {
-        try {
-          const parsed = JSON.parse(v) as MeshWanted
-          return typeof parsed === "object" && parsed !== null ? parsed : {}
-        } catch {
-          return {}
-        }
-      }
-      let meshWanted: MeshWanted = {}
-
-      const view = (kind: TunnelKind): TunnelView => {
-        if (kind === "mesh") {
-          const s = backends.mesh.status(meshTarget(meshWanted))
-          return { ...s, tunnelUrl: s.publicUrl ?? null }
-        }
-        const s = backends[kind].status(target)
-        if (kind === "token" && tokenOf() === undefined && s.phase === "stopped")
-          return {
-            ...s,
-            phase: "needs_auth",
-            lastError: "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN"
-          }
-        return s
-      }
-
-      const startToken = Effect.gen(function* () {
-        if (target === undefined) return
-        if (tokenOf() === undefined) {
-          yield* backends.token.stop
-          return backends.token.set("needs_auth", "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN")
-        }
-        yield* backends.token.start(target)
-      })
-
-      const startWanted = Effect.gen(function* () {
-        if (target === undefined) return
-        if (Option.isSome(yield* wanted("quick"))) yield* backends.quick.start(target)
-        if (Option.isSome(yield* wanted("token"))) yield* startToken
-        const m = yield* wanted("mesh")
-        if (Option.isSome(m)) {
-          meshWanted = readMesh(m.value)
-          meshOnce = meshWanted.hostname ? { hostname: meshWanted.hostname } : {}
-          const to = meshTarget(meshWanted)
-          if (to) yield* backends.mesh.start(to)
-        }
-      })
-      const stopAll = Effect.all([backends.quick.stop, backends.token.stop, backends.mesh.stop], { concurrency: "unbounded", discard: true })
-      // Logins waiting for the browser: stopped with the gateway.
-      const logins = new Set<() => Promise<void>>()
-
-      yield* Effect.addFinalizer(() => stopAll.pipe(Effect.zipRight(Effect.promise(() => Promise.all([...logins].map((d) => d()))))))
-
-      return {
-        status: (kind) => Effect.sync(() => view(kind)),
-        quick: (action) =>
-          Effect.gen(function* () {
-            if (action === "enable") {
-              yield* kv.set(TUNNELS_NAMESPACE, "quick", "enabled")
-              if (backends.quick.status(target).phase === "error") yield* backends.quick.stop
-              if (target !== undefined) yield* backends.quick.start(target)
-            } else {
-              yield* kv.remove(TUNNELS_NAMESPACE, "quick")
-              yield* backends.quick.stop
-              backends.quick.set("stopped", null)
-            }
-            return view("quick")
-          }),
-        token: (action, authToken) =>
-          Effect.gen(function* () {
-            if (authToken !== undefined && authToken !== authtoken) {
-              authtoken = authToken
-              yield* kv.set(TUNNELS_NAMESPACE, AUTHTOKEN_KEY, secrets.encrypt(authToken))
-              // A new token replaces the old one in a running tunnel.
-              if (backends.token.running()) yield* backends.token.stop
-            }
-            if (action === "enable") {
-              yield* kv.set(TUNNELS_NAMESPACE, "token", "enabled")
-              yield* startToken
-            } else {
-              yield* kv.remove(TUNNELS_NAMESPACE, "token")
-              yield* backends.token.stop
-              backends.token.set("stopped", null)
-            }
-            return view("token")
-          }),
-        mesh: {
-          check: Effect.promise(() => meshCheck(mesh)),
-          install: (sudoPassword, onLine) => Effect.promise(() => meshInstall(mesh, sudoPassword, onLine)),
-          startDaemon: (sudoPassword) => Effect.promise(() => meshStartDaemon(mesh, sudoPassword)),
-          login: (hostname) =>
-            Effect.promise(async () => {
-              const r = await meshLogin(mesh, hostname)
-              logins.add(r.dispose)
-              return { authUrl: r.authUrl, ...(r.error ? { error: r.error } : {}) }
-            }),
-          enable: (options) =>
-            Effect.gen(function* () {
-              meshWanted = { ...(options.port !== undefined ? { port: options.port } : {}), ...(options.hostname ? { hostname: options.hostname } : {}) }
-              yield* kv.set(TUNNELS_NAMESPACE, "mesh", JSON.stringify(meshWanted))
-              yield* backends.mesh.stop
-              const to = meshTarget(meshWanted)
-              if (to === undefined) return view("mesh")
-              meshOnce = { ...options }
-              yield* backends.mesh.start(to)
-              yield* backends.mesh.settle(MESH_ENABLE_WAIT_MS)
-              return view("mesh")
-            }),
-          disable: (sudoPassword) =>
-            Effect.gen(function* () {
-              const to = meshTarget(meshWanted)
-              yield* kv.remove(TUNNELS_NAMESPACE, "mesh")
-              yield* backends.mesh.stop
-              backends.mesh.set("stopped", null)
-              // A funnel the daemon still serves to the gateway (set up with --bg outside it) is turned off too.
-              const off = to === undefined ? { ok: true } : yield* Effect.promise(() => meshFunnelOff(mesh, to, sudoPassword))
-              return { ...view("mesh"), ...(off.ok ? {} : { error: off.error }) }
-            })
-        },
-        open: Effect.sync(() =>
-          (["quick", "token", "mesh"] as const).flatMap((kind) => {
-            const s = view(kind)
-            return s.phase === "running" ? [{ kind, publicUrl: s.publicUrl ?? null }] : []
-          })
-        ),
-        setTarget: (url) =>
-          Effect.gen(function* () {
-            target = url
-            if (url === undefined) return yield* stopAll
-            yield* startWanted
-          })
-      } satisfies TunnelsShape
+      const shared = yield* SharedState.orLocal
+      if (isClusterWorker() && !runsOncePerGateway()) return yield* followLeader(shared, yield* makeLocal)
+      const local = yield* makeLocal
+      if (isClusterWorker()) yield* leadWorkers(shared, local)
+      return local.service
     })
   )
 }

@@ -68,6 +68,8 @@ export const makeBackend = (options: {
   readonly hostPolicy: HostPolicyShape
   /** Masks secrets (an authtoken) in anything a helper printed before it becomes `lastError`. */
   readonly mask?: (text: string) => string
+  /** Told after every change of the status (the workers of one gateway follow it: workers.ts). */
+  readonly onChange?: () => void
 }): Backend => {
   const mask = options.mask ?? ((t: string) => t)
   const state = {
@@ -85,6 +87,7 @@ export const makeBackend = (options: {
   const waiters = new Set<() => void>()
   const changed = () => {
     for (const w of [...waiters]) w()
+    options.onChange?.()
   }
   const runSync = Runtime.runSync(options.runtime)
 
