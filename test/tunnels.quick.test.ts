@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import { execFileSync } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -224,6 +225,37 @@ describe("the quick tunnel's helper download", () => {
       await statusUntil((s) => s.phase === "running")
       expect(fs.existsSync(path.join(gw.dataDir, "tunnels", "cloudflared"))).toBe(true)
       await api("POST", { action: "disable" })
+    } finally {
+      server.close()
+    }
+  })
+
+  it("as an archive (the vendor's macOS release is a .tgz): the archive is checked, then the helper taken out of it and run", async () => {
+    const dir = tempDir("gw-tunnel-")
+    const h = helper(dir)
+    const pack = tempDir("gw-tunnel-pack-")
+    fs.copyFileSync(h.file, path.join(pack, "cloudflared"))
+    fs.chmodSync(path.join(pack, "cloudflared"), 0o755)
+    const tgz = path.join(dir, "cloudflared-darwin-amd64.tgz")
+    execFileSync("tar", ["-czf", tgz, "-C", pack, "cloudflared"])
+    const bytes = fs.readFileSync(tgz)
+    const server = http.createServer((_req, res) => res.end(bytes))
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+    try {
+      const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/cloudflared-darwin-amd64.tgz`
+      const sha = crypto.createHash("sha256").update(bytes).digest("hex")
+      const { gw, api, statusUntil } = await start({ QUICK_TUNNEL_DOWNLOAD_URL: url, QUICK_TUNNEL_SHA256: sha })
+      await api("POST", { action: "enable" })
+      await statusUntil((s) => s.phase === "running")
+      expect(h.runs()).toHaveLength(1)
+      expect(sha).toBe(crypto.createHash("sha256").update(fs.readFileSync(path.join(gw.dataDir, "tunnels", "cloudflared.tgz"))).digest("hex"))
+      await api("POST", { action: "disable" })
+      // The archive changed on disk: never extracted or run again.
+      fs.appendFileSync(path.join(gw.dataDir, "tunnels", "cloudflared.tgz"), "x")
+      await api("POST", { action: "enable" })
+      const failed = await statusUntil((s) => s.phase === "error")
+      expect(failed.lastError).toMatch(/cloudflared\.tgz does not match its SHA-256/)
+      expect(h.runs()).toHaveLength(1)
     } finally {
       server.close()
     }
