@@ -4,22 +4,31 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { BadGateway, BadRequest } from "../../../domain/errors.js"
+import { AppConfig, throughTunnel } from "../../../platform/config/AppConfig.js"
 import { connectionView } from "../../../upstream/providers/Connections.js"
 import { OAuth } from "../../../services/oauth/OAuth.js"
 import { ManagementApi } from "../Api.js"
 import { actor } from "../Principal.js"
 
-/** Where this gateway is reached from a browser: GATEWAY_PUBLIC_URL, else the request's Host. */
+/**
+ * Where this gateway is reached from a browser, for OAuth callbacks: NEXT_PUBLIC_BASE_URL (the
+ * spec's setting for a tunnel's public host), else GATEWAY_PUBLIC_URL, else the request's Host
+ * (https when the request came through a tunnel, whose edge serves only https).
+ */
 const callbackBase = (configured: Option.Option<string>) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (req) =>
-    Option.isSome(configured) ? configured.value.replace(/\/+$/, "") : `http://${req.headers["host"] ?? "127.0.0.1:20128"}`
+    Option.isSome(configured)
+      ? configured.value.replace(/\/+$/, "")
+      : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
   )
 
 /** OAuth connections (docs/operations.md, "OAuth connections"). */
 export const OAuthLive = HttpApiBuilder.group(ManagementApi, "oauth", (handlers) =>
   Effect.gen(function* () {
     const oauth = yield* OAuth
-    const publicUrl = yield* Config.option(Config.string("GATEWAY_PUBLIC_URL")).pipe(Effect.orDie)
+    const app = yield* AppConfig
+    const legacyUrl = yield* Config.option(Config.string("GATEWAY_PUBLIC_URL")).pipe(Effect.orDie)
+    const publicUrl = Option.orElse(Option.fromNullable(app.publicBaseUrl), () => legacyUrl)
     return handlers
       .handle("authorize", ({ path, payload }) => Effect.flatMap(callbackBase(publicUrl), (base) => oauth.startAuthorize(path.provider, payload, base)))
       .handle("complete", ({ path, payload }) => Effect.flatMap(actor, (a) => oauth.complete(path.provider, payload, a)))
