@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest"
 import { runCli, setupWithProvider, startServerProcess } from "./support/cli.js"
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { tempDir } from "./support/gateway.js"
+import { tokenAgent } from "./support/tunnelStandins.js"
 
 const fake = fakeOpenAIForFile()
 const setup = (dataDir: string, extra: ReadonlyArray<string> = []) => setupWithProvider(dataDir, fake.upstream.baseUrl, extra)
@@ -32,6 +33,30 @@ describe("gateway doctor", () => {
     expect(r.code).toBe(1)
     expect(JSON.parse(r.stdout).checks.find((c: any) => c.name === "storage")).toMatchObject({ status: "fail" })
   })
+})
+
+describe("gateway doctor and tunnels", () => {
+  it("warns while a tunnel is open (the gateway is reachable from the internet), ok once it is closed", async () => {
+    const dataDir = tempDir()
+    const agent = tokenAgent(tempDir("gw-doctor-tunnel-"))
+    const made = await runCli(["keys", "add", "--scope", "admin", "--name", "t", "--json"], { DATA_DIR: dataDir })
+    const key: string = JSON.parse(made.stdout).secret
+    const server = await startServerProcess({ DATA_DIR: dataDir, TOKEN_TUNNEL_BIN: agent.file, TOKEN_TUNNEL_AUTHTOKEN: "doctor-token-1" })
+    try {
+      const doctor = async () => JSON.parse((await runCli(["doctor", "--json", "--liveness-url", `${server.url}/api/health/ping`], { DATA_DIR: dataDir })).stdout)
+      expect((await doctor()).checks.find((c: any) => c.name === "tunnel")).toEqual({ name: "tunnel", status: "ok", message: "no tunnel is open" })
+      const created = await runCli(["tunnel", "create", "token", "--url", server.url, "--json"], { GATEWAY_API_KEY: key })
+      expect(created.code, created.stderr).toBe(0)
+      expect(JSON.parse(created.stdout)).toMatchObject({ kind: "token", phase: "running", publicUrl: "https://calm-otter-1.ngrok-free.app" })
+      const open = (await doctor()).checks.find((c: any) => c.name === "tunnel")
+      expect(open.status).toBe("warn")
+      expect(open.message).toMatch(/^a tunnel is open: the gateway is reachable from the internet .*; REQUIRE_API_KEY is off \(inference through the tunnel still needs a key\)$/)
+      expect((await runCli(["tunnel", "stop", "token", "--url", server.url], { GATEWAY_API_KEY: key })).code).toBe(0)
+      expect((await doctor()).checks.find((c: any) => c.name === "tunnel").status).toBe("ok")
+    } finally {
+      await server.stop()
+    }
+  }, 60_000)
 })
 
 const canUnshare = spawnSync("unshare", ["-n", "true"]).status === 0

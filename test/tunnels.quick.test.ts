@@ -248,7 +248,12 @@ describe("the quick tunnel's helper download", () => {
       await api("POST", { action: "enable" })
       await statusUntil((s) => s.phase === "running")
       expect(h.runs()).toHaveLength(1)
-      expect(sha).toBe(crypto.createHash("sha256").update(fs.readFileSync(path.join(gw.dataDir, "tunnels", "cloudflared.tgz"))).digest("hex"))
+      expect(sha).toBe(
+        crypto
+          .createHash("sha256")
+          .update(fs.readFileSync(path.join(gw.dataDir, "tunnels", "cloudflared.tgz")))
+          .digest("hex")
+      )
       await api("POST", { action: "disable" })
       // The archive changed on disk: never extracted or run again.
       fs.appendFileSync(path.join(gw.dataDir, "tunnels", "cloudflared.tgz"), "x")
