@@ -143,6 +143,21 @@ describe("the quick tunnel", () => {
     expect(alive(runs[1]!.pid)).toBe(false)
   })
 
+  it("a helper that hangs without registering is ended and started again after TUNNEL_REGISTER_TIMEOUT_SECONDS, saying so", async () => {
+    const h = helper(tempDir("gw-tunnel-"), { urlDelayMs: 600_000 })
+    const { api, statusUntil } = await start({ QUICK_TUNNEL_BIN: h.file, TUNNEL_REGISTER_TIMEOUT_SECONDS: "1" })
+    await api("POST", { action: "enable" })
+    const hung = await statusUntil((s) => s.lastError !== null)
+    expect(hung).toMatchObject({ phase: "starting", running: false, publicUrl: null })
+    expect(hung.lastError).toMatch(/^the helper registered no connection within 1s; starting it again/)
+    const end = Date.now() + 8000
+    while (h.runs().length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 25))
+    expect(h.runs().length).toBeGreaterThanOrEqual(2)
+    expect(alive(h.runs()[0]!.pid)).toBe(false)
+    await api("POST", { action: "disable" })
+    for (const run of h.runs()) expect(alive(run.pid)).toBe(false)
+  })
+
   it("stays wanted across a restart of the gateway, and leaves no helper behind when the gateway stops", async () => {
     const dir = tempDir("gw-tunnel-")
     const h = helper(dir)

@@ -48,7 +48,8 @@ describe("every dashboard page, empty", () => {
         "Compression",
         "Models & aliases",
         "Plugins",
-        "Playground"
+        "Playground",
+        "Tunnels"
       ])
     )
   })

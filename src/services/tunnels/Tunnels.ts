@@ -10,6 +10,7 @@
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -81,6 +82,13 @@ const makeLocal = Effect.gen(function* () {
     sha256: yield* opt("QUICK_TUNNEL_SHA256")
   }
   const protocol = (yield* opt("TUNNEL_TRANSPORT_PROTOCOL")) ?? "http2"
+  const registerTimeout = Duration.seconds(
+    yield* Config.integer("TUNNEL_REGISTER_TIMEOUT_SECONDS").pipe(
+      Config.validate({ message: "TUNNEL_REGISTER_TIMEOUT_SECONDS must be a whole number of seconds, at least 1", validation: (n) => n >= 1 }),
+      Config.withDefault(60),
+      Effect.orDie
+    )
+  )
   const envToken = yield* opt("TOKEN_TUNNEL_AUTHTOKEN")
   const meshBin = yield* opt("MESH_TUNNEL_BIN")
   const daemonBin = yield* opt("MESH_TUNNEL_DAEMON_BIN")
@@ -115,7 +123,7 @@ const makeLocal = Effect.gen(function* () {
   // a crash runs without the password (and says so if the CLI then needs root).
   let meshOnce: MeshEnableOptions = {}
   const backends = {
-    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange }),
+    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange, registerTimeout }),
     token: makeBackend({
       label: "token tunnel",
       run: (life, to) => {
@@ -125,7 +133,8 @@ const makeLocal = Effect.gen(function* () {
       runtime,
       hostPolicy,
       mask: maskToken,
-      onChange
+      onChange,
+      registerTimeout
     }),
     mesh: makeBackend({
       label: "mesh funnel",
@@ -136,7 +145,8 @@ const makeLocal = Effect.gen(function* () {
       }),
       runtime,
       hostPolicy,
-      onChange
+      onChange,
+      registerTimeout
     })
   } as const
 

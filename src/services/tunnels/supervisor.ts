@@ -70,6 +70,8 @@ export const makeBackend = (options: {
   readonly mask?: (text: string) => string
   /** Told after every change of the status (the workers of one gateway follow it: workers.ts). */
   readonly onChange?: () => void
+  /** How long a life may run without registering or asking for the user before it counts as hung (TUNNEL_REGISTER_TIMEOUT_SECONDS, default 60 s). */
+  readonly registerTimeout?: Duration.Duration
 }): Backend => {
   const mask = options.mask ?? ((t: string) => t)
   const state = {
@@ -81,7 +83,8 @@ export const makeBackend = (options: {
     fiber: undefined as Fiber.RuntimeFiber<void, never> | undefined,
     /** Which start the fiber is: a supervision that gave up clears `fiber` only if no newer one began. */
     generation: 0,
-    lifeScope: undefined as Scope.CloseableScope | undefined,
+    /** The current life has registered or is waiting for the user: the registration timeout no longer applies. */
+    answered: false,
     hostScope: undefined as Scope.CloseableScope | undefined
   }
   const waiters = new Set<() => void>()
@@ -120,6 +123,7 @@ export const makeBackend = (options: {
       if (address === null) return
       state.pending = address
       state.phase = "running"
+      state.answered = true
       state.lastError = null
       state.extra = {}
       shown(address)
@@ -133,6 +137,7 @@ export const makeBackend = (options: {
     },
     needsAuth: (reason, extra) => {
       state.phase = "needs_auth"
+      state.answered = true
       state.lastError = mask(reason)
       state.extra = extra ?? {}
       shown(null)
@@ -140,8 +145,27 @@ export const makeBackend = (options: {
     }
   }
 
+  /** A helper that neither registers nor asks for the user within the limit is hung: ended, and started again. */
+  const registerTimeout = options.registerTimeout ?? Duration.seconds(60)
+  const oneLife = (target: string) =>
+    Effect.suspend(() => {
+      state.answered = false
+      return Effect.raceFirst(
+        Effect.scoped(options.run(life, target)),
+        Effect.sleep(registerTimeout).pipe(
+          Effect.zipRight(
+            Effect.suspend(() =>
+              state.answered
+                ? Effect.never
+                : Effect.fail(new HelperError(`the helper registered no connection within ${Duration.format(registerTimeout)}; starting it again`, false))
+            )
+          )
+        )
+      )
+    })
+
   const supervise = (target: string, generation: number) =>
-    Effect.scoped(options.run(life, target)).pipe(
+    oneLife(target).pipe(
       Effect.tapError((e) =>
         Effect.sync(() => {
           state.lastError = mask(e.message)

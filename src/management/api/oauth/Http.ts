@@ -17,9 +17,7 @@ import { actor } from "../Principal.js"
  */
 const callbackBase = (configured: Option.Option<string>) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (req) =>
-    Option.isSome(configured)
-      ? configured.value.replace(/\/+$/, "")
-      : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
+    Option.isSome(configured) ? configured.value.replace(/\/+$/, "") : `${throughTunnel(req.headers) ? "https" : "http"}://${req.headers["host"] ?? "127.0.0.1:20128"}`
   )
 
 /** OAuth connections (docs/operations.md, "OAuth connections"). */
