@@ -9,6 +9,7 @@ import * as tls from "node:tls"
 import { afterEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { KeyValue } from "../src/platform/store/KeyValue.js"
+import { clientAddress } from "../src/platform/http/request.js"
 import { runCli, startServerProcess } from "./support/cli.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 import { alive, fakeSudo, meshCli, tokenAgent } from "./support/tunnelStandins.js"
@@ -105,6 +106,12 @@ describe("the token tunnel", () => {
     await new Promise((r) => setTimeout(r, 1500))
     expect(agent.runs()).toHaveLength(1)
     expect(alive(agent.runs()[0]!.pid)).toBe(false)
+    // Enabling again with the same token does not try it again; a new one is.
+    expect((await api("POST", "/api/tunnels/token", { action: "enable" })).body.phase).toBe("needs_auth")
+    expect(agent.runs()).toHaveLength(1)
+    await api("POST", "/api/tunnels/token", { action: "enable", authToken: "good-token-2" })
+    await until("/api/tunnels/token", (s) => s.phase === "running")
+    expect(agent.runs()[1]!.authtoken).toBe("good-token-2")
   })
 
   it("takes TOKEN_TUNNEL_AUTHTOKEN from the environment; an authToken must be a non-empty string", async () => {
@@ -397,5 +404,19 @@ describe("requests through the token tunnel or the mesh funnel", () => {
     expect((await login(viaToken, "right-password-123")).status).toBe(429)
     expect((await login(viaMesh, "right-password-123")).status).toBe(200)
     expect((await login({}, "right-password-123")).status).toBe(200)
+  })
+})
+
+describe("the client address of a request", () => {
+  const req = (remoteAddress: string, headers: Record<string, string>) => ({ socket: { remoteAddress }, headers }) as unknown as import("node:http").IncomingMessage
+
+  it("through a tunnel (a marker on a loopback connection) is the one the edge appended; a marker from elsewhere changes nothing", () => {
+    const marked = { "x-gateway-tunnel": "token", "x-forwarded-for": "10.9.9.9, 198.51.100.7" }
+    expect(clientAddress(req("127.0.0.1", marked), false)).toBe("198.51.100.7")
+    expect(clientAddress(req("127.0.0.1", { "cf-connecting-ip": "198.51.100.9" }), false)).toBe("198.51.100.9")
+    // A client on the network that sends the headers itself keeps its own address.
+    expect(clientAddress(req("203.0.113.9", marked), false)).toBe("203.0.113.9")
+    expect(clientAddress(req("203.0.113.9", { "cf-connecting-ip": "192.168.1.10" }), false)).toBe("203.0.113.9")
+    expect(clientAddress(req("127.0.0.1", { "x-forwarded-for": "198.51.100.7" }), false)).toBe("127.0.0.1")
   })
 })

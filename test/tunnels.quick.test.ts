@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli, startServerProcess } from "./support/cli.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { alive } from "./support/tunnelStandins.js"
 
 /**
  * The quick tunnel (docs/tunnels.md) against a stand-in helper: a script that prints what the real
@@ -66,15 +67,6 @@ setInterval(() => {}, 1000)
       .sort()
       .map((f) => JSON.parse(fs.readFileSync(path.join(state, f), "utf8")) as { pid: number; args: Array<string> })
   return { file, runs }
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 const start = async (env: Record<string, string>) => {
@@ -219,6 +211,66 @@ describe("the quick tunnel and the gateway's process", () => {
     } finally {
       await server.stop().catch(() => undefined)
     }
+  })
+})
+
+describe("the quick tunnel after a crash of the gateway", () => {
+  it("a helper left running by a gateway that was killed (SIGKILL) is stopped when the gateway starts again", async () => {
+    const h = helper(tempDir("gw-tunnel-"))
+    const dataDir = tempDir("gw-tunnel-crash-")
+    const made = await runCli(["keys", "add", "--scope", "admin", "--name", "t", "--json"], { DATA_DIR: dataDir })
+    const key: string = JSON.parse(made.stdout).secret
+    const first = await startServerProcess({ DATA_DIR: dataDir, QUICK_TUNNEL_BIN: h.file })
+    let pid: number
+    try {
+      await call(`${first.url}/api/tunnels/quick`, { body: { action: "enable" }, headers: { authorization: `Bearer ${key}` } })
+      // Once it is running (a helper that writes to the dead gateway's pipe dies of it by itself).
+      const end = Date.now() + 8000
+      for (;;) {
+        const s = await call(`${first.url}/api/tunnels/quick`, { method: "GET", headers: { authorization: `Bearer ${key}` } })
+        if (s.body.phase === "running" || Date.now() > end) break
+        await new Promise((r) => setTimeout(r, 25))
+      }
+      pid = h.runs()[0]!.pid
+      await first.stop("SIGKILL")
+      // Its own process group: the helper outlives a gateway killed outright.
+      expect(alive(pid)).toBe(true)
+      expect(JSON.parse(fs.readFileSync(path.join(dataDir, "tunnels", "helpers.json"), "utf8"))).toEqual({ [String(pid)]: h.file })
+    } finally {
+      await first.stop().catch(() => undefined)
+    }
+    // Still wanted (the store says so), so the next run opens it again: the old helper is stopped first.
+    const second = await startServerProcess({ DATA_DIR: dataDir, QUICK_TUNNEL_BIN: h.file })
+    try {
+      expect(alive(pid)).toBe(false)
+      // The warning goes to stderr, which may arrive after the line saying it listens (stdout).
+      const said = Date.now() + 3000
+      while (!second.output().includes("stopped 1 helper process left running") && Date.now() < said) await new Promise((r) => setTimeout(r, 25))
+      expect(second.output(), second.output()).toContain("stopped 1 helper process left running by a previous run of the gateway")
+      const end = Date.now() + 8000
+      while (h.runs().length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 25))
+      expect(alive(h.runs()[1]!.pid)).toBe(true)
+    } finally {
+      await second.stop()
+    }
+    expect(alive(h.runs()[1]!.pid)).toBe(false)
+  })
+})
+
+describe("the quick tunnel stopped and started at once", () => {
+  it("ends up with one helper and a status that says so (a start waits for the stop before it)", async () => {
+    const h = helper(tempDir("gw-tunnel-"))
+    const { api, statusUntil } = await start({ QUICK_TUNNEL_BIN: h.file })
+    await api("POST", { action: "enable" })
+    await statusUntil((s) => s.phase === "running")
+    const [off, on] = await Promise.all([api("POST", { action: "disable" }), new Promise((r) => setTimeout(r, 5)).then(() => api("POST", { action: "enable" }))])
+    expect(off.status).toBe(200)
+    expect(on.status).toBe(200)
+    const running = await statusUntil((s) => s.phase === "running")
+    expect(running.publicUrl).toBe("https://quiet-river-2.trycloudflare.com")
+    expect(h.runs().filter((r) => alive(r.pid))).toHaveLength(1)
+    await api("POST", { action: "disable" })
+    expect(h.runs().filter((r) => alive(r.pid))).toHaveLength(0)
   })
 })
 

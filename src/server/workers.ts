@@ -4,6 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import cluster, { type Worker } from "node:cluster"
+import * as crypto from "node:crypto"
 import * as net from "node:net"
 import { availableParallelism } from "node:os"
 import * as path from "node:path"
@@ -102,13 +103,15 @@ export const servePrimary = (n: number, overrides: Partial<AppConfigShape>) =>
     })
 
     cluster.setupPrimary({ exec: process.argv[1]!, args: process.argv.slice(2), execArgv: process.execArgv })
+    // Names this gateway to its workers on channels that may reach other gateways (Redis).
+    const clusterId = crypto.randomUUID()
     for (const line of sharingReport(n, config)) yield* Effect.logInfo(line)
 
     /** Forks the worker of `slot`; completes with how it ended. `listening` completes when it listens. */
     const fork = (slot: Slot, listening?: Deferred.Deferred<string>) =>
       Effect.async<{ code: number | null; signal: string | null; startedAt: number }>((resume) => {
         const startedAt = Date.now()
-        const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKER_PORT: String(port) })
+        const w = cluster.fork({ GATEWAY_WORKER_ID: String(slot.id), GATEWAY_WORKER_PORT: String(port), GATEWAY_CLUSTER_ID: clusterId })
         slot.worker = w
         w.on("message", (m: unknown) => relay(w, m))
         // A worker listens on other ports too (the dashboard's live feed): the gateway's port is

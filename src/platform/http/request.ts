@@ -1,4 +1,4 @@
-import { throughTunnel } from "../config/AppConfig.js"
+import { isLoopbackHost, throughTunnel } from "../config/AppConfig.js"
 import type * as http from "node:http"
 
 /** A request header's first value, trimmed; undefined when absent or blank. */
@@ -23,7 +23,10 @@ export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): s
   // the address the tunnel's edge appended to X-Forwarded-For (each edge appends, so the rightmost
   // entry is not the client's claim), else the quick tunnel's Cf-Connecting-Ip. Counting every
   // tunnel client as 127.0.0.1 would let a stranger's failed logins slow down the local admin.
-  const tunnel = throughTunnel(req.headers)
+  // Only from a loopback socket: a tunnel's helper runs on this machine, so a marker header on a
+  // connection from elsewhere is a client's own claim and says nothing about its address.
+  const socket = req.socket.remoteAddress
+  const tunnel = socket !== undefined && isLoopbackHost(socket) && throughTunnel(req.headers)
   if (trustProxy || tunnel) {
     const fwd = req.headers["x-forwarded-for"]
     const last = (Array.isArray(fwd) ? fwd.join(",") : fwd)?.split(",").pop()?.trim()
@@ -31,7 +34,7 @@ export const clientAddress = (req: http.IncomingMessage, trustProxy: boolean): s
     const cf = tunnel ? trimmedHeader(req, "cf-connecting-ip") : undefined
     if (cf) return cf
   }
-  return req.socket.remoteAddress ?? "unknown"
+  return socket ?? "unknown"
 }
 
 const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/

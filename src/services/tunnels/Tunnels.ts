@@ -26,11 +26,14 @@ import { isClusterWorker, runsOncePerGateway } from "../../platform/state/cluste
 import { SharedState } from "../../platform/state/SharedState.js"
 import { followLeader, leadWorkers } from "./workers.js"
 import { DEFAULT_MESH_INSTALL_URL, funnelLife, type MeshCheck, meshCheck, meshFunnelOff, meshInstall, meshLogin, meshStartDaemon, type MeshSettings } from "./mesh.js"
+import { helperRecord } from "./process.js"
 import { quickLife } from "./quick.js"
 import { makeBackend } from "./supervisor.js"
 import { TokenTunnelConnector } from "./token.js"
 
 export const TUNNELS_NAMESPACE = "tunnels"
+/** Where running helpers are recorded (process.ts, HelperRecord). */
+const helpersFile = (dataDir: string) => path.join(dataDir, "tunnels", "helpers.json")
 const AUTHTOKEN_KEY = "token.authtoken"
 
 /** A status object with the backend's own extra fields (the mesh's `tunnelUrl`, `funnelNotEnabled`, `enableUrl`). */
@@ -100,6 +103,8 @@ const makeLocal = Effect.gen(function* () {
     dataDir: app.dataDir
   }
   let target: string | undefined
+  // Once the gateway stops, nothing starts again (an enable that arrives during the shutdown).
+  let closed = false
   const listeners = new Set<() => void>()
   const onChange = () => {
     for (const f of listeners) f()
@@ -114,6 +119,8 @@ const makeLocal = Effect.gen(function* () {
     else yield* Effect.logWarning("token tunnel: the stored authtoken cannot be decrypted with the current storage key; set it again")
   }
   const tokenOf = () => authtoken ?? envToken
+  /** The token the vendor last refused (in memory: a restarted gateway tries it once more). */
+  let refusedToken: string | undefined
   const maskToken = (text: string) => {
     const t = tokenOf()
     return t && t.length >= 4 ? text.split(t).join("***") : text
@@ -121,20 +128,27 @@ const makeLocal = Effect.gen(function* () {
 
   // The mesh funnel's password and name are for the start they came with only: a restart after
   // a crash runs without the password (and says so if the CLI then needs root).
+  const record = helperRecord(helpersFile(app.dataDir))
   let meshOnce: MeshEnableOptions = {}
   const backends = {
-    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange, registerTimeout }),
+    quick: makeBackend({ label: "quick tunnel", run: quickLife(quickSettings, protocol), runtime, hostPolicy, onChange, registerTimeout, record }),
     token: makeBackend({
       label: "token tunnel",
       run: (life, to) => {
         const t = tokenOf()
-        return t === undefined ? Effect.die("no authtoken") : connector.run(life, to, t)
+        return t === undefined
+          ? Effect.die("no authtoken")
+          : connector.run(life, to, t).pipe(
+              // Refused by the vendor: not tried again with the same token (a new one clears it).
+              Effect.tapError((e) => Effect.sync(() => void (e.phase === "needs_auth" && e.permanent ? (refusedToken = t) : undefined)))
+            )
       },
       runtime,
       hostPolicy,
       mask: maskToken,
       onChange,
-      registerTimeout
+      registerTimeout,
+      record
     }),
     mesh: makeBackend({
       label: "mesh funnel",
@@ -146,7 +160,8 @@ const makeLocal = Effect.gen(function* () {
       runtime,
       hostPolicy,
       onChange,
-      registerTimeout
+      registerTimeout,
+      record
     })
   } as const
 
@@ -182,16 +197,20 @@ const makeLocal = Effect.gen(function* () {
   }
 
   const startToken = Effect.gen(function* () {
-    if (target === undefined) return
+    if (target === undefined || closed) return
     if (tokenOf() === undefined) {
       yield* backends.token.stop
       return backends.token.set("needs_auth", "no authtoken is known: send authToken (POST /api/tunnels/token), enter it on the dashboard, or set TOKEN_TUNNEL_AUTHTOKEN")
+    }
+    if (tokenOf() === refusedToken && !backends.token.running()) {
+      const refused = backends.token.status(target)
+      return backends.token.set("needs_auth", refused.phase === "needs_auth" && refused.lastError ? refused.lastError : "the authtoken was refused: give a new one")
     }
     yield* backends.token.start(target)
   })
 
   const startWanted = Effect.gen(function* () {
-    if (target === undefined) return
+    if (target === undefined || closed) return
     if (Option.isSome(yield* wanted("quick"))) yield* backends.quick.start(target)
     if (Option.isSome(yield* wanted("token"))) yield* startToken
     const m = yield* wanted("mesh")
@@ -203,10 +222,19 @@ const makeLocal = Effect.gen(function* () {
     }
   })
   const stopAll = Effect.all([backends.quick.stop, backends.token.stop, backends.mesh.stop], { concurrency: "unbounded", discard: true })
-  // Logins waiting for the browser: stopped with the gateway.
-  const logins = new Set<() => Promise<void>>()
+  // The sign-in waiting for the browser (one at a time: a new one ends the last), stopped with the gateway.
+  let login: (() => Promise<void>) | undefined
+  const endLogin = () => {
+    const d = login
+    login = undefined
+    return d ? d() : Promise.resolve()
+  }
 
-  yield* Effect.addFinalizer(() => stopAll.pipe(Effect.zipRight(Effect.promise(() => Promise.all([...logins].map((d) => d()))))))
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      closed = true
+    }).pipe(Effect.zipRight(stopAll), Effect.zipRight(Effect.promise(endLogin)))
+  )
 
   const service: TunnelsShape = {
     status: (kind) => Effect.sync(() => view(kind)),
@@ -215,7 +243,7 @@ const makeLocal = Effect.gen(function* () {
         if (action === "enable") {
           yield* kv.set(TUNNELS_NAMESPACE, "quick", "enabled")
           if (backends.quick.status(target).phase === "error") yield* backends.quick.stop
-          if (target !== undefined) yield* backends.quick.start(target)
+          if (target !== undefined && !closed) yield* backends.quick.start(target)
         } else {
           yield* kv.remove(TUNNELS_NAMESPACE, "quick")
           yield* backends.quick.stop
@@ -248,7 +276,8 @@ const makeLocal = Effect.gen(function* () {
       login: (hostname) =>
         Effect.promise(async () => {
           const r = await meshLogin(mesh, hostname)
-          logins.add(r.dispose)
+          await endLogin()
+          login = r.dispose
           return { authUrl: r.authUrl, ...(r.error ? { error: r.error } : {}) }
         }),
       enable: (options) =>
@@ -257,7 +286,7 @@ const makeLocal = Effect.gen(function* () {
           yield* kv.set(TUNNELS_NAMESPACE, "mesh", JSON.stringify(meshWanted))
           yield* backends.mesh.stop
           const to = meshTarget(meshWanted)
-          if (to === undefined) return view("mesh")
+          if (to === undefined || closed) return view("mesh")
           meshOnce = { ...options }
           yield* backends.mesh.start(to)
           yield* backends.mesh.settle(MESH_ENABLE_WAIT_MS)
@@ -305,6 +334,10 @@ export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShap
     Effect.gen(function* () {
       const shared = yield* SharedState.orLocal
       if (isClusterWorker() && !runsOncePerGateway()) return yield* followLeader(shared, yield* makeLocal)
+      // Helpers a previous run left behind (it crashed or was killed): stopped before anything starts.
+      const { dataDir } = yield* AppConfig
+      const reaped = yield* Effect.promise(() => helperRecord(helpersFile(dataDir)).reap())
+      if (reaped > 0) yield* Effect.logWarning(`tunnels: stopped ${reaped} helper process${reaped === 1 ? "" : "es"} left running by a previous run of the gateway`)
       const local = yield* makeLocal
       if (isClusterWorker()) yield* leadWorkers(shared, local)
       return local.service

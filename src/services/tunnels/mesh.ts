@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { isLoopbackHost } from "../../platform/config/AppConfig.js"
 import { killGroup, lastLines, privilegedArgv, runCommand, spawnHelper } from "./process.js"
 import { HelperError, type RunLife } from "./supervisor.js"
 
@@ -256,8 +257,10 @@ export const funnelLife =
       const argv = privilegedArgv(s.bin, ["funnel", target], sudoPassword)
       const spawned = yield* Effect.acquireRelease(
         Effect.sync(() => spawnHelper(argv.cmd, argv.args, argv.stdin === undefined ? {} : { stdin: argv.stdin })),
-        (sp) => Effect.promise(() => killGroup(sp.proc))
+        // Through sudo the root funnel is signalled by sudo, which passes SIGTERM on: given longer to end.
+        (sp) => Effect.promise(() => killGroup(sp.proc, argv.cmd === "sudo" ? 10_000 : 2000))
       )
+      life.spawned({ pid: spawned.proc.pid, command: spawned.command })
       return yield* Effect.async<never, HelperError>((resume) => {
         let tail = ""
         let expect: "address" | "enable" | undefined
@@ -302,8 +305,18 @@ export const meshFunnelOff = async (s: MeshSettings, target: string, sudoPasswor
   const r = await runCommand(s.bin, ["funnel", "status", "--json"], { timeoutMs: 10_000 })
   if (r.code !== 0) return { ok: true }
   const port = new URL(target).port
+  /** A funnel to this machine's port `port` (`http://127.0.0.1:20128`, `localhost:20128`, `20128`): another host's funnel is not ours to turn off. */
+  const ours = (proxy: string): boolean => {
+    if (proxy === port) return true
+    try {
+      const u = new URL(/^[a-z+]+:\/\//i.test(proxy) ? proxy : `http://${proxy}`)
+      return u.port === port && isLoopbackHost(u.hostname.replace(/^\[(.*)\]$/, "$1"))
+    } catch {
+      return false
+    }
+  }
   for (const f of funnelsOf(parseJson(r.stdout))) {
-    if (f.proxy === null || !(f.proxy === target || f.proxy.endsWith(`:${port}`))) continue
+    if (f.proxy === null || !ours(f.proxy)) continue
     const https = new URL(f.url).port || "443"
     const off = await privileged(s.bin, ["funnel", `--https=${https}`, "off"], sudoPassword, undefined, 30_000)
     if (off.code !== 0) return { ok: false, error: failure(`turning off the funnel ${f.url}`, off, sudoPassword !== undefined) }

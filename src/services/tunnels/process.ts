@@ -4,10 +4,12 @@
  * through `sudo -S` with the password on stdin for that one call (never in argv, never logged,
  * never stored). As root, sudo is not used at all: it may not even be installed.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
 
 /** Kills a helper's whole process group (it may have children), then waits for it to go. */
-export const killGroup = (proc: ChildProcess): Promise<void> =>
+export const killGroup = (proc: ChildProcess, graceMs = 2000): Promise<void> =>
   new Promise((resolve) => {
     if (proc.exitCode !== null || proc.signalCode !== null || proc.pid === undefined) return resolve()
     const pid = proc.pid
@@ -17,7 +19,7 @@ export const killGroup = (proc: ChildProcess): Promise<void> =>
       } catch {
         // gone already
       }
-    }, 2000)
+    }, graceMs)
     proc.once("exit", () => {
       clearTimeout(timer)
       resolve()
@@ -37,11 +39,15 @@ export const isRoot = (): boolean => typeof process.getuid === "function" && pro
 export const privilegedArgv = (bin: string, args: ReadonlyArray<string>, sudoPassword: string | undefined): { cmd: string; args: Array<string>; stdin?: string } =>
   sudoPassword === undefined || isRoot()
     ? { cmd: bin, args: [...args] }
-    : // -S: the password from stdin; -p "": no prompt text mixed into the output; -k: never a cached credential instead.
-      { cmd: "sudo", args: ["-S", "-k", "-p", "", "--", bin, ...args], stdin: `${sudoPassword}\n` }
+    : // -S: the password from stdin; -p "": no prompt text mixed into the output; -k: never a cached
+      // credential instead. The command itself gets /dev/null as its stdin: where sudo asks for no
+      // password (NOPASSWD), the password line would otherwise reach the command.
+      { cmd: "sudo", args: ["-S", "-k", "-p", "", "--", "sh", "-c", 'exec "$@" </dev/null', "sh", bin, ...args], stdin: `${sudoPassword}\n` }
 
 export interface Spawned {
   readonly proc: ChildProcess
+  /** What was run (the program's path), as recorded for the next start after a crash. */
+  readonly command: string
   /** Calls `onLine` with each line the helper prints (stdout and stderr). */
   readonly lines: (onLine: (line: string) => void) => void
   /** Settles when the helper has ended (or could not start: `error`); listened to from the spawn on, so nothing is missed. */
@@ -66,6 +72,7 @@ export const spawnHelper = (cmd: string, args: ReadonlyArray<string>, options: {
   })
   return {
     proc,
+    command: cmd,
     ended,
     lines: (onLine) => {
       for (const stream of [proc.stdout, proc.stderr]) {
@@ -130,3 +137,84 @@ export const runCommand = (
 
 /** The last lines of a helper's output, for an error message (at most 300 characters). */
 export const lastLines = (text: string, n = 2): string => text.trim().split("\n").slice(-n).join(" ").replace(/\s+/g, " ").slice(0, 300)
+
+/**
+ * The helpers running now, kept in a file (`<DATA_DIR>/tunnels/helpers.json`: process group and
+ * command of each), so that a gateway that ended without stopping them (a crash, SIGKILL, the
+ * machine's OOM killer) stops them when it starts again: a public address must not outlive the
+ * gateway that opened it. Written before the helper is relied on, removed once it has exited.
+ */
+export interface HelperRecord {
+  readonly add: (pid: number, command: string) => void
+  readonly remove: (pid: number) => void
+  /** Stops every recorded group still running the recorded command (a reused pid is left alone); answers how many. */
+  readonly reap: () => Promise<number>
+}
+
+const commandOf = (pid: number): string | undefined => {
+  try {
+    // A zombie (exited, not yet collected by its parent) has an empty command line: gone.
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim() || undefined
+  } catch {
+    if (fs.existsSync("/proc/self")) return undefined
+    try {
+      return execFileSync("ps", ["-o", "command=", "-p", String(pid)], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() || undefined
+    } catch {
+      return undefined
+    }
+  }
+}
+
+export const helperRecord = (file: string): HelperRecord => {
+  const read = (): Record<string, string> => {
+    try {
+      const parsed = JSON.parse(fs.readFileSync(file, "utf8")) as unknown
+      return parsed !== null && typeof parsed === "object" ? (parsed as Record<string, string>) : {}
+    } catch {
+      return {}
+    }
+  }
+  const write = (entries: Record<string, string>) => {
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true })
+      const partial = `${file}.${process.pid}`
+      fs.writeFileSync(partial, JSON.stringify(entries), { mode: 0o600 })
+      fs.renameSync(partial, file)
+    } catch {
+      // a data folder that cannot be written: the helpers are still stopped with the gateway
+    }
+  }
+  return {
+    add: (pid, command) => write({ ...read(), [String(pid)]: command }),
+    remove: (pid) => {
+      const entries = read()
+      if (!(String(pid) in entries)) return
+      delete entries[String(pid)]
+      write(entries)
+    },
+    reap: async () => {
+      const entries = read()
+      let reaped = 0
+      for (const [pid, command] of Object.entries(entries)) {
+        const n = Number(pid)
+        const now = Number.isInteger(n) && n > 1 ? commandOf(n) : undefined
+        if (now === undefined || !now.includes(path.basename(command))) continue
+        reaped++
+        try {
+          process.kill(-n, "SIGTERM")
+        } catch {
+          continue
+        }
+        const end = Date.now() + 3000
+        while (Date.now() < end && commandOf(n) !== undefined) await new Promise((r) => setTimeout(r, 50))
+        try {
+          process.kill(-n, "SIGKILL")
+        } catch {
+          // gone
+        }
+      }
+      write({})
+      return reaped
+    }
+  }
+}

@@ -30,6 +30,9 @@ const PINNED: Readonly<Record<string, { readonly file: string; readonly sha256?:
   "darwin-arm64": DARWIN
 }
 
+/** How long the helper's download may take (it is ~40 MB). */
+const DOWNLOAD_LIMIT_MS = 10 * 60_000
+
 export interface HelperSettings {
   readonly dataDir: string
   readonly bin: string | undefined
@@ -73,7 +76,7 @@ const extract = async (archive: string, target: string): Promise<void> => {
  * The helper's path, downloaded and checked when needed. What is checked is what was downloaded
  * (the binary, or the archive kept beside it), before every start.
  */
-export const quickHelper = async (s: HelperSettings): Promise<string> => {
+export const quickHelper = async (s: HelperSettings, signal?: AbortSignal): Promise<string> => {
   if (s.bin) {
     if (!fs.existsSync(s.bin)) throw new HelperError(`QUICK_TUNNEL_BIN ${s.bin} does not exist`, true)
     return s.bin
@@ -102,12 +105,19 @@ export const quickHelper = async (s: HelperSettings): Promise<string> => {
     )
   let res: Response
   try {
-    res = await fetch(url, { redirect: "follow" })
+    // Ends with the tunnel (a disable, a shutdown) and after DOWNLOAD_LIMIT_MS at most.
+    const limit = AbortSignal.timeout(DOWNLOAD_LIMIT_MS)
+    res = await fetch(url, { redirect: "follow", signal: signal ? AbortSignal.any([signal, limit]) : limit })
   } catch (e) {
     throw new HelperError(`could not download the quick-tunnel helper from ${url}: ${(e as Error).message}`, false)
   }
   if (!res.ok) throw new HelperError(`could not download the quick-tunnel helper from ${url}: HTTP ${res.status}`, false)
-  const bytes = Buffer.from(await res.arrayBuffer())
+  let bytes: Buffer
+  try {
+    bytes = Buffer.from(await res.arrayBuffer())
+  } catch (e) {
+    throw new HelperError(`could not download the quick-tunnel helper from ${url}: ${(e as Error).message}`, false)
+  }
   const actual = crypto.createHash("sha256").update(bytes).digest("hex")
   // Checked before it touches the disk as a program: a mismatch is never written executable.
   if (actual !== expected) throw new HelperError(`the helper downloaded from ${url} does not match its SHA-256 (expected ${expected}, got ${actual}): deleted, never run`, true)

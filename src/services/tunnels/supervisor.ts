@@ -18,6 +18,7 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { TunnelStatus } from "../../domain/tunnels.js"
 import type { HostPolicyShape } from "../../platform/http/hostPolicy.js"
+import type { HelperRecord } from "./process.js"
 
 export class HelperError extends Error {
   override readonly name = "HelperError"
@@ -34,6 +35,11 @@ export class HelperError extends Error {
 
 /** What a running life tells the supervisor. */
 export interface Life {
+  /**
+   * The helper process (or SDK session) was started: the registration time limit counts from
+   * here; a process is recorded (HelperRecord) until the life has ended, for the next start after a crash.
+   */
+  readonly spawned: (helper?: { readonly pid: number | undefined; readonly command: string }) => void
   /** The public address the helper printed: kept, not shown, until it is registered. */
   readonly address: (url: string) => void
   /** Requests through the address now reach the gateway: `running`, the address shown. */
@@ -72,6 +78,8 @@ export const makeBackend = (options: {
   readonly onChange?: () => void
   /** How long a life may run without registering or asking for the user before it counts as hung (TUNNEL_REGISTER_TIMEOUT_SECONDS, default 60 s). */
   readonly registerTimeout?: Duration.Duration
+  /** Where running helpers are recorded (process.ts): stopped at the next start after a crash. */
+  readonly record?: HelperRecord
 }): Backend => {
   const mask = options.mask ?? ((t: string) => t)
   const state = {
@@ -85,6 +93,10 @@ export const makeBackend = (options: {
     generation: 0,
     /** The current life has registered or is waiting for the user: the registration timeout no longer applies. */
     answered: false,
+    /** When the current life's helper was started (undefined while it is being fetched). */
+    spawnedAt: undefined as number | undefined,
+    /** The current life's helper process, while it runs. */
+    pid: undefined as number | undefined,
     hostScope: undefined as Scope.CloseableScope | undefined
   }
   const waiters = new Set<() => void>()
@@ -113,61 +125,88 @@ export const makeBackend = (options: {
     }
   }
 
-  const life: Life = {
-    address: (url) => {
-      state.pending = url
-      changed()
-    },
-    registered: (url) => {
-      const address = url ?? state.pending
-      if (address === null) return
-      state.pending = address
-      state.phase = "running"
-      state.answered = true
-      state.lastError = null
-      state.extra = {}
-      shown(address)
-      changed()
-    },
-    reconnecting: (reason) => {
-      state.phase = "starting"
-      state.lastError = mask(reason)
-      shown(null)
-      changed()
-    },
-    needsAuth: (reason, extra) => {
-      state.phase = "needs_auth"
-      state.answered = true
-      state.lastError = mask(reason)
-      state.extra = extra ?? {}
-      shown(null)
-      changed()
+  /**
+   * The callbacks of the life of generation `generation`: a late word from a life that was
+   * stopped or replaced (its output after exit, an SDK callback) changes nothing.
+   */
+  const lifeOf = (generation: number): Life => {
+    const current = () => state.generation === generation
+    return {
+      spawned: (helper) => {
+        if (!current()) return
+        state.spawnedAt = Date.now()
+        if (helper?.pid !== undefined) {
+          state.pid = helper.pid
+          options.record?.add(helper.pid, helper.command)
+        }
+      },
+      address: (url) => {
+        if (!current()) return
+        state.pending = url
+        changed()
+      },
+      registered: (url) => {
+        if (!current()) return
+        const address = url ?? state.pending
+        if (address === null) return
+        state.pending = address
+        state.phase = "running"
+        state.answered = true
+        state.lastError = null
+        state.extra = {}
+        shown(address)
+        changed()
+      },
+      reconnecting: (reason) => {
+        if (!current()) return
+        state.phase = "starting"
+        state.lastError = mask(reason)
+        shown(null)
+        changed()
+      },
+      needsAuth: (reason, extra) => {
+        if (!current()) return
+        state.phase = "needs_auth"
+        state.answered = true
+        state.lastError = mask(reason)
+        state.extra = extra ?? {}
+        shown(null)
+        changed()
+      }
     }
   }
 
-  /** A helper that neither registers nor asks for the user within the limit is hung: ended, and started again. */
+  /**
+   * A helper that neither registers nor asks for the user within the limit after it was started
+   * is hung: ended, and started again. The time before the spawn (a download) does not count.
+   */
   const registerTimeout = options.registerTimeout ?? Duration.seconds(60)
-  const oneLife = (target: string) =>
+  const watchdog: Effect.Effect<never, HelperError> = Effect.suspend(() => {
+    if (state.answered) return Effect.never
+    const at = state.spawnedAt
+    if (at === undefined) return Effect.sleep(Duration.millis(250)).pipe(Effect.zipRight(watchdog))
+    const left = at + Duration.toMillis(registerTimeout) - Date.now()
+    return left > 0
+      ? Effect.sleep(Duration.millis(left)).pipe(Effect.zipRight(watchdog))
+      : Effect.fail(new HelperError(`the helper registered no connection within ${Duration.format(registerTimeout)}; starting it again`, false))
+  })
+  const oneLife = (target: string, generation: number) =>
     Effect.suspend(() => {
       state.answered = false
-      return Effect.raceFirst(
-        Effect.scoped(options.run(life, target)),
-        Effect.sleep(registerTimeout).pipe(
-          Effect.zipRight(
-            Effect.suspend(() =>
-              state.answered
-                ? Effect.never
-                : Effect.fail(new HelperError(`the helper registered no connection within ${Duration.format(registerTimeout)}; starting it again`, false))
-            )
-          )
-        )
-      )
+      state.spawnedAt = undefined
+      // Once the life's scope has closed its helper has exited: no longer recorded.
+      const forget = Effect.sync(() => {
+        if (state.pid !== undefined) options.record?.remove(state.pid)
+        state.pid = undefined
+      })
+      return Effect.raceFirst(Effect.scoped(options.run(lifeOf(generation), target)).pipe(Effect.ensuring(forget)), watchdog)
     })
 
   const supervise = (target: string, generation: number) =>
-    oneLife(target).pipe(
+    oneLife(target, generation).pipe(
       Effect.tapError((e) =>
         Effect.sync(() => {
+          if (state.generation !== generation) return
           state.lastError = mask(e.message)
           state.pending = null
           shown(null)
@@ -182,13 +221,18 @@ export const makeBackend = (options: {
         Cause.isInterruptedOnly(cause)
           ? Effect.void
           : Effect.sync(() => {
+              if (state.generation !== generation) return
               if (state.phase !== "needs_auth") state.phase = "error"
-              if (state.generation === generation) state.fiber = undefined
+              state.fiber = undefined
               changed()
             })
       ),
       Effect.asVoid
     )
+
+  // Starts and stops one at a time: a start while a stop still waits for its helper to exit
+  // begins after it, never beside it (and is never overwritten by it).
+  const lock = Effect.unsafeMakeSemaphore(1)
 
   return {
     status: (target) => ({
@@ -201,26 +245,32 @@ export const makeBackend = (options: {
       ...state.extra
     }),
     start: (target) =>
-      Effect.sync(() => {
-        if (state.fiber !== undefined) return
-        state.phase = "starting"
-        state.lastError = null
-        state.extra = {}
-        state.pending = null
+      lock.withPermits(1)(
+        Effect.sync(() => {
+          if (state.fiber !== undefined) return
+          state.phase = "starting"
+          state.lastError = null
+          state.extra = {}
+          state.pending = null
+          state.generation += 1
+          state.fiber = Runtime.runFork(options.runtime)(supervise(target, state.generation))
+          changed()
+        })
+      ),
+    stop: lock.withPermits(1)(
+      Effect.gen(function* () {
+        const fiber = state.fiber
+        state.fiber = undefined
+        // The stopped life's late words are ignored from here on.
         state.generation += 1
-        state.fiber = Runtime.runFork(options.runtime)(supervise(target, state.generation))
+        if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+        state.phase = "stopped"
+        state.pending = null
+        state.extra = {}
+        shown(null)
         changed()
-      }),
-    stop: Effect.gen(function* () {
-      const fiber = state.fiber
-      state.fiber = undefined
-      if (fiber !== undefined) yield* Fiber.interrupt(fiber)
-      state.phase = "stopped"
-      state.pending = null
-      state.extra = {}
-      shown(null)
-      changed()
-    }),
+      })
+    ),
     set: (phase, lastError, extra) => {
       state.phase = phase
       state.lastError = lastError === null ? null : mask(lastError)

@@ -45,6 +45,7 @@ export const agentLife = (bin: string) => (life: Life, target: string, authtoken
     ),
     (spawned) => Effect.promise(() => killGroup(spawned.proc))
   ).pipe(
+    Effect.tap((spawned) => Effect.sync(() => life.spawned({ pid: spawned.proc.pid, command: spawned.command }))),
     Effect.flatMap((spawned) =>
       Effect.async<never, HelperError>((resume) => {
         let tail = ""
@@ -102,6 +103,7 @@ export const sdkLife = (serverAddr: string | undefined) => (life: Life, target: 
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
+        life.spawned()
         const sdk = (await import("@ngrok/ngrok")) as unknown as NgrokSdk
         const builder = new sdk.SessionBuilder()
         builder.authtoken(authtoken)

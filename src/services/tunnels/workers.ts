@@ -31,10 +31,11 @@ type Message =
   | { readonly t: "status"; readonly node: string; readonly views: Views }
   | { readonly t: "command"; readonly node: string; readonly id: string; readonly command: Command }
   | { readonly t: "done"; readonly node: string; readonly id: string; readonly view: TunnelView }
+  | { readonly t: "failed"; readonly node: string; readonly id: string; readonly error: string }
 
 const TOPIC = "tunnels"
-/** This gateway: the workers of one `gateway --workers N` share their primary. */
-const node = () => `${os.hostname()}:${process.ppid}`
+/** This gateway: the workers of one `gateway --workers N` share the id their primary gave them. */
+const node = () => process.env.GATEWAY_CLUSTER_ID ?? `${os.hostname()}:${process.ppid}`
 /** How long a follower waits for worker 1 (an enable of the mesh funnel waits up to 20 s there). */
 const ANSWER_MS = 30_000
 
@@ -88,7 +89,7 @@ export const followLeader = (shared: SharedStateShape, local: Local) =>
     const seal = (plain: string | undefined) => (plain === undefined ? undefined : secrets.encrypt(plain))
     const me = node()
     let views: Views | undefined
-    const waiting = new Map<string, (view: TunnelView) => void>()
+    const waiting = new Map<string, (answer: { view: TunnelView } | { error: string }) => void>()
     const settled = new Set<() => void>()
     // The running tunnels' public hosts are this worker's names too (DNS-rebinding check of /mcp).
     let hosts: Scope.CloseableScope | undefined
@@ -110,7 +111,8 @@ export const followLeader = (shared: SharedStateShape, local: Local) =>
         views = m.views
         allowHosts(m.views)
         for (const f of [...settled]) f()
-      } else if (m.t === "done") waiting.get(m.id)?.(m.view)
+      } else if (m.t === "done") waiting.get(m.id)?.({ view: m.view })
+      else if (m.t === "failed") waiting.get(m.id)?.({ error: m.error })
     })
     yield* Effect.addFinalizer(() => Effect.sync(() => hosts && Effect.runSync(Scope.close(hosts, Exit.void))))
     channel.publish({ t: "hello", node: me })
@@ -140,9 +142,9 @@ export const followLeader = (shared: SharedStateShape, local: Local) =>
     const ask = (command: Command, kind: TunnelKind) =>
       Effect.async<TunnelView>((resume) => {
         const id = `${process.pid}-${Math.random().toString(36).slice(2)}`
-        waiting.set(id, (view) => {
+        waiting.set(id, (answer) => {
           waiting.delete(id)
-          resume(Effect.succeed(view))
+          resume(Effect.succeed("view" in answer ? answer.view : { ...unknown(kind), lastError: `worker 1 could not do it: ${answer.error}` }))
         })
         channel.publish({ t: "command", node: me, id, command })
         return Effect.sync(() => waiting.delete(id))
