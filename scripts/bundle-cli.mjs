@@ -40,13 +40,26 @@ const result = await esbuild.build({
 })
 // `{ ...base, key }` literals become Object.assign calls: V8 keeps what such a literal makes
 // alive through scavenges (scripts/spread-rewrite.mjs, docs/performance.md "The latency tail").
+// A script with one character above U+00FF is kept by V8 as two-byte source: twice its size
+// in memory (about 4 MB at start for the few chunks whose comments or regexes have a `’`, `≥`
+// or `█`, docs/performance.md "Memory"). Those characters are written as \uXXXX escapes, which
+// mean the same in strings, regexes and identifiers and nothing in comments; only a String.raw
+// template would read the escape literally, so a chunk with both stops the build.
+const WIDE = /[^\u0000-\u00ff]/g
+const escapeWide = (code, file) => {
+  if (code.search(WIDE) === -1) return code
+  if (code.includes("String.raw`")) throw new Error(`bundle-cli: ${file} has String.raw and characters above U+00FF; escape them in the source`)
+  return code.replace(WIDE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+}
 let rewritten = 0
 for (const file of Object.keys(result.metafile.outputs)) {
   if (!file.endsWith(".mjs")) continue
   const at = path.join(root, file)
-  const r = rewriteChunk(readFileSync(at, "utf8"))
-  if (r.count > 0) writeFileSync(at, r.code)
+  const before = readFileSync(at, "utf8")
+  const r = rewriteChunk(before)
   rewritten += r.count
+  const code = escapeWide(r.code, file)
+  if (code !== before) writeFileSync(at, code)
 }
 if (rewritten === 0) throw new Error("bundle-cli: no spread literal was rewritten; scripts/spread-rewrite.mjs no longer matches the bundle")
 

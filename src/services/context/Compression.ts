@@ -168,8 +168,6 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
       const store = yield* ContextStore
       const flags = yield* FeatureFlags
       const appConfig = yield* AppConfig
-      // The exact tokenizer for the savings (the estimate until it is loaded).
-      yield* Effect.forkScoped(Effect.promise(() => loadTokenizer().catch(() => undefined)))
 
       // Each engine's configured settings, decoded once per change.
       const decodeSummarize = ParseResult.decodeUnknownEither(SummarizeConfig, { onExcessProperty: "error", errors: "all" })

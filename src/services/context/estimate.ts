@@ -7,10 +7,11 @@
  *
  * The tokenizer loads asynchronously on first use. `estimateTokens` waits for it;
  * `estimateTokensSync` counts with it when it is loaded and approximates (characters / 4) before,
- * so a request path never waits: `loadTokenizer` at start-up makes the sync count exact.
+ * so a request path never waits. The tokenizer is not loaded at start-up (its 200k-entry table
+ * costs about 50 MB of memory, docs/performance.md "Memory"): the first sync count starts
+ * loading it in the background (about half a second), and counts after that are exact.
  * `approximateTokens` always approximates (o200k costs milliseconds on a long agent request).
  */
-import * as Effect from "effect/Effect"
 import type { FormatId } from "../../domain/canonical.js"
 import { loadCounter, loadedCounter } from "../../upstream/formats/tokens.js"
 import { segmentsOf } from "./walk.js"
@@ -42,14 +43,19 @@ const count = (counter: Counter, format: FormatId, endpoint: string, body: Body)
 /** Loads the o200k tokenizer (once; later calls answer at once). */
 export const loadTokenizer = (): Promise<void> => loadCounter().then(() => undefined)
 
-/** `loadTokenizer` as an Effect, for a Layer to run at start-up. */
-export const LoadTokenizer: Effect.Effect<void> = Effect.promise(loadTokenizer)
-
 /** The prompt's tokens by the o200k tokenizer, loading it first if needed. */
 export const estimateTokens = async (format: FormatId, endpoint: string, body: Body): Promise<number> => count(await loadCounter(), format, endpoint, body)
 
-/** The prompt's tokens: by the o200k tokenizer when it is loaded, else characters / 4. Never waits. */
-export const estimateTokensSync = (format: FormatId, endpoint: string, body: Body): number => count(loadedCounter() ?? approximate, format, endpoint, body)
+/** The o200k counter when loaded; else the approximation, and the tokenizer starts loading for the next count. */
+const counterNow = (): Counter => {
+  const loaded = loadedCounter()
+  if (loaded !== undefined) return loaded
+  loadCounter().catch(() => undefined)
+  return approximate
+}
+
+/** The prompt's tokens: by the o200k tokenizer when it is loaded, else characters / 4 (and it starts loading). Never waits. */
+export const estimateTokensSync = (format: FormatId, endpoint: string, body: Body): number => count(counterNow(), format, endpoint, body)
 
 /**
  * The prompt's tokens as characters / 4, whether or not the tokenizer is loaded: microseconds
@@ -85,4 +91,4 @@ const O200K_PROVIDERS = new Set(["openai", "azure", "azure-openai"])
 export const tokenizerFamily = (provider: string): TokenizerFamily => (O200K_PROVIDERS.has(provider.toLowerCase()) ? EXACT : APPROXIMATE)
 
 /** Tokens of one text: o200k when loaded, else characters / 4 (memory entries, skills, the savings counted off the request path). */
-export const countText = (text: string): number => (loadedCounter() ?? approximate)(text)
+export const countText = (text: string): number => counterNow()(text)
