@@ -7,6 +7,8 @@
 //   sse-paced           SSE: 64 content chunks, one every 20 ms, then a usage chunk and [DONE]
 //   sse-burst           the same 64 chunks + usage + [DONE] written at once
 //   fail-500, fail-429, fail-503   an OpenAI-style error with that status
+// `POST /v1/messages` (Anthropic) and `POST /v1beta/models/{m}:streamGenerateContent` (Gemini) answer
+// the sse-burst chunks in their own stream formats, whatever the model.
 // A `stream: true` request for a json-* or delay-20 model is answered like sse-burst, with the
 // same text and usage as its whole answer (the gateway asks upstreams for streams); an unknown model is
 // answered like json-1k. GET /v1/models lists the modes. Listens on 127.0.0.1 (port 0 unless
@@ -102,6 +104,48 @@ const errorBody = (status) => {
   return Buffer.from(JSON.stringify({ error: { message, type, param: null, code } }))
 }
 
+/**
+ * The same 64-chunk burst in the other upstream families' stream formats, for the translated
+ * rows of the bench (a client in one format, this upstream in another): Anthropic Messages
+ * (`POST /v1/messages`, named events, usage in message_start and message_delta) and Gemini
+ * (`POST /v1beta/models/{model}:streamGenerateContent?alt=sse`, usageMetadata on the last chunk).
+ */
+const messagesBurst = (model) => {
+  const ev = (name, data) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
+  let s = ev("message_start", {
+    type: "message_start",
+    message: {
+      id: "msg_bench00000000000000000000",
+      type: "message",
+      role: "assistant",
+      model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 42, output_tokens: 1 }
+    }
+  })
+  s += ev("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } })
+  s += ev("ping", { type: "ping" })
+  for (let i = 0; i < CHUNKS; i++) s += ev("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: i === 0 ? "tok0" : ` tok${i}` } })
+  s += ev("content_block_stop", { type: "content_block_stop", index: 0 })
+  s += ev("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: CHUNKS } })
+  s += ev("message_stop", { type: "message_stop" })
+  return Buffer.from(s)
+}
+const generateContentBurst = (model) => {
+  let s = ""
+  for (let i = 0; i < CHUNKS; i++) {
+    const last = i === CHUNKS - 1
+    const candidate = { content: { parts: [{ text: i === 0 ? "tok0" : ` tok${i}` }], role: "model" }, index: 0, ...(last ? { finishReason: "STOP" } : {}) }
+    const usageMetadata = last ? { promptTokenCount: 42, candidatesTokenCount: CHUNKS, totalTokenCount: 42 + CHUNKS } : { promptTokenCount: 42, totalTokenCount: 42 }
+    s += `data: ${JSON.stringify({ candidates: [candidate], usageMetadata, modelVersion: model, responseId: "bench00000000000000000000" })}\r\n\r\n`
+  }
+  return Buffer.from(s)
+}
+const MESSAGES_BURST = messagesBurst("sse-burst")
+const GENERATE_CONTENT_BURST = generateContentBurst("sse-burst")
+
 const J1 = completion("json-1k", 1024)
 const J10 = completion("json-10k", 10 * 1024)
 const JD = completion("delay-20", 1024)
@@ -149,6 +193,15 @@ const modelOf = (body) => {
 }
 
 const handle = (req, res, body) => {
+  // The other families (stream bursts only): see messagesBurst and generateContentBurst.
+  if (req.url.startsWith("/v1/messages")) {
+    res.writeHead(200, SSE_HEADERS)
+    return res.end(MESSAGES_BURST)
+  }
+  if (req.url.includes(":streamGenerateContent")) {
+    res.writeHead(200, SSE_HEADERS)
+    return res.end(GENERATE_CONTENT_BURST)
+  }
   const mode = req.headers["x-mock-mode"] || modelOf(body)
   const stream = /"stream"\s*:\s*true/.test(body)
   switch (mode) {

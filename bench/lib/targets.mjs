@@ -262,3 +262,71 @@ export const verifyTarget = async (t, { sseOnce, streamComplete, chunks }) => {
   out.problems = problems
   return out
 }
+
+/**
+ * The translated stream pairs coding agents use most: a client in one wire format, the upstream
+ * in another. The gateway gets the client's request; direct and floor get the upstream's own
+ * request for the same 64-chunk burst (what the upstream sends either way), so the floor is the
+ * least a proxy pays for those bytes. `count` reads one whole answer: its content deltas.
+ */
+export const TRANSLATED = [
+  { label: "messages_chat", name: "messages client → chat upstream" },
+  { label: "responses_messages", name: "responses client → messages upstream" },
+  { label: "chat_generate", name: "chat client → generate-content upstream" }
+]
+const PROMPT = "Write a short poem about benchmarks."
+const count = (re) => (body) => (String(body).match(re) ?? []).length
+/** `{url, headers, body, count}` of one burst stream of `pair` against target `t`. */
+export const translatedRequest = (t, pair) => {
+  const gateway = t.name === "gateway" || t.name === "gateway-profiled"
+  switch (pair) {
+    case "messages_chat":
+      return gateway
+        ? {
+            url: `${t.baseUrl}/v1/messages`,
+            headers: { "content-type": "application/json", "x-api-key": t.headers.authorization.slice(7), "anthropic-version": "2023-06-01" },
+            body: JSON.stringify({ model: t.model("sse-burst"), max_tokens: 512, messages: [{ role: "user", content: PROMPT }], stream: true }),
+            count: count(/"type":"content_block_delta"/g)
+          }
+        : { url: t.chatUrl, headers: t.headers, body: streamBody("sse-burst"), count: count(/"content":"[^"]/g) }
+    case "responses_messages":
+      return gateway
+        ? {
+            url: `${t.baseUrl}/v1/responses`,
+            headers: t.headers,
+            body: JSON.stringify({ model: "mock-anthropic/sse-burst", input: PROMPT, max_output_tokens: 512, stream: true }),
+            count: count(/"type":"response\.output_text\.delta"/g)
+          }
+        : {
+            url: `${t.baseUrl}/v1/messages`,
+            headers: { "content-type": "application/json", "x-api-key": UPSTREAM_KEY, "anthropic-version": "2023-06-01" },
+            body: JSON.stringify({ model: "sse-burst", max_tokens: 512, messages: [{ role: "user", content: PROMPT }], stream: true }),
+            count: count(/"type":"content_block_delta"/g)
+          }
+    case "chat_generate":
+      return gateway
+        ? { url: t.chatUrl, headers: t.headers, body: streamBody("mock-gemini/sse-burst"), count: count(/"content":"[^"]/g) }
+        : {
+            url: `${t.baseUrl}/v1beta/models/sse-burst:streamGenerateContent?alt=sse`,
+            headers: { "content-type": "application/json", "x-goog-api-key": UPSTREAM_KEY },
+            body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: PROMPT }] }], generationConfig: { maxOutputTokens: 512 } }),
+            count: count(/"text":"[^"]/g)
+          }
+    default:
+      throw new Error(`unknown translated pair ${pair}`)
+  }
+}
+
+/** Adds the Anthropic and Gemini connections to the mock the translated rows route to. */
+export const addTranslationProviders = async (t, mock) => {
+  for (const [provider, name] of [
+    ["anthropic", "mock-anthropic"],
+    ["gemini", "mock-gemini"]
+  ]) {
+    const r = await request(`${t.baseUrl}/api/providers`, {
+      headers: t.adminHeaders,
+      body: JSON.stringify({ provider, name, baseUrl: mock.baseUrl, apiKey: UPSTREAM_KEY, defaultModel: "sse-burst", models: ["sse-burst"] })
+    })
+    if (r.status >= 300) throw new Error(`POST /api/providers (${provider}): ${r.status} ${r.body}`)
+  }
+}
