@@ -139,7 +139,8 @@ describe("native batches: OpenAI", () => {
       )
       expect(running.status).toBe("in_progress")
       const cancelling = await client.batches.cancel(created.id)
-      expect(cancelling.status).toBe("cancelling")
+      // The worker may end it between the cancel and the answer (its next poll sees the upstream's cancel).
+      expect(["cancelling", "cancelled"]).toContain(cancelling.status)
       const upstream = [...up.openai.values()].find((b) => (b.metadata as Record<string, string>)?.["gateway_batch_id"] === created.id)!
       expect(up.requests.some((r) => r.method === "POST" && r.path === `/openai/v1/batches/${upstream.id}/cancel`)).toBe(true)
       const done = await until(created.id, (s) => s === "cancelled")
