@@ -37,7 +37,7 @@ import {
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 const ROOT = path.resolve(BENCH_DIR, "..")
 const ALL_TARGETS = ["direct", "floor", "gateway", "peer"]
-const METRICS = ["latency", "throughput", "sse", "translated", "streams", "rss", "startup", "fallback", "cache", "soak", "profile"]
+const METRICS = ["latency", "throughput", "sse", "translated", "streams", "workers", "rss", "startup", "fallback", "cache", "soak", "profile"]
 const CHUNKS = 64
 const GAP_LIMIT_MS = 500
 const T_START = performance.now()
@@ -659,6 +659,38 @@ if (want("cache") && ready("gateway") && checkAlive("gateway")) {
     )
 }
 
+// `gateway --workers 2` against the one-process gateway, c=32 JSON 1 KB, interleaved: with the
+// load generator and the mock pinned apart (the workers on the target core: on a 2-core machine
+// that is one core for both), and with the workers free to use every core (sharing the load's).
+let workers = null
+if (want("workers") && ready("gateway") && checkAlive("gateway")) {
+  workers = await safe("workers", async () => {
+    const launch = async (name, pinned) => {
+      const prep = await prepareGateway({ rootDir: ROOT, mock: t("direct"), core: CORE_LOAD, pin })
+      const g = await launchGateway(prep, { rootDir: ROOT, core: CORE_TARGET, pin: pin && pinned, gatewayArgs: ["--workers", "2"], name })
+      if (!g.ok) throw new Error(`${name}: ${g.error}`)
+      return g
+    }
+    const runs = { one: [], pinned: [], free: [] }
+    const pinnedG = await launch("gateway-workers-pinned", true)
+    await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.warmupS })
+    for (let i = 0; i < MODE.extraRounds; i++) {
+      runs.one.push((await throughputRun(t("gateway").chatUrl, { ...jsonReq(t("gateway"), "1k"), connections: 32, durationS: MODE.extraS })).rps)
+      runs.pinned.push((await throughputRun(pinnedG.chatUrl, { ...jsonReq(pinnedG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
+    }
+    await pinnedG.proc.stop("SIGTERM", 15_000)
+    const freeG = await launch("gateway-workers-free", false)
+    await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.warmupS })
+    for (let i = 0; i < MODE.extraRounds; i++) runs.free.push((await throughputRun(freeG.chatUrl, { ...jsonReq(freeG, "1k"), connections: 32, durationS: MODE.extraS })).rps)
+    await freeG.proc.stop("SIGTERM", 15_000)
+    return runs
+  })
+  if (!workers.error)
+    log(
+      `workers: one process ${workers.one.map((v) => v.toFixed(0)).join(", ")}; --workers 2 pinned apart ${workers.pinned.map((v) => v.toFixed(0)).join(", ")}; on every core ${workers.free.map((v) => v.toFixed(0)).join(", ")} req/s`
+    )
+}
+
 // Soak: the gateway under steady c=32 JSON load, RSS every 30 s.
 let soak = null
 if (want("soak") && ready("gateway") && checkAlive("gateway")) {
@@ -840,6 +872,8 @@ const countChecks = (runs, want) => {
   }
   return { good, all, non2xx }
 }
+const fmtRange = (a) => `${a.median.toFixed(0)} (${a.min.toFixed(0)}–${a.max.toFixed(0)})`
+const wk = workers && !workers.error ? { one: acrossRounds(workers.one), pinned: acrossRounds(workers.pinned), free: acrossRounds(workers.free) } : null
 const fbChecks = countChecks(fallback, "attempts=1")
 const chChecks = countChecks(cache, "cache=HIT")
 
@@ -972,7 +1006,17 @@ const rows = [
     target: "X-Gateway-Cache: HIT on every answer",
     pass: check.cacheHit
   },
-  { label: "cache hit: p50 c=1 (ms)", values: ch.p50 ? { gateway: ch.p50 } : {}, ratios: gatewayRatios({ gateway: ch.p50 }, M["latency.p50"]) }
+  { label: "cache hit: p50 c=1 (ms)", values: ch.p50 ? { gateway: ch.p50 } : {}, ratios: gatewayRatios({ gateway: ch.p50 }, M["latency.p50"]) },
+  { section: "`gateway --workers 2` (c=32 JSON 1 KB, interleaved with the one-process gateway)" },
+  { label: "one process: req/s", text: { gateway: wk ? fmtRange(wk.one) : "not run" } },
+  {
+    label: "--workers 2, load generator pinned apart: req/s (÷ one process)",
+    text: { gateway: wk ? `${fmtRange(wk.pinned)} (${(wk.pinned.median / wk.one.median).toFixed(2)}×)` : "not run" }
+  },
+  {
+    label: "--workers 2 on every core, sharing the load generator's: req/s (÷ one process)",
+    text: { gateway: wk ? `${fmtRange(wk.free)} (${(wk.free.median / wk.one.median).toFixed(2)}×)` : "not run" }
+  }
 ]
 
 const totalS = (performance.now() - T_START) / 1000
@@ -1069,6 +1113,7 @@ const results = {
   fallback: fallback ? { ...fallback, summary: fb, headerChecks: fbChecks } : null,
   cache: cache ? { ...cache, summary: ch, headerChecks: chChecks } : null,
   soak,
+  workers: workers ? { ...workers, summary: wk } : null,
   profile,
   profiles,
   background: {

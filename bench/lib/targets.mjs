@@ -142,7 +142,7 @@ export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
  * Starts `node [extraNodeArgs] bin/gateway` on a prepared DATA_DIR with LOG_LEVEL=warning on a
  * free port of 127.0.0.1, and waits for its first 200.
  */
-export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = [], name = "gateway" }) => {
+export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = [], gatewayArgs = [], name = "gateway" }) => {
   const t = target(name)
   try {
     if (prep instanceof Error) throw prep
@@ -156,7 +156,7 @@ export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = 
     const proc = spawnChild({
       name,
       cmd: process.execPath,
-      args: [...extraNodeArgs, path.join(rootDir, "bin/gateway")],
+      args: [...extraNodeArgs, path.join(rootDir, "bin/gateway"), ...gatewayArgs],
       env: { ...prep.env, PORT: String(port), HOST: "127.0.0.1" },
       cwd: rootDir,
       core,
