@@ -42,7 +42,7 @@ const result = await esbuild.build({
 // alive through scavenges (scripts/spread-rewrite.mjs, docs/performance.md "The latency tail").
 // A script with one character above U+00FF is kept by V8 as two-byte source: twice its size
 // in memory (about 4 MB at start for the few chunks whose comments or regexes have a `’`, `≥`
-// or `█`, docs/performance.md "Memory"). Those characters are written as \uXXXX escapes, which
+// or `█`, docs/performance.md "Memory at rest"). Those characters are written as \uXXXX escapes, which
 // mean the same in strings, regexes and identifiers and nothing in comments; only a String.raw
 // template would read the escape literally, so a chunk with both stops the build.
 const WIDE = /[^\u0000-\u00ff]/g

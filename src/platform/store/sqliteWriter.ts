@@ -208,7 +208,7 @@ export const startSqliteWriter = (file: string, replacing: Readonly<Record<strin
 /**
  * The writer thread, started by the first write rather than at start-up: a thread is its own V8
  * isolate with its own better-sqlite3 (about 10 MB), and a gateway that answers nothing writes
- * nothing (docs/performance.md, "Memory"). Until it runs, `dataVersion` is the main
+ * nothing (docs/performance.md, "Memory at rest"). Until it runs, `dataVersion` is the main
  * connection's question (StoreVersion asks the main connection while `started()` is false); a
  * thread that cannot start fails that first write, and the batch writer goes on on the main
  * connection, logging why.

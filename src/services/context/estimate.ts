@@ -8,7 +8,7 @@
  * The tokenizer loads asynchronously on first use. `estimateTokens` waits for it;
  * `estimateTokensSync` counts with it when it is loaded and approximates (characters / 4) before,
  * so a request path never waits. The tokenizer is not loaded at start-up (its 200k-entry table
- * costs about 50 MB of memory, docs/performance.md "Memory"): the first sync count starts
+ * costs about 50 MB of memory, docs/performance.md "Memory at rest"): the first sync count starts
  * loading it in the background (about half a second), and counts after that are exact.
  * `approximateTokens` always approximates (o200k costs milliseconds on a long agent request).
  */
