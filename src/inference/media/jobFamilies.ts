@@ -6,7 +6,6 @@
  * src/inference/routes/mediaJobs.ts. Shapes: each vendor's API reference and SDK (OpenAI videos, Gemini Veo, ElevenLabs music, Lyria)
  * (docs/media.md, "Video and music (jobs)").
  */
-import { parseBuffer } from "music-metadata"
 import { arr, num, obj, str } from "../../upstream/formats/common.js"
 import { encodeComponent } from "../../kernel/untrusted.js"
 import type { Connection } from "../../upstream/providers/Connections.js"
@@ -258,6 +257,7 @@ export const readMusic = (family: JobFamily, body: Buffer, contentType: string |
 /** Seconds of audio, read from the audio itself (music-metadata); undefined when it cannot be read. */
 export const audioSeconds = async (bytes: Buffer, contentType: string): Promise<number | undefined> => {
   try {
+    const { parseBuffer } = await import("music-metadata")
     const meta = await parseBuffer(bytes, { mimeType: contentType, size: bytes.length }, { duration: true, skipCovers: true })
     const d = meta.format.duration
     return d !== undefined && Number.isFinite(d) && d > 0 ? d : undefined

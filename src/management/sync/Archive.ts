@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { pipeline } from "node:stream/promises"
 import * as zlib from "node:zlib"
-import * as tar from "tar-stream"
+import type * as TarStream from "tar-stream"
 import { BadRequest } from "../../domain/errors.js"
 import { deriveKey, loadOrCreateKeyFile, type SecretsShape } from "../../platform/store/Secrets.js"
 import * as Envelope from "./envelope.js"
@@ -25,11 +25,14 @@ import * as Envelope from "./envelope.js"
 export const ARCHIVE = { manifest: "manifest.json", db: "gateway.db", config: "config.json", key: "storage-key.enc", env: "env.enc" } as const
 export const ENV_FILE = ".env"
 
+/** tar-stream, loaded with the first archive (docs/performance.md, "Memory at rest"). */
+const loadTar = (): Promise<typeof TarStream> => import("tar-stream").then((m) => ((m as { default?: typeof TarStream }).default ?? m) as typeof TarStream)
+
 export type ArchiveEntry = { readonly name: string; readonly file: string } | { readonly name: string; readonly data: string | Buffer }
 
 /** Writes the entries, in order, as a .tar.gz at `out`. */
-export const writeArchive = (out: string, entries: ReadonlyArray<ArchiveEntry>): Promise<void> => {
-  const pack = tar.pack()
+export const writeArchive = async (out: string, entries: ReadonlyArray<ArchiveEntry>): Promise<void> => {
+  const pack = (await loadTar()).pack()
   const written = pipeline(pack, zlib.createGzip(), fs.createWriteStream(out))
   const add = async () => {
     for (const e of entries) {
@@ -60,14 +63,14 @@ export const isArchive = (file: string): boolean => {
 }
 
 /** The entries of an archive, the wanted ones extracted into `dir` (name → file). */
-export const readArchive = (
+export const readArchive = async (
   file: string,
   dir: string,
   wanted: ReadonlyArray<string>
 ): Promise<{ readonly names: ReadonlyArray<string>; readonly files: Record<string, string> }> => {
   const names: Array<string> = []
   const files: Record<string, string> = {}
-  const extract = tar.extract()
+  const extract = (await loadTar()).extract()
   extract.on("entry", (header, stream, next) => {
     names.push(header.name)
     if (wanted.includes(header.name) && !(header.name in files)) {

@@ -10,7 +10,6 @@ import * as path from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import * as zlib from "node:zlib"
-import tar from "tar-stream"
 import { decodeManifest, type PluginManifest } from "./manifest.js"
 
 export const PLUGINS_DIR = "plugins"
@@ -84,6 +83,7 @@ export const extractTgz = async (bytes: Uint8Array, dir: string, maxBytes: numbe
   if (bytes.length < 2 || bytes[0] !== 0x1f || bytes[1] !== 0x8b) throw new InstallError("the upload is not a .tgz (gzip) archive")
   const entries: Array<{ name: string; type: "file" | "directory"; data?: Buffer }> = []
   let total = 0
+  const tar = (await import("tar-stream")).default
   const extract = tar.extract()
   extract.on("entry", (header, stream, next) => {
     let name: string

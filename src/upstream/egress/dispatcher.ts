@@ -1,5 +1,6 @@
 import * as net from "node:net"
-import { SocksClient } from "socks"
+// socks is loaded with the first SOCKS connection (docs/performance.md, "Memory at rest").
+const loadSocks = () => import("socks").then((m) => m.SocksClient)
 import { Agent, buildConnector, type Dispatcher, ProxyAgent } from "undici"
 import { BODY_IDLE_TIMEOUT_MS } from "../client/UpstreamHttp.js"
 import { familyNumber, literalContradiction, type LookupFunction, pinnedLookup, ProxyFamilyUnavailable, type ProxySpec } from "./family.js"
@@ -75,16 +76,20 @@ export const buildDispatcher = (spec: ProxySpec, lookup: LookupFunction): Dispat
     const targetPort = Number(opts.port) || (opts.protocol === "https:" ? 443 : 80)
     connectToProxy(spec, lookup)
       .then((existing) =>
-        SocksClient.createConnection({
-          proxy: { host: bare(spec.host), port: spec.port, type: 5, ...(spec.username ? { userId: spec.username, password: spec.password ?? "" } : {}) },
-          command: "connect",
-          destination: { host: targetHost, port: targetPort },
-          existing_socket: existing,
-          timeout: CONNECT_TIMEOUT_MS
-        }).catch((e: unknown) => {
-          existing.destroy()
-          throw e
-        })
+        loadSocks()
+          .then((SocksClient) =>
+            SocksClient.createConnection({
+              proxy: { host: bare(spec.host), port: spec.port, type: 5, ...(spec.username ? { userId: spec.username, password: spec.password ?? "" } : {}) },
+              command: "connect",
+              destination: { host: targetHost, port: targetPort },
+              existing_socket: existing,
+              timeout: CONNECT_TIMEOUT_MS
+            })
+          )
+          .catch((e: unknown) => {
+            existing.destroy()
+            throw e
+          })
       )
       .then(({ socket }) => {
         if (opts.protocol !== "https:") return callback(null, socket)

@@ -4,7 +4,6 @@
  * transcription is priced by and answers with, never the upstream's word for it.
  */
 import * as Effect from "effect/Effect"
-import { parseFile } from "music-metadata"
 
 export interface AudioInfo {
   /** Seconds, from the file's own headers (or a scan of its frames when they do not say). */
@@ -32,7 +31,7 @@ const CONTAINERS: ReadonlyArray<readonly [RegExp, string, string]> = [
  */
 export const probeAudio = (path: string): Effect.Effect<AudioInfo, string> =>
   Effect.tryPromise({
-    try: () => parseFile(path, { duration: true, skipCovers: true }),
+    try: () => import("music-metadata").then((m) => m.parseFile(path, { duration: true, skipCovers: true })),
     catch: (e) => (e instanceof Error ? e.message : String(e))
   }).pipe(
     Effect.flatMap((meta) => {
