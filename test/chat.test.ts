@@ -180,6 +180,7 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
   it("aborts a non-streaming request's upstream stream when the client goes away while its answer is being collected", async () => {
     upstream.next({ content: "a slow answer in many pieces", chunks: 10, chunkDelayMs: 400 })
     const before = upstream.aborted
+    const rowsBefore = usageRows(gw.dataDir).length
     const controller = new AbortController()
     const pending = client.chat.completions
       .create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] }, { signal: controller.signal })
@@ -189,6 +190,18 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
     controller.abort()
     await pending
     await expect.poll(() => upstream.aborted, { timeout: 1500 }).toBe(before + 1)
+    // Its usage row says the client closed the request (and is written before the next test counts rows).
+    await expect
+      .poll(
+        async () => {
+          await flushWrites()
+          return usageRows(gw.dataDir)
+            .slice(rowsBefore)
+            .map((r) => r.status)
+        },
+        { timeout: 3000 }
+      )
+      .toEqual([499])
   })
 
   it("records a usage row with tokens for streamed and non-streamed requests", async () => {
