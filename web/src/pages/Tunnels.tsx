@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks"
 import { renderSVG } from "uqr"
 import { api, ok } from "../api/client"
+import { readSse } from "../sse"
 import { Badge, Button, Form, Loader, NumberInput, Page, Section, TextInput, toast, useAction, useInterval, useLoad } from "../ui"
 import "./operate/operate.css"
 import "./Tunnels.css"
@@ -156,27 +157,6 @@ const Token = (p: { status: Status; reload: () => void }) => {
   )
 }
 
-/** Reads the install's server-sent events into lines. */
-const readEvents = async (body: ReadableStream<Uint8Array>, onEvent: (event: string, data: any) => void) => {
-  const reader = body.getReader()
-  const decoder = new TextDecoder()
-  let buffer = ""
-  for (;;) {
-    const { value, done } = await reader.read()
-    if (done) break
-    buffer += decoder.decode(value, { stream: true })
-    let end = buffer.indexOf("\n\n")
-    while (end !== -1) {
-      const block = buffer.slice(0, end)
-      buffer = buffer.slice(end + 2)
-      const event = /^event: (.*)$/m.exec(block)?.[1] ?? "message"
-      const data = /^data: (.*)$/m.exec(block)?.[1]
-      if (data !== undefined) onEvent(event, JSON.parse(data))
-      end = buffer.indexOf("\n\n")
-    }
-  }
-}
-
 const Mesh = (p: { status: Status; reload: () => void }) => {
   const check = useLoad(() => ok(api.GET("/api/tunnels/mesh/check")))
   const [sudo, setSudo] = useState("")
@@ -197,9 +177,9 @@ const Mesh = (p: { status: Status; reload: () => void }) => {
       const r = await api.POST("/api/tunnels/mesh/install", { body: withSudo(), parseAs: "stream" })
       if (!r.response.ok || !r.response.body) throw new Error(`the install could not start (HTTP ${r.response.status})`)
       let outcome: { ok: boolean; error?: string } = { ok: false, error: "the install ended without a result" }
-      await readEvents(r.response.body, (event, data) => {
-        if (event === "progress") setLog((l) => [...l, data.line as string])
-        if (event === "done") outcome = data
+      await readSse(r.response.body, (event, data) => {
+        if (event === "progress") setLog((l) => [...l, JSON.parse(data).line as string])
+        if (event === "done") outcome = JSON.parse(data)
       })
       check.reload()
       if (!outcome.ok) throw new Error(outcome.error)

@@ -2,6 +2,8 @@
 // of a streamed chat answer: time to first token, tokens per second, token counts (reported by
 // the gateway when it can, else estimated) and a cost estimate from the gateway's own prices.
 
+import { readSse } from "../../sse"
+
 export type Params = {
   temperature?: number
   max_tokens?: number
@@ -86,54 +88,40 @@ export const streamChat = async (body: Record<string, unknown>, key: string, upd
       emit()
       return run
     }
-    const reader = res.body.getReader()
-    const decoder = new TextDecoder()
-    let buffer = ""
-    for (;;) {
-      const { value, done } = await reader.read()
-      if (done) break
-      buffer += decoder.decode(value, { stream: true })
-      let cut: number
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const event = buffer.slice(0, cut)
-        buffer = buffer.slice(cut + 2)
-        for (const line of event.split("\n")) {
-          if (!line.startsWith("data:")) continue
-          const data = line.slice(5).trim()
-          if (data === "[DONE]") continue
-          let chunk: any
-          try {
-            chunk = JSON.parse(data)
-          } catch {
-            continue
-          }
-          if (chunk.error) {
-            run.error = chunk.error.message ?? String(chunk.error)
-            continue
-          }
-          if (chunk.model) run.servedModel = chunk.model
-          if (chunk.usage) {
-            run.promptTokens = chunk.usage.prompt_tokens ?? null
-            run.completionTokens = chunk.usage.completion_tokens ?? null
-            run.reported = true
-          }
-          const delta = chunk.choices?.[0]?.delta
-          if (!delta) continue
-          const piece = (delta.content ?? "") + (delta.reasoning_content ?? delta.reasoning ?? "")
-          if (piece && run.ttftMs === null) run.ttftMs = performance.now() - started
-          if (delta.content) run.text += delta.content
-          if (delta.reasoning_content || delta.reasoning) run.reasoning += delta.reasoning_content ?? delta.reasoning
-          for (const tc of delta.tool_calls ?? []) {
-            const i = tc.index ?? 0
-            run.toolCalls[i] ??= { name: "", arguments: "" }
-            if (tc.function?.name) run.toolCalls[i]!.name += tc.function.name
-            if (tc.function?.arguments) run.toolCalls[i]!.arguments += tc.function.arguments
-            if (run.ttftMs === null) run.ttftMs = performance.now() - started
-          }
-        }
-        emit()
+    await readSse(res.body, (_event, raw) => {
+      const data = raw.trim()
+      if (data === "[DONE]") return emit()
+      let chunk: any
+      try {
+        chunk = JSON.parse(data)
+      } catch {
+        return emit()
       }
-    }
+      if (chunk.error) {
+        run.error = chunk.error.message ?? String(chunk.error)
+        return emit()
+      }
+      if (chunk.model) run.servedModel = chunk.model
+      if (chunk.usage) {
+        run.promptTokens = chunk.usage.prompt_tokens ?? null
+        run.completionTokens = chunk.usage.completion_tokens ?? null
+        run.reported = true
+      }
+      const delta = chunk.choices?.[0]?.delta
+      if (!delta) return emit()
+      const piece = (delta.content ?? "") + (delta.reasoning_content ?? delta.reasoning ?? "")
+      if (piece && run.ttftMs === null) run.ttftMs = performance.now() - started
+      if (delta.content) run.text += delta.content
+      if (delta.reasoning_content || delta.reasoning) run.reasoning += delta.reasoning_content ?? delta.reasoning
+      for (const tc of delta.tool_calls ?? []) {
+        const i = tc.index ?? 0
+        run.toolCalls[i] ??= { name: "", arguments: "" }
+        if (tc.function?.name) run.toolCalls[i]!.name += tc.function.name
+        if (tc.function?.arguments) run.toolCalls[i]!.arguments += tc.function.arguments
+        if (run.ttftMs === null) run.ttftMs = performance.now() - started
+      }
+      emit()
+    })
   } catch (e) {
     run.error = (e as Error).name === "AbortError" ? "stopped" : `the connection failed: ${(e as Error).message}`
   }
