@@ -73,18 +73,16 @@ export const funnelsOf = (json: unknown): Array<{ url: string; proxy: string | n
 
 const NOT_LOGGED_IN = new Set(["NeedsLogin", "NeedsMachineAuth", "NoState"])
 
+/** What the check says of a daemon it cannot reach (or a CLI that is not there). */
+const NO_DAEMON = { daemonRunning: false, loggedIn: false, backendState: null, hostname: null, dnsName: null, funnels: [] } as const
+
 export const meshCheck = async (s: MeshSettings): Promise<MeshCheck> => {
   const version = await runCommand(s.bin, ["version"], { timeoutMs: 10_000 })
   if (version.code !== 0) {
     return {
       installed: false,
       version: null,
-      daemonRunning: false,
-      loggedIn: false,
-      backendState: null,
-      hostname: null,
-      dnsName: null,
-      funnels: [],
+      ...NO_DAEMON,
       problem: `the mesh CLI (${s.bin}) is not installed${version.stderr ? ` (${lastLines(version.stderr, 1)})` : ""}: POST /api/tunnels/mesh/install, or set MESH_TUNNEL_BIN`
     }
   }
@@ -94,12 +92,7 @@ export const meshCheck = async (s: MeshSettings): Promise<MeshCheck> => {
   if (json === undefined) {
     return {
       ...installed,
-      daemonRunning: false,
-      loggedIn: false,
-      backendState: null,
-      hostname: null,
-      dnsName: null,
-      funnels: [],
+      ...NO_DAEMON,
       problem: `the mesh daemon does not answer (${lastLines(status.stderr || status.stdout, 1) || `exit ${status.code}`}): POST /api/tunnels/mesh/start-daemon`
     }
   }
