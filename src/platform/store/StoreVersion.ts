@@ -83,14 +83,12 @@ export class StoreVersion extends Context.Tag("gateway/StoreVersion")<StoreVersi
         // With the batch writer's thread (src/platform/store/sqliteWriter.ts) its connection is the one
         // polled: the main connection's counter moves with every batch the thread commits.
         const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
-        // A thread that has failed (or fails during the call), or has not started yet (it starts
-        // with the first write: until then only the main connection commits), hands the question
-        // back to the main connection. The switch to the thread's counter counts as one change.
+        // A thread that has failed (or fails during the call) hands the question back to the main connection.
         const probe =
           thread === undefined
             ? dataVersion(sql)
             : Effect.suspend(() =>
-                thread.alive() && thread.started()
+                thread.alive()
                   ? Effect.catchAll(
                       Effect.tryPromise(() => thread.dataVersion()),
                       () => dataVersion(sql)

@@ -41,8 +41,6 @@ export interface SqliteWriter {
   readonly dataVersion: () => Promise<number>
   /** False once the thread has failed (its callers then use the main connection). */
   readonly alive: () => boolean
-  /** Whether the thread runs yet (`lazySqliteWriter` starts it with the first write). */
-  readonly started: () => boolean
   /** Closes the worker's connection and ends the thread. */
   readonly close: () => Promise<void>
 }
@@ -187,7 +185,6 @@ export const startSqliteWriter = (file: string, replacing: Readonly<Record<strin
       write: (rows) => call<BatchResult>({ rows }),
       dataVersion: () => call<{ readonly version: number }>({ dataVersion: true }).then((m) => m.version),
       alive: () => failure === undefined,
-      started: () => true,
       close: async () => {
         if (failure) return
         await call({ close: true }).catch(() => undefined)
@@ -206,49 +203,8 @@ export const startSqliteWriter = (file: string, replacing: Readonly<Record<strin
   })
 
 /**
- * The writer thread, started by the first write rather than at start-up: a thread is its own V8
- * isolate with its own better-sqlite3 (about 10 MB), and a gateway that answers nothing writes
- * nothing (docs/performance.md, "Memory at rest"). Until it runs, `dataVersion` is the main
- * connection's question (StoreVersion asks the main connection while `started()` is false); a
- * thread that cannot start fails that first write, and the batch writer goes on on the main
- * connection, logging why.
- */
-export const lazySqliteWriter = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>): SqliteWriter => {
-  let starting: Promise<SqliteWriter> | undefined
-  let running: SqliteWriter | undefined
-  let failed = false
-  let closed = false
-  const start = () =>
-    (starting ??= startSqliteWriter(file, replacing).then(
-      (w) => {
-        running = w
-        if (closed) void w.close()
-        return w
-      },
-      (e: Error) => {
-        failed = true
-        throw e
-      }
-    ))
-  return {
-    write: (rows) => (closed ? Promise.reject(new Error("the SQLite writer thread is closed")) : start().then((w) => w.write(rows))),
-    dataVersion: () => (running === undefined ? Promise.reject(new Error("the SQLite writer thread is not started")) : running.dataVersion()),
-    alive: () => !failed && !closed && (running === undefined || running.alive()),
-    started: () => running !== undefined,
-    close: async () => {
-      closed = true
-      if (starting === undefined) return
-      await starting.then(
-        (w) => w.close(),
-        () => undefined
-      )
-    }
-  }
-}
-
-/**
- * The writer thread of the SQLite file, for the batch writer and StoreVersion, started with the
- * first write (`lazySqliteWriter`); both use the main connection when it fails.
+ * The writer thread of the SQLite file, for the batch writer and StoreVersion; `writer` is
+ * undefined when it could not start (both then use the main connection, as before).
  */
 export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread")<SqliteWriterThread, { readonly writer: SqliteWriter | undefined }>() {
   static readonly layer = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>) =>
@@ -256,8 +212,10 @@ export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread"
       SqliteWriterThread,
       Effect.map(
         Effect.acquireRelease(
-          Effect.sync(() => lazySqliteWriter(file, replacing)),
-          (w) => Effect.promise(() => w.close())
+          Effect.tryPromise(() => startSqliteWriter(file, replacing)).pipe(
+            Effect.catchAll((e) => Effect.as(Effect.logWarning("the SQLite writer thread did not start; rows are written on the main thread", e.error), undefined))
+          ),
+          (w) => (w === undefined ? Effect.void : Effect.promise(() => w.close()))
         ),
         (writer) => ({ writer })
       )
