@@ -1,3 +1,4 @@
+import { open } from "../src/upstream/formats/signatures.js"
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
@@ -89,7 +90,11 @@ const REPLIES: ReadonlyArray<{ readonly name: string; readonly reply: Reply }> =
 /** An answer with what differs between any two answers taken out: ids and times. */
 const normalise = (v: unknown): unknown => {
   if (Array.isArray(v)) return v.map(normalise)
-  if (typeof v === "string") return /^(chatcmpl|resp|msg|call|toolu|fc|rs|req)[-_]/.test(v) ? "<id>" : v.replace(/^[cw]-up-/, "up-")
+  if (typeof v === "string") {
+    // Reasoning state is sealed with the connection that issued it (docs/reasoning-state.md): the two connections differ.
+    const s = open(v).signature
+    return /^(chatcmpl|resp|msg|call|toolu|fc|rs|req)[-_]/.test(s) ? "<id>" : s.replace(/^[cw]-up-/, "up-")
+  }
   if (v === null || typeof v !== "object") return v
   const out: Record<string, unknown> = {}
   for (const [k, x] of Object.entries(v)) {

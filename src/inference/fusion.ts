@@ -2,6 +2,7 @@
  * Fusion (spec document 1): a panel of models answers the prompt in parallel, whole and without
  * tools, and a judge writes the reply from their answers.
  */
+import { sealResponse } from "../upstream/formats/signatures.js"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -104,7 +105,8 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     const json = tryJson(text)
     const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
     if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-    const decoded = upstream.decodeResponse(json)
+    // Its reasoning state may reach the client as the reply: sealed with its issuer (docs/reasoning-state.md).
+    const decoded = sealResponse(upstream.decodeResponse(json), c.connection.id)
     return { status: 200, usage: decoded.usage, ttftMs: null, error: null, headers: headerValue(res.headers), decoded }
   })
 

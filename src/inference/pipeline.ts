@@ -1,3 +1,4 @@
+import { sealAnswer, sealResponse } from "../upstream/formats/signatures.js"
 import * as Context from "effect/Context"
 import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
@@ -236,13 +237,15 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
             if (call.stream) {
               // The client asked for a stream but the upstream answered whole: replay it as events.
-              replayWhole(call, upstream.decodeResponse(json))
+              replayWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
               return outcome
             }
-            // Pass-through: the upstream's own bytes go to the client, parsed only for usage and errors.
-            const answer = passthrough ? json : encodeWhole(call, upstream.decodeResponse(json))
+            // Pass-through: the upstream's own bytes go to the client, parsed only for usage and
+            // errors, and re-written only when reasoning state in them is sealed (docs/reasoning-state.md).
+            const resealed = passthrough && sealAnswer(upstream.id, json, connection.id)
+            const answer = passthrough ? json : encodeWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
             Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
-            sendWhole(call, passthrough ? text : JSON.stringify(answer))
+            sendWhole(call, passthrough && !resealed ? text : JSON.stringify(answer))
             const id = obj(answer)?.["id"]
             if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
             return outcome

@@ -20,6 +20,7 @@ import type { Origin } from "./responseStore.js"
 import { secretsOf } from "./sending.js"
 import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome, type StreamSink } from "./stream.js"
 import { StreamCollector } from "../upstream/formats/collect.js"
+import { sealAnswer, sealEvents, sealFrameData } from "../upstream/formats/signatures.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
@@ -97,7 +98,10 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     // A client taking each event's data alone: a JSON array's elements (Gemini without alt=sse), a WebSocket's messages.
     const elements = call.eventFraming?.() ?? (call.jsonArrayStream ? jsonArrayEvents(client) : undefined)
     relay = {
-      frame: (frame: Frame) => {
+      frame: (input: Frame) => {
+        // Reasoning state goes to the client sealed with its issuer (docs/reasoning-state.md).
+        const sealed = sealFrameData(upstream.id, input.data, connection.id)
+        const frame = sealed === input.data ? input : { ...input, data: sealed }
         const began = open
         if (!open) gate(preview.push(frame))
         const u = upstream.usageOf(frame)
@@ -151,9 +155,9 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
       return release(out)
     }
     relay = {
-      frame: (frame) => handle(decoder.push(frame)),
+      frame: (frame) => handle(sealEvents(decoder.push(frame), connection.id)),
       end: () => {
-        const text = handle(decoder.end())
+        const text = handle(sealEvents(decoder.end(), connection.id))
         open = true
         return release(text) + (failed ? "" : enc.end())
       },
@@ -232,7 +236,7 @@ export const collectStream = (upstream: WireFormat, connection: Connection): Col
   const collector = new StreamCollector()
   let terminal: Record<string, unknown> | undefined
   const take = (events: ReadonlyArray<StreamEvent>): string => {
-    collector.push(events)
+    collector.push(sealEvents(events, connection.id))
     const error = collector.error()
     if (error) throw new StreamFailure({ ...error, message: scrubSecrets(error.message, secretsOf(connection)) })
     return collector.began ? " " : ""
@@ -242,7 +246,11 @@ export const collectStream = (upstream: WireFormat, connection: Connection): Col
     terminal: () => terminal,
     relay: {
       frame: (frame) => {
-        if (upstream.id === "openai-responses" && TERMINAL_RESPONSE.test(frame.data)) terminal = obj(obj(tryJson(frame.data))?.["response"]) ?? terminal
+        if (upstream.id === "openai-responses" && TERMINAL_RESPONSE.test(frame.data)) {
+          const response = obj(obj(tryJson(frame.data))?.["response"])
+          if (response) sealAnswer(upstream.id, response, connection.id)
+          terminal = response ?? terminal
+        }
         return take(decoder.push(frame))
       },
       end: () => take(decoder.end()),

@@ -1,3 +1,4 @@
+import { sealResponse } from "../upstream/formats/signatures.js"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -379,7 +380,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         const json = tryJson(text)
         const bad = errorInAnswer(upstream.id, json, text, openAiResponses, connection)
         if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-        const decoded = upstream.decodeResponse(json)
+        const decoded = sealResponse(upstream.decodeResponse(json), connection.id)
         const encoder = openAiResponses.streamEncoder({ model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })
         request.sink.end(
           fromSse(

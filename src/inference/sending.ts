@@ -33,6 +33,7 @@ import type { SendOptions } from "./call.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../kernel/untrusted.js"
 import { clientError, InferenceError } from "../kernel/errors.js"
 import type { StreamTimeoutsShape } from "./timeouts.js"
+import { bindMessages } from "../upstream/formats/signatures.js"
 
 /** The request body for a connection's own format (the translated path), with its provider's quirks. */
 /** On an error answer from an upstream: the status that upstream answered (the client's may differ: a 500 is passed on as 502). */
@@ -40,7 +41,9 @@ export const UPSTREAM_STATUS_HEADER = "x-gateway-upstream-status"
 
 export const encodeFor = (connection: Connection, req: CanonicalRequest): { readonly format: FormatId; readonly body: Record<string, unknown> } => {
   const upstream = FORMATS[connection.format]
-  return { format: upstream.id, body: upstream.encodeRequest(req, connection.provider.quirks) }
+  // Reasoning state another connection issued is dropped, this one's unsealed (docs/reasoning-state.md).
+  const messages = bindMessages(req.messages, connection.id)
+  return { format: upstream.id, body: upstream.encodeRequest(messages === req.messages ? req : { ...req, messages }, connection.provider.quirks) }
 }
 
 const hostOf = (url: string): string => {

@@ -109,15 +109,21 @@ export class FakeUpstream {
   private constructor(
     private readonly server: http.Server,
     readonly url: string,
-    private readonly strict: boolean
+    private readonly strict: boolean,
+    private readonly issuer: string | undefined
   ) {}
 
-  static async start(options: { readonly strict?: boolean } = {}): Promise<FakeUpstream> {
+  /**
+   * `issuer`: the reasoning state this server issues (thinking signatures, redacted thinking,
+   * encrypted_content, thoughtSignature) is `sig.<issuer>.<n>`, and any other it receives is
+   * refused with the error the real API gives for another account's signature.
+   */
+  static async start(options: { readonly strict?: boolean; readonly issuer?: string } = {}): Promise<FakeUpstream> {
     let self: FakeUpstream | undefined
     const server = http.createServer((req, res) => self!.handle(req, res))
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
     const port = (server.address() as AddressInfo).port
-    self = new FakeUpstream(server, `http://127.0.0.1:${port}`, options.strict ?? true)
+    self = new FakeUpstream(server, `http://127.0.0.1:${port}`, options.strict ?? true, options.issuer)
     return self
   }
 
@@ -207,6 +213,13 @@ export class FakeUpstream {
       if (found.length > 0) {
         this.violations.push(...found)
         return sendJson(res, 400, errorBody(family, 400, found.join("; ")), headers)
+      }
+    }
+    if (this.issuer !== undefined && route.endpoint === "generate") {
+      const foreign = foreignSignature(family, ctx.body, `sig.${this.issuer}.`)
+      if (foreign) {
+        this.violations.push(foreign.message)
+        return sendJson(res, 400, foreign.body, headers)
       }
     }
     const status = reply.status ?? 200
@@ -305,7 +318,11 @@ export class FakeUpstream {
       text,
       pieces: split(text, reply.chunks ?? 3),
       calls,
-      reasoning: reply.reasoning && { text: reply.reasoning.text, signature: reply.reasoning.signature, pieces: split(reply.reasoning.text, 2) },
+      reasoning: reply.reasoning && {
+        text: reply.reasoning.text,
+        signature: reply.reasoning.signature ?? (this.issuer !== undefined ? `sig.${this.issuer}.${this.seq}` : undefined),
+        pieces: split(reply.reasoning.text, 2)
+      },
       usage: reply.usage ?? DEFAULT_USAGE,
       stop: reply.stop
     }
@@ -903,6 +920,39 @@ const ollamaAnswer = (p: Plan, stream: boolean): Answer => {
 // ─── Validation (strict mode) ─────────────────────────────────────────────────────────────────────
 
 /** Everything wrong with a request, as the real service would complain about it; [] when valid. */
+/**
+ * The first piece of reasoning state in a request that this server did not issue, answered as
+ * the real APIs answer another account's or another provider's signature.
+ */
+const foreignSignature = (family: Family, body: any, own: string): { readonly message: string; readonly body: unknown } | undefined => {
+  const bad = (v: unknown) => typeof v === "string" && !v.startsWith(own)
+  if (family === "anthropic") {
+    for (const [i, m] of asArray(body?.messages).entries())
+      for (const [j, b] of asArray(m?.content).entries()) {
+        if ((b?.type === "thinking" && bad(b.signature)) || (b?.type === "redacted_thinking" && bad(b.data))) {
+          const message = `messages.${i}.content.${j}: Invalid \`signature\` in \`thinking\` block`
+          return { message, body: { type: "error", error: { type: "invalid_request_error", message } } }
+        }
+      }
+  }
+  if (family === "openai-responses") {
+    for (const item of asArray(body?.input))
+      if (item?.type === "reasoning" && bad(item.encrypted_content)) {
+        const message = `The encrypted content for item ${item.id ?? "rs_unknown"} could not be verified. Reason: Encrypted content organization_id did not match the target organization.`
+        return { message, body: { error: { message, type: "invalid_request_error", param: null, code: "invalid_encrypted_content" } } }
+      }
+  }
+  if (family === "gemini") {
+    for (const c of asArray(body?.contents))
+      for (const p of asArray(c?.parts))
+        if (bad(p?.thoughtSignature) && p.thoughtSignature !== "skip_thought_signature_validator") {
+          const message = "Corrupted thought signature."
+          return { message, body: { error: { code: 400, message, status: "INVALID_ARGUMENT" } } }
+        }
+  }
+  return undefined
+}
+
 const validate = (ctx: Ctx, stored: ReadonlySet<string>): Array<string> => {
   const { route, body, headers, query } = ctx
   const hasBody = route.endpoint !== "models"
