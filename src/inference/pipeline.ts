@@ -1,3 +1,5 @@
+import { makeStructured, plusUsage, schemaOf } from "./structuredAnswers.js"
+import { schemaEngines } from "./schemaCheck.js"
 import { sealAnswer, sealResponse } from "../upstream/formats/signatures.js"
 import * as Context from "effect/Context"
 import * as Either from "effect/Either"
@@ -152,6 +154,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         renew: Option.isSome(oauth) ? oauth.value.renew : undefined,
         egress: Option.getOrUndefined(egress)
       })
+      const { conform } = makeStructured({ send, wholeText, encodeFor, cost: accounting.cost })
 
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       // Created once and called per attempt, as every generator on the request path: a generator
@@ -232,26 +235,35 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             const bad = errorInAnswer(upstream.id, json, text, client, connection)
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
             const reported = upstream.usageOfResponse(json)
-            const usage = reported ? wholeUsage(reported) : undefined
-            const costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
-            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
+            let usage = reported ? wholeUsage(reported) : undefined
+            let costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
             if (call.stream) {
               // The client asked for a stream but the upstream answered whole: replay it as events.
               replayWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
-              return outcome
+              return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
             }
             // Pass-through: the upstream's own bytes go to the client, parsed only for usage and
-            // errors, and re-written only when reasoning state in them is sealed (docs/reasoning-state.md).
+            // errors, and re-written only when reasoning state in them is sealed (docs/reasoning-state.md)
+            // or the answer was held to a schema and repaired (docs/structured-outputs.md).
             const resealed = passthrough && sealAnswer(upstream.id, json, connection.id)
-            const answer = passthrough ? json : encodeWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
+            const schema = schemaOf(call)
+            const conformed = schema === undefined ? undefined : yield* conform(call, candidate, sealResponse(upstream.decodeResponse(json), connection.id), passthrough)
+            if (conformed) {
+              usage = plusUsage(usage, conformed.extraUsage)
+              costUsd += conformed.extraCostUsd
+            }
+            const answer = conformed?.changed || !passthrough ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(json), connection.id)) : json
+            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
             Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
-            sendWhole(call, passthrough && !resealed ? text : JSON.stringify(answer))
+            sendWhole(call, passthrough && !resealed && !conformed?.changed ? text : JSON.stringify(answer))
             const id = obj(answer)?.["id"]
             if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
             return outcome
           }
 
           if (collect) return yield* collected(call, candidate, res, upstream, passthrough, origin)
+          // A stream held to a schema is checked at its end: the validator is loaded first.
+          if (schemaOf(call) !== undefined) yield* Effect.promise(schemaEngines)
           const relayed = makeRelay(call, upstream, client, passthrough, origin, connection)
           const result = yield* relayStream(
             ctx,
@@ -296,11 +308,25 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           payload = JSON.stringify(terminal)
         } else {
           decoded = gather.collector.result(`${ctx.requestId}`)
+          answer = undefined
+          payload = ""
+        }
+        let usage = decoded.usage
+        let costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
+        // Held to the schema the request asked for, if any (docs/structured-outputs.md).
+        if (schemaOf(call) !== undefined) {
+          const conformed = yield* conform(call, candidate, decoded, passthrough)
+          usage = plusUsage(usage, conformed.extraUsage)
+          costUsd += conformed.extraCostUsd
+          if (conformed.changed) {
+            decoded = conformed.decoded
+            answer = undefined
+          }
+        }
+        if (answer === undefined) {
           answer = encodeWhole(passthrough && decoded.model ? { ...call, model: decoded.model } : call, decoded)
           payload = JSON.stringify(answer)
         }
-        const usage = decoded.usage
-        const costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
         Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
         sendWhole(call, payload)
         const id = obj(answer)?.["id"]

@@ -21,6 +21,8 @@ import { secretsOf } from "./sending.js"
 import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome, type StreamSink } from "./stream.js"
 import { StreamCollector } from "../upstream/formats/collect.js"
 import { sealAnswer, sealEvents, sealFrameData } from "../upstream/formats/signatures.js"
+import { requestedSchema, schemaEvent } from "../upstream/formats/structured.js"
+import { checkAnswer, readyEngines } from "./schemaCheck.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])
@@ -88,6 +90,18 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
   let relay: FrameRelay
   let failed: string | null = null
   let encoder: StreamEncoder | undefined
+  // A streamed answer held to a schema is checked at its end, the verdict its last event
+  // (docs/structured-outputs.md); the validator was loaded before the attempt.
+  const schema = call.stream ? requestedSchema(client.id, call.body) : undefined
+  const engines = schema ? readyEngines() : undefined
+  let answerText = ""
+  let verdictSent = engines === undefined
+  const verdict = (framed: boolean): string => {
+    if (verdictSent || failed || engines === undefined || schema === undefined) return ""
+    verdictSent = true
+    const v = checkAnswer(engines, schema, answerText)
+    return v ? (schemaEvent(client.id, { status: v.valid ? "valid" : "invalid", errors: v.errors }, call.model, framed) ?? "") : ""
+  }
   if (passthrough) {
     const dropUsageChunk = upstream.id === "openai-chat" && obj(call.body["stream_options"])?.["include_usage"] !== true
     const completed = upstream.id === "openai-responses" && call.onCompleted
@@ -97,6 +111,13 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
     const relayed = { id: undefined as string | undefined, seq: -1 }
     // A client taking each event's data alone: a JSON array's elements (Gemini without alt=sse), a WebSocket's messages.
     const elements = call.eventFraming?.() ?? (call.jsonArrayStream ? jsonArrayEvents(client) : undefined)
+    const whole = engines !== undefined ? upstream.streamDecoder() : undefined
+    /** The verdict in this stream's framing ("" when there is none to send). */
+    const verdictOut = (): string => {
+      if (elements === undefined) return verdict(true)
+      const data = verdict(false)
+      return data === "" ? "" : elements.element(data)
+    }
     relay = {
       frame: (input: Frame) => {
         // Reasoning state goes to the client sealed with its issuer (docs/reasoning-state.md).
@@ -116,18 +137,27 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
           const r = obj(obj(tryJson(frame.data))?.["response"])
           if (r && typeof r["id"] === "string") call.onCompleted!({ id: r["id"], output: (r["output"] as Array<unknown>) ?? [], origin })
         }
+        let before = ""
+        if (whole !== undefined) {
+          for (const ev of whole.push(frame)) if (ev.type === "text_delta") answerText += ev.text
+          // A chat stream's verdict goes before its [DONE], where its clients stop reading.
+          if (client.id === "openai-chat" && frame.data === "[DONE]") before = verdictOut()
+        }
         let data = frame.data
         if (began && mayBeError(frame)) {
           // An error after the answer began: passed on scrubbed, and kept for the usage row.
           data = scrub(frame.data)
           for (const ev of preview.push(frame)) if (ev.type === "error") failed ??= scrub(ev.error.message)
         }
-        return release(elements ? elements.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
+        return release(
+          before + (elements ? elements.element(data) : upstream.framing === "sse" ? (frame.event ? `event: ${frame.event}\n` : "") + `data: ${data}\n\n` : `${data}\n`)
+        )
       },
       end: () => {
         if (!open) gate(preview.end())
         open = true
-        return release(elements ? elements.close() : "")
+        if (whole !== undefined) for (const ev of whole.end()) if (ev.type === "text_delta") answerText += ev.text
+        return release(verdictOut() + (elements ? elements.close() : ""))
       },
       broken: (e) =>
         elements
@@ -146,6 +176,7 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
       let out = ""
       for (const ev of events) {
         if (ev.type === "usage") usageSoFar = mergeUsage(usageSoFar, ev.usage)
+        else if (ev.type === "text_delta" && engines !== undefined) answerText += ev.text
         if (ev.type === "error") {
           const error = scrubError(ev.error)
           failed = error.message
@@ -159,7 +190,7 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
       end: () => {
         const text = handle(sealEvents(decoder.end(), connection.id))
         open = true
-        return release(text) + (failed ? "" : enc.end())
+        return release(text) + (failed ? "" : (call.jsonArrayStream ? "" : verdict(true)) + enc.end())
       },
       broken: (e) => {
         failed = e.message

@@ -953,10 +953,80 @@ const foreignSignature = (family: Family, body: any, own: string): { readonly me
   return undefined
 }
 
+/** Each schema position of a JSON Schema (never property names), with its path. */
+const eachSchema = (s: unknown, at: string, visit: (s: any, at: string) => void): void => {
+  if (!isObj(s)) return
+  visit(s, at)
+  for (const key of ["properties", "$defs", "definitions"]) if (isObj(s[key])) for (const [k, x] of Object.entries(s[key])) eachSchema(x, `${at}.${key}.${k}`, visit)
+  for (const key of ["anyOf", "oneOf", "allOf", "prefixItems"]) asArray(s[key]).forEach((x, i) => eachSchema(x, `${at}.${key}[${i}]`, visit))
+  if (isObj(s.items)) eachSchema(s.items, `${at}.items`, visit)
+  if (isObj(s.additionalProperties)) eachSchema(s.additionalProperties, `${at}.additionalProperties`, visit)
+}
+
+const STRICT_FORBIDDEN = ["allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "patternProperties", "unevaluatedProperties"]
+const ANTHROPIC_SCHEMA_UNSUPPORTED = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "maxItems"]
+const GEMINI_JSON_SCHEMA_KEYS = new Set(
+  "$id $defs $ref $anchor type format title description enum items prefixItems minItems maxItems minimum maximum anyOf oneOf properties additionalProperties required propertyOrdering".split(
+    " "
+  )
+)
+
+/** Structured-output schemas, as each API checks them before it answers. */
+const outputSchemaRules = (family: Family | "other", body: any): Array<string> => {
+  const v: Array<string> = []
+  if (family === "openai-chat" || family === "openai-responses") {
+    const f =
+      family === "openai-chat"
+        ? body?.response_format?.type === "json_schema"
+          ? body.response_format.json_schema
+          : undefined
+        : body?.text?.format?.type === "json_schema"
+          ? body.text.format
+          : undefined
+    if (f?.strict === true)
+      eachSchema(f.schema, "", (s, at) => {
+        const where = `Invalid schema for response_format '${f.name}': In context=(${at})`
+        for (const k of STRICT_FORBIDDEN) if (k in s) v.push(`${where}, '${k}' is not permitted.`)
+        if (s.type === "object" || isObj(s.properties)) {
+          if (s.additionalProperties !== false) v.push(`${where}, 'additionalProperties' is required to be supplied and to be false.`)
+          const missing = Object.keys(s.properties ?? {}).filter((k) => !asArray(s.required).includes(k))
+          if (missing.length > 0) v.push(`${where}, 'required' is required to be supplied and to be an array including every key in properties. Missing '${missing[0]}'.`)
+        }
+      })
+  }
+  if (family === "anthropic") {
+    if (body?.output_format !== undefined) v.push("output_format: Extra inputs are not permitted")
+    const f = body?.output_config?.format
+    if (f !== undefined) {
+      if (f?.type !== "json_schema" || !isObj(f.schema)) v.push("output_config.format: a json_schema format with a schema is required")
+      else
+        eachSchema(f.schema, "", (s, at) => {
+          if ((s.type === "object" || isObj(s.properties)) && s.additionalProperties !== false) {
+            v.push(`output_config.format.schema${at}: For 'object' type, 'additionalProperties' must be explicitly set to false`)
+          }
+          for (const k of ANTHROPIC_SCHEMA_UNSUPPORTED) if (k in s) v.push(`output_config.format.schema${at}: property '${k}' is not supported`)
+          if (typeof s.minItems === "number" && s.minItems > 1) v.push(`output_config.format.schema${at}: minItems values other than 0 or 1 are not supported`)
+        })
+    }
+  }
+  if (family === "gemini") {
+    const g = body?.generationConfig
+    if (g?.responseJsonSchema !== undefined && g?.responseSchema !== undefined) v.push("generationConfig: responseSchema and responseJsonSchema are mutually exclusive")
+    if (g?.responseJsonSchema !== undefined && g?.responseMimeType !== "application/json") v.push("generationConfig.responseJsonSchema: responseMimeType must be application/json")
+    eachSchema(g?.responseJsonSchema, "", (s, at) => {
+      for (const k of Object.keys(s))
+        if (!GEMINI_JSON_SCHEMA_KEYS.has(k)) v.push(`Invalid JSON payload received. Unknown name "${k}" at 'generation_config.response_json_schema${at}': Cannot find field.`)
+    })
+  }
+  return v
+}
+
 const validate = (ctx: Ctx, stored: ReadonlySet<string>): Array<string> => {
   const { route, body, headers, query } = ctx
   const hasBody = route.endpoint !== "models"
   if (hasBody && !isObj(body)) return ["request body must be a JSON object"]
+  const schemaRules = route.endpoint === "generate" ? outputSchemaRules(route.family, body) : []
+  if (schemaRules.length > 0) return schemaRules
   switch (route.family) {
     case "openai-chat":
       return route.endpoint === "generate" ? validateChat(body) : route.endpoint === "embed" && body.input === undefined ? ["input is required"] : []

@@ -66,7 +66,7 @@ export const PROVIDERS: ReadonlyArray<ProviderSpec> = [
     requiresBaseUrl: false,
     docsUrl: "https://platform.openai.com/docs/api-reference",
     offers: ["chat", "embedding", "image", "video", "speech", "transcription", "moderation"],
-    quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true },
+    quirks: { maxTokensField: "max_completion_tokens", openAiResponsesFields: true, storesResponses: true, strictSchemas: true },
     models: [
       chat("gpt-5", "GPT-5", 400_000, 128_000, 1.25, 10, VR, { cachedInput: 0.125 }),
       chat("gpt-5-mini", "GPT-5 mini", 400_000, 128_000, 0.25, 2, VR, { cachedInput: 0.025 }),

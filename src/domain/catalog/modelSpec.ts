@@ -191,4 +191,9 @@ export interface ProviderQuirks {
   readonly openAiResponsesFields?: boolean
   /** Responses: the upstream keeps what it answered, so a `previous_response_id` of its own can be left to it. */
   readonly storesResponses?: boolean
+  /**
+   * Chat and Responses: OpenAI's strict structured outputs. A client's JSON Schema that strict
+   * mode can take is sent compiled to its rules (docs/structured-outputs.md).
+   */
+  readonly strictSchemas?: boolean
 }

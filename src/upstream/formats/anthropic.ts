@@ -1,4 +1,5 @@
 /** The anthropic wire format: requests here; responses, errors and streams in anthropic-answers.ts. */
+import { anthropicOutputSchema, requestedSchema } from "./structured.js"
 import type { CanonicalRequest, ImageBlock, Message, TextBlock, ToolChoice, ToolDefinition } from "../../domain/canonical.js"
 import { arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
@@ -60,7 +61,9 @@ const MESSAGES_PARAMS = params({
   tool_choice: object,
   thinking: object,
   metadata: object,
-  service_tier: string
+  service_tier: string,
+  output_config: object,
+  output_format: object
 })
 const THINKING_PARAMS = params({ type: string, budget_tokens: integer(1) })
 
@@ -114,8 +117,10 @@ const decodeRequest = (body: Record<string, unknown>): CanonicalRequest => {
   const stop = arr(body["stop_sequences"]).filter((s): s is string => typeof s === "string")
   const maxTokens = num(body["max_tokens"])
   const user = str(obj(body["metadata"])?.["user_id"])
+  const schema = requestedSchema("anthropic", body)
   return {
     model,
+    ...(schema ? { responseFormat: { type: "json_schema" as const, name: "response", schema } } : {}),
     system,
     messages,
     tools,
@@ -221,6 +226,8 @@ export const encodeAnthropicRequest = (req: CanonicalRequest): Record<string, un
   }
   if (req.stop?.length) body["stop_sequences"] = req.stop
   if (req.topK !== undefined) body["top_k"] = req.topK
+  // Structured outputs, Anthropic's own: the schema in its rules (docs/structured-outputs.md).
+  if (req.responseFormat?.type === "json_schema") body["output_config"] = { format: { type: "json_schema", schema: anthropicOutputSchema(req.responseFormat.schema) } }
   if (req.user) body["metadata"] = { user_id: req.user }
 
   // Extended thinking: Anthropic rejects a tool-use turn in history whose thinking block is

@@ -1,4 +1,5 @@
 /** The gemini wire format: requests here; responses, errors and streams in gemini-answers.ts. */
+import { geminiJsonSchema } from "./structured.js"
 import type { CanonicalRequest, Message, ResponseFormat, TextBlock, ToolChoice, ToolDefinition, ToolUseBlock } from "../../domain/canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
@@ -264,8 +265,9 @@ export const encodeGeminiRequest = (req: CanonicalRequest): Record<string, unkno
   if (req.frequencyPenalty !== undefined) gc["frequencyPenalty"] = req.frequencyPenalty
   if (req.responseFormat?.type === "json_object") gc["responseMimeType"] = "application/json"
   if (req.responseFormat?.type === "json_schema") {
+    // JSON Schema itself (recursive $ref included), not the OpenAPI subset of responseSchema.
     gc["responseMimeType"] = "application/json"
-    gc["responseSchema"] = sanitizeGeminiSchema(req.responseFormat.schema)
+    gc["responseJsonSchema"] = geminiJsonSchema(req.responseFormat.schema)
   }
   if (req.reasoning) {
     if (!req.reasoning.enabled) {

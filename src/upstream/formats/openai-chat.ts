@@ -1,4 +1,5 @@
 /** The openai-chat wire format: requests here; responses, errors and streams in openai-chat-answers.ts. */
+import { strictSchema } from "./structured.js"
 import {
   type CanonicalRequest,
   type ContentBlock,
@@ -253,7 +254,7 @@ const partsOf = (blocks: ReadonlyArray<ContentBlock>): string | Array<Record<str
  * earlier reasoning sent back as `reasoning_content` on assistant turns with tool calls
  * (DeepSeek's thinking mode rejects a tool-call history without it; OpenAI rejects the field).
  */
-export type ChatEncodeOptions = Pick<ProviderQuirks, "maxTokensField" | "reasoningContent">
+export type ChatEncodeOptions = Pick<ProviderQuirks, "maxTokensField" | "reasoningContent" | "strictSchemas">
 
 /** A chat body passed through: usage is asked for on every stream (the gateway drops that chunk if the client did not ask). */
 const passthroughBody = (body: Record<string, unknown>): Record<string, unknown> =>
@@ -304,17 +305,19 @@ export const encodeChatRequest = (req: CanonicalRequest, options: ChatEncodeOpti
   }
   if (req.parallelToolCalls !== undefined && req.tools.length > 0) body["parallel_tool_calls"] = req.parallelToolCalls
   if (req.responseFormat) {
+    const rf = req.responseFormat
+    const strict = rf.type === "json_schema" && rf.strict === undefined && options.strictSchemas ? strictSchema(rf.schema) : undefined
     body["response_format"] =
-      req.responseFormat.type === "json_schema"
+      rf.type === "json_schema"
         ? {
             type: "json_schema",
             json_schema: {
-              name: req.responseFormat.name,
-              schema: req.responseFormat.schema,
-              ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {})
+              name: rf.name,
+              schema: strict ?? rf.schema,
+              ...(strict ? { strict: true } : rf.strict !== undefined ? { strict: rf.strict } : {})
             }
           }
-        : { type: req.responseFormat.type }
+        : { type: rf.type }
   }
   if (req.maxTokens !== undefined) body[options.maxTokensField ?? "max_tokens"] = req.maxTokens
   if (req.temperature !== undefined) body["temperature"] = req.temperature

@@ -1,4 +1,5 @@
 /** The openai-responses wire format: requests here; responses, errors and streams in openai-responses-answers.ts. */
+import { strictSchema } from "./structured.js"
 import {
   type CanonicalRequest,
   type ContentBlock,
@@ -197,7 +198,7 @@ export const decodeResponsesRequest = (body: Record<string, unknown>): Canonical
   }
 }
 
-export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, unknown> => {
+export const encodeResponsesRequest = (req: CanonicalRequest, quirks?: ProviderQuirks): Record<string, unknown> => {
   const input: Array<Record<string, unknown>> = []
   for (const m of repairToolHistory(req.messages)) {
     if (m.role === "user") {
@@ -251,16 +252,13 @@ export const encodeResponsesRequest = (req: CanonicalRequest): Record<string, un
   if (req.toolChoice && req.tools.length) body["tool_choice"] = req.toolChoice.type === "tool" ? { type: "function", name: req.toolChoice.name } : req.toolChoice.type
   if (req.parallelToolCalls !== undefined && req.tools.length) body["parallel_tool_calls"] = req.parallelToolCalls
   if (req.responseFormat) {
+    const rf = req.responseFormat
+    const strict = rf.type === "json_schema" && rf.strict === undefined && quirks?.strictSchemas ? strictSchema(rf.schema) : undefined
     body["text"] = {
       format:
-        req.responseFormat.type === "json_schema"
-          ? {
-              type: "json_schema",
-              name: req.responseFormat.name,
-              schema: req.responseFormat.schema,
-              ...(req.responseFormat.strict !== undefined ? { strict: req.responseFormat.strict } : {})
-            }
-          : { type: req.responseFormat.type }
+        rf.type === "json_schema"
+          ? { type: "json_schema", name: rf.name, schema: strict ?? rf.schema, ...(strict ? { strict: true } : rf.strict !== undefined ? { strict: rf.strict } : {}) }
+          : { type: rf.type }
     }
   }
   if (req.maxTokens !== undefined) body["max_output_tokens"] = req.maxTokens
