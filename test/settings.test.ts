@@ -53,6 +53,8 @@ describe("the settings document", () => {
       },
       requireLogin: true,
       backups: { intervalHours: null, keep: null },
+      shadow: [],
+      shadowOptions: { budgetUsdPerDay: 1, concurrency: 2, retentionDays: 30, judgeModel: null },
       info: { restartRequired: [], storedOnly: [], backups: { intervalHours: 24, keep: 7, source: "env" } }
     })
   })
@@ -104,6 +106,8 @@ describe("the settings document", () => {
       ["PUT", "/api/settings/thinking-budget", { mode: "cap", maxTokens: -5 }, /maxTokens: maxTokens must be a whole number of tokens/],
       ["PATCH", "/api/settings", { systemPrompt: { position: "middle" } }, /systemPrompt\.position: position must be one of: prepend, append/],
       ["PATCH", "/api/settings", { backups: { keep: 1.5 } }, /backups\.keep: keep must be a whole number/],
+      ["PATCH", "/api/settings", { shadow: [{ model: "x", sampleRate: 1.5 }] }, /sampleRate must be a fraction between 0 and 1/],
+      ["PATCH", "/api/settings", { shadowOptions: { concurrency: 0 } }, /shadowOptions\.concurrency must be an integer between 1 and 64/],
       ["PATCH", "/api/settings", { colour: "blue" }, /colour: is unexpected/],
       ["PUT", "/api/settings", { systemPrompt: { txt: "typo" } }, /systemPrompt\.txt: is unexpected/],
       ["PUT", "/api/settings/ip-filter", { allow: [], block: ["10.0.0.1"] }, /block: is unexpected/],

@@ -61,7 +61,8 @@ describe("database", () => {
         "15_webhooks",
         "16_proxies",
         "17_file_chunks",
-        "18_context"
+        "18_context",
+        "19_shadow"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -74,7 +75,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(18)
+      expect(again[0]!.n).toBe(19)
     })
   )
 })

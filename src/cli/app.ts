@@ -15,6 +15,7 @@ import { dbCommand } from "./commands/db.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { configCommand, envCommand } from "./commands/env.js"
 import { evalCommand } from "./commands/evals.js"
+import { shadowCommand } from "./commands/shadow.js"
 import { inspectCommand } from "./commands/inspect.js"
 import { keysCommand } from "./commands/keys.js"
 import { logsCommand } from "./commands/logs.js"
@@ -61,6 +62,7 @@ export const subcommands = [
   modelsCommand,
   providerCommand,
   evalCommand,
+  shadowCommand,
   tunnelCommand,
   pluginsCommand,
   testCommand,

@@ -1,5 +1,6 @@
 import * as Schema from "effect/Schema"
 import { oneOf, strict } from "./parse.js"
+import { ShadowTargets } from "./shadow.js"
 
 /** The 17 routing strategy values of a combo (spec document 1). */
 export const STRATEGY_NAMES = [
@@ -112,7 +113,9 @@ export const ComboConfig = Schema.Struct({
   slaTargetP95Ms: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaTargetP95Ms must be a positive number" }))),
   slaMaxErrorRate: Schema.optional(Schema.Number.pipe(Schema.between(0, 1, { message: () => "slaMaxErrorRate must be a fraction between 0 and 1" }))),
   slaMaxCostPer1MTokens: Schema.optional(Schema.Number.pipe(Schema.finite(), Schema.positive({ message: () => "slaMaxCostPer1MTokens must be a positive number" }))),
-  slaHardConstraints: Schema.optional(Schema.Boolean)
+  slaHardConstraints: Schema.optional(Schema.Boolean),
+  /** Shadow traffic (docs/shadow.md): a sample of the combo's requests also sent to each target, after the answer went out. */
+  shadow: Schema.optional(ShadowTargets)
 }).annotations(strict)
 export type ComboConfig = typeof ComboConfig.Type
 

@@ -2,6 +2,7 @@ import * as Schema from "effect/Schema"
 import { ProxyFamilySchema } from "./proxies.js"
 import { isIP } from "node:net"
 import { oneOf, strict, strictStruct } from "./parse.js"
+import { ShadowOptions, ShadowTargets } from "./shadow.js"
 
 /**
  * The global settings document (spec document 2, "Management endpoint families", Settings):
@@ -225,6 +226,9 @@ export const SettingsDocument = strictStruct({
   /** Whether the management plane needs a login; off lets only direct loopback callers in without one. */
   requireLogin: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   backups: section(BackupSettings),
+  /** Shadow traffic for every request (docs/shadow.md); a combo's own `config.shadow` comes first. */
+  shadow: Schema.optionalWith(ShadowTargets, { default: () => [] }),
+  shadowOptions: section(ShadowOptions),
   info: Schema.optional(SettingsInfo)
 })
 export type SettingsDocument = Omit<typeof SettingsDocument.Type, "info">
@@ -250,6 +254,8 @@ export const SettingsPatch = Schema.Struct({
   ),
   requireLogin: Schema.optional(Schema.Boolean),
   backups: Schema.optional(Schema.partial(BackupSettings.pipe(Schema.typeSchema)).annotations(strict)),
+  shadow: Schema.optional(ShadowTargets),
+  shadowOptions: Schema.optional(Schema.partial(ShadowOptions.pipe(Schema.typeSchema)).annotations(strict)),
   info: Schema.optional(SettingsInfo)
 }).annotations(strict)
 export type SettingsPatch = typeof SettingsPatch.Type
@@ -263,6 +269,8 @@ export const SettingsView = Schema.Struct({
   compression: Schema.typeSchema(CompressionSettings),
   requireLogin: Schema.Boolean,
   backups: Schema.typeSchema(BackupSettings),
+  shadow: ShadowTargets,
+  shadowOptions: Schema.typeSchema(ShadowOptions),
   info: SettingsInfo
 })
 export type SettingsView = typeof SettingsView.Type

@@ -1,5 +1,5 @@
 import { makeStructured, plusUsage, schemaOf } from "./structuredAnswers.js"
-import { schemaEngines } from "./schemaCheck.js"
+import { schemaEngines } from "../kernel/schemaCheck.js"
 import { sealAnswer, sealResponse } from "../upstream/formats/signatures.js"
 import * as Context from "effect/Context"
 import * as Either from "effect/Either"

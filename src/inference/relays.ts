@@ -22,7 +22,7 @@ import { type EventFraming, type FrameRelay, StreamFailure, type StreamOutcome, 
 import { StreamCollector } from "../upstream/formats/collect.js"
 import { sealAnswer, sealEvents, sealFrameData } from "../upstream/formats/signatures.js"
 import { requestedSchema, schemaEvent } from "../upstream/formats/structured.js"
-import { checkAnswer, readyEngines } from "./schemaCheck.js"
+import { checkAnswer, readyEngines } from "../kernel/schemaCheck.js"
 
 /** Events that mean the upstream has begun its answer (anything but the stream's preamble). */
 const CONTENT_EVENTS: ReadonlySet<StreamEvent["type"]> = new Set(["text_delta", "reasoning_delta", "tool_args_delta", "finish"])

@@ -14,7 +14,7 @@ import { requestedSchema, strictSchema, withoutAddedNulls } from "../upstream/fo
 import type { Candidate } from "../services/routing/types.js"
 import type { Connection } from "../upstream/providers/Connections.js"
 import type { InferenceCall, InferenceShape } from "./call.js"
-import { checkAnswer, repairPrompt, type SchemaStatus, schemaEngines } from "./schemaCheck.js"
+import { checkAnswer, repairPrompt, type SchemaStatus, schemaEngines } from "../kernel/schemaCheck.js"
 import { errorInAnswer } from "./sending.js"
 
 export const SCHEMA_HEADER = "x-gateway-schema"

@@ -52,6 +52,8 @@ import { SummarizerLive } from "../services/context/Summarizer.js"
 import { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import { AuditLog } from "../services/governance/AuditLog.js"
 import { EvalRunner, Evals } from "../inference/evals/Evals.js"
+import { Shadow } from "../services/shadow/Shadow.js"
+import { ShadowRunner } from "../services/shadow/runner.js"
 import { Policies } from "../services/governance/Policies.js"
 import { EventBus } from "../platform/events/EventBus.js"
 import { Webhooks } from "../services/webhooks/Webhooks.js"
@@ -128,6 +130,7 @@ export const ServerLayer = Layer.mergeAll(
   TunnelsTargetLive,
   Inspector.replayLayer,
   EvalRunner,
+  ShadowRunner,
   BackgroundTasks,
   SharedStorageKeyCheck
 ).pipe(
@@ -152,6 +155,7 @@ export const ServerLayer = Layer.mergeAll(
       Policies.layer,
       AuditLog.layer,
       Evals.layer,
+      Shadow.layer,
       Webhooks.layer,
       SkillCatalog.layer,
       Compression.layer

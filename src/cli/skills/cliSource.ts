@@ -32,6 +32,7 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
   test: "cli-chat",
   chat: "cli-chat",
   combo: "cli-routing",
+  shadow: "cli-routing",
   resilience: "cli-resilience",
   compression: "cli-compression",
   context: "cli-contexts",

@@ -21,6 +21,7 @@ import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
 import { ComplianceGroup } from "./compliance/Api.js"
 import { EvalsGroup } from "./evals/Api.js"
+import { ShadowGroup } from "./shadow/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
 import { ProxiesGroup } from "./proxies/Api.js"
@@ -65,6 +66,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(PoliciesGroup)
   .add(ComplianceGroup)
   .add(EvalsGroup)
+  .add(ShadowGroup)
   .add(WebhooksGroup)
   .add(ProxiesGroup)
   .add(AgentSkillsGroup)

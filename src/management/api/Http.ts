@@ -23,6 +23,7 @@ import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { NodesLive } from "./nodes/Http.js"
 import { ComplianceLive } from "./compliance/Http.js"
 import { EvalsLive } from "./evals/Http.js"
+import { ShadowLive } from "./shadow/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
 import { ProxiesLive } from "./proxies/Http.js"
@@ -63,6 +64,7 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     PoliciesLive,
     ComplianceLive,
     EvalsLive,
+    ShadowLive,
     WebhooksLive,
     ProxiesLive,
     AgentSkillsLive,

@@ -1,7 +1,7 @@
 /**
  * Structured outputs across families (docs/structured-outputs.md): where each inbound format
  * carries the client's JSON Schema, and the schema each upstream family's native mechanism takes.
- * The answer is always validated against the client's original schema (src/inference/schemaCheck.ts).
+ * The answer is always validated against the client's original schema (src/kernel/schemaCheck.ts).
  */
 import type { FormatId } from "../../domain/canonical.js"
 import { obj, str } from "./common.js"

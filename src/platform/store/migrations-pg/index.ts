@@ -17,6 +17,7 @@ import m0015 from "./0015_webhooks.js"
 import m0016 from "./0016_proxies.js"
 import m0017 from "./0017_file_chunks.js"
 import m0018 from "./0018_context.js"
+import m0019 from "./0019_shadow.js"
 
 /**
  * The PostgreSQL migration set (chosen by Db.ts when DATABASE_URL is set): the same numbers and
@@ -45,5 +46,6 @@ export const loader = Migrator.fromRecord({
   "0015_webhooks": m0015,
   "0016_proxies": m0016,
   "0017_file_chunks": m0017,
-  "0018_context": m0018
+  "0018_context": m0018,
+  "0019_shadow": m0019
 })

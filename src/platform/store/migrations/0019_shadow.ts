@@ -1,0 +1,49 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+
+/**
+ * Shadow traffic (docs/shadow.md): each sampled request's pair, the primary's answer and a shadow
+ * target's to the same request, with what was measured of each and how they compare. Kept for
+ * the retention the settings give (`shadowOptions.retentionDays`).
+ */
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE shadow_pairs (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    format TEXT NOT NULL,
+    request_excerpt TEXT NOT NULL,
+    primary_model TEXT,
+    shadow_model TEXT NOT NULL,
+    primary_answer TEXT NOT NULL,
+    shadow_answer TEXT,
+    shadow_error TEXT,
+    primary_latency_ms INTEGER,
+    shadow_latency_ms INTEGER,
+    primary_ttft_ms INTEGER,
+    shadow_ttft_ms INTEGER,
+    primary_tokens_in INTEGER,
+    primary_tokens_out INTEGER,
+    shadow_tokens_in INTEGER,
+    shadow_tokens_out INTEGER,
+    primary_cost_usd REAL,
+    shadow_cost_usd REAL,
+    primary_finish TEXT,
+    shadow_finish TEXT,
+    primary_tools TEXT NOT NULL DEFAULT '[]',
+    shadow_tools TEXT NOT NULL DEFAULT '[]',
+    primary_schema_valid INTEGER,
+    shadow_schema_valid INTEGER,
+    exact_match INTEGER NOT NULL DEFAULT 0,
+    normalized_match INTEGER NOT NULL DEFAULT 0,
+    tools_match INTEGER,
+    similarity REAL NOT NULL DEFAULT 0,
+    judge_model TEXT,
+    judge_verdict TEXT,
+    judge_cost_usd REAL
+  )`
+  yield* sql`CREATE INDEX shadow_pairs_scope ON shadow_pairs (scope, shadow_model, created_at)`
+  yield* sql`CREATE INDEX shadow_pairs_created ON shadow_pairs (created_at)`
+})
