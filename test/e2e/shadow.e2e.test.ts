@@ -1,0 +1,74 @@
+import type { Browser } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { FakeUpstream, type Recorded } from "../support/fakeUpstream.js"
+import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launchBrowser, login, openPage, PASSWORD, screenshot, startDashboardGateway } from "./harness.js"
+
+// The Shadow traffic page (docs/shadow.md), read in the browser: a combo whose shadow target
+// answered a sample of its requests, the charts of how it compares, the worst disagreements.
+// The admin key arranges the combo and sends the traffic; what the page shows is the check.
+
+describe("dashboard: shadow traffic", () => {
+  let browser: Browser
+  let gw: DashboardGateway
+  let up: FakeUpstream
+
+  beforeAll(async () => {
+    browser = await launchBrowser()
+    gw = await startDashboardGateway({ password: PASSWORD })
+    up = await FakeUpstream.start()
+    const said = (r: Recorded) => JSON.stringify(r.body?.messages ?? "")
+    up.script((r) => (r.family === "anthropic" ? { content: said(r).includes("capital") ? "paris." : "I would rather not say." } : { content: "Paris." }))
+    for (const body of [
+      { provider: "openai-compatible", name: "prim", baseUrl: up.baseUrl("openai-chat"), models: ["m1"] },
+      { provider: "anthropic", name: "cand", apiKey: "sk-ant-upstream", baseUrl: up.baseUrl("anthropic"), models: ["claude-x"] }
+    ])
+      expect((await gw.admin("POST", "/api/providers", body)).status).toBe(201)
+    const combo = await gw.admin("POST", "/api/combos", {
+      name: "team",
+      strategy: "priority",
+      targets: [{ model: "prim/m1" }],
+      config: { shadow: [{ model: "cand/claude-x", sampleRate: 1 }] }
+    })
+    expect(combo.status).toBe(201)
+    // The sampling is registered within a second of the first shadow combo.
+    await new Promise((r) => setTimeout(r, 1500))
+    for (const q of ["the capital of France?", "the capital of France, again?", "what is the weather?"]) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "team", messages: [{ role: "user", content: q }] })
+      })
+      expect(res.status).toBe(200)
+    }
+    for (let i = 0; i < 100; i++) {
+      const r = await gw.admin("GET", "/api/shadow/report?combo=team")
+      if (r.body.targets?.[0]?.pairs === 3) break
+      await new Promise((res) => setTimeout(res, 100))
+    }
+  })
+  afterAll(async () => {
+    await browser?.close()
+    await gw?.stop()
+    await up?.close()
+  })
+
+  it("shows each shadow target's agreement, deltas and worst disagreements", async () => {
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Shadow traffic")
+    const card = page.locator("section.card", { has: page.getByRole("heading", { name: "cand/claude-x" }) })
+    await card.waitFor()
+    // Two of three answers agree with the primary once normalized ("Paris." / "paris.").
+    await card.getByRole("img", { name: /Agreement with the primary: exact 0%, normalized 67%/ }).waitFor()
+    await card.getByRole("img", { name: /Latency, candidate − primary \(95%\): mean/ }).waitFor()
+    const worst = card.getByRole("row").filter({ hasText: "I would rather not say." })
+    expect(await worst.count()).toBe(1)
+    expect(await worst.textContent()).toContain("Paris.")
+    await page.getByLabel("Period").selectOption("1")
+    await card.getByRole("img", { name: /normalized 67%/ }).waitFor()
+    await expectAccessible(page, "shadow")
+    await screenshot(page, "shadow")
+    expectNoProblems(problems)
+    await context.close()
+  })
+})
