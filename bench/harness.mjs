@@ -37,7 +37,7 @@ import {
 const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url))
 const ROOT = path.resolve(BENCH_DIR, "..")
 const ALL_TARGETS = ["direct", "floor", "gateway", "peer"]
-const METRICS = ["latency", "throughput", "sse", "translated", "streams", "workers", "rss", "startup", "fallback", "cache", "soak", "profile"]
+const METRICS = ["latency", "throughput", "sse", "translated", "streams", "workers", "rss", "startup", "fallback", "cache", "shadow", "soak", "profile"]
 const CHUNKS = 64
 const GAP_LIMIT_MS = 500
 const T_START = performance.now()
@@ -659,6 +659,50 @@ if (want("cache") && ready("gateway") && checkAlive("gateway")) {
     )
 }
 
+// Shadow traffic (docs/shadow.md): a combo whose requests are also sent to a shadow target (1 in
+// 10, SHADOW_SAMPLE_RATE), interleaved with the same combo without one, so the primary's latency
+// and throughput with shadow calls running beside it are read against the same rounds; the
+// pairs it gathered checked.
+const SHADOW_SAMPLE_RATE = 0.1
+let shadowRun = null
+if (want("shadow") && ready("gateway") && checkAlive("gateway")) {
+  const x = t("gateway")
+  shadowRun = await safe("shadow", async () => {
+    const target = x.model("json-1k")
+    for (const [name, config] of [
+      ["plain", {}],
+      ["shadowed", { shadow: [{ model: target, sampleRate: SHADOW_SAMPLE_RATE }] }]
+    ]) {
+      const r = await api(x, "POST", "/api/combos", { name, strategy: "priority", targets: [{ model: target }], config })
+      if (r.status >= 300) throw new Error(`POST /api/combos: ${r.status} ${r.body}`)
+    }
+    const patch = await api(x, "PATCH", "/api/settings", { shadowOptions: { budgetUsdPerDay: 1_000_000, concurrency: 4 } })
+    if (patch.status !== 200) throw new Error(`PATCH /api/settings: ${patch.status} ${patch.body}`)
+    // The sampling is registered within a second of the first shadow combo.
+    await sleep(1500)
+    const plain = []
+    const shadowed = []
+    for (let i = 0; i < MODE.extraRounds; i++)
+      for (const [name, into] of [
+        ["plain", plain],
+        ["shadowed", shadowed]
+      ]) {
+        const body = chatBody(name)
+        const lat = await latencyRun(x.chatUrl, { headers: x.headers, body, durationMs: MODE.extraLatencyMs })
+        const tp = await throughputRun(x.chatUrl, { headers: x.headers, body, connections: 32, durationS: MODE.extraS })
+        into.push({ latency: lat, c32: tp })
+      }
+    await sleep(1000)
+    const report = JSON.parse((await api(x, "GET", "/api/shadow/report?combo=shadowed")).body)
+    const t0 = report.targets?.[0]
+    return { plain, shadowed, pairs: t0?.pairs ?? 0, failed: t0?.failed ?? 0, skipped: report.skipped, normalizedAgreement: t0?.normalizedAgreement ?? null }
+  })
+  if (!shadowRun.error)
+    log(
+      `shadow: p50 plain ${shadowRun.plain.map((r) => r.latency.p50?.toFixed(3)).join(", ")} / shadowed ${shadowRun.shadowed.map((r) => r.latency.p50?.toFixed(3)).join(", ")} ms; req/s plain ${shadowRun.plain.map((r) => r.c32.rps.toFixed(0)).join(", ")} / shadowed ${shadowRun.shadowed.map((r) => r.c32.rps.toFixed(0)).join(", ")}; pairs ${shadowRun.pairs} (failed ${shadowRun.failed}), skipped ${JSON.stringify(shadowRun.skipped)}`
+    )
+}
+
 // `gateway --workers 2` against the one-process gateway, c=32 JSON 1 KB, interleaved: with the
 // load generator and the mock pinned apart (the workers on the target core: on a 2-core machine
 // that is one core for both), and with the workers free to use every core (sharing the load's).
@@ -858,6 +902,17 @@ const M = {
 const ext = (runs, f) => (runs && !runs.error ? acrossRounds(runs.runs.map(f)) : null)
 const fb = { rps: ext(fallback, (r) => r.c32.rps), p50: ext(fallback, (r) => r.latency.p50) }
 const ch = { rps: ext(cache, (r) => r.c32.rps), p50: ext(cache, (r) => r.latency.p50) }
+const sh =
+  shadowRun && !shadowRun.error
+    ? {
+        plainP50: acrossRounds(shadowRun.plain.map((r) => r.latency.p50)),
+        shadowP50: acrossRounds(shadowRun.shadowed.map((r) => r.latency.p50)),
+        plainP99: acrossRounds(shadowRun.plain.map((r) => r.latency.p99)),
+        shadowP99: acrossRounds(shadowRun.shadowed.map((r) => r.latency.p99)),
+        plainRps: acrossRounds(shadowRun.plain.map((r) => r.c32.rps)),
+        shadowRps: acrossRounds(shadowRun.shadowed.map((r) => r.c32.rps))
+      }
+    : null
 const countChecks = (runs, want) => {
   if (!runs || runs.error) return null
   let good = 0
@@ -1007,6 +1062,24 @@ const rows = [
     pass: check.cacheHit
   },
   { label: "cache hit: p50 c=1 (ms)", values: ch.p50 ? { gateway: ch.p50 } : {}, ratios: gatewayRatios({ gateway: ch.p50 }, M["latency.p50"]) },
+  {
+    label: "shadow target on 1 request in 10: p50 / p99 c=1 (ms), ÷ the same combo without",
+    text: {
+      gateway: sh
+        ? `${sh.shadowP50.median.toFixed(3)} / ${sh.shadowP99.median.toFixed(3)} (${(sh.shadowP50.median / sh.plainP50.median).toFixed(2)}× / ${(sh.shadowP99.median / sh.plainP99.median).toFixed(2)}×; without ${sh.plainP50.median.toFixed(3)} / ${sh.plainP99.median.toFixed(3)})`
+        : "not run"
+    },
+    target: "pairs gathered, the primary within noise",
+    pass: sh ? shadowRun.pairs > 0 : null
+  },
+  {
+    label: "shadow target on 1 request in 10: req/s c=32, ÷ the same combo without",
+    text: {
+      gateway: sh
+        ? `${sh.shadowRps.median.toFixed(0)} (${(sh.shadowRps.median / sh.plainRps.median).toFixed(2)}×; without ${sh.plainRps.median.toFixed(0)}); ${shadowRun.pairs} pairs`
+        : "not run"
+    }
+  },
   { section: "`gateway --workers 2` (c=32 JSON 1 KB, interleaved with the one-process gateway)" },
   { label: "one process: req/s", text: { gateway: wk ? fmtRange(wk.one) : "not run" } },
   {
@@ -1051,6 +1124,11 @@ if (fallback && !fallback.error)
 if (fallback?.error) out.push(`Fallback run failed: ${fallback.error}`)
 if (cache && !cache.error) out.push(`Cache: ${chChecks.good}/${chChecks.all} c=1 answers with X-Gateway-Cache: HIT (first request: ${cache.first}), ${chChecks.non2xx} non-2xx.`)
 if (cache?.error) out.push(`Cache run failed: ${cache.error}`)
+if (shadowRun && !shadowRun.error)
+  out.push(
+    `Shadow: combos \`plain\` and \`shadowed\` (the same target; \`shadowed\` with config.shadow to that target at sampleRate ${SHADOW_SAMPLE_RATE}, shadowOptions.concurrency 4), interleaved per round. ${shadowRun.pairs} pairs gathered (${shadowRun.failed} failed), skipped ${JSON.stringify(shadowRun.skipped)}: shadow calls start only while no client request is in flight, so under c=32 most samples find no moment and no free slot, as designed.`
+  )
+if (shadowRun?.error) out.push(`Shadow run failed: ${shadowRun.error}`)
 if (soak && !soak.error)
   out.push(
     `Soak: ${soak.durationS} s at c=32 (${soak.rps.toFixed(0)} req/s); RSS ${soak.samples.map((s) => `${s.t}s ${mb(s.rssBytes).toFixed(0)}`).join(", ")} MB; growth ${mb(soak.growthBytes).toFixed(1)} MB (median of the last 3 samples − median of the first 3 after a ${soak.warmInS} s warm-in), slope ${soak.slopeMbPerMin == null ? "–" : soak.slopeMbPerMin.toFixed(2)} MB/min after the warm-in.`
@@ -1112,6 +1190,7 @@ const results = {
   rss: { idleBytes: rssIdle, afterLoadBytes: rssAfterLoad, peakDuringLoadBytes: peakLoadRss },
   fallback: fallback ? { ...fallback, summary: fb, headerChecks: fbChecks } : null,
   cache: cache ? { ...cache, summary: ch, headerChecks: chChecks } : null,
+  shadow: shadowRun ? { ...shadowRun, summary: sh } : null,
   soak,
   workers: workers ? { ...workers, summary: wk } : null,
   profile,

@@ -29,6 +29,9 @@ import { type Combo, Combos } from "../routing/Combos.js"
 import { answerOf, canonicalJson, compare } from "./compare.js"
 import { Shadow } from "./Shadow.js"
 
+/** How long a sampled shadow call may wait for a moment without client requests. */
+const MAX_WAIT_MS = 10_000
+
 /** The header a shadow call carries: it is never shadowed itself. */
 export const SHADOW_HEADER = "x-gateway-shadow"
 
@@ -95,6 +98,10 @@ export const ShadowRunner = Layer.scopedDiscard(
     /** Sampled requests between their onRequest and their route (then attached to the request). */
     const pending = new Map<string, Sampled>()
     let inFlight = 0
+    /** Sampled shadow calls waiting for a moment without client requests (see `drain`). */
+    const waiting: Array<{ readonly at: number; readonly start: () => void }> = []
+    /** Client requests in flight (shadow calls themselves not counted). */
+    let primaries = 0
     /** Consecutive failures of a target, and until when it is left alone. */
     const failing = new Map<string, { count: number; until: number }>()
 
@@ -238,15 +245,42 @@ export const ShadowRunner = Layer.scopedDiscard(
       s.targets.forEach((target, index) => {
         if (shadow.spentToday() >= options.budgetUsdPerDay) return shadow.skip("budget")
         if ((failing.get(target.model)?.until ?? 0) > Date.now()) return shadow.skip("incident")
-        if (inFlight >= options.concurrency) return shadow.skip("concurrency")
-        inFlight++
-        fork(
-          runOne(s, target, index, text, event).pipe(
-            Effect.catchAllCause((cause) => Effect.logWarning(`shadow call to ${target.model} failed`, cause)),
-            Effect.ensuring(Effect.sync(() => void inFlight--))
-          )
-        )
+        // Running and waiting together stay within twice the concurrency: beyond, the sample goes.
+        if (inFlight + waiting.length >= options.concurrency * 2) return shadow.skip("concurrency")
+        waiting.push({
+          at: Date.now(),
+          start: () => {
+            inFlight++
+            fork(
+              runOne(s, target, index, text, event).pipe(
+                Effect.catchAllCause((cause) => Effect.logWarning(`shadow call to ${target.model} failed`, cause)),
+                Effect.ensuring(
+                  Effect.sync(() => {
+                    inFlight--
+                    drain()
+                  })
+                )
+              )
+            )
+          }
+        })
       })
+      drain()
+    }
+
+    /**
+     * Shadow calls yield to the gateway's own traffic: one starts only while no client request is
+     * in flight (a request's end starts the next), within the concurrency; one that waited
+     * longer than MAX_WAIT_MS goes (`busy`). So a shadow call never shares the CPU with a client
+     * request that was already there when it began.
+     */
+    const drain = () => {
+      const options = settings.current().shadowOptions
+      while (waiting.length > 0 && Date.now() - waiting[0]!.at > MAX_WAIT_MS) {
+        waiting.shift()
+        shadow.skip("busy")
+      }
+      while (primaries === 0 && waiting.length > 0 && inFlight < options.concurrency) waiting.shift()!.start()
     }
 
     const capture = (s: Sampled) => ({
@@ -291,6 +325,9 @@ export const ShadowRunner = Layer.scopedDiscard(
         })
         const offListener = hooks.listen({
           name: "shadow.capture",
+          begin: (ctx: RequestContext) => {
+            if (ctx.headers[SHADOW_HEADER] === undefined) primaries++
+          },
           routed: (ctx: RequestContext) => {
             const s = pending.get(ctx.requestId)
             if (s === undefined) return
@@ -300,6 +337,10 @@ export const ShadowRunner = Layer.scopedDiscard(
           },
           end: (ctx: RequestContext) => {
             if (pending.size > 0) pending.delete(ctx.requestId)
+            if (ctx.headers[SHADOW_HEADER] === undefined && --primaries <= 0) {
+              primaries = 0
+              if (waiting.length > 0) drain()
+            }
           }
         })
         off = () => {
