@@ -68,64 +68,70 @@ const compiledStrict = (call: InferenceCall, connection: Connection, passthrough
 
 export const makeStructured = (deps: StructuredDeps) => {
   /** One more try at the same target, the invalid answer and its errors in the conversation. */
+  // Generator functions made once, as everywhere on the request path (docs/performance.md).
+  const repairOnce = Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, text: string, errors: ReadonlyArray<string>) {
+    const connection = candidate.connection
+    const canonical = (call.decode ?? call.format.decodeRequest)(call.body)
+    const req: CanonicalRequest = {
+      ...canonical,
+      model: candidate.model,
+      stream: false,
+      messages: [...canonical.messages, { role: "assistant", content: [{ type: "text", text }] }, { role: "user", content: [{ type: "text", text: repairPrompt(errors) }] }]
+    }
+    const { format, body } = deps.encodeFor(connection, req)
+    const res = yield* deps.send({ connection, model: candidate.model }, format, body, { stream: false, readWhole: true }, call.format)
+    if (res.status < 200 || res.status >= 300) return undefined
+    const answer = yield* deps.wholeText(res, call.format, connection)
+    const json = tryJson(answer)
+    if (errorInAnswer(format, json, answer, call.format, connection)) return undefined
+    const upstream = FORMATS[format]
+    const reported = upstream.usageOfResponse(json)
+    return { decoded: sealResponse(upstream.decodeResponse(json), connection.id), usage: reported ? wholeUsage(reported) : undefined }
+  })
   const repair = (call: InferenceCall, candidate: Candidate, text: string, errors: ReadonlyArray<string>) =>
-    Effect.gen(function* () {
-      const connection = candidate.connection
-      const canonical = (call.decode ?? call.format.decodeRequest)(call.body)
-      const req: CanonicalRequest = {
-        ...canonical,
-        model: candidate.model,
-        stream: false,
-        messages: [...canonical.messages, { role: "assistant", content: [{ type: "text", text }] }, { role: "user", content: [{ type: "text", text: repairPrompt(errors) }] }]
-      }
-      const { format, body } = deps.encodeFor(connection, req)
-      const res = yield* deps.send({ connection, model: candidate.model }, format, body, { stream: false, readWhole: true }, call.format)
-      if (res.status < 200 || res.status >= 300) return undefined
-      const answer = yield* deps.wholeText(res, call.format, connection)
-      const json = tryJson(answer)
-      if (errorInAnswer(format, json, answer, call.format, connection)) return undefined
-      const upstream = FORMATS[format]
-      const reported = upstream.usageOfResponse(json)
-      return { decoded: sealResponse(upstream.decodeResponse(json), connection.id), usage: reported ? wholeUsage(reported) : undefined }
-    }).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
+    repairOnce(call, candidate, text, errors).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
 
   /**
    * The verdict on a whole answer, and the answer to send. `passthrough`: the request went as the
    * client sent it (no schema compiled). Streamed clients are not repaired (their text has gone).
    */
-  const conform = (call: InferenceCall, candidate: Candidate, decoded: CanonicalResponse, passthrough: boolean): Effect.Effect<Conformed> =>
-    Effect.gen(function* () {
-      const schema = schemaOf(call)
-      if (schema === undefined) return { decoded, changed: false, extraCostUsd: 0 }
-      const engines = yield* Effect.promise(schemaEngines)
-      let text = textOf(decoded.content)
-      let changed = false
-      if (compiledStrict(call, candidate.connection, passthrough, schema)) {
-        const value = tryJson(text)
-        if (value !== undefined) {
-          const cleaned = JSON.stringify(withoutAddedNulls(schema, value))
-          if (cleaned !== JSON.stringify(value)) {
-            text = cleaned
-            decoded = withText(decoded, text)
-            changed = true
-          }
+  const conform: (call: InferenceCall, candidate: Candidate, decoded: CanonicalResponse, passthrough: boolean) => Effect.Effect<Conformed> = Effect.fnUntraced(function* (
+    call: InferenceCall,
+    candidate: Candidate,
+    decoded: CanonicalResponse,
+    passthrough: boolean
+  ) {
+    const schema = schemaOf(call)
+    if (schema === undefined) return { decoded, changed: false, extraCostUsd: 0 }
+    const engines = yield* Effect.promise(schemaEngines)
+    let text = textOf(decoded.content)
+    let changed = false
+    if (compiledStrict(call, candidate.connection, passthrough, schema)) {
+      const value = tryJson(text)
+      if (value !== undefined) {
+        const cleaned = JSON.stringify(withoutAddedNulls(schema, value))
+        if (cleaned !== JSON.stringify(value)) {
+          text = cleaned
+          decoded = withText(decoded, text)
+          changed = true
         }
       }
-      const verdict = checkAnswer(engines, schema, text)
-      if (verdict === undefined) return { decoded, changed, extraCostUsd: 0 }
-      const set = (status: SchemaStatus) => {
-        call.ctx.responseHeaders[SCHEMA_HEADER] = status
-        return status
-      }
-      if (verdict.valid) return { decoded, changed, status: set("valid"), extraCostUsd: 0 }
-      const repaired = yield* repair(call, candidate, text, verdict.errors)
-      if (repaired === undefined) return { decoded, changed, status: set("invalid"), extraCostUsd: 0 }
-      const extraCostUsd = deps.cost(candidate.connection.provider.id, candidate.model, repaired.usage)
-      const again = checkAnswer(engines, schema, textOf(repaired.decoded.content))
-      const usage = repaired.usage ? { extraUsage: repaired.usage } : {}
-      if (again?.valid) return { decoded: repaired.decoded, changed: true, status: set("repaired"), extraCostUsd, ...usage }
-      return { decoded, changed, status: set("invalid"), extraCostUsd, ...usage }
-    })
+    }
+    const verdict = checkAnswer(engines, schema, text)
+    if (verdict === undefined) return { decoded, changed, extraCostUsd: 0 }
+    const set = (status: SchemaStatus) => {
+      call.ctx.responseHeaders[SCHEMA_HEADER] = status
+      return status
+    }
+    if (verdict.valid) return { decoded, changed, status: set("valid"), extraCostUsd: 0 }
+    const repaired = yield* repair(call, candidate, text, verdict.errors)
+    if (repaired === undefined) return { decoded, changed, status: set("invalid"), extraCostUsd: 0 }
+    const extraCostUsd = deps.cost(candidate.connection.provider.id, candidate.model, repaired.usage)
+    const again = checkAnswer(engines, schema, textOf(repaired.decoded.content))
+    const usage = repaired.usage ? { extraUsage: repaired.usage } : {}
+    if (again?.valid) return { decoded: repaired.decoded, changed: true, status: set("repaired"), extraCostUsd, ...usage }
+    return { decoded, changed, status: set("invalid"), extraCostUsd, ...usage }
+  })
 
   return { conform }
 }

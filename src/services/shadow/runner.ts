@@ -241,6 +241,8 @@ export const ShadowRunner = Layer.scopedDiscard(
       if (event.status !== 200) return shadow.skip("primary_failed")
       if ((event.usage?.fallbackAttempts ?? 0) > 0) return shadow.skip("incident")
       const text = event.streamed ? s.frames.join("") : typeof event.body === "string" ? event.body : (event.body?.toString("utf8") ?? "")
+      // Nothing of the answer was seen as written (a transport whose frames the capture does not get): nothing to compare.
+      if (text === "") return shadow.skip("no_answer")
       const options = settings.current().shadowOptions
       s.targets.forEach((target, index) => {
         if (shadow.spentToday() >= options.budgetUsdPerDay) return shadow.skip("budget")
