@@ -35,8 +35,24 @@ export interface Opened {
   readonly signature: string
 }
 
+/**
+ * Seals opened lately: an agent's conversation sends the same sealed turns back on every
+ * request, and opening one (base64 and a copy) costs more than looking it up.
+ */
+const opened = new Map<string, Opened>()
+const MAX_OPENED = 256
+
 export const open = (value: string): Opened => {
   if (!value.startsWith(PREFIX)) return { signature: value }
+  const known = opened.get(value)
+  if (known !== undefined) return known
+  const o = openSealed(value)
+  opened.set(value, o)
+  if (opened.size > MAX_OPENED) opened.delete(opened.keys().next().value as string)
+  return o
+}
+
+const openSealed = (value: string): Opened => {
   const bytes = Buffer.from(value, "base64")
   const n = bytes[MAGIC.length]
   if (n === undefined || bytes.length < MAGIC.length + 1 + n) return { signature: value }
