@@ -1,5 +1,5 @@
 /**
- * Routes of the specification that this build does not serve yet. They answer 501 with a
+ * Routes that are planned (the specification's, or an open issue's) and this build does not serve yet. They answer 501 with a
  * message naming the area, instead of a bare 404, so clients and operators can tell "not
  * built" from "wrong path". README.md lists the same areas.
  */
@@ -12,8 +12,11 @@ export interface PlannedArea {
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 
 /** Management routes: answered in the management error format. */
-export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = []
+export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [
+  { area: "Replay of recorded traffic against candidate models (POST /api/replay, GET /api/replay/{id})", pattern: /^\/api\/replay(\/|$)/ },
+  { area: "The live client compatibility matrix (GET /api/compat)", pattern: /^\/api\/compat(\/|$)/ }
+]
 
 export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
 
-export const plannedMessage = (area: PlannedArea): string => `${area.area} is part of the gateway's specification but not built in this version yet`
+export const plannedMessage = (area: PlannedArea): string => `${area.area} is planned but not built in this version yet`
