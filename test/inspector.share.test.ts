@@ -117,6 +117,32 @@ describe("the inspector shared between the processes of one node", () => {
     for (const n of [one, two, three]) n.share.close()
   })
 
+  it("sync: an entry another worker has not sent yet is here when the sync completes; a worker that stopped answering is waited for once, then forgotten", async () => {
+    const cluster = makeMemoryCluster()
+    const one = node(cluster, "w1", true)
+    const two = node(cluster, "w2", false)
+    await turn()
+    const session = one.core.startRecording("both")
+    await turn()
+    // Served on worker 2 and ended in this very turn: not sent yet when worker 1 is asked to stop.
+    const fromTwo = two.core.sink.begin({ source: "http-proxy", method: "GET", url: "http://example.com/b", headers: {} })
+    two.core.sink.end(fromTwo, { status: 204, headers: {} })
+    expect(one.core.get(fromTwo)).toBeUndefined()
+    await Effect.runPromise(one.share.sync)
+    expect(one.core.get(fromTwo)).toMatchObject({ status: 204 })
+    expect(one.core.stopRecording(session.id)?.entries.size).toBe(1)
+
+    // Worker 2 stops answering: the next sync waits for it (bounded), the one after does not.
+    two.share.close()
+    const started = Date.now()
+    await Effect.runPromise(one.share.sync)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_900)
+    const again = Date.now()
+    await Effect.runPromise(one.share.sync)
+    expect(Date.now() - again).toBeLessThan(1_000)
+    one.share.close()
+  })
+
   it("a call on the capture listeners runs on the worker holding them; its failure comes back tagged; with none answering it fails as unavailable", async () => {
     const cluster = makeMemoryCluster()
     const one = node(cluster, "w1", true)

@@ -16,7 +16,12 @@ import { attach, type ErrorEvent, type HookHost, type ResponseEvent, setUsage } 
 import type { InferenceCall } from "./call.js"
 
 /** Built-in hooks on the request's end run before every registered one, so those see the usage row. */
-const FIRST = Number.NEGATIVE_INFINITY
+const FIRST = -Number.MAX_VALUE
+/**
+ * The response cache's entry goes in before anything else on the request's end (the usage row's
+ * write may wait): a client repeating a request as soon as it has the answer finds it cached.
+ */
+const BEFORE_FIRST = Number.NEGATIVE_INFINITY
 
 /**
  * The request's usage row and settlement, at its end whatever happened (a client that left is a
@@ -33,13 +38,13 @@ export const attachUsageRow = (usage: UsageShape, accounting: AccountingShape, c
 }
 
 /**
- * Keeps a whole 200 answer in the response cache under the key its lookup gave (after the usage
- * row: its cost is the row's).
+ * Keeps a whole 200 answer in the response cache under the key its lookup gave (its cost computed
+ * as the usage row's is), before the usage row is written.
  */
 export const attachCacheEntry = (cache: ResponseCacheShape, accounting: AccountingShape, call: InferenceCall, track: Tracking, lookup: Lookup & { readonly key: string }): void =>
   attach(call.ctx, {
     name: "gateway.response-cache",
-    priority: FIRST,
+    priority: BEFORE_FIRST,
     onResponse: (event) => {
       const { tried, outcome } = track
       if (event.status !== 200 || typeof event.body !== "string" || !tried || outcome.status !== 200) return

@@ -70,6 +70,8 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
         start: (name) => Effect.sync(() => core.startRecording(name)),
         stop: (id) =>
           Effect.gen(function* () {
+            // Under --workers: what the other workers served and have not sent yet is here first.
+            if (node !== undefined && core.recordingSession(id) !== undefined) yield* node.sync
             const s = core.stopRecording(id)
             if (!s) {
               const meta = yield* loadMeta(id)

@@ -54,6 +54,9 @@ type Wire =
   | { readonly t: "watch"; readonly from: string; readonly until: number }
   | { readonly t: "session"; readonly from: string; readonly op: "start" | "stop" | "rename"; readonly id: string; readonly name: string | null; readonly startedAt: number }
   | { readonly t: "hello"; readonly from: string }
+  | { readonly t: "here"; readonly from: string }
+  | { readonly t: "sync"; readonly from: string; readonly id: number }
+  | { readonly t: "synced"; readonly from: string; readonly to: string; readonly id: number }
   | { readonly t: "call"; readonly from: string; readonly id: number; readonly op: string; readonly args: unknown }
   | { readonly t: "result"; readonly from: string; readonly to: string; readonly id: number; readonly value?: unknown; readonly failure?: RemoteFailure }
 
@@ -62,6 +65,8 @@ const WATCH_TTL_MS = 30_000
 const WATCH_EVERY_MS = 10_000
 /** How long a worker waits for the holder of the capture listeners to answer. */
 export const CALL_TIMEOUT = Duration.seconds(10)
+/** How long a worker waits for the others to send what they hold before it saves a session. */
+export const SYNC_TIMEOUT_MS = 2_000
 
 /** What runs another worker's call on the holder: its value, or its failure as the caller reports it. */
 export type CallHandler = (op: string, args: unknown) => Promise<{ readonly value: unknown } | { readonly failure: RemoteFailure }>
@@ -76,6 +81,12 @@ export interface NodeShare {
   /** On the holder: what runs the calls of the other workers. */
   /** `prefix`: the ops this handler takes (`tproxy.` for the transparent capture's); the longest matching prefix wins, "" takes the rest. */
   readonly serve: (handler: CallHandler, prefix?: string) => void
+  /**
+   * Completes once every other process of the node has sent the entries it holds unsent (the
+   * channel keeps each sender's order, so they are here by then), or after SYNC_TIMEOUT_MS for a
+   * process that does not answer (stopping). A session is saved after this, with every entry.
+   */
+  readonly sync: Effect.Effect<void>
   readonly close: () => void
 }
 
@@ -97,6 +108,9 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
   const waiting = new Map<number, (r: { readonly value: unknown } | { readonly failure: RemoteFailure }) => void>()
   let nextCall = 0
   let closed = false
+  // The other processes of this node, as they said hello or answered one; a sync waits for these.
+  const peers = new Set<string>()
+  const syncs = new Map<number, { readonly left: Set<string>; readonly done: () => void }>()
 
   // Entries changed in this turn of the event loop, sent together after it (an entry begun and ended at once goes once).
   const pending = new Map<string, { fresh: boolean; m: Extract<ShareOut, { t: "entry" }> }>()
@@ -143,6 +157,7 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
 
   const receive = (m: Wire) => {
     if (closed || m.from === self) return
+    peers.add(m.from)
     switch (m.t) {
       case "entry":
         return core.upsertElsewhere(m.entry, m.format, m.provider, m.fresh)
@@ -152,7 +167,21 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
         return core.watchElsewhere(m.from, m.until)
       case "session":
         return core.sessionElsewhere(m.op, m.id, m.name, m.startedAt)
+      case "here":
+        return
+      case "sync":
+        // What this process holds unsent goes first, then the answer: the asker sees both, in order.
+        flush()
+        return send({ t: "synced", from: self, to: m.from, id: m.id })
+      case "synced": {
+        if (m.to !== self) return
+        const asked = syncs.get(m.id)
+        asked?.left.delete(m.from)
+        if (asked && asked.left.size === 0) asked.done()
+        return
+      }
       case "hello":
+        send({ t: "here", from: self })
         for (const s of core.stateForNewcomer()) {
           if (s.t === "watching") send({ t: "watch", from: self, until: Date.now() + WATCH_TTL_MS })
           else if (s.t === "entry") send({ t: "entry", from: self, fresh: true, entry: s.entry, format: s.format, provider: s.provider })
@@ -205,12 +234,33 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
     serve: (h, prefix = "") => {
       handlers.set(prefix, h)
     },
+    sync: Effect.async<void>((resume) => {
+      if (closed || peers.size === 0) return resume(Effect.void)
+      const id = ++nextCall
+      const finish = () => {
+        clearTimeout(timer)
+        syncs.delete(id)
+        resume(Effect.void)
+      }
+      // A process that does not answer (it stopped) is forgotten: the next sync does not wait for it.
+      const timer = setTimeout(() => {
+        for (const gone of syncs.get(id)?.left ?? []) peers.delete(gone)
+        finish()
+      }, SYNC_TIMEOUT_MS)
+      syncs.set(id, { left: new Set(peers), done: finish })
+      send({ t: "sync", from: self, id })
+      return Effect.sync(() => {
+        clearTimeout(timer)
+        syncs.delete(id)
+      })
+    }),
     close: () => {
       closed = true
       core.setOutbox(undefined)
       if (heartbeat !== undefined) clearInterval(heartbeat)
       for (const resolve of waiting.values()) resolve({ failure: { tag: "Unavailable", message: "the gateway is stopping" } })
       waiting.clear()
+      for (const s of [...syncs.values()]) s.done()
     }
   }
 }
