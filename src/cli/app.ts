@@ -15,6 +15,7 @@ import { dbCommand } from "./commands/db.js"
 import { doctorCommand } from "./commands/doctor.js"
 import { configCommand, envCommand } from "./commands/env.js"
 import { evalCommand } from "./commands/evals.js"
+import { replayCommand } from "./commands/replay.js"
 import { shadowCommand } from "./commands/shadow.js"
 import { inspectCommand } from "./commands/inspect.js"
 import { keysCommand } from "./commands/keys.js"
@@ -63,6 +64,7 @@ export const subcommands = [
   providerCommand,
   evalCommand,
   shadowCommand,
+  replayCommand,
   tunnelCommand,
   pluginsCommand,
   testCommand,

@@ -5,7 +5,9 @@ import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launch
 
 // The Shadow traffic page (docs/shadow.md), read in the browser: a combo whose shadow target
 // answered a sample of its requests, the charts of how it compares, the worst disagreements.
-// The admin key arranges the combo and sends the traffic; what the page shows is the check.
+// Then replay (docs/replay.md): a saved inspector session replayed against the candidate from the
+// inspector's session list. The admin key arranges the combo and sends the traffic; what the page
+// shows is the check.
 
 describe("dashboard: shadow traffic", () => {
   let browser: Browser
@@ -68,6 +70,36 @@ describe("dashboard: shadow traffic", () => {
     await card.getByRole("img", { name: /normalized 67%/ }).waitFor()
     await expectAccessible(page, "shadow")
     await screenshot(page, "shadow")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("replays a saved inspector session against a candidate from the session list, and shows the report", async () => {
+    const started = await gw.admin("POST", "/api/tools/traffic-inspector/sessions", { name: "to replay" })
+    expect(started.status).toBe(201)
+    for (const q of ["the capital of France?", "what is the weather?"]) {
+      const res = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "prim/m1", messages: [{ role: "user", content: q }] })
+      })
+      expect(res.status).toBe(200)
+    }
+    expect((await gw.admin("PATCH", `/api/tools/traffic-inspector/sessions/${started.body.id}`, { action: "stop" })).status).toBe(200)
+
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Inspector")
+    await page.getByRole("button", { name: "Replay to replay" }).click()
+    const dialog = page.getByRole("dialog")
+    await dialog.getByLabel("Candidate models").fill("cand/claude-x")
+    await dialog.getByRole("button", { name: "Start replay" }).click()
+    const card = dialog.locator("section.card", { has: page.getByRole("heading", { name: "cand/claude-x" }) })
+    // "Paris." against "paris.": one of two agrees once normalized.
+    await card.getByRole("img", { name: /Agreement with the recorded answer: exact 0%, normalized 50%/ }).waitFor()
+    await dialog.getByText("done").first().waitFor()
+    await expectAccessible(page, "replay")
+    await screenshot(page, "replay")
     expectNoProblems(problems)
     await context.close()
   })

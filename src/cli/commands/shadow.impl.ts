@@ -14,13 +14,19 @@ const interval = (i: { mean: number; low: number; high: number } | null, digits:
 
 export const print = (r: ShadowReport) =>
   Effect.gen(function* () {
-    yield* Console.log(`shadow report for ${r.scope}${r.since ? ` since ${r.since}` : ""}: spent today $${r.spentTodayUsd.toFixed(6)} of $${r.budgetUsdPerDay}`)
+    const replay = r.scope.startsWith("replay:")
+    yield* Console.log(
+      replay
+        ? `replay report for ${r.scope.slice("replay:".length)}: spent $${r.spentTodayUsd.toFixed(6)} of $${r.budgetUsdPerDay}`
+        : `shadow report for ${r.scope}${r.since ? ` since ${r.since}` : ""}: spent today $${r.spentTodayUsd.toFixed(6)} of $${r.budgetUsdPerDay}`
+    )
     const skipped = Object.entries(r.skipped)
     if (skipped.length > 0) yield* Console.log(`skipped: ${skipped.map(([k, v]) => `${k} ${v}`).join(", ")}`)
-    if (r.targets.length === 0) return yield* Console.log("no pairs yet: set config.shadow on the combo and send it traffic")
+    if (r.targets.length === 0)
+      return yield* Console.log(replay ? "no pairs: nothing in the source could be replayed" : "no pairs yet: set config.shadow on the combo and send it traffic")
     yield* Console.log(
       table(
-        ["SHADOW MODEL", "PAIRS", "FAILED", "EXACT", "NORMALIZED", "TOOLS", "WIN/TIE/LOSS", "COST Δ (USD, 95%)", "LATENCY Δ (ms, 95%)"],
+        [replay ? "CANDIDATE" : "SHADOW MODEL", "PAIRS", "FAILED", "EXACT", "NORMALIZED", "TOOLS", "WIN/TIE/LOSS", "COST Δ (USD, 95%)", "LATENCY Δ (ms, 95%)"],
         r.targets.map((t) => [
           t.shadowModel,
           String(t.pairs),

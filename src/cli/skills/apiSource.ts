@@ -27,6 +27,7 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/api/evals": "gw-models",
   "/api/combos": "gw-combos-routing",
   "/api/shadow": "gw-combos-routing",
+  "/api/replay": "gw-combos-routing",
   "/api/sessions": "gw-combos-routing",
   "/api/keys": "gw-api-keys",
   "/api/usage": "gw-usage-logs",

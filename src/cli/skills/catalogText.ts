@@ -42,7 +42,7 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     description:
       "Create and change combos (named routes over several models with a strategy and fallback), inspect the auto router and sticky sessions, and read how a combo's shadow targets compare.",
     overview:
-      "A combo is a model name clients use; the gateway resolves it to ordered targets with one of its strategies and falls back to the next target on a retryable failure. `auto/...` models pick from every connected provider; sessions pin a conversation to where it was served. A combo's `config.shadow` also sends a sample of its requests to candidate models after the answer went out; `/api/shadow/report` compares them (docs/shadow.md).",
+      "A combo is a model name clients use; the gateway resolves it to ordered targets with one of its strategies and falls back to the next target on a retryable failure. `auto/...` models pick from every connected provider; sessions pin a conversation to where it was served. A combo's `config.shadow` also sends a sample of its requests to candidate models after the answer went out; `/api/shadow/report` compares them (docs/shadow.md). `POST /api/replay` sends recorded requests (an inspector session, usage rows whose bodies were kept, JSONL) to candidate models as a job and reports them the same way (docs/replay.md).",
     docs: "docs/routing.md"
   },
   "gw-api-keys": {
@@ -213,8 +213,9 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   },
   "cli-routing": {
     title: "Combos (CLI)",
-    description: "List, create, switch and delete combos from the command line, and report how their shadow targets compare.",
-    overview: "Combos are the gateway's named routes over several models; `gateway shadow report <combo>` compares a combo's shadow targets with what answered.",
+    description: "List, create, switch and delete combos from the command line, report how their shadow targets compare, and replay recorded traffic against candidate models.",
+    overview:
+      "Combos are the gateway's named routes over several models; `gateway shadow report <combo>` compares a combo's shadow targets with what answered, and `gateway replay --session <id> --model <m>` sends a recorded session to candidates and reports them the same way.",
     docs: "docs/routing.md",
     api: "gw-combos-routing"
   },

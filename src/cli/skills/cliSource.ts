@@ -33,6 +33,7 @@ export const COMMAND_SKILLS: Readonly<Record<string, SkillId>> = {
   chat: "cli-chat",
   combo: "cli-routing",
   shadow: "cli-routing",
+  replay: "cli-routing",
   resilience: "cli-resilience",
   compression: "cli-compression",
   context: "cli-contexts",

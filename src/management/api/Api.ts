@@ -21,6 +21,7 @@ import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
 import { ComplianceGroup } from "./compliance/Api.js"
 import { EvalsGroup } from "./evals/Api.js"
+import { ReplayGroup } from "./replay/Api.js"
 import { ShadowGroup } from "./shadow/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
 import { ProvidersGroup } from "./providers/Api.js"
@@ -67,6 +68,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(ComplianceGroup)
   .add(EvalsGroup)
   .add(ShadowGroup)
+  .add(ReplayGroup)
   .add(WebhooksGroup)
   .add(ProxiesGroup)
   .add(AgentSkillsGroup)

@@ -23,6 +23,7 @@ import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { NodesLive } from "./nodes/Http.js"
 import { ComplianceLive } from "./compliance/Http.js"
 import { EvalsLive } from "./evals/Http.js"
+import { ReplayLive } from "./replay/Http.js"
 import { ShadowLive } from "./shadow/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
 import { ProvidersLive } from "./providers/Http.js"
@@ -65,6 +66,7 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     ComplianceLive,
     EvalsLive,
     ShadowLive,
+    ReplayLive,
     WebhooksLive,
     ProxiesLive,
     AgentSkillsLive,

@@ -44,6 +44,8 @@ export interface InspectorShape {
     readonly get: (id: string) => Effect.Effect<SavedSession, InspectorError>
     readonly remove: (id: string) => Effect.Effect<void, InspectorError>
   }
+  /** The recorded entries of gateway requests by their request ids: the buffer's, then the saved sessions' (secrets masked as views are). */
+  readonly byRequestIds: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, InterceptedRequest>>
 }
 
 export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, InspectorShape>() {
@@ -63,6 +65,20 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
       core,
       config,
       node,
+      byRequestIds: (ids) =>
+        Effect.gen(function* () {
+          const found = new Map<string, InterceptedRequest>()
+          const want = new Set(ids)
+          for (const id of want) {
+            const slot = core.bySlotRequestId(id)
+            if (slot) found.set(id, core.view(slot.entry, false))
+          }
+          if (found.size === want.size) return found
+          for (const [, raw] of yield* kv.entries(SESSION_ENTRIES_NS))
+            for (const e of JSON.parse(raw) as Array<InterceptedRequest>)
+              if (e.requestId !== null && want.has(e.requestId) && !found.has(e.requestId)) found.set(e.requestId, core.view(e, false))
+          return found
+        }),
       sessions: {
         list: Effect.map(kv.entries(SESSIONS_NS), (rows) =>
           [...core.recordingViews(), ...rows.map(([, v]) => JSON.parse(v) as SessionView)].sort((a, b) => b.startedAt - a.startedAt)

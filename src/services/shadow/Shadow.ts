@@ -51,7 +51,12 @@ export interface ShadowPair {
 
 export interface ShadowShape {
   readonly record: (pair: ShadowPair) => Effect.Effect<void>
-  readonly report: (scope: string, days?: number) => Effect.Effect<ShadowReport>
+  /** `own`: the skip counts and spend of the report's own scope (a replay's), instead of shadow traffic's. */
+  readonly report: (
+    scope: string,
+    days?: number,
+    own?: { readonly skipped: Readonly<Record<string, number>>; readonly spentUsd: number; readonly budgetUsd: number }
+  ) => Effect.Effect<ShadowReport>
   /** A sampled request that was not shadowed, and why (`budget`, `concurrency`, `incident`, `primary_failed`...). */
   readonly skip: (reason: string) => void
   /** Adds what a shadow (or judge) call cost to today's spend. */
@@ -204,7 +209,7 @@ export class Shadow extends Context.Tag("gateway/Shadow")<Shadow, ShadowShape>()
         }
       }
 
-      const report: ShadowShape["report"] = (scope, days) =>
+      const report: ShadowShape["report"] = (scope, days, own) =>
         Effect.gen(function* () {
           const since = days === undefined ? null : Date.now() - days * 86_400_000
           const rows = yield* (
@@ -218,9 +223,9 @@ export class Shadow extends Context.Tag("gateway/Shadow")<Shadow, ShadowShape>()
             scope,
             since: since === null ? null : new Date(since).toISOString(),
             targets: [...byTarget].map(([m, rs]) => targetReport(m, rs)),
-            skipped: { ...skipped },
-            spentTodayUsd: spentToday(),
-            budgetUsdPerDay: settings.current().shadowOptions.budgetUsdPerDay
+            skipped: { ...(own?.skipped ?? skipped) },
+            spentTodayUsd: own?.spentUsd ?? spentToday(),
+            budgetUsdPerDay: own?.budgetUsd ?? settings.current().shadowOptions.budgetUsdPerDay
           }
         })
 

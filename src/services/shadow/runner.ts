@@ -13,77 +13,27 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
-import type { CanonicalResponse, FormatId } from "../../domain/canonical.js"
 import type { ShadowTarget } from "../../domain/shadow.js"
 import type { HookRequest, RequestEvent, ResponseEvent } from "../../kernel/hookEvents.js"
 import { attach, RequestHooks } from "../../kernel/hooks.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
 import type { RequestContext } from "../../kernel/request.js"
 import { Settings } from "../../platform/settings/Settings.js"
-import { StreamCollector } from "../../upstream/formats/collect.js"
-import { type Frame, NdjsonParser, SseParser } from "../../upstream/formats/frames.js"
-import { FORMATS } from "../../upstream/formats/registry.js"
-import { requestedSchema } from "../../upstream/formats/structured.js"
-import { checkAnswer, schemaEngines } from "../../kernel/schemaCheck.js"
 import { type Combo, Combos } from "../routing/Combos.js"
-import { answerOf, canonicalJson, compare } from "./compare.js"
+import { type Baseline, type ExchangeOptions, exchange, type RecordedRequest, SHADOW_HEADER } from "./exchange.js"
 import { Shadow } from "./Shadow.js"
+
+export { SHADOW_HEADER } from "./exchange.js"
 
 /** How long a sampled shadow call may wait for a moment without client requests. */
 const MAX_WAIT_MS = 10_000
 
-/** The header a shadow call carries: it is never shadowed itself. */
-export const SHADOW_HEADER = "x-gateway-shadow"
-
-interface Sampled {
-  readonly requestId: string
-  readonly scope: string
-  readonly format: FormatId
-  readonly path: string
+interface Sampled extends RecordedRequest {
   /** The request's query string (known once routed). */
   query: string
-  readonly body: Readonly<Record<string, unknown>>
-  readonly stream: boolean
   readonly targets: ReadonlyArray<ShadowTarget>
   readonly frames: Array<string>
 }
-
-/** An answer in a client format, whole or as the text of its stream, read back into the canonical form. */
-export const readAnswer = (format: FormatId, text: string, streamed: boolean): CanonicalResponse => {
-  const wire = FORMATS[format]
-  if (!streamed) return wire.decodeResponse(JSON.parse(text))
-  let frames: Array<Frame>
-  const trimmed = text.trimStart()
-  if (format === "gemini" && trimmed.startsWith("[")) frames = (JSON.parse(trimmed) as Array<unknown>).map((d) => ({ data: JSON.stringify(d) }))
-  else if (wire.framing === "ndjson") frames = new NdjsonParser().push(`${text}\n`)
-  else frames = new SseParser().push(`${text}\n\n`)
-  const decoder = wire.streamDecoder()
-  const collector = new StreamCollector()
-  for (const f of frames) collector.push(decoder.push(f))
-  collector.push(decoder.end())
-  return collector.result("shadow")
-}
-
-/** The path and body of the same request to another model (Gemini names the model in the path). */
-const retarget = (s: Sampled, model: string): { readonly path: string; readonly body: Record<string, unknown> } => {
-  const body: Record<string, unknown> = { ...s.body }
-  if (s.format === "gemini") {
-    const path = s.path.replace(/\/models\/[^/:]+:/, `/models/${encodeURIComponent(model)}:`)
-    return { path: `${path}${path.includes(":streamGenerateContent") ? "?alt=sse" : ""}`, body }
-  }
-  body["model"] = model
-  // A Responses request must not make the upstream keep the shadow's answer.
-  if (s.format === "openai-responses") body["store"] = false
-  return { path: s.path, body }
-}
-
-const excerptOf = (body: Readonly<Record<string, unknown>>): string => {
-  const text = JSON.stringify(body["messages"] ?? body["input"] ?? body["contents"] ?? body["prompt"] ?? body)
-  return text.length > 2000 ? `${text.slice(0, 2000)}…` : text
-}
-
-const JUDGE_PROMPT = (request: string, a: string, b: string) =>
-  `Two assistants answered the same request. Which answer serves the request better? Reply with exactly one word: A, B, or TIE.\n\nRequest:\n${request}\n\nAnswer A:\n${a}\n\nAnswer B:\n${b}`
 
 export const ShadowRunner = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -113,127 +63,32 @@ export const ShadowRunner = Layer.scopedDiscard(
       return global.length > 0 ? { scope: combo?.name ?? model, targets: global } : undefined
     }
 
-    const call = (path: string, body: unknown, requestId: string) =>
-      Effect.promise(async () => {
-        const started = Date.now()
-        try {
-          const res = await own.fetch(path, { body, requestId, onBehalfOf: null, headers: { [SHADOW_HEADER]: "1", "x-gateway-no-cache": "true" } })
-          let ttftMs: number | null = null
-          let text = ""
-          const reader = res.body?.getReader()
-          const decoder = new TextDecoder()
-          if (reader)
-            for (;;) {
-              const { done, value } = await reader.read()
-              if (done) break
-              ttftMs ??= Date.now() - started
-              text += decoder.decode(value, { stream: true })
-            }
-          text += decoder.decode()
-          return {
-            status: res.status,
-            text,
-            latencyMs: Date.now() - started,
-            ttftMs,
-            costUsd: Number(res.headers.get("x-gateway-response-cost") ?? 0) || 0,
-            model: res.headers.get("x-gateway-model"),
-            tokens: { input: Number(res.headers.get("x-gateway-tokens-in") ?? 0), output: Number(res.headers.get("x-gateway-tokens-out") ?? 0) },
-            contentType: res.headers.get("content-type") ?? ""
-          }
-        } catch (e) {
-          return {
-            status: 0,
-            text: `the gateway could not be reached: ${(e as Error).message}`,
-            latencyMs: Date.now() - started,
-            ttftMs: null,
-            costUsd: 0,
-            model: null,
-            tokens: null,
-            contentType: ""
-          }
-        }
-      })
-
-    const judge = (model: string, request: string, primary: string, candidate: string, requestId: string) =>
-      Effect.gen(function* () {
-        // The order is drawn, so a judge's taste for the first answer favours neither side.
-        const shadowFirst = Math.random() < 0.5
-        const [a, b] = shadowFirst ? [candidate, primary] : [primary, candidate]
-        const res = yield* call("/v1/chat/completions", { model, stream: false, max_tokens: 8, messages: [{ role: "user", content: JUDGE_PROMPT(request, a, b) }] }, requestId)
-        shadow.spend(res.costUsd)
-        if (res.status !== 200) return { verdict: null, costUsd: res.costUsd }
-        const said = String(JSON.parse(res.text)?.choices?.[0]?.message?.content ?? "")
-          .trim()
-          .toUpperCase()
-        const pick = /^TIE/.test(said) ? "tie" : /^A\b/.test(said) ? "A" : /^B\b/.test(said) ? "B" : undefined
-        const verdict = pick === undefined ? null : pick === "tie" ? ("tie" as const) : (pick === "A") === shadowFirst ? ("win" as const) : ("loss" as const)
-        return { verdict, costUsd: res.costUsd }
-      }).pipe(Effect.catchAllCause(() => Effect.succeed({ verdict: null, costUsd: 0 })))
+    const exchangeOptions: ExchangeOptions = {
+      own,
+      get judgeModel() {
+        return settings.current().shadowOptions.judgeModel
+      },
+      mayJudge: () => shadow.spentToday() < settings.current().shadowOptions.budgetUsdPerDay,
+      spend: (usd) => shadow.spend(usd)
+    }
 
     const runOne = (s: Sampled, target: ShadowTarget, index: number, primaryText: string, primary: ResponseEvent) =>
       Effect.gen(function* () {
-        const options = settings.current().shadowOptions
-        const { path, body } = retarget(s, target.model)
-        const res = yield* call(`${path}${s.format === "gemini" || s.query === "" ? "" : `?${s.query}`}`, body, `${s.requestId}_shadow_${index}`)
-        shadow.spend(res.costUsd)
-        const streamed = s.stream && !res.contentType.includes("application/json")
-        let error: string | null = null
-        let candidate: CanonicalResponse | undefined
-        if (res.status !== 200) error = `status ${res.status}: ${res.text.slice(0, 500)}`
-        else
-          try {
-            candidate = readAnswer(s.format, res.text, streamed)
-          } catch (e) {
-            error = `the shadow answer could not be read: ${(e as Error).message}`
-          }
-        const f = failing.get(target.model) ?? { count: 0, until: 0 }
-        if (error) failing.set(target.model, { count: f.count + 1, until: f.count + 1 >= 3 ? Date.now() + 60_000 : 0 })
-        else failing.delete(target.model)
-
-        const primaryAnswer = answerOf(readAnswer(s.format, primaryText, primary.streamed))
-        const shadowAnswer = candidate ? answerOf(candidate) : undefined
-        const schema = requestedSchema(s.format, s.body as Record<string, unknown>)
-        const engines = schema ? yield* Effect.promise(schemaEngines) : undefined
-        const valid = (text: string) => (schema && engines ? (checkAnswer(engines, schema, text)?.valid ?? null) : null)
-        const comparison = shadowAnswer ? compare(primaryAnswer, shadowAnswer) : { exact: false, normalized: false, tools: null, similarity: 0 }
-        const request = excerptOf(s.body)
-        const judged =
-          shadowAnswer && options.judgeModel && shadow.spentToday() < options.budgetUsdPerDay
-            ? yield* judge(options.judgeModel, request, JSON.stringify(primaryAnswer), JSON.stringify(shadowAnswer), `${s.requestId}_judge_${index}`)
-            : undefined
         const u = primary.usage
-        yield* shadow.record({
-          requestId: s.requestId,
-          scope: s.scope,
-          format: s.format,
-          requestExcerpt: request,
-          primaryModel: u?.model ?? null,
-          shadowModel: target.model,
-          primaryAnswer: primaryAnswer.text || JSON.stringify(primaryAnswer.tools),
-          shadowAnswer: shadowAnswer ? shadowAnswer.text || JSON.stringify(shadowAnswer.tools) : null,
-          shadowError: error,
-          primaryLatencyMs: u?.latencyMs ?? null,
-          shadowLatencyMs: res.latencyMs,
-          primaryTtftMs: u?.ttftMs ?? null,
-          shadowTtftMs: streamed ? res.ttftMs : null,
-          primaryTokens: u ? { input: u.usage.input ?? 0, output: u.usage.output ?? 0 } : null,
-          shadowTokens: res.tokens,
-          primaryCostUsd: u?.costUsd ?? null,
-          shadowCostUsd: res.costUsd,
-          primaryFinish: primaryAnswer.finish,
-          shadowFinish: shadowAnswer?.finish ?? null,
-          primaryTools: canonicalJson(primaryAnswer.tools),
-          shadowTools: canonicalJson(shadowAnswer?.tools ?? []),
-          primarySchemaValid: valid(primaryAnswer.text),
-          shadowSchemaValid: shadowAnswer ? valid(shadowAnswer.text) : null,
-          exact: comparison.exact,
-          normalized: comparison.normalized,
-          toolsMatch: comparison.tools,
-          similarity: comparison.similarity,
-          judgeModel: judged ? options.judgeModel : null,
-          judgeVerdict: judged?.verdict ?? null,
-          judgeCostUsd: judged ? judged.costUsd : null
-        })
+        const baseline: Baseline = {
+          model: u?.model ?? null,
+          text: primaryText,
+          streamed: primary.streamed,
+          latencyMs: u?.latencyMs ?? null,
+          ttftMs: u?.ttftMs ?? null,
+          tokens: u ? { input: u.usage.input ?? 0, output: u.usage.output ?? 0 } : null,
+          costUsd: u?.costUsd ?? null
+        }
+        const { pair, ok } = yield* exchange(exchangeOptions, s, target.model, { call: `${s.requestId}_shadow_${index}`, judge: `${s.requestId}_judge_${index}` }, baseline)
+        const f = failing.get(target.model) ?? { count: 0, until: 0 }
+        if (!ok) failing.set(target.model, { count: f.count + 1, until: f.count + 1 >= 3 ? Date.now() + 60_000 : 0 })
+        else failing.delete(target.model)
+        yield* shadow.record(pair)
       })
 
     /** The primary's answer went out: each sampled target gets the same request, within the bounds. */

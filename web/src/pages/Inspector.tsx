@@ -29,6 +29,7 @@ import {
   useLoad
 } from "../ui"
 import type { Res } from "./govern/types"
+import { ReplayForm, ReplayJobView } from "./replay"
 import "./Inspector.css"
 
 // The traffic inspector (docs/inspector.md), under /api/tools/traffic-inspector: a live list of
@@ -759,6 +760,7 @@ const Sessions = (p: { viewing: string | undefined; onView: (s: Session | undefi
   const [renaming, setRenaming] = useState<Session>()
   const [newName, setNewName] = useState("")
   const [removing, setRemoving] = useState<Session>()
+  const [replaying, setReplaying] = useState<{ session: Session; job?: string }>()
   const [run, busy] = useAction()
   const recording = list.data?.sessions.some((s) => s.state === "recording") ?? false
   // A recording session's count grows: its row follows while one records.
@@ -831,6 +833,11 @@ const Sessions = (p: { viewing: string | undefined; onView: (s: Session | undefi
                     >
                       Rename
                     </Button>
+                    {s.state === "saved" && (
+                      <Button onClick={() => setReplaying({ session: s })} aria-label={`Replay ${sessionName(s)}`}>
+                        Replay
+                      </Button>
+                    )}
                     <a class="btn insp-btn-link" href={`${BASE}/sessions/${encodeURIComponent(s.id)}/export.har`} download={`${s.id}.har`} aria-label={`HAR of ${sessionName(s)}`}>
                       HAR
                     </a>
@@ -871,6 +878,19 @@ const Sessions = (p: { viewing: string | undefined; onView: (s: Session | undefi
             </div>
           </Form>
         )}
+      </Dialog>
+      <Dialog open={replaying !== undefined} title={`Replay ${replaying ? sessionName(replaying.session) : ""} against candidate models`} onClose={() => setReplaying(undefined)}>
+        {replaying &&
+          (replaying.job === undefined ? (
+            <ReplayForm sessionId={replaying.session.id} onStarted={(j) => setReplaying({ ...replaying, job: j.id })} onCancel={() => setReplaying(undefined)} />
+          ) : (
+            <>
+              <ReplayJobView id={replaying.job} />
+              <div class="actions">
+                <Button onClick={() => setReplaying(undefined)}>Close</Button>
+              </div>
+            </>
+          ))}
       </Dialog>
       <Confirm
         item={removing}
