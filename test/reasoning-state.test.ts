@@ -158,6 +158,27 @@ describe("Anthropic thinking signatures (a messages client, passed through)", ()
     expect(last(a, /messages$/).messages[1].content[0].signature).toBe("sig.A.legacy")
   })
 
+  it("a tool turn a model without thinking answered (a conversation begun elsewhere), with thinking on: thinking is off for the request instead of Anthropic's 400", async () => {
+    const res = await call(`${gw.url}/v1/messages`, {
+      body: {
+        model: "claude-pair-a/claude-x",
+        max_tokens: 4096,
+        thinking: THINKING,
+        tools: TOOLS,
+        messages: [
+          { role: "user", content: "read a.txt" },
+          { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "read_file", input: { path: "a.txt" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "hello" }] }
+        ]
+      }
+    })
+    expect(res.status, res.text).toBe(200)
+    const sent = last(a, /messages$/)
+    expect(sent.thinking).toEqual({ type: "disabled" })
+    expect(sent.messages[1].content[0].type).toBe("tool_use")
+    expect(a.violations).toEqual([])
+  })
+
   it("without the gateway's seal, the other account refuses it as the real API does (what the seal prevents)", async () => {
     const res = await call(`${gw.url}/v1/messages`, {
       body: {

@@ -191,13 +191,6 @@ describe("a combo's shadow target", () => {
     expect(bad.stderr).toContain("--days")
   })
 
-  it("the compatibility matrix, not built yet, answers 501 naming what is planned", async () => {
-    const res = await call(`${gw.url}/api/compat`, { method: "GET", headers: admin })
-    expect(res.status).toBe(501)
-    expect(res.body.message).toContain("client compatibility matrix")
-    expect(res.body.message).toContain("not built in this version yet")
-  })
-
   it("refuses a bad shadow field on a combo with a clear message", async () => {
     const res = await call(`${gw.url}/api/combos`, {
       headers: admin,

@@ -53,6 +53,7 @@ import { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import { AuditLog } from "../services/governance/AuditLog.js"
 import { EvalRunner, Evals } from "../inference/evals/Evals.js"
 import { Shadow } from "../services/shadow/Shadow.js"
+import { Compat } from "../services/compat/Compat.js"
 import { Replay } from "../services/shadow/Replay.js"
 import { ShadowRunner } from "../services/shadow/runner.js"
 import { Policies } from "../services/governance/Policies.js"
@@ -133,13 +134,14 @@ export const ServerLayer = Layer.mergeAll(
   EvalRunner,
   ShadowRunner,
   Replay.ownRoutesLayer,
+  Compat.ownRoutesLayer,
   BackgroundTasks,
   SharedStorageKeyCheck
 ).pipe(
   Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))),
   Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer, InspectorFeed.layer)),
   // Replay reads the inspector's sessions (below) and is read by the management API.
-  Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer.pipe(Layer.provideMerge(Replay.layer)))),
+  Layer.provideMerge(Layer.mergeAll(InferenceRoutes.layer, ManagementHandler.layer.pipe(Layer.provideMerge(Layer.mergeAll(Replay.layer, Compat.layer))))),
   // The traffic inspector (src/services/inspector/): the buffer and its agent-bridge listener, then the capture modes.
   Layer.provideMerge(
     Layer.mergeAll(Capture.layer, Tproxy.layer).pipe(Layer.provideMerge(Inspector.layer), Layer.provideMerge(InspectorConfig.layer), Layer.provideMerge(TproxySystem.layer))

@@ -21,6 +21,7 @@ export const PAGES: ReadonlyArray<PageEntry> = [
   { path: "/models", title: "Models & aliases", group: "Route", load: () => import("./pages/Models") },
   { path: "/combos", title: "Combos", group: "Route", load: () => import("./pages/Combos") },
   { path: "/shadow", title: "Shadow traffic", group: "Route", load: () => import("./pages/Shadow") },
+  { path: "/compat", title: "Client compatibility", group: "Route", load: () => import("./pages/Compat") },
   { path: "/cache", title: "Cache", group: "Route", load: () => import("./pages/Cache") },
   { path: "/compression", title: "Compression", group: "Route", load: () => import("./pages/Compression") },
   { path: "/playground", title: "Playground", group: "Route", load: () => import("./pages/Playground") },

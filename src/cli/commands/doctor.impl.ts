@@ -220,6 +220,14 @@ const portFree = (port: number, host: string) =>
   })
 
 export const doctor = (opts: Parsed<typeof doctorOptions>) =>
+  opts.clients
+    ? Effect.flatMap(
+        Effect.promise(() => import("./compat.impl.js")),
+        (m) => m.clients(opts)
+      )
+    : localDoctor(opts)
+
+const localDoctor = (opts: Parsed<typeof doctorOptions>) =>
   Effect.gen(function* () {
     const overrides = yield* cliConfig
     const config = yield* Effect.provide(AppConfig, AppConfig.layer(overrides)).pipe(

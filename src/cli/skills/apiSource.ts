@@ -25,6 +25,7 @@ export const ROUTE_PREFIXES: Readonly<Record<string, SkillId>> = {
   "/api/provider-models": "gw-models",
   "/api/pricing": "gw-models",
   "/api/evals": "gw-models",
+  "/api/compat": "gw-models",
   "/api/combos": "gw-combos-routing",
   "/api/shadow": "gw-combos-routing",
   "/api/replay": "gw-combos-routing",

@@ -32,9 +32,9 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
   "gw-models": {
     title: "Models, aliases, pricing, evals and the playground (REST)",
     description:
-      "Read the model catalog of the connected providers, manage aliases, custom models and prices, run evals against models, and keep playground presets or improve a prompt.",
+      "Read the model catalog of the connected providers, manage aliases, custom models and prices, run evals against models, check which clients each model works with, and keep playground presets or improve a prompt.",
     overview:
-      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request. The playground's presets and prompt improvement are under `/api/playground` (docs/playground.md).",
+      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request. The playground's presets and prompt improvement are under `/api/playground` (docs/playground.md). `GET /api/compat` shows what running the supported clients' recorded requests against models would cost, `POST /api/compat/run` runs them and answers which client works with which model (docs/compat.md).",
     docs: "docs/routing.md"
   },
   "gw-combos-routing": {
@@ -179,7 +179,7 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     title: "Health and diagnostics (CLI)",
     description: "Check whether the gateway works: doctor, status, health and logs from the command line.",
     overview:
-      "`doctor` checks the installation on this machine (and, unless `--no-liveness`, whether the server answers); `status` and `health` ask the running server; `logs` reads its log file.",
+      "`doctor` checks the installation on this machine (and, unless `--no-liveness`, whether the server answers); `doctor --clients` shows, then with `--yes` runs, the live client compatibility matrix of the running server; `status` and `health` ask the running server; `logs` reads its log file.",
     docs: "docs/cli.md",
     api: "gw-version-manager"
   },

@@ -21,6 +21,7 @@ import { OAuthCallbackGroup, OAuthGroup } from "./oauth/Api.js"
 import { NodesGroup } from "./nodes/Api.js"
 import { ComplianceGroup } from "./compliance/Api.js"
 import { EvalsGroup } from "./evals/Api.js"
+import { CompatGroup } from "./compat/Api.js"
 import { ReplayGroup } from "./replay/Api.js"
 import { ShadowGroup } from "./shadow/Api.js"
 import { PoliciesGroup } from "./policies/Api.js"
@@ -69,6 +70,7 @@ export class ManagementApi extends HttpApi.make("gateway")
   .add(EvalsGroup)
   .add(ShadowGroup)
   .add(ReplayGroup)
+  .add(CompatGroup)
   .add(WebhooksGroup)
   .add(ProxiesGroup)
   .add(AgentSkillsGroup)

@@ -23,6 +23,7 @@ import { OAuthCallbackLive, OAuthLive } from "./oauth/Http.js"
 import { NodesLive } from "./nodes/Http.js"
 import { ComplianceLive } from "./compliance/Http.js"
 import { EvalsLive } from "./evals/Http.js"
+import { CompatLive } from "./compat/Http.js"
 import { ReplayLive } from "./replay/Http.js"
 import { ShadowLive } from "./shadow/Http.js"
 import { PoliciesLive } from "./policies/Http.js"
@@ -67,6 +68,7 @@ export const ManagementApiLive = HttpApiBuilder.api(ManagementApi).pipe(
     EvalsLive,
     ShadowLive,
     ReplayLive,
+    CompatLive,
     WebhooksLive,
     ProxiesLive,
     AgentSkillsLive,

@@ -12,7 +12,7 @@ export interface PlannedArea {
 export const PLANNED_INFERENCE: ReadonlyArray<PlannedArea> = []
 
 /** Management routes: answered in the management error format. */
-export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = [{ area: "The live client compatibility matrix (GET /api/compat)", pattern: /^\/api\/compat(\/|$)/ }]
+export const PLANNED_MANAGEMENT: ReadonlyArray<PlannedArea> = []
 
 export const findPlanned = (areas: ReadonlyArray<PlannedArea>, path: string): PlannedArea | undefined => areas.find((a) => a.pattern.test(path))
 

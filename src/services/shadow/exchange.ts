@@ -89,12 +89,15 @@ export const excerptOf = (body: Readonly<Record<string, unknown>>): string => {
   return text.length > 2000 ? `${text.slice(0, 2000)}…` : text
 }
 
-/** One request to an own route, read to its end: never fails (an unreachable server is status 0). */
-export const callOwn = (own: OwnRoutesShape, path: string, body: unknown, requestId: string): Effect.Effect<CallResult> =>
+/**
+ * One request to an own route (with the client's own `headers` when they shape the answer), read
+ * to its end: never fails (an unreachable server is status 0).
+ */
+export const callOwn = (own: OwnRoutesShape, path: string, body: unknown, requestId: string, headers?: Readonly<Record<string, string>>): Effect.Effect<CallResult> =>
   Effect.promise(async () => {
     const started = Date.now()
     try {
-      const res = await own.fetch(path, { body, requestId, onBehalfOf: null, headers: { [SHADOW_HEADER]: "1", "x-gateway-no-cache": "true" } })
+      const res = await own.fetch(path, { body, requestId, onBehalfOf: null, headers: { ...headers, [SHADOW_HEADER]: "1", "x-gateway-no-cache": "true" } })
       let ttftMs: number | null = null
       let text = ""
       const reader = res.body?.getReader()

@@ -248,6 +248,41 @@ const hasSeal = (format: FormatId, body: Json): boolean => {
   return false
 }
 
+/** Whether an Anthropic request asks for thinking. */
+const thinkingOn = (body: Json): boolean => obj(body["thinking"])?.["type"] === "enabled" || obj(body["thinking"])?.["type"] === "adaptive"
+
+/** An assistant turn that calls a tool without starting with thinking (what Anthropic refuses while thinking is on). */
+const unsignedToolTurn = (m: unknown): boolean => {
+  const c = arr(obj(m)?.["content"])
+  return (
+    obj(m)?.["role"] === "assistant" &&
+    c !== undefined &&
+    c.some((b) => obj(b)?.["type"] === "tool_use") &&
+    obj(c[0])?.["type"] !== "thinking" &&
+    obj(c[0])?.["type"] !== "redacted_thinking"
+  )
+}
+
+/**
+ * Anthropic refuses a tool-use turn without its thinking while thinking is on: a turn whose
+ * thinking was dropped (another account's), or one a model without thinking answered (a fallback
+ * to another family, a conversation begun elsewhere). Thinking is then off for this request, and
+ * the thinking left in earlier turns goes with it, as the translated path does.
+ */
+const withoutUnsignedThinking = (body: Json): Json => {
+  if (!thinkingOn(body)) return body
+  const messages = arr(body["messages"])
+  if (!messages || !messages.some(unsignedToolTurn)) return body
+  const stripped = messages.map((m) => {
+    const mo = obj(m)
+    const c = arr(mo?.["content"])
+    if (!mo || mo["role"] !== "assistant" || !c) return m
+    const left = c.filter((b) => obj(b)?.["type"] !== "thinking" && obj(b)?.["type"] !== "redacted_thinking")
+    return { ...mo, content: left.length > 0 ? left : [{ type: "text", text: "(empty)" }] }
+  })
+  return { ...body, messages: stripped, thinking: { type: "disabled" } }
+}
+
 /**
  * A same-format request body as `target` may receive it: sealed reasoning state of the target's
  * own unsealed, others' dropped (the reasoning text kept where the format takes it). Anthropic
@@ -255,11 +290,10 @@ const hasSeal = (format: FormatId, body: Json): boolean => {
  * off for this request, as the translated path does.
  */
 export const bindBody = (format: FormatId, body: Json, target: string): Json => {
-  if (!hasSeal(format, body)) return body
+  if (!hasSeal(format, body)) return format === "anthropic" ? withoutUnsignedThinking(body) : body
   if (format === "anthropic") {
     const messages = arr(body["messages"])
     if (!messages) return body
-    let lost = false
     const next = messages.map((m) => {
       const mo = obj(m)
       const content = arr(mo?.["content"])
@@ -269,42 +303,19 @@ export const bindBody = (format: FormatId, body: Json, target: string): Json => 
         if (b?.["type"] === "thinking" && typeof b["signature"] === "string") {
           // An empty signature: reasoning another family gave (its signature, if any, was elsewhere), never valid here.
           const s = b["signature"] === "" ? undefined : forTarget(b["signature"], target)
-          if (s === undefined) {
-            lost = true
-            return []
-          }
+          if (s === undefined) return []
           return [{ ...b, signature: s }]
         }
         if (b?.["type"] === "redacted_thinking" && typeof b["data"] === "string") {
           const d = forTarget(b["data"], target)
-          if (d === undefined) {
-            lost = true
-            return []
-          }
+          if (d === undefined) return []
           return [{ ...b, data: d }]
         }
         return [c]
       })
       return { ...mo, content: kept.length > 0 ? kept : [{ type: "text", text: "(empty)" }] }
     })
-    const thinkingOn = obj(body["thinking"])?.["type"] === "enabled" || obj(body["thinking"])?.["type"] === "adaptive"
-    const unsigned = next.some((m) => {
-      const c = arr(obj(m)?.["content"])
-      return (
-        obj(m)?.["role"] === "assistant" && c?.some((b) => obj(b)?.["type"] === "tool_use") && obj(c[0])?.["type"] !== "thinking" && obj(c[0])?.["type"] !== "redacted_thinking"
-      )
-    })
-    if (lost && thinkingOn && unsigned) {
-      const stripped = next.map((m) => {
-        const mo = obj(m)!
-        const c = arr(mo["content"])
-        if (mo["role"] !== "assistant" || !c) return m
-        const left = c.filter((b) => obj(b)?.["type"] !== "thinking" && obj(b)?.["type"] !== "redacted_thinking")
-        return { ...mo, content: left.length > 0 ? left : [{ type: "text", text: "(empty)" }] }
-      })
-      return { ...body, messages: stripped, thinking: { type: "disabled" } }
-    }
-    return { ...body, messages: next }
+    return withoutUnsignedThinking({ ...body, messages: next })
   }
   if (format === "openai-responses") {
     const input = arr(body["input"])
