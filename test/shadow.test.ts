@@ -191,6 +191,61 @@ describe("a combo's shadow target", () => {
     expect(bad.stderr).toContain("--days")
   })
 
+  it("a key's shadow field: its requests are shadowed (scope key:<id>) where no combo says otherwise; null removes it", async () => {
+    const created = await call(`${gw.url}/api/keys`, { body: { name: "team-a", shadow: [{ model: "cand/claude-x", sampleRate: 1 }] }, headers: admin })
+    expect(created.status, created.text).toBe(201)
+    expect(created.body.shadow).toEqual([{ model: "cand/claude-x", sampleRate: 1 }])
+    // The sampling is registered within a second of the first shadowed key.
+    await new Promise((res) => setTimeout(res, 1500))
+    const asKey = { authorization: `Bearer ${created.body.secret}` }
+    for (const q of ["two plus two?", "three plus one?"]) {
+      const res = await call(`${gw.url}/v1/chat/completions`, { body: { model: "prim/m1", messages: [{ role: "user", content: q }] }, headers: asKey })
+      expect(res.status, res.text).toBe(200)
+    }
+    const scope = `key:${created.body.id}`
+    let report: any
+    for (let i = 0; i < 100; i++) {
+      report = (await call(`${gw.url}/api/shadow/report?combo=${scope}`, { headers: admin })).body
+      if ((report.targets[0]?.pairs ?? 0) >= 2) break
+      await new Promise((res) => setTimeout(res, 100))
+    }
+    expect(report.targets[0]).toMatchObject({ shadowModel: "cand/claude-x", pairs: 2, normalizedAgreement: 0.5 })
+    // The combo's own shadow targets come first: a combo request of this key is reported under the combo.
+    expect((await call(`${gw.url}/v1/chat/completions`, { body: { model: team, messages: [{ role: "user", content: "two plus two?" }] }, headers: asKey })).status).toBe(200)
+    await reportWith(1)
+
+    const cleared = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "PATCH", body: { shadow: null }, headers: admin })
+    expect(cleared.status, cleared.text).toBe(200)
+    expect(cleared.body.shadow).toEqual([])
+    const keys = (await call(`${gw.url}/api/keys`, { headers: admin })).body.keys
+    expect(keys.find((k: any) => k.id === created.body.id).shadow).toEqual([])
+    const bad = await call(`${gw.url}/api/keys/${created.body.id}`, { method: "PATCH", body: { shadow: [{ model: "cand/claude-x", sampleRate: 3 }] }, headers: admin })
+    expect(bad.status).toBe(400)
+    expect(bad.text).toContain("sampleRate must be a fraction between 0 and 1")
+  })
+
+  it("gateway keys shadow sets, shows and removes a key's shadow targets; a bad target is refused naming the flag", async () => {
+    const env = { DATA_DIR: tempDir() }
+    const added = await runCli(["keys", "add", "--name", "team-b", "--json"], env)
+    expect(added.code, added.stderr).toBe(0)
+    const set = await runCli(["keys", "shadow", "team-b", "--target", "cand/claude-x=0.25", "--target", "prim/m1=1", "--json"], env)
+    expect(set.code, set.stderr).toBe(0)
+    expect(JSON.parse(set.stdout).shadow).toEqual([
+      { model: "cand/claude-x", sampleRate: 0.25 },
+      { model: "prim/m1", sampleRate: 1 }
+    ])
+    const shown = await runCli(["keys", "shadow", "team-b"], env)
+    expect(shown.stdout).toContain("shadow cand/claude-x (0.25), prim/m1 (1); report: gateway shadow report key:key_")
+    const bad = await runCli(["keys", "shadow", "team-b", "--target", "cand/claude-x=2"], env)
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toContain("--target: ")
+    expect(bad.stderr).toContain("sampleRate must be a fraction between 0 and 1")
+    const shapeless = await runCli(["keys", "shadow", "team-b", "--target", "cand/claude-x"], env)
+    expect(shapeless.stderr).toContain("expected <model>=<sampleRate>")
+    const removed = await runCli(["keys", "shadow", "team-b", "--none"], env)
+    expect(removed.stdout).toContain("no shadow targets")
+  })
+
   it("refuses a bad shadow field on a combo with a clear message", async () => {
     const res = await call(`${gw.url}/api/combos`, {
       headers: admin,

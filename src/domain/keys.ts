@@ -1,6 +1,7 @@
 import * as Schema from "effect/Schema"
 import { MCP_SCOPES } from "./mcp.js"
 import { oneOf, strict } from "./parse.js"
+import { ShadowTarget, ShadowTargets } from "./shadow.js"
 
 /**
  * `inference` keys call the model routes; `admin` keys also manage the gateway. The MCP scopes
@@ -31,7 +32,9 @@ export const CreateApiKey = Schema.Struct({
   tpm: Schema.optional(PerMinuteLimit),
   name: Schema.optional(ApiKeyName),
   scopes: Schema.optional(Schema.Array(ApiKeyScope).pipe(Schema.minItems(1, { message: () => "scopes must not be empty" }))),
-  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry))
+  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
+  /** Shadow targets for this key's requests (docs/shadow.md); null or []: none. */
+  shadow: Schema.optional(Schema.NullOr(ShadowTargets))
 }).annotations(strict)
 export type CreateApiKey = typeof CreateApiKey.Type
 
@@ -43,7 +46,9 @@ export const UpdateApiKey = Schema.Struct({
   /** false: the key stops verifying (kept, can be enabled again). */
   enabled: Schema.optional(Schema.Boolean),
   /** A new expiry; null: never expires. */
-  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry))
+  expiresAt: Schema.optional(Schema.NullOr(ApiKeyExpiry)),
+  /** New shadow targets for this key's requests; null or []: none. */
+  shadow: Schema.optional(Schema.NullOr(ShadowTargets))
 }).annotations(strict)
 export type UpdateApiKey = typeof UpdateApiKey.Type
 
@@ -59,7 +64,9 @@ export const ApiKeyView = Schema.Struct({
   lastUsedAt: Schema.NullOr(Schema.String),
   /** The key's own inbound limits (null: none set; RATE_LIMIT_AUTO_ENABLE may apply a default). */
   rpm: Schema.NullOr(Schema.Number),
-  tpm: Schema.NullOr(Schema.Number)
+  tpm: Schema.NullOr(Schema.Number),
+  /** The key's shadow targets (docs/shadow.md); [] for none. */
+  shadow: Schema.Array(ShadowTarget)
 })
 export type ApiKeyView = typeof ApiKeyView.Type
 

@@ -87,7 +87,7 @@ describe("the two migration sets", () => {
     expect(pg.tables).toEqual(liteTables)
     expect(pg.indexes).toEqual(liteIndexes)
     expect(pg.migrations).toEqual(liteMigrations)
-    expect(pg.migrations).toHaveLength(19)
+    expect(pg.migrations).toHaveLength(20)
   })
 })
 
@@ -285,7 +285,7 @@ describe("gateway db migrate-to-postgres", () => {
 
     const result = await Effect.runPromise(migrateToPostgres({ from: source, to: Redacted.make(url), force: false }))
     expect(result.replaced).toBe(false)
-    expect(result.migrations).toBe(19)
+    expect(result.migrations).toBe(20)
     // The file's bytes (on disk beside the SQLite file) went into the database file store.
     expect(result.files).toEqual({ copied: 1, bytes: FILE_LINE.length, missing: [] })
     const byTable = Object.fromEntries(result.tables.map((t) => [t.table, t.rows]))

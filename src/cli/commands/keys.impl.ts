@@ -5,7 +5,8 @@ import { ApiKeys } from "../../services/auth/ApiKeys.js"
 import type { Parsed } from "../handler.js"
 import { withLocalGateway } from "../local.js"
 import { orDash, printJson, table } from "../output.js"
-import type { addOptions, limitsOptions, listOptions, removeOptions } from "./keys.js"
+import { UsageError } from "../schema.js"
+import type { addOptions, limitsOptions, listOptions, removeOptions, shadowOptions } from "./keys.js"
 
 export const add = (opts: Parsed<typeof addOptions>) =>
   withLocalGateway(
@@ -56,5 +57,22 @@ export const limits = (opts: Parsed<typeof limitsOptions>) =>
       const updated = yield* (yield* ApiKeys).update(opts.id, { rpm: Option.getOrUndefined(opts.rpm), tpm: Option.getOrUndefined(opts.tpm) }, "cli")
       if (opts.json) return yield* printJson(updated)
       yield* Console.log(`${updated.id} (${updated.name}): rpm ${updated.rpm ?? "none"}, tpm ${updated.tpm ?? "none"}`)
+    })
+  )
+
+export const shadow = (opts: Parsed<typeof shadowOptions>) =>
+  withLocalGateway(
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      if (opts.none && opts.target.length > 0) return yield* new UsageError({ message: "--none and --target together: give one" })
+      const updated =
+        opts.none || opts.target.length > 0
+          ? yield* keys.update(opts.id, { shadow: opts.none ? null : opts.target }, "cli")
+          : (yield* keys.list).find((k) => k.id === opts.id || k.name === opts.id)
+      if (updated === undefined) return yield* new UsageError({ message: `no API key with id or name '${opts.id}'` })
+      if (opts.json) return yield* printJson(updated)
+      yield* Console.log(
+        `${updated.id} (${updated.name}): ${updated.shadow.length === 0 ? "no shadow targets" : `shadow ${updated.shadow.map((t) => `${t.model} (${t.sampleRate})`).join(", ")}; report: gateway shadow report key:${updated.id}`}`
+      )
     })
   )

@@ -1,8 +1,10 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ApiKeyExpiry, ApiKeyName, ApiKeyScope, PerMinute, PerMinuteLimit } from "../../domain/keys.js"
+import { ShadowTarget } from "../../domain/shadow.js"
 import { lazy } from "../handler.js"
 import { json } from "../options.js"
 import { intFromText, schemaOption, schemaOptions } from "../schema.js"
@@ -13,6 +15,22 @@ const impl = () => import("./keys.impl.js")
 const LimitOrZero = Schema.compose(
   Schema.transform(Schema.NumberFromString, Schema.NullOr(Schema.Number), { strict: true, decode: (n) => (n === 0 ? null : n), encode: (n) => n ?? 0 }),
   PerMinuteLimit
+)
+
+/** `--target <model>=<sampleRate>`: a shadow target, checked as the API checks it. */
+const ShadowFlag = Schema.compose(
+  Schema.transformOrFail(Schema.String, Schema.Struct({ model: Schema.String, sampleRate: Schema.Number }), {
+    strict: true,
+    decode: (s, _, ast) => {
+      const at = s.lastIndexOf("=")
+      const rate = Number(s.slice(at + 1))
+      return at <= 0 || s.slice(at + 1).trim() === "" || Number.isNaN(rate)
+        ? ParseResult.fail(new ParseResult.Type(ast, s, `expected <model>=<sampleRate>, e.g. anthropic/claude-sonnet-4=0.1 (got ${JSON.stringify(s)})`))
+        : ParseResult.succeed({ model: s.slice(0, at), sampleRate: rate })
+    },
+    encode: (t) => ParseResult.succeed(`${t.model}=${t.sampleRate}`)
+  }),
+  ShadowTarget
 )
 
 export const addOptions = {
@@ -28,6 +46,14 @@ export const addOptions = {
   json
 }
 export const listOptions = { json }
+export const shadowOptions = {
+  id: Args.text({ name: "id-or-name" }),
+  target: schemaOptions("target", ShadowFlag).pipe(
+    Options.withDescription("A shadow target for this key's requests, <model>=<sampleRate> (docs/shadow.md); repeat. The given targets replace the key's.")
+  ),
+  none: Options.boolean("none").pipe(Options.withDescription("Remove the key's shadow targets.")),
+  json
+}
 export const removeOptions = { id: Args.text({ name: "id-or-name" }), json }
 export const limitsOptions = {
   id: Args.text({ name: "id-or-name" }),
@@ -57,7 +83,13 @@ const limits = Command.make(
   lazy(impl, (m) => m.limits)
 ).pipe(Command.withDescription("Set or remove a key's inbound rate limits (requests and tokens per minute)."))
 
+const shadow = Command.make(
+  "shadow",
+  shadowOptions,
+  lazy(impl, (m) => m.shadow)
+).pipe(Command.withDescription("Show, set or remove the shadow targets of a key's requests (docs/shadow.md)."))
+
 export const keysCommand = Command.make("keys").pipe(
   Command.withDescription("Manage gateway API keys in the local database."),
-  Command.withSubcommands([add, list, limits, remove])
+  Command.withSubcommands([add, list, limits, shadow, remove])
 )

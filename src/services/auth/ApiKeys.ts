@@ -1,3 +1,4 @@
+import type { ShadowTarget } from "../../domain/shadow.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -27,6 +28,8 @@ export interface ApiKeyRecord {
   /** Inbound limits per minute set on the key (null: none). */
   readonly rpm: number | null
   readonly tpm: number | null
+  /** Shadow targets for this key's requests (docs/shadow.md). */
+  readonly shadow: ReadonlyArray<ShadowTarget>
 }
 
 export interface ApiKeysShape {
@@ -60,7 +63,11 @@ interface Row {
   readonly last_used_at: number | null
   readonly rpm_limit: number | null
   readonly tpm_limit: number | null
+  readonly shadow: string | null
 }
+
+/** The `shadow` column: the targets as JSON, NULL for none. */
+const shadowColumn = (targets: ReadonlyArray<ShadowTarget>): string | null => (targets.length > 0 ? JSON.stringify(targets) : null)
 
 const toRecord = (row: Row): ApiKeyRecord => ({
   id: row.id,
@@ -72,7 +79,8 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   expiresAt: row.expires_at,
   lastUsedAt: row.last_used_at,
   rpm: row.rpm_limit ?? null,
-  tpm: row.tpm_limit ?? null
+  tpm: row.tpm_limit ?? null,
+  shadow: row.shadow ? (JSON.parse(row.shadow) as ReadonlyArray<ShadowTarget>) : []
 })
 
 export const toView = (r: ApiKeyRecord): ApiKeyView => ({
@@ -85,7 +93,8 @@ export const toView = (r: ApiKeyRecord): ApiKeyView => ({
   expiresAt: toIso(r.expiresAt),
   lastUsedAt: toIso(r.lastUsedAt),
   rpm: r.rpm,
-  tpm: r.tpm
+  tpm: r.tpm,
+  shadow: r.shadow
 })
 
 /**
@@ -136,9 +145,12 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             const merged: Array<ApiKeyScope> = Array.from(new Set([...existing.scopes, ...scopes]))
             const rpm = input.rpm === undefined ? existing.rpm : input.rpm
             const tpm = input.tpm === undefined ? existing.tpm : input.tpm
-            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm} WHERE id = ${existing.id}`.pipe(Effect.orDie)
+            const shadow = input.shadow === undefined ? existing.shadow : (input.shadow ?? [])
+            yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)} WHERE id = ${existing.id}`.pipe(
+              Effect.orDie
+            )
             yield* byHash.invalidate
-            const record = { ...existing, scopes: merged, enabled: true, rpm, tpm }
+            const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow }
             return { ...toView(record), secret }
           }
           const record: ApiKeyRecord = {
@@ -151,7 +163,8 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             expiresAt: input.expiresAt ? input.expiresAt.getTime() : null,
             lastUsedAt: null,
             rpm: input.rpm ?? null,
-            tpm: input.tpm ?? null
+            tpm: input.tpm ?? null,
+            shadow: input.shadow ?? []
           }
           yield* sql`INSERT INTO api_keys ${sql.insert({
             id: record.id,
@@ -163,7 +176,8 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             created_at: record.createdAt,
             expires_at: record.expiresAt,
             rpm_limit: record.rpm,
-            tpm_limit: record.tpm
+            tpm_limit: record.tpm,
+            shadow: shadowColumn(record.shadow)
           })}`.pipe(Effect.orDie)
           yield* byHash.invalidate
           audit(options.actor ?? "system", "api_key.create", record.id)
@@ -201,9 +215,10 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
             rpm: input.rpm === undefined ? target.rpm : input.rpm,
             tpm: input.tpm === undefined ? target.tpm : input.tpm,
             enabled: input.enabled ?? target.enabled,
-            expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime()
+            expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime(),
+            shadow: input.shadow === undefined ? target.shadow : (input.shadow ?? [])
           }
-          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt} WHERE id = ${target.id}`.pipe(
+          yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)} WHERE id = ${target.id}`.pipe(
             Effect.orDie
           )
           yield* byHash.invalidate

@@ -19,6 +19,7 @@ import { attach, RequestHooks } from "../../kernel/hooks.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
 import type { RequestContext } from "../../kernel/request.js"
 import { Settings } from "../../platform/settings/Settings.js"
+import { ApiKeys } from "../auth/ApiKeys.js"
 import { type Combo, Combos } from "../routing/Combos.js"
 import { type Baseline, type ExchangeOptions, exchange, type RecordedRequest, SHADOW_HEADER } from "./exchange.js"
 import { Shadow } from "./Shadow.js"
@@ -40,6 +41,7 @@ export const ShadowRunner = Layer.scopedDiscard(
     const shadow = yield* Shadow
     const settings = yield* Settings
     const combos = yield* Combos
+    const keys = yield* ApiKeys
     const hooks = yield* RequestHooks
     const own = yield* OwnRoutes
     const runtime = yield* Effect.runtime<never>()
@@ -56,9 +58,12 @@ export const ShadowRunner = Layer.scopedDiscard(
     const failing = new Map<string, { count: number; until: number }>()
 
     type Scope = { readonly scope: string; readonly targets: ReadonlyArray<ShadowTarget> } | undefined
-    const scopeIn = (model: string, combo: Combo | null | undefined): Scope => {
+    /** The most specific shadow targets: the combo's, else the key's, else the gateway's settings'. */
+    const scopeIn = (model: string, combo: Combo | null | undefined, keyId: string | null): Scope => {
       const own = combo?.config.shadow
       if (combo && own && own.length > 0) return { scope: combo.name, targets: own }
+      const key = keyId === null ? undefined : keys.peekById(keyId)
+      if (key !== undefined && key.shadow.length > 0) return { scope: `key:${key.id}`, targets: key.shadow }
       const global = settings.current().shadow
       return global.length > 0 ? { scope: combo?.name ?? model, targets: global } : undefined
     }
@@ -166,7 +171,8 @@ export const ShadowRunner = Layer.scopedDiscard(
 
     let off: (() => void) | undefined
     const sync = () => {
-      const active = settings.current().shadow.length > 0 || (combosSnapshot?.some((c) => (c.config.shadow?.length ?? 0) > 0) ?? false)
+      const active = settings.current().shadow.length > 0 || (combosSnapshot?.some((c) => (c.config.shadow?.length ?? 0) > 0) ?? false) || keysShadowed
+
       if (active && off === undefined) {
         const offHook = hooks.register({
           name: "shadow.sample",
@@ -176,8 +182,8 @@ export const ShadowRunner = Layer.scopedDiscard(
             if (request.headers[SHADOW_HEADER] !== undefined) return undefined
             const known = combos.peekByName(event.model)
             // The combos in memory are not known fresh (one just changed): read them first.
-            if (known === undefined) return Effect.map(combos.byName(event.model), (combo) => sample(scopeIn(event.model, combo), event, request))
-            return sample(scopeIn(event.model, known), event, request)
+            if (known === undefined) return Effect.map(combos.byName(event.model), (combo) => sample(scopeIn(event.model, combo, request.apiKeyId), event, request))
+            return sample(scopeIn(event.model, known, request.apiKeyId), event, request)
           }
         })
         const offListener = hooks.listen({
@@ -211,14 +217,16 @@ export const ShadowRunner = Layer.scopedDiscard(
     }
 
     let combosSnapshot: ReadonlyArray<{ readonly config: { readonly shadow?: ReadonlyArray<ShadowTarget> | undefined } }> | undefined = yield* combos.list
+    let keysShadowed = (yield* keys.list).some((k) => k.shadow.length > 0)
     sync()
     const unsubscribe = settings.subscribe(() => sync())
-    // Combos change through the API, the CLI or another gateway: looked at every second (from memory).
+    // Combos and keys change through the API, the CLI or another gateway: looked at every second (from memory).
     yield* Effect.forkScoped(
       Effect.repeat(
-        Effect.flatMap(combos.list, (list) =>
+        Effect.flatMap(Effect.zip(combos.list, keys.list), ([list, keyList]) =>
           Effect.sync(() => {
             combosSnapshot = list
+            keysShadowed = keyList.some((k) => k.shadow.length > 0)
             sync()
           })
         ),

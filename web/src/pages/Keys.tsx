@@ -110,13 +110,29 @@ const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) =>
   const [expires, setExpires] = useState(localOf(p.k.expiresAt))
   const [rpm, setRpm] = useState<number | undefined>(p.k.rpm ?? undefined)
   const [tpm, setTpm] = useState<number | undefined>(p.k.tpm ?? undefined)
+  const [shadow, setShadow] = useState(p.k.shadow.map((t) => `${t.model}=${t.sampleRate}`).join(", "))
   const [run, busy] = useAction()
+  // `model=rate, model=rate`: the API checks each (a missing rate is refused there, by name).
+  const targets = shadow
+    .split(",")
+    .map((t) => t.trim())
+    .filter((t) => t !== "")
+    .map((t) => {
+      const at = t.lastIndexOf("=")
+      return at > 0 ? { model: t.slice(0, at).trim(), sampleRate: Number(t.slice(at + 1)) } : { model: t, sampleRate: Number.NaN }
+    })
   return (
     <Form
       label="Edit key"
       onSubmit={() =>
         void run(
-          () => ok(api.PATCH("/api/keys/{id}", { params: { path: { id: p.k.id } }, body: { name, enabled, expiresAt: isoOrNull(expires), rpm: rpm ?? null, tpm: tpm ?? null } })),
+          () =>
+            ok(
+              api.PATCH("/api/keys/{id}", {
+                params: { path: { id: p.k.id } },
+                body: { name, enabled, expiresAt: isoOrNull(expires), rpm: rpm ?? null, tpm: tpm ?? null, shadow: targets }
+              })
+            ),
           "Key saved"
         ).then((r) => {
           if (!r) return
@@ -129,6 +145,19 @@ const EditKey = (p: { k: KeyView; onClose: () => void; onSaved: () => void }) =>
       <TextInput label="Expires" type="datetime-local" value={expires} onInput={setExpires} hint="Empty: never." />
       <NumberInput label="Requests per minute" value={rpm} onInput={setRpm} min={1} step={1} hint="Empty: no limit." />
       <NumberInput label="Tokens per minute" value={tpm} onInput={setTpm} min={1} step={1} hint="Empty: no limit." />
+      <TextInput
+        label="Shadow targets"
+        value={shadow}
+        onInput={setShadow}
+        placeholder="e.g. anthropic/claude-sonnet-4=0.1"
+        hint={
+          <>
+            <code>model=sampleRate</code>, comma-separated: a share of this key's requests also goes to each, compared on the Shadow traffic page (report <code>key:{p.k.id}</code>
+            ).
+          </>
+        }
+        wide
+      />
       <Checkbox label="Enabled" checked={enabled} onChange={setEnabled} hint="A disabled key is refused at once; enable it again any time." />
       <div class="actions">
         <Button kind="primary" type="submit" busy={busy}>
@@ -290,6 +319,7 @@ export default function KeysPage() {
                     )
                   }
                 },
+                { label: "Shadow", render: (k) => (k.shadow.length === 0 ? "none" : k.shadow.map((t) => `${t.model} (${t.sampleRate})`).join(", ")) },
                 { label: "Last used", render: (k) => fmtDate(k.lastUsedAt) },
                 { label: "Expires", render: (k) => (k.expiresAt ? fmtDate(k.expiresAt) : "never") },
                 {

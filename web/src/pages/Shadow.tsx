@@ -7,7 +7,21 @@ import "./Shadow.css"
 // Shadow traffic (docs/shadow.md): a combo's config.shadow sends a sample of its requests to
 // candidate models after the answer went out; GET /api/shadow/report?combo= compares them.
 
-const loadCombos = () => ok(api.GET("/api/combos"))
+/** The shadowed scopes: combos with `config.shadow`, and keys with shadow targets (scope `key:<id>`). */
+const loadScopes = async () => {
+  const [combos, keys] = await Promise.all([ok(api.GET("/api/combos")), ok(api.GET("/api/keys"))])
+  return [
+    ...combos.combos
+      .filter((c) => shadowOf(c).length > 0)
+      .map((c) => ({
+        value: c.name,
+        label: `${c.name} → ${shadowOf(c)
+          .map((s) => s.model)
+          .join(", ")}`
+      })),
+    ...keys.keys.filter((k) => k.shadow.length > 0).map((k) => ({ value: `key:${k.id}`, label: `key ${k.name} → ${k.shadow.map((s) => s.model).join(", ")}` }))
+  ]
+}
 const loadReport = (combo: string, days: string) => ok(api.GET("/api/shadow/report", { params: { query: { combo, ...(days === "all" ? {} : { days }) } } }))
 
 /** A combo's shadow targets (its config is free-form in the listing). */
@@ -42,7 +56,7 @@ const ReportView = (p: { combo: string; days: string }) => {
 }
 
 export default function Shadow() {
-  const combos = useLoad(loadCombos)
+  const scopes = useLoad(loadScopes)
   const [picked, setPicked] = useState<string | undefined>(undefined)
   const [days, setDays] = useState("all")
   return (
@@ -55,34 +69,23 @@ export default function Shadow() {
         </>
       }
     >
-      <Loader of={combos}>
-        {(data) => {
-          const shadowed = data.combos.filter((c) => shadowOf(c).length > 0)
+      <Loader of={scopes}>
+        {(shadowed) => {
           if (shadowed.length === 0)
             return (
-              <Empty title="No combo has shadow targets">
+              <Empty title="No combo or key has shadow targets">
                 Give a combo{" "}
                 <code>
                   config.shadow: [{"{"} model, sampleRate {"}"}]
                 </code>{" "}
-                on the Combos page or with <code>PATCH /api/combos/&lt;name&gt;</code>.
+                on the Combos page or with <code>PATCH /api/combos/&lt;name&gt;</code>, or a key its shadow targets on the API keys page.
               </Empty>
             )
-          const combo = picked ?? shadowed[0]!.name
+          const scope = picked ?? shadowed[0]!.value
           return (
             <>
               <div class="shadow-pick">
-                <Select
-                  label="Combo"
-                  value={combo}
-                  onChange={setPicked}
-                  options={shadowed.map((c) => ({
-                    value: c.name,
-                    label: `${c.name} → ${shadowOf(c)
-                      .map((s) => s.model)
-                      .join(", ")}`
-                  }))}
-                />
+                <Select label="Combo or key" value={scope} onChange={setPicked} options={shadowed} />
                 <Select
                   label="Period"
                   value={days}
@@ -95,7 +98,7 @@ export default function Shadow() {
                   ]}
                 />
               </div>
-              <ReportView combo={combo} days={days} />
+              <ReportView combo={scope} days={days} />
             </>
           )
         }}
