@@ -36,6 +36,8 @@ const turns = Array.from({ length: 40 }, (_, i) =>
 )
 const sealedBody = { model: "claude-x", max_tokens: 4096, thinking: { type: "enabled", budget_tokens: 2048 }, messages: turns }
 const plainBody = { ...sealedBody, messages: turns.map((m) => (m.role === "assistant" ? { ...m, content: m.content.filter((c) => c.type !== "thinking") } : m)) }
+/** The same conversation without thinking asked: the common case. */
+const noThinkingBody = { model: "claude-x", max_tokens: 4096, messages: plainBody.messages }
 
 const time = (label: string, f: () => unknown, n = N): number => {
   for (let i = 0; i < Math.min(n, 20_000); i++) f()
@@ -53,5 +55,6 @@ time("sealFrameData, chat chunk (no marker: one regex test)", () => sealFrameDat
 time("sealFrameData, Anthropic text delta (one regex test)", () => sealFrameData("anthropic", anthropicDelta, "conn_a"))
 time("sealFrameData, Anthropic signature delta (parsed, sealed, re-serialized)", () => sealFrameData("anthropic", anthropicSignature, "conn_a"))
 time("sealEvents, a translated frame's text event", () => sealEvents(events, "conn_a"))
-time("bindBody, 40-turn Anthropic body without sealed state (the walk only)", () => bindBody("anthropic", plainBody, "conn_a"), N / 100)
+time("bindBody, 40-turn Anthropic body without sealed state, thinking not asked", () => bindBody("anthropic", noThinkingBody, "conn_a"), N / 100)
+time("bindBody, 40-turn body, thinking on, tool turns without thinking (turned off, copied)", () => bindBody("anthropic", plainBody, "conn_a"), N / 100)
 time("bindBody, 40-turn Anthropic body with 20 sealed signatures (opened, copied)", () => bindBody("anthropic", sealedBody, "conn_a"), N / 100)

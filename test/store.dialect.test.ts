@@ -40,7 +40,9 @@ const ALLOWED = [
   path.join(STORE, "sqliteWriter.ts"),
   path.join(STORE, "migrations") + path.sep,
   path.join(STORE, "postgres.ts"),
-  path.join(STORE, "migrations-pg") + path.sep
+  path.join(STORE, "migrations-pg") + path.sep,
+  // Recorded client requests (scripts/compat-cases.mjs): data, whose prompts may say GLOB.
+  path.join("services", "compat", "cases.generated.ts")
 ]
 
 /** Constructs SQLite accepts and PostgreSQL does not (or means otherwise), and SQLite driver codes. */

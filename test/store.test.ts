@@ -62,7 +62,8 @@ describe("database", () => {
         "16_proxies",
         "17_file_chunks",
         "18_context",
-        "19_shadow"
+        "19_shadow",
+        "20_key_shadow"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -75,7 +76,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(19)
+      expect(again[0]!.n).toBe(20)
     })
   )
 })

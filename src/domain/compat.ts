@@ -3,7 +3,7 @@
  * clients, replayed against configured models through the gateway, and what worked.
  */
 import * as Schema from "effect/Schema"
-import { strict } from "./parse.js"
+import { strictStruct } from "./parse.js"
 
 const Model = Schema.Trim.pipe(
   Schema.minLength(1, { message: () => "models[] must not be empty" }),
@@ -20,7 +20,7 @@ export const CompatQuery = Schema.Struct({
   models: Schema.optional(Schema.String)
 })
 
-export const CompatRun = Schema.Struct({
+export const CompatRun = strictStruct({
   /** The models to run against (default: each enabled connection's configured models). */
   models: Schema.optional(Models),
   /** Only these cases (ids from `GET /api/compat`); default: all. */
@@ -32,7 +32,7 @@ export const CompatRun = Schema.Struct({
   concurrency: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 16, { message: () => "concurrency must be an integer between 1 and 16" })), {
     default: () => 4
   })
-}).annotations(strict)
+})
 export type CompatRun = typeof CompatRun.Type
 
 export const CompatCase = Schema.Struct({

@@ -3,7 +3,7 @@
  * answered them, in the same report as shadow traffic (`ShadowReport`).
  */
 import * as Schema from "effect/Schema"
-import { strict } from "./parse.js"
+import { strict, strictStruct } from "./parse.js"
 import { ShadowReport } from "./shadow.js"
 
 const Model = Schema.Trim.pipe(
@@ -31,7 +31,7 @@ export const ReplaySource = Schema.Struct({
   .pipe(Schema.filter((s) => [s.sessionId, s.usageIds, s.jsonl].filter((v) => v !== undefined).length === 1 || "source must name exactly one of sessionId, usageIds or jsonl"))
 export type ReplaySource = typeof ReplaySource.Type
 
-export const StartReplay = Schema.Struct({
+export const StartReplay = strictStruct({
   source: ReplaySource,
   /** The candidate models (a model id, `<connection>/<model>`, or a combo). */
   models: Schema.Array(Model).pipe(
@@ -48,7 +48,7 @@ export const StartReplay = Schema.Struct({
   }),
   /** A model that says which answer is better (priced and counted within the budget); none: no judge. */
   judgeModel: Schema.optional(Schema.NullOr(Model))
-}).annotations(strict)
+})
 export type StartReplay = typeof StartReplay.Type
 
 export const ReplayState = Schema.Literal("running", "done", "interrupted")

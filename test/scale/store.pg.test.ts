@@ -121,7 +121,7 @@ describe("two processes on one database", () => {
       expect((await call(`${a.url}/api/health/ping`)).status).toBe(200)
       expect((await call(`${b.url}/api/health/ping`)).status).toBe(200)
       const rows = await withClient(url, (c) => c.query("SELECT count(*) AS n FROM schema_migrations"))
-      expect(Number(rows.rows[0]!.n)).toBe(19)
+      expect(Number(rows.rows[0]!.n)).toBe(20)
     } finally {
       await a.close()
       await b.close()
