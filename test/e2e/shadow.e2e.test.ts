@@ -143,4 +143,32 @@ describe("dashboard: shadow traffic", () => {
     expectNoProblems(problems)
     await context.close()
   })
+
+  it("the inspector shows a structured-output answer's verdict: the stand-in's prose against a JSON Schema is invalid, after its one repair", async () => {
+    expect((await gw.admin("POST", "/api/providers", { provider: "openai-compatible", name: "schema", baseUrl: up.baseUrl("openai-chat"), models: ["s1"] })).status).toBe(201)
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Inspector")
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "schema/s1",
+        messages: [{ role: "user", content: "the capital of France, as JSON" }],
+        response_format: { type: "json_schema", json_schema: { name: "city", schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }
+      })
+    })
+    expect(res.status).toBe(200)
+    expect(res.headers.get("x-gateway-schema")).toBe("invalid")
+    await page
+      .getByRole("table", { name: "Intercepted requests" })
+      .getByRole("row", { name: /schema\/s1/ })
+      .getByRole("button", { name: /details of POST/ })
+      .click()
+    const facts = page.getByRole("region", { name: "Request details" }).locator(".insp-facts").nth(1)
+    await facts.getByText("Structured output").waitFor()
+    expect(await facts.textContent()).toContain("invalid")
+    expectNoProblems(problems)
+    await context.close()
+  })
 })

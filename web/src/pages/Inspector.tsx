@@ -413,6 +413,18 @@ const Facts = (p: { items: ReadonlyArray<[string, ComponentChildren]> }) => (
   </dl>
 )
 
+/**
+ * The structured-output verdict of an answer (docs/structured-outputs.md): the
+ * `X-Gateway-Schema` header of a whole answer, or a stream's last event (when its body was kept).
+ */
+const schemaVerdict = (e: Detail): ComponentChildren => {
+  const header = e.responseHeaders?.["x-gateway-schema"]
+  const body = e.responseBody?.encoding === "utf8" ? e.responseBody.text : ""
+  const status = header ?? /gateway[_.]?schema"[^}]*?"status":"(valid|repaired|invalid)"/i.exec(body)?.[1]
+  if (status === undefined) return null
+  return <Badge kind={status === "valid" ? "ok" : status === "repaired" ? "warn" : "bad"}>{status}</Badge>
+}
+
 /** Bodies larger than this are shown cut (the download of the HAR has all of it). */
 const SHOWN = 200 * 1024
 
@@ -714,7 +726,8 @@ const DetailView = (p: { entry: Detail; onOpen: (id: string) => void }) => {
               ["Turns", fmtNumber(llm.messages)],
               ["Tokens in", fmtNumber(llm.tokensIn)],
               ["Tokens out", fmtNumber(llm.tokensOut)],
-              ["Cost (estimate)", llm.costEstimateUsd === null ? null : `≈ ${fmtMoney(llm.costEstimateUsd)} (estimate)`]
+              ["Cost (estimate)", llm.costEstimateUsd === null ? null : `≈ ${fmtMoney(llm.costEstimateUsd)} (estimate)`],
+              ...(schemaVerdict(e) === null ? [] : [["Structured output", schemaVerdict(e)] as [string, ComponentChildren]])
             ]}
           />
           <Replay entry={e} onOpen={p.onOpen} />
