@@ -9,7 +9,7 @@ import { type DashboardGateway, expectAccessible, expectNoProblems, goTo, launch
 // inspector's session list. The admin key arranges the combo and sends the traffic; what the page
 // shows is the check.
 
-describe("dashboard: shadow traffic", () => {
+describe("dashboard: switching models with evidence (shadow traffic, replay, compatibility, structured outputs, reasoning state)", () => {
   let browser: Browser
   let gw: DashboardGateway
   let up: FakeUpstream
@@ -168,6 +168,41 @@ describe("dashboard: shadow traffic", () => {
     const facts = page.getByRole("region", { name: "Request details" }).locator(".insp-facts").nth(1)
     await facts.getByText("Structured output").waitFor()
     expect(await facts.textContent()).toContain("invalid")
+    expectNoProblems(problems)
+    await context.close()
+  })
+
+  it("the inspector says what an attempt did with the reasoning state: thinking turned off for a tool turn a model without thinking answered", async () => {
+    const { page, problems, context } = await openPage(browser)
+    await login(page, gw.url)
+    await goTo(page, "Inspector")
+    // The page's feed is connected: bodies are kept, the upstream's too.
+    await page.getByText("live", { exact: true }).waitFor()
+    const res = await fetch(`${gw.url}/v1/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.adminKey}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "cand/claude-x",
+        max_tokens: 4096,
+        thinking: { type: "enabled", budget_tokens: 2048 },
+        tools: [{ name: "read_file", description: "Reads a file", input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }],
+        messages: [
+          { role: "user", content: "read a.txt" },
+          { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "read_file", input: { path: "a.txt" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "hello" }] }
+        ]
+      })
+    })
+    expect(res.status).toBe(200)
+    await page
+      .getByRole("table", { name: "Intercepted requests" })
+      .getByRole("row", { name: /cand\/claude-x/ })
+      .first()
+      .getByRole("button", { name: /details of POST/ })
+      .click()
+    const pane = page.getByRole("region", { name: "Request details" })
+    await pane.getByText("Reasoning state: Thinking was turned off for this attempt").waitFor()
+    await expectAccessible(page, "reasoning-state")
     expectNoProblems(problems)
     await context.close()
   })

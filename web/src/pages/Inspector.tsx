@@ -29,6 +29,7 @@ import {
   useLoad
 } from "../ui"
 import type { Res } from "./govern/types"
+import { reasoningNotes } from "./reasoning"
 import { ReplayForm, ReplayJobView } from "./replay"
 import "./Inspector.css"
 
@@ -648,7 +649,7 @@ const Replay = (p: { entry: Detail; onOpen: (id: string) => void }) => {
   )
 }
 
-const UpstreamView = (p: { exchanges: ReadonlyArray<Upstream> }) => (
+const UpstreamView = (p: { exchanges: ReadonlyArray<Upstream>; client: Body | null }) => (
   <>
     {p.exchanges.map((u) => (
       <details key={u.attempt} class="insp-upstream" open={p.exchanges.length === 1}>
@@ -661,6 +662,11 @@ const UpstreamView = (p: { exchanges: ReadonlyArray<Upstream> }) => (
             {u.error}
           </p>
         )}
+        {reasoningNotes(p.client, u.requestBody).map((n) => (
+          <p key={n} class="small insp-reasoning-note">
+            Reasoning state: {n}
+          </p>
+        ))}
         <div class="insp-pair">
           <BodyView label="Sent upstream" body={u.requestBody} />
           <BodyView label="Upstream answer" body={u.responseBody} />
@@ -742,7 +748,7 @@ const DetailView = (p: { entry: Detail; onOpen: (id: string) => void }) => {
       {upstream.length > 0 && (
         <>
           <h3>Upstream</h3>
-          <UpstreamView exchanges={upstream} />
+          <UpstreamView exchanges={upstream} client={e.requestBody} />
         </>
       )}
       <details class="insp-more">
