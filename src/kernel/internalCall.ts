@@ -104,3 +104,19 @@ export class OwnRoutes extends Context.Tag("gateway/OwnRoutes")<OwnRoutes, OwnRo
     })
   )
 }
+
+/** A service the management API reads, built before the server listens, that calls the own routes once it does. */
+export interface TakesOwnRoutes {
+  readonly setOwnRoutes: (own: OwnRoutesShape | undefined) => void
+}
+
+/** Gives `tag`'s service the gateway's own routes once the server listens, and takes them back when it stops. */
+export const bindOwnRoutes = <I, S extends TakesOwnRoutes>(tag: Context.Tag<I, S>): Layer.Layer<never, never, I | OwnRoutes> =>
+  Layer.scopedDiscard(
+    Effect.flatMap(Effect.zip(tag, OwnRoutes), ([service, own]) =>
+      Effect.zipRight(
+        Effect.sync(() => service.setOwnRoutes(own)),
+        Effect.addFinalizer(() => Effect.sync(() => service.setOwnRoutes(undefined)))
+      )
+    )
+  )

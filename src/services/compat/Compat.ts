@@ -14,7 +14,7 @@ import * as crypto from "node:crypto"
 import type { FormatId } from "../../domain/canonical.js"
 import type { CompatCell, CompatExchange, CompatMatrix, CompatRun } from "../../domain/compat.js"
 import { BadRequest, Conflict, NotFound, ServiceUnavailable } from "../../domain/errors.js"
-import { OwnRoutes, type OwnRoutesShape } from "../../kernel/internalCall.js"
+import { bindOwnRoutes, type OwnRoutesShape, type TakesOwnRoutes } from "../../kernel/internalCall.js"
 import { checkAnswer, schemaEngines } from "../../kernel/schemaCheck.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Connections } from "../../upstream/providers/Connections.js"
@@ -145,13 +145,12 @@ interface StoredExchange {
   readonly answer: CompatExchange["answer"]
 }
 
-export interface CompatShape {
+export interface CompatShape extends TakesOwnRoutes {
   /** The matrix for `models` (default: the last run's, else the configured ones): the cases, the estimate, the last run's cells. */
   readonly matrix: (models?: ReadonlyArray<string>) => Effect.Effect<CompatMatrix, BadRequest>
   /** Runs the cases against the models within the budget; answers the matrix. */
   readonly run: (request: CompatRun) => Effect.Effect<CompatMatrix, BadRequest | Conflict | ServiceUnavailable>
   readonly exchange: (id: string) => Effect.Effect<CompatExchange, NotFound>
-  readonly setOwnRoutes: (own: OwnRoutesShape | undefined) => void
 }
 
 export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>() {
@@ -342,13 +341,6 @@ export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>()
     })
   )
 
-  /** Gives the matrix the gateway's own routes once the server listens. */
-  static readonly ownRoutesLayer = Layer.scopedDiscard(
-    Effect.gen(function* () {
-      const compat = yield* Compat
-      const own = yield* OwnRoutes
-      compat.setOwnRoutes(own)
-      yield* Effect.addFinalizer(() => Effect.sync(() => compat.setOwnRoutes(undefined)))
-    })
-  )
+  /** Gives it the gateway's own routes once the server listens. */
+  static readonly ownRoutesLayer = bindOwnRoutes(Compat)
 }

@@ -18,7 +18,7 @@ import * as Option from "effect/Option"
 import * as crypto from "node:crypto"
 import { BadRequest, NotFound, ServiceUnavailable } from "../../domain/errors.js"
 import type { ReplayJob, StartReplay } from "../../domain/replay.js"
-import { OwnRoutes, type OwnRoutesShape } from "../../kernel/internalCall.js"
+import { bindOwnRoutes, type OwnRoutesShape, type TakesOwnRoutes } from "../../kernel/internalCall.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Inspector } from "../inspector/Inspector.js"
@@ -37,12 +37,10 @@ const MAX_NOTES = 20
 /** The job as kept: the report is read when asked. */
 type Stored = Omit<ReplayJob, "report"> & { readonly savedAt: number }
 
-export interface ReplayShape {
+export interface ReplayShape extends TakesOwnRoutes {
   /** Reads the source, answers the job (running), and runs it in the background. */
   readonly start: (request: StartReplay) => Effect.Effect<ReplayJob, BadRequest | NotFound | ServiceUnavailable>
   readonly get: (id: string) => Effect.Effect<ReplayJob, NotFound>
-  /** The gateway's own routes, once the server listens (`Replay.ownRoutesLayer`). */
-  readonly setOwnRoutes: (own: OwnRoutesShape | undefined) => void
 }
 
 export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>() {
@@ -249,13 +247,6 @@ export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>()
     })
   )
 
-  /** Gives replay the gateway's own routes once the server listens. */
-  static readonly ownRoutesLayer = Layer.scopedDiscard(
-    Effect.gen(function* () {
-      const replay = yield* Replay
-      const own = yield* OwnRoutes
-      replay.setOwnRoutes(own)
-      yield* Effect.addFinalizer(() => Effect.sync(() => replay.setOwnRoutes(undefined)))
-    })
-  )
+  /** Gives it the gateway's own routes once the server listens. */
+  static readonly ownRoutesLayer = bindOwnRoutes(Replay)
 }
