@@ -7,6 +7,7 @@ import { ADMIN_KEY, type ServerProcess, setupWithProvider, startServerProcess } 
 import { fakeOpenAIForFile } from "./support/fakeOpenAI.js"
 import { call, tempDir } from "./support/gateway.js"
 import { httpProxy, type TestProxy } from "./support/proxies.js"
+import { until } from "./support/until.js"
 
 /**
  * The `https` proxy type (docs/egress.md, "HTTPS proxies"): the gateway speaks TLS to the proxy,
@@ -79,6 +80,8 @@ describe("an https proxy on loopback, trusted through NODE_EXTRA_CA_CERTS", () =
       const tlsErrorsBefore = proxy.tlsErrors
       const res = await call(`${untrusting.url}/v1/chat/completions`, { body: { model: "openai-compatible/m1", messages: [{ role: "user", content: "hi" }] }, headers: admin })
       expect(res.status).toBe(502)
+      // The proxy hears of the refused handshake when its socket closes, which may be after the 502.
+      await until("the proxy saw the refused handshake", () => proxy.tlsErrors > tlsErrorsBefore || undefined, 5_000)
       expect(proxy.tlsErrors).toBeGreaterThan(tlsErrorsBefore)
       expect(fake.upstream.requests.length).toBe(upstreamBefore)
     } finally {
