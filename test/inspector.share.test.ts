@@ -1,7 +1,10 @@
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { describe, expect, it } from "vitest"
-import { makeMemoryCluster } from "../src/platform/state/SharedState.js"
+import type { KeyValueShape } from "../src/platform/store/KeyValue.js"
+import { makeMemoryCluster, type SharedStateShape } from "../src/platform/state/SharedState.js"
 import { makeInspector } from "../src/services/inspector/buffer.js"
+import { Inspector } from "../src/services/inspector/Inspector.js"
 import { inspectorDefaults } from "../src/services/inspector/InspectorConfig.js"
 import { joinNode } from "../src/services/inspector/share.js"
 
@@ -115,6 +118,52 @@ describe("the inspector shared between the processes of one node", () => {
     expect(one.core.recordingViews()).toEqual([])
     expect(three.core.recordingViews()).toEqual([])
     for (const n of [one, two, three]) n.share.close()
+  })
+
+  it("a session stopped through one worker reads as saved through the other before that worker hears of the stop", async () => {
+    // The database both workers share (the kv table), and worker 1's news of the stop held back.
+    const rows = new Map<string, string>()
+    const kv: KeyValueShape = {
+      get: (ns, k) => Effect.sync(() => Option.fromNullable(rows.get(`${ns}\u0000${k}`))),
+      set: (ns, k, v) => Effect.sync(() => void rows.set(`${ns}\u0000${k}`, v)),
+      remove: (ns, k) => Effect.sync(() => rows.delete(`${ns}\u0000${k}`)),
+      entries: (ns) => Effect.sync(() => [...rows].filter(([k]) => k.startsWith(`${ns}\u0000`)).map(([k, v]) => [k.slice(ns.length + 1), v] as const)),
+      clear: () => Effect.sync(() => 0)
+    }
+    const cluster = makeMemoryCluster()
+    const held: Array<() => void> = []
+    const slowStops = (shared: SharedStateShape): SharedStateShape => ({
+      ...shared,
+      channel: (topic, apply, codec) => shared.channel(topic, (m: any) => (m?.t === "session" && m.op === "stop" ? held.push(() => apply(m)) : apply(m)), codec)
+    })
+    const worker = (self: string, shared: SharedStateShape) => {
+      const config = { ...inspectorDefaults("/tmp/unused"), bufferSize: 5 }
+      const core = makeInspector({ config })
+      const share = joinNode(core, shared, { topic: "inspector:test", holdsCapture: self === "w1", self })
+      return { core, share, inspector: Inspector.make(core, config, kv, share) }
+    }
+    const one = worker("w1", slowStops(cluster.join()))
+    const two = worker("w2", cluster.join())
+    await turn()
+    const session = await Effect.runPromise(one.inspector.sessions.start("both"))
+    await turn()
+    two.core.sink.begin({ source: "http-proxy", method: "GET", url: "http://example.com/c", headers: {} })
+    await turn()
+    const stopped = await Effect.runPromise(two.inspector.sessions.stop(session.id))
+    expect(stopped).toMatchObject({ state: "saved", count: 1 })
+    // Worker 1 still records it in memory, but what it answers is the saved session.
+    expect(one.core.recordingSession(session.id)).toBeDefined()
+    expect((await Effect.runPromise(one.inspector.sessions.get(session.id))).meta).toMatchObject({ state: "saved", count: 1 })
+    expect(await Effect.runPromise(one.inspector.sessions.list)).toEqual([expect.objectContaining({ id: session.id, state: "saved" })])
+    expect(await Effect.runPromise(one.inspector.sessions.rename(session.id, "kept"))).toMatchObject({ state: "saved", name: "kept" })
+    expect((await Effect.runPromise(two.inspector.sessions.get(session.id))).meta.name).toBe("kept")
+    const again = await Effect.runPromise(Effect.flip(one.inspector.sessions.stop(session.id)))
+    expect(again).toMatchObject({ status: 409 })
+    expect(one.core.recordingSession(session.id)).toBeUndefined()
+    for (const f of held.splice(0)) f()
+    expect(one.core.recordingViews()).toEqual([])
+    one.share.close()
+    two.share.close()
   })
 
   it("sync: an entry another worker has not sent yet is here when the sync completes; a worker that stopped answering is waited for once, then forgotten", async () => {

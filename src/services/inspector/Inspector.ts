@@ -80,12 +80,21 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
           return found
         }),
       sessions: {
-        list: Effect.map(kv.entries(SESSIONS_NS), (rows) =>
-          [...core.recordingViews(), ...rows.map(([, v]) => JSON.parse(v) as SessionView)].sort((a, b) => b.startedAt - a.startedAt)
-        ),
+        // Under --workers a session saved by another worker is in the store before this worker hears
+        // that it stopped: the store's saved row wins over a recording this worker still holds.
+        list: Effect.map(kv.entries(SESSIONS_NS), (rows) => {
+          const stored = rows.map(([, v]) => JSON.parse(v) as SessionView)
+          const savedIds = new Set(stored.map((v) => v.id))
+          return [...core.recordingViews().filter((v) => !savedIds.has(v.id)), ...stored].sort((a, b) => b.startedAt - a.startedAt)
+        }),
         start: (name) => Effect.sync(() => core.startRecording(name)),
         stop: (id) =>
           Effect.gen(function* () {
+            // Under --workers: stopped (and saved) through another worker already, whether or not this one heard.
+            if (node !== undefined && core.recordingSession(id) !== undefined && (yield* loadMeta(id)) !== undefined) {
+              core.sessionElsewhere("stop", id, null, 0)
+              return yield* Effect.fail(new InspectorError(409, "not_recording", `session ${id} is already stopped`))
+            }
             // Under --workers: what the other workers served and have not sent yet is here first.
             if (node !== undefined && core.recordingSession(id) !== undefined) yield* node.sync
             const s = core.stopRecording(id)
@@ -101,8 +110,8 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
           }),
         rename: (id, name) =>
           Effect.gen(function* () {
-            if (core.renameRecording(id, name)) return core.recordingViews().find((v) => v.id === id)!
-            const meta = yield* loadMeta(id)
+            const meta = core.recordingSession(id) !== undefined && node === undefined ? undefined : yield* loadMeta(id)
+            if (meta === undefined && core.renameRecording(id, name)) return core.recordingViews().find((v) => v.id === id)!
             if (!meta) return yield* Effect.fail(notFound(id))
             const next = { ...meta, name }
             yield* kv.set(SESSIONS_NS, id, JSON.stringify(next))
@@ -111,7 +120,8 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
         get: (id) =>
           Effect.gen(function* () {
             const live = core.recordingSession(id)
-            if (live) return { meta: core.recordingViews().find((v) => v.id === id)!, entries: [...live.entries.values()].map((e) => core.view(e, false)) }
+            if (live && (node === undefined || (yield* loadMeta(id)) === undefined))
+              return { meta: core.recordingViews().find((v) => v.id === id)!, entries: [...live.entries.values()].map((e) => core.view(e, false)) }
             const meta = yield* loadMeta(id)
             if (!meta) return yield* Effect.fail(notFound(id))
             const raw = yield* kv.get(SESSION_ENTRIES_NS, id)
