@@ -4,6 +4,7 @@ import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { runCli } from "./support/cli.js"
 import { FakeUpstream, type Recorded, type Reply } from "./support/fakeUpstream.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
+import { until } from "./support/until.js"
 
 /**
  * The live compatibility matrix (docs/compat.md): the recorded requests of the supported clients
@@ -50,6 +51,25 @@ afterAll(async () => {
 
 const cellsOf = (matrix: any, model: string) => matrix.cells.filter((c: any) => c.model === model)
 
+/** Reads the matrix of `models` until the run `id` has ended. */
+const ended = async (url: string, id: string, models: ReadonlyArray<string>) => {
+  for (let i = 0; i < 300; i++) {
+    const res = await call(`${url}/api/compat?models=${encodeURIComponent(models.join(","))}`, { headers: admin })
+    expect(res.status, res.text).toBe(200)
+    if (res.body.run?.id === id && res.body.run.state !== "running") return res.body
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`run ${id} did not end`)
+}
+
+/** Starts a run (202, in the background) and answers its matrix once it has ended. */
+const runMatrix = async (body: { models: Array<string> } & Record<string, unknown>) => {
+  const res = await call(`${gw.url}/api/compat/run`, { body, headers: admin })
+  expect(res.status, res.text).toBe(202)
+  expect(res.body.run).toMatchObject({ state: "running", finishedAt: null })
+  return ended(gw.url, res.body.run.id, body.models)
+}
+
 describe("the compatibility matrix", () => {
   it("GET /api/compat: every recorded client shape against the configured models, with what running it would cost, before any run", async () => {
     const res = await call(`${gw.url}/api/compat`, { headers: admin })
@@ -91,9 +111,19 @@ describe("the compatibility matrix", () => {
 
   it("a run: each client's request through the gateway, translated, its answer checked; a model without tools fails the tool cases, the exchange one call away", async () => {
     const before = up.requests.length
-    const res = await call(`${gw.url}/api/compat/run`, { body: { models: ["good/m1", "good/no-tools", "cand/claude-x"], budgetUsd: 10 }, headers: admin })
-    expect(res.status, res.text).toBe(200)
-    const m = res.body
+    const models = ["good/m1", "good/no-tools", "cand/claude-x"]
+    const res = await call(`${gw.url}/api/compat/run`, { body: { models, budgetUsd: 10 }, headers: admin })
+    // Accepted: the run goes on in the gateway, its cells pending until answered.
+    expect(res.status, res.text).toBe(202)
+    expect(res.body.run).toMatchObject({ state: "running", finishedAt: null, total: res.body.cases.length * 3, budgetUsd: 10 })
+    expect(res.body.run.done).toBeLessThan(res.body.run.total)
+    expect(res.body.cells.some((c: any) => c.status === "pending")).toBe(true)
+    expect(res.body.cells.every((c: any) => ["pending", "pass", "fail"].includes(c.status))).toBe(true)
+    // One run at a time.
+    const second = await call(`${gw.url}/api/compat/run`, { body: { models: ["good/m1"] }, headers: admin })
+    expect(second.status, second.text).toBe(409)
+    expect(second.body.message).toContain("a compatibility run is under way")
+    const m = await ended(gw.url, res.body.run.id, models)
     const failing = (model: string) => cellsOf(m, model).filter((c: any) => c.status !== "pass")
     expect(failing("good/m1"), JSON.stringify(failing("good/m1"))).toEqual([])
     expect(failing("cand/claude-x"), JSON.stringify(failing("cand/claude-x"))).toEqual([])
@@ -115,7 +145,16 @@ describe("the compatibility matrix", () => {
       ].sort()
     )
     for (const c of broken) expect(c.reason).toContain("tools are not supported by this model")
-    expect(m.run).toMatchObject({ failed: broken.length, skipped: 0, passed: m.cells.length - broken.length, budgetUsd: 10 })
+    expect(m.run).toMatchObject({
+      state: "done",
+      done: m.cells.length,
+      total: m.cells.length,
+      failed: broken.length,
+      skipped: 0,
+      passed: m.cells.length - broken.length,
+      budgetUsd: 10
+    })
+    expect(Date.parse(m.run.finishedAt)).toBeGreaterThanOrEqual(Date.parse(m.run.startedAt))
     expect(m.run.spentUsd).toBeGreaterThan(0)
     // Each cell was a request of its own through the gateway, in the upstream's format.
     expect(up.requests.length - before).toBe(m.cells.length)
@@ -142,15 +181,53 @@ describe("the compatibility matrix", () => {
 
   it("stops at its budget: what is left is skipped, not sent", async () => {
     const before = up.requests.length
-    const res = await call(`${gw.url}/api/compat/run`, { body: { models: ["good/m1"], budgetUsd: 0.000001, concurrency: 1 }, headers: admin })
-    expect(res.status, res.text).toBe(200)
-    const cells = res.body.cells
+    const m = await runMatrix({ models: ["good/m1"], budgetUsd: 0.000001, concurrency: 1 })
+    const cells = m.cells
     expect(cells.filter((c: any) => c.status === "pass")).toHaveLength(1)
     expect(cells.filter((c: any) => c.status === "skipped")).toHaveLength(cells.length - 1)
     expect(cells.find((c: any) => c.status === "skipped").reason).toContain("budget")
     expect(up.requests.length - before).toBe(1)
-    // The previous run's exchanges went with it.
-    expect(res.body.run.skipped).toBe(cells.length - 1)
+    expect(m.run.skipped).toBe(cells.length - 1)
+  })
+
+  it("a run the gateway stops in the middle reads as interrupted from the next gateway on the database, its unanswered cells not run", async () => {
+    const dataDir = tempDir()
+    const slowUp = await FakeUpstream.start()
+    slowUp.always({ content: "slow", delayMs: 400 })
+    let first: TestGateway | undefined = await startGateway({ dataDir })
+    let next: TestGateway | undefined
+    try {
+      await first.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const added = await call(`${first.url}/api/providers`, {
+        body: { provider: "openai-compatible", name: "slow", baseUrl: slowUp.baseUrl("openai-chat"), models: ["m1"] },
+        headers: admin
+      })
+      expect(added.status, added.text).toBe(201)
+      const res = await call(`${first.url}/api/compat/run`, { body: { models: ["slow/m1"], concurrency: 1 }, headers: admin })
+      expect(res.status, res.text).toBe(202)
+      // Its progress is kept as it goes: a cell or two answered, then the gateway stops.
+      await until("a cell is answered", async () => ((await call(`${first!.url}/api/compat`, { headers: admin })).body.run.done >= 1 ? true : undefined), 10_000)
+      await first.close()
+      first = undefined
+      next = await startGateway({ dataDir })
+      const after = await call(`${next.url}/api/compat`, { headers: admin })
+      expect(after.status, after.text).toBe(200)
+      expect(after.body.run).toMatchObject({ id: res.body.run.id, state: "interrupted" })
+      expect(after.body.run.done).toBeGreaterThanOrEqual(1)
+      expect(after.body.run.done).toBeLessThan(after.body.run.total)
+      expect(after.body.cells.filter((c: any) => c.status === "pending")).toEqual([])
+      expect(after.body.cells.filter((c: any) => c.status === "not-run").length).toBe(after.body.run.total - after.body.run.done)
+      // And a new run may start.
+      slowUp.always({ content: "quick" })
+      const again = await call(`${next.url}/api/compat/run`, { body: { models: ["slow/m1"], cases: ["openai-sdk.chat.text"] }, headers: admin })
+      expect(again.status, again.text).toBe(202)
+      const done = await ended(next.url, again.body.run.id, ["slow/m1"])
+      expect(done.run).toMatchObject({ state: "done", passed: 1, total: 1 })
+    } finally {
+      await first?.close()
+      await next?.close()
+      await slowUp.close()
+    }
   })
 
   it("refuses what it cannot run, with a clear 4xx", async () => {

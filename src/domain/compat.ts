@@ -52,8 +52,8 @@ export const CompatCase = Schema.Struct({
 export const CompatCell = Schema.Struct({
   case: Schema.String,
   model: Schema.String,
-  /** `pass`, `fail`, `skipped` (budget), or `not-run` (no run has tried it). */
-  status: Schema.Literal("pass", "fail", "skipped", "not-run"),
+  /** `pass`, `fail`, `skipped` (budget), `pending` (in the run under way, not answered yet), or `not-run` (no run has tried it). */
+  status: Schema.Literal("pass", "fail", "skipped", "pending", "not-run"),
   /** Why it failed or was skipped. */
   reason: Schema.NullOr(Schema.String),
   /** The exchange to read (`GET /api/compat/exchanges/{id}`). */
@@ -74,13 +74,19 @@ export const CompatMatrix = Schema.Struct({
     perModel: Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.Number) }),
     unpriced: Schema.Array(Schema.String)
   }),
-  /** The last run, when there was one. */
+  /** The run under way or the last one, when there was one. */
   run: Schema.NullOr(
     Schema.Struct({
+      id: Schema.String,
+      /** `running` until every cell is answered or skipped; `interrupted` when its gateway stopped first. */
+      state: Schema.Literal("running", "done", "interrupted"),
       startedAt: Schema.String,
-      finishedAt: Schema.String,
+      finishedAt: Schema.NullOr(Schema.String),
       budgetUsd: Schema.Number,
       spentUsd: Schema.Number,
+      /** Its cells, and those answered or skipped so far. */
+      total: Schema.Number,
+      done: Schema.Number,
       passed: Schema.Number,
       failed: Schema.Number,
       skipped: Schema.Number

@@ -115,6 +115,10 @@ describe("dashboard: switching models with evidence (shadow traffic, replay, com
     // The stand-in answers text only: the text cases pass, the tool-call cases fail.
     const passed = page.getByRole("button", { name: "Claude Code, tool-round-trip, on prim/m1: pass" })
     await passed.waitFor()
+    // The run goes on in the gateway; the page reads it until it has ended.
+    await page.getByText("Last run", { exact: true }).waitFor()
+    expect(await page.getByLabel(/on prim\/m1: pending$/).count()).toBe(0)
+    expect(await page.getByLabel(/on prim\/m1: (pass|fail)$/).count()).toBeGreaterThan(20)
     await page.getByRole("button", { name: "OpenAI SDK (chat), tools, on prim/m1: fail" }).click()
     const dialog = page.getByRole("dialog")
     await dialog.getByText("no tool call: the request asks for one").waitFor()

@@ -3,11 +3,15 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { CompatRun } from "../../domain/compat.js"
 import type { CompatMatrix } from "../../domain/compat.js"
+import { Conflict, ServiceUnavailable } from "../../domain/errors.js"
 import type { Parsed } from "../handler.js"
 import { exitWith, printJson, table } from "../output.js"
 import { explain, remote, withHttp } from "../remote.js"
 import { decodeInput } from "../schema.js"
 import type { doctorOptions } from "./doctor.js"
+
+/** How often a run's progress is read. */
+const POLL = "1 second"
 
 const usd = (v: number | null) => (v === null ? "unpriced" : `$${v.toFixed(6)}`)
 
@@ -62,13 +66,27 @@ export const clients = (opts: Parsed<typeof doctorOptions>) =>
       ...(cases ? { cases: [...cases] } : {}),
       budgetUsd: budget
     })
-    const m = yield* client.compat.run({ payload }).pipe(Effect.mapError(explain(url)))
+    const started = yield* client.compat.run({ payload }).pipe(Effect.mapError(explain(url)))
+    const runId = started.run!.id
+    // The run goes on in the server; its progress is read until it ends (a second at a time, a line every 5 s).
+    let told = Date.now()
+    let m = started
+    while (m.run?.id === runId && m.run.state === "running") {
+      yield* Effect.sleep(POLL)
+      m = yield* client.compat.matrix({ urlParams: { models: started.models.join(",") } }).pipe(Effect.mapError(explain(url)))
+      if (!opts.json && m.run?.state === "running" && Date.now() - told >= 5_000) {
+        told = Date.now()
+        yield* Console.error(`running: ${m.run.done} of ${m.run.total} cells, $${m.run.spentUsd.toFixed(6)} spent`)
+      }
+    }
+    const r = m.run
+    if (r?.id !== runId) return yield* Effect.fail(new Conflict({ message: `the run ${runId} was replaced by another (${r?.id ?? "none"}) before it ended` }))
     const failed = m.cells.filter((c) => c.status === "fail").length
     if (opts.json) yield* printJson(m)
     else {
-      const r = m.run!
       yield* Console.log(`compatibility: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped (budget), spent $${r.spentUsd.toFixed(6)} of $${r.budgetUsd}`)
       yield* printMatrix(m, cases)
     }
+    if (r.state === "interrupted") return yield* Effect.fail(new ServiceUnavailable({ message: `the run stopped with the gateway after ${r.done} of ${r.total} cells` }))
     if (failed > 0) yield* exitWith(1)
   }).pipe(withHttp)

@@ -34,7 +34,7 @@ export const SKILL_TEXT: Record<SkillId, SkillText> = {
     description:
       "Read the model catalog of the connected providers, manage aliases, custom models and prices, run evals against models, check which clients each model works with, and keep playground presets or improve a prompt.",
     overview:
-      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request. The playground's presets and prompt improvement are under `/api/playground` (docs/playground.md). `GET /api/compat` shows what running the supported clients' recorded requests against models would cost, `POST /api/compat/run` runs them and answers which client works with which model (docs/compat.md).",
+      "Models are addressed as `<provider or connection>/<model>`, by an alias, a combo name or an `auto/...` id. The catalog lists what each connection serves; custom models add ids a provider does not list; prices drive the cost of every request. The playground's presets and prompt improvement are under `/api/playground` (docs/playground.md). `GET /api/compat` shows what running the supported clients' recorded requests against models would cost, `POST /api/compat/run` starts a run (202; `GET /api/compat` shows its cells as they are answered) of which client works with which model (docs/compat.md).",
     docs: "docs/routing.md"
   },
   "gw-combos-routing": {

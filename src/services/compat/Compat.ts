@@ -17,6 +17,7 @@ import { BadRequest, Conflict, NotFound, ServiceUnavailable } from "../../domain
 import { bindOwnRoutes, type OwnRoutesShape, type TakesOwnRoutes } from "../../kernel/internalCall.js"
 import { checkAnswer, schemaEngines } from "../../kernel/schemaCheck.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
+import { type KeptJob, type KeptState, readKept, startKept } from "../../platform/store/keptJob.js"
 import { Connections } from "../../upstream/providers/Connections.js"
 import { requestedSchema } from "../../upstream/formats/structured.js"
 import { Accounting } from "../accounting/Accounting.js"
@@ -131,8 +132,15 @@ const verdict = async (c: Case, body: Record<string, unknown>, res: CallResult):
   }
 }
 
-interface Last {
-  readonly run: NonNullable<CompatMatrix["run"]>
+/** A run as kept (KeyValue `compat`/`last`): written as it goes, so any gateway on the database shows its progress. */
+interface Stored extends KeptState {
+  readonly id: string
+  readonly startedAt: string
+  readonly budgetUsd: number
+  readonly spentUsd: number
+  readonly models: ReadonlyArray<string>
+  readonly cases: ReadonlyArray<string>
+  /** The cells answered or skipped so far. */
   readonly cells: ReadonlyArray<CompatCell>
 }
 
@@ -148,21 +156,23 @@ interface StoredExchange {
 export interface CompatShape extends TakesOwnRoutes {
   /** The matrix for `models` (default: the last run's, else the configured ones): the cases, the estimate, the last run's cells. */
   readonly matrix: (models?: ReadonlyArray<string>) => Effect.Effect<CompatMatrix, BadRequest>
-  /** Runs the cases against the models within the budget; answers the matrix. */
+  /** Starts a run of the cases against the models within the budget, in the background; answers the matrix with the run `running`. */
   readonly run: (request: CompatRun) => Effect.Effect<CompatMatrix, BadRequest | Conflict | ServiceUnavailable>
   readonly exchange: (id: string) => Effect.Effect<CompatExchange, NotFound>
 }
 
 export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>() {
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     Compat,
     Effect.gen(function* () {
       const kv = yield* KeyValue
+      const scope = yield* Effect.scope
       const connections = yield* Connections
       const accounting = yield* Accounting
       const pricing = yield* Pricing
       let own: OwnRoutesShape | undefined
-      let running = false
+      /** The run under way in this process. */
+      let current: KeptJob<Stored> | undefined
 
       const cases = Effect.promise(loadCases)
 
@@ -182,9 +192,14 @@ export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>()
           return (inputTokens: number, outputTokens: number) => accounting.cost(first.connection.provider.id, first.model, { inputTokens, outputTokens })
         })
 
-      const lastRun = Effect.map(kv.get(LAST_NS, "last"), (o) => (Option.isSome(o) ? (JSON.parse(o.value) as Last) : undefined))
+      /** The run under way here, else the last one any gateway on the database wrote. */
+      const lastRun: Effect.Effect<Stored | undefined> = Effect.suspend(() =>
+        current !== undefined
+          ? Effect.succeed(current.current())
+          : Effect.map(readKept<Stored>(kv, LAST_NS, "last"), (o) => (Option.isSome(o) && typeof o.value.id === "string" ? o.value : undefined))
+      )
 
-      const matrixFor = (models: ReadonlyArray<string>, last: Last | undefined): Effect.Effect<CompatMatrix> =>
+      const matrixFor = (models: ReadonlyArray<string>, last: Stored | undefined): Effect.Effect<CompatMatrix> =>
         Effect.gen(function* () {
           const all = yield* cases
           const sized = all.map((c) => {
@@ -206,16 +221,17 @@ export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>()
             perModel[model] = price ? total : null
           }
           const ran = new Map((last?.cells ?? []).map((cell) => [`${cell.case}\u0000${cell.model}`, cell]))
+          const underWay = last?.state === "running" ? { models: new Set(last.models), cases: new Set(last.cases) } : undefined
           const cells: Array<CompatCell> = []
           for (const s of sized)
             for (const model of models) {
               const key = `${s.c.id}\u0000${model}`
               const estimatedUsd = estimates.get(key) ?? null
               const done = ran.get(key)
-              cells.push(
-                done ? { ...done, estimatedUsd } : { case: s.c.id, model, status: "not-run", reason: null, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd }
-              )
+              const status = underWay?.models.has(model) && underWay.cases.has(s.c.id) ? ("pending" as const) : ("not-run" as const)
+              cells.push(done ? { ...done, estimatedUsd } : { case: s.c.id, model, status, reason: null, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd })
             }
+          const count = (status: CompatCell["status"]) => (last?.cells ?? []).filter((c) => c.status === status).length
           return {
             cases: sized.map((s) => ({
               id: s.c.id,
@@ -229,15 +245,30 @@ export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>()
             })),
             models: [...models],
             estimate: { totalUsd: Object.values(perModel).reduce<number>((a, b) => a + (b ?? 0), 0), perModel, unpriced },
-            run: last?.run ?? null,
+            run:
+              last === undefined
+                ? null
+                : {
+                    id: last.id,
+                    state: last.state,
+                    startedAt: last.startedAt,
+                    finishedAt: last.finishedAt,
+                    budgetUsd: last.budgetUsd,
+                    spentUsd: last.spentUsd,
+                    total: last.cases.length * last.models.length,
+                    done: last.cells.length,
+                    passed: count("pass"),
+                    failed: count("fail"),
+                    skipped: count("skipped")
+                  },
             cells
           }
         })
 
-      const modelsOr = (given: ReadonlyArray<string> | undefined, last: Last | undefined) =>
+      const modelsOr = (given: ReadonlyArray<string> | undefined, last: Stored | undefined) =>
         Effect.gen(function* () {
           if (given !== undefined && given.length > 0) return [...new Set(given)]
-          if (last !== undefined && last.cells.length > 0) return [...new Set(last.cells.map((c) => c.model))]
+          if (last !== undefined && last.models.length > 0) return [...last.models]
           return yield* configuredModels
         })
 
@@ -258,64 +289,54 @@ export class Compat extends Context.Tag("gateway/Compat")<Compat, CompatShape>()
           const chosen = request.cases ? all.filter((c) => request.cases!.includes(c.id)) : all
           const models = yield* modelsOr(request.models, undefined)
           if (models.length === 0) return yield* Effect.fail(new BadRequest({ message: "no model to run against: add a connection with models, or name models" }))
-          if (running) return yield* Effect.fail(new Conflict({ message: "a compatibility run is under way: try again when it has finished" }))
-          running = true
-          return yield* Effect.gen(function* () {
-            const runId = crypto.randomBytes(4).toString("hex")
-            const startedAt = new Date().toISOString()
-            let spent = 0
-            const exchanges: Array<StoredExchange> = []
-            const work = chosen.flatMap((c) => models.map((model) => ({ c, model })))
-            const cells = yield* Effect.forEach(
-              work,
-              ({ c, model }, n) =>
-                Effect.gen(function* () {
-                  const base: Omit<CompatCell, "status" | "reason"> = { case: c.id, model, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd: null }
-                  if (spent >= request.budgetUsd) return { ...base, status: "skipped" as const, reason: "budget: the run had spent its budget" }
-                  const { body } = capped(c)
-                  const target = retarget({ requestId: "", scope: "", format: formatOf(c), path: c.path, query: c.query, body, stream: c.stream }, model)
-                  const res = yield* callOwn(routes, target.path, target.body, `compat_${runId}_${n}`, c.headers)
-                  spent += res.costUsd
-                  const judged = yield* Effect.promise(() => verdict(c, target.body, res))
-                  const id = `cx_${runId}_${n}`
-                  const status = judged.pass ? ("pass" as const) : ("fail" as const)
-                  exchanges.push({
-                    id,
-                    case: c.id,
-                    model,
-                    status,
-                    reason: judged.reason,
-                    answer: { status: res.status, contentType: res.contentType, body: res.text.slice(0, ANSWER_KEEP), truncated: res.text.length > ANSWER_KEEP }
-                  })
-                  return { ...base, status, reason: judged.reason, exchangeId: id, latencyMs: res.latencyMs, costUsd: res.costUsd }
-                }),
-              { concurrency: request.concurrency }
+          const previous = yield* lastRun
+          if (previous?.state === "running")
+            return yield* Effect.fail(
+              new Conflict({ message: `a compatibility run is under way (${previous.id}, ${previous.cells.length} cells done): try again when it has finished` })
             )
-            // The previous run's exchanges go; this run's are kept.
-            const previous = yield* lastRun
-            for (const cell of previous?.cells ?? []) if (cell.exchangeId) yield* kv.remove(EXCHANGES_NS, cell.exchangeId)
-            for (const x of exchanges) yield* kv.set(EXCHANGES_NS, x.id, JSON.stringify(x))
-            const last: Last = {
-              run: {
-                startedAt,
-                finishedAt: new Date().toISOString(),
-                budgetUsd: request.budgetUsd,
-                spentUsd: spent,
-                passed: cells.filter((c) => c.status === "pass").length,
-                failed: cells.filter((c) => c.status === "fail").length,
-                skipped: cells.filter((c) => c.status === "skipped").length
-              },
-              cells
-            }
-            yield* kv.set(LAST_NS, "last", JSON.stringify(last))
-            return yield* matrixFor(models, last)
-          }).pipe(
-            Effect.ensuring(
-              Effect.sync(() => {
-                running = false
-              })
-            )
-          )
+          // The previous run's exchanges go; this run's are kept as they come.
+          for (const cell of previous?.cells ?? []) if (cell.exchangeId) yield* kv.remove(EXCHANGES_NS, cell.exchangeId)
+          const runId = crypto.randomBytes(4).toString("hex")
+          const kept = yield* startKept<Stored>(kv, LAST_NS, "last", {
+            id: runId,
+            state: "running",
+            startedAt: new Date().toISOString(),
+            finishedAt: null,
+            savedAt: Date.now(),
+            budgetUsd: request.budgetUsd,
+            spentUsd: 0,
+            models,
+            cases: chosen.map((c) => c.id),
+            cells: []
+          })
+          current = kept
+          const settle = (cell: CompatCell, usd: number) => kept.update((r) => ({ ...r, spentUsd: r.spentUsd + usd, cells: [...r.cells, cell] }))
+          const work = chosen.flatMap((c) => models.map((model) => ({ c, model })))
+          const one = ({ c, model }: (typeof work)[number], n: number) =>
+            Effect.gen(function* () {
+              const base: Omit<CompatCell, "status" | "reason"> = { case: c.id, model, exchangeId: null, latencyMs: null, costUsd: null, estimatedUsd: null }
+              if (kept.current().spentUsd >= request.budgetUsd) return settle({ ...base, status: "skipped", reason: "budget: the run had spent its budget" }, 0)
+              const { body } = capped(c)
+              const target = retarget({ requestId: "", scope: "", format: formatOf(c), path: c.path, query: c.query, body, stream: c.stream }, model)
+              const res = yield* callOwn(routes, target.path, target.body, `compat_${runId}_${n}`, c.headers)
+              const judged = yield* Effect.promise(() => verdict(c, target.body, res))
+              const id = `cx_${runId}_${n}`
+              const status = judged.pass ? ("pass" as const) : ("fail" as const)
+              const stored: StoredExchange = {
+                id,
+                case: c.id,
+                model,
+                status,
+                reason: judged.reason,
+                answer: { status: res.status, contentType: res.contentType, body: res.text.slice(0, ANSWER_KEEP), truncated: res.text.length > ANSWER_KEEP }
+              }
+              yield* kv.set(EXCHANGES_NS, id, JSON.stringify(stored))
+              settle({ ...base, status, reason: judged.reason, exchangeId: id, latencyMs: res.latencyMs, costUsd: res.costUsd }, res.costUsd)
+            })
+          yield* kept.launch(Effect.forEach(work, one, { concurrency: request.concurrency, discard: true }), scope, () => {
+            if (current === kept) current = undefined
+          })
+          return yield* matrixFor(models, kept.current())
         })
 
       const exchange: CompatShape["exchange"] = (id) =>

@@ -12,7 +12,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as crypto from "node:crypto"
@@ -21,16 +20,13 @@ import type { ReplayJob, StartReplay } from "../../domain/replay.js"
 import { bindOwnRoutes, type OwnRoutesShape, type TakesOwnRoutes } from "../../kernel/internalCall.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
+import { type KeptJob, readKept, startKept } from "../../platform/store/keptJob.js"
 import { Inspector } from "../inspector/Inspector.js"
 import { type Baseline, baselineOf, callOwn, type ExchangeOptions, exchange, type RecordedRequest, retarget } from "./exchange.js"
 import { Shadow } from "./Shadow.js"
 import { fromEntry, fromJsonl, JsonlError, type SourceItem } from "./sources.js"
 
 const JOBS_NS = "replay.jobs"
-/** A running job's state is written at most this often (and at its end). */
-const SAVE_EVERY_MS = 1_000
-/** A running job not written for this long belongs to a process that stopped. */
-const STALE_MS = 30_000
 /** The reasons kept to read, per job. */
 const MAX_NOTES = 20
 
@@ -54,9 +50,7 @@ export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>()
       const settings = yield* Settings
       const scope = yield* Effect.scope
       let own: OwnRoutesShape | undefined
-      const running = new Map<string, { job: Stored; dirty: boolean }>()
-
-      const save = (job: Stored) => kv.set(JOBS_NS, job.id, JSON.stringify(job))
+      const running = new Map<string, KeptJob<Stored>>()
 
       const withReport = (job: Stored): Effect.Effect<ReplayJob> =>
         Effect.map(shadow.report(`replay:${job.id}`, undefined, { skipped: job.skipped, spentUsd: job.spentUsd, budgetUsd: job.budgetUsd }), (report) => {
@@ -140,7 +134,7 @@ export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>()
           const id = `rpl_${crypto.randomBytes(6).toString("hex")}`
           // Candidates per request: every model against a recorded answer; the others against the first model's.
           const total = replayable.reduce((n, i) => n + (i.recorded !== null ? models.length : models.length - 1), 0)
-          let job: Stored = {
+          const job: Stored = {
             id,
             state: "running",
             source: label,
@@ -158,16 +152,11 @@ export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>()
             notes,
             savedAt: Date.now()
           }
-          const slot = { job, dirty: false }
-          running.set(id, slot)
-          yield* save(job)
-          const update = (f: (j: Stored) => Stored) => {
-            job = f(job)
-            slot.job = job
-            slot.dirty = true
-          }
+          const kept = yield* startKept(kv, JOBS_NS, id, job)
+          running.set(id, kept)
+          const update = kept.update
           const spend = (usd: number) => update((j) => ({ ...j, spentUsd: j.spentUsd + usd }))
-          const overBudget = () => job.spentUsd >= job.budgetUsd
+          const overBudget = () => kept.current().spentUsd >= kept.current().budgetUsd
           const options: ExchangeOptions = { own: routes, judgeModel, mayJudge: () => !overBudget(), spend }
           const skip = (reason: string, n = 1) => update((j) => ({ ...j, skipped: { ...j.skipped, [reason]: (j.skipped[reason] ?? 0) + n } }))
           const note = (text: string) => update((j) => (j.notes.length < MAX_NOTES ? { ...j, notes: [...j.notes, text] } : j))
@@ -202,39 +191,21 @@ export class Replay extends Context.Tag("gateway/Replay")<Replay, ReplayShape>()
               }
             })
 
-          const flush = Effect.suspend(() => {
-            if (!slot.dirty) return Effect.void
-            slot.dirty = false
-            job = { ...job, savedAt: Date.now() }
-            slot.job = job
-            return save(job)
-          })
-          const run = Effect.forEach(replayable, (item, n) => one(item, n), { concurrency: request.concurrency, discard: true }).pipe(
-            Effect.raceFirst(Effect.forever(Effect.zipRight(Effect.sleep(SAVE_EVERY_MS), flush)).pipe(Effect.as(undefined))),
-            Effect.catchAllCause((cause) => Effect.logWarning(`replay ${id} stopped on an error`, cause)),
-            Effect.onExit((exit) =>
-              Effect.suspend(() => {
-                running.delete(id)
-                // Interrupted: the gateway is stopping.
-                job = { ...job, state: Exit.isInterrupted(exit) ? "interrupted" : "done", finishedAt: new Date().toISOString(), savedAt: Date.now() }
-                return save(job)
-              })
-            )
+          yield* kept.launch(
+            Effect.forEach(replayable, (item, n) => one(item, n), { concurrency: request.concurrency, discard: true }),
+            scope,
+            () => running.delete(id)
           )
-          yield* Effect.forkIn(run, scope)
-          return yield* withReport(job)
+          return yield* withReport(kept.current())
         })
 
       const get: ReplayShape["get"] = (id) =>
         Effect.gen(function* () {
           const live = running.get(id)
-          if (live) return yield* withReport(live.job)
-          const raw = yield* kv.get(JOBS_NS, id)
-          if (Option.isNone(raw)) return yield* Effect.fail(new NotFound({ message: `no replay ${id}` }))
-          const stored = JSON.parse(raw.value) as Stored
-          // Running in no process that writes it: its process stopped.
-          const job: Stored = stored.state === "running" && Date.now() - stored.savedAt > STALE_MS ? { ...stored, state: "interrupted" } : stored
-          return yield* withReport(job)
+          if (live) return yield* withReport(live.current())
+          const stored = yield* readKept<Stored>(kv, JOBS_NS, id)
+          if (Option.isNone(stored)) return yield* Effect.fail(new NotFound({ message: `no replay ${id}` }))
+          return yield* withReport(stored.value)
         })
 
       return {

@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks"
 import { api, ok } from "../api/client"
-import { Badge, Button, Dialog, ErrorBox, Form, fmtDate, fmtMoney, fmtMs, Loader, NumberInput, Page, Section, Stat, TextInput, useAction, useLoad } from "../ui"
+import { Badge, Button, Dialog, ErrorBox, Form, fmtDate, fmtMoney, fmtMs, Loader, NumberInput, Page, Section, Stat, TextInput, useAction, useInterval, useLoad } from "../ui"
 import "./Shadow.css"
 
 // The live compatibility matrix (docs/compat.md): the supported clients' recorded requests
@@ -16,6 +16,7 @@ const MARK: Record<Cell["status"], { text: string; kind: "ok" | "bad" | "warn" |
   pass: { text: "pass", kind: "ok" },
   fail: { text: "fail", kind: "bad" },
   skipped: { text: "skipped", kind: "warn" },
+  pending: { text: "…", kind: "muted" },
   "not-run": { text: "—", kind: "muted" }
 }
 
@@ -88,7 +89,7 @@ const MatrixTable = (p: { m: Matrix; onOpen: (cell: Cell) => void }) => {
               {m.models.map((model) => {
                 const x = cell(c.id, model)
                 const mark = MARK[x?.status ?? "not-run"]
-                const label = `${c.client}, ${c.capability}, on ${model}: ${mark.text === "—" ? "not run" : mark.text}`
+                const label = `${c.client}, ${c.capability}, on ${model}: ${x?.status === "pending" ? "pending" : mark.text === "—" ? "not run" : mark.text}`
                 return (
                   <td key={model}>
                     {x?.exchangeId ? (
@@ -120,6 +121,15 @@ export default function Compat() {
   const [run, busy] = useAction()
   const [result, setResult] = useState<Matrix>()
   const m = result ?? matrix.data
+  // A run goes on in the gateway: its cells fill in as they are answered.
+  const underWay = m?.run?.state === "running"
+  useInterval(() => {
+    if (underWay && m)
+      void loadMatrix(m.models.join(",")).then(
+        (next) => setResult(next),
+        () => undefined
+      )
+  }, 1000)
   return (
     <Page
       title="Client compatibility"
@@ -161,9 +171,9 @@ export default function Compat() {
               />
               {m.run && (
                 <Stat
-                  label="Last run"
+                  label={m.run.state === "running" ? "Running" : m.run.state === "interrupted" ? "Last run (interrupted)" : "Last run"}
                   value={`${m.run.passed} passed, ${m.run.failed} failed, ${m.run.skipped} skipped`}
-                  hint={`${fmtDate(Date.parse(m.run.finishedAt))}, spent ${fmtMoney(m.run.spentUsd)} of ${fmtMoney(m.run.budgetUsd)}`}
+                  hint={`${m.run.state === "running" ? `${m.run.done} of ${m.run.total} cells` : fmtDate(Date.parse(m.run.finishedAt ?? m.run.startedAt))}, spent ${fmtMoney(m.run.spentUsd)} of ${fmtMoney(m.run.budgetUsd)}`}
                 />
               )}
             </div>
@@ -177,7 +187,7 @@ export default function Compat() {
                         body: { ...(m.models.length > 0 ? { models: [...m.models] } : {}), ...(budget !== undefined ? { budgetUsd: budget } : {}) }
                       })
                     ),
-                  (r) => `${r.run?.passed ?? 0} passed, ${r.run?.failed ?? 0} failed`
+                  (r) => `Running ${r.run?.total ?? 0} cells`
                 ).then((r) => {
                   if (r) setResult(r)
                 })
@@ -185,7 +195,7 @@ export default function Compat() {
             >
               <NumberInput label="Budget (USD)" value={budget} onInput={setBudget} min={0} step="any" hint="No call starts once the run has cost this much." />
               <div class="actions">
-                <Button kind="primary" type="submit" busy={busy}>
+                <Button kind="primary" type="submit" busy={busy || underWay}>
                   Run against {m.models.length} model{m.models.length === 1 ? "" : "s"}
                 </Button>
               </div>

@@ -7,6 +7,13 @@ import { ManagementAuth } from "../Principal.js"
 /** `/api/compat`: the supported clients' recorded requests against configured models (docs/compat.md). */
 export class CompatGroup extends HttpApiGroup.make("compat")
   .add(HttpApiEndpoint.get("matrix", "/api/compat").setUrlParams(CompatQuery).addSuccess(CompatMatrix).addError(BadRequest))
-  .add(HttpApiEndpoint.post("run", "/api/compat/run").setPayload(CompatRun).addSuccess(CompatMatrix).addError(BadRequest).addError(Conflict).addError(ServiceUnavailable))
+  .add(
+    HttpApiEndpoint.post("run", "/api/compat/run")
+      .setPayload(CompatRun)
+      .addSuccess(CompatMatrix, { status: 202 })
+      .addError(BadRequest)
+      .addError(Conflict)
+      .addError(ServiceUnavailable)
+  )
   .add(HttpApiEndpoint.get("exchange", "/api/compat/exchanges/:id").setPath(CompatExchangePath).addSuccess(CompatExchange).addError(NotFound))
   .middleware(ManagementAuth) {}
