@@ -252,6 +252,11 @@ describe("the compatibility matrix", () => {
     const plan = await runCli(["doctor", "--clients", "--model", "good/m1", "--url", gw.url], env)
     expect(plan.code, plan.stderr).toBe(0)
     expect(plan.stdout).toMatch(/would cost at most \$0\.\d+/)
+    // A model without a price: the cost is not known, and says so rather than "$0".
+    const unpriced = await runCli(["doctor", "--clients", "--model", "good/no-tools", "--url", gw.url], env)
+    expect(unpriced.code, unpriced.stderr).toBe(0)
+    expect(unpriced.stdout).toContain("no price is known for good/no-tools")
+    expect(unpriced.stdout).not.toContain("at most $0.000000")
     expect(plan.stdout).toContain("--yes")
     // Shown, not run.
     expect(up.requests.length).toBe(before)

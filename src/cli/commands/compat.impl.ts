@@ -49,8 +49,12 @@ export const clients = (opts: Parsed<typeof doctorOptions>) =>
     const unpriced = [...new Set(chosen.filter((c) => c.estimatedUsd === null).map((c) => c.model))]
     if (!opts.yes) {
       if (opts.json) return yield* printJson(plan)
+      const cells = `${chosen.length} cells (${new Set(chosen.map((c) => c.case)).size} client requests × ${plan.models.length} models)`
+      const allUnpriced = chosen.length > 0 && chosen.every((c) => c.estimatedUsd === null)
       yield* Console.log(
-        `${chosen.length} cells (${new Set(chosen.map((c) => c.case)).size} client requests × ${plan.models.length} models) would cost at most ${usd(estimate)}${unpriced.length > 0 ? `, plus what the unpriced models cost (${unpriced.join(", ")})` : ""}; the run stops starting calls at $${budget}.`
+        allUnpriced
+          ? `${cells}: no price is known for ${unpriced.join(", ")}, so what they cost is not known before running, and their calls count $0 against the budget ($${budget}).`
+          : `${cells} would cost at most ${usd(estimate)}${unpriced.length > 0 ? `, plus what the unpriced models cost (${unpriced.join(", ")}: their calls count $0 against the budget)` : ""}; the run stops starting calls at $${budget}.`
       )
       for (const [model, v] of Object.entries(plan.estimate.perModel)) yield* Console.log(`  ${model}: ${usd(v)} for every case`)
       if (plan.run) {

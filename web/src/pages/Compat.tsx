@@ -166,8 +166,14 @@ export default function Compat() {
             <div class="stats">
               <Stat
                 label="Running every cell costs at most"
-                value={fmtMoney(m.estimate.totalUsd)}
-                hint={m.estimate.unpriced.length > 0 ? `plus the unpriced: ${m.estimate.unpriced.join(", ")}` : "each answer at its output cap"}
+                value={m.models.length > 0 && m.estimate.unpriced.length === m.models.length ? "not known" : fmtMoney(m.estimate.totalUsd)}
+                hint={
+                  m.models.length > 0 && m.estimate.unpriced.length === m.models.length
+                    ? `no price is known for ${m.estimate.unpriced.join(", ")}`
+                    : m.estimate.unpriced.length > 0
+                      ? `plus the unpriced: ${m.estimate.unpriced.join(", ")}`
+                      : "each answer at its output cap"
+                }
               />
               {m.run && (
                 <Stat
