@@ -36,6 +36,8 @@ export interface ApiKeysShape {
   /** Creates a key; `secret` adopts a caller-chosen value (GATEWAY_API_KEY) instead of generating one. */
   readonly create: (input: CreateApiKey, options?: { readonly secret?: string; readonly actor?: string }) => Effect.Effect<CreatedApiKey>
   readonly list: Effect.Effect<ReadonlyArray<ApiKeyView>>
+  /** Whether any key has shadow targets (from memory, worked out once per loaded key set). */
+  readonly anyShadowed: Effect.Effect<boolean>
   /** Removes a key by id or by name. */
   readonly remove: (idOrName: string, actor?: string) => Effect.Effect<ApiKeyView, NotFound | Conflict>
   /** Changes a key's name or limits, by id or by name. */
@@ -238,6 +240,12 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
         return m === undefined ? undefined : indexOf(m).get(id)
       }
       const byId = (id: string) => Effect.map(byHash.get, (m) => indexOf(m).get(id))
+      const shadowedIn = new WeakMap<ReadonlyMap<string, ApiKeyRecord>, boolean>()
+      const anyShadowed = Effect.map(byHash.get, (m) => {
+        let any = shadowedIn.get(m)
+        if (any === undefined) shadowedIn.set(m, (any = Array.from(m.values()).some((r) => r.shadow.length > 0)))
+        return any
+      })
 
       const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>
         Effect.gen(function* () {
@@ -266,6 +274,7 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
       return {
         create,
         list,
+        anyShadowed,
         remove,
         update,
         peekById,

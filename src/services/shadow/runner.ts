@@ -172,7 +172,6 @@ export const ShadowRunner = Layer.scopedDiscard(
     let off: (() => void) | undefined
     const sync = () => {
       const active = settings.current().shadow.length > 0 || (combosSnapshot?.some((c) => (c.config.shadow?.length ?? 0) > 0) ?? false) || keysShadowed
-
       if (active && off === undefined) {
         const offHook = hooks.register({
           name: "shadow.sample",
@@ -217,16 +216,16 @@ export const ShadowRunner = Layer.scopedDiscard(
     }
 
     let combosSnapshot: ReadonlyArray<{ readonly config: { readonly shadow?: ReadonlyArray<ShadowTarget> | undefined } }> | undefined = yield* combos.list
-    let keysShadowed = (yield* keys.list).some((k) => k.shadow.length > 0)
+    let keysShadowed = yield* keys.anyShadowed
     sync()
     const unsubscribe = settings.subscribe(() => sync())
     // Combos and keys change through the API, the CLI or another gateway: looked at every second (from memory).
     yield* Effect.forkScoped(
       Effect.repeat(
-        Effect.flatMap(Effect.zip(combos.list, keys.list), ([list, keyList]) =>
+        Effect.flatMap(Effect.zip(combos.list, keys.anyShadowed), ([list, shadowed]) =>
           Effect.sync(() => {
             combosSnapshot = list
-            keysShadowed = keyList.some((k) => k.shadow.length > 0)
+            keysShadowed = shadowed
             sync()
           })
         ),
