@@ -14,13 +14,11 @@ import * as Schedule from "effect/Schedule"
 import { BadGateway, BadRequest, type Conflict, NotFound } from "../../domain/errors.js"
 import type { CompleteAuthorize, EndpointOverrides, OAuthConnected, OAuthStatus, PollDevice, PollResult, StartAuthorize, StartDevice } from "../../domain/oauth.js"
 import { tryJson } from "../../upstream/formats/common.js"
-import { scrubSecrets } from "../../kernel/redact.js"
 import { Cooldowns } from "../resilience/Cooldowns.js"
 import { originOf } from "../resilience/types.js"
 import { toIso } from "../../platform/store/Db.js"
 import { upsert } from "../../platform/store/dialect.js"
 import { Secrets } from "../../platform/store/Secrets.js"
-import type { Dispatcher } from "undici"
 import { Egress } from "../../upstream/egress/Egress.js"
 import { UpstreamHttp } from "../../upstream/client/UpstreamHttp.js"
 import { SharedState } from "../../platform/state/SharedState.js"
@@ -34,17 +32,16 @@ import {
   envPrefix,
   type OAuthEndpoints,
   oauthOf,
-  parseTokenAnswer,
   pastedCode,
   pkcePair,
   randomToken,
   resolveEndpoints,
-  tokenBody,
   tokenError,
   type TokenSet
 } from "../../upstream/providers/oauthWire.js"
 import { checkProviderUrl } from "../../upstream/providers/urlPolicy.js"
 import { backgroundJob } from "../../platform/flags/background.js"
+import { describeRefusal, makeTokenEndpoint } from "./tokenEndpoint.js"
 
 /** A refresh that did not give a usable token. `permanent`: the grant is gone (the connection is now `expired`). */
 export class OAuthRefreshFailed extends Data.TaggedError("OAuthRefreshFailed")<{ readonly message: string; readonly permanent: boolean }> {}
@@ -115,14 +112,6 @@ interface TokenRow {
   readonly refresh_error: string | null
 }
 
-/** What a token endpoint said: tokens, a refusal (4xx with an OAuth error), or a transient failure. */
-type TokenOutcome =
-  | { readonly _tag: "ok"; readonly tokens: TokenSet }
-  | { readonly _tag: "refused"; readonly status: number; readonly error: string | null; readonly description: string | null }
-  | { readonly _tag: "transient"; readonly message: string }
-
-class Transient extends Data.TaggedError("Transient")<{ readonly message: string }> {}
-
 const OAuthConfig = Config.all({
   /** Refresh when the token expires within this (default 5 minutes). */
   leadSeconds: Config.number("GATEWAY_OAUTH_REFRESH_LEAD_SECONDS").pipe(Config.withDefault(300)),
@@ -133,9 +122,6 @@ const OAuthConfig = Config.all({
   /** First retry delay of a transient token-endpoint failure (then doubled, jittered, 3 retries). */
   retryBaseMs: Config.number("GATEWAY_OAUTH_RETRY_BASE_MS").pipe(Config.withDefault(500))
 })
-
-const describeRefusal = (o: { readonly status: number; readonly error: string | null; readonly description: string | null }): string =>
-  `${o.error ?? `HTTP ${o.status}`}${o.description ? `: ${o.description}` : ""}`
 
 /**
  * OAuth connections (docs/operations.md, "OAuth connections"): the authorization-code flow with
@@ -209,57 +195,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
       const proxyOf = (connection: string | undefined) =>
         connection === undefined ? Effect.succeed(undefined) : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? c.value.proxyId : undefined))
 
-      /** One POST to a token (or device authorization) endpoint, read whole, through `proxyId`'s egress. */
-      // Outside the guarded attempt (docs/ARCHITECTURE.md, "Calls outside the guarded attempt"): a token exchange with the
-      // provider's authorization server, not a model call: there is no other candidate, and a refused
-      // refresh is reported on the connection (its cooldown), not as a model failure.
-      const post = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined, form = false): Effect.Effect<TokenOutcome> => {
-        const body = form ? tokenBody({ ...spec, tokenRequest: "form" }, params) : tokenBody(spec, params)
-        const hide = Object.entries(params)
-          .filter(([k]) => k !== "grant_type" && k !== "client_id" && k !== "scope" && k !== "redirect_uri" && k !== "code_challenge_method")
-          .map(([, v]) => v)
-        const send = (started: number, dispatcher: Dispatcher | undefined) =>
-          http
-            .request({
-              url,
-              method: "POST",
-              headers: { "content-type": body.contentType, accept: "application/json", "user-agent": http.userAgent },
-              body: body.body,
-              headersTimeout: "15 seconds",
-              bodyIdleTimeout: "15 seconds",
-              readWhole: true,
-              maxBodyBytes: 256 * 1024,
-              ...(dispatcher ? { dispatcher } : {})
-            })
-            .pipe(
-              Effect.map((res): TokenOutcome => {
-                const raw = res.bytes?.toString("utf8") ?? ""
-                if (res.status >= 200 && res.status < 300) {
-                  const json = tryJson(raw)
-                  const tokens = parseTokenAnswer(json, started)
-                  return typeof tokens === "string" ? { _tag: "transient", message: tokens } : { _tag: "ok", tokens }
-                }
-                // An error answer may echo what was sent (a code, a refresh token): scrubbed before it is read.
-                const e = tokenError(tryJson(scrubSecrets(raw, hide)))
-                if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429)
-                  return { _tag: "refused", status: res.status, error: e.error, description: e.description ? scrubSecrets(e.description, hide).slice(0, 300) : null }
-                return { _tag: "transient", message: `HTTP ${res.status}${e.error ? ` ${e.error}` : ""}` }
-              }),
-              Effect.catchAll((e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${e.kind}: ${scrubSecrets(e.message, hide)}` }))
-            )
-        // A proxy that refuses (family rules, unreachable without the fallback) is a transient failure: the grant is not at fault.
-        return Effect.flatMap(Effect.zip(Clock.currentTimeMillis, Effect.either(egress.control(proxyId, url))), ([started, via]) =>
-          via._tag === "Left" ? Effect.succeed<TokenOutcome>({ _tag: "transient", message: `${via.left.code}: ${via.left.message}` }) : send(started, via.right)
-        )
-      }
-
-      /** A token request retried on transient failures (5xx, 429, network) with backoff. */
-      const postRetried = (spec: OAuthSpec, url: string, params: Record<string, string>, proxyId: string | null | undefined) =>
-        post(spec, url, params, proxyId).pipe(
-          Effect.flatMap((o) => (o._tag === "transient" ? Effect.fail(new Transient({ message: o.message })) : Effect.succeed(o))),
-          Effect.retry(retrySchedule),
-          Effect.catchTag("Transient", (e) => Effect.succeed<TokenOutcome>({ _tag: "transient", message: e.message }))
-        )
+      const { post, postRetried } = makeTokenEndpoint(http, egress, retrySchedule)
 
       const storeGrant = (connectionId: string, provider: ProviderSpec, flow: string, tokens: TokenSet, overrides: EndpointOverrides | null, refreshed: boolean) =>
         Effect.gen(function* () {
