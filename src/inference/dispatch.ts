@@ -43,6 +43,7 @@ import { NativeBatches } from "./batches/native.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
 import { Batches } from "./batches/Batches.js"
 import { newRequestId } from "../kernel/ids.js"
+import { storeUnavailable } from "../platform/store/dialect.js"
 import { INTERNAL_HEADER, INTERNAL_REQUEST_ID_HEADER, InternalCalls, ON_BEHALF_HEADER } from "../kernel/internalCall.js"
 import type { Handler, RouteDef } from "./routes/types.js"
 
@@ -342,13 +343,17 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
                 after = () => (infoOn ? Effect.logInfo(`${req.method} ${path} client closed after ${Date.now() - ctx.startedAt}ms`) : Effect.void)
               } else {
                 const failure = Cause.failureOption(exit.cause)
+                // A route that must store (files, batches, stored responses) and found the store unavailable: a 503 that says so.
+                const unavailable = failure._tag === "None" ? storeUnavailable(exit.cause) : undefined
                 error =
                   failure._tag === "Some"
                     ? failure.value
-                    : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
+                    : unavailable !== undefined
+                      ? new InferenceError({ status: 503, kind: "server", code: "store_unavailable", message: `the gateway cannot store this request now: ${unavailable}` })
+                      : new InferenceError({ status: 500, kind: "server", code: "internal_error", message: `internal error (request ${ctx.requestId})` })
                 try {
                   respondError(ctx, error, route)
-                  if (failure._tag === "None") after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
+                  if (failure._tag === "None" && unavailable === undefined) after = () => Effect.logError("request failed unexpectedly", Cause.pretty(exit.cause))
                 } catch (e) {
                   // The error answer itself could not be written: close the connection rather than leave it open.
                   res.destroy()

@@ -13,6 +13,7 @@
  * a restart resumes with the unanswered lines and a finished line is never run again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -247,6 +248,7 @@ export class BatchRunner {
   static readonly layer = Layer.scopedDiscard(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const health = yield* StoreHealth
       const files = yield* Files
       const batches = yield* Batches
       const own = yield* OwnRoutes
@@ -485,7 +487,7 @@ export class BatchRunner {
             )
           )
         }
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the batch sweep failed", cause)))
+      }).pipe(Effect.catchAllCause((cause) => health.warn("the batch sweep failed", cause)))
       // With `gateway --workers N`, worker 1 runs every batch (the others would run the same lines again).
       if (runsOncePerGateway()) yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(pollMs))))
     })

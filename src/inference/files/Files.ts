@@ -6,6 +6,7 @@
  * docs/files-batches.md, "Files".
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -117,6 +118,7 @@ export class Files extends Context.Tag("gateway/Files")<Files, FilesShape>() {
     Files,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const health = yield* StoreHealth
       const store = yield* FileStore
       const maxBytes = yield* positiveInteger(MAX_BYTES_ENV, "bytes", DEFAULT_MAX_BYTES)
       const sweepMs = yield* positiveInteger("GATEWAY_FILES_SWEEP_MS", "milliseconds", 60_000)
@@ -185,7 +187,7 @@ export class Files extends Context.Tag("gateway/Files")<Files, FilesShape>() {
           yield* store.remove(g.id)
         }
         if (gone.length > 0) yield* Effect.logDebug(`removed ${gone.length} expired file(s)`)
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the file sweep failed", cause)))
+      }).pipe(Effect.catchAllCause((cause) => health.warn("the file sweep failed", cause)))
       yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(sweepMs)))
 
       return {

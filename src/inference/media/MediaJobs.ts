@@ -14,6 +14,7 @@
  *   still unfinished at their expiry, and forgets expired jobs, deleting their stored content.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -195,6 +196,7 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
     MediaJobs,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const health = yield* StoreHealth
       const inference = yield* Inference
       const accounting = yield* Accounting
       const connections = yield* Connections
@@ -461,7 +463,7 @@ export class MediaJobs extends Context.Tag("gateway/MediaJobs")<MediaJobs, Media
         const open = yield* sql<Row>`SELECT * FROM media_jobs WHERE status IN ('queued', 'in_progress') AND expires_at > ${now}
           AND (polled_at IS NULL OR polled_at <= ${due}) ORDER BY polled_at, created_at LIMIT ${SWEEP_BATCH}`
         yield* Effect.forEach(open, (row) => refresh(toJob(row)), { concurrency: 4, discard: true })
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("the media job sweep failed", cause)))
+      }).pipe(Effect.catchAllCause((cause) => health.warn("the media job sweep failed", cause)))
       yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(pollMs)))
 
       return { create, find, refresh, wait, content } satisfies MediaJobsShape

@@ -27,6 +27,7 @@ import { OpenApiRoute } from "./openapi.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import { BadRequest } from "../../domain/errors.js"
 import { describeIssues } from "../../domain/parse.js"
+import { storeUnavailable } from "../../platform/store/dialect.js"
 
 const json = (status: number, tag: string, message: string) => HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
 
@@ -43,6 +44,9 @@ const fallbackResponse = (req: HttpServerRequest.HttpServerRequest, cause: Cause
     return Effect.succeed(planned ? json(501, "NotImplemented", plannedMessage(planned)) : json(404, "NotFound", `no route for ${req.method} ${path}`))
   }
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+  // The store refused for being unavailable (its server down, its disk full or read-only): a 503 that says so.
+  const unavailable = storeUnavailable(cause)
+  if (unavailable !== undefined) return Effect.succeed(json(503, "ServiceUnavailable", `store_unavailable: ${unavailable}; try again once it is back`))
   return Effect.logError("management request failed unexpectedly", Cause.pretty(cause)).pipe(Effect.as(json(500, "InternalError", `internal error (request ${requestId})`)))
 }
 

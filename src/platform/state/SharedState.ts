@@ -214,6 +214,11 @@ export interface SharedStateShape {
    * same topic, never with this process's own; it must not throw and must not publish.
    */
   readonly channel: <A>(topic: string, apply: (change: A) => void, codec?: Codec<A>) => StateChannel<A>
+  /**
+   * Whether the transport reaches the other processes now (Redis connected): the gauge
+   * `gateway_shared_state_up`. Absent where it cannot be lost (one process, the test cluster).
+   */
+  readonly reachable?: () => boolean
 }
 
 const LOCAL_CHANNEL: StateChannel<never> = { shared: false, publish: () => {} }

@@ -262,6 +262,8 @@ export const layerRedis = (url: string, options: RedisOptionsForGateway = {}): L
         release: (key, owner) => (up() ? Effect.tryPromise(() => pub.gwRelease(claimKey(key), owner)).pipe(Effect.ignore) : Effect.void)
       }
 
-      return { channel, counters, totals, keys } satisfies SharedStateShape
+      // Up while both connections are: the subscriber misses the others' changes while it is down.
+      const reachable = () => pub.status === "ready" && sub.status === "ready"
+      return { channel, counters, totals, keys, reachable } satisfies SharedStateShape
     })
   )

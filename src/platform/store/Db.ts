@@ -12,6 +12,7 @@ import * as Redacted from "effect/Redacted"
 import { REPLACING } from "./BatchWriter.js"
 import { loader } from "./migrations/index.js"
 import { SqliteWriterThread } from "./sqliteWriter.js"
+import { StoreHealth } from "./StoreHealth.js"
 import * as Sqlite from "./sqlite.js"
 import { DatabaseUrl, maskUrl, StoreKind, type StoreKindShape } from "./StoreKind.js"
 
@@ -104,20 +105,35 @@ export const postgresLayer = (url: Redacted.Redacted<string>) =>
 /**
  * The store, migrated before anything reads it: the SQLite file in `DATA_DIR` (created on first
  * use), or PostgreSQL when DATABASE_URL is set (docs/scale-out.md, "PostgreSQL"). Provides the
- * SqlClient and `StoreKind`.
+ * SqlClient, `StoreKind` and `StoreHealth` (whether it takes writes; the rows waiting for it).
  */
 export const layer = Layer.unwrapEffect(
   Effect.gen(function* () {
     const kind = yield* storeKind
-    if (kind._tag === "postgres") return Layer.merge(postgresLayer(kind.url), Layer.succeed(StoreKind, kind))
+    if (kind._tag === "postgres") return Layer.mergeAll(postgresLayer(kind.url), Layer.succeed(StoreKind, kind), StoreHealth.layer)
     const { dataDir } = yield* AppConfig
     yield* Effect.sync(() => fs.mkdirSync(dataDir, { recursive: true }))
+    // The database lives here: a directory the gateway cannot write stops the start with one line.
+    const unwritable = yield* Effect.sync(() => writeProblem(dataDir))
+    if (unwritable !== undefined) return Layer.die(new Error(unwritable))
     const client = prepare.pipe(Layer.provideMerge(SqliteClient.layer({ filename: kind.file })))
     // The batch writer's thread (src/platform/store/sqliteWriter.ts), started on the migrated file.
     const thread = Layer.unwrapEffect(Effect.as(SqlClient.SqlClient, SqliteWriterThread.layer(kind.file, REPLACING as Record<string, ReadonlyArray<string>>)))
-    return Layer.mergeAll(thread.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind))
+    return Layer.mergeAll(thread.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind), StoreHealth.layer)
   })
 ).pipe(Layer.orDie)
+
+/** Why the gateway cannot keep its SQLite database in `dir`, or undefined when it can. */
+const writeProblem = (dir: string): string | undefined => {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK)
+    return undefined
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code
+    const why = code === "EROFS" ? "is on a read-only file system" : code === "EACCES" || code === "EPERM" ? "is not writable by this user" : `cannot be written (${code})`
+    return `the data directory ${dir} ${why}: the gateway keeps its SQLite database there (DATA_DIR); mount it read-write, or set DATA_DIR to a writable directory`
+  }
+}
 
 export const now = (): number => Date.now()
 

@@ -9,6 +9,9 @@
  * SQLite-only SQL anywhere else in src/.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
 
 export type StoreRow = Readonly<Record<string, string | number | Uint8Array | null>>
 
@@ -69,6 +72,14 @@ export const bucketLabel = (start: number | string, unit: TimeBucket): string =>
   return unit === "day" ? iso.slice(0, 10) : `${iso.slice(0, 13)}:00:00Z`
 }
 
+/**
+ * `sql.withTransaction(effect)` with a COMMIT (or ROLLBACK) that failed as the failure it is:
+ * the platform makes it a defect, which a writer's `catchAll` does not see (a disk that filled up
+ * at the COMMIT killed the writer it happened in). Background writers use this one.
+ */
+export const transaction = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R> =>
+  Effect.catchAllDefect(sql.withTransaction(effect), (defect) => (defect instanceof SqlError ? Effect.fail(defect) : Effect.die(defect)))
+
 /** The driver's code of a failed statement: on the error, or on its cause (an SqlError wraps it). */
 const driverCode = (error: unknown): string => {
   let e = error
@@ -98,6 +109,76 @@ export const isUniqueViolation = (error: unknown): boolean => {
 export const isBusy = (error: unknown): boolean => {
   const code = driverCode(error)
   return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "40001" || code === "40P01" || code === "55P03"
+}
+
+/** The innermost message of a failure (an SqlError's own says only "Failed to execute statement"). */
+const innerMessage = (error: unknown): string => {
+  let e = error
+  let message = ""
+  for (let depth = 0; depth < 5 && typeof e === "object" && e !== null; depth++) {
+    const m = (e as { readonly message?: unknown }).message
+    if (typeof m === "string" && m !== "") message = m
+    e = (e as { readonly cause?: unknown }).cause
+  }
+  if (typeof e === "string" && e !== "") message = e
+  return message.split("\n")[0]!.slice(0, 300)
+}
+
+/** Node's socket errors: the server is not there, or the connection to it broke. */
+const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "ECONNABORTED"])
+
+/**
+ * Why the store cannot take a write now, when that is why a statement failed (not a bad row, not
+ * a bug): one line naming the cause, for logs and for the 503 a caller answers; else undefined.
+ * A store in this state comes back by itself (the server restarts, space is freed, the mount is
+ * made writable again), so rows meant for it are kept and written later (StoreHealth.ts).
+ *
+ * - SQLite: SQLITE_FULL (the disk is full), SQLITE_READONLY* (a read-only file or mount),
+ *   SQLITE_IOERR* (the disk failed), SQLITE_CANTOPEN, and SQLITE_BUSY / SQLITE_LOCKED still
+ *   there after the busy timeout and the retries (another writer holds the file).
+ * - Files in DATA_DIR: ENOSPC / EDQUOT (full), EROFS (read-only), EIO.
+ * - PostgreSQL: the connection refused, broken or timed out (node's socket codes, node-postgres's
+ *   "Connection terminated"), SQLSTATE class 08 (connection exception), 57P01-57P03 (the server
+ *   shutting down or starting), 53xxx (the server out of disk, memory or connections), 25006
+ *   (a read-only standby).
+ */
+export const unavailableCause = (error: unknown): string | undefined => {
+  const code = driverCode(error)
+  const message = innerMessage(error)
+  const detail = (what: string) => `${what} (${code !== "" && !message.includes(code) ? `${code}: ` : ""}${message || code})`
+  if (code.startsWith("SQLITE_FULL")) return detail("the disk holding the database is full")
+  if (code.startsWith("SQLITE_READONLY")) return detail("the database is read-only")
+  if (code.startsWith("SQLITE_IOERR")) return detail("the database's disk failed")
+  if (code.startsWith("SQLITE_CANTOPEN")) return detail("the database file cannot be opened")
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return detail("the database is locked by another writer")
+  // The files beside the database (DATA_DIR/files, media results) on the same disk.
+  if (code === "ENOSPC" || code === "EDQUOT") return detail("the disk holding the data directory is full")
+  if (code === "EROFS") return detail("the data directory is on a read-only file system")
+  if (code === "EIO") return detail("the data directory's disk failed")
+  if (SOCKET_CODES.has(code)) return detail("the database server is unreachable")
+  if (code.startsWith("08")) return detail("the connection to the database server failed")
+  if (code === "57P01" || code === "57P02" || code === "57P03") return detail("the database server is shutting down or starting")
+  if (code === "53100") return detail("the database server's disk is full")
+  if (code.startsWith("53")) return detail("the database server is out of resources")
+  if (code === "25006") return detail("the database server is read-only")
+  // node-postgres's own words for a connection that ended or never came.
+  if (
+    /Connection terminated|connection timeout|Connection error|Failed to acquire connection|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+      `${message} ${(error as { message?: string })?.message ?? ""}`
+    )
+  ) {
+    return detail("the database server is unreachable")
+  }
+  return undefined
+}
+
+/** Why the store could not serve a request, when that is what the request died of (a failure or a defect in `cause`). */
+export const storeUnavailable = (cause: Cause.Cause<unknown>): string | undefined => {
+  for (const e of [...Cause.failures(cause), ...Cause.defects(cause)]) {
+    const why = unavailableCause(e)
+    if (why !== undefined) return why
+  }
+  return undefined
 }
 
 /**

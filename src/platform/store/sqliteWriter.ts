@@ -28,6 +28,11 @@ export interface BatchResult {
   /** The batch failed as a whole (after the busy timeout) and its rows were written singly. */
   readonly singly: string | undefined
   readonly dropped: ReadonlyArray<{ readonly table: string; readonly error: string }>
+  /**
+   * The store could not take the write (the disk full, the file read-only, locked past the busy
+   * timeout): nothing from row `from` on was written. Its code and message name the cause.
+   */
+  readonly unavailable?: { readonly code: string; readonly message: string; readonly from: number }
 }
 
 export interface SqliteWriter {
@@ -61,12 +66,35 @@ const { parentPort, workerData } = require("node:worker_threads")
 // request preempts a batch rather than wait for it; still enough to keep up under full load.
 try { require("node:os").setPriority(0, workerData.nice) } catch {}
 const Database = require(workerData.driver)
-const db = new Database(workerData.file)
-db.pragma("busy_timeout = " + workerData.busyTimeoutMs)
-db.pragma("synchronous = NORMAL")
-db.pragma("foreign_keys = ON")
-const replacing = workerData.replacing
 const statements = new Map()
+const open = () => {
+  const d = new Database(workerData.file)
+  d.pragma("busy_timeout = " + workerData.busyTimeoutMs)
+  d.pragma("synchronous = NORMAL")
+  d.pragma("foreign_keys = ON")
+  return d
+}
+let db = open()
+// A connection that found its file read-only (or could not open it) stays so: the next write
+// opens it afresh, so writes resume once the mount is writable again.
+let reopen = false
+const reopened = () => {
+  if (!reopen) return
+  try { db.close() } catch {}
+  statements.clear()
+  db = open()
+  writeAll = transaction()
+  reopen = false
+}
+// Failures that are the store's state, not the rows': the batch is kept and tried again.
+const UNAVAILABLE = /^SQLITE_(FULL|READONLY|IOERR|CANTOPEN|BUSY|LOCKED)/
+const unavailable = (e, from) => {
+  const code = String((e && e.code) || "")
+  if (!UNAVAILABLE.test(code)) return undefined
+  if (/^SQLITE_(READONLY|CANTOPEN)/.test(code)) reopen = true
+  return { code, message: String(e && e.message), from }
+}
+const replacing = workerData.replacing
 const quote = (name) => '"' + String(name).replace(/"/g, '""') + '"'
 const prepared = (sql) => {
   let s = statements.get(sql)
@@ -116,9 +144,10 @@ const grouped = (batch) => {
   }
   return groups.values()
 }
-const writeAll = db.transaction((batch) => {
+const transaction = () => db.transaction((batch) => {
   for (const g of grouped(batch)) insert(g.table, g.columns, g.rows)
 })
+let writeAll = transaction()
 parentPort.on("message", (m) => {
   if (m.dataVersion) {
     parentPort.postMessage({ id: m.id, version: db.pragma("data_version", { simple: true }) })
@@ -132,14 +161,26 @@ parentPort.on("message", (m) => {
   let singly
   const dropped = []
   try {
+    reopened()
     writeAll.immediate(m.rows)
   } catch (e) {
+    const down = unavailable(e, 0)
+    if (down) {
+      parentPort.postMessage({ id: m.id, singly, dropped, unavailable: down })
+      return
+    }
     // The batch as a whole failed: rows one by one, so one bad row cannot take the others with it.
     singly = String(e && e.message)
-    for (const p of m.rows) {
+    for (let i = 0; i < m.rows.length; i++) {
+      const p = m.rows[i]
       try {
         insert(p.table, Object.keys(p.row), [p.row])
       } catch (e2) {
+        const downNow = unavailable(e2, i)
+        if (downNow) {
+          parentPort.postMessage({ id: m.id, singly, dropped, unavailable: downNow })
+          return
+        }
         dropped.push({ table: p.table, error: String(e2 && e2.message) })
       }
     }

@@ -13,6 +13,8 @@ import { BatchWriter } from "../../platform/store/BatchWriter.js"
 import { toIso } from "../../platform/store/Db.js"
 import { makeCachedLoad, StoreVersion } from "../../platform/store/StoreVersion.js"
 import { randomToken, sha256 } from "./password.js"
+import { transaction } from "../../platform/store/dialect.js"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
 
 export const KEY_PREFIX = "gwk_"
 
@@ -118,18 +120,19 @@ export class ApiKeys extends Context.Tag("gateway/ApiKeys")<ApiKeys, ApiKeysShap
           Effect.orDie
         )
       )
+      const health = yield* StoreHealth
       const touched = new Map<string, number>()
       const flushTouched = Effect.suspend(() => {
         if (touched.size === 0) return Effect.void
         const entries = Array.from(touched)
         touched.clear()
-        return sql
-          .withTransaction(
-            Effect.forEach(entries, ([id, at]) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`, {
-              discard: true
-            })
-          )
-          .pipe(Effect.catchAll((e) => Effect.logWarning("could not record key usage times", e.message)))
+        return transaction(
+          sql,
+          Effect.forEach(entries, ([id, at]) => sql`UPDATE api_keys SET last_used_at = ${at} WHERE id = ${id}`, { discard: true })
+        ).pipe(
+          // Last-used times are a hint: lost with a store that is down (said once, by StoreHealth).
+          Effect.catchAll((e) => (health.failed(e) === undefined ? Effect.logWarning("could not record key usage times", e.message) : Effect.void))
+        )
       })
       yield* Effect.addFinalizer(() => flushTouched)
       yield* flushTouched.pipe(Effect.repeat(Schedule.spaced("30 seconds")), Effect.forkScoped)

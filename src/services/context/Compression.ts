@@ -30,6 +30,7 @@ import { countText, estimateTokensSync, loadTokenizer, tokenizerFamily } from ".
 import { defaultProfile, type Profile, resolveRef } from "./select.js"
 import type { EngineId, Segment } from "./types.js"
 import { mapSegments } from "./walk.js"
+import { transaction } from "../../platform/store/dialect.js"
 
 /** How long a raw tool output rtk cut stays retrievable. */
 export const RAW_OUTPUT_TTL_MS = 24 * 3_600_000
@@ -309,12 +310,12 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
         const raws = [...pendingRaw]
         pendingRaw.clear()
         if (rows.length === 0 && raws.length === 0) return
-        yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              for (const [key, r] of rows) {
-                const [d, engine, combo, model] = key.split("\u0000") as [string, string, string, string]
-                yield* sql`INSERT INTO compression_stats (day, engine, combo, model, requests, tokens_before, tokens_after, saved_usd, injected_tokens)
+        yield* transaction(
+          sql,
+          Effect.gen(function* () {
+            for (const [key, r] of rows) {
+              const [d, engine, combo, model] = key.split("\u0000") as [string, string, string, string]
+              yield* sql`INSERT INTO compression_stats (day, engine, combo, model, requests, tokens_before, tokens_after, saved_usd, injected_tokens)
                 VALUES (${d}, ${engine}, ${combo}, ${model}, ${r.requests}, ${r.tokensBefore}, ${r.tokensAfter}, ${r.savedUsd}, ${r.injectedTokens})
                 ON CONFLICT (day, engine, combo, model) DO UPDATE SET
                   requests = compression_stats.requests + excluded.requests,
@@ -322,31 +323,30 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
                   tokens_after = compression_stats.tokens_after + excluded.tokens_after,
                   saved_usd = compression_stats.saved_usd + excluded.saved_usd,
                   injected_tokens = compression_stats.injected_tokens + excluded.injected_tokens`
-              }
-              for (const [id, r] of raws) {
-                yield* sql`INSERT INTO rtk_raw_outputs (id, text, created_at, expires_at) VALUES (${id}, ${r.text}, ${r.at}, ${r.at + RAW_OUTPUT_TTL_MS})
+            }
+            for (const [id, r] of raws) {
+              yield* sql`INSERT INTO rtk_raw_outputs (id, text, created_at, expires_at) VALUES (${id}, ${r.text}, ${r.at}, ${r.at + RAW_OUTPUT_TTL_MS})
                 ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`
+            }
+          })
+        ).pipe(
+          Effect.catchAll((e) =>
+            Effect.sync(() => {
+              // Kept for the next flush (a busy or briefly unreachable database loses nothing).
+              for (const [k, r] of rows) {
+                const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
+                bump(d, engine, combo, model, (x) => {
+                  x.requests += r.requests
+                  x.tokensBefore += r.tokensBefore
+                  x.tokensAfter += r.tokensAfter
+                  x.savedUsd += r.savedUsd
+                  x.injectedTokens += r.injectedTokens
+                })
               }
-            })
+              for (const [id, r] of raws) if (!pendingRaw.has(id)) pendingRaw.set(id, r)
+            }).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))
           )
-          .pipe(
-            Effect.catchAll((e) =>
-              Effect.sync(() => {
-                // Kept for the next flush (a busy or briefly unreachable database loses nothing).
-                for (const [k, r] of rows) {
-                  const [d, engine, combo, model] = k.split("\u0000") as [string, string, string, string]
-                  bump(d, engine, combo, model, (x) => {
-                    x.requests += r.requests
-                    x.tokensBefore += r.tokensBefore
-                    x.tokensAfter += r.tokensAfter
-                    x.savedUsd += r.savedUsd
-                    x.injectedTokens += r.injectedTokens
-                  })
-                }
-                for (const [id, r] of raws) if (!pendingRaw.has(id)) pendingRaw.set(id, r)
-              }).pipe(Effect.zipRight(Effect.logWarning(`compression stats not written yet: ${e.message}`)))
-            )
-          )
+        )
         yield* sql`DELETE FROM rtk_raw_outputs WHERE expires_at < ${now}`.pipe(Effect.ignore)
       })
       yield* Effect.forkScoped(Effect.repeat(Effect.zipRight(flush, Effect.zipRight(loadProject, reloadConfigs)), Schedule.spaced(FLUSH_EVERY)))

@@ -14,6 +14,7 @@ import * as Runtime from "effect/Runtime"
 import type { Usage } from "../../domain/canonical.js"
 import type { CircuitBreakersShape } from "../resilience/CircuitBreakers.js"
 import type { UsageRecord } from "../usage/Usage.js"
+import type { StoreHealthShape } from "../../platform/store/StoreHealth.js"
 import { VERSION } from "../../kernel/version.js"
 import { Counter, Histogram, metricProducer, ObservedGauge, UpDown } from "./metricStore.js"
 import type { OtelSettings } from "./otelConfig.js"
@@ -127,6 +128,10 @@ const statusText = (status: number): string => (STATUS[status] ??= String(status
 export const makeGatewayMetrics = (options: {
   readonly resource: () => Promise<Resource>
   readonly breakers: CircuitBreakersShape | undefined
+  /** The store's state and the rows waiting for it (absent in tests that build no store). */
+  readonly store?: StoreHealthShape | undefined
+  /** Whether the shared-state transport (Redis) is reachable; absent: always. */
+  readonly sharedReachable?: (() => boolean) | undefined
   readonly runtime: Runtime.Runtime<never>
   readonly push: OtelSettings["metrics"]
 }): { readonly metrics: GatewayMetricsShape; readonly start: () => Promise<unknown>; readonly close: () => Promise<void> } => {
@@ -144,6 +149,37 @@ export const makeGatewayMetrics = (options: {
         ? []
         : (await Runtime.runPromise(options.runtime)(breakers.list)).map((b) => ({ labels: [b.provider, b.origin ?? ""], value: BREAKER_VALUE[b.state] ?? 0 }))
   )
+  const store = options.store
+  const sharedReachable = options.sharedReachable
+  const health = [
+    new ObservedGauge(
+      {
+        name: "gateway.shared_state.up",
+        description: "1 while the shared state reaches the other gateway processes (Redis connected), 0 while each process serves from its own state",
+        unit: "1",
+        labels: []
+      },
+      async () => [{ labels: [], value: sharedReachable === undefined || sharedReachable() ? 1 : 0 }]
+    ),
+    new ObservedGauge(
+      { name: "gateway.store.up", description: "1 while the store takes writes, 0 from a write it refused for being unavailable until one goes through", unit: "1", labels: [] },
+      async () => (store === undefined ? [] : [{ labels: [], value: store.up() ? 1 : 0 }])
+    ),
+    new ObservedGauge(
+      { name: "gateway.store.backlog", description: "Rows held in memory for the store (queued, or waiting for it to take writes again)", unit: "{row}", labels: [] },
+      async () => (store === undefined ? [] : [{ labels: [], value: store.held() }])
+    ),
+    new ObservedGauge(
+      {
+        name: "gateway.store.rows_dropped",
+        description: "Rows that never reached the store: past GATEWAY_STORE_BACKLOG_MAX_ROWS, rows it refused, rows held at a shutdown it was down for",
+        unit: "{row}",
+        labels: ["table"]
+      },
+      async () => (store === undefined ? [] : [...store.dropped()].map(([table, n]) => ({ labels: [table], value: n }))),
+      "counter"
+    )
+  ]
   let readers: Promise<{ readonly scrape: () => Promise<string>; readonly close: () => Promise<void> }> | undefined
   const start = () =>
     (readers ??= (async () => {
@@ -152,7 +188,7 @@ export const makeGatewayMetrics = (options: {
         import("@opentelemetry/sdk-metrics"),
         options.resource()
       ])
-      const producer = metricProducer(resource, { name: "gateway", version: VERSION }, Object.values(f) as never, [breakerState])
+      const producer = metricProducer(resource, { name: "gateway", version: VERSION }, Object.values(f) as never, [breakerState, ...health])
       const prometheus = new PrometheusExporter({ preventServerStart: true, metricProducers: [producer], withoutScopeInfo: true })
       const all: Array<MetricReader> = [prometheus]
       const push = options.push

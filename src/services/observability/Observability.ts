@@ -19,6 +19,8 @@ import type * as Types from "effect/Types"
 import { type LifecycleListener, RequestHooks } from "../../kernel/hooks.js"
 import { type RequestContext, requestHeader } from "../../kernel/request.js"
 import { CircuitBreakers } from "../resilience/CircuitBreakers.js"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
+import { SharedState } from "../../platform/state/SharedState.js"
 import * as Config from "effect/Config"
 import { ATTR, operationName, statusErrorType } from "./genai.js"
 import { GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics } from "./Metrics.js"
@@ -242,7 +244,16 @@ export class Observability extends Context.Tag("gateway/Observability")<Observab
       let resource: Promise<import("@opentelemetry/resources").Resource> | undefined
       const loadedResource = () => (resource ??= loadResource(resourceAttributes(serviceName, attributes)))
       const breakers = yield* Effect.serviceOption(CircuitBreakers)
-      const made = makeGatewayMetrics({ resource: loadedResource, breakers: Option.getOrUndefined(breakers), runtime: yield* Effect.runtime<never>(), push: settings.metrics })
+      const store = Option.getOrUndefined(yield* Effect.serviceOption(StoreHealth))
+      const shared = Option.getOrUndefined(yield* Effect.serviceOption(SharedState))
+      const made = makeGatewayMetrics({
+        resource: loadedResource,
+        breakers: Option.getOrUndefined(breakers),
+        store,
+        sharedReachable: shared?.reachable,
+        runtime: yield* Effect.runtime<never>(),
+        push: settings.metrics
+      })
       yield* Effect.addFinalizer(() => Effect.promise(made.close))
       // Pushing starts now (loading the SDK in the background); `/metrics` alone loads it when first read.
       if (settings.metrics) void made.start().catch(() => undefined)

@@ -175,18 +175,18 @@ export class Histogram extends Family<Buckets> {
 export class ObservedGauge {
   constructor(
     readonly descriptor: Descriptor,
-    private readonly read: () => Promise<ReadonlyArray<{ readonly labels: ReadonlyArray<string>; readonly value: number }>>
+    private readonly read: () => Promise<ReadonlyArray<{ readonly labels: ReadonlyArray<string>; readonly value: number }>>,
+    /** `counter`: a total another service keeps (a monotonic sum, Prometheus `<name>_total`), read when collected. */
+    private readonly kind: "gauge" | "counter" = "gauge"
   ) {}
   async data(start: HrTime, now: HrTime): Promise<MetricData | undefined> {
     const values = await this.read()
     if (values.length === 0) return undefined
     const dataPoints = values.map((v) => ({ startTime: start, endTime: now, attributes: attributesOf(this.descriptor.labels, v.labels), value: v.value }))
-    return {
-      descriptor: { name: this.descriptor.name, description: this.descriptor.description, unit: this.descriptor.unit, valueType: DOUBLE },
-      aggregationTemporality: CUMULATIVE,
-      dataPointType: GAUGE,
-      dataPoints
-    }
+    const descriptor = { name: this.descriptor.name, description: this.descriptor.description, unit: this.descriptor.unit, valueType: DOUBLE }
+    return this.kind === "counter"
+      ? { descriptor, aggregationTemporality: CUMULATIVE, dataPointType: SUM, isMonotonic: true, dataPoints }
+      : { descriptor, aggregationTemporality: CUMULATIVE, dataPointType: GAUGE, dataPoints }
   }
 }
 

@@ -5,6 +5,8 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
 import * as os from "node:os"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
+import { transaction } from "../../platform/store/dialect.js"
 
 /** A request the server is serving, as the write-ahead sees it. */
 export interface InFlightRequest {
@@ -78,6 +80,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
     InFlight,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const health = yield* StoreHealth
       const instance = instanceId()
 
       // What earlier processes left: theirs if they are gone.
@@ -121,31 +124,33 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           ended = keep === -1 ? [] : ended.slice(keep)
         }
         if (rows.length === 0 && done.length === 0) return Effect.void
-        return sql
-          .withTransaction(
-            Effect.all(
-              [
-                rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
-                done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
-              ],
-              {
-                discard: true
+        return transaction(
+          sql,
+          Effect.all(
+            [
+              rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
+              done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
+            ],
+            {
+              discard: true
+            }
+          )
+        ).pipe(
+          // A busy database delays the write-ahead; the next sweep tries the rows again.
+          Effect.catchAll((e) =>
+            Effect.sync(() => {
+              for (const row of rows) {
+                const entry = live.get(row["request_id"] as string)
+                if (entry) entry.written = false
+                else ended.push({ id: row["request_id"] as string, at: now })
               }
+              ended = [...done.map((id) => ({ id, at: now - KEEP_AFTER_END_MS })), ...ended]
+            }).pipe(
+              // A store that is unavailable is said once, by StoreHealth; the sweep tries again every 25 ms meanwhile.
+              Effect.zipRight(health.failed(e) === undefined ? Effect.logWarning("could not write the in-flight requests ahead", e) : Effect.void)
             )
           )
-          .pipe(
-            // A busy database delays the write-ahead; the next sweep tries the rows again.
-            Effect.catchAll((e) =>
-              Effect.sync(() => {
-                for (const row of rows) {
-                  const entry = live.get(row["request_id"] as string)
-                  if (entry) entry.written = false
-                  else ended.push({ id: row["request_id"] as string, at: now })
-                }
-                ended = [...done.map((id) => ({ id, at: now - KEEP_AFTER_END_MS })), ...ended]
-              }).pipe(Effect.zipRight(Effect.logWarning("could not write the in-flight requests ahead", e)))
-            )
-          )
+        )
       })
       // A clean stop: every request has ended and its usage row is queued; nothing is left to recover.
       // (Added before the sweep is forked, so it runs after the sweep has stopped.)

@@ -2,7 +2,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import { isBusy } from "../../platform/store/dialect.js"
+import * as Cause from "effect/Cause"
+import { isBusy, transaction } from "../../platform/store/dialect.js"
+import { StoreHealth } from "../../platform/store/StoreHealth.js"
 
 /**
  * The database side of webhook delivery (docs/webhooks.md, "Persistence"), batched: pending
@@ -45,7 +47,10 @@ export interface Bookkeeping {
   readonly counted: (webhookId: string, ok: boolean) => void
   /** A removed webhook: whatever is buffered for it is forgotten. */
   readonly forget: (webhookId: string) => void
-  /** Writes everything recorded so far (management reads and writes call it first: they see every delivery's effect). */
+  /**
+   * Writes everything recorded so far (management reads and writes call it first: they see every
+   * delivery's effect). While the store is unavailable it is kept, and written once it is back.
+   */
   readonly flush: Effect.Effect<void>
 }
 
@@ -64,9 +69,10 @@ const chunks = <A>(xs: ReadonlyArray<A>): Array<ReadonlyArray<A>> => {
   return out
 }
 
-export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping, never, SqlClient.SqlClient | Scope.Scope> =>
+export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping, never, SqlClient.SqlClient | StoreHealth | Scope.Scope> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const health = yield* StoreHealth
     let inserts = new Map<string, DeliveryRow>()
     let deletes = new Set<string>()
     let hooks = new Map<string, HookChange>()
@@ -95,41 +101,101 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
         }
       })
 
-    /** Takes what is buffered and writes it; only the wait for the lock is interruptible. */
-    const flush: Effect.Effect<void> = lock.withPermits(1)(
+    /**
+     * What a write the store refused had taken goes back, under what was recorded since: a
+     * delivery finished meanwhile is neither inserted nor deleted; the hooks' changes add up.
+     */
+    const giveBack = (rows: ReadonlyArray<DeliveryRow>, ids: ReadonlyArray<string>, changes: ReadonlyArray<readonly [string, HookChange]>) => {
+      const back = new Map<string, DeliveryRow>()
+      for (const row of rows) {
+        if (deletes.delete(row.id)) health.release(1)
+        else back.set(row.id, row)
+      }
+      for (const [id, row] of inserts) back.set(id, row)
+      inserts = back
+      for (const id of ids) deletes.add(id)
+      for (const [id, older] of changes) {
+        const newer = hooks.get(id)
+        if (newer === undefined) hooks.set(id, older)
+        else {
+          newer.lastTriggeredAt ??= older.lastTriggeredAt
+          newer.lastStatus ??= older.lastStatus
+          if (!newer.reset) {
+            newer.reset = older.reset
+            newer.failures += older.failures
+          }
+        }
+      }
+    }
+
+    /** Writes what is buffered: false when the store was unavailable (all of it is kept for the next try). */
+    const writeBuffered: Effect.Effect<boolean> = lock.withPermits(1)(
       Effect.uninterruptible(
         Effect.suspend(() => {
           dirty.unsafeClose()
-          if (inserts.size === 0 && deletes.size === 0 && hooks.size === 0) return Effect.void
+          if (inserts.size === 0 && deletes.size === 0 && hooks.size === 0) return Effect.succeed(true)
           const rows = [...inserts.values()]
           const ids = [...deletes]
           const changes = [...hooks]
           inserts = new Map()
           deletes = new Set()
           hooks = new Map()
-          return sql.withTransaction(write(rows, ids, changes)).pipe(
+          return transaction(sql, write(rows, ids, changes)).pipe(
             // Another process writing passes; anything else is logged: deliveries go on in memory.
             Effect.retry({ schedule: Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6))), while: isBusy }),
-            Effect.catchAllCause((cause) =>
-              Effect.logWarning(`webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`, cause)
-            )
+            Effect.map(() => {
+              health.release(rows.length)
+              health.succeeded()
+              return true
+            }),
+            Effect.catchAllCause((cause) => {
+              // The store is down (said once, by StoreHealth): everything is kept and tried again.
+              if (health.failed(Cause.squash(cause)) !== undefined) {
+                giveBack(rows, ids, changes)
+                return Effect.succeed(false)
+              }
+              health.release(rows.length)
+              return Effect.as(
+                Effect.logWarning(`webhooks: writing delivery bookkeeping failed (${rows.length} new, ${ids.length} finished, ${changes.length} webhooks)`, cause),
+                true
+              )
+            })
           )
         })
       )
     )
+    const flush: Effect.Effect<void> = Effect.asVoid(writeBuffered)
 
     // Registered before the writer starts: on shutdown the writer stops first, then what is left is written.
     yield* Effect.addFinalizer(() => flush)
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.zipRight(dirty.await, Effect.sleep(LINGER)), flush)))
+    // While the store is unavailable, what is buffered is tried again on RETRY (100 ms doubling to 2 s), not every LINGER.
+    yield* Effect.forkScoped(
+      Effect.gen(function* () {
+        let retry = yield* Schedule.driver(RETRY)
+        for (;;) {
+          yield* dirty.await
+          yield* Effect.sleep(LINGER)
+          if (yield* writeBuffered) retry = yield* Schedule.driver(RETRY)
+          else {
+            yield* Effect.orDie(retry.next(undefined))
+            touch()
+          }
+        }
+      })
+    )
 
     return {
       persist: (row) => {
+        // Held in memory until written: within GATEWAY_STORE_BACKLOG_MAX_ROWS (past it the row is
+        // dropped and counted; the delivery itself goes on).
+        if (!health.hold("webhook_deliveries")) return
         inserts.set(row.id, row)
         touch()
       },
       finished: (id) => {
         // Not written yet: it never will be.
-        if (!inserts.delete(id)) deletes.add(id)
+        if (inserts.delete(id)) health.release(1)
+        else deletes.add(id)
         touch()
       },
       attempted: (webhookId, at, status) => {
@@ -147,9 +213,16 @@ export const makeBookkeeping = (disableAfter: number): Effect.Effect<Bookkeeping
         touch()
       },
       forget: (webhookId) => {
-        for (const [id, row] of inserts) if (row.webhook_id === webhookId) inserts.delete(id)
+        for (const [id, row] of inserts) {
+          if (row.webhook_id !== webhookId) continue
+          inserts.delete(id)
+          health.release(1)
+        }
         hooks.delete(webhookId)
       },
       flush
     } satisfies Bookkeeping
   })
+
+/** What the store could not take is tried again after 100 ms, doubling, at most 2 s apart. */
+const RETRY = Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("2 seconds")))

@@ -76,8 +76,21 @@ export interface Server {
   readonly stop: () => Promise<void>
 }
 
-/** A private PostgreSQL cluster (C collation, UTF-8, trust authentication on loopback, fsync off). */
-export const startPostgres = async (): Promise<Server> => {
+/** A server that can be stopped and started again on the same port with the same data: an outage. */
+export interface RestartableServer extends Server {
+  /** Stops the server (its clients see connections refused) and keeps its data. */
+  readonly halt: () => Promise<void>
+  /** Starts it again on the same port. */
+  readonly resume: () => Promise<void>
+}
+
+/**
+ * A private PostgreSQL cluster (C collation, UTF-8, trust authentication on loopback, fsync off).
+ * `durable`: commits are in the WAL on disk before they are acknowledged (synchronous_commit on),
+ * so a commit survives `halt` (an immediate stop, as a crash); off (the default, faster) a crash
+ * loses the last commits, as PostgreSQL documents.
+ */
+export const startPostgres = async (options: { readonly durable?: boolean } = {}): Promise<RestartableServer> => {
   const initdb = pgBin("initdb")
   const pgCtl = pgBin("pg_ctl")
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gw-scale-pg-"))
@@ -86,24 +99,33 @@ export const startPostgres = async (): Promise<Server> => {
   const port = await freePort()
   const [i, iArgs] = asPostgres(initdb, ["-D", data, "-A", "trust", "-U", "gateway", "--locale=C", "-E", "UTF8"])
   execFileSync(i, iArgs, { stdio: "pipe" })
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`
-  const [c, cArgs] = asPostgres(pgCtl, ["-D", data, "-l", path.join(dir, "log"), "-o", options, "-w", "-t", "60", "start"])
-  try {
-    execFileSync(c, cArgs, { stdio: "pipe" })
-  } catch (e) {
-    const log = fs.existsSync(path.join(dir, "log")) ? fs.readFileSync(path.join(dir, "log"), "utf8").slice(-2000) : ""
-    throw new Error(`PostgreSQL did not start: ${(e as Error).message}\n${log}`)
+  const settings = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=${options.durable ? "on" : "off"} -c full_page_writes=off -c max_connections=300`
+  const start = () => {
+    const [c, cArgs] = asPostgres(pgCtl, ["-D", data, "-l", path.join(dir, "log"), "-o", settings, "-w", "-t", "60", "start"])
+    try {
+      execFileSync(c, cArgs, { stdio: "pipe" })
+    } catch (e) {
+      const log = fs.existsSync(path.join(dir, "log")) ? fs.readFileSync(path.join(dir, "log"), "utf8").slice(-2000) : ""
+      throw new Error(`PostgreSQL did not start: ${(e as Error).message}\n${log}`)
+    }
   }
+  /** `immediate`: the server's processes are stopped at once, as a crash or an outage would. */
+  const halt = () => {
+    const [s, sArgs] = asPostgres(pgCtl, ["-D", data, "-m", "immediate", "-w", "stop"])
+    try {
+      execFileSync(s, sArgs, { stdio: "pipe" })
+    } catch {
+      // already gone
+    }
+  }
+  start()
   return {
     url: `postgres://gateway@127.0.0.1:${port}/postgres`,
     port,
+    halt: async () => halt(),
+    resume: async () => start(),
     stop: async () => {
-      const [s, sArgs] = asPostgres(pgCtl, ["-D", data, "-m", "immediate", "-w", "stop"])
-      try {
-        execFileSync(s, sArgs, { stdio: "pipe" })
-      } catch {
-        // already gone
-      }
+      halt()
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }
@@ -129,10 +151,20 @@ const spawned = async (what: string, file: string, args: ReadonlyArray<string>, 
 }
 
 /** A Redis server that keeps nothing on disk. */
-export const startRedis = async (): Promise<Server> => {
+export const startRedis = async (): Promise<RestartableServer> => {
   const file = binary("redis-server", "redis-server", ["/usr/bin/redis-server", "/usr/local/bin/redis-server"])
   const port = await freePort()
-  return spawned("redis-server", file, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"], port, "redis")
+  const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"]
+  let server = await spawned("redis-server", file, args, port, "redis")
+  return {
+    url: server.url,
+    port,
+    halt: () => server.stop(),
+    resume: async () => {
+      server = await spawned("redis-server", file, args, port, "redis")
+    },
+    stop: () => server.stop()
+  }
 }
 
 /**
