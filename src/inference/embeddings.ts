@@ -93,9 +93,16 @@ const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(functio
   if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
   const { vectors, tokens: reported } = vectorsOf(format, json)
   if (vectors.length !== request.inputs.length) {
-    // A broken answer of this target: another one may answer.
-    const message = `upstream returned ${vectors.length} embeddings for ${request.inputs.length} inputs`
-    return yield* Effect.fail(attemptFailed(clientError(client, { status: 502, kind: "upstream", message }), { status: 502, kind: "http", message, code: null }))
+    // Not the answer its format promised (docs/resilience.md, kind `malformed`): another target may answer.
+    const message = `${connection.name}: upstream returned ${vectors.length} embeddings for ${request.inputs.length} inputs`
+    return yield* Effect.fail(
+      attemptFailed(clientError(client, { status: 502, kind: "upstream", message, code: "upstream_malformed" }), {
+        status: 502,
+        kind: "malformed",
+        message,
+        code: "upstream_malformed"
+      })
+    )
   }
   // Gemini reports no token count: the gateway counts the inputs itself (o200k estimate).
   const inputTokens = reported ?? (yield* Effect.promise(() => countTextTokens(request.inputs)))

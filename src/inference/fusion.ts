@@ -103,7 +103,7 @@ export const makeFusion = ({ accounting, guarded, send, readFailure, wholeText, 
     }
     const text = yield* Effect.mapError(wholeText(res, client, c.connection), (f) => attemptFailed(f.error, f.info))
     const json = tryJson(text)
-    const bad = errorInAnswer(upstream.id, json, text, client, c.connection)
+    const bad = errorInAnswer(upstream.id, json, text, client, c.connection, "answer")
     if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
     // Its reasoning state may reach the client as the reply: sealed with its issuer (docs/reasoning-state.md).
     const decoded = sealResponse(upstream.decodeResponse(json), c.connection.id)

@@ -225,14 +225,18 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
             return yield* Effect.fail(attemptFailed(error, info))
           }
           const contentType = String(res.headers["content-type"] ?? "")
-          const streamed = asStream && !contentType.includes("application/json")
+          // A stream was asked for: a JSON body is an answer given whole, an HTML page (a proxy's or
+          // a load balancer's page in a 200) is read whole too and refused as not JSON with its
+          // start quoted; anything else is read as the stream (a stream of no event of its format
+          // is refused by the decoder: upstream_malformed).
+          const streamed = asStream && !contentType.includes("application/json") && !contentType.includes("text/html")
           if (tap !== undefined && streamed) tap.answered(res.status, headerValue(res.headers), undefined)
 
           if (!streamed) {
             const text = yield* Effect.mapError(wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
             if (tap !== undefined) tap.answered(res.status, headerValue(res.headers), text)
             const json = tryJson(text)
-            const bad = errorInAnswer(upstream.id, json, text, client, connection)
+            const bad = errorInAnswer(upstream.id, json, text, client, connection, "answer")
             if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
             const reported = upstream.usageOfResponse(json)
             let usage = reported ? wholeUsage(reported) : undefined
@@ -301,7 +305,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         let payload: string
         let answer: unknown
         if (terminal !== undefined) {
-          const bad = errorInAnswer(upstream.id, terminal, "", client, connection)
+          const bad = errorInAnswer(upstream.id, terminal, "", client, connection, "answer")
           if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
           decoded = upstream.decodeResponse(terminal)
           answer = terminal

@@ -378,7 +378,7 @@ export class ResponsesWebSocket extends Context.Tag("gateway/ResponsesWebSocket"
         const { connection } = c
         const text = yield* Effect.mapError(deps.inference.wholeText(res, openAiResponses, connection), (f) => attemptFailed(f.error, f.info))
         const json = tryJson(text)
-        const bad = errorInAnswer(upstream.id, json, text, openAiResponses, connection)
+        const bad = errorInAnswer(upstream.id, json, text, openAiResponses, connection, "answer")
         if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
         const decoded = sealResponse(upstream.decodeResponse(json), connection.id)
         const encoder = openAiResponses.streamEncoder({ model: call.model, requestId: call.ctx.requestId, ...(call.encodeOptions ? { options: call.encodeOptions } : {}) })

@@ -60,12 +60,21 @@ const transportError = (clientFormat: WireFormat, connection: Connection) => (e:
     : e.kind === "blocked"
       ? // The SSRF guard refused what the connection's host resolved to: the same answer as a refused base URL.
         clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${e.message}`, code: "provider_url_blocked" })
-      : clientError(clientFormat, {
-          status: e.kind === "timeout" ? 504 : 502,
-          kind: e.kind === "timeout" ? "timeout" : "upstream",
-          message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
-          code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
-        })
+      : e.kind === "tls"
+        ? // Nothing was sent (the request and the key never left); the message names the check
+          // that failed (expired, another name, untrusted). Never retried over plain HTTP.
+          clientError(clientFormat, {
+            status: 502,
+            kind: "upstream",
+            message: `${connection.name}: the TLS handshake with the upstream failed (${e.message})`,
+            code: "upstream_tls_error"
+          })
+        : clientError(clientFormat, {
+            status: e.kind === "timeout" ? 504 : 502,
+            kind: e.kind === "timeout" ? "timeout" : "upstream",
+            message: `${connection.name}: ${e.kind === "timeout" ? "upstream timed out" : "upstream unreachable"} (${e.message})`,
+            code: e.kind === "timeout" ? "upstream_timeout" : "upstream_unreachable"
+          })
 
 /** The credentials a connection sends upstream: what its error answers must never repeat. */
 export const secretsOf = (connection: Connection): ReadonlyArray<string> => (connection.apiKey ? [Redacted.value(connection.apiKey)] : [])
@@ -112,33 +121,47 @@ const redirected = (
 }
 
 /**
- * A 2xx answer whose body is an error (or not JSON at all): the gateway's 502, whatever status
- * the upstream put inside, scrubbed like any error answer. The resilience layer still hears the
- * status the upstream reported (a rate limit inside a 200 is still a rate limit).
+ * A 2xx answer whose body is an error, or is not the format it promised: the gateway's 502,
+ * whatever status the upstream put inside, scrubbed like any error answer. An error inside it:
+ * the resilience layer still hears the status the upstream reported (a rate limit inside a 200
+ * is still a rate limit). A body that is not JSON, or (`expect: "answer"`, a generation's whole
+ * answer) JSON without the fields of the format's answer (`WireFormat.answerProblem`): 502
+ * `upstream_malformed`, a provider failure (retryable, counts for the breaker).
  */
 export const errorInAnswer = (
   upstream: FormatId,
   json: unknown,
   raw: string,
   client: WireFormat,
-  connection: Connection
+  connection: Connection,
+  expect?: "answer"
 ): { readonly error: InferenceError; readonly info: FailureInfo } | undefined => {
-  const bad =
-    FORMATS[upstream].errorIn200(json) ??
-    (json === undefined
-      ? { status: 502, kind: "upstream" as const, message: "upstream answered 200 with a body that is not JSON" }
-      : // Walking or re-encoding an answer this deep would overflow the stack: a failure of this target.
-        jsonTooDeep(raw)
-        ? { status: 502, kind: "upstream" as const, message: `upstream answered JSON nested deeper than ${MAX_JSON_DEPTH} levels` }
-        : undefined)
-  if (!bad) return undefined
+  const format = FORMATS[upstream]
+  const reported = format.errorIn200(json)
   const secrets = secretsOf(connection)
   // Scrubbed before it is cut: a key cut in half would no longer be recognised.
-  const body = scrubSecrets(raw.slice(0, 8192), secrets).slice(0, 4096)
-  const message = json === undefined ? `${bad.message}: ${body.slice(0, 200)}` : scrubSecrets(bad.message, secrets)
+  const body = () => scrubSecrets(raw.slice(0, 8192), secrets).slice(0, 4096)
+  if (reported) {
+    const message = scrubSecrets(reported.message, secrets)
+    return {
+      error: clientError(client, { status: 502, kind: "upstream", message, code: reported.code ?? "upstream_error" }),
+      info: { status: reported.status, kind: "http", message, code: reported.code ?? null, body: body() }
+    }
+  }
+  // Walking or re-encoding an answer this deep would overflow the stack: a failure of this target.
+  if (json !== undefined && jsonTooDeep(raw)) {
+    const message = `upstream answered JSON nested deeper than ${MAX_JSON_DEPTH} levels`
+    return {
+      error: clientError(client, { status: 502, kind: "upstream", message, code: "upstream_error" }),
+      info: { status: 502, kind: "http", message, code: null, body: body() }
+    }
+  }
+  const problem = json === undefined ? `upstream answered 200 with a body that is not JSON: ${body().slice(0, 200)}` : expect === "answer" ? format.answerProblem(json) : undefined
+  if (problem === undefined) return undefined
+  const message = `${connection.name}: ${json === undefined ? problem : scrubSecrets(problem, secrets)}`
   return {
-    error: clientError(client, { status: 502, kind: "upstream", message, code: bad.code ?? "upstream_error" }),
-    info: { status: bad.status, kind: "http", message, code: bad.code ?? null, body }
+    error: clientError(client, { status: 502, kind: "upstream", message, code: "upstream_malformed" }),
+    info: { status: 502, kind: "malformed", message, code: "upstream_malformed", body: body() }
   }
 }
 

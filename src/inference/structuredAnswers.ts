@@ -83,7 +83,7 @@ export const makeStructured = (deps: StructuredDeps) => {
     if (res.status < 200 || res.status >= 300) return undefined
     const answer = yield* deps.wholeText(res, call.format, connection)
     const json = tryJson(answer)
-    if (errorInAnswer(format, json, answer, call.format, connection)) return undefined
+    if (errorInAnswer(format, json, answer, call.format, connection, "answer")) return undefined
     const upstream = FORMATS[format]
     const reported = upstream.usageOfResponse(json)
     return { decoded: sealResponse(upstream.decodeResponse(json), connection.id), usage: reported ? wholeUsage(reported) : undefined }

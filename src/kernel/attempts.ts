@@ -58,6 +58,10 @@ export const failureOfError = (e: InferenceError): FailureInfo | undefined => {
       return { status: 504, kind: "timeout", message: e.message, code: e.code }
     case "upstream_unreachable":
       return { status: 502, kind: "unreachable", message: e.message, code: e.code }
+    case "upstream_tls_error":
+      return { status: 502, kind: "tls", message: e.message, code: e.code }
+    case "upstream_malformed":
+      return { status: 502, kind: "malformed", message: e.message, code: e.code }
     case "upstream_stalled":
       return { status: 504, kind: "stalled", message: e.message, code: e.code }
     default:
@@ -68,9 +72,11 @@ export const failureOfError = (e: InferenceError): FailureInfo | undefined => {
 export const failureOfStream = (e: CanonicalError): FailureInfo =>
   e.code === "upstream_stalled"
     ? { status: 504, kind: "stalled", message: e.message, code: e.code }
-    : e.code === "stream_interrupted" || (e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message))
-      ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
-      : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
+    : e.code === "upstream_malformed"
+      ? { status: 502, kind: "malformed", message: e.message, code: e.code }
+      : e.code === "stream_interrupted" || (e.status === 502 && e.kind === "upstream" && /ended unexpectedly|could not be parsed/.test(e.message))
+        ? { status: 502, kind: "cut", message: e.message, code: e.code ?? null }
+        : { status: e.status, kind: "http", message: e.message, code: e.code ?? null }
 
 /**
  * A stream that failed before anything reached the client, as the client is answered: a stall

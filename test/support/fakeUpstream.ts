@@ -55,6 +55,16 @@ export interface Reply {
   readonly cutAfterChunks?: number
   /** After N stream events stop sending but keep the connection open (until the client goes away or close()). */
   readonly stallAfterChunks?: number
+  /** After N stream events reset the connection (a TCP RST, as a crashed or restarted upstream's host sends). */
+  readonly resetAfterChunks?: number
+  /** Reset the connection (TCP RST) once the request is read, before any response byte. */
+  readonly resetBeforeHeaders?: boolean
+  /**
+   * A whole (JSON) answer sent in part: its headers and the first `bytes` bytes of its body, after
+   * them a reset (TCP RST) or silence with the connection kept open (half-open: until the client
+   * goes away or close()).
+   */
+  readonly partialBody?: { readonly bytes: number; readonly after: "reset" | "stall" }
   /** After N stream events send the family's in-stream error event, then end. */
   readonly streamErrorAfterChunks?: number
   /** Answer HTTP 200 with the family's error body instead of a result. */
@@ -222,6 +232,10 @@ export class FakeUpstream {
         return sendJson(res, 400, foreign.body, headers)
       }
     }
+    if (reply.resetBeforeHeaders) {
+      this.endedByUs.add(res)
+      return void res.socket?.resetAndDestroy()
+    }
     const status = reply.status ?? 200
     if (reply.body !== undefined) {
       const raw = typeof reply.body === "string"
@@ -234,6 +248,8 @@ export class FakeUpstream {
 
     const answer = this.answer(ctx)
     if (answer.kind === "json") {
+      if (reply.partialBody)
+        return this.partial(res, status, { "content-type": "application/json", ...requestIdHeader(family, this.seq), ...headers }, JSON.stringify(answer.body), reply.partialBody)
       res.writeHead(status, { "content-type": "application/json", ...requestIdHeader(family, this.seq), ...headers })
       if (!reply.bodyDelayMs) return void res.end(JSON.stringify(answer.body))
       res.flushHeaders()
@@ -244,7 +260,26 @@ export class FakeUpstream {
     this.stream(res, reply, answer)
   }
 
-  /** Writes stream events one by one, honouring the cut / stall / error / delay options of the reply. */
+  /** A whole answer's headers and the first bytes of its body, then a reset or silence (`Reply.partialBody`). */
+  private partial(res: http.ServerResponse, status: number, headers: Record<string, string>, body: string, how: NonNullable<Reply["partialBody"]>): void {
+    // The whole length announced, so the client waits for the rest; no chunked framing around the bytes sent.
+    res.writeHead(status, { ...headers, "content-length": String(Buffer.byteLength(body)) })
+    res.write(Buffer.from(body).subarray(0, how.bytes), () => {
+      if (how.after === "stall") return
+      this.resetSoon(res)
+    })
+  }
+
+  /**
+   * Resets the response's connection (a TCP RST) once what was written had time to arrive: a
+   * reset drops whatever is still in the sender's queue, and the test wants the bytes sent before it read.
+   */
+  private resetSoon(res: http.ServerResponse): void {
+    this.endedByUs.add(res)
+    this.later(50, () => void res.socket?.resetAndDestroy())
+  }
+
+  /** Writes stream events one by one, honouring the cut / reset / stall / error / delay options of the reply. */
   private stream(res: http.ServerResponse, reply: Reply, answer: StreamAnswer): void {
     let sent = 0
     const step = (): void => {
@@ -253,6 +288,7 @@ export class FakeUpstream {
         this.endedByUs.add(res)
         return void res.socket?.destroy()
       }
+      if (reply.resetAfterChunks !== undefined && sent >= reply.resetAfterChunks) return this.resetSoon(res)
       if (reply.stallAfterChunks !== undefined && sent >= reply.stallAfterChunks) return
       if (reply.streamErrorAfterChunks !== undefined && sent >= reply.streamErrorAfterChunks) {
         return void res.end(answer.errorFrames(sent, reply.errorMessage ?? "fake upstream stream error"))

@@ -38,7 +38,7 @@ export interface ResilienceShape {
 }
 
 /** Classification reasons of the transient errors that cool a connection down (besides 429s). */
-const TRANSIENT_ERRORS: ReadonlySet<string> = new Set(["timeout", "stalled", "unreachable", "stream_cut", "server_error", "overloaded"])
+const TRANSIENT_ERRORS: ReadonlySet<string> = new Set(["timeout", "stalled", "unreachable", "stream_cut", "tls", "malformed", "server_error", "overloaded"])
 
 /**
  * The breaker's view of a candidate's connection: its provider and upstream origin, built once

@@ -227,7 +227,7 @@ const CLIENT_REASONS: Record<number, string> = {
   422: "unprocessable_entity"
 }
 
-const TRANSPORT_REASONS = { timeout: "timeout", stalled: "stalled", unreachable: "unreachable", cut: "stream_cut" } as const
+const TRANSPORT_REASONS = { timeout: "timeout", stalled: "stalled", unreachable: "unreachable", cut: "stream_cut", tls: "tls", malformed: "malformed" } as const
 
 const verdict = (f: FailureInfo, text: string, retryAfterMs: number | undefined): Verdict => {
   if (f.kind !== "http") return provider(TRANSPORT_REASONS[f.kind], true)

@@ -53,11 +53,17 @@ export interface ConnectionRef {
 export interface FailureInfo {
   /**
    * The upstream's HTTP status. Transport failures use the status the client gets:
-   * 504 for a timeout before headers or a stalled stream, 502 for a refused or cut connection.
+   * 504 for a timeout before headers or a stalled stream, 502 for a refused or cut connection,
+   * a failed TLS handshake or an answer not in the format it promised.
    */
   readonly status: number
-  /** `http`: the upstream answered with an error status (or an error in a 200 body). */
-  readonly kind: "http" | "timeout" | "unreachable" | "stalled" | "cut"
+  /**
+   * `http`: the upstream answered with an error status (or an error in a 200 body). `tls`: the
+   * TLS handshake failed (certificate expired, for another name, untrusted). `malformed`: a 2xx
+   * whose body is not the format it promised (not JSON, HTML, JSON without the answer's fields,
+   * a stream with no event of its format).
+   */
+  readonly kind: "http" | "timeout" | "unreachable" | "stalled" | "cut" | "tls" | "malformed"
   /** Error code from the upstream's body, when it had one (`insufficient_quota`, `rate_limit_error`...). */
   readonly code?: string | null
   readonly message: string

@@ -54,8 +54,10 @@ export class UpstreamTransportError extends Data.TaggedError("UpstreamTransportE
   /**
    * `blocked`: the outbound policy (SSRF guard) refused the address; nothing was sent.
    * `proxy_family`: the call's proxy has no address in its pinned family (docs/egress.md).
+   * `tls`: the TLS handshake failed (a certificate that is expired, for another name, not
+   * trusted; a protocol the peer refused); nothing was sent.
    */
-  readonly kind: "connect" | "timeout" | "network" | "blocked" | "proxy_family"
+  readonly kind: "connect" | "timeout" | "network" | "blocked" | "proxy_family" | "tls"
   readonly message: string
 }> {}
 
@@ -199,8 +201,32 @@ const bodyFailure = (e: Error, ms: number | undefined): Error =>
       ? e
       : new UpstreamBodyError("broken", e.message)
 
+/** Error codes of a failed TLS handshake: node's (`ERR_TLS_CERT_ALTNAME_INVALID`, `ERR_SSL_...`) and OpenSSL's verify results (`CERT_HAS_EXPIRED`, `DEPTH_ZERO_SELF_SIGNED_CERT`...). */
+const TLS_CODES = /^(?:ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH$|EPROTO$)/
+
+/**
+ * A host name the resolver could not turn into an address: the system resolver's codes
+ * (ENOTFOUND: no such name or no address; EAI_AGAIN, EAI_FAIL: the DNS server failed or did not
+ * answer) and a DNS client's (ENODATA, ESERVFAIL, ETIMEOUT).
+ */
+const DNS_FAILED = "could not be resolved (the DNS server failed or did not answer)"
+const DNS_CODES: ReadonlyMap<string, string> = new Map([
+  ["ENOTFOUND", "does not resolve"],
+  ["ENODATA", "does not resolve"],
+  ["EAI_AGAIN", DNS_FAILED],
+  ["EAI_FAIL", DNS_FAILED],
+  ["ESERVFAIL", DNS_FAILED],
+  ["ETIMEOUT", DNS_FAILED]
+])
+
+/** The message of a name that did not resolve: the code first, then the name and what happened. */
+const unresolved = (code: string, message: string, hostname: string | undefined): string => {
+  const name = hostname ?? new RegExp(`${code}\\s+(\\S+)`).exec(message)?.[1]
+  return `${code}: ${name ? `the name ${name} ` : ""}${DNS_CODES.get(code)} (${message})`
+}
+
 const classify = (cause: unknown): UpstreamTransportError => {
-  const err = cause as { code?: string; message?: string; cause?: { code?: string; message?: string } }
+  const err = cause as { code?: string; message?: string; hostname?: string; cause?: { code?: string; message?: string; hostname?: string } }
   const code = err.code ?? err.cause?.code ?? ""
   if (code === "ESSRF_BLOCKED") return new UpstreamTransportError({ kind: "blocked", message: err.message ?? err.cause?.message ?? "blocked by the outbound policy" })
   if (code === "PROXY_FAMILY_UNAVAILABLE")
@@ -215,7 +241,11 @@ const classify = (cause: unknown): UpstreamTransportError => {
   if (cause instanceof undiciErrors.ConnectTimeoutError || code === "UND_ERR_CONNECT_TIMEOUT") {
     return new UpstreamTransportError({ kind: "timeout", message: `connect timeout: ${message}` })
   }
-  if (["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ECONNRESET"].includes(code)) {
+  if (TLS_CODES.test(code)) return new UpstreamTransportError({ kind: "tls", message: `${code}: ${message}` })
+  if (DNS_CODES.has(code)) return new UpstreamTransportError({ kind: "connect", message: unresolved(code, message, err.hostname ?? err.cause?.hostname) })
+  // Reset before any answer (an upstream that crashed or restarted, a middlebox): nothing was answered, another target may.
+  if (code === "ECONNRESET") return new UpstreamTransportError({ kind: "connect", message: `${code}: the upstream reset the connection before answering (${message})` })
+  if (["ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH"].includes(code)) {
     return new UpstreamTransportError({ kind: "connect", message: `${code}: ${message}` })
   }
   return new UpstreamTransportError({ kind: "network", message: code ? `${code}: ${message}` : message })

@@ -13,7 +13,7 @@ import {
   type Usage,
   wholeUsage
 } from "../../domain/canonical.js"
-import { arr, idWithSignature, num, obj, splitSignedId, str, tryJson } from "./common.js"
+import { arr, idWithSignature, malformedStream, num, obj, splitSignedId, str, tryJson } from "./common.js"
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
@@ -223,18 +223,32 @@ export const errorIn200 = (body: unknown): CanonicalError | undefined => {
 
 // ---------------------------------------------------------------- streams
 
+/** The events of a Messages stream: one of them makes a stream Anthropic's, even if it is then cut. */
+const ANTHROPIC_EVENTS: ReadonlySet<string> = new Set([
+  "message_start",
+  "content_block_start",
+  "content_block_delta",
+  "content_block_stop",
+  "message_delta",
+  "message_stop",
+  "ping",
+  "error"
+])
+
 /** Anthropic SSE events → canonical events (indices renumbered from 0). */
 export class AnthropicStreamDecoder implements StreamDecoder {
   private readonly index = new Map<number, number>()
   private next = 0
   private stop: { reason: StopReason; sequence?: string } | undefined
   private done = false
+  private recognized = false
 
   push(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     const ev = obj(tryJson(frame.data))
     if (!ev) return []
     const type = frame.event ?? str(ev["type"])
+    if (!this.recognized && type !== undefined && ANTHROPIC_EVENTS.has(type)) this.recognized = true
     const out: Array<StreamEvent> = []
     switch (type) {
       case "message_start": {
@@ -319,6 +333,8 @@ export class AnthropicStreamDecoder implements StreamDecoder {
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
+    // No event of a Messages stream at all (HTML, another format): not an answer that broke off.
+    if (!this.recognized) return [malformedStream("Messages event")]
     // The upstream closed without message_stop: that is a broken stream, not a finished one.
     return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before message_stop", code: "stream_interrupted" } }]
   }

@@ -1,7 +1,7 @@
 /** The anthropic wire format: requests here; responses, errors and streams in anthropic-answers.ts. */
 import { anthropicOutputSchema, requestedSchema } from "./structured.js"
 import type { CanonicalRequest, ImageBlock, Message, TextBlock, ToolChoice, ToolDefinition } from "../../domain/canonical.js"
-import { arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
+import { answerProblem, arr, num, obj, repairToolHistory, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
 import { boolean, checkParams, integer, number, object, params, string, strings } from "./params.js"
 
@@ -295,6 +295,7 @@ export const anthropic: WireFormat = {
   decodeError,
   isErrorBody,
   errorIn200,
+  answerProblem: answerProblem((b) => Array.isArray(b["content"]), "a message (no content array)"),
   usageOf: (frame) => {
     if (frame.event !== "message_start" && frame.event !== "message_delta") return undefined
     const ev = obj(tryJson(frame.data))

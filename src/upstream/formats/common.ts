@@ -1,4 +1,4 @@
-import type { ContentBlock, ImageBlock, ImageSource, Message, TextBlock, ToolResultBlock, ToolUseBlock } from "../../domain/canonical.js"
+import type { ContentBlock, ImageBlock, ImageSource, Message, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock } from "../../domain/canonical.js"
 
 /** `data:image/png;base64,...` → base64 source; anything else is a URL. */
 export const imageSourceFromUrl = (url: string): ImageSource => {
@@ -154,6 +154,40 @@ export const tryJson = (text: string): unknown => {
     return undefined
   }
 }
+
+/**
+ * A format's `answerProblem`: undefined when a whole 2xx answer carries what every answer of the
+ * format has (`has`), else what is missing (`what`) and the keys the body had instead (names
+ * only, never values).
+ */
+export const answerProblem =
+  (has: (body: Record<string, unknown>) => boolean, what: string) =>
+  (raw: unknown): string | undefined => {
+    const body = obj(raw)
+    if (body !== undefined && has(body)) return undefined
+    const keys = body === undefined ? [] : Object.keys(body).slice(0, 8)
+    const found =
+      body === undefined
+        ? Array.isArray(raw)
+          ? "an array"
+          : raw === null
+            ? "null"
+            : `a ${typeof raw}`
+        : keys.length === 0
+          ? "an empty object"
+          : `an object with ${keys.map((k) => JSON.stringify(k.slice(0, 40))).join(", ")}`
+    return `upstream answered 200 with JSON that is not ${what} (${found})`
+  }
+
+/**
+ * What a stream decoder ends with when the stream carried no event of its format at all (HTML,
+ * another format, garbage): the 200 did not keep its promise. Not a cut (`stream_interrupted`):
+ * nothing of an answer ever began.
+ */
+export const malformedStream = (what: string): StreamEvent => ({
+  type: "error",
+  error: { status: 502, kind: "upstream", message: `upstream answered 200 with a stream that carried no ${what}`, code: "upstream_malformed" }
+})
 
 /** The message of an upstream error that has no structured one: status and the start of the body. */
 export const fallbackMessage = (status: number, text: string): string => {

@@ -114,6 +114,12 @@ export interface WireFormat {
   /** A 2xx answer whose body is an error in this format (some upstreams answer so): that error, never an empty success. */
   errorIn200(body: unknown): CanonicalError | undefined
   /**
+   * Why a whole 2xx generation answer (not an error: `errorIn200` first) is not one of this
+   * format's (JSON without `choices`, `content`, `output`, `candidates`...), or undefined when it
+   * is: such a body is a 502 `upstream_malformed`, never an empty success.
+   */
+  answerProblem(body: unknown): string | undefined
+  /**
    * Usage carried by one frame of this format's stream, if any, without decoding the rest:
    * the pass-through path uses it to count tokens of a stream it does not translate.
    */

@@ -14,7 +14,7 @@ import {
   stopWithCalls,
   wholeUsage
 } from "../../domain/canonical.js"
-import { arr, num, obj, str, tryJson } from "./common.js"
+import { arr, malformedStream, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
@@ -239,6 +239,8 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
   private blocked = false
   private sawTools = false
   private done = false
+  /** A chunk of this format came (`candidates`, `usageMetadata`, `promptFeedback`): a stream without one is no answer. */
+  private recognized = false
 
   push(frame: { data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
@@ -252,6 +254,7 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
       const status = num(e["code"]) ?? 500
       return [{ type: "error", error: { status, kind: errorKindForStatus(status), message: str(e["message"]) ?? "upstream error" } }]
     }
+    if (!this.recognized) this.recognized = Array.isArray(chunk["candidates"]) || obj(chunk["usageMetadata"]) !== undefined || obj(chunk["promptFeedback"]) !== undefined
     if (!this.started) {
       this.started = true
       out.push({ type: "start", id: str(chunk["responseId"]) ?? newId("gen-"), model: str(chunk["modelVersion"]) ?? "", created: Math.floor(Date.now() / 1000) })
@@ -298,6 +301,7 @@ export class GeminiStreamDecoder extends SequentialBlocks implements StreamDecod
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
+    if (!this.recognized) return [malformedStream("generateContent chunk")]
     const out: Array<StreamEvent> = []
     if (!this.started) out.push({ type: "start", id: newId("gen-"), model: "", created: Math.floor(Date.now() / 1000) })
     this.close(out)

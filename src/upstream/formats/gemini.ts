@@ -1,7 +1,7 @@
 /** The gemini wire format: requests here; responses, errors and streams in gemini-answers.ts. */
 import { geminiJsonSchema } from "./structured.js"
 import type { CanonicalRequest, Message, ResponseFormat, TextBlock, ToolChoice, ToolDefinition, ToolUseBlock } from "../../domain/canonical.js"
-import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
+import { answerProblem, arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
 import { listField, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, type Param, params, requireParam, string, stringOrObject, strings } from "./params.js"
 import { isEmptyObjectSchema, sanitizeGeminiSchema } from "./gemini-schema.js"
@@ -337,6 +337,8 @@ export const gemini: WireFormat = {
   decodeError,
   isErrorBody,
   errorIn200,
+  // A prompt blocked before any candidate says so in promptFeedback instead.
+  answerProblem: answerProblem((b) => Array.isArray(b["candidates"]) || obj(b["promptFeedback"]) !== undefined, "a generateContent answer (no candidates)"),
   usageOf: (frame) => (frame.data.includes("usageMetadata") ? usageFromGemini(obj(tryJson(frame.data))?.["usageMetadata"]) : undefined),
   usageOfResponse: (body) => usageFromGemini(obj(body)?.["usageMetadata"])
 }

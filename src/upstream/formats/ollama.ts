@@ -18,7 +18,7 @@ import {
   stopWithCalls
 } from "../../domain/canonical.js"
 import { arr, num, obj, repairToolHistory, resultText, str, tryJson } from "./common.js"
-import { fallbackMessage } from "./common.js"
+import { answerProblem, fallbackMessage, malformedStream } from "./common.js"
 import { listField, RequestDecodeError, SequentialBlocks, type StreamDecoder, type StreamEncoder, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, either, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import { ndjsonLine } from "./frames.js"
@@ -336,6 +336,8 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
   private started = false
   private sawTools = false
   private done = false
+  /** A line of this format came (`message`, `response` or `done`). */
+  private recognized = false
 
   push(frame: { data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
@@ -345,6 +347,7 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
       this.done = true
       return [{ type: "error", error: { status: 500, kind: "upstream", message: chunk["error"] } }]
     }
+    if (!this.recognized) this.recognized = obj(chunk["message"]) !== undefined || typeof chunk["response"] === "string" || typeof chunk["done"] === "boolean"
     const out: Array<StreamEvent> = []
     if (!this.started) {
       this.started = true
@@ -384,6 +387,7 @@ class OllamaStreamDecoder extends SequentialBlocks implements StreamDecoder {
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
+    if (!this.recognized) return [malformedStream("Ollama chat line")]
     return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before its final (done) line", code: "stream_interrupted" } }]
   }
 }
@@ -478,6 +482,8 @@ export const ollama: WireFormat = {
     const error = obj(body)?.["error"]
     return typeof error === "string" ? { status: 502, kind: "upstream", message: error } : undefined
   },
+  // /api/chat answers a message; /api/generate a response text.
+  answerProblem: answerProblem((b) => obj(b["message"]) !== undefined || typeof b["response"] === "string", "a chat answer (no message)"),
   usageOf: (frame) => (frame.data.includes('"done":true') ? usageFromOllama(obj(tryJson(frame.data)) ?? {}) : undefined),
   usageOfResponse: (body) => usageFromOllama(obj(body) ?? {})
 }

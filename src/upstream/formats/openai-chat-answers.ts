@@ -14,7 +14,7 @@ import {
   stopWithCalls,
   wholeUsage
 } from "../../domain/canonical.js"
-import { arr, customToolInput, idWithSignature, nowSeconds, num, obj, str, tryJson } from "./common.js"
+import { arr, customToolInput, idWithSignature, malformedStream, nowSeconds, num, obj, str, tryJson } from "./common.js"
 import { fallbackMessage, messageIn200 } from "./common.js"
 import { SequentialBlocks, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
@@ -210,6 +210,8 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
   private finishReason: StopReason | undefined
   private sawTools = false
   private done = false
+  /** A chunk of this format came (`choices` or `usage`): a stream without one is not a chat completion. */
+  private recognized = false
 
   push(frame: { data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
@@ -222,6 +224,7 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
       this.done = true
       return [{ type: "error", error: decodeOpenAiError(500, chunk, frame.data) }]
     }
+    if (!this.recognized) this.recognized = Array.isArray(chunk["choices"]) || obj(chunk["usage"]) !== undefined
     if (!this.started) {
       this.started = true
       out.push({ type: "start", id: str(chunk["id"]) ?? newId("chatcmpl-"), model: str(chunk["model"]) ?? "", created: num(chunk["created"]) ?? nowSeconds() })
@@ -289,6 +292,8 @@ export class ChatStreamDecoder extends SequentialBlocks implements StreamDecoder
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
+    // Nothing but frames of no chat completion (HTML, another format), or nothing at all: no answer, not an empty one.
+    if (!this.recognized) return [malformedStream("chat completion chunk")]
     const out: Array<StreamEvent> = []
     if (!this.started) out.push({ type: "start", id: newId("chatcmpl-"), model: "", created: nowSeconds() })
     this.close(out)

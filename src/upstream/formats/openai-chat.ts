@@ -13,7 +13,7 @@ import {
   type ToolDefinition,
   type ToolResultBlock
 } from "../../domain/canonical.js"
-import { arr, CUSTOM_TOOL_PARAMETERS, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
+import { answerProblem, arr, CUSTOM_TOOL_PARAMETERS, imageSourceFromUrl, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrObject, stringOrStrings } from "./params.js"
 import {
@@ -362,6 +362,7 @@ export const openAiChat: WireFormat = {
   decodeError: decodeOpenAiError,
   isErrorBody: isOpenAiErrorBody,
   errorIn200,
+  answerProblem: answerProblem((b) => obj(obj(arr(b["choices"])[0])?.["message"]) !== undefined, "a chat completion (no choices[0].message)"),
   usageOf: (frame) => (USAGE_OBJECT.test(frame.data) ? usageFromOpenAi(obj(tryJson(frame.data))?.["usage"]) : undefined),
   usageOfResponse: (body) => usageFromOpenAi(obj(body)?.["usage"])
 }

@@ -14,7 +14,7 @@ import {
   stopWithCalls,
   wholeUsage
 } from "../../domain/canonical.js"
-import { arr, customToolInput, idWithSignature, imageSourceFromUrl, num, obj, str, tryJson } from "./common.js"
+import { arr, customToolInput, idWithSignature, imageSourceFromUrl, malformedStream, num, obj, str, tryJson } from "./common.js"
 import { RequestDecodeError, type StreamDecoder, type StreamEncoder } from "./format.js"
 import { sseData } from "./frames.js"
 import { openAiUsage } from "./openai-chat-answers.js"
@@ -216,12 +216,15 @@ export class ResponsesStreamDecoder implements StreamDecoder {
   private done = false
   private started = false
   private sawTools = false
+  /** An event of a Responses stream came (`response.*`, `error`). */
+  private recognized = false
 
   push(frame: { event?: string; data: string }): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     const ev = obj(tryJson(frame.data))
     if (!ev) return []
     const type = str(ev["type"]) ?? frame.event
+    if (!this.recognized && type !== undefined && (type.startsWith("response.") || type === "error")) this.recognized = true
     const out: Array<StreamEvent> = []
     const outputIndex = num(ev["output_index"]) ?? 0
     switch (type) {
@@ -328,6 +331,7 @@ export class ResponsesStreamDecoder implements StreamDecoder {
   end(): ReadonlyArray<StreamEvent> {
     if (this.done) return []
     this.done = true
+    if (!this.recognized) return [malformedStream("Responses event")]
     return [{ type: "error", error: { status: 502, kind: "upstream", message: "upstream stream ended before response.completed", code: "stream_interrupted" } }]
   }
 }

@@ -11,7 +11,7 @@ import {
   type ToolChoice,
   type ToolDefinition
 } from "../../domain/canonical.js"
-import { arr, CUSTOM_TOOL_PARAMETERS, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
+import { answerProblem, arr, CUSTOM_TOOL_PARAMETERS, imageSourceToUrl, num, obj, repairToolHistory, resultText, splitSignedId, str, tryJson } from "./common.js"
 import { listField, type ProviderQuirks, RequestDecodeError, type WireFormat } from "./format.js"
 import { encodeOpenAiError, decodeOpenAiError, isOpenAiErrorBody } from "./openai-chat.js"
 import { array, boolean, checkParams, integer, number, object, params, string, stringOrArray, stringOrObject } from "./params.js"
@@ -338,6 +338,7 @@ export const openAiResponses: WireFormat = {
     const b = obj(body)
     return b ? failureOf(b) : undefined
   },
+  answerProblem: answerProblem((b) => Array.isArray(b["output"]), "a response (no output array)"),
   usageOf: (frame) => {
     if (!frame.data.includes('"response.completed"') && !frame.data.includes('"response.incomplete"')) return undefined
     return usageFromResponses(obj(obj(tryJson(frame.data))?.["response"])?.["usage"])
