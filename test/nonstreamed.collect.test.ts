@@ -10,20 +10,25 @@ import { call, startGateway, type TestGateway } from "./support/gateway.js"
 /**
  * A non-streamed request is asked of its upstream as a stream and the answer collected
  * (docs/formats.md, "Non-streamed answers from streams"): the client gets what the whole answer
- * would have given it. Each upstream family twice, a connection that collects and one that asks
- * for the whole answer (`timeouts.nonStreamed: "whole"`), the same replies, every client format.
+ * would have given it. Each upstream family twice, a connection that collects (`"stream"`) and one
+ * that asks for the whole answer (`timeouts.nonStreamed: "whole"`), the same replies, every client
+ * format; and the default (`"auto"`), which asks whole once an answer showed the upstream is fast.
  */
 const ADMIN = "gwk_collect_admin_key_0123456789abcdef"
 const admin = { authorization: `Bearer ${ADMIN}` }
 
-/** Each upstream family twice: `c-<name>` collects streams, `w-<name>` asks for whole answers. */
+/**
+ * Each upstream family three times: `c-<name>` collects streams (`nonStreamed: "stream"`),
+ * `w-<name>` asks for whole answers, `a-<name>` is left to the default (`"auto"`).
+ */
 const file = gatewayForFile({
   admin: ADMIN,
   setup: async (gw, up) => {
     for (const { family, connection } of FAMILIES) {
       for (const [prefix, timeouts] of [
-        ["c", undefined],
-        ["w", { nonStreamed: "whole" }]
+        ["c", { nonStreamed: "stream" }],
+        ["w", { nonStreamed: "whole" }],
+        ["a", undefined]
       ] as const) {
         const body = { ...connection, name: `${prefix}-${String(connection["name"])}`, baseUrl: up.baseUrl(family), defaultModel: "m1", ...(timeouts ? { timeouts } : {}) }
         const res = await call(`${gw.url}/api/providers`, { body, headers: admin })
@@ -93,7 +98,7 @@ const normalise = (v: unknown): unknown => {
   if (typeof v === "string") {
     // Reasoning state is sealed with the connection that issued it (docs/reasoning-state.md): the two connections differ.
     const s = open(v).signature
-    return /^(chatcmpl|resp|msg|call|toolu|fc|rs|req)[-_]/.test(s) ? "<id>" : s.replace(/^[cw]-up-/, "up-")
+    return /^(chatcmpl|resp|msg|call|toolu|fc|rs|req)[-_]/.test(s) ? "<id>" : s.replace(/^[cwa]-up-/, "up-")
   }
   if (v === null || typeof v !== "object") return v
   const out: Record<string, unknown> = {}
@@ -128,6 +133,38 @@ describe("a collected answer is the whole answer", () => {
         expect(up.violations).toEqual([])
       })
     }
+  }
+})
+
+describe('the default, timeouts.nonStreamed "auto"', () => {
+  const asked = () => up.requests.at(-1)!
+  const streamedAsk = (r: { body: any; path: string }) => r.body?.stream === true || r.path.includes("streamGenerateContent")
+
+  for (const { family, connection } of FAMILIES) {
+    it(`${family}: the first answer is collected from a stream, the next short one asked whole; a reasoning request stays a stream`, async () => {
+      const model = `a-${String(connection["name"])}/m1`
+      const chat = (body: Record<string, unknown> = {}) =>
+        call(`${gw.url}/v1/chat/completions`, { body: { model, max_tokens: 200, messages: [{ role: "user", content: "hi" }], ...body } })
+      // A fresh candidate of its own (the model's name makes the key): nothing known of its pace yet.
+      const fresh = `${model}-${family}-${Date.now()}`
+      up.next({ content: "first", usage: { input: 5, output: 40 } })
+      const first = await call(`${gw.url}/v1/chat/completions`, { body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] } })
+      expect(first.status, first.text).toBe(200)
+      expect(streamedAsk(asked())).toBe(true)
+      up.next({ content: "second", usage: { input: 5, output: 40 } })
+      const second = await call(`${gw.url}/v1/chat/completions`, { body: { model: fresh, max_tokens: 200, messages: [{ role: "user", content: "hi" }] } })
+      expect(second.status, second.text).toBe(200)
+      expect(second.body.choices[0].message.content).toBe("second")
+      expect(streamedAsk(asked())).toBe(false)
+      // A request that asks for reasoning may think for long before its first byte: a stream.
+      up.next({ content: "thought", usage: { input: 5, output: 40 } })
+      expect((await chat({ model: fresh, reasoning_effort: "high" })).status).toBe(200)
+      expect(streamedAsk(asked())).toBe(true)
+      // An output cap the upstream cannot produce within half the headers timeout at its pace: a stream.
+      up.next({ content: "long", usage: { input: 5, output: 40 } })
+      expect((await chat({ model: fresh, max_tokens: 100_000_000 })).status).toBe(200)
+      expect(streamedAsk(asked())).toBe(true)
+    })
   }
 })
 

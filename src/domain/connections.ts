@@ -45,15 +45,19 @@ const TimeoutMs = Schema.Int.pipe(Schema.between(100, 3_600_000, { message: () =
  * `headersMs` until the response headers (streamed or not), `idleMs` the longest silence of the
  * answer once its headers came (a non-streamed body's idle gap; a stream's wait for its first
  * content and its idle gap). `nonStreamed`: how a non-streamed request waits for this upstream:
- * `stream` (the default) asks it for a stream and collects the whole answer under the stream
- * watchdogs, so a long generation that keeps producing is never cut; `whole` asks for the whole
- * answer and waits for it under `headersMs`, for an upstream that cannot stream.
+ * `auto` (the default) asks for the whole answer when it will surely come within half the headers
+ * timeout at the pace this upstream was seen to produce, else as `stream`; `stream` asks it for a
+ * stream and collects the whole answer under the stream watchdogs, so a long generation that
+ * keeps producing is never cut; `whole` asks for the whole answer and waits for it under
+ * `headersMs`, for an upstream that cannot stream (src/inference/nonStreamed.ts).
  */
 export const ConnectionTimeouts = Schema.Struct({
   headersMs: Schema.optional(TimeoutMs),
   idleMs: Schema.optional(TimeoutMs),
   nonStreamed: Schema.optional(
-    Schema.Literal("stream", "whole").annotations({ message: () => 'nonStreamed must be "stream" (collect a stream) or "whole" (wait for the whole answer)' })
+    Schema.Literal("auto", "stream", "whole").annotations({
+      message: () => 'nonStreamed must be "auto" (whole when short for this upstream, the default), "stream" (collect a stream) or "whole" (wait for the whole answer)'
+    })
   )
 }).annotations({ ...strict, identifier: "ConnectionTimeouts" })
 export type ConnectionTimeouts = typeof ConnectionTimeouts.Type

@@ -171,6 +171,9 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latency
     if (result._tag === "Right") {
       memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
+      // Its pace: whether a non-streamed request may be asked of it whole (src/inference/nonStreamed.ts).
+      const output = result.right.usage?.outputTokens
+      if (output !== undefined && !result.right.streamFailure) memory.observeOutput(candidate.key, output, latency)
       track.outcome = result.right
       const broken = result.right.streamFailure
       fireAttemptEnd(ctx, started, {

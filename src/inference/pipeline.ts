@@ -52,6 +52,7 @@ import type { Origin } from "./responseStore.js"
 import { derivedSession, explicitSession } from "./session.js"
 import { relayFrames, relayStream, StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
+import { asksWhole } from "./nonStreamed.js"
 import { Egress } from "../upstream/egress/Egress.js"
 
 /** Features of a request that could not be decoded: the router still needs something. */
@@ -156,6 +157,22 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
       })
       const { conform } = makeStructured({ send, wholeText, encodeFor, cost: accounting.cost })
 
+      /** Whether a non-streamed call is asked of `candidate` whole (src/inference/nonStreamed.ts). */
+      const askWhole = (call: InferenceCall, candidate: Candidate): boolean => {
+        const connection = candidate.connection
+        const mode = connection.timeouts?.nonStreamed
+        if (mode === "whole") return true
+        const pace = mode === "stream" ? undefined : memory.outputPace(candidate.key)
+        if (pace === undefined) return false
+        let request: CanonicalRequest | undefined
+        try {
+          request = (call.decode ?? call.format.decodeRequest)(call.body)
+        } catch {
+          return false
+        }
+        return asksWhole({ mode, request, spec: candidate.spec, pace, headersTimeoutMs: connection.timeouts?.headersMs ?? timeouts.headersMs })
+      }
+
       /** One attempt against one candidate: answers the client, or fails with nothing written. */
       // Created once and called per attempt, as every generator on the request path: a generator
       // function made per call keeps what it saw alive through young GCs (docs/performance.md).
@@ -171,7 +188,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           // under the stream watchdogs instead of a limit on the whole generation (docs/formats.md,
           // "Non-streamed answers from streams"), unless the connection says its upstream cannot
           // stream, or the request asks for what a collected stream cannot give back as it came.
-          const collect = !call.stream && connection.timeouts?.nonStreamed !== "whole" && (!passthrough || client.collectable(call.body))
+          const collect = !call.stream && !askWhole(call, candidate) && (!passthrough || client.collectable(call.body))
           const asStream = call.stream || collect
 
           const forward: Record<string, string> = {}

@@ -102,11 +102,26 @@ interface StickyEntry {
   apiKeyId: string | null
 }
 
+/** What a candidate's answers showed of its speed (RoutingMemoryShape.outputPace). */
+export interface OutputPace {
+  readonly tokensPerSecond: number
+  readonly longestOutput: number
+}
+
 export interface RoutingMemoryShape {
   /** Latency/error window of a candidate. */
   readonly stats: (key: string, now: number) => ObservedStats
   /** One finished attempt (success or failure) of a candidate. */
   readonly observe: (key: string, latencyMs: number, ok: boolean, now: number) => void
+  /**
+   * A candidate's output pace, from the answers it gave: tokens per second (a moving average over
+   * whole requests, first byte included: a cautious figure) and the longest answer seen. Undefined
+   * until it answered with a token count. Read to decide whether a non-streamed request may be
+   * asked whole (`timeouts.nonStreamed: "auto"`, src/inference/nonStreamed.ts).
+   */
+  readonly outputPace: (key: string) => OutputPace | undefined
+  /** An answer of `tokens` output tokens took `ms` from sending to its end. */
+  readonly observeOutput: (key: string, tokens: number, ms: number) => void
   readonly inFlight: (connectionId: string) => number
   /** Marks a request in flight on a connection; the returned function ends it (idempotent). */
   readonly begin: (c: Candidate) => () => void
@@ -160,6 +175,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
     const sessions = bounded<StickyEntry>(MAX_SESSIONS)
     const deficits = bounded<BoundedMap<string, number>>(1_000)
     const quotas = bounded<{ connectionId: string; model: string | undefined; info: QuotaRecord }>(10_000)
+    const paces = bounded<{ tokensPerSecond: number; longestOutput: number }>(10_000)
 
     const channel = shared.channel<SessionChange>("sessions", (c) => {
       if (c.op === "sticky") {
@@ -195,6 +211,18 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
           windows.set(key, w)
         }
         w.add({ at: now, latencyMs, ok })
+      },
+      outputPace: (key) => paces.get(key),
+      observeOutput: (key, tokens, ms) => {
+        if (!(tokens > 0) || !(ms > 0)) return
+        const rate = (tokens * 1000) / ms
+        const p = paces.get(key)
+        if (p === undefined) paces.set(key, { tokensPerSecond: rate, longestOutput: tokens })
+        else {
+          // Half weight to the newest answer: a slower upstream is believed within a few answers.
+          p.tokensPerSecond = (p.tokensPerSecond + rate) / 2
+          if (tokens > p.longestOutput) p.longestOutput = tokens
+        }
       },
       inFlight: (connectionId) => inFlight.get(connectionId) ?? 0,
       begin: (c) => {
@@ -272,7 +300,7 @@ export class RoutingMemory extends Context.Tag("gateway/RoutingMemory")<RoutingM
       },
       quotas: () => Array.from(quotas.values()),
       clear: () => {
-        for (const m of [windows, inFlight, used, turns, lastGood, legs, sessions, deficits, quotas]) m.clear()
+        for (const m of [windows, inFlight, used, turns, lastGood, legs, sessions, deficits, quotas, paces]) m.clear()
       }
     }
   }

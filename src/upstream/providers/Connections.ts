@@ -149,7 +149,7 @@ const timeoutsOf = (json: string | null): ConnectionTimeouts | null => {
     return {
       ...(typeof t.headersMs === "number" ? { headersMs: t.headersMs } : {}),
       ...(typeof t.idleMs === "number" ? { idleMs: t.idleMs } : {}),
-      ...(t.nonStreamed === "stream" || t.nonStreamed === "whole" ? { nonStreamed: t.nonStreamed } : {})
+      ...(t.nonStreamed === "auto" || t.nonStreamed === "stream" || t.nonStreamed === "whole" ? { nonStreamed: t.nonStreamed } : {})
     }
   } catch {
     return null
