@@ -10,6 +10,7 @@ import { FakeUpstream } from "./support/fakeUpstream.js"
 import {
   abortInFlight,
   ADMIN_KEY,
+  bodySweep,
   CLIENT_KEY,
   type FuzzCase,
   Findings,
@@ -35,6 +36,8 @@ const RUNS = Number(process.env["FUZZ_RUNS"] ?? 500)
 const SEED = Number(process.env["FUZZ_SEED"] ?? 20128)
 /** Cases against the spawned process (each crash there costs a restart). */
 const PROCESS_RUNS = Math.max(100, Math.round(RUNS * 0.03))
+/** The multi-MB body sweep: every method of every route, or (`npm test`) each route once. */
+const FULL_SWEEP = RUNS >= 2000 || process.env["FUZZ_SWEEP"] === "all"
 const DEADLINE_MS = 10_000
 /** FUZZ_PROFILE=1: print the slowest cases (to keep the run fast). */
 const PROFILE = process.env["FUZZ_PROFILE"] === "1"
@@ -44,7 +47,7 @@ const HEAP_MARGIN = 96 * 1024 * 1024
 
 declare module "vitest" {
   interface TaskMeta {
-    fuzz?: { cases: number; fivehundred: number; crashes: number; hangs: number; other: number; unconfirmed: number }
+    fuzz?: { cases: number; fivehundred: number; crashes: number; resets: number; hangs: number; other: number; unconfirmed: number }
   }
 }
 
@@ -106,6 +109,16 @@ const confine = (c: FuzzCase, upstream: string): FuzzCase => {
 }
 
 const send = (base: string, c: FuzzCase): Promise<Outcome> => (c.kind === "http" ? sendHttp(base, c, DEADLINE_MS) : sendWs(base, c, DEADLINE_MS))
+
+/**
+ * Every method of every route with a multi-MB body (test/support/fuzz.ts, `bodySweep`): all of
+ * them in `npm run fuzz` (or with FUZZ_SWEEP=all), every 13th (each route once, the method
+ * turning) in `npm test`.
+ */
+function* sweep(corpus: ReturnType<typeof loadCorpus>): Generator<FuzzCase> {
+  let i = 0
+  for (const c of bodySweep(corpus.http)) if (FULL_SWEEP || i++ % 13 === 0) yield c
+}
 
 /** All cases of a run: mostly HTTP over every route, one in ten a WebSocket session. */
 const caseArb = (corpus: ReturnType<typeof loadCorpus>): fc.Arbitrary<FuzzCase> =>
@@ -198,7 +211,7 @@ afterAll(async () => {
 })
 
 describe("fuzz: random and mutated client traffic on every route of both planes", () => {
-  it(`in-process gateway: ${RUNS} cases (seed ${SEED})`, { timeout: 60_000 + RUNS * 200 }, async (ctx) => {
+  it(`in-process gateway: ${RUNS} cases (seed ${SEED})`, { timeout: 60_000 + RUNS * 200 + (FULL_SWEEP ? 2_000 : 150) * 200 }, async (ctx) => {
     const gw: TestGateway = await startGateway({ env: {} })
     // An uncaught exception would end a real gateway: record it as a crash of the case in flight.
     const crashes: Array<string> = []
@@ -220,8 +233,7 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
       const gc = forceGc()
       let baseline = 0
       const warmup = Math.min(40, Math.floor(RUNS / 5))
-      await runCases(SEED, RUNS, caseArb(corpus), async (raw, index) => {
-        if (index === warmup) baseline = await settleHeap(gc)
+      const one = async (raw: FuzzCase, index: number) => {
         const c = confine(raw, up.url)
         const seen = crashes.length
         const t0 = performance.now()
@@ -240,7 +252,14 @@ describe("fuzz: random and mutated client traffic on every route of both planes"
         gw.logs.length = 0
         up.requests.length = 0
         up.violations.length = 0
+      }
+      await runCases(SEED, RUNS, caseArb(corpus), async (raw, index) => {
+        if (index === warmup) baseline = await settleHeap(gc)
+        await one(raw, index)
       })
+      // Then the sweep: every method of every route with a multi-MB body.
+      let swept = 0
+      for (const c of sweep(corpus)) await one(c, 50_000 + swept++)
       // A 502/503/504, hang or cut that does not show again was the machine's timing, not the case.
       await findings.confirm(async (c) => {
         const seen = crashes.length

@@ -28,7 +28,7 @@ import { LiveFeed } from "../management/dashboard/LiveFeed.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 import { directLocal } from "../management/api/Auth.js"
 import { MCP_PATH, McpHttp } from "../management/mcp/McpHttp.js"
-import { lingerOnClose } from "../platform/http/lingering.js"
+import { answerRefused, lingerOnClose, lingering } from "../platform/http/lingering.js"
 import { clientAddress } from "../platform/http/request.js"
 import { ipRefusal } from "../platform/settings/ipFilter.js"
 import { Settings } from "../platform/settings/Settings.js"
@@ -213,7 +213,9 @@ export const GatewayServerLive = Layer.scoped(
       if (closing) res.shouldKeepAlive = false
       else open.add(res)
       fresh.delete(req.socket)
-      lingerOnClose(req, res)
+      // A body nobody reads (a 401, 404 or 413 given early, a GET or DELETE with a body) is read
+      // and dropped after the answer, so the client still sending it is not reset.
+      lingering(req, res)
       try {
         screened(req, res)
       } catch (e) {
@@ -221,12 +223,19 @@ export const GatewayServerLive = Layer.scoped(
       }
     })
 
+    // A request the HTTP parser refuses (or that did not arrive in time) is answered, and what the
+    // client still sends is read and dropped before the socket closes, instead of node's bare
+    // status and a destroy that resets a client still sending its body.
+    server.on("clientError", answerRefused)
+
     // Connections accepted that have not sent a complete request yet. Node counts them as idle,
     // so closing idle connections at shutdown would reset a client whose request is on its way
     // (it connected just before the signal, or the server was busy): they get FRESH_GRACE.
     const fresh = new Set<net.Socket>()
     const sockets = new Set<net.Socket>()
     server.on("connection", (socket: net.Socket) => {
+      // Closed after its last answer with a linger: the client's bytes still on their way are read, not reset.
+      lingerOnClose(socket)
       sockets.add(socket)
       fresh.add(socket)
       socket.once("close", () => {

@@ -36,6 +36,13 @@ export interface HttpCase {
   readonly body?: Buffer
   /** The body goes in chunks (`Transfer-Encoding: chunked`, no length): its size is known only as it arrives. */
   readonly chunked?: boolean
+  /**
+   * The body goes with neither a length nor chunks, as node's client sends a DELETE (or GET) body
+   * written in pieces: as far as HTTP goes the request has none, and its bytes come after it.
+   */
+  readonly unframed?: boolean
+  /** Sent on a keep-alive connection (else `Connection: close`, node's client without an agent). */
+  readonly keepAlive?: boolean
   readonly key: KeyPresented
   readonly origin?: string
   /** What was done to the recorded request. */
@@ -697,7 +704,7 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         query: fc.option(fc.constantFrom("%ZZ", "alt=sse&alt=json", "a=%E0%A4%A", "beta=true", "key=%", "handshake=1&handshake=0"), { freq: 6 }),
         // Sent chunked: a body over a limit is found only as it arrives (a reset there was a finding).
         chunked: fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
-        // Padding that takes a chunked body past the planes' limits (1 MiB management, 32 MiB inference JSON).
+        // Padding that takes a body past the planes' limits (1 MiB management, 32 MiB inference JSON).
         padding: fc.oneof(
           { weight: 12, arbitrary: fc.constant(0) },
           { weight: 3, arbitrary: fc.constant(2 * 1024 * 1024) },
@@ -728,13 +735,11 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         // The recorded content-type goes unless this case chose its own (or none).
         if (t.body !== undefined && headers.headers["content-type"] === undefined) delete all["content-type"]
         let bytes = body ? bytesOf(body) : undefined
-        if (bytes && chunked) {
-          tags.push("transfer:chunked")
-          // Whitespace after the JSON: the same document, larger than a limit.
-          if (padding > 0) {
-            bytes = Buffer.concat([bytes, Buffer.alloc(padding, 0x20)])
-            tags.push(`padded:${padding >> 20}MiB`)
-          }
+        if (bytes && chunked) tags.push("transfer:chunked")
+        // Whitespace after the JSON: the same document, larger than a limit (chunked or with its length).
+        if (bytes && padding > 0) {
+          bytes = Buffer.concat([bytes, Buffer.alloc(padding, 0x20)])
+          tags.push(`padded:${padding >> 20}MiB`)
         }
         return {
           kind: "http",
@@ -751,6 +756,67 @@ export const httpCaseArb = (templates: ReadonlyArray<Template>): fc.Arbitrary<Ht
         }
       })
   )
+
+/** The sizes of the sweep's bodies: past the management plane's 1 MiB limit, under the inference plane's 32 MiB. */
+const SWEEP_SIZES = [2 * 1024 * 1024, 4 * 1024 * 1024, 6 * 1024 * 1024]
+
+/**
+ * Every method of every route with a multi-MB body, with and without a content type, framed by
+ * its length, in chunks or not at all, on keep-alive and closing connections: whatever the route
+ * answers (most before reading the body, if they read it at all), the client must read it, never
+ * a reset. The body is the route's recorded one (or `{}`) padded with whitespace, so it is still
+ * JSON. Made one at a time (thousands of multi-MB bodies would not fit in memory together).
+ */
+export function* bodySweep(templates: ReadonlyArray<Template>): Generator<HttpCase> {
+  let n = 0
+  for (const t of templates) {
+    for (const method of METHODS) {
+      const i = n++
+      const size = SWEEP_SIZES[i % SWEEP_SIZES.length]!
+      const typed = i % 2 === 0
+      const framing = (["length", "chunked", "none"] as const)[Math.floor(i / 2) % 3]!
+      const keepAlive = Math.floor(i / 6) % 2 === 1
+      const who = Math.floor(i / 12) % 3
+      let target = t.path
+      for (const [k, v] of Object.entries(t.params ?? {})) target = target.replace(`{${k}}`, encodeURIComponent(v))
+      if (t.query) target = `${target}?${t.query}`
+      const auth: Auth =
+        t.plane === "management"
+          ? who === 2
+            ? { headers: {}, key: "none", tag: "auth:none" }
+            : { headers: { authorization: `Bearer ${ADMIN_KEY}` }, key: "valid", tag: "auth:admin" }
+          : who === 2
+            ? { headers: { authorization: "Bearer not-a-key" }, key: "none", tag: "auth:odd" }
+            : { headers: { authorization: `Bearer ${CLIENT_KEY}` }, key: "valid", tag: "auth:bearer" }
+      const headers: Record<string, string | Array<string>> = { ...(t.headers ?? {}), ...auth.headers }
+      delete headers["content-type"]
+      if (typed) headers["content-type"] = "application/json"
+      const json = Buffer.from(JSON.stringify(t.body ?? {}), "utf8")
+      const body = Buffer.concat([json, Buffer.alloc(Math.max(0, size - json.length), 0x20)])
+      yield {
+        kind: "http",
+        route: `${t.plane} ${t.method} ${t.path}`,
+        plane: t.plane,
+        method,
+        target,
+        headers,
+        body,
+        ...(framing === "chunked" ? { chunked: true } : framing === "none" ? { unframed: true } : {}),
+        ...(keepAlive ? { keepAlive: true } : {}),
+        key: auth.key,
+        tags: [
+          "sweep",
+          auth.tag,
+          ...(method !== t.method ? [`method:${method}`] : []),
+          `big:${size >> 20}MiB`,
+          typed ? "content-type:application/json" : "content-type:none",
+          `transfer:${framing}`,
+          keepAlive ? "connection:keep-alive" : "connection:close"
+        ]
+      }
+    }
+  }
+}
 
 /** A WebSocket case: the upgrade's headers, then one to four frames. */
 export const wsCaseArb = (frames: ReadonlyArray<Record<string, unknown>>): fc.Arbitrary<WsCase> => {
@@ -861,6 +927,8 @@ export interface Outcome {
 }
 
 const HANG = "deadline"
+/** What a connection failing under the client looks like (a reset, a write to a closed socket). */
+const TRANSPORT = /ECONNRESET|EPIPE|ECONNABORTED|socket hang up/
 
 /** Requests and sockets waiting for an answer (so a crash of an in-process gateway can end them). */
 const inFlight = new Set<() => void>()
@@ -874,13 +942,18 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
   new Promise((resolve) => {
     const url = new URL(base)
     const headers: Record<string, string | Array<string> | number> = { ...c.headers }
-    if (c.body && !c.chunked) headers["content-length"] = c.body.length
+    if (c.body && !c.chunked && !c.unframed) headers["content-length"] = c.body.length
     // Node's client frames a body in chunks by itself only for methods that usually have one
-    // (not GET, DELETE, HEAD, OPTIONS): said explicitly, every method's body is framed.
+    // (not GET, DELETE, HEAD, OPTIONS): said explicitly, every method's body is framed (but an
+    // unframed case's, which is the point of it).
     if (c.body && c.chunked) headers["transfer-encoding"] = "chunked"
     let req: http.ClientRequest
+    // One connection of its own either way: kept alive (the answer must leave it usable) or closed after the answer.
+    const agent = c.keepAlive ? new http.Agent({ keepAlive: true, maxSockets: 1 }) : false
     try {
-      req = http.request({ host: url.hostname, port: url.port, method: c.method, path: c.target, headers, agent: false })
+      req = http.request({ host: url.hostname, port: url.port, method: c.method, path: c.target, headers, agent })
+      // Neither a length nor chunks, whatever the method: the body's bytes go as they are.
+      if (c.unframed) req.useChunkedEncodingByDefault = false
     } catch (e) {
       // The client itself refused what the generator made (not the gateway's doing).
       return resolve({ status: -1, excerpt: `client refused: ${(e as Error).message}` })
@@ -895,8 +968,30 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
       clearTimeout(timer)
       inFlight.delete(end)
       resolve(o)
+      // A keep-alive agent's socket would otherwise stay open until the gateway's idle timeout.
+      if (agent) setImmediate(() => agent.destroy())
     }
-    req.on("error", (e) => done(e.message === HANG ? { hang: true, excerpt: "" } : { cut: `${(e as NodeJS.ErrnoException).code ?? ""} ${e.message}`.trim(), excerpt: "" }))
+    // On a connection that closes after the answer, an answer read whole while the body was still
+    // being sent is done once the body is (or the connection closed): a reset then (EPIPE,
+    // ECONNRESET) is a finding too, every body here being within what the gateway reads and drops.
+    // (Node's client sends no more of a body once a keep-alive answer is whole: those end there.)
+    let answered: Outcome | undefined
+    const sentOrGone = () => {
+      if (answered !== undefined && (req.writableFinished || req.destroyed)) done(answered)
+    }
+    req.on("finish", sentOrGone)
+    req.on("close", sentOrGone)
+    req.on("error", (e) => {
+      const code = `${(e as NodeJS.ErrnoException).code ?? ""} ${e.message}`.trim()
+      if (answered !== undefined) {
+        if (e.message === HANG) return done({ ...answered, hang: true })
+        // A transport failure; not node's client refusing what came after its answer (the
+        // gateway's 400 for an unframed body's bytes, read as a request of their own).
+        if (!TRANSPORT.test(code)) return done(answered)
+        return done({ ...answered, cut: `reset after the answer, with the body still being sent: ${code}` })
+      }
+      done(e.message === HANG ? { hang: true, excerpt: "" } : { cut: code, excerpt: "" })
+    })
     req.on("response", (res) => {
       const chunks: Array<Buffer> = []
       let size = 0
@@ -908,13 +1003,18 @@ export const sendHttp = (base: string, c: HttpCase, deadlineMs: number): Promise
       res.on("error", (e) =>
         done(e.message === HANG ? { status: res.statusCode!, hang: true, excerpt: excerpt() } : { status: res.statusCode!, cut: `answer cut: ${e.message}`, excerpt: excerpt() })
       )
-      res.on("end", () => done({ status: res.statusCode!, excerpt: excerpt() }))
+      res.on("end", () => {
+        answered = { status: res.statusCode!, excerpt: excerpt() }
+        if (c.keepAlive) return done(answered)
+        // Looked at once the error events of this turn (a reset read with the answer) have run.
+        setImmediate(sentOrGone)
+      })
       res.on("close", () => {
         if (!res.complete) done({ status: res.statusCode!, cut: "answer cut before its end", excerpt: excerpt() })
       })
     })
-    if (c.chunked && c.body) {
-      // In pieces, so node frames them as chunks (no length): 64 KiB each, waiting for drain.
+    if ((c.chunked || c.unframed) && c.body) {
+      // In pieces, so node sends no length (chunks, or nothing at all): 64 KiB each, waiting for drain.
       const body = c.body
       let at = 0
       const pump = () => {
@@ -1033,7 +1133,7 @@ const errorCode = (excerpt: string): string => {
 /** Collects findings by signature, keeping the smallest reproduction of each. */
 export class Findings {
   readonly all = new Map<string, { first: Finding; smallest: Finding; count: number }>()
-  counts = { cases: 0, fivehundred: 0, crashes: 0, hangs: 0, other: 0, unconfirmed: 0 }
+  counts = { cases: 0, fivehundred: 0, crashes: 0, resets: 0, hangs: 0, other: 0, unconfirmed: 0 }
   /** Timing findings that did not show again when their case was replayed (see `confirm`). */
   readonly unconfirmed: Array<string> = []
 
@@ -1041,7 +1141,8 @@ export class Findings {
     this.counts.cases++
     for (const f of found) {
       if (f.kind === "500" || f.kind === "5xx") this.counts.fivehundred++
-      else if (f.kind === "crash" || f.kind === "reset") this.counts.crashes++
+      else if (f.kind === "crash") this.counts.crashes++
+      else if (f.kind === "reset") this.counts.resets++
       else if (f.kind === "hang") this.counts.hangs++
       else this.counts.other++
       const signature = `${f.kind} · ${c.route} · ${f.key}`
@@ -1056,21 +1157,23 @@ export class Findings {
   }
 
   /**
-   * Replays each finding that timing alone can cause (a 502/503/504, a hang, a cut connection)
-   * up to `tries` times: one that does not show again is moved out of the findings into
-   * `unconfirmed`, reported but not failing the run. A 500, a crash and an origin bypass always count.
+   * Replays each finding that timing alone can cause (a 502/503/504, a hang, a WebSocket session
+   * cut) up to `tries` times: one that does not show again is moved out of the findings into
+   * `unconfirmed`, reported but not failing the run. A 500, a crash, an origin bypass and an HTTP
+   * request whose connection failed before its answer was read (a reset, a hang-up) always
+   * count: a client must read every answer, however rarely the race is lost.
    */
   async confirm(attempt: (c: FuzzCase) => Promise<ReturnType<typeof judge>>, tries = 2): Promise<void> {
     for (const [signature, entry] of [...this.all]) {
       const f = entry.first
-      if (f.kind !== "5xx" && f.kind !== "hang" && f.kind !== "reset") continue
+      if (f.kind !== "5xx" && f.kind !== "hang" && !(f.kind === "reset" && f.case.kind === "ws")) continue
       let seen = false
       for (let i = 0; i < tries && !seen; i++) seen = (await attempt(f.case)).some((g) => `${g.kind} · ${f.case.route} · ${g.key}` === signature)
       if (seen) continue
       this.all.delete(signature)
       if (f.kind === "5xx") this.counts.fivehundred -= entry.count
       else if (f.kind === "hang") this.counts.hangs -= entry.count
-      else this.counts.crashes -= entry.count
+      else this.counts.resets -= entry.count
       this.counts.unconfirmed += entry.count
       this.unconfirmed.push(
         `did not show again in ${tries} replays: ${signature} (×${entry.count}; case ${f.index}): ${f.detail.split("\n").slice(0, 3).join(" | ").slice(0, 600)}`
@@ -1092,9 +1195,9 @@ export class Findings {
   }
 
   summary(): string {
-    const { cases, fivehundred, crashes, hangs, other } = this.counts
+    const { cases, fivehundred, crashes, resets, hangs, other } = this.counts
     const { unconfirmed } = this.counts
-    return `fuzz: ${cases} cases, ${fivehundred} answers of 500, ${crashes} crashes, ${hangs} hangs${other ? `, ${other} other findings` : ""}${unconfirmed ? `, ${unconfirmed} timing findings that did not reproduce` : ""}`
+    return `fuzz: ${cases} cases, ${fivehundred} answers of 500, ${crashes} crashes, ${resets} resets, ${hangs} hangs${other ? `, ${other} other findings` : ""}${unconfirmed ? `, ${unconfirmed} timing findings that did not reproduce` : ""}`
   }
 
   /** The report: each distinct finding once, with a curl line (bodies written to files under `dir`). */
@@ -1139,6 +1242,8 @@ export const reproduce = (c: FuzzCase, base: string, dir: string, name: string):
   // curl would send a form content-type of its own with a body.
   if (c.body && !Object.keys(c.headers).some((k) => k.toLowerCase() === "content-type")) parts.push("-H 'content-type:'")
   if (c.chunked) parts.push("-H 'transfer-encoding: chunked'")
+  if (c.unframed) parts.push("-H 'content-length:'")
+  if (!c.keepAlive) parts.push("-H 'connection: close'")
   if (c.body) {
     const printable = c.body.length <= 400 && /^[\x20-\x7e]*$/.test(c.body.toString("latin1"))
     if (printable) parts.push(`--data-binary ${shellQuote(c.body.toString("latin1"))}`)

@@ -7,7 +7,6 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpPlatform from "@effect/platform-node/NodeHttpPlatform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -16,7 +15,6 @@ import * as Option from "effect/Option"
 import type * as http from "node:http"
 import { newRequestId } from "../../kernel/ids.js"
 import { gatewayHeaders } from "../../inference/io.js"
-import { drainInsteadOfDestroy } from "../../platform/http/lingering.js"
 import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../../platform/http/planned.js"
 import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
@@ -139,8 +137,6 @@ const managementMiddleware = (deps: Parameters<typeof audited>[0]) =>
       const requestId = newRequestId()
       const started = Date.now()
       const declared = Number(req.headers["content-length"] ?? 0)
-      // A body refused part-way (over the limit) is drained, not reset: the client reads its 413.
-      drainInsteadOfDestroy(NodeHttpServerRequest.toIncomingMessage(req))
       const unsupported = unsupportedBody(req)
       const guarded = isUpload(req)
         ? app

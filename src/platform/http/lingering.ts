@@ -1,72 +1,248 @@
 /**
- * Lingering close for answers sent before the request body has arrived (a 401, 413 or 400 given
- * early, or a GET that carries a body nobody reads). When the connection is to close after the
- * answer (the client sent `Connection: close`, or the server is shutting down), node destroys the
- * socket as soon as the answer is written; the client's body still in flight then makes the
- * kernel send a reset, and the client can lose the answer it was reading. Like nginx's
- * lingering close, the end of such an answer waits (a bounded time, a bounded size) for the rest
- * of the body, which is read and discarded.
+ * A request body nobody reads (whole or in part) must never cost the client its answer. An
+ * answer often comes before the body has arrived: a 401, 413 or 400 given early, a 404 or 405, a
+ * GET or DELETE whose body no route reads, a body refused part-way through reading, a request
+ * node's HTTP parser refuses (a malformed request line or header; the bytes of a body sent
+ * without a length, read as the next request). What is left of the body is then still on its way,
+ * and a socket closed with bytes unread (or arriving after) makes the kernel answer with a reset:
+ * the client, still sending, gets ECONNRESET or EPIPE, often before it has read its answer.
+ *
+ * The server installs this on every connection, every request and every request its parser
+ * refuses, on both planes (src/server/Server.ts), so no route has to think of it:
+ * - the answer goes out as soon as it is written, never held back;
+ * - after it, what is left of the body is read and dropped: on a keep-alive connection, which
+ *   then serves the next request; on a connection that closes after the answer (`Connection:
+ *   close`, HTTP/1.0, shutdown, a refused request), the gateway's side is closed at once (a FIN
+ *   after the answer, as nginx's lingering close does) and the socket once the client has closed
+ *   its side (it has read the answer and the FIN);
+ * - a reader that stops part-way and destroys the request without a reason (the platform's body
+ *   reader over a size limit) drains the rest instead of destroying the socket.
+ * Bounded: at most LINGER_BYTES are read and dropped after an answer, with pauses of at most
+ * LINGER_MS; past either bound, or for a body declared larger, the connection is closed after
+ * the answer, which the client may see as a reset.
  */
-import type * as http from "node:http"
+import * as http from "node:http"
+import type * as net from "node:net"
 
-/** How long an answer's end waits for the rest of the body. */
+/** The longest pause in what is read and dropped after an answer. */
 export const LINGER_MS = 5_000
-/** A body with more than this left to arrive is not waited for: the connection is cut as before. */
+/** The most read and dropped after an answer; a body with more than this left is cut after its answer. */
 export const LINGER_BYTES = 64 * 1024 * 1024
+/** How often what is being dropped is checked for progress and size. */
+const TICK_MS = 250
+
+/**
+ * Watches bytes being read and dropped (`read`, a running count: a body node itself drops
+ * arrives without events): `over()` once more than LINGER_BYTES were read past its value now,
+ * or none for LINGER_MS. Returns the function that stops watching.
+ */
+const bound = (read: () => number, over: () => void): (() => void) => {
+  const limit = read() + LINGER_BYTES
+  let seen = read()
+  let still = Date.now()
+  const timer = setInterval(() => {
+    const now = read()
+    if (now > limit) {
+      clearInterval(timer)
+      return over()
+    }
+    if (now !== seen) {
+      seen = now
+      still = Date.now()
+    } else if (Date.now() - still >= LINGER_MS) {
+      clearInterval(timer)
+      over()
+    }
+  }, TICK_MS)
+  timer.unref()
+  return () => clearInterval(timer)
+}
+
+/** Destroys `socket` once what was written to it has gone out. */
+const closeWhenWritten = (socket: net.Socket): void => {
+  if (socket.writableFinished || socket.destroyed) socket.destroy()
+  else socket.once("finish", () => socket.destroy())
+}
+
+/** Sockets closing with a linger (their side ended, the client's still read and dropped). */
+const lingeringSockets = new WeakSet<net.Socket>()
+
+/**
+ * Ends the gateway's side now (after what is written) and closes the socket once the client has
+ * closed its side, or a bound was passed; meanwhile what arrives is read (and dropped by the
+ * parser or the request it belongs to).
+ */
+const lingerThenClose = (socket: net.Socket): void => {
+  if (lingeringSockets.has(socket) || socket.destroyed) return
+  lingeringSockets.add(socket)
+  let stop = () => {}
+  const close = () => {
+    stop()
+    socket.off("end", close)
+    socket.off("close", close)
+    closeWhenWritten(socket)
+  }
+  socket.end()
+  if (socket.readableEnded) return close()
+  stop = bound(() => socket.bytesRead, close)
+  socket.once("end", close)
+  socket.once("close", close)
+  socket.resume()
+}
+
+/**
+ * On a new connection: node closes a connection after its last answer with
+ * `socket.destroySoon()` (an end, then a destroy once written); here the end goes at once and
+ * the destroy waits for the client's side (`lingerThenClose`).
+ */
+export const lingerOnClose = (socket: net.Socket): void => {
+  socket.destroySoon = function lingeringClose(this: net.Socket) {
+    lingerThenClose(this)
+  }
+}
 
 const hasBody = (req: http.IncomingMessage): boolean => {
   const length = req.headers["content-length"]
   return (length !== undefined && length !== "0") || req.headers["transfer-encoding"] !== undefined
 }
 
-/** Installs the lingering end on `res` when it can matter: a body, and a connection that closes after the answer. */
-export const lingerOnClose = (req: http.IncomingMessage, res: http.ServerResponse): void => {
-  if (res.shouldKeepAlive || !hasBody(req)) return
-  const declared = Number(req.headers["content-length"])
-  if (Number.isFinite(declared) && declared > LINGER_BYTES) return
-  const end = res.end
-  res.end = function lingeringEnd(this: http.ServerResponse, ...args: Array<unknown>) {
-    res.end = end
-    if (req.complete || req.destroyed) return end.apply(res, args as never)
-    let done = false
-    const finish = () => {
-      if (done) return
-      done = true
-      clearTimeout(timer)
-      req.off("end", finish)
-      req.off("close", finish)
-      req.off("error", finish)
-      end.apply(res, args as never)
+/** Keep-alive connections reading and dropping the rest of a body after its answer. */
+const draining = new WeakSet<net.Socket>()
+
+/** Whether the body has been read to its end (or its request is gone): nothing is left to wait for. */
+const settled = (req: http.IncomingMessage): boolean => req.readableEnded || req.destroyed
+
+/**
+ * On a request with a body: once its answer is written, what is left of the body is read and
+ * dropped, whoever listened before (a reader left paused would stall the connection). On a
+ * keep-alive connection past a bound (or with more declared than the bound), and on a closing
+ * one with more declared than the bound, the connection is closed after the answer instead.
+ */
+export const lingering = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+  if (!hasBody(req)) return
+  drainInsteadOfDestroy(req)
+  const socket: net.Socket = req.socket
+  // Body bytes pulled from the socket so far, near enough (the first read may hold some).
+  const start = socket.bytesRead
+  const received = () => socket.bytesRead - start
+  // Listeners run in order: node's own (which closes the connection, or keeps it for the next
+  // request) was added before the request was handed over, so this one runs after it.
+  res.once("finish", () => {
+    if (settled(req)) return
+    const cut = () => {
+      if (socket.destroyed) return
+      socket.end()
+      closeWhenWritten(socket)
     }
-    const timer = setTimeout(finish, LINGER_MS)
-    req.once("end", finish)
-    req.once("close", finish)
-    req.once("error", finish)
-    // Whatever a handler left unread is discarded.
+    const declared = Number(req.headers["content-length"])
+    if (Number.isFinite(declared) && declared - received() > LINGER_BYTES) return cut()
     req.removeAllListeners("data")
     req.resume()
-    return res
-  } as typeof res.end
+    // Closing: the connection's linger bounds it.
+    if (lingeringSockets.has(socket)) return
+    draining.add(socket)
+    let stop = () => {}
+    const whole = () => {
+      stop()
+      draining.delete(socket)
+      req.off("end", whole)
+      req.off("close", whole)
+      socket.off("close", whole)
+    }
+    stop = bound(received, () => {
+      whole()
+      cut()
+    })
+    req.once("end", whole)
+    req.once("close", whole)
+    // After its answer a request is no longer the connection's: its closing does not end the request.
+    socket.once("close", whole)
+  })
 }
 
 /**
  * A body refused part-way through reading (over a size limit) must still get its answer. The
  * platform's body reader destroys the request stream when it stops reading, which destroys the
- * socket, and the kernel answers the client's body still in flight with a reset: the client gets
- * ECONNRESET instead of the 413 (a chunked body, whose size is known only as it arrives). On this
- * request, a `destroy()` without a reason while the body is still arriving drains the rest
- * instead (read and discarded: keep-alive then goes on; a connection closing after the answer
- * lingers as above); a destroy with a reason (the client went away, a parse error) is left as is.
+ * socket: the client, still sending, gets a reset instead of its 413 (a chunked body, whose size
+ * is known only as it arrives). A `destroy()` without a reason while the body has not been read
+ * to its end (still arriving, or arrived but not all read) reads and drops the rest instead; the
+ * answer's end then bounds it (`lingering`). A destroy with a reason (the client went away, a
+ * parse error) is left as is.
  */
-export const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
-  if (!hasBody(req)) return
+const drainInsteadOfDestroy = (req: http.IncomingMessage): void => {
   const destroy = req.destroy
   req.destroy = function drainingDestroy(this: http.IncomingMessage, error?: Error) {
-    if (error === undefined && !this.complete && !this.destroyed) {
+    if (error === undefined && !settled(this)) {
       this.removeAllListeners("data")
       this.resume()
       return this
     }
     return destroy.call(this, error)
   } as typeof req.destroy
+}
+
+/** Connections whose refused request was seen to: each further piece of it fails to parse again. */
+const refused = new WeakSet<net.Socket>()
+
+/** Node's own statuses for what its parser refuses (a 400 for anything else). */
+const REFUSED_STATUS: Readonly<Record<string, number>> = { HPE_HEADER_OVERFLOW: 431, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413, ERR_HTTP_REQUEST_TIMEOUT: 408 }
+
+/**
+ * The server's `clientError` listener: bytes node's HTTP parser refuses (a malformed request
+ * line, header or chunk; headers too large; bytes after a request that said `Connection: close`;
+ * the bytes of a body sent without a length, read as the next request) or a request that did
+ * not arrive in time. Node's own handling writes a bare status and destroys the socket at once,
+ * so a client still sending is reset, mostly before it has read anything.
+ * - Bytes after a request whose answer is being written (or after `Connection: close`) belong to
+ *   that request (a body sent without a length): that answer goes out, then the connection
+ *   closes with a linger. The client reads its answer, then the end.
+ * - A request cut by the client's own close (its FIN in the middle of it) is over: the socket is
+ *   destroyed at once, as node does, which aborts the request for its handler.
+ * - Anything else (a request of its own, or a request's malformed body) is answered with its
+ *   status in OpenAI's error shape and `Connection: close`, unless an answer has begun, then the
+ *   connection closes with a linger.
+ */
+export const answerRefused = (error: Error & { code?: string; reason?: string; rawPacket?: unknown }, socket: net.Socket): void => {
+  if (refused.has(socket) || lingeringSockets.has(socket)) return
+  refused.add(socket)
+  // The client went away (or the socket is gone): nothing to answer.
+  if (error.code === "ECONNRESET" || socket.destroyed) return void socket.destroy()
+  const inFlight = (socket as { _httpMessage?: http.ServerResponse | null })._httpMessage
+  if (inFlight && !inFlight.writableFinished && !inFlight.destroyed) {
+    // The client closed its side in the middle of that request: it is over (node's way, which
+    // aborts the request for its handler).
+    if (!inFlight.req.complete && socket.readableEnded) return void socket.destroy()
+    if (inFlight.req.complete) {
+      // After it node either closes the connection (a linger, `lingerOnClose`) or keeps it: closed here.
+      inFlight.once("finish", () => setImmediate(() => lingerThenClose(socket)))
+      inFlight.once("close", () => {
+        if (!inFlight.writableFinished) socket.destroy()
+      })
+      return
+    }
+    // Its own body is malformed (a broken chunk): answered below unless its answer has begun; its
+    // handler's read ends with the connection.
+    if (inFlight.headersSent) return lingerThenClose(socket)
+  }
+  // Bytes after `Connection: close`, or a body already answered (malformed, or cut by the
+  // client's close): that request had its answer.
+  if (!socket.writable || error.code === "HPE_CLOSED_CONNECTION" || draining.has(socket)) return lingerThenClose(socket)
+  const status = REFUSED_STATUS[error.code ?? ""] ?? 400
+  const why = typeof error.reason === "string" && /^[\x20-\x7e]{1,80}$/.test(error.reason) ? `: ${error.reason}` : ""
+  const message =
+    status === 408
+      ? "the request did not arrive in time"
+      : status === 431
+        ? "the request's headers are too large"
+        : `the request is not valid HTTP/1.1 (${error.code ?? "parse error"}${why})`
+  const body = JSON.stringify({ error: { message, type: "invalid_request_error", code: status === 408 ? "request_timeout" : "malformed_request", param: null } })
+  // An answer to HEAD has no body (its client would read one as the next answer): the bytes the
+  // parser refused begin with the request line when the request line is what it refused.
+  const head = Buffer.isBuffer(error.rawPacket) && /^(\r\n)*HEAD /.test(error.rawPacket.subarray(0, 16).toString("latin1"))
+  socket.write(
+    head
+      ? `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nconnection: close\r\n\r\n`
+      : `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+  )
+  lingerThenClose(socket)
 }
