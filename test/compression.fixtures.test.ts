@@ -230,8 +230,13 @@ beforeAll(async () => {
   gw = await startGateway({ env: { REQUIRE_API_KEY: "true" } })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "client" }, { secret: KEY })))
+  // Non-streamed requests are always collected from a stream here (`nonStreamed: "stream"`): the
+  // upstream bodies this file compares between modes keep one shape, whatever the connection's pace.
   for (const [family, body] of CONNECTIONS) {
-    const res = await call(`${gw.url}/api/providers`, { body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1" }, headers: { authorization: `Bearer ${ADMIN}` } })
+    const res = await call(`${gw.url}/api/providers`, {
+      body: { ...body, baseUrl: up.baseUrl(family), defaultModel: "m1", timeouts: { nonStreamed: "stream" } },
+      headers: { authorization: `Bearer ${ADMIN}` }
+    })
     expect(res.status, res.text).toBe(201)
   }
 })

@@ -72,10 +72,10 @@ const flag = async (key: string) => (await list()).flags.find((f: any) => f.key 
 const put = (body: unknown) => call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body, headers: admin })
 
 describe("feature flag catalog", () => {
-  it("holds the 34 flags of the specification plus 4 of the gateway's own", () => {
+  it("holds the 34 flags of the specification plus 5 of the gateway's own", () => {
     const keys = FLAG_DEFINITIONS.map((d) => d.key)
-    expect(keys).toHaveLength(38)
-    expect(new Set(keys).size).toBe(38)
+    expect(keys).toHaveLength(39)
+    expect(new Set(keys).size).toBe(39)
     for (const k of SPEC_FLAGS) expect(keys).toContain(k)
     expect(
       FLAG_DEFINITIONS.filter((d) => d.requiresRestart)
@@ -109,7 +109,7 @@ describe("GET/PUT/DELETE /api/settings/feature-flags", () => {
 
   it("lists every flag with its fields and a summary", async () => {
     const body = await list()
-    expect(body.flags).toHaveLength(38)
+    expect(body.flags).toHaveLength(39)
     const f = body.flags.find((x: any) => x.key === "INJECTION_GUARD_MODE")
     expect(f).toMatchObject({
       category: "security",
@@ -122,8 +122,8 @@ describe("GET/PUT/DELETE /api/settings/feature-flags", () => {
       expect(f).toHaveProperty(key)
     }
     const s = body.summary
-    expect(s.total).toBe(38)
-    expect(s.active + s.inactive).toBe(38)
+    expect(s.total).toBe(39)
+    expect(s.active + s.inactive).toBe(39)
     expect(s.overriddenByEnv).toBe(2)
   })
 

@@ -53,6 +53,32 @@ export const authenticateInference = (
   return known !== undefined ? recognised(known) : Effect.flatMap(keys.verify(presented), recognised)
 }
 
+/**
+ * `authenticateInference` without an effect (the common path): the key's id, null for a request
+ * let in without a recognised key, or undefined when that cannot be decided from memory or the
+ * request is refused (the pipeline then decides, and answers the refusal).
+ */
+export const authenticateNow = (
+  keys: ApiKeysShape,
+  flags: FeatureFlagsShape,
+  access: InferenceAccess,
+  req: http.IncomingMessage,
+  query: URLSearchParams
+): string | null | undefined => {
+  const presented = presentedKey(req, query)
+  if (presented) {
+    const known = keys.peekVerify(presented)
+    if (known === undefined) return undefined
+    if (Option.isSome(known)) return known.value.id
+  }
+  // Unrecognised: let in only where `unrecognised` would let it in, decided from memory.
+  if (!originAllowed(header(req, "origin"), access.allowedOrigins)) return undefined
+  const required = flags.peekEnabled("REQUIRE_API_KEY")
+  if (required !== false) return undefined
+  if (access.keyRequiredThroughTunnel && throughTunnel(req.headers)) return undefined
+  return access.keyRequiredByBind ? undefined : null
+}
+
 const unrecognised = Effect.fnUntraced(function* (flags: FeatureFlagsShape, access: InferenceAccess, req: http.IncomingMessage, presented: string | undefined) {
   const origin = header(req, "origin")
   if (!originAllowed(origin, access.allowedOrigins)) {

@@ -83,5 +83,23 @@ export const makeCacheLookup = (deps: {
     return { key, hit: similar, params, embedding: vector.value }
   })
 
-  return { lookup }
+  /**
+   * What `lookup` would do with this request, without looking: `off` (nothing: a stream, or the
+   * cache off), `miss` (on, the request not cacheable: only its `X-Gateway-Cache: MISS` header),
+   * `look` (a cacheable request, looked up); undefined when the cache's flag is not known fresh.
+   * The common path serves only requests the cache has nothing more to do with than the header.
+   */
+  const wanted = (call: InferenceCall): "off" | "miss" | "look" | undefined => {
+    if (call.stream) return "off"
+    const on = flags.peekEnabled("GATEWAY_SEMANTIC_CACHE_ENABLED")
+    if (on !== true) return on === false ? "off" : undefined
+    if (String(requestHeader(call.ctx, "x-gateway-no-cache") ?? "").toLowerCase() === "true") return "miss"
+    try {
+      return cacheable((call.decode ?? call.format.decodeRequest)(call.body)) ? "look" : "miss"
+    } catch {
+      return "miss"
+    }
+  }
+
+  return { lookup, wanted }
 }

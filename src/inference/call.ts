@@ -13,6 +13,7 @@ import type { CustomCall } from "../upstream/client/executors.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import type { AttemptOutcome, Tracking } from "../kernel/attempts.js"
 import type { InferenceError } from "../kernel/errors.js"
+import type { CommonPathEnds, CommonPathRefusal } from "./commonPath.js"
 import type { AttemptRequest, TryCandidate } from "./fallback.js"
 import type { HttpRequestContext } from "./io.js"
 import type { Origin } from "./responseStore.js"
@@ -84,6 +85,13 @@ export interface SendOptions {
 export interface InferenceShape {
   /** Routes, translates and answers one request, falling back to the next target on retryable failures. */
   readonly run: (call: InferenceCall) => Effect.Effect<void, InferenceError>
+  /**
+   * `run` without a fiber, for the requests the common path takes (src/inference/commonPath.ts):
+   * answers why it does not (nothing was done: `run` it), or undefined when it took it; `ends`
+   * is then called once, `done` when the request is answered and its usage row queued, `handoff`
+   * with the Effect that finishes it when it stopped being common.
+   */
+  readonly runNow: (call: InferenceCall, ends: CommonPathEnds) => CommonPathRefusal | undefined
   /** Resolves a model id to the connection the router would try first, as a 404 in the client's terms when it cannot. */
   readonly resolve: (model: string, format: WireFormat) => Effect.Effect<ResolvedTarget, InferenceError>
   /**

@@ -1,10 +1,13 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as crypto from "node:crypto"
 import type * as http from "node:http"
 import { ApiKeys } from "../services/auth/ApiKeys.js"
@@ -22,7 +25,7 @@ import { IssueTracker } from "./quotas/IssueTracker.js"
 import { Quotas } from "./quotas/Quotas.js"
 import { MediaJobs } from "./media/MediaJobs.js"
 import { Usage } from "../services/usage/Usage.js"
-import { authenticateInference, presentedKey } from "./auth.js"
+import { authenticateInference, authenticateNow, presentedKey } from "./auth.js"
 import { clientAddress, trimmedHeader as header } from "../platform/http/request.js"
 import { explicitSession } from "./session.js"
 import { badRequest, errorBody, InferenceError, toCanonical } from "../kernel/errors.js"
@@ -30,9 +33,10 @@ import { recordAnswer } from "./builtinHooks.js"
 import { endRequest, RequestHooks } from "../kernel/hooks.js"
 import { fireBegin, fireEnd } from "../kernel/listeners.js"
 import { InboundLimits } from "../services/accounting/InboundLimits.js"
-import { endStream, HTTP_TRANSPORT, readBody, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
+import { endStream, HTTP_TRANSPORT, parseJsonObject, readBody, readBodyNow, type HttpRequestContext, sendJson, writeWhole } from "./io.js"
 import { Inference } from "./pipeline.js"
 import { traceIdOf } from "../services/observability/Observability.js"
+import { GatewayMetrics } from "../services/observability/Metrics.js"
 import { ResponseStore } from "./responseStore.js"
 import { isGoogleClient, listGeminiModels } from "./routes/gemini.js"
 import { inferenceRouteDefs } from "./routes/index.js"
@@ -59,8 +63,18 @@ export interface InferenceRequest {
 }
 
 export interface InferenceRoutesShape {
-  /** The program for a request, or undefined when the path belongs to the management plane. */
-  readonly route: (req: http.IncomingMessage, res: http.ServerResponse, path: string, query: string) => InferenceRequest | undefined
+  /**
+   * The program for a request, or undefined when the path belongs to the management plane. With
+   * `fork` (the server's), a request the common path takes answers `common`: it runs without a
+   * fiber, and forks its program through `fork` only when it stops being common.
+   */
+  readonly route: (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    path: string,
+    query: string,
+    fork?: (request: InferenceRequest) => void
+  ) => InferenceRequest | "common" | undefined
   /** Shared with the WebSocket transport. */
   readonly deps: RouteDeps
 }
@@ -256,15 +270,14 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
         if (duplicate) writeWhole(ctx, response.status, { ...response.headers, "x-gateway-request-id": ctx.requestId, "x-gateway-idempotent": "true" }, response.body)
       })
 
-      const program = (
+      /** A request's context, before anything runs. */
+      const contextOf = (
         req: http.IncomingMessage,
         res: http.ServerResponse,
         path: string,
         rawQuery: string,
-        route: RouteDef,
-        params: Record<string, string>,
-        token?: string
-      ): InferenceRequest => {
+        route: RouteDef
+      ): { ctx: HttpRequestContext; isInternal: boolean } => {
         // A batch line this process sends itself (src/inference/batches/Batches.ts): its owner's identity and request id.
         const presented = req.headers[INTERNAL_HEADER]
         const isInternal = typeof presented === "string" && internal.check(presented)
@@ -292,10 +305,41 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           upstreamMs: undefined,
           usageRow: undefined
         }
+        return { ctx, isInternal }
+      }
+
+      const program = (
+        req: http.IncomingMessage,
+        res: http.ServerResponse,
+        path: string,
+        rawQuery: string,
+        route: RouteDef,
+        params: Record<string, string>,
+        token?: string
+      ): InferenceRequest => {
+        const { ctx, isInternal } = contextOf(req, res, path, rawQuery, route)
         // In flight, its span while tracing is on, and the trace id its log lines carry.
         fireBegin(ctx)
+        return programOn(ctx, isInternal, path, route, params, token)
+      }
+
+      /**
+       * The request's program on its context (begun: `fireBegin` already told the listeners).
+       * `failWith`: the route's handler is not run, the request fails with this error instead (a
+       * body the common path found too large).
+       */
+      const programOn = (
+        ctx: HttpRequestContext,
+        isInternal: boolean,
+        path: string,
+        route: RouteDef,
+        params: Record<string, string>,
+        token?: string,
+        failWith?: InferenceError
+      ): InferenceRequest => {
+        const { req } = ctx
         const traceId = traceIdOf(ctx)
-        let handler: Handler = route.handle
+        let handler: Handler = failWith === undefined ? route.handle : () => Effect.fail(failWith)
         // GET /v1/models from Google's clients wants the Gemini list.
         if (path === "/v1/models" && req.method === "GET" && isGoogleClient(ctx)) handler = listGemini
         const handle = Effect.suspend(() => handler(ctx, params))
@@ -328,10 +372,19 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
                 return admission === undefined ? serveIt() : Effect.zipRight(admission, Effect.suspend(serveIt))
               })
         const idempotent = (clientKey: string) => runIdempotent(clientKey, ctx, route, path, token, serve)
-        // One exit handler instead of a stack of catch/onExit layers: this runs for every request,
-        // in an uninterruptible region so a client that went away (the fiber interrupted) still
-        // gets its log line, and its usage row (the end hooks).
-        const program = Effect.uninterruptibleMask((restore) =>
+        return { program: finishing(ctx, path, route, body), requestId: ctx.requestId, traceId }
+      }
+
+      /**
+       * The request's end around its work: the error answer when it failed, its end hooks (its
+       * usage row among them), its metrics and span, the write-ahead's end, its log line. One exit
+       * handler instead of a stack of catch/onExit layers: this runs for every request, in an
+       * uninterruptible region so a client that went away (the fiber interrupted) still gets its
+       * log line, and its usage row (the end hooks).
+       */
+      const finishing = (ctx: HttpRequestContext, path: string, route: RouteDef, body: Effect.Effect<unknown, InferenceError>): InferenceProgram => {
+        const { req, res } = ctx
+        return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(Effect.exit(restore(body)), (exit) => {
             const done = () => (infoOn ? Effect.logInfo(`${req.method} ${path} ${res.statusCode} ${Date.now() - ctx.startedAt}ms`) : Effect.void)
             let error: InferenceError | undefined
@@ -376,7 +429,84 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
             })
           })
         )
-        return { program, requestId, traceId }
+      }
+
+      // ---------------------------------------------------------------- the common path
+
+      const metrics = Option.getOrUndefined(yield* Effect.serviceOption(GatewayMetrics))
+      const counted = (path: "common" | "pipeline", reason: string) => metrics?.requestPath(path, reason)
+      const runtime = yield* Effect.runtime<never>()
+      const runLog = Runtime.runFork(runtime)
+
+      /**
+       * The request on the common path (docs/ARCHITECTURE.md, "The common path"), when the route
+       * has one: without a fiber while it stays common (the key checked from memory, the body
+       * read on its events, the pipeline's `runNow`), its program forked through `fork` the moment
+       * it stops being so. False: not even begun (the caller runs the program as usual).
+       */
+      const tryCommon = (
+        req: http.IncomingMessage,
+        res: http.ServerResponse,
+        path: string,
+        rawQuery: string,
+        route: RouteDef,
+        params: Record<string, string>,
+        fork: (request: InferenceRequest) => void
+      ): boolean => {
+        const prepare = route.common
+        if (prepare === undefined || route.public) return false
+        const on = flags.peekEnabled("GATEWAY_COMMON_PATH")
+        if (on !== true) return (void counted("pipeline", on === false ? "off" : "cold"), false)
+        if (req.headers[INTERNAL_HEADER] !== undefined) return (void counted("pipeline", "route"), false)
+        if ((header(req, "idempotency-key") ?? header(req, "x-request-id")) !== undefined && flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") !== false)
+          return (void counted("pipeline", "idempotency"), false)
+        const { ctx } = contextOf(req, res, path, rawQuery, route)
+        fireBegin(ctx)
+        /** Not common after all: the program from its start, on this context (begun, the body read if it was). */
+        const refuse = (why: string, failWith?: InferenceError) => {
+          counted("pipeline", why)
+          fork(programOn(ctx, false, path, route, params, undefined, failWith))
+        }
+        const id = authenticateNow(keys, flags, access, req, ctx.query)
+        if (id === undefined) return (refuse("key"), true)
+        ctx.apiKeyId = id
+        // Inbound rate limits of the key: a counter to admit against.
+        if (id !== null && inboundLimits.admit(ctx, id) !== undefined) return (refuse("key"), true)
+        readBodyNow(req, (read) => {
+          if ("error" in read) return refuse("body", read.error)
+          ctx.body = read.body
+          const parsed = parseJsonObject(read.body)
+          if (Either.isLeft(parsed)) return refuse("body")
+          const call = prepare(ctx, parsed.right)
+          if (call instanceof InferenceError) return refuse("body")
+          const why = deps.inference.runNow(call, {
+            done: () => finishNow(ctx, path),
+            handoff: (rest) => fork({ program: finishing(ctx, path, route, rest), requestId: ctx.requestId, traceId: traceIdOf(ctx) })
+          })
+          if (why !== undefined) return refuse(why)
+          counted("common", "")
+        })
+        return true
+      }
+
+      /**
+       * A request the common path answered, its usage row queued: its end as `finishing` ends a
+       * successful program (its end hooks, metrics and span, the write-ahead, its log line).
+       */
+      const finishNow = (ctx: HttpRequestContext, path: string): void => {
+        const ending = endRequest(ctx)
+        // Read before the span ends with the request.
+        const traceId = infoOn ? traceIdOf(ctx) : undefined
+        fireEnd(ctx, ctx.res.statusCode)
+        const line = () => {
+          inflight.end(ctx.requestId)
+          if (infoOn) {
+            const annotations: Record<string, string> = traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
+            runLog(Effect.annotateLogs(Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`), annotations))
+          }
+        }
+        if (ending === undefined) return line()
+        runLog(Effect.ensuring(ending, Effect.sync(line)))
       }
 
       const editorInfo: RouteDef = {
@@ -389,7 +519,7 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
 
       return {
         deps,
-        route: (req, res, rawPath, query) => {
+        route: (req, res, rawPath, query, fork) => {
           const path = normalise(rawPath)
           const method = req.method ?? "GET"
           const editor = EDITOR.exec(path)
@@ -406,9 +536,9 @@ export class InferenceRoutes extends Context.Tag("gateway/InferenceRoutes")<Infe
           }
           const found = match(table, method, path)
           if (found) {
-            return found.malformed === undefined
-              ? program(req, res, path, query, found.route, found.params)
-              : program(req, res, path, query, malformedParam(found.route, found.malformed, path), {})
+            if (found.malformed !== undefined) return program(req, res, path, query, malformedParam(found.route, found.malformed, path), {})
+            if (fork !== undefined && found.route.common !== undefined && tryCommon(req, res, path, query, found.route, found.params, fork)) return "common"
+            return program(req, res, path, query, found.route, found.params)
           }
           const planned = findPlanned(PLANNED_INFERENCE, path)
           if (planned) {

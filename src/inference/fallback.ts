@@ -57,7 +57,7 @@ export type TryCandidate<R extends AttemptRequest, A extends AttemptOutcome> = (
 ) => Effect.Effect<A, AttemptFailed>
 
 /** What one request's dispatch keeps across its candidates. */
-interface Dispatch<R extends AttemptRequest, A extends AttemptOutcome> {
+export interface Dispatch<R extends AttemptRequest, A extends AttemptOutcome> {
   readonly request: R
   readonly plan: RoutePlan
   readonly track: Tracking
@@ -66,6 +66,16 @@ interface Dispatch<R extends AttemptRequest, A extends AttemptOutcome> {
   attempts: number
   /** Candidates tried so far (a target listed twice is tried once). */
   readonly tried: Set<string>
+}
+
+/** A candidate's try once begun (`beginAttempt`): its gate, what ends its in-flight count, and what its end reports. */
+export interface Begun {
+  readonly gate: ReturnType<ResilienceShape["acquire"]>
+  readonly end: () => void
+  readonly probe: boolean
+  /** What the listeners answered to the attempt's start (observability's spans). */
+  readonly started: Array<unknown> | undefined
+  readonly startedAt: number
 }
 
 /** `Effect.uninterruptibleMask`'s restore: the attempt itself stays interruptible. */
@@ -100,20 +110,16 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
   // keeps what it saw alive through young GCs (docs/performance.md, "Generator functions on the
   // request path").
   /**
-   * One candidate's try, uninterruptible but for the attempt itself (`restore`): the gate, the
-   * slot, the attempt, and what its outcome tells the resilience layer and the router.
+   * A candidate's try begins (synchronous): the gate (a half-open breaker's probe slot), the
+   * in-flight count, the request's tracking, the listeners' attempt start. `busy`: the gate
+   * refused (a probe is already out).
    */
-  const tryCandidate = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number, restore: Restore) {
-    const { request, plan, track, attempt } = d
-    const { ctx, format: client } = request
+  const beginAttempt = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number): Begun | "busy" => {
+    const { request, plan, track } = d
+    const { ctx } = request
     const gate = resilience.acquire(candidate, at)
-    if (!gate.allowed) return { kind: "busy" as const }
+    if (!gate.allowed) return "busy"
     const end = memory.begin(candidate)
-    const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
-    const releaseSlot =
-      plan.kind === "quota-share"
-        ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
-        : undefined
     d.tried.add(candidate.key)
     if (d.attempts > 0) ctx.responseHeaders["x-gateway-fallback-attempts"] = String(d.attempts)
     ctx.progress?.emit("attempt", { attempt: d.attempts + 1, target: candidate.key, ...(gate.probe ? { probe: true } : {}) })
@@ -121,10 +127,27 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     track.fallbacks = d.attempts
     track.outcome = { status: 0, usage: undefined, ttftMs: null, error: null }
     d.attempts++
-    const startedAt = Date.now()
     const probe = gate.probe || plan.probes.has(candidate.key)
     // The lifecycle's listeners (observability's spans) hear of the attempt; what they answer comes back at its end.
     const started = listensToAttemptStart(ctx) ? fireAttemptStart(ctx, { endpoint: ctx.endpoint, candidate, attempt: d.attempts, probe }) : undefined
+    return { gate, end, probe, started, startedAt: Date.now() }
+  }
+
+  /**
+   * A candidate's try, uninterruptible but for the attempt itself (`restore`): the gate, the
+   * slot, the attempt, and what its outcome tells the resilience layer and the router.
+   */
+  const tryCandidate = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number, restore: Restore) {
+    const { request, plan, attempt } = d
+    const { ctx, format: client } = request
+    const begun = beginAttempt(d, candidate, at)
+    if (begun === "busy") return { kind: "busy" as const }
+    const { gate, end, probe } = begun
+    const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
+    const releaseSlot =
+      plan.kind === "quota-share"
+        ? yield* restore(slots.acquire(candidate.connection)).pipe(Effect.onInterrupt(() => Effect.sync(end).pipe(Effect.zipRight(releaseProbe))))
+        : undefined
     // onAttemptStart hooks run first, as part of the attempt: a block fails it with nothing sent.
     const starting = ctx.hooks?.onAttemptStart
     const tryIt =
@@ -151,6 +174,48 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     )
     releaseSlot?.()
     end()
+    return yield* settleAttempt(d, candidate, begun, exit, restore)
+  })
+
+  /**
+   * What a successful, unbroken attempt tells the routing memory, the listeners and the resilience
+   * layer (synchronous: the common path's success, and the first part of `settleAttempt`'s).
+   */
+  const servedNow = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, begun: Begun, outcome: A, endedAt: number): void => {
+    const { request, track } = d
+    const { ctx } = request
+    const latency = endedAt - begun.startedAt
+    ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latency
+    memory.observe(candidate.key, latency, !outcome.streamFailure, endedAt)
+    // Its pace: whether a non-streamed request may be asked of it whole (src/inference/nonStreamed.ts).
+    const output = outcome.usage?.outputTokens
+    if (output !== undefined && !outcome.streamFailure) memory.observeOutput(candidate.key, output, latency)
+    track.outcome = outcome
+    const broken = outcome.streamFailure
+    fireAttemptEnd(ctx, begun.started, {
+      endpoint: ctx.endpoint,
+      candidate,
+      latencyMs: latency,
+      errorType: broken ? failureType(broken) : "",
+      usage: outcome.usage,
+      ttftMs: outcome.ttftMs,
+      ...(begun.started ? { costUsd: outcomeCost(accounting, candidate, outcome), ...(broken ? { message: broken.message } : {}) } : {})
+    })
+    if (!broken) resilience.succeeded(candidate, outcome.headers, now())
+  }
+
+  /** What an attempt's exit tells the resilience layer and the router, and what the dispatch does next. */
+  const settleAttempt = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    candidate: Candidate,
+    begun: Begun,
+    exit: Exit.Exit<A, AttemptFailed>,
+    restore: Restore
+  ) {
+    const { request, plan, track } = d
+    const { ctx } = request
+    const { gate, started, startedAt } = begun
+    const releaseProbe = gate.probe ? Effect.sync(() => resilience.release(candidate)) : Effect.void
     let result: Either.Either<A, AttemptFailed>
     if (Exit.isSuccess(exit)) result = Either.right(exit.value)
     else {
@@ -167,32 +232,18 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
       result = Either.left(failure.value)
     }
     const endedAt = Date.now()
-    const latency = endedAt - startedAt
-    ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latency
     if (result._tag === "Right") {
-      memory.observe(candidate.key, latency, !result.right.streamFailure, endedAt)
-      // Its pace: whether a non-streamed request may be asked of it whole (src/inference/nonStreamed.ts).
-      const output = result.right.usage?.outputTokens
-      if (output !== undefined && !result.right.streamFailure) memory.observeOutput(candidate.key, output, latency)
-      track.outcome = result.right
+      servedNow(d, candidate, begun, result.right, endedAt)
       const broken = result.right.streamFailure
-      fireAttemptEnd(ctx, started, {
-        endpoint: ctx.endpoint,
-        candidate,
-        latencyMs: latency,
-        errorType: broken ? failureType(broken) : "",
-        usage: result.right.usage,
-        ttftMs: result.right.ttftMs,
-        ...(started ? { costUsd: outcomeCost(accounting, candidate, result.right), ...(broken ? { message: broken.message } : {}) } : {})
-      })
       const classification = broken ? yield* resilience.failed(candidate, broken, gate.probe) : undefined
-      if (!broken) resilience.succeeded(candidate, result.right.headers, now())
       yield* router.served(plan, candidate)
       // The stream broke after it began: still the upstream's error (the client got it in-stream).
       const hooked = broken && classification && failureHooks(ctx.hooks) ? upstreamFailed(ctx, d.attempts, candidate, broken, classification, true) : undefined
       if (hooked) yield* restore(hooked)
       return { kind: "served" as const, outcome: result.right }
     }
+    const latency = endedAt - startedAt
+    ctx.upstreamMs = (ctx.upstreamMs ?? 0) + latency
     const failed = result.left
     fireAttemptEnd(ctx, started, {
       endpoint: ctx.endpoint,
@@ -220,13 +271,14 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
   })
 
   /** Tries the plan's candidates in order, falling back on retryable failures; answers the outcome of the one that served. */
-  const dispatch = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>) {
+  const dispatch = Effect.fnUntraced(function* <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, from = 0, after?: InferenceError) {
     const { request, plan, track } = d
     const { ctx, format: client } = request
-    let lastError: InferenceError | undefined
+    let lastError: InferenceError | undefined = after
     // Candidates passed over at attempt time (cooling down since the plan, probe taken).
     const skipped: Array<Blocked> = []
-    for (const candidate of plan.candidates) {
+    for (let i = from; i < plan.candidates.length; i++) {
+      const candidate = plan.candidates[i]!
       if (d.attempts >= MAX_ATTEMPTS) break
       // A target listed twice is tried once; one that failed earlier in this request is
       // re-checked, since its failure may have put it in cooldown or a terminal state.
@@ -281,6 +333,16 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     return yield* Effect.fail(d.attempts > 1 ? new InferenceError({ ...final, headers: { ...final.headers, "x-gateway-fallback-attempts": String(d.attempts - 1) } }) : final)
   })
 
+  /** A dispatch begins: the plan told to the listeners (synchronous). */
+  const startDispatch = <R extends AttemptRequest, A extends AttemptOutcome>(request: R, plan: RoutePlan, track: Tracking, attempt: TryCandidate<R, A>): Dispatch<R, A> => {
+    if (track.tried === undefined) track.tried = plan.candidates[0]
+    fireRouted(request.ctx, plan)
+    return { request, plan, track, attempt, attempts: 0, tried: new Set() }
+  }
+
+  const annotated = <R extends AttemptRequest, A extends AttemptOutcome, X>(d: Dispatch<R, A>, run: Effect.Effect<X, InferenceError>) =>
+    infoOn ? run.pipe(Effect.annotateLogs({ route: d.plan.kind === "direct" ? d.request.model : `${d.plan.kind}:${d.plan.scope}`, strategy: d.plan.strategy })) : run
+
   const guarded = <R extends AttemptRequest, A extends AttemptOutcome>(
     request: R,
     plan: RoutePlan,
@@ -288,13 +350,34 @@ export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slo
     attempt: TryCandidate<R, A>
   ): Effect.Effect<A, InferenceError> =>
     Effect.suspend(() => {
-      if (track.tried === undefined) track.tried = plan.candidates[0]
-      fireRouted(request.ctx, plan)
-      const run = dispatch({ request, plan, track, attempt, attempts: 0, tried: new Set() })
-      return infoOn ? run.pipe(Effect.annotateLogs({ route: plan.kind === "direct" ? request.model : `${plan.kind}:${plan.scope}`, strategy: plan.strategy })) : run
+      const d = startDispatch(request, plan, track, attempt)
+      return annotated(d, dispatch(d))
     })
 
-  return { guarded }
+  /**
+   * The dispatch after its candidate at `index` was tried without an effect (the common path) and
+   * did not simply serve: the attempt's exit settled as `tryCandidate` settles it, then the next
+   * candidates, exactly as `guarded` would have gone on.
+   */
+  const continueAfter = <R extends AttemptRequest, A extends AttemptOutcome>(
+    d: Dispatch<R, A>,
+    index: number,
+    begun: Begun,
+    exit: Exit.Exit<A, AttemptFailed>
+  ): Effect.Effect<A, InferenceError> =>
+    annotated(
+      d,
+      Effect.flatMap(
+        Effect.uninterruptibleMask((restore) => settleAttempt(d, d.plan.candidates[index]!, begun, exit, restore)),
+        (step): Effect.Effect<A, InferenceError> =>
+          step.kind === "served" ? Effect.succeed(step.outcome) : step.kind === "final" ? Effect.fail(step.error) : dispatch(d, index + 1, step.error)
+      )
+    )
+
+  /** The dispatch from its candidate at `from` on, as `guarded` goes through it (the common path's hand-off before any attempt). */
+  const dispatchFrom = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, from: number): Effect.Effect<A, InferenceError> => annotated(d, dispatch(d, from))
+
+  return { guarded, startDispatch, beginAttempt, servedNow, continueAfter, dispatchFrom }
 }
 
 /** The candidate a plan would try first (a fusion plan's judge when it has no panel; else a blocked one, to name it). */

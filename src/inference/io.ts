@@ -144,6 +144,42 @@ export const readBody = (req: http.IncomingMessage, limit = MAX_JSON_BODY_BYTES)
     // Without one, the wait costs no interruptible region (it runs on every request).
   })
 
+/**
+ * `readBody` without an effect (the common path): `done` once, with the body or the 413 / 400.
+ * The client leaving while it sends is an `error` of the request (`aborted`): a 400 no one reads.
+ */
+export const readBodyNow = (req: http.IncomingMessage, done: (read: { readonly body: Buffer } | { readonly error: InferenceError }) => void, limit = MAX_JSON_BODY_BYTES): void => {
+  const declared = Number(req.headers["content-length"] ?? NaN)
+  if (declared > limit) {
+    req.resume()
+    return done({ error: tooLarge(limit) })
+  }
+  const chunks: Array<Buffer> = []
+  let size = 0
+  let settled = false
+  const finish = (read: { readonly body: Buffer } | { readonly error: InferenceError }) => {
+    if (settled) return
+    settled = true
+    req.off("data", onData)
+    req.off("end", onEnd)
+    req.off("error", onError)
+    done(read)
+  }
+  const onData = (chunk: Buffer) => {
+    size += chunk.length
+    if (size > limit) {
+      req.resume()
+      return finish({ error: tooLarge(limit) })
+    }
+    chunks.push(chunk)
+  }
+  const onEnd = () => finish({ body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) })
+  const onError = () => finish({ error: badRequest("request body could not be read") })
+  req.on("data", onData)
+  req.on("end", onEnd)
+  req.on("error", onError)
+}
+
 const tooLarge = (limit: number) =>
   new InferenceError({
     status: 413,
@@ -153,7 +189,7 @@ const tooLarge = (limit: number) =>
   })
 
 /** A JSON object body, or a 400 that says what was wrong. */
-const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, InferenceError> => {
+export const parseJsonObject = (buf: Buffer): Either.Either<Record<string, unknown>, InferenceError> => {
   if (buf.length === 0) return Either.left(badRequest("request body is empty; expected a JSON object"))
   const text = buf.toString("utf8")
   if (jsonTooDeep(text)) return Either.left(badRequest(`request body is ${TOO_DEEP_MESSAGE}`, null, "json_too_deep"))

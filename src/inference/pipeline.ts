@@ -1,6 +1,4 @@
-import { makeStructured, plusUsage, schemaOf } from "./structuredAnswers.js"
-import { schemaEngines } from "../kernel/schemaCheck.js"
-import { sealAnswer, sealResponse } from "../upstream/formats/signatures.js"
+import { makeStructured } from "./structuredAnswers.js"
 import * as Context from "effect/Context"
 import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
@@ -9,11 +7,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
-import { type CanonicalRequest, type CanonicalResponse, wholeUsage } from "../domain/canonical.js"
-import { obj, tryJson } from "../upstream/formats/common.js"
+import { type CanonicalRequest, type CanonicalResponse } from "../domain/canonical.js"
 import type { WireFormat } from "../upstream/formats/format.js"
-import { FORMATS } from "../upstream/formats/registry.js"
-import { Connections, type Connection, type ResolvedTarget } from "../upstream/providers/Connections.js"
+import { Connections } from "../upstream/providers/Connections.js"
 import { OAuth } from "../services/oauth/OAuth.js"
 import { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import { InFlight } from "../services/usage/InFlight.js"
@@ -29,30 +25,27 @@ import { Resilience } from "../services/resilience/Resilience.js"
 import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
 import type { RoutePlan } from "../services/routing/plan.js"
 import { requestFeatures } from "../services/routing/auto/features.js"
-import { probeTimeoutMs } from "../services/routing/auto/selfHealing.js"
 import { type RouteError, Router } from "../services/routing/Router.js"
 import { RoutingMemory } from "../services/routing/RoutingMemory.js"
 import type { Candidate, RequestFeatures } from "../services/routing/types.js"
-import { costHeaders, encodeWhole, JSON_ARRAY_CONTENT_TYPE, replayWhole, sendWhole } from "./answers.js"
-import { allBlocked, type AttemptOutcome, AttemptFailed, type Tracking, attemptFailed, clientFacing, failureOfError, failureOfStream, headerValue } from "../kernel/attempts.js"
+import { costHeaders, encodeWhole, replayWhole, sendWhole } from "./answers.js"
+import { allBlocked, type AttemptOutcome, type Tracking } from "../kernel/attempts.js"
 import { attachCacheEntry, attachUsageRow } from "./builtinHooks.js"
 import { makeCacheLookup } from "./cacheLookup.js"
 import type { ExtraTokens, InferenceCall, InferenceShape } from "./call.js"
 import { makeGuardedAttempt } from "./fallback.js"
-import { clientError, decodeFailure, type InferenceError } from "../kernel/errors.js"
-import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
+import { clientError, type InferenceError } from "../kernel/errors.js"
 import { makeFusion } from "./fusion.js"
 import { quotaExhausted, requestReceived, routeResolved } from "../kernel/hooks.js"
 import { Guardrails } from "../services/guardrails/Guardrails.js"
-import { collectStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
-import { clientGone, committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
-import { encodeFor, errorInAnswer, makeSending } from "./sending.js"
-import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
-import type { Origin } from "./responseStore.js"
+import { committed, openProgress, type HttpRequestContext, requestHeader } from "./io.js"
+import { encodeFor, makeSending } from "./sending.js"
 import { derivedSession, explicitSession } from "./session.js"
-import { relayFrames, relayStream, StreamWatchdog } from "./stream.js"
+import { StreamWatchdog } from "./stream.js"
 import { StreamTimeouts } from "./timeouts.js"
 import { asksWhole } from "./nonStreamed.js"
+import { makeAttempt } from "./attempt.js"
+import { makeCommonPath } from "./commonPath.js"
 import { Egress } from "../upstream/egress/Egress.js"
 
 /** Features of a request that could not be decoded: the router still needs something. */
@@ -123,17 +116,21 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         clientError(format, { status: e.status, kind: e.status === 404 ? "not_found" : "invalid_request", message: e.message, code: e.code, param: "model" })
 
       /** `sessionId`: the client's own session id (X-Session-Id or the body's), read once per request. */
+      const planInputOf = (input: { features?: () => RequestFeatures; ctx?: HttpRequestContext; sessionId?: string | undefined }) => {
+        const { ctx, sessionId } = input
+        return {
+          features: input.features ?? (() => NO_FEATURES(sessionId)),
+          ...(ctx ? { mode: requestHeader(ctx, "x-gateway-mode"), budget: requestHeader(ctx, "x-gateway-budget") } : {}),
+          ...(sessionId ? { sessionId, apiKeyId: ctx?.apiKeyId } : {})
+        }
+      }
+
       const planFor = (
         model: string,
         format: WireFormat,
         input: { features?: () => RequestFeatures; ctx?: HttpRequestContext; sessionId?: string | undefined } = {}
       ): Effect.Effect<RoutePlan, InferenceError> => {
-        const { ctx, sessionId } = input
-        const planInput = {
-          features: input.features ?? (() => NO_FEATURES(sessionId)),
-          ...(ctx ? { mode: requestHeader(ctx, "x-gateway-mode"), budget: requestHeader(ctx, "x-gateway-budget") } : {}),
-          ...(sessionId ? { sessionId, apiKeyId: ctx?.apiKeyId } : {})
-        }
+        const planInput = planInputOf(input)
         const known = router.peekPlan(model, planInput)
         if (known !== undefined) return Either.mapLeft(known, routeError(format))
         return Effect.mapError(router.plan(model, planInput), routeError(format))
@@ -147,7 +144,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const oauth = yield* Effect.serviceOption(OAuth)
       const egress = yield* Effect.serviceOption(Egress)
-      const { sendAs, send, readFailure, wholeText } = makeSending({
+      const sending = makeSending({
         connections,
         http,
         timeouts,
@@ -155,6 +152,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         renew: Option.isSome(oauth) ? oauth.value.renew : undefined,
         egress: Option.getOrUndefined(egress)
       })
+      const { send, readFailure, wholeText } = sending
       const { conform } = makeStructured({ send, wholeText, encodeFor, cost: accounting.cost })
 
       /** Whether a non-streamed call is asked of `candidate` whole (src/inference/nonStreamed.ts). */
@@ -173,189 +171,10 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         return asksWhole({ mode, request, spec: candidate.spec, pace, headersTimeoutMs: connection.timeouts?.headersMs ?? timeouts.headersMs })
       }
 
-      /** One attempt against one candidate: answers the client, or fails with nothing written. */
-      // Created once and called per attempt, as every generator on the request path: a generator
-      // function made per call keeps what it saw alive through young GCs (docs/performance.md).
-      const attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed> = Effect.fnUntraced(
-        function* (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) {
-          const { ctx, format: client } = call
-          const connection: Connection = candidate.connection
-          const target: ResolvedTarget = { connection, model: candidate.model }
-          const passthrough = (call.passthrough ?? true) && connection.formats.includes(client.id)
-          const upstream = passthrough ? client : FORMATS[connection.format]
-          const origin: Origin = { connectionId: connection.id, stored: call.body["store"] !== false }
-          // A non-streamed request is asked of the upstream as a stream and its answer collected,
-          // under the stream watchdogs instead of a limit on the whole generation (docs/formats.md,
-          // "Non-streamed answers from streams"), unless the connection says its upstream cannot
-          // stream, or the request asks for what a collected stream cannot give back as it came.
-          const collect = !call.stream && !askWhole(call, candidate) && (!passthrough || client.collectable(call.body))
-          const asStream = call.stream || collect
+      const { attempt, attemptNow, canAttemptNow } = makeAttempt({ sending, conform, accounting, timeouts, watchdog, askWhole })
 
-          const forward: Record<string, string> = {}
-          const beta = ctx.req.headers["anthropic-beta"]
-          if (client.id === "anthropic" && upstream.id === "anthropic" && beta) forward["anthropic-beta"] = Array.isArray(beta) ? beta.join(",") : beta
-
-          let body: Record<string, unknown>
-          if (passthrough) {
-            const own = call.noThinking ? noThinkingBody(upstream.id, call.body) : call.body
-            body = normalizePassthrough(upstream.id, collect ? upstream.asStream(own) : own, connection)
-          } else {
-            const canonical = yield* Effect.try({
-              try: () => (call.decode ?? client.decodeRequest)(call.body),
-              catch: (e) => attemptFailed(decodeFailure(client, e), undefined)
-            })
-            const req: CanonicalRequest = { ...canonical, model: target.model, stream: asStream, ...(call.noThinking ? { reasoning: { enabled: false } } : {}) }
-            body = encodeFor(connection, req).body
-          }
-
-          // Probes after an exclusion (or through a half-open breaker) wait less for headers.
-          const headersTimeoutMs = options.probe ? probeTimeoutMs(connection.timeouts?.headersMs ?? (asStream ? timeouts.streamHeadersMs : timeouts.headersMs)) : undefined
-          // A non-streamed call reads the answer in the same wait as its headers.
-          // The attempt runs on the request's own fiber, interrupted exactly when the client leaves.
-          // The traffic inspector's tap (src/services/inspector/agentBridge.ts), only while it records bodies.
-          const tap = ctx.tap
-          // What is recorded is what goes out: the endpoint's URL and the body once the model is set (upstreamRequest).
-          const onPrepared =
-            tap === undefined
-              ? undefined
-              : (prepared: { readonly url: string; readonly body: string }) =>
-                  tap.sent({ provider: connection.provider.id, connection: connection.name, model: candidate.model, url: prepared.url }, prepared.body)
-          const sent = sendAs(
-            target,
-            upstream.id,
-            body,
-            {
-              stream: asStream,
-              forward,
-              readWhole: !asStream,
-              abortWhen: clientGone(ctx),
-              ...(headersTimeoutMs ? { headersTimeoutMs } : {}),
-              ...(onPrepared ? { onPrepared } : {})
-            },
-            client,
-            (e) => attemptFailed(e, failureOfError(e), e.code === "provider_misconfigured" || e.code === "provider_url_blocked" || e.code === "oauth_refresh_failed")
-          )
-          const res = yield* tap === undefined ? sent : Effect.tapError(sent, (f) => Effect.sync(() => tap.failed(null, f.error.message, undefined)))
-          if (res.status < 200 || res.status >= 300) {
-            const { error, info } = yield* readFailure(res, upstream, client, connection)
-            if (tap !== undefined) tap.failed(res.status, info.message, info.body)
-            return yield* Effect.fail(attemptFailed(error, info))
-          }
-          const contentType = String(res.headers["content-type"] ?? "")
-          // A stream was asked for: a JSON body is an answer given whole, an HTML page (a proxy's or
-          // a load balancer's page in a 200) is read whole too and refused as not JSON with its
-          // start quoted; anything else is read as the stream (a stream of no event of its format
-          // is refused by the decoder: upstream_malformed).
-          const streamed = asStream && !contentType.includes("application/json") && !contentType.includes("text/html")
-          if (tap !== undefined && streamed) tap.answered(res.status, headerValue(res.headers), undefined)
-
-          if (!streamed) {
-            const text = yield* Effect.mapError(wholeText(res, client, connection), (f) => attemptFailed(f.error, f.info))
-            if (tap !== undefined) tap.answered(res.status, headerValue(res.headers), text)
-            const json = tryJson(text)
-            const bad = errorInAnswer(upstream.id, json, text, client, connection, "answer")
-            if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-            const reported = upstream.usageOfResponse(json)
-            let usage = reported ? wholeUsage(reported) : undefined
-            let costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
-            if (call.stream) {
-              // The client asked for a stream but the upstream answered whole: replay it as events.
-              replayWhole(call, sealResponse(upstream.decodeResponse(json), connection.id))
-              return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
-            }
-            // Pass-through: the upstream's own bytes go to the client, parsed only for usage and
-            // errors, and re-written only when reasoning state in them is sealed (docs/reasoning-state.md)
-            // or the answer was held to a schema and repaired (docs/structured-outputs.md).
-            const resealed = passthrough && sealAnswer(upstream.id, json, connection.id)
-            const schema = schemaOf(call)
-            const conformed = schema === undefined ? undefined : yield* conform(call, candidate, sealResponse(upstream.decodeResponse(json), connection.id), passthrough)
-            if (conformed) {
-              usage = plusUsage(usage, conformed.extraUsage)
-              costUsd += conformed.extraCostUsd
-            }
-            const answer = conformed?.changed || !passthrough ? encodeWhole(call, conformed?.decoded ?? sealResponse(upstream.decodeResponse(json), connection.id)) : json
-            const outcome: AttemptOutcome = { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd }
-            Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
-            sendWhole(call, passthrough && !resealed && !conformed?.changed ? text : JSON.stringify(answer))
-            const id = obj(answer)?.["id"]
-            if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
-            return outcome
-          }
-
-          if (collect) return yield* collected(call, candidate, res, upstream, passthrough, origin)
-          // A stream held to a schema is checked at its end: the validator is loaded first.
-          if (schemaOf(call) !== undefined) yield* Effect.promise(schemaEngines)
-          const relayed = makeRelay(call, upstream, client, passthrough, origin, connection)
-          const result = yield* relayStream(
-            ctx,
-            res,
-            upstream.framing,
-            relayed.relay,
-            call.jsonArrayStream ? JSON_ARRAY_CONTENT_TYPE : passthrough ? String(res.headers["content-type"] ?? client.streamContentType) : client.streamContentType,
-            watchdog,
-            connection.timeouts?.idleMs
-          )
-          const ended = streamEnded(result, relayed, res, client)
-          return ended instanceof AttemptFailed ? yield* Effect.fail(ended) : ended
-        }
-      )
-
-      /**
-       * A non-streamed request's answer, collected from the stream the upstream was asked for:
-       * answered whole, as the whole answer would have been. Nothing reached the client before,
-       * so any failure of the stream (an error event, a stall, a cut) is the attempt's and another
-       * target may answer. A Responses upstream's terminal response object is the answer as it is
-       * (same format); otherwise the collected canonical answer is encoded for the client (a
-       * same-format answer keeps the upstream's model name, as a passed-through one does).
-       */
-      const collected = Effect.fnUntraced(function* (call: InferenceCall, candidate: Candidate, res: UpstreamResponse, upstream: WireFormat, passthrough: boolean, origin: Origin) {
-        const { ctx, format: client } = call
-        const connection = candidate.connection
-        const gather = collectStream(upstream, connection)
-        const result = yield* relayFrames(res, upstream.framing, gather.relay, DISCARD, watchdog, ctx.startedAt, connection.timeouts?.idleMs, ctx.tap?.chunk)
-        if (result.failedBeforeOutput) {
-          const e = result.failedBeforeOutput
-          return yield* Effect.fail(attemptFailed(clientError(client, clientFacing(e)), failureOfStream(e)))
-        }
-        const terminal = passthrough && upstream.id === "openai-responses" ? gather.terminal() : undefined
-        let decoded: CanonicalResponse
-        let payload: string
-        let answer: unknown
-        if (terminal !== undefined) {
-          const bad = errorInAnswer(upstream.id, terminal, "", client, connection, "answer")
-          if (bad) return yield* Effect.fail(attemptFailed(bad.error, bad.info))
-          decoded = upstream.decodeResponse(terminal)
-          answer = terminal
-          payload = JSON.stringify(terminal)
-        } else {
-          decoded = gather.collector.result(`${ctx.requestId}`)
-          answer = undefined
-          payload = ""
-        }
-        let usage = decoded.usage
-        let costUsd = accounting.cost(connection.provider.id, candidate.model, usage)
-        // Held to the schema the request asked for, if any (docs/structured-outputs.md).
-        if (schemaOf(call) !== undefined) {
-          const conformed = yield* conform(call, candidate, decoded, passthrough)
-          usage = plusUsage(usage, conformed.extraUsage)
-          costUsd += conformed.extraCostUsd
-          if (conformed.changed) {
-            decoded = conformed.decoded
-            answer = undefined
-          }
-        }
-        if (answer === undefined) {
-          answer = encodeWhole(passthrough && decoded.model ? { ...call, model: decoded.model } : call, decoded)
-          payload = JSON.stringify(answer)
-        }
-        Object.assign(ctx.responseHeaders, costHeaders(ctx, connection.provider.id, candidate.model, usage, costUsd + (call.extraCostUsd ?? 0), false, call.extraTokens))
-        sendWhole(call, payload)
-        const id = obj(answer)?.["id"]
-        if (call.onCompleted && typeof id === "string") call.onCompleted({ id, output: (obj(answer)?.["output"] as Array<unknown>) ?? [], ...(passthrough ? { origin } : {}) })
-        return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), costUsd } satisfies AttemptOutcome
-      })
-
-      const { guarded } = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
+      const guarding = makeGuardedAttempt({ resilience, accounting, memory, router, slots, now, infoOn })
+      const { guarded } = guarding
       /** Chat, messages, responses, generate: the guarded attempt with the pipeline's own try. */
       const execute = (call: InferenceCall, plan: RoutePlan, track: Tracking): Effect.Effect<AttemptOutcome, InferenceError> => guarded(call, plan, track, attempt)
 
@@ -372,7 +191,42 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
 
       const { fuse } = makeFusion({ accounting, guarded, send, readFailure, wholeText, encodeFor, respondWith, execute })
 
-      const { lookup } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
+      const { lookup, wanted: cacheWanted } = makeCacheLookup({ flags, cache, accounting, accountingConfig, inference: () => self })
+
+      // The common request without a fiber (src/inference/commonPath.ts, docs/ARCHITECTURE.md).
+      const { runNow } = makeCommonPath({
+        flags,
+        accounting,
+        guardrails,
+        resilience,
+        usage,
+        guarded: guarding,
+        writeAhead: (call) => void writeAhead(call.ctx, call.endpoint),
+        cacheWanted,
+        peekPlan: (call, sessionId) => {
+          let features: RequestFeatures | undefined
+          const input = planInputOf({
+            ctx: call.ctx,
+            sessionId,
+            features: () => {
+              if (features === undefined) {
+                try {
+                  features = requestFeatures((call.decode ?? call.format.decodeRequest)(call.body), sessionId)
+                } catch {
+                  features = NO_FEATURES(sessionId)
+                }
+              }
+              return features
+            }
+          })
+          return router.peekPlan(call.model, input)
+        },
+        attempt,
+        execute: (call, plan, track) => execute(call, plan, track),
+        attemptNow,
+        canAttemptNow,
+        now
+      })
 
       /** A hook blocked the request: its usage row says so. */
       const refused = (track: Tracking, e: InferenceError) => Effect.sync(() => (track.outcome = { status: e.status, usage: undefined, ttftMs: null, error: e.message }))
@@ -539,7 +393,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
           return accounting.prepared() ? serve(call, serving) : Effect.zipRight(accounting.prepare, serve(call, serving))
         })
 
-      const self: InferenceShape = { run, resolve, plan: (model, format) => planFor(model, format), guarded, send, readFailure, wholeText, track: writeAhead }
+      const self: InferenceShape = { run, runNow, resolve, plan: (model, format) => planFor(model, format), guarded, send, readFailure, wholeText, track: writeAhead }
 
       return self
     })

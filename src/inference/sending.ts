@@ -19,11 +19,13 @@ import { scrubSecrets } from "../kernel/redact.js"
 import type { FailureInfo } from "../services/resilience/types.js"
 import { customRequest, upstreamRequest } from "../upstream/client/executors.js"
 import {
+  collect,
   discardBody,
   ERROR_BODY_MAX_BYTES,
   readUpstreamBody,
   UpstreamBodyError,
   type UpstreamHttpShape,
+  type UpstreamRequest,
   type UpstreamResponse,
   type UpstreamTransportError
 } from "../upstream/client/UpstreamHttp.js"
@@ -215,6 +217,50 @@ export const makeSending = (deps: {
     return sendWith(target, format, body, options, clientFormat, fail)
   }
 
+  /**
+   * The request for the upstream, ready to go (the URL policy judged, the body encoded, the
+   * timeouts set), or the client's error when it may not go out. Synchronous: shared by the
+   * pipeline's send and the common path's (docs/ARCHITECTURE.md, "The common path").
+   */
+  const prepare = (
+    target: ResolvedTarget,
+    format: FormatId,
+    body: Record<string, unknown>,
+    options: SendOptions,
+    clientFormat: WireFormat,
+    policy: UrlPolicyFlags,
+    dispatcher?: Dispatcher
+  ): UpstreamRequest | InferenceError => {
+    const { connection } = target
+    if (connection.keyError)
+      return clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" })
+    const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
+    if (!verdict.ok) return clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })
+    const prepared = options.custom
+      ? customRequest(connection, options.custom, http.userAgent)
+      : upstreamRequest(connection, format, body, {
+          model: target.model,
+          stream: options.stream,
+          userAgent: http.userAgent,
+          ...(options.op ? { op: options.op } : {}),
+          ...(options.forward ? { forward: options.forward } : {})
+        })
+    if (options.onPrepared !== undefined)
+      options.onPrepared({ url: prepared.url, body: typeof prepared.body === "string" ? prepared.body : Buffer.isBuffer(prepared.body) ? prepared.body.toString("utf8") : "" })
+    // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
+    const own = connection.timeouts
+    const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
+    const bodyIdleTimeout = options.stream ? undefined : (own?.idleMs ?? timeouts.bodyIdleMs)
+    return {
+      ...prepared,
+      headersTimeout,
+      ...(bodyIdleTimeout !== undefined ? { bodyIdleTimeout } : {}),
+      ...(options.readWhole ? { readWhole: true } : {}),
+      ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}),
+      ...(dispatcher ? { dispatcher } : {})
+    }
+  }
+
   const sendWith = <E>(
     target: ResolvedTarget,
     format: FormatId,
@@ -224,44 +270,16 @@ export const makeSending = (deps: {
     fail: (e: InferenceError) => E
   ): Effect.Effect<UpstreamResponse, E> => {
     const { connection } = target
-    if (connection.keyError) {
+    const request = (policy: UrlPolicyFlags, dispatcher?: Dispatcher) => {
+      const ready = prepare(target, format, body, options, clientFormat, policy, dispatcher)
+      if (ready instanceof InferenceError) return Effect.fail(fail(ready))
+      const toClient = transportError(clientFormat, connection)
+      return Effect.mapError(http.request(ready), (e) => fail(toClient(e)))
+    }
+    if (connection.keyError)
       return Effect.fail(
         fail(clientError(clientFormat, { status: 503, kind: "overloaded", message: `${connection.name}: ${connection.keyError}`, code: "provider_misconfigured" }))
       )
-    }
-    const request = (policy: UrlPolicyFlags, dispatcher?: Dispatcher) => {
-      const verdict = checkProviderUrl(options.custom?.url ?? connection.effectiveBaseUrl ?? "", policy)
-      if (!verdict.ok) {
-        return Effect.fail(fail(clientError(clientFormat, { status: 403, kind: "permission", message: `${connection.name}: ${verdict.reason}`, code: "provider_url_blocked" })))
-      }
-      const prepared = options.custom
-        ? customRequest(connection, options.custom, http.userAgent)
-        : upstreamRequest(connection, format, body, {
-            model: target.model,
-            stream: options.stream,
-            userAgent: http.userAgent,
-            ...(options.op ? { op: options.op } : {}),
-            ...(options.forward ? { forward: options.forward } : {})
-          })
-      if (options.onPrepared !== undefined)
-        options.onPrepared({ url: prepared.url, body: typeof prepared.body === "string" ? prepared.body : Buffer.isBuffer(prepared.body) ? prepared.body.toString("utf8") : "" })
-      // The connection's own limits first; a stream's body is watched by the stream watchdog instead.
-      const own = connection.timeouts
-      const headersTimeout = options.headersTimeoutMs ?? own?.headersMs ?? (options.stream ? timeouts.streamHeadersMs : timeouts.headersMs)
-      const bodyIdleTimeout = options.stream ? undefined : (own?.idleMs ?? timeouts.bodyIdleMs)
-      const toClient = transportError(clientFormat, connection)
-      return Effect.mapError(
-        http.request({
-          ...prepared,
-          headersTimeout,
-          ...(bodyIdleTimeout !== undefined ? { bodyIdleTimeout } : {}),
-          ...(options.readWhole ? { readWhole: true } : {}),
-          ...(options.abortWhen ? { abortWhen: options.abortWhen } : {}),
-          ...(dispatcher ? { dispatcher } : {})
-        }),
-        (e) => fail(toClient(e))
-      )
-    }
     // The flags are almost always fresh: no effect to read them.
     const known = connections.peekUrlPolicy()
     // A connection without a proxy (and no global default, no auto-select) is decided here, synchronously.
@@ -280,6 +298,44 @@ export const makeSending = (deps: {
         )
       ),
       (dispatcher) => (known ? request(known, dispatcher) : Effect.flatMap(connections.urlPolicy, (p) => request(p, dispatcher)))
+    )
+  }
+
+  /**
+   * Whether `sendNow` can send to this connection without an effect: no OAuth token to keep
+   * fresh, no proxy, the outbound policy's flags known fresh.
+   */
+  const canSendNow = (connection: Connection): boolean =>
+    !(credentials !== undefined && connection.oauth !== undefined) && (egress === undefined || egress.isDirect(connection.proxyId)) && connections.peekUrlPolicy() !== undefined
+
+  /**
+   * The pipeline's send without an effect (the common path): `done` once, with the response, the
+   * client's error, or `gone` (the caller went away through `abortWhen`). Only where `canSendNow`.
+   */
+  const sendNow = (
+    target: ResolvedTarget,
+    format: FormatId,
+    body: Record<string, unknown>,
+    options: SendOptions,
+    clientFormat: WireFormat,
+    done: (
+      outcome: { readonly _tag: "answered"; readonly response: UpstreamResponse } | { readonly _tag: "failed"; readonly error: InferenceError } | { readonly _tag: "gone" }
+    ) => void
+  ): void => {
+    const go = (policy: UrlPolicyFlags) => {
+      const ready = prepare(target, format, body, options, clientFormat, policy)
+      if (ready instanceof InferenceError) return done({ _tag: "failed", error: ready })
+      const toClient = transportError(clientFormat, target.connection)
+      http.requestNow(ready, (outcome) => done(outcome._tag === "failed" ? { _tag: "failed", error: toClient(outcome.error) } : outcome))
+    }
+    const policy = connections.peekUrlPolicy()
+    if (policy !== undefined) return go(policy)
+    // The flags changed a moment ago (`canSendNow` saw them fresh): read them, then send.
+    Effect.runPromise(connections.urlPolicy).then(go, (e: unknown) =>
+      done({
+        _tag: "failed",
+        error: clientError(clientFormat, { status: 503, kind: "overloaded", message: `the outbound policy could not be read: ${String(e)}`, code: "provider_misconfigured" })
+      })
     )
   }
 
@@ -304,32 +360,51 @@ export const makeSending = (deps: {
           Effect.map((b) => b.toString("utf8")),
           Effect.orElseSucceed(() => "")
         )
-    ).pipe(
-      Effect.map((raw) => {
-        const secrets = secretsOf(connection)
-        if (res.status >= 300 && res.status < 400) return redirected(res, client, connection, secrets)
-        const { text, parsed } = scrubbedBody(raw, secrets)
-        const decoded = upstream.decodeError(res.status, parsed, text)
-        const info: FailureInfo = {
-          status: res.status,
-          kind: "http",
-          message: decoded.message,
-          code: decoded.code ?? null,
-          headers: headerValue(res.headers),
-          body: text.slice(0, 4096)
-        }
-        // The client gets the upstream's status, but never a 500: from the gateway that means a
-        // defect of its own, so the upstream's is a 502 (Bad Gateway); the header keeps the original.
-        const status = res.status === 500 ? 502 : res.status
-        const headers = { ...hintHeaders(res.headers), [UPSTREAM_STATUS_HEADER]: String(res.status) }
-        // Same format: the upstream's own error object is already what the client expects.
-        const error =
-          upstream.id === client.id && upstream.isErrorBody(parsed)
-            ? new InferenceError({ status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers, body: parsed })
-            : clientError(client, { ...decoded, status, code: decoded.code ?? "upstream_error" }, headers)
-        return { error, info }
-      })
-    )
+    ).pipe(Effect.map((raw) => failureOf(res, raw, upstream, client, connection)))
+
+  /** `readFailure` without an effect (the common path): `done` once the error body is read. */
+  const readFailureNow = (
+    res: UpstreamResponse,
+    upstream: WireFormat,
+    client: WireFormat,
+    connection: Connection,
+    done: (failure: { readonly error: InferenceError; readonly info: FailureInfo }) => void
+  ): void => {
+    if (res.bytes !== undefined || res.bodyError !== undefined) return done(failureOf(res, res.bytes?.toString("utf8") ?? "", upstream, client, connection))
+    collect(res.body, ERROR_BODY_MAX_BYTES, "cut", (error, bytes) => done(failureOf(res, error ? "" : bytes!.toString("utf8"), upstream, client, connection)))
+  }
+
+  /** An error answer's body, read: the client's rendering and the resilience layer's description. */
+  const failureOf = (
+    res: UpstreamResponse,
+    raw: string,
+    upstream: WireFormat,
+    client: WireFormat,
+    connection: Connection
+  ): { readonly error: InferenceError; readonly info: FailureInfo } => {
+    const secrets = secretsOf(connection)
+    if (res.status >= 300 && res.status < 400) return redirected(res, client, connection, secrets)
+    const { text, parsed } = scrubbedBody(raw, secrets)
+    const decoded = upstream.decodeError(res.status, parsed, text)
+    const info: FailureInfo = {
+      status: res.status,
+      kind: "http",
+      message: decoded.message,
+      code: decoded.code ?? null,
+      headers: headerValue(res.headers),
+      body: text.slice(0, 4096)
+    }
+    // The client gets the upstream's status, but never a 500: from the gateway that means a
+    // defect of its own, so the upstream's is a 502 (Bad Gateway); the header keeps the original.
+    const status = res.status === 500 ? 502 : res.status
+    const headers = { ...hintHeaders(res.headers), [UPSTREAM_STATUS_HEADER]: String(res.status) }
+    // Same format: the upstream's own error object is already what the client expects.
+    const error =
+      upstream.id === client.id && upstream.isErrorBody(parsed)
+        ? new InferenceError({ status, kind: decoded.kind, code: decoded.code ?? null, message: decoded.message, headers, body: parsed })
+        : clientError(client, { ...decoded, status, code: decoded.code ?? "upstream_error" }, headers)
+    return { error, info }
+  }
 
   /**
    * A successful answer's body as text: read in the same wait as its headers (`readWhole`), or
@@ -347,5 +422,23 @@ export const makeSending = (deps: {
             Effect.mapError((e) => unreadableAnswer(client, connection, e))
           )
 
-  return { sendAs, send, readFailure, wholeText }
+  /** `wholeText` without an effect (the common path). */
+  const wholeTextNow = (
+    res: UpstreamResponse,
+    client: WireFormat,
+    connection: Connection,
+    done: (text: { readonly text: string } | { readonly failure: { readonly error: InferenceError; readonly info: FailureInfo } }) => void
+  ): void => {
+    if (res.bodyError) return done({ failure: unreadableAnswer(client, connection, res.bodyError) })
+    if (res.bytes) return done({ text: res.bytes.toString("utf8") })
+    collect(
+      res.body,
+      http.maxResponseBytes,
+      "fail",
+      (error, bytes) => done(error ? { failure: unreadableAnswer(client, connection, error) } : { text: bytes!.toString("utf8") }),
+      connection.timeouts?.idleMs ?? timeouts.bodyIdleMs
+    )
+  }
+
+  return { sendAs, send, readFailure, wholeText, canSendNow, sendNow, readFailureNow, wholeTextNow }
 }

@@ -216,6 +216,20 @@ class HttpSink implements StreamSink {
   }
 }
 
+/** `relayStream` without an effect (the common path): `done` once. */
+export const relayStreamNow = (
+  ctx: HttpRequestContext,
+  res: UpstreamResponse,
+  framing: "sse" | "ndjson",
+  relay: FrameRelay,
+  contentType: string,
+  watchdog: StreamWatchdogShape,
+  silenceMs: number | undefined,
+  done: (ended: RelayEnd) => void
+): void => {
+  relayFramesNow(res, framing, relay, new HttpSink(ctx, contentType), watchdog, ctx.startedAt, silenceMs, ctx.tap?.chunk, done)
+}
+
 /**
  * Relays an upstream stream to the client's HTTP response: see `relayFrames`. The client leaving
  * (its response closing) destroys the upstream body, which aborts the upstream request.
@@ -250,7 +264,38 @@ export const relayFrames = (
   startedAt: number,
   silenceMs?: number,
   onChunk?: (chunk: Buffer) => void
-): Effect.Effect<StreamOutcome> => {
+): Effect.Effect<StreamOutcome> =>
+  Effect.async<StreamOutcome>((resume) => {
+    const stop = relayFramesNow(res, framing, relay, sink, watchdog, startedAt, silenceMs, onChunk, (ended) =>
+      resume(ended._tag === "ended" ? Effect.succeed(ended.outcome) : ended._tag === "gone" ? Effect.interrupt : Effect.die(ended.defect))
+    )
+    // A sink without its own event: the relay ends when its fiber is interrupted.
+    return sink.onGone ? undefined : Effect.sync(stop)
+  })
+
+/** How a relay without an effect ended (`relayFramesNow`). */
+export type RelayEnd =
+  | { readonly _tag: "ended"; readonly outcome: StreamOutcome }
+  /** The client went away (the sink's `onGone`): the upstream body was destroyed. */
+  | { readonly _tag: "gone" }
+  /** The relay's own code threw while ending a stalled stream. */
+  | { readonly _tag: "defect"; readonly defect: unknown }
+
+/**
+ * `relayFrames` without an effect (the common request path, docs/ARCHITECTURE.md): `done` is
+ * called once. Answers the function that stops the relay (for a sink without `onGone`).
+ */
+export const relayFramesNow = (
+  res: UpstreamResponse,
+  framing: "sse" | "ndjson",
+  relay: FrameRelay,
+  sink: StreamSink,
+  watchdog: StreamWatchdogShape,
+  startedAt: number,
+  silenceMs: number | undefined,
+  onChunk: ((chunk: Buffer) => void) | undefined,
+  done: (ended: RelayEnd) => void
+): (() => void) => {
   const parser = framing === "sse" ? new SseParser() : new NdjsonParser()
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
   let ttftMs: number | null = null
@@ -261,106 +306,101 @@ export const relayFrames = (
     if (!state.firstContentAt) state.firstContentAt = Date.now()
     return sink.write(text)
   }
+  const ended = (outcome: StreamOutcome) => done({ _tag: "ended", outcome })
 
-  return Effect.async<StreamOutcome>((resume) => {
-    const body = res.body
-    let done = false
-    // A stall before anything was written leaves the request free to go elsewhere; after, the
-    // client gets its format's error event.
-    const unwatch = watchdog.watch({
-      state,
-      stalled: (e) => {
-        if (done) return
-        done = true
-        sink.offDrain(onDrain)
-        sink.offGone?.(onGone)
-        body.destroy()
-        const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
-        if (!sink.committed()) return resume(Effect.succeed({ ttftMs, error: e.message, failedBeforeOutput: error }))
-        try {
-          if (!sink.gone()) sink.end(relay.broken(error), e.message)
-          resume(Effect.succeed({ ttftMs, error: e.message }))
-        } catch (thrown) {
-          resume(Effect.die(thrown))
-        }
-      }
-    })
-    const onDrain = () => {
-      state.paused = false
-      state.lastChunkAt = Date.now()
-      body.resume()
-    }
-    const finish = (error: CanonicalError | undefined, endText?: string) => {
-      if (done) return
-      done = true
-      unwatch()
+  const body = res.body
+  let finished = false
+  // A stall before anything was written leaves the request free to go elsewhere; after, the
+  // client gets its format's error event.
+  const unwatch = watchdog.watch({
+    state,
+    stalled: (e) => {
+      if (finished) return
+      finished = true
       sink.offDrain(onDrain)
       sink.offGone?.(onGone)
-      if (error && !sink.committed()) return resume(Effect.succeed({ ttftMs, error: error.message, failedBeforeOutput: error }))
-      const tail = error ? relay.broken(error) : (endText ?? relay.end())
-      if (!sink.gone()) sink.end(tail, error?.message ?? null)
-      resume(Effect.succeed({ ttftMs, error: error?.message ?? null }))
-    }
-    body.on("data", (chunk: Buffer) => {
-      state.lastChunkAt = Date.now()
-      if (onChunk !== undefined) onChunk(chunk)
-      let text = ""
-      try {
-        for (const frame of parser.push(chunk)) text += relay.frame(frame)
-      } catch (e) {
-        body.destroy()
-        return finish(
-          e instanceof StreamFailure
-            ? e.error
-            : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
-        )
-      }
-      if (!write(text)) {
-        // Backpressure: wait for the client; the idle watchdog does not count this time.
-        state.paused = true
-        body.pause()
-        sink.onDrain(onDrain)
-      }
-    })
-    body.once("end", () => {
-      if (done) return
-      let text = ""
-      try {
-        for (const frame of parser.end()) text += relay.frame(frame)
-        text += relay.end()
-      } catch (e) {
-        return finish(
-          e instanceof StreamFailure
-            ? e.error
-            : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
-        )
-      }
-      write(text)
-      finish(undefined, "")
-    })
-    body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" }))
-    // The client went away (the request's fiber is being interrupted): the upstream body is
-    // destroyed, which aborts the upstream request. Tied to the sink's own event (an HTTP
-    // response's close) rather than returned as a canceler: no interruptible region per stream.
-    function onGone() {
-      if (done) return
-      done = true
-      unwatch()
-      sink.offDrain(onDrain)
       body.destroy()
-      resume(Effect.interrupt)
+      const error: CanonicalError = { status: 504, kind: "timeout", message: e.message, code: "upstream_stalled" }
+      if (!sink.committed()) return ended({ ttftMs, error: e.message, failedBeforeOutput: error })
+      try {
+        if (!sink.gone()) sink.end(relay.broken(error), e.message)
+        ended({ ttftMs, error: e.message })
+      } catch (thrown) {
+        done({ _tag: "defect", defect: thrown })
+      }
     }
-    if (sink.onGone) {
-      sink.onGone(onGone)
-      return
-    }
-    // A sink without its own event: the relay ends when its fiber is interrupted.
-    return Effect.sync(() => {
-      if (done) return
-      done = true
-      unwatch()
-      sink.offDrain(onDrain)
-      body.destroy()
-    })
   })
+  const onDrain = () => {
+    state.paused = false
+    state.lastChunkAt = Date.now()
+    body.resume()
+  }
+  const finish = (error: CanonicalError | undefined, endText?: string) => {
+    if (finished) return
+    finished = true
+    unwatch()
+    sink.offDrain(onDrain)
+    sink.offGone?.(onGone)
+    if (error && !sink.committed()) return ended({ ttftMs, error: error.message, failedBeforeOutput: error })
+    const tail = error ? relay.broken(error) : (endText ?? relay.end())
+    if (!sink.gone()) sink.end(tail, error?.message ?? null)
+    ended({ ttftMs, error: error?.message ?? null })
+  }
+  body.on("data", (chunk: Buffer) => {
+    state.lastChunkAt = Date.now()
+    if (onChunk !== undefined) onChunk(chunk)
+    let text = ""
+    try {
+      for (const frame of parser.push(chunk)) text += relay.frame(frame)
+    } catch (e) {
+      body.destroy()
+      return finish(
+        e instanceof StreamFailure
+          ? e.error
+          : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+      )
+    }
+    if (!write(text)) {
+      // Backpressure: wait for the client; the idle watchdog does not count this time.
+      state.paused = true
+      body.pause()
+      sink.onDrain(onDrain)
+    }
+  })
+  body.once("end", () => {
+    if (finished) return
+    let text = ""
+    try {
+      for (const frame of parser.end()) text += relay.frame(frame)
+      text += relay.end()
+    } catch (e) {
+      return finish(
+        e instanceof StreamFailure
+          ? e.error
+          : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
+      )
+    }
+    write(text)
+    finish(undefined, "")
+  })
+  body.once("error", (err: Error) => finish({ status: 502, kind: "upstream", message: `upstream stream ended unexpectedly: ${err.message}`, code: "stream_interrupted" }))
+  // The client went away: the upstream body is destroyed, which aborts the upstream request.
+  // Tied to the sink's own event (an HTTP response's close) rather than to interruption: no
+  // interruptible region per stream.
+  function onGone() {
+    if (finished) return
+    finished = true
+    unwatch()
+    sink.offDrain(onDrain)
+    body.destroy()
+    done({ _tag: "gone" })
+  }
+  if (sink.onGone) sink.onGone(onGone)
+  return () => {
+    if (finished) return
+    finished = true
+    unwatch()
+    sink.offDrain(onDrain)
+    body.destroy()
+  }
 }

@@ -155,13 +155,45 @@ export const allBlocked = (format: WireFormat, plan: RoutePlan): InferenceError 
  * (the lifecycle's end hooks read it).
  */
 export const recordRequest = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking, seen?: (row: UsageRecord) => void): Effect.Effect<void> => {
+  const record = usageRecordOf(accounting, call, track)
+  seen?.(record)
+  const row = usage.record(record)
+  return Effect.flatMap(Effect.exit(row), (written) => {
+    try {
+      settleRecorded(accounting, record, track)
+    } finally {
+      track.hold?.release()
+    }
+    return written
+  })
+}
+
+/**
+ * `recordRequest` without an effect (the common path, whose usage row is plain data written at
+ * its end, no hook attached): false, and nothing done, when usage logging's flag is not known
+ * fresh (the caller records through `recordRequest` then).
+ */
+export const recordRequestNow = (usage: UsageShape, accounting: AccountingShape, call: RecordedRequest, track: Tracking, seen?: (row: UsageRecord) => void): boolean => {
+  const record = usageRecordOf(accounting, call, track)
+  if (!usage.recordNow(record)) return false
+  seen?.(record)
+  try {
+    settleRecorded(accounting, record, track)
+  } finally {
+    track.hold?.release()
+  }
+  return true
+}
+
+/** A request's usage row, from its tracking. */
+const usageRecordOf = (accounting: AccountingShape, call: RecordedRequest, track: Tracking): UsageRecord => {
   const { ctx } = call
   const { tried, outcome } = track
   const provider = tried?.connection.provider.id ?? track.cachedProvider ?? null
   const costUsd = track.cacheHit || !tried ? 0 : outcomeCost(accounting, tried, outcome)
   const status = outcome.status || 499
   const error = outcome.status ? outcome.error : (outcome.error ?? "client closed the request")
-  const record: UsageRecord = {
+  return {
     requestId: ctx.requestId,
     apiKeyId: ctx.apiKeyId,
     connectionId: tried?.connection.id ?? null,
@@ -185,25 +217,19 @@ export const recordRequest = (usage: UsageShape, accounting: AccountingShape, ca
     cacheHit: track.cacheHit,
     requestedModel: call.model
   }
-  seen?.(record)
-  const row = usage.record(record)
-  return Effect.flatMap(Effect.exit(row), (written) => {
-    try {
-      accounting.settle({
-        requestId: ctx.requestId,
-        apiKeyId: ctx.apiKeyId,
-        provider,
-        model: tried?.model ?? null,
-        requestedModel: call.model,
-        connection: tried?.connection.name ?? null,
-        status,
-        usage: track.cacheHit ? undefined : outcome.usage,
-        costUsd,
-        error
-      })
-    } finally {
-      track.hold?.release()
-    }
-    return written
-  })
 }
+
+/** Its settlement (spend, tokens, the request event), from the row. */
+const settleRecorded = (accounting: AccountingShape, record: UsageRecord, track: Tracking): void =>
+  accounting.settle({
+    requestId: record.requestId,
+    apiKeyId: record.apiKeyId,
+    provider: record.provider,
+    model: track.tried?.model ?? null,
+    requestedModel: record.requestedModel ?? record.model ?? "",
+    connection: track.tried?.connection.name ?? null,
+    status: record.status,
+    usage: track.cacheHit ? undefined : track.outcome.usage,
+    costUsd: record.costUsd ?? 0,
+    error: record.error
+  })

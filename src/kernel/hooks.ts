@@ -319,7 +319,7 @@ const apply = (
 /** The write-path events carry no body (`apply` never writes to it there). */
 const NO_BODY: { body?: unknown } = Object.freeze({})
 
-type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
+export type Fired = Decision | undefined | Effect.Effect<Decision | undefined>
 
 /** Runs `list` from `i` in order: synchronously while handlers answer synchronously, as an Effect from the first one that does not. */
 const runFrom = (list: ReadonlyArray<Entry<never>>, i: number, name: HookEvent, event: object, host: HookHost, allows: number, decision: Decision | undefined): Fired => {
@@ -438,6 +438,35 @@ export const routeResolved = (
   }
   return Effect.flatMap(settle(host, format, runFrom(table.onComboResolve as ReadonlyArray<Entry<never>>, 0, "onComboResolve", event, host, BLOCK, undefined)), select)
 }
+
+/**
+ * onModelSelect for a direct plan without an effect (the common path): what its handlers
+ * decided when every one answered at once, or the Effect that finishes running them (a handler
+ * answered one). Handlers' metadata and headers are applied as they run, as `routeResolved` applies
+ * them; `settleModelSelect` turns what this answers into what `routeResolved` would have answered.
+ * Call only when there are handlers.
+ */
+export const modelSelectNow = (host: HookHost, format: WireFormat, model: string, plan: RoutePlan, body: Record<string, unknown>, endpoint: string): Fired => {
+  const first = plan.candidates[0] ?? plan.fusion?.judge
+  const event = {
+    model,
+    format: format.id,
+    endpoint,
+    route: plan.kind,
+    strategy: plan.strategy,
+    target: first ? targetOf(first) : undefined,
+    candidates: plan.candidates.map(targetOf),
+    body
+  }
+  return runFrom(host.hooks!.onModelSelect as ReadonlyArray<Entry<never>>, 0, "onModelSelect", event, host, BODY | BLOCK, undefined)
+}
+
+/** What `modelSelectNow` answered, as `routeResolved`'s answer: the body to send instead, or the block. */
+export const settleModelSelect = (host: HookHost, format: WireFormat, fired: Fired): Effect.Effect<Record<string, unknown> | undefined, InferenceError> =>
+  settle(host, format, fired)
+
+/** Whether what `modelSelectNow` answered changes nothing: decided at once, no block, no other body. */
+export const modelSelectLeftAlone = (fired: Fired): boolean => !Effect.isEffect(fired) && fired?.block === undefined && fired?.body === undefined
 
 /** onAttemptStart: the block (the attempt must not go out), or undefined. Call only when there are handlers. */
 export const attemptStarted = (host: HookHost, format: WireFormat, attempt: number, candidate: Candidate, probe: boolean): Effect.Effect<InferenceError | undefined> =>

@@ -17,7 +17,7 @@ import { AdminAuth } from "../services/auth/AdminAuth.js"
 import { ApiKeys } from "../services/auth/ApiKeys.js"
 import { AppConfig, isLoopbackHost } from "../platform/config/AppConfig.js"
 import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
-import { InferenceRoutes } from "../inference/dispatch.js"
+import { type InferenceRequest, InferenceRoutes } from "../inference/dispatch.js"
 import { newRequestId } from "../kernel/ids.js"
 import { GatewayServer } from "../kernel/internalCall.js"
 import { gatewayHeaders } from "../inference/io.js"
@@ -88,6 +88,8 @@ export const GatewayServerLive = Layer.scoped(
     const fibers = yield* FiberSet.make<void, never>()
     // Management requests run on the platform's own fibers: counted, so shutdown waits for them too.
     let managementInFlight = 0
+    // Requests the common path serves (docs/ARCHITECTURE.md, "The common path"): no fiber of theirs to await.
+    let commonInFlight = 0
     // Request fibers run without Effect's built-in fiber metrics (a counter and a histogram
     // updated per fiber, which nothing reads): one fiber per request.
     const run = yield* FiberSet.runtime(fibers)<never>().pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.disable(RuntimeFlags.RuntimeMetrics)))
@@ -150,7 +152,9 @@ export const GatewayServerLive = Layer.scoped(
       // The inspector and capture routes (spec document 3) are loopback-only, checked before any
       // credentials: a session token leaked through a tunnel or a forwarding proxy cannot reach them.
       if (path.startsWith("/api/tools/") && !directLocal(req)) return loopbackOnly(req, res)
-      const taken = inference.route(req, res, path, q === -1 ? "" : url.slice(q + 1))
+      // With `fork`, a request the common path takes runs without a fiber ("common"), and is
+      // forked only if it stops being common (docs/ARCHITECTURE.md, "The common path").
+      const taken = inference.route(req, res, path, q === -1 ? "" : url.slice(q + 1), (request) => fork(res, request))
       if (taken === undefined) {
         managementInFlight++
         res.once("close", () => {
@@ -159,6 +163,20 @@ export const GatewayServerLive = Layer.scoped(
         })
         return management(req, res)
       }
+      if (taken === "common") {
+        // No fiber to wait for at shutdown: counted until its answer is done with.
+        commonInFlight++
+        return void res.once("close", () => {
+          commonInFlight--
+          open.delete(res)
+        })
+      }
+      res.once("close", () => open.delete(res))
+      fork(res, taken)
+    }
+
+    /** Runs a request's program on its own fiber, interrupted when its client goes away. */
+    const fork = (res: http.ServerResponse, taken: InferenceRequest) => {
       // The fiber is the request's own: its log annotations (request id, trace id when there is
       // one) are set when it is forked, at no cost of effects.
       const fiber = run(taken.program, {
@@ -171,8 +189,12 @@ export const GatewayServerLive = Layer.scoped(
           })
         }
       })
+      // Forked by the common path after its client left: interrupted at once.
+      if (res.closed) {
+        if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
+        return
+      }
       res.once("close", () => {
-        open.delete(res)
         if (!res.writableFinished) fiber.unsafeInterruptAsFork(FiberId.none)
       })
     }
@@ -289,7 +311,7 @@ export const GatewayServerLive = Layer.scoped(
         )
         for (const socket of fresh) socket.destroy()
         const managementDone = Effect.repeat(
-          Effect.sync(() => managementInFlight),
+          Effect.sync(() => managementInFlight + commonInFlight),
           { until: (n) => n === 0, schedule: Schedule.spaced("10 millis") }
         )
         // Interruptible, or the timeout could not end the wait (a finalizer is uninterruptible).

@@ -6,8 +6,9 @@ import { requireParam } from "../../upstream/formats/params.js"
 import { countRequestTokens } from "../../upstream/formats/tokens.js"
 import { splitNoThinking } from "../../upstream/providers/catalogEntries.js"
 import { countUpstream } from "../countTokens.js"
-import { clientError, tryDecode } from "../../kernel/errors.js"
+import { clientError, decodeFailure, InferenceError, tryDecode } from "../../kernel/errors.js"
 import { readJsonObject, type HttpRequestContext, sendJson } from "../io.js"
+import type { InferenceCall } from "../call.js"
 import type { RouteDeps } from "./openai.js"
 import { decodedAs, type RouteDef } from "./types.js"
 
@@ -19,25 +20,36 @@ const decode = (body: Record<string, unknown>, messages = false) =>
     return canonical
   })
 
+/** `POST /v1/messages`: the call, or the 400 that refuses the body (the route's and the common path's). */
+export const messagesCall = (ctx: HttpRequestContext, body: Record<string, unknown>): InferenceCall | InferenceError => {
+  let canonical: CanonicalRequest
+  try {
+    canonical = anthropic.decodeRequest(body)
+    requireParam(body, "max_tokens", MESSAGES_MAX_TOKENS)
+  } catch (e) {
+    return decodeFailure(anthropic, e)
+  }
+  if (canonical.messages.length === 0) {
+    return clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
+  }
+  const { model, noThinking } = splitNoThinking(canonical.model)
+  return {
+    ctx,
+    format: anthropic,
+    body,
+    model,
+    stream: canonical.stream,
+    endpoint: "messages",
+    decode: decodedAs(body, canonical, anthropic.decodeRequest),
+    noThinking
+  }
+}
+
 /** `POST /v1/messages` (`?beta=true` too: the query is ignored). */
-const messages = (deps: RouteDeps) =>
-  Effect.fnUntraced(function* (ctx: HttpRequestContext) {
-    const body = yield* readJsonObject(ctx)
-    const canonical = yield* decode(body, true)
-    if (canonical.messages.length === 0) {
-      return yield* clientError(anthropic, { status: 400, kind: "invalid_request", message: "messages: at least one message is required", param: "messages" })
-    }
-    const { model, noThinking } = splitNoThinking(canonical.model)
-    yield* deps.inference.run({
-      ctx,
-      format: anthropic,
-      body,
-      model,
-      stream: canonical.stream,
-      endpoint: "messages",
-      decode: decodedAs(body, canonical, anthropic.decodeRequest),
-      noThinking
-    })
+const messages = (deps: RouteDeps) => (ctx: HttpRequestContext) =>
+  Effect.flatMap(readJsonObject(ctx), (body) => {
+    const call = messagesCall(ctx, body)
+    return call instanceof InferenceError ? Effect.fail(call) : deps.inference.run(call)
   })
 
 /**
@@ -65,6 +77,6 @@ const countTokens = (deps: RouteDeps) =>
   })
 
 export const anthropicRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => [
-  { method: "POST", path: "/v1/messages", format: anthropic, handle: messages(deps) },
+  { method: "POST", path: "/v1/messages", format: anthropic, handle: messages(deps), common: messagesCall },
   { method: "POST", path: "/v1/messages/count_tokens", format: anthropic, handle: countTokens(deps) }
 ]

@@ -15,7 +15,7 @@ import type { AccountingShape } from "../../services/accounting/Accounting.js"
 import { embed, openAiEmbeddings } from "../embeddings.js"
 import { badRequest, decodeFailure, InferenceError, tryDecode } from "../../kernel/errors.js"
 import { type HttpRequestContext, sendJson, withJsonObject } from "../io.js"
-import type { InferenceShape } from "../call.js"
+import type { InferenceCall, InferenceShape } from "../call.js"
 import type { ResponseStoreShape } from "../responseStore.js"
 import { decodedAs, type RouteDef } from "./types.js"
 import type { Connection } from "../../upstream/providers/Connections.js"
@@ -37,17 +37,16 @@ export interface RouteDeps {
 export const customToolNames = (tools: ReadonlyArray<unknown>, spec: (tool: unknown) => Record<string, unknown> | undefined): ReadonlySet<string> =>
   new Set(tools.flatMap((t) => (obj(t)?.["type"] === "custom" && str(spec(t)?.["name"]) ? [str(spec(t)?.["name"])!] : [])))
 
-/** `POST /v1/chat/completions`. */
-export const chatCompletions = (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => {
-  // Called once the body is read (inside that step): decoding needs no step of its own.
+/** `POST /v1/chat/completions`: the call, or the 400 that refuses the body (the route's and the common path's). */
+export const chatCall = (ctx: HttpRequestContext, body: Record<string, unknown>): InferenceCall | InferenceError => {
   let canonical: CanonicalRequest
   try {
     canonical = openAiChat.decodeRequest(body)
   } catch (e) {
-    return Effect.fail(decodeFailure(openAiChat, e))
+    return decodeFailure(openAiChat, e)
   }
   const { model, noThinking } = splitNoThinking(canonical.model)
-  return deps.inference.run({
+  return {
     ctx,
     format: openAiChat,
     body,
@@ -57,7 +56,14 @@ export const chatCompletions = (deps: RouteDeps) => (ctx: HttpRequestContext, bo
     decode: decodedAs(body, canonical, openAiChat.decodeRequest),
     noThinking,
     encodeOptions: { stream_options: body["stream_options"], customTools: customToolNames(arr(body["tools"]), (t) => obj(obj(t)?.["custom"])) }
-  })
+  }
+}
+
+/** `POST /v1/chat/completions`. */
+export const chatCompletions = (deps: RouteDeps) => (ctx: HttpRequestContext, body: Record<string, unknown>) => {
+  // Called once the body is read (inside that step): decoding needs no step of its own.
+  const call = chatCall(ctx, body)
+  return call instanceof InferenceError ? Effect.fail(call) : deps.inference.run(call)
 }
 
 // ---------------------------------------------------------------- legacy completions
@@ -229,7 +235,7 @@ export const openAiRoutes = (deps: RouteDeps): ReadonlyArray<RouteDef> => {
   const withBody = (h: (ctx: HttpRequestContext, body: Record<string, unknown>) => Effect.Effect<void, InferenceError>) => (ctx: HttpRequestContext) =>
     withJsonObject(ctx, (body) => h(ctx, body))
   return [
-    { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)) },
+    { method: "POST", path: "/v1/chat/completions", format: openAiChat, handle: withBody(chatCompletions(deps)), common: chatCall },
     { method: "POST", path: "/v1/completions", format: openAiChat, handle: withBody(completions(deps)) },
     { method: "POST", path: "/v1/responses", format: openAiResponses, handle: withBody(responses(deps)) },
     { method: "POST", path: "/responses", format: openAiResponses, handle: withBody(responses(deps)) },

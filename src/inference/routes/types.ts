@@ -1,6 +1,7 @@
 import type * as Effect from "effect/Effect"
 import type { WireFormat } from "../../upstream/formats/format.js"
 import type { InferenceError } from "../../kernel/errors.js"
+import type { InferenceCall } from "../call.js"
 import type { HttpRequestContext } from "../io.js"
 
 export type Handler = (ctx: HttpRequestContext, params: Readonly<Record<string, string>>) => Effect.Effect<void, InferenceError>
@@ -16,6 +17,12 @@ export interface RouteDef {
   readonly public?: boolean
   /** One line for the agent-skill files, where the wire format alone does not say what the route does. */
   readonly summary?: string
+  /**
+   * A route the common path may serve (docs/ARCHITECTURE.md, "The common path"): the call its
+   * handler would hand the pipeline for this JSON body, made without an effect, or the error it
+   * would answer (the common path then leaves the request to `handle`).
+   */
+  readonly common?: (ctx: HttpRequestContext, body: Record<string, unknown>) => InferenceCall | InferenceError
 }
 
 /**

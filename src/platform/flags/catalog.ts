@@ -158,7 +158,14 @@ export const FLAG_DEFINITIONS = [
     { warningLevel: "caution" }
   ),
   bool("runtime", "GATEWAY_SEMANTIC_CACHE_ENABLED", true, "Response cache", "Serve repeated deterministic requests from the response cache."),
-  bool("runtime", "GATEWAY_IDEMPOTENCY_ENABLED", true, "Idempotency", "De-duplicate requests carrying Idempotency-Key or X-Request-Id within 5 seconds.")
+  bool("runtime", "GATEWAY_IDEMPOTENCY_ENABLED", true, "Idempotency", "De-duplicate requests carrying Idempotency-Key or X-Request-Id within 5 seconds."),
+  bool(
+    "runtime",
+    "GATEWAY_COMMON_PATH",
+    true,
+    "Common path",
+    "Serve the common request (a known plan, no hook, a healthy target) as plain code without a fiber; off sends every request through the full pipeline."
+  )
 ] as const satisfies ReadonlyArray<FlagDefinition>
 
 export type FlagKey = (typeof FLAG_DEFINITIONS)[number]["key"]

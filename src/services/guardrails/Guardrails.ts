@@ -129,6 +129,13 @@ export interface GuardrailsShape {
    * all are off. An Effect only when the flags must be read from the database first (rare).
    */
   readonly attach: (host: HookHost) => Effect.Effect<void> | undefined
+  /**
+   * Whether the guardrails would act on this request (rewrite, block, flag or watch its answer),
+   * from the flags in memory and without acting: undefined when the flags are not known fresh.
+   * A request they would leave alone (every guardrail off, or the sanitizer on and nothing to
+   * sanitize) is served the same with or without their hook (the common path skips it).
+   */
+  readonly screenNow: (format: FormatId, body: Record<string, unknown>) => boolean | undefined
   /** The flags now. */
   readonly settings: Effect.Effect<GuardrailSettings>
 }
@@ -200,6 +207,20 @@ export class Guardrails extends Context.Tag("gateway/Guardrails")<Guardrails, Gu
             settingsOf((k) => flags.peekValue(k as never) ?? "")
           )
           return undefined
+        },
+        screenNow: (format, body) => {
+          if (flags.peekValue("INPUT_SANITIZER_ENABLED") === undefined) return undefined
+          const s = settingsOf((k) => flags.peekValue(k as never) ?? "")
+          if (!anyOn(s)) return false
+          // Response sanitization rewrites every answer.
+          if (s.response !== undefined) return true
+          try {
+            const v = guardRequest(s, format, body)
+            return v.body !== undefined || v.sanitized !== 0 || v.injections.length !== 0 || v.placeholders.size !== 0
+          } catch {
+            // A body the guardrails cannot read fails closed in their hook.
+            return true
+          }
         },
         settings
       }

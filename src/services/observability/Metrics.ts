@@ -66,6 +66,11 @@ export interface GatewayMetricsShape {
   readonly requestStarted: () => void
   readonly requestEnded: (m: RequestMeasure) => void
   readonly attemptEnded: (m: AttemptMeasure) => void
+  /**
+   * Which path a request of a common route took (docs/ARCHITECTURE.md, "The common path"):
+   * `common`, or `pipeline` with the rule's reason (src/inference/commonPath.ts).
+   */
+  readonly requestPath: (path: "common" | "pipeline", reason: string) => void
   /** The Prometheus text exposition of every metric now. */
   readonly scrape: Effect.Effect<string>
 }
@@ -109,9 +114,15 @@ const families = () => {
   })
   const cacheHits = new Counter({ name: "gateway.cache.hits", description: "Answers served from the response cache", unit: "{request}", labels: ["route", "model"] })
   const errors = new Counter({ name: "gateway.errors", description: "Requests answered with an error, by its code", unit: "{request}", labels: ["route", "status", "code"] })
+  const paths = new Counter({
+    name: "gateway.requests.path",
+    description: "Requests of the routes the common path serves, by the path they took: common, or pipeline and the reason",
+    unit: "{request}",
+    labels: ["path", "reason"]
+  })
   const inFlight = new UpDown({ name: "gateway.requests.in_flight", description: "Inference requests being served", unit: "{request}", labels: [] })
   inFlight.add([], 0)
-  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, errors, inFlight }
+  return { tokenUsage, operationDuration, firstChunk, requests, requestDuration, overhead, tokens, cost, fallbacks, cacheHits, errors, paths, inFlight }
 }
 
 const NO_LABELS: ReadonlyArray<string> = []
@@ -244,6 +255,7 @@ export const makeGatewayMetrics = (options: {
       if (u?.outputTokens !== undefined) f.tokenUsage.record([m.operation, m.provider, m.requestModel, m.responseModel, "output"], u.outputTokens)
       if (m.ttftMs !== null) f.firstChunk.record([m.operation, m.provider, m.requestModel, m.responseModel], m.ttftMs / 1000)
     },
+    requestPath: (path, reason) => f.paths.add([path, reason]),
     scrape: Effect.promise(async () => (await start()).scrape())
   }
   return { metrics, start, close: async () => (readers ? (await readers).close() : undefined) }

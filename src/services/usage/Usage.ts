@@ -41,6 +41,8 @@ export interface UsageRecord {
 export interface UsageShape {
   /** Queues one usage row (batched write); never blocks the request. */
   readonly record: (r: UsageRecord) => Effect.Effect<void>
+  /** `record` without an effect: false (nothing queued) when usage logging's flag is not known fresh. */
+  readonly recordNow: (r: UsageRecord) => boolean
 }
 
 /** Reads token counts from an OpenAI chat `usage` object. */
@@ -71,37 +73,43 @@ export class Usage extends Context.Tag("gateway/Usage")<Usage, UsageShape>() {
     Effect.gen(function* () {
       const writer = yield* BatchWriter
       const flags = yield* FeatureFlags
+      const write = (r: UsageRecord, on: boolean) => {
+        if (!on) return
+        writer.append("usage", {
+          ts: Date.now(),
+          request_id: r.requestId,
+          api_key_id: r.apiKeyId,
+          connection_id: r.connectionId,
+          provider: r.provider,
+          model: r.model,
+          endpoint: r.endpoint,
+          stream: r.stream ? 1 : 0,
+          status: r.status,
+          tokens_in: r.usage.input,
+          tokens_out: r.usage.output,
+          tokens_cached: r.usage.cached,
+          tokens_reasoning: r.usage.reasoning,
+          latency_ms: r.latencyMs,
+          ttft_ms: r.ttftMs,
+          error: r.error,
+          cost_usd: r.costUsd ?? null,
+          fallback_attempts: r.fallbackAttempts ?? 0,
+          cache_hit: r.cacheHit ? 1 : 0,
+          requested_model: r.requestedModel ?? null,
+          tokens_cache_write: r.usage.cacheWrite ?? null
+        })
+      }
       return {
         record: (r) => {
-          const write = (on: boolean) => {
-            if (!on) return
-            writer.append("usage", {
-              ts: Date.now(),
-              request_id: r.requestId,
-              api_key_id: r.apiKeyId,
-              connection_id: r.connectionId,
-              provider: r.provider,
-              model: r.model,
-              endpoint: r.endpoint,
-              stream: r.stream ? 1 : 0,
-              status: r.status,
-              tokens_in: r.usage.input,
-              tokens_out: r.usage.output,
-              tokens_cached: r.usage.cached,
-              tokens_reasoning: r.usage.reasoning,
-              latency_ms: r.latencyMs,
-              ttft_ms: r.ttftMs,
-              error: r.error,
-              cost_usd: r.costUsd ?? null,
-              fallback_attempts: r.fallbackAttempts ?? 0,
-              cache_hit: r.cacheHit ? 1 : 0,
-              requested_model: r.requestedModel ?? null,
-              tokens_cache_write: r.usage.cacheWrite ?? null
-            })
-          }
           // Every request writes a row: a fresh flag answers without a chain of effects.
           const on = flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED")
-          return on === undefined ? Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), write) : Effect.sync(() => write(on))
+          return on === undefined ? Effect.map(flags.enabled("GATEWAY_USAGE_LOGGING_ENABLED"), (known) => write(r, known)) : Effect.sync(() => write(r, on))
+        },
+        recordNow: (r) => {
+          const on = flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED")
+          if (on === undefined) return false
+          write(r, on)
+          return true
         }
       }
     })

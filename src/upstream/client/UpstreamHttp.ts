@@ -95,12 +95,24 @@ export interface UpstreamRequest {
   readonly dispatcher?: Dispatcher
 }
 
+/** How a request sent without an effect ended (`requestNow`). */
+export type UpstreamOutcome =
+  | { readonly _tag: "answered"; readonly response: UpstreamResponse }
+  | { readonly _tag: "failed"; readonly error: UpstreamTransportError }
+  | { readonly _tag: "gone" }
+
 export interface UpstreamHttpShape {
   /**
    * Sends one request. Interrupting the effect aborts it. The body of the returned response
    * must be consumed or destroyed by the caller.
    */
   readonly request: (req: UpstreamRequest) => Effect.Effect<UpstreamResponse, UpstreamTransportError>
+  /**
+   * The same request without an effect, for the common request path (docs/ARCHITECTURE.md, "The
+   * common path"): `done` is called once, with the response, the failure, or `gone` when the
+   * caller went away through `abortWhen` (the call is aborted then).
+   */
+  readonly requestNow: (req: UpstreamRequest, done: (outcome: UpstreamOutcome) => void) => void
   readonly userAgent: string
   /** Largest whole answer read (GATEWAY_MAX_UPSTREAM_RESPONSE_BYTES): for callers of `readUpstreamBody`. */
   readonly maxResponseBytes: number
@@ -130,7 +142,7 @@ export const readUpstreamBody = (body: UpstreamResponse["body"], maxBytes = Numb
  * silent that long is destroyed and `done` gets an UpstreamBodyError (`stalled`); for a body
  * whose request set no undici body timeout (a stream asked for, answered whole).
  */
-const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void, idleMs?: number) => {
+export const collect = (body: UpstreamBody, maxBytes: number, overflow: "cut" | "fail", done: (error: Error | undefined, bytes?: Buffer) => void, idleMs?: number) => {
   const chunks: Array<Buffer> = []
   let size = 0
   let over = false
@@ -354,88 +366,118 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
           // The flags are almost always fresh: no effect to read them.
           const policy = peekPolicy()
           return policy !== undefined ? send(req, policy) : Effect.flatMap(Effect.promise(readPolicy), (p) => send(req, p))
+        },
+        requestNow: (req, done) => {
+          const policy = peekPolicy()
+          if (policy !== undefined) sendNow(req, policy, done)
+          // The flags are not known fresh (rare: just after a change): read, then send.
+          else
+            readPolicy().then(
+              (p) => sendNow(req, p, done),
+              (e: unknown) => done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: `the outbound policy could not be read: ${String(e)}` }) })
+            )
         }
       } satisfies UpstreamHttpShape
       function send(req: UpstreamRequest, policy: UrlPolicyFlags) {
         return Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
-          const target = splitUrl(req.url)
-          if (typeof target === "string") return resume(Effect.fail(new UpstreamTransportError({ kind: "network", message: target })))
-          // An address written in the URL is never looked up: judged here, before anything is sent.
-          const refused = checkHostLiteral(target.host, policy)
-          if (refused) return resume(Effect.fail(new UpstreamTransportError({ kind: "blocked", message: refused.message })))
-          // One plain timer covers connecting, sending and waiting for the headers, and undici
-          // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
-          const abort = new EventEmitter()
-          const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
-          const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
-          // The timeout answers at once: undici only acts on an abort once it has a connection,
-          // so a connect or TLS handshake that hangs would otherwise hold the caller until the
-          // agent's connect timeout.
-          let settled = false
-          let body: UpstreamBody | undefined
-          const cancel = () => {
-            settled = true
-            clearTimeout(timer)
-            abort.emit("abort")
-            body?.destroy()
-          }
-          // Settled (answered, failed, timed out): stop watching the caller.
-          let unwatch: (() => void) | undefined
-          const settle = () => {
-            settled = true
-            unwatch?.()
-          }
-          const timer = Number.isFinite(ms)
-            ? setTimeout(
-                () => {
-                  settle()
-                  abort.emit("abort")
-                  resume(Effect.fail(new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })))
-                },
-                Math.max(0, ms)
-              )
-            : undefined
-          if (req.abortWhen) {
-            unwatch = req.abortWhen(() => {
-              if (!settled) {
-                cancel()
-                // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
-                return resume(Effect.interrupt)
-              }
-              // A streamed answer handed over but perhaps not yet taken up by its reader (the
-              // fiber may be interrupted before it starts reading): destroying it aborts the call.
-              if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
-            })
-            if (settled) return
-          }
-          const via = req.dispatcher ?? agent
-          via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
-            clearTimeout(timer)
-            if (settled) {
-              if (!err) data?.body?.destroy()
-              return
-            }
-            if (err) {
-              settle()
-              return resume(Effect.fail(classify(err)))
-            }
-            const head = { status: data.statusCode, headers: data.headers, body: data.body }
-            body = data.body
-            if (!req.readWhole) {
-              // Watching the caller goes on until the body is done with (read or destroyed).
-              settled = true
-              if (unwatch) data.body.once("close", unwatch)
-              return resume(Effect.succeed(head))
-            }
-            const ok = data.statusCode >= 200 && data.statusCode < 300
-            collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
-              if (settled) return
-              settle()
-              resume(Effect.succeed(error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! }))
-            })
-          })
-          return req.abortWhen ? undefined : Effect.sync(cancel)
+          const cancel = sendNow(req, policy, (outcome) =>
+            resume(
+              outcome._tag === "answered"
+                ? Effect.succeed(outcome.response)
+                : outcome._tag === "failed"
+                  ? Effect.fail(outcome.error)
+                  : // The caller is gone: end the wait as an interruption (its fiber is being interrupted anyway).
+                    Effect.interrupt
+            )
+          )
+          return req.abortWhen || cancel === undefined ? undefined : Effect.sync(cancel)
         })
+      }
+
+      /** Sends `req`; `done` once. Answers the function that cancels it (undefined when it ended at once). */
+      function sendNow(req: UpstreamRequest, policy: UrlPolicyFlags, done: (outcome: UpstreamOutcome) => void): (() => void) | undefined {
+        const target = splitUrl(req.url)
+        if (typeof target === "string") {
+          done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: target }) })
+          return undefined
+        }
+        // An address written in the URL is never looked up: judged here, before anything is sent.
+        const refused = checkHostLiteral(target.host, policy)
+        if (refused) {
+          done({ _tag: "failed", error: new UpstreamTransportError({ kind: "blocked", message: refused.message }) })
+          return undefined
+        }
+        // One plain timer covers connecting, sending and waiting for the headers, and undici
+        // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
+        const abort = new EventEmitter()
+        const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+        const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
+        // The timeout answers at once: undici only acts on an abort once it has a connection,
+        // so a connect or TLS handshake that hangs would otherwise hold the caller until the
+        // agent's connect timeout.
+        let settled = false
+        let body: UpstreamBody | undefined
+        const cancel = () => {
+          settled = true
+          clearTimeout(timer)
+          abort.emit("abort")
+          body?.destroy()
+        }
+        // Settled (answered, failed, timed out): stop watching the caller.
+        let unwatch: (() => void) | undefined
+        const settle = () => {
+          settled = true
+          unwatch?.()
+        }
+        const timer = Number.isFinite(ms)
+          ? setTimeout(
+              () => {
+                settle()
+                abort.emit("abort")
+                done({ _tag: "failed", error: new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" }) })
+              },
+              Math.max(0, ms)
+            )
+          : undefined
+        if (req.abortWhen) {
+          unwatch = req.abortWhen(() => {
+            if (!settled) {
+              cancel()
+              return done({ _tag: "gone" })
+            }
+            // A streamed answer handed over but perhaps not yet taken up by its reader (the
+            // fiber may be interrupted before it starts reading): destroying it aborts the call.
+            if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+          })
+          if (settled) return undefined
+        }
+        const via = req.dispatcher ?? agent
+        via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
+          clearTimeout(timer)
+          if (settled) {
+            if (!err) data?.body?.destroy()
+            return
+          }
+          if (err) {
+            settle()
+            return done({ _tag: "failed", error: classify(err) })
+          }
+          const head = { status: data.statusCode, headers: data.headers, body: data.body }
+          body = data.body
+          if (!req.readWhole) {
+            // Watching the caller goes on until the body is done with (read or destroyed).
+            settled = true
+            if (unwatch) data.body.once("close", unwatch)
+            return done({ _tag: "answered", response: head })
+          }
+          const ok = data.statusCode >= 200 && data.statusCode < 300
+          collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
+            if (settled) return
+            settle()
+            done({ _tag: "answered", response: error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! } })
+          })
+        })
+        return cancel
       }
     })
   )

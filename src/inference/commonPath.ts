@@ -1,0 +1,234 @@
+/**
+ * The common request without a fiber (docs/ARCHITECTURE.md, "The common path"). A request the
+ * rule (`commonPathRefusal`) takes runs as plain code over the services' synchronous facets,
+ * driven by the HTTP client's callbacks: the budget read, the plan the router knows, the first
+ * candidate's admission and gate, the attempt (`attemptNow`, the same steps as the pipeline's),
+ * then its success told to the routing memory and the resilience layer and its usage row queued.
+ * The first thing that is not common after the request was committed to this path (a failure to
+ * fall back from, a stream that broke after it began, the client leaving, a token limit) hands the
+ * same dispatch to the pipeline's Effect (`continueAfter`, `dispatchFrom`): behaviour is the
+ * pipeline's by construction. Before that, a refusal leaves nothing done: the caller runs the
+ * request through the pipeline from its start.
+ */
+import * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import type { AccountingShape } from "../services/accounting/Accounting.js"
+import type { GuardrailsShape } from "../services/guardrails/Guardrails.js"
+import type { ResilienceShape } from "../services/resilience/Resilience.js"
+import type { RoutePlan } from "../services/routing/plan.js"
+import type { Candidate } from "../services/routing/types.js"
+import type { UsageShape } from "../services/usage/Usage.js"
+import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
+import { type AttemptFailed, type AttemptOutcome, newTracking, recordRequestNow, type Tracking } from "../kernel/attempts.js"
+import type { InferenceError } from "../kernel/errors.js"
+import { type HookTable, modelSelectLeftAlone, modelSelectNow, settleModelSelect } from "../kernel/hooks.js"
+import type { AttemptResult } from "./attempt.js"
+import { attachUsageRow } from "./builtinHooks.js"
+import type { InferenceCall } from "./call.js"
+import type { makeGuardedAttempt } from "./fallback.js"
+import { requestHeader } from "./io.js"
+import { derivedSession, explicitSession } from "./session.js"
+
+/**
+ * Why a request does not take the common path: the rule's one list (each reason is a test in
+ * test/common-path.test.ts, and a label of `gateway_requests_path_total`).
+ */
+export type CommonPathRefusal =
+  /** GATEWAY_COMMON_PATH is off (the operator's way out, and for comparisons). */
+  | "off"
+  /** A route the common path does not serve (only chat completions and messages today), or an internal call. */
+  | "route"
+  /** An Idempotency-Key or X-Request-Id: the answer is recorded for duplicates. */
+  | "idempotency"
+  /** The key could not be checked from memory, was refused, or has inbound rate limits (a counter to admit against). */
+  | "key"
+  /** The body is not a request the route takes (the pipeline answers its 400). */
+  | "body"
+  /** A flag or a cache the decision reads is not known fresh in memory. */
+  | "cold"
+  /** Budgets and limits are held across processes (Redis): the hold is a round trip. */
+  | "shared_limits"
+  /** A hook is registered or attached to this request (plugins, policies, the inspector watching bodies), or a guardrail acts on it. */
+  | "hooks"
+  /** X-Gateway-Progress: the answer opens early for progress events. */
+  | "progress"
+  /** The key's budget is spent (a refusal or the emergency model). */
+  | "budget"
+  /** The response cache looks this request up. */
+  | "cache"
+  /** The router has no plan in memory for the model (auto, quota share, a combo not planned yet), or refuses it. */
+  | "plan"
+  /** A fusion panel or a quota-share group. */
+  | "plan_kind"
+  /** The first candidate needs an effect to be called: an OAuth token, a proxy, an answer held to a schema. */
+  | "target"
+
+export const COMMON_PATH_REFUSALS: ReadonlyArray<CommonPathRefusal> = [
+  "off",
+  "route",
+  "idempotency",
+  "key",
+  "body",
+  "cold",
+  "shared_limits",
+  "hooks",
+  "progress",
+  "budget",
+  "cache",
+  "plan",
+  "plan_kind",
+  "target"
+]
+
+/**
+ * Whether a request has hooks that may block or rewrite it before it goes out: onRequest,
+ * onAttemptStart. The others run on the common path as on the pipeline: onModelSelect at once
+ * (handing off when one changes anything), the write path's and the end's through the same
+ * writers and `endRequest`, the failure events on the pipeline's side of a hand-off.
+ */
+export const hooksInUse = (hooks: HookTable | undefined): boolean => hooks !== undefined && (hooks.onRequest.length !== 0 || hooks.onAttemptStart.length !== 0)
+
+type Guarded = ReturnType<typeof makeGuardedAttempt>
+
+export interface CommonPathDeps {
+  readonly flags: FeatureFlagsShape
+  readonly accounting: AccountingShape
+  readonly guardrails: GuardrailsShape
+  readonly resilience: ResilienceShape
+  readonly usage: UsageShape
+  readonly guarded: Guarded
+  /** The request will write a usage row: written ahead while it runs (InFlight). */
+  readonly writeAhead: (call: InferenceCall) => void
+  /** What the response cache would do with the request (undefined: not known fresh). */
+  readonly cacheWanted: (call: InferenceCall) => "off" | "miss" | "look" | undefined
+  /** The plan the router knows for the request's model, without an effect (undefined: not in memory). */
+  readonly peekPlan: (call: InferenceCall, sessionId: string | undefined) => Either.Either<RoutePlan, unknown> | undefined
+  readonly attempt: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }) => Effect.Effect<AttemptOutcome, AttemptFailed>
+  /** The pipeline's dispatch of a call over a plan (the guarded attempt with `attempt`). */
+  readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<AttemptOutcome, InferenceError>
+  readonly attemptNow: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }, done: (result: AttemptResult) => void) => void
+  readonly canAttemptNow: (call: InferenceCall, candidate: Candidate) => boolean
+  /** The resilience state's time (the Clock's). */
+  readonly now: () => number
+}
+
+/** How a request the common path took ends: `done` (answered, its usage row queued) or the Effect that finishes it. */
+export interface CommonPathEnds {
+  readonly done: () => void
+  readonly handoff: (rest: Effect.Effect<void, InferenceError>) => void
+}
+
+export const makeCommonPath = (deps: CommonPathDeps) => {
+  const { flags, accounting, guardrails, resilience, usage, guarded, writeAhead, cacheWanted, peekPlan, attempt, execute, attemptNow, canAttemptNow, now } = deps
+
+  /**
+   * The rule, for a call a common route prepared: the refusal, or the plan and first candidate
+   * the request will be tried on. Reads memory only and changes nothing.
+   */
+  const decide = (
+    call: InferenceCall,
+    sessionId: string | undefined
+  ): CommonPathRefusal | { readonly plan: RoutePlan; readonly candidate: Candidate; readonly cache: "off" | "miss" } => {
+    const { ctx } = call
+    if (!accounting.prepared() || flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED") === undefined) return "cold"
+    if (accounting.exact) return "shared_limits"
+    if (hooksInUse(ctx.hooks) || ctx.rewrite !== undefined) return "hooks"
+    const guarding = guardrails.screenNow(call.format.id, call.body)
+    if (guarding !== false) return guarding === undefined ? "cold" : "hooks"
+    if (String(requestHeader(ctx, "x-gateway-progress") ?? "").toLowerCase() === "true") return "progress"
+    if (!accounting.budget(ctx.apiKeyId).ok) return "budget"
+    const cache = cacheWanted(call)
+    if (cache === undefined || cache === "look") return cache === undefined ? "cold" : "cache"
+    const known = peekPlan(call, sessionId)
+    if (known === undefined || known._tag === "Left") return "plan"
+    const plan = known.right
+    if (plan.fusion !== undefined || plan.kind === "quota-share" || plan.kind !== "direct") return "plan_kind"
+    const candidate = plan.candidates[0]
+    if (candidate === undefined || !canAttemptNow(call, candidate)) return "target"
+    return { plan, candidate, cache }
+  }
+
+  /**
+   * Serves `call` on the common path when the rule takes it: answers the refusal (nothing done:
+   * run the request through the pipeline), or undefined when it took it (`ends` is called once).
+   */
+  const runNow = (call: InferenceCall, ends: CommonPathEnds): CommonPathRefusal | undefined => {
+    const { ctx } = call
+    const sessionId = explicitSession(ctx.req, call.body)
+    const decided = decide(call, sessionId)
+    if (typeof decided === "string") return decided
+    const { plan, candidate, cache } = decided
+
+    // Committed: what the pipeline's run and serve do before the dispatch, in the same order.
+    writeAhead(call)
+    ctx.responseHeaders["x-gateway-session-id"] = sessionId ?? derivedSession(ctx.apiKeyId, call.model, call.body)
+    const track: Tracking = newTracking(call.model)
+    track.hold = accounting.reserve(ctx.apiKeyId)
+    // The cache is on and the request not cacheable: the lookup's only trace is its header.
+    if (cache === "miss") ctx.responseHeaders["x-gateway-cache"] = "MISS"
+    // Handlers on the request's end read its usage row from their event: then the row is the
+    // pipeline's own hook (written by `endRequest`), else plain data at the end.
+    const hooked = ctx.hooks !== undefined && (ctx.hooks.onResponse.length !== 0 || ctx.hooks.onError.length !== 0)
+    if (hooked) attachUsageRow(usage, accounting, call, track)
+    /** The rest as the pipeline's Effect; the usage row is then the pipeline's own hook. */
+    const handoff = (rest: Effect.Effect<unknown, InferenceError>) => {
+      if (!hooked) attachUsageRow(usage, accounting, call, track)
+      ends.handoff(Effect.asVoid(rest))
+    }
+    // onModelSelect handlers (context compression, plugins): run at once; one that changes the
+    // body, blocks or needs an effect hands the rest to the pipeline with what they decided.
+    if (ctx.hooks !== undefined && ctx.hooks.onModelSelect.length !== 0) {
+      const fired = modelSelectNow(ctx, call.format, call.model, plan, call.body, call.endpoint)
+      if (!modelSelectLeftAlone(fired)) {
+        handoff(Effect.flatMap(settleModelSelect(ctx, call.format, fired), (body) => execute(body ? { ...call, body } : call, plan, track)))
+        return undefined
+      }
+    }
+    const d = guarded.startDispatch(call, plan, track, attempt)
+
+    // The dispatch's first candidate: its admission and token limit, as `dispatch` checks them.
+    const at = now()
+    const limit = accounting.tokenLimit(
+      ctx.apiKeyId,
+      { provider: candidate.connection.provider.id, model: candidate.model, requestedModel: call.model, connection: candidate.connection.name },
+      track.hold
+    )
+    if (!resilience.admission(candidate, at).ok || !limit.ok) {
+      handoff(guarded.dispatchFrom(d, 0))
+      return undefined
+    }
+    const begun = guarded.beginAttempt(d, candidate, at)
+    if (begun === "busy") {
+      handoff(guarded.dispatchFrom(d, 0))
+      return undefined
+    }
+    attemptNow(call, candidate, { probe: begun.probe }, (result) => {
+      begun.end()
+      if (result._tag === "served" && result.outcome.streamFailure === undefined) {
+        guarded.servedNow(d, candidate, begun, result.outcome, Date.now())
+        // A direct plan keeps no routing memory (Router.served does nothing for it).
+        if (hooked || recordRequestNow(usage, accounting, call, track, (row) => (ctx.usageRow = row))) return ends.done()
+        return handoff(Effect.void)
+      }
+      // The client went away before its answer was whole (the pipeline's fiber is interrupted
+      // then, whatever the upstream does after): settled as an interrupted attempt, a 499.
+      const gone = result._tag === "gone" || (ctx.res.closed && !ctx.res.writableFinished)
+      handoff(gone ? Effect.uninterruptible(guarded.continueAfter(d, 0, begun, Exit.interrupt(FiberId.none))) : guarded.continueAfter(d, 0, begun, exitOf(result)))
+    })
+    return undefined
+  }
+
+  return { runNow, decide }
+}
+
+/** An attempt's result as the Exit the pipeline's attempt would have ended with. */
+const exitOf = (result: AttemptResult): Exit.Exit<AttemptOutcome, AttemptFailed> =>
+  result._tag === "served"
+    ? Exit.succeed(result.outcome)
+    : result._tag === "failed"
+      ? Exit.fail(result.failed)
+      : result._tag === "gone"
+        ? Exit.interrupt(FiberId.none)
+        : Exit.die(result.defect)
