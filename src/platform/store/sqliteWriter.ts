@@ -35,9 +35,19 @@ export interface BatchResult {
   readonly unavailable?: { readonly code: string; readonly message: string; readonly from: number }
 }
 
+/** Rows to delete by one column's values (the write-ahead's rows of ended requests). */
+export interface QueuedDelete {
+  readonly table: string
+  readonly column: string
+  readonly values: ReadonlyArray<string | number>
+}
+
 export interface SqliteWriter {
-  /** Writes the rows in one transaction (one multi-row INSERT per table and column set). */
-  readonly write: (rows: ReadonlyArray<QueuedRow>) => Promise<BatchResult>
+  /**
+   * Writes the rows in one transaction (one multi-row INSERT per table and column set), then the
+   * deletes in the same transaction.
+   */
+  readonly write: (rows: ReadonlyArray<QueuedRow>, deletes?: ReadonlyArray<QueuedDelete>) => Promise<BatchResult>
   /**
    * `PRAGMA data_version` on the thread's connection: it moves when another connection commits
    * (another process, or this process's main connection), never for the thread's own rows.
@@ -144,8 +154,15 @@ const grouped = (batch) => {
   }
   return groups.values()
 }
-const transaction = () => db.transaction((batch) => {
+const remove = (d) => {
+  for (let i = 0; i < d.values.length; i += ${ROWS_PER_STATEMENT}) {
+    const part = d.values.slice(i, i + ${ROWS_PER_STATEMENT})
+    prepared("DELETE FROM " + quote(d.table) + " WHERE " + quote(d.column) + " IN (" + part.map(() => "?").join(", ") + ")").run(part)
+  }
+}
+const transaction = () => db.transaction((batch, deletes) => {
   for (const g of grouped(batch)) insert(g.table, g.columns, g.rows)
+  if (deletes) for (const d of deletes) remove(d)
 })
 let writeAll = transaction()
 parentPort.on("message", (m) => {
@@ -162,7 +179,7 @@ parentPort.on("message", (m) => {
   const dropped = []
   try {
     reopened()
-    writeAll.immediate(m.rows)
+    writeAll.immediate(m.rows, m.deletes)
   } catch (e) {
     const down = unavailable(e, 0)
     if (down) {
@@ -182,6 +199,18 @@ parentPort.on("message", (m) => {
           return
         }
         dropped.push({ table: p.table, error: String(e2 && e2.message) })
+      }
+    }
+    for (const d of m.deletes || []) {
+      try {
+        remove(d)
+      } catch (e2) {
+        const downNow = unavailable(e2, m.rows.length)
+        if (downNow) {
+          parentPort.postMessage({ id: m.id, singly, dropped, unavailable: downNow })
+          return
+        }
+        dropped.push({ table: d.table, error: String(e2 && e2.message) })
       }
     }
   }
@@ -223,7 +252,7 @@ export const startSqliteWriter = (file: string, replacing: Readonly<Record<strin
             worker.postMessage({ ...message, id })
           })
     const writer: SqliteWriter = {
-      write: (rows) => call<BatchResult>({ rows }),
+      write: (rows, deletes) => call<BatchResult>(deletes === undefined || deletes.length === 0 ? { rows } : { rows, deletes }),
       dataVersion: () => call<{ readonly version: number }>({ dataVersion: true }).then((m) => m.version),
       alive: () => failure === undefined,
       close: async () => {

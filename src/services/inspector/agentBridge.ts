@@ -11,12 +11,13 @@
  */
 import { attach, type LifecycleListener } from "../../kernel/hooks.js"
 import type { ExchangeTap, RequestContext } from "../../kernel/request.js"
+import type { UsageRecord } from "../usage/Usage.js"
 import { requestHeader } from "../../kernel/request.js"
 import { conversationOf, mergeStream, readAnswer, readRequest } from "./analyze.js"
 import { captureBody, jsonOf } from "./bodies.js"
 import { pathKind } from "./detect.js"
 import type { InspectorCore } from "./buffer.js"
-import type { CapturedBody, UpstreamExchange } from "./types.js"
+import type { CapturedBody, InterceptedRequest, UpstreamExchange } from "./types.js"
 import type { FormatId } from "../../domain/canonical.js"
 
 /** What one recorded request gathers between begin and end. */
@@ -123,41 +124,70 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
     })
   }
 
+  /** What the gateway knows better than any reading of bytes: the usage row, and the error. */
+  const settle = (e: InterceptedRequest, status: number, failed: string | undefined, row: UsageRecord | undefined, streamed: boolean): void => {
+    if (failed !== undefined && status >= 400) e.error = failed
+    if (e.llm !== null || row !== undefined) {
+      const base = e.llm ?? {
+        provider: null,
+        apiKind: row?.endpoint ?? null,
+        model: null,
+        messages: 0,
+        tokensIn: null,
+        tokensOut: null,
+        streamed,
+        mappedTo: null,
+        costEstimateUsd: null
+      }
+      e.llm = {
+        ...base,
+        apiKind: row?.endpoint ?? base.apiKind,
+        provider: row?.provider ?? base.provider,
+        model: row?.requestedModel ?? base.model,
+        mappedTo: row?.model ?? base.mappedTo,
+        tokensIn: row?.usage.input ?? base.tokensIn,
+        tokensOut: row?.usage.output ?? base.tokensOut,
+        streamed: row?.stream ?? streamed,
+        costEstimateUsd: row?.costUsd ?? base.costEstimateUsd
+      }
+      if (e.detectedKind !== "llm" && row !== undefined) e.detectedKind = "llm"
+    }
+  }
+
   return {
     name: "inspector",
     begin: (ctx) => {
       const replayOf = core.pendingReplayOf(ctx.requestId)
       const bodies = core.wantsBodies() || replayOf !== undefined
-      const host = requestHeader(ctx, "host") ?? "gateway"
-      const query = ctx.query.toString()
+      // Read when the entry is built (at once when someone looks, else when someone reads it): a few values, not the request.
+      const { method, path, query, headers, requestId } = ctx
+      const socket = (ctx as { readonly req?: { readonly socket?: object } }).req?.socket
       const clientPort = socketPort(ctx)
-      const id = core.sink.begin({
-        source: "agent-bridge",
-        method: ctx.method,
-        url: `http://${host}${ctx.path}${query ? `?${query}` : ""}`,
-        headers: ctx.headers,
-        requestId: ctx.requestId,
-        ...(clientPort !== undefined ? { clientPort } : {})
-      })
-      const slot = core.slot(id)
-      if (!slot) return
-      const kind = pathKind(ctx.path)
-      if (kind !== undefined) {
-        slot.entry.detectedKind = "llm"
-        slot.format = kind.format
-        slot.entry.llm = {
-          provider: null,
-          apiKind: kind.apiKind,
-          model: null,
-          messages: 0,
-          tokensIn: null,
-          tokensOut: null,
-          streamed: false,
-          mappedTo: null,
-          costEstimateUsd: null
-        }
+      const start = () => {
+        const host = requestHeader({ headers } as RequestContext, "host") ?? "gateway"
+        const q = query.toString()
+        return { source: "agent-bridge" as const, method, url: `http://${host}${path}${q ? `?${q}` : ""}`, headers, requestId }
       }
-      if (replayOf !== undefined) core.linkReplay(slot.entry, replayOf)
+      const kind = pathKind(path)
+      const began = (slot: { readonly entry: InterceptedRequest; format: FormatId | null }) => {
+        if (kind !== undefined) {
+          slot.entry.detectedKind = "llm"
+          slot.format = kind.format
+          slot.entry.llm = {
+            provider: null,
+            apiKind: kind.apiKind,
+            model: null,
+            messages: 0,
+            tokensIn: null,
+            tokensOut: null,
+            streamed: false,
+            mappedTo: null,
+            costEstimateUsd: null
+          }
+        }
+        if (replayOf !== undefined) core.linkReplay(slot.entry, replayOf)
+      }
+      const { id } = core.beginOwn(start, requestId, began, () => (clientPort === undefined || socket === undefined ? undefined : { port: clientPort, connection: socket }), bodies)
       const rec: Recording = { id, bodies, format: kind?.format ?? null, endpoint: null, clientBody: undefined, frames: [], frameBytes: 0, answer: undefined, exchanges: [] }
       recordings.set(ctx, rec)
       if (bodies) attachBodies(ctx, rec)
@@ -166,15 +196,22 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       const rec = recordings.get(ctx)
       if (!rec) return
       recordings.delete(ctx)
+      const headers = ctx.answerHeaders ?? {}
+      const type = String(headers["content-type"] ?? "")
+      const row = ctx.usageRow
+      const failed = error?.message
+      if (!rec.bodies) {
+        const streamed = /event-stream|ndjson/.test(type)
+        core.endOwn(rec.id, { status, headers, bodySize: 0 }, (slot) => settle(slot.entry, status, failed, row, streamed))
+        return
+      }
       const slot = core.slot(rec.id)
       if (!slot) return
       const e = slot.entry
-      const headers = ctx.answerHeaders ?? {}
-      const type = String(headers["content-type"] ?? "")
       const streamed = rec.frames.length > 0 || /event-stream|ndjson/.test(type)
       // A whole answer as written (src/inference/io.ts keeps it on the request): read here, since the
       // end hooks may still be running (the usage row's write) when listeners hear the end.
-      if (rec.bodies && ctx.answerBody !== undefined) rec.answer = ctx.answerBody
+      if (ctx.answerBody !== undefined) rec.answer = ctx.answerBody
       const answer =
         rec.answer !== undefined
           ? typeof rec.answer === "string"
@@ -183,18 +220,15 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
           : rec.frames.length > 0
             ? Buffer.concat(rec.frames.map((f) => (typeof f === "string" ? Buffer.from(f) : f)))
             : undefined
-      if (rec.bodies && rec.clientBody !== undefined && e.requestBody === null) {
+      if (rec.clientBody !== undefined && e.requestBody === null) {
         e.requestBody = body(JSON.stringify(rec.clientBody), "application/json")
         e.requestSize = e.requestBody.size
       }
       // Streamed upstream answers: their chunks, put together once.
       for (const x of rec.exchanges) if (x.chunks.length > 0 && x.ex.responseBody === null) x.ex = { ...x.ex, responseBody: body(Buffer.concat(x.chunks), "text/event-stream") }
       if (rec.exchanges.length > 0) e.upstream = rec.exchanges.map((x) => x.ex)
-      core.sink.end(rec.id, { status, headers, ...(rec.bodies && answer !== undefined ? { body: answer } : { bodySize: 0 }) })
-      if (error !== undefined && status >= 400) e.error = error.message
-      // What the gateway knows better than any reading of bytes: the usage row.
-      const row = ctx.usageRow
-      if (rec.bodies && rec.format !== null && rec.clientBody !== undefined) {
+      core.sink.end(rec.id, { status, headers, ...(answer !== undefined ? { body: answer } : { bodySize: 0 }) })
+      if (rec.format !== null && rec.clientBody !== undefined) {
         const reading = readRequest(rec.format, rec.clientBody, ctx.path)
         const merged =
           answer === undefined || status >= 400
@@ -206,31 +240,7 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
         e.contextKey = e.conversation.contextKey
         if (e.llm !== null) e.llm = { ...e.llm, model: e.llm.model ?? reading.model, messages: reading.canonical?.messages.length ?? e.llm.messages }
       }
-      if (e.llm !== null || row !== undefined) {
-        const base = e.llm ?? {
-          provider: null,
-          apiKind: row?.endpoint ?? null,
-          model: null,
-          messages: 0,
-          tokensIn: null,
-          tokensOut: null,
-          streamed,
-          mappedTo: null,
-          costEstimateUsd: null
-        }
-        e.llm = {
-          ...base,
-          apiKind: row?.endpoint ?? base.apiKind,
-          provider: row?.provider ?? base.provider,
-          model: row?.requestedModel ?? base.model,
-          mappedTo: row?.model ?? base.mappedTo,
-          tokensIn: row?.usage.input ?? base.tokensIn,
-          tokensOut: row?.usage.output ?? base.tokensOut,
-          streamed: row?.stream ?? streamed,
-          costEstimateUsd: row?.costUsd ?? base.costEstimateUsd
-        }
-        if (e.detectedKind !== "llm" && row !== undefined) e.detectedKind = "llm"
-      }
+      settle(e, status, failed, row, streamed)
       core.changed(slot)
     }
   }

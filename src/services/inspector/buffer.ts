@@ -49,15 +49,50 @@ export interface SessionView {
   readonly dropped: number
 }
 
-/** Per entry, what the analysis needs between start and end (not shown). */
-interface Slot {
-  readonly entry: InterceptedRequest
-  format: FormatId | null
-  reading: RequestReading | undefined
-  provider: string | null
-  bodyBytes: number
-  /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
-  readonly foreign: boolean
+/**
+ * What a request recorded while nobody looks keeps until someone reads it (`deferred` below): the
+ * start as a thunk over a few values (no URL parsed, no header copied, no body), the time, and the
+ * end and its owner's last touches once they come.
+ */
+interface Deferred {
+  readonly start: () => CaptureStart
+  readonly startedAt: number
+  /** The owner's touches on the fresh entry (the agent-bridge's LLM guess from the path). */
+  readonly began: ((slot: Slot) => void) | undefined
+  ended: { readonly end: CaptureEnd; readonly at: number; readonly then: ((slot: Slot) => void) | undefined } | undefined
+  failed: { readonly error: string; readonly at: number } | undefined
+}
+
+/**
+ * Per entry, what the analysis needs between start and end (not shown). A slot whose request began
+ * while nobody looked holds a `Deferred` and builds its entry the first time anyone reads
+ * `entry`; with nobody reading, a request costs a few fields here, not an entry.
+ */
+class Slot {
+  private built: InterceptedRequest | undefined
+  format: FormatId | null = null
+  reading: RequestReading | undefined = undefined
+  provider: string | null = null
+  bodyBytes = 0
+  constructor(
+    readonly id: string,
+    readonly requestId: string | null,
+    /** Recorded by another process of this node (`--workers`: share.ts), not by this one. */
+    readonly foreign: boolean,
+    entry: InterceptedRequest | undefined,
+    public deferred: Deferred | undefined,
+    private readonly materialize: ((slot: Slot) => InterceptedRequest) | undefined
+  ) {
+    this.built = entry
+  }
+  get entry(): InterceptedRequest {
+    if (this.built === undefined) this.built = this.materialize!(this)
+    return this.built
+  }
+  /** Sets the entry (once built). */
+  hold(entry: InterceptedRequest): void {
+    this.built = entry
+  }
 }
 
 /**
@@ -243,7 +278,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     slots.delete(first.value)
     totalBytes -= slot.bodyBytes
     slot.bodyBytes = 0
-    if (slot.entry.requestId) byRequestId.delete(slot.entry.requestId)
+    if (slot.requestId !== null) byRequestId.delete(slot.requestId)
     const i = withBodies.indexOf(first.value)
     if (i !== -1) withBodies.splice(i, 1)
   }
@@ -298,122 +333,201 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const idPrefix = `ti_${crypto.randomBytes(4).toString("hex")}`
   const newId = () => `${idPrefix}${(seq + 1).toString(36)}`
 
+  /** The entry of a request that started (`in-flight`), with what its analysis keeps in `slot`. */
+  const buildEntry = (slot: Slot, start: CaptureStart, seqNo: number, startedAt: number, bodies: boolean): InterceptedRequest => {
+    let url: URL | undefined
+    try {
+      url = new URL(start.url)
+    } catch {
+      url = undefined
+    }
+    const rawHeaders = flatHeaders(start.headers)
+    const requestHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
+    const size = start.body?.length ?? start.bodySize ?? 0
+    const requestBody = start.tunnelOnly || !bodies ? null : bodyOf(start.body, size, rawHeaders)
+    const json = requestBody ? jsonOf(requestBody) : start.body && !start.tunnelOnly ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false })) : undefined
+    const host = url?.hostname.replace(/^\[|\]$/g, "") ?? ""
+    const path = url ? url.pathname + url.search : start.url
+    const detection = start.tunnelOnly
+      ? { ...detect({ host, path: "", body: undefined, userAgent: rawHeaders["user-agent"] }), apiKind: null, llm: false }
+      : detect({ host, path: url?.pathname ?? start.url, body: json, userAgent: rawHeaders["user-agent"], headers: rawHeaders, kind: start.kind })
+    const reading = detection.llm ? readRequest(detection.format, json, url?.pathname ?? "") : undefined
+    const conversation = detection.llm && reading ? conversationOf(reading, undefined) : null
+    slot.format = detection.format
+    slot.reading = reading
+    slot.provider = detection.provider
+    return {
+      id: slot.id,
+      seq: seqNo,
+      source: start.source,
+      status: "in-flight",
+      detectedKind: detection.kind,
+      method: start.method.toUpperCase(),
+      url: config.maskSecrets ? maskUrl(start.url) : start.url,
+      host,
+      port: url?.port ? Number(url.port) : url ? (url.protocol === "https:" ? 443 : 80) : null,
+      path: config.maskSecrets ? maskUrl(path) : path,
+      tls: url?.protocol === "https:",
+      httpVersion: start.httpVersion ?? "1.1",
+      requestHeaders,
+      requestBody,
+      responseHeaders: null,
+      responseBody: null,
+      requestSize: size,
+      responseSize: null,
+      timings: { startedAt, ttfbMs: null, totalMs: null },
+      error: null,
+      tunnelOnly: start.tunnelOnly === true,
+      contextKey: conversation?.contextKey ?? null,
+      pid: null,
+      processName: null,
+      agent: detection.agent,
+      llm: detection.llm
+        ? {
+            provider: detection.provider,
+            apiKind: detection.apiKind,
+            model: reading?.model ?? null,
+            messages: reading?.canonical?.messages.length ?? 0,
+            tokensIn: null,
+            tokensOut: null,
+            streamed: reading?.stream ?? false,
+            mappedTo: null,
+            costEstimateUsd: null
+          }
+        : null,
+      conversation: conversation && bodies ? conversation : null,
+      upstream: [],
+      annotation: null,
+      replayOf: null,
+      replays: [],
+      sessionIds: [],
+      requestId: start.requestId ?? null
+    }
+  }
+
+  /** A request's answer (or its end) on its entry, at `now` (ms). */
+  const applyEnd = (slot: Slot, end: CaptureEnd, now: number, bodies: boolean): void => {
+    const e = slot.entry
+    const rawHeaders = flatHeaders(end.headers)
+    e.status = end.status
+    e.responseHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
+    const size = end.body?.length ?? end.bodySize ?? 0
+    e.responseSize = size
+    if (end.requestBodySize !== undefined) e.requestSize = end.requestBodySize
+    e.responseBody = e.tunnelOnly || !bodies ? null : bodyOf(end.body, size, rawHeaders)
+    e.timings = { startedAt: e.timings.startedAt, ttfbMs: end.ttfbMs ?? now - e.timings.startedAt, totalMs: now - e.timings.startedAt }
+    // An LLM call the buffer read at its start (the agent-bridge reads its own: agentBridge.ts).
+    if (e.llm !== null && slot.reading !== undefined) {
+      const type = rawHeaders["content-type"] ?? ""
+      const streamed = /event-stream|ndjson/.test(type)
+      // The answer is read from the body as decoded (unmasked only if masking is off); a cut body is not read.
+      const body = e.responseBody ?? (end.body ? captureBody(end.body, size, rawHeaders, { maxBytes, mask: false }) : null)
+      let answer: AnswerReading | undefined
+      if (body !== null && body.encoding === "utf8" && !body.truncated && end.status < 400) {
+        answer = streamed ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse") : readAnswer(slot.format, jsonOf(body))
+      }
+      e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
+      if (slot.reading && bodies) e.conversation = conversationOf(slot.reading, answer)
+    }
+    // The reading (its canonical request holds the body's text again) is needed only until here.
+    slot.reading = undefined
+  }
+
+  const applyFail = (e: InterceptedRequest, error: string, now: number): void => {
+    e.status = "error"
+    e.error = config.maskSecrets ? maskUrl(error) : error
+    e.timings = { startedAt: e.timings.startedAt, ttfbMs: e.timings.ttfbMs, totalMs: now - e.timings.startedAt }
+  }
+
+  /** A deferred slot's entry, built as it would have been when its request began and ended. */
+  const materialize = (slot: Slot): InterceptedRequest => {
+    const d = slot.deferred!
+    slot.deferred = undefined
+    const entry = buildEntry(slot, d.start(), seqOf.get(slot) ?? 0, d.startedAt, false)
+    seqOf.delete(slot)
+    // The getter answers `entry` from here on (the touches below read it).
+    slot.hold(entry)
+    d.began?.(slot)
+    if (d.ended !== undefined) {
+      applyEnd(slot, d.ended.end, d.ended.at, false)
+      d.ended.then?.(slot)
+    }
+    if (d.failed !== undefined) applyFail(entry, d.failed.error, d.failed.at)
+    return entry
+  }
+  /** The sequence number of a deferred slot, until its entry holds it. */
+  const seqOf = new WeakMap<Slot, number>()
+
+  /** Entries are built when read, not when their request begins: while nobody looks, nothing is shown or shared. */
+  const mayDefer = (): boolean => outbox === undefined && recording.size === 0 && !wantsBodies()
+
   const begin = (start: CaptureStart): string => {
     const id = newId()
     try {
-      let url: URL | undefined
-      try {
-        url = new URL(start.url)
-      } catch {
-        url = undefined
-      }
-      const rawHeaders = flatHeaders(start.headers)
-      const requestHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
-      const size = start.body?.length ?? start.bodySize ?? 0
-      const requestBody = start.tunnelOnly ? null : bodyOf(start.body, size, rawHeaders)
-      const json = requestBody ? jsonOf(requestBody) : start.body && !start.tunnelOnly ? jsonOf(captureBody(start.body, size, rawHeaders, { maxBytes, mask: false })) : undefined
-      const host = url?.hostname.replace(/^\[|\]$/g, "") ?? ""
-      const path = url ? url.pathname + url.search : start.url
-      const detection = start.tunnelOnly
-        ? { ...detect({ host, path: "", body: undefined, userAgent: rawHeaders["user-agent"] }), apiKind: null, llm: false }
-        : detect({ host, path: url?.pathname ?? start.url, body: json, userAgent: rawHeaders["user-agent"], headers: rawHeaders, kind: start.kind })
-      const reading = detection.llm ? readRequest(detection.format, json, url?.pathname ?? "") : undefined
-      const conversation = detection.llm && reading ? conversationOf(reading, undefined) : null
-      const entry: InterceptedRequest = {
-        id,
-        seq: ++seq,
-        source: start.source,
-        status: "in-flight",
-        detectedKind: detection.kind,
-        method: start.method.toUpperCase(),
-        url: config.maskSecrets ? maskUrl(start.url) : start.url,
-        host,
-        port: url?.port ? Number(url.port) : url ? (url.protocol === "https:" ? 443 : 80) : null,
-        path: config.maskSecrets ? maskUrl(path) : path,
-        tls: url?.protocol === "https:",
-        httpVersion: start.httpVersion ?? "1.1",
-        requestHeaders,
-        requestBody,
-        responseHeaders: null,
-        responseBody: null,
-        requestSize: size,
-        responseSize: null,
-        timings: { startedAt: Date.now(), ttfbMs: null, totalMs: null },
-        error: null,
-        tunnelOnly: start.tunnelOnly === true,
-        contextKey: conversation?.contextKey ?? null,
-        pid: null,
-        processName: null,
-        agent: detection.agent,
-        llm: detection.llm
-          ? {
-              provider: detection.provider,
-              apiKind: detection.apiKind,
-              model: reading?.model ?? null,
-              messages: reading?.canonical?.messages.length ?? 0,
-              tokensIn: null,
-              tokensOut: null,
-              streamed: reading?.stream ?? false,
-              mappedTo: null,
-              costEstimateUsd: null
-            }
-          : null,
-        conversation: conversation && wantsBodies() ? conversation : null,
-        upstream: [],
-        annotation: null,
-        replayOf: null,
-        replays: [],
-        sessionIds: [],
-        requestId: start.requestId ?? null
-      }
-      const slot: Slot = { entry, format: detection.format, reading, provider: detection.provider, bodyBytes: 0, foreign: false }
+      const slot = new Slot(id, start.requestId ?? null, false, undefined, undefined, undefined)
+      const bodies = wantsBodies()
+      slot.hold(buildEntry(slot, start, ++seq, Date.now(), bodies))
       push(slot)
-      if (start.clientPort !== undefined && deps.attribute) {
-        deps
-          .attribute(start.clientPort)
-          .then((who) => {
-            if (!who || !slots.has(id)) return
-            entry.pid = who.pid
-            entry.processName = who.name
-            changed(slot)
-          })
-          .catch(() => undefined)
-      }
+      if (start.clientPort !== undefined) attribute(slot, start.clientPort, start.connection)
     } catch {
       // Capture never breaks what it watches.
     }
     return id
   }
 
-  const end = (id: string, end: CaptureEnd): void => {
+  /**
+   * A request of the gateway's own (agent-bridge): recorded as a few fields while nobody looks
+   * (its entry built when read, its process not looked up), as `begin` otherwise. `began` touches
+   * the fresh entry; answers whether the entry was built now (then `end` may be given bodies).
+   */
+  const beginOwn = (
+    start: () => CaptureStart,
+    requestId: string,
+    began: (slot: Slot) => void,
+    clientPort: () => { readonly port: number; readonly connection: object } | undefined,
+    eager: boolean
+  ): { readonly id: string; readonly deferred: boolean } => {
+    if (eager || !mayDefer()) {
+      const s = start()
+      const id = begin(s)
+      const slot = slots.get(id)
+      if (slot !== undefined) {
+        began(slot)
+        // Its process only while someone looks (a lookup reads /proc).
+        const who = wantsBodies() ? clientPort() : undefined
+        if (who !== undefined) attribute(slot, who.port, who.connection)
+      }
+      return { id, deferred: false }
+    }
+    const id = newId()
+    const slot = new Slot(id, requestId, false, undefined, { start, startedAt: Date.now(), began, ended: undefined, failed: undefined }, materialize)
+    seqOf.set(slot, ++seq)
+    slots.set(id, slot)
+    byRequestId.set(requestId, id)
+    while (slots.size > config.bufferSize) evictOldest()
+    return { id, deferred: true }
+  }
+
+  /** The end of an own request: kept as given while its entry is not built, applied (then `then`) otherwise. */
+  const endOwn = (id: string, end: CaptureEnd, then: ((slot: Slot) => void) | undefined): void => {
+    const slot = slots.get(id)
+    if (!slot) return
+    if (slot.deferred !== undefined) {
+      slot.deferred.ended = { end, at: Date.now(), then }
+      return
+    }
+    sinkEnd(id, end)
+    if (then !== undefined) {
+      then(slot)
+      changed(slot)
+    }
+  }
+
+  const sinkEnd = (id: string, end: CaptureEnd): void => {
     const slot = slots.get(id)
     if (!slot) return
     try {
-      const e = slot.entry
-      const rawHeaders = flatHeaders(end.headers)
-      e.status = end.status
-      e.responseHeaders = config.maskSecrets ? maskHeaders(rawHeaders) : rawHeaders
-      const size = end.body?.length ?? end.bodySize ?? 0
-      e.responseSize = size
-      if (end.requestBodySize !== undefined) e.requestSize = end.requestBodySize
-      e.responseBody = e.tunnelOnly ? null : bodyOf(end.body, size, rawHeaders)
-      const now = Date.now()
-      e.timings = { startedAt: e.timings.startedAt, ttfbMs: end.ttfbMs ?? now - e.timings.startedAt, totalMs: now - e.timings.startedAt }
-      // An LLM call the buffer read at its start (the agent-bridge reads its own: agentBridge.ts).
-      if (e.llm !== null && slot.reading !== undefined) {
-        const type = rawHeaders["content-type"] ?? ""
-        const streamed = /event-stream|ndjson/.test(type)
-        // The answer is read from the body as decoded (unmasked only if masking is off); a cut body is not read.
-        const body = e.responseBody ?? (end.body ? captureBody(end.body, size, rawHeaders, { maxBytes, mask: false }) : null)
-        let answer: AnswerReading | undefined
-        if (body !== null && body.encoding === "utf8" && !body.truncated && end.status < 400) {
-          answer = streamed ? mergeStream(slot.format, body.text, /ndjson/.test(type) ? "ndjson" : "sse") : readAnswer(slot.format, jsonOf(body))
-        }
-        e.llm = llmOf(slot, answer, rawHeaders, streamed || (slot.reading?.stream ?? false))
-        if (slot.reading && wantsBodies()) e.conversation = conversationOf(slot.reading, answer)
-      }
-      // The reading (its canonical request holds the body's text again) is needed only until here.
-      slot.reading = undefined
+      applyEnd(slot, end, Date.now(), wantsBodies())
       changed(slot)
     } catch {
       // Capture never breaks what it watches.
@@ -423,17 +537,40 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const fail = (id: string, error: string): void => {
     const slot = slots.get(id)
     if (!slot) return
-    const e = slot.entry
-    e.status = "error"
-    e.error = config.maskSecrets ? maskUrl(error) : error
-    const now = Date.now()
-    e.timings = { startedAt: e.timings.startedAt, ttfbMs: e.timings.ttfbMs, totalMs: now - e.timings.startedAt }
+    if (slot.deferred !== undefined) {
+      slot.deferred.failed = { error, at: Date.now() }
+      return
+    }
+    applyFail(slot.entry, error, Date.now())
     changed(slot)
+  }
+
+  /**
+   * Process attribution, once per client connection (`connection`, when the source knows it) and
+   * otherwise per port as capture/process.ts caches it.
+   */
+  const byConnection = new WeakMap<object, Promise<{ readonly pid: number; readonly name: string } | null>>()
+  const attribute = (slot: Slot, clientPort: number, connection: object | undefined): void => {
+    if (!deps.attribute) return
+    let who = connection === undefined ? undefined : byConnection.get(connection)
+    if (who === undefined) {
+      who = deps.attribute(clientPort)
+      if (connection !== undefined) byConnection.set(connection, who)
+    }
+    const id = slot.id
+    who
+      .then((found) => {
+        if (!found || !slots.has(id)) return
+        slot.entry.pid = found.pid
+        slot.entry.processName = found.name
+        changed(slot)
+      })
+      .catch(() => undefined)
   }
 
   // The lookup is cached per port: the entry's own lookup at `begin` gets this answer.
   const accepted = (clientPort: number): void => void deps.attribute?.(clientPort).catch(() => undefined)
-  const sink: InspectorSink = { begin, end, fail, wantsBodies, maxBodyBytes: maxBytes, accepted }
+  const sink: InspectorSink = { begin, end: sinkEnd, fail, wantsBodies, maxBodyBytes: maxBytes, accepted }
 
   /** An unmasked buffer's entry as views show it: credentials masked (the detail with `showSecrets` excepted). */
   const view = (e: InterceptedRequest, showSecrets: boolean): InterceptedRequest => {
@@ -462,6 +599,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     },
     slot: (id: string): Slot | undefined => slots.get(id),
     changed,
+    beginOwn,
+    endOwn,
     pendingReplayOf: (requestId: string): string | undefined => pendingReplays.get(requestId),
     /** Entries matching `filter`, oldest first (the newest `limit`). */
     entries: (filter: ListFilter = {}): ReadonlyArray<InterceptedRequest> =>
@@ -576,7 +715,10 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         slot.provider = provider
         changed(slot, true)
       } else if (fresh) {
-        push({ entry, format, reading: undefined, provider, bodyBytes: 0, foreign: true }, true)
+        const fresh = new Slot(entry.id, entry.requestId, true, entry, undefined, undefined)
+        fresh.format = format
+        fresh.provider = provider
+        push(fresh, true)
       }
     },
     /** A session another process started, renamed or stopped (stopped there: saved there). */

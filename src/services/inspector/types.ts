@@ -140,6 +140,8 @@ export interface CaptureStart {
   readonly httpVersion?: string
   /** The client's ephemeral port on 127.0.0.1/::1, for process attribution. */
   readonly clientPort?: number | undefined
+  /** The client's connection (its socket), when the source has it: its process is looked up once. */
+  readonly connection?: object | undefined
   /** A CONNECT tunnel recorded without interception. */
   readonly tunnelOnly?: boolean
   /** A custom host's kind (from the host form). */

@@ -2,11 +2,13 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
 import * as os from "node:os"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { transaction } from "../../platform/store/dialect.js"
+import { SqliteWriterThread } from "../../platform/store/sqliteWriter.js"
 
 /** A request the server is serving, as the write-ahead sees it. */
 export interface InFlightRequest {
@@ -109,6 +111,38 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       /** Waiters for `idle`, woken when the last request in flight ends. */
       let waiters: Array<() => void> = []
 
+      // SQLite: on the writer thread (src/platform/store/sqliteWriter.ts), so a request never waits
+      // for the write-ahead's statements; PostgreSQL's are asynchronous already.
+      const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
+      const write = (rows: ReadonlyArray<Record<string, string | number | null>>, done: ReadonlyArray<string>): Effect.Effect<void, unknown> =>
+        thread !== undefined && thread.alive()
+          ? Effect.tryPromise(() =>
+              thread.write(
+                rows.map((row) => ({ table: "usage_inflight", row })),
+                done.length > 0 ? [{ table: "usage_inflight", column: "request_id", values: done }] : undefined
+              )
+            ).pipe(Effect.flatMap((r) => (r.unavailable !== undefined ? Effect.fail(r.unavailable) : Effect.void)))
+          : transaction(
+              sql,
+              Effect.all(
+                [
+                  rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
+                  done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
+                ],
+                { discard: true }
+              )
+            )
+
+      /** With nothing in flight and nothing to remove, the sweep sleeps until a request begins. */
+      let wake: (() => void) | undefined
+      const asleep = Effect.async<void>((resume) => {
+        if (live.size > 0) return resume(Effect.void)
+        wake = () => resume(Effect.void)
+        return Effect.sync(() => {
+          wake = undefined
+        })
+      })
+
       const sweep = Effect.suspend(() => {
         const now = Date.now()
         const rows: Array<Record<string, string | number | null>> = []
@@ -123,19 +157,8 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
           done = (keep === -1 ? ended : ended.slice(0, keep)).map((x) => x.id)
           ended = keep === -1 ? [] : ended.slice(keep)
         }
-        if (rows.length === 0 && done.length === 0) return Effect.void
-        return transaction(
-          sql,
-          Effect.all(
-            [
-              rows.length > 0 ? sql`INSERT INTO usage_inflight ${sql.insert(rows)}` : Effect.void,
-              done.length > 0 ? sql`DELETE FROM usage_inflight WHERE request_id IN ${sql.in(done)}` : Effect.void
-            ],
-            {
-              discard: true
-            }
-          )
-        ).pipe(
+        if (rows.length === 0 && done.length === 0) return live.size === 0 && ended.length === 0 ? asleep : Effect.void
+        return write(rows, done).pipe(
           // A busy database delays the write-ahead; the next sweep tries the rows again.
           Effect.catchAll((e) =>
             Effect.sync(() => {
@@ -160,6 +183,11 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       return {
         begin: (r) => {
           live.set(r.requestId, { r, written: false })
+          if (wake !== undefined) {
+            const w = wake
+            wake = undefined
+            w()
+          }
         },
         end: (requestId) => {
           const e = live.get(requestId)
