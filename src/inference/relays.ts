@@ -41,6 +41,46 @@ export interface StreamRelay {
  * Whether a frame may carry an error (cheap, looked at for every frame of a passed-through
  * stream): an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`).
  */
+/**
+ * What a same-format relay looks at in a frame, per format: usage, an error, reasoning state to
+ * seal (signatures.ts, MARKERS). A stretch of events without any of these needs no frame parsed
+ * (`quietUpTo`). Searched with indexOf: a regular expression's alternation tried at every quote of
+ * a 10 KB chunk cost ~30 µs a stream.
+ */
+const LOOK_AT: Readonly<Record<string, ReadonlyArray<string>>> = {
+  "openai-chat": ['"usage"', '"error"', "event: error"],
+  anthropic: ['"usage"', '"error"', "event: error", '"signature"', '"redacted_thinking"'],
+  gemini: ["usageMetadata", '"error"', "event: error", '"thoughtSignature"']
+}
+const LOOK_AT_ANY: ReadonlyArray<string> = ['"usage"', "usageMetadata", '"done"', '"error"', "event: error", '"signature"', '"redacted_thinking"', "encrypted_content", "thoughtSignature"]
+
+/**
+ * The end of the stretch of whole SSE events of `text` from `from` (an event's start) that comes
+ * out of a same-format relay as it went in, with nothing to look at: up to the start of the first
+ * event holding a marker, a `\r` or a line that is not `data: `, `event: ` or blank (a comment, an
+ * `id:`, a field without its space: the parsed path re-writes those).
+ */
+export const quietUpTo = (text: string, from: number, markers: ReadonlyArray<string>): number => {
+  if (!(text.startsWith("data: ", from) || text.startsWith("event: ", from))) return from
+  let stop = text.length
+  for (const m of markers) {
+    const i = text.indexOf(m, from)
+    if (i !== -1 && i < stop) stop = i
+  }
+  const cr = text.indexOf("\r", from)
+  if (cr !== -1 && cr < stop) stop = cr
+  for (let nl = text.indexOf("\n", from); nl !== -1 && nl < stop; nl = text.indexOf("\n", nl + 1)) {
+    const next = nl + 1
+    if (next < text.length && text.charCodeAt(next) !== 10 && !text.startsWith("data: ", next) && !text.startsWith("event: ", next)) {
+      stop = nl
+      break
+    }
+  }
+  if (stop === text.length) return stop
+  const boundary = text.lastIndexOf("\n\n", stop - 1)
+  return boundary < from ? from : boundary + 2
+}
+
 export const mayBeError = (frame: Frame): boolean => frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
 
 /** A stream read as one JSON array: each event's data an element, an error the last one. */
@@ -159,6 +199,12 @@ export const makeRelay = (call: InferenceCall, upstream: WireFormat, client: Wir
         if (whole !== undefined) for (const ev of whole.end()) if (ev.type === "text_delta") answerText += ev.text
         return release(verdictOut() + (elements ? elements.close() : ""))
       },
+      // Once the answer has begun (and nothing is held back), a quiet chunk's frames would each be
+      // written back as they came: its bytes go on unparsed. Not for Responses (its sequence
+      // numbers are followed) nor a stream checked against a schema or re-framed.
+      ...(upstream.framing === "sse" && upstream.id !== "openai-responses" && whole === undefined && elements === undefined
+        ? { quietUpTo: (text: string, from: number) => (open && held === "" ? quietUpTo(text, from, LOOK_AT[upstream.id] ?? LOOK_AT_ANY) : from) }
+        : {}),
       broken: (e) =>
         elements
           ? elements.broken(e)

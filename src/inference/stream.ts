@@ -18,6 +18,13 @@ export interface FrameRelay {
   end(): string
   /** Text after the upstream broke off or stalled: the client format's error event. */
   broken(error: CanonicalError): string
+  /**
+   * Where the stretch of whole SSE events of `text` from `from` ends that would come out byte
+   * for byte as it came in and has nothing in it to look at (usage, an error, reasoning state):
+   * those bytes go to the client as they are, unparsed (`from` itself: none). `text` is a chunk
+   * of whole events decoded as latin1 (only ASCII is looked at). Only a same-format relay has it.
+   */
+  quietUpTo?(text: string, from: number): number
 }
 
 export class StreamStalled extends Data.TaggedError("StreamStalled")<{ readonly message: string }> {}
@@ -143,6 +150,10 @@ export interface EventFraming {
 export interface StreamSink {
   /** Writes text (an HTTP answer's headers go out with the first); false: wait for `onDrain`. */
   write(text: string): boolean
+  /** Whether `writeBytes` may be used: no hook or rewrite reads each frame's text. */
+  takesBytes?(): boolean
+  /** Writes bytes as they are, like `write` (only when `takesBytes()`). */
+  writeBytes?(bytes: Buffer): boolean
   /** Ends the answer with `tail` (an HTTP answer's headers first, when nothing was written yet); `error`: it ended with an error event. */
   end(tail: string, error: string | null): void
   /** The client can no longer be written to. */
@@ -182,6 +193,16 @@ class HttpSink implements StreamSink {
   write(text: string): boolean {
     this.start()
     return writeStream(this.ctx, text)
+  }
+
+  takesBytes(): boolean {
+    const { ctx } = this
+    return ctx.rewrite === undefined && (ctx.hooks === undefined || ctx.hooks.onFrame.length === 0)
+  }
+
+  writeBytes(bytes: Buffer): boolean {
+    this.start()
+    return this.ctx.res.write(bytes)
   }
 
   end(tail: string, error: string | null): void {
@@ -306,6 +327,58 @@ export const relayFramesNow = (
     if (!state.firstContentAt) state.firstContentAt = Date.now()
     return sink.write(text)
   }
+  // Same-format SSE: stretches of whole events with nothing to look at pass as they came
+  // (`quietUpTo`); the events around them go through the parser one by one.
+  const sse = framing === "sse" ? (parser as SseParser) : undefined
+  let passes: boolean | undefined
+  /** What one chunk of whole events comes to for the client (undefined: it is not one, parse it). */
+  const passing = (chunk: Buffer): Buffer | string | undefined => {
+    const n = chunk.length
+    if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse!.idle()) return undefined
+    const text = chunk.toString("latin1", 0, n)
+    let pos = relay.quietUpTo!(text, 0)
+    if (pos === n) return chunk
+    const parts: Array<Buffer> = []
+    let out = ""
+    let bytes = 0
+    if (pos > 0) {
+      parts.push(chunk.subarray(0, pos))
+      bytes += pos
+    }
+    while (pos < n) {
+      const upTo = pos === 0 ? 0 : relay.quietUpTo!(text, pos)
+      if (upTo > pos) {
+        if (out !== "") {
+          const b = Buffer.from(out)
+          parts.push(b)
+          bytes += b.length
+          out = ""
+        }
+        parts.push(chunk.subarray(pos, upTo))
+        bytes += upTo - pos
+        pos = upTo
+        continue
+      }
+      const end = text.indexOf("\n\n", pos) + 2
+      for (const frame of sse!.push(chunk.subarray(pos, end))) out += relay.frame(frame)
+      pos = end
+    }
+    if (parts.length === 0) return out
+    if (out !== "") {
+      const b = Buffer.from(out)
+      parts.push(b)
+      bytes += b.length
+    }
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes)
+  }
+  /** Writes what `passing` made of a chunk; answers whether the client takes more. */
+  const writeOut = (out: Buffer | string): boolean => {
+    if (typeof out === "string") return write(out)
+    if (out.length === 0 || sink.gone()) return true
+    if (ttftMs === null) ttftMs = Date.now() - startedAt
+    if (!state.firstContentAt) state.firstContentAt = Date.now()
+    return sink.writeBytes!(out)
+  }
   const ended = (outcome: StreamOutcome) => done({ _tag: "ended", outcome })
 
   const body = res.body
@@ -349,9 +422,16 @@ export const relayFramesNow = (
   body.on("data", (chunk: Buffer) => {
     state.lastChunkAt = Date.now()
     if (onChunk !== undefined) onChunk(chunk)
-    let text = ""
+    if (passes === undefined) passes = sse !== undefined && relay.quietUpTo !== undefined && sink.takesBytes?.() === true
+    let text: string | Buffer = ""
     try {
-      for (const frame of parser.push(chunk)) text += relay.frame(frame)
+      const out = passes ? passing(chunk) : undefined
+      if (out !== undefined) text = out
+      else {
+        let t = ""
+        for (const frame of parser.push(chunk)) t += relay.frame(frame)
+        text = t
+      }
     } catch (e) {
       body.destroy()
       return finish(
@@ -360,7 +440,7 @@ export const relayFramesNow = (
           : { status: 502, kind: "upstream", message: `upstream stream could not be parsed: ${(e as Error).message}`, code: "stream_interrupted" }
       )
     }
-    if (!write(text)) {
+    if (!writeOut(text)) {
       // Backpressure: wait for the client; the idle watchdog does not count this time.
       state.paused = true
       body.pause()

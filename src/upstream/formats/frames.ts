@@ -27,7 +27,16 @@ export class SseParser {
   private pending: Array<string> = []
   private pendingSize = 0
 
+  /** The last byte given ended a character (no partial UTF-8 sequence held by the decoder). */
+  private whole = true
+
+  /** Nothing held: no partial line, event or character (the next chunk starts afresh). */
+  idle(): boolean {
+    return this.whole && this.buffer === "" && this.pending.length === 0 && this.data.length === 0 && this.event === undefined
+  }
+
   push(chunk: Buffer | string): Array<Frame> {
+    if (typeof chunk !== "string") this.whole = chunk.length === 0 ? this.whole : chunk[chunk.length - 1]! < 0x80
     const text = typeof chunk === "string" ? chunk : this.decoder.write(chunk)
     // The middle of a long line: set aside rather than joined to the buffer and searched again
     // with every chunk (which made a long line quadratic).
