@@ -16,7 +16,8 @@ import { call, startGateway, type TestGateway } from "./support/gateway.js"
 const ADMIN = "gwk_bytes_admin_key_0123456789abcdef"
 const UPSTREAM_KEY = "sk-upstream-secret-0123456789abcdefXYZ"
 
-const chunk = (content: string) => `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}\n\n`
+const chunk = (content: string) =>
+  `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}\n\n`
 const ROLE = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n`
 const USAGE = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33}}\n\n`
 const DONE = "data: [DONE]\n\n"
@@ -99,7 +100,13 @@ describe("a same-format stream's bytes", () => {
   })
 
   it("a usage chunk the client did not ask for is still dropped", async () => {
-    script = [ROLE, chunk("x"), chunk("y"), `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n`, DONE]
+    script = [
+      ROLE,
+      chunk("x"),
+      chunk("y"),
+      `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m1","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n`,
+      DONE
+    ]
     const r = await stream({ stream_options: undefined })
     expect(r.status).toBe(200)
     expect(r.text).toBe([ROLE, chunk("x"), chunk("y"), DONE].join(""))
@@ -132,7 +139,7 @@ describe("quietUpTo: how far a chunk passes unparsed", () => {
   })
   it("up to the event holding a marker, whichever line of it holds the marker", () => {
     expect(quietUpTo(a + 'data: {"usage":{}}\n\n' + a, 0, markers)).toBe(a.length)
-    expect(quietUpTo(a + b + 'event: error\ndata: {}\n\n', 0, markers)).toBe((a + b).length)
+    expect(quietUpTo(a + b + "event: error\ndata: {}\n\n", 0, markers)).toBe((a + b).length)
     expect(quietUpTo('data: {"usage":{}}\n\n', 0, markers)).toBe(0)
   })
   it("up to an event with a line the parser re-writes: a comment, an id, a field without its space, a \\r", () => {

@@ -52,7 +52,17 @@ const LOOK_AT: Readonly<Record<string, ReadonlyArray<string>>> = {
   anthropic: ['"usage"', '"error"', "event: error", '"signature"', '"redacted_thinking"'],
   gemini: ["usageMetadata", '"error"', "event: error", '"thoughtSignature"']
 }
-const LOOK_AT_ANY: ReadonlyArray<string> = ['"usage"', "usageMetadata", '"done"', '"error"', "event: error", '"signature"', '"redacted_thinking"', "encrypted_content", "thoughtSignature"]
+const LOOK_AT_ANY: ReadonlyArray<string> = [
+  '"usage"',
+  "usageMetadata",
+  '"done"',
+  '"error"',
+  "event: error",
+  '"signature"',
+  '"redacted_thinking"',
+  "encrypted_content",
+  "thoughtSignature"
+]
 
 /**
  * The end of the stretch of whole SSE events of `text` from `from` (an event's start) that comes
