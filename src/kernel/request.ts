@@ -40,6 +40,8 @@ export interface RequestContext extends HookHost {
   usageRow?: UsageRecord
   /** Set while the traffic inspector records this request's bodies: the upstream exchange is told to it. */
   tap?: ExchangeTap
+  /** The traffic inspector's record of this request, between its begin and end (src/services/inspector/agentBridge.ts). */
+  inspection?: unknown
 }
 
 /**

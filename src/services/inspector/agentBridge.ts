@@ -42,7 +42,6 @@ const socketPort = (ctx: RequestContext): number | undefined => {
 }
 
 export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
-  const recordings = new WeakMap<RequestContext, Recording>()
   const max = core.sink.maxBodyBytes + 1
 
   const body = (text: string | Buffer, type: string): CapturedBody => {
@@ -189,13 +188,13 @@ export const makeAgentBridge = (core: InspectorCore): LifecycleListener => {
       }
       const { id } = core.beginOwn(start, requestId, began, () => (clientPort === undefined || socket === undefined ? undefined : { port: clientPort, connection: socket }), bodies)
       const rec: Recording = { id, bodies, format: kind?.format ?? null, endpoint: null, clientBody: undefined, frames: [], frameBytes: 0, answer: undefined, exchanges: [] }
-      recordings.set(ctx, rec)
+      ctx.inspection = rec
       if (bodies) attachBodies(ctx, rec)
     },
     end: (ctx, status, error) => {
-      const rec = recordings.get(ctx)
-      if (!rec) return
-      recordings.delete(ctx)
+      const rec = ctx.inspection as Recording | undefined
+      if (rec === undefined) return
+      ctx.inspection = undefined
       const headers = ctx.answerHeaders ?? {}
       const type = String(headers["content-type"] ?? "")
       const row = ctx.usageRow

@@ -74,6 +74,8 @@ class Slot {
   reading: RequestReading | undefined = undefined
   provider: string | null = null
   bodyBytes = 0
+  /** The sequence number of a deferred slot, until its entry holds it. */
+  seq = 0
   constructor(
     readonly id: string,
     readonly requestId: string | null,
@@ -443,8 +445,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   const materialize = (slot: Slot): InterceptedRequest => {
     const d = slot.deferred!
     slot.deferred = undefined
-    const entry = buildEntry(slot, d.start(), seqOf.get(slot) ?? 0, d.startedAt, false)
-    seqOf.delete(slot)
+    const entry = buildEntry(slot, d.start(), slot.seq, d.startedAt, false)
     // The getter answers `entry` from here on (the touches below read it).
     slot.hold(entry)
     d.began?.(slot)
@@ -455,8 +456,6 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     if (d.failed !== undefined) applyFail(entry, d.failed.error, d.failed.at)
     return entry
   }
-  /** The sequence number of a deferred slot, until its entry holds it. */
-  const seqOf = new WeakMap<Slot, number>()
 
   /** Entries are built when read, not when their request begins: while nobody looks, nothing is shown or shared. */
   const mayDefer = (): boolean => outbox === undefined && recording.size === 0 && !wantsBodies()
@@ -501,7 +500,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     }
     const id = newId()
     const slot = new Slot(id, requestId, false, undefined, { start, startedAt: Date.now(), began, ended: undefined, failed: undefined }, materialize)
-    seqOf.set(slot, ++seq)
+    slot.seq = ++seq
     slots.set(id, slot)
     byRequestId.set(requestId, id)
     while (slots.size > config.bufferSize) evictOldest()
