@@ -6,28 +6,16 @@
 //  3. runs bench/harness.mjs with the flags, in its own process group with the open-file limit
 //     raised to the hard limit; Ctrl-C is forwarded, and whatever it leaves behind is killed.
 import { spawn, spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { staleness } from "../scripts/build-stamp.mjs"
 
 const BENCH = path.dirname(fileURLToPath(import.meta.url))
 const ROOT = path.resolve(BENCH, "..")
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 const say = (m) => console.error(`[bench] ${m}`)
-
-const newest = (dir) => {
-  let t = 0
-  const walk = (d) => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      const p = path.join(d, e.name)
-      if (e.isDirectory()) walk(p)
-      else if (e.isFile()) t = Math.max(t, statSync(p).mtimeMs)
-    }
-  }
-  if (existsSync(dir)) walk(dir)
-  return t
-}
 
 const needInstall = ["autocannon", "@portkey-ai/gateway"].some((p) => !existsSync(path.join(BENCH, "node_modules", p, "package.json")))
 if (needInstall) {
@@ -39,16 +27,17 @@ if (needInstall) {
   }
 }
 
-const distNewest = newest(path.join(ROOT, "dist"))
-const srcNewest = newest(path.join(ROOT, "src"))
-if (!existsSync(path.join(ROOT, "dist/cli/main.js")) || distNewest < srcNewest) {
-  say(distNewest ? "dist/ is older than src/: npm run build" : "dist/ is missing: npm run build")
+// The same rule as `npm start` (scripts/build-stamp.mjs): build when dist/ is missing or older than a source.
+const stale = staleness(ROOT)
+if (stale !== undefined) {
+  say(`npm run build (${stale})`)
   let r = spawnSync(npm, ["run", "build"], { cwd: ROOT, stdio: "inherit" })
-  // tsc's incremental build info lives in node_modules/.cache: with dist/ deleted but that file
-  // kept, tsc believes everything is emitted and writes nothing. Then build without it.
+  // With dist/ deleted but tsc's incremental build info left behind, tsc believes everything is
+  // emitted and writes nothing. Then build without it.
   if (r.status === 0 && !existsSync(path.join(ROOT, "dist/cli/main.js"))) {
-    say("the build emitted no dist/cli/main.js (stale incremental build info): npm run build -- --incremental false")
-    r = spawnSync(npm, ["run", "build", "--", "--incremental", "false"], { cwd: ROOT, stdio: "inherit" })
+    say("the build emitted no dist/cli/main.js (stale incremental build info): removed, npm run build again")
+    rmSync(path.join(ROOT, "dist/.tsbuildinfo"), { force: true })
+    r = spawnSync(npm, ["run", "build"], { cwd: ROOT, stdio: "inherit" })
   }
   if (r.status !== 0 || !existsSync(path.join(ROOT, "dist/cli/main.js"))) {
     if (existsSync(path.join(ROOT, "dist/cli/main.js"))) say(`npm run build failed (${r.status ?? r.signal}); benchmarking the existing dist/ (older than src/)`)
