@@ -326,6 +326,18 @@ export class ChatStreamEncoder implements StreamEncoder {
     private readonly customTools: ReadonlySet<string> = new Set()
   ) {}
 
+  /** The start of a chunk's JSON up to its delta (id, created and model are the stream's), made once. */
+  private head: string | undefined
+
+  /** A text delta's chunk from a template: the same bytes as `chunk({ content })`, the stream's most frequent event. */
+  private textChunk(text: string): string {
+    if (this.head === undefined) {
+      if (typeof this.created !== "number" || !Number.isFinite(this.created)) return this.chunk({ content: text })
+      this.head = `data: {"id":${JSON.stringify(this.id)},"object":"chat.completion.chunk","created":${this.created},"model":${JSON.stringify(this.model)},"choices":[{"index":0,"delta":{"content":`
+    }
+    return `${this.head}${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}]}\n\n`
+  }
+
   private chunk(delta: Record<string, unknown>, finish: string | null = null): string {
     return sseData({
       id: this.id,
@@ -347,6 +359,7 @@ export class ChatStreamEncoder implements StreamEncoder {
       case "start":
         if (ev.id) this.id = ev.id.startsWith("chatcmpl") ? ev.id : `chatcmpl-${ev.id}`
         this.created = ev.created
+        this.head = undefined
         this.sentRole = true
         return this.chunk({ role: "assistant", content: "" })
       case "block_start":
@@ -367,7 +380,8 @@ export class ChatStreamEncoder implements StreamEncoder {
         }
         return ""
       case "text_delta":
-        return ev.text ? this.chunk(this.withRole({ content: ev.text })) : ""
+        if (!ev.text) return ""
+        return this.sentRole ? this.textChunk(ev.text) : this.chunk(this.withRole({ content: ev.text }))
       case "reasoning_delta":
         return ev.text ? this.chunk(this.withRole({ reasoning_content: ev.text })) : ""
       case "tool_args_delta": {
