@@ -193,13 +193,47 @@ describe("the rule: which requests take the common path", () => {
     expect((await reasonOf("cache", () => chat({ temperature: 0, messages: [{ role: "user", content: `cache ${Date.now()}` }] }))).status).toBe(200)
   })
 
-  it("plan: a combo, or a model no connection serves", async () => {
-    expect((await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "up/m1" }, { model: "ant/m1" }] }, headers: admin })).status).toBe(
+  it("plan: a fusion combo, or a model no connection serves", async () => {
+    expect((await call(`${gw.url}/api/combos`, { body: { name: "panel", strategy: "fusion", targets: [{ model: "up/m1" }, { model: "ant/m1" }] }, headers: admin })).status).toBe(
       201
     )
     await settle()
-    expect((await reasonOf("plan", () => chat({ model: "pair" }))).status).toBe(200)
+    expect((await reasonOf("plan", () => chat({ model: "panel" }))).status).toBe(200)
     expect((await reasonOf("plan", () => chat({ model: "nobody/m1" }))).status).toBe(404)
+  })
+
+  it("a combo of the other strategies takes it: its first target answers, and a failure falls back to the next as on the pipeline", async () => {
+    // Connections of its own: the failure below cools its first one down, not those of the other tests.
+    for (const name of ["pairone", "pairtwo"])
+      expect(
+        (await call(`${gw.url}/api/providers`, { body: { provider: "openai-compatible", name, baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin })).status
+      ).toBe(201)
+    expect(
+      (await call(`${gw.url}/api/combos`, { body: { name: "pair", strategy: "priority", targets: [{ model: "pairone/m1" }, { model: "pairtwo/m1" }] }, headers: admin })).status
+    ).toBe(201)
+    await settle()
+    // The first request of a combo reads the combos into memory (through the pipeline, as `plan`).
+    await chat({ model: "pair" }, admin)
+    const before = await taken("common", "")
+    const res = await chat({ model: "pair" })
+    expect(res.status).toBe(200)
+    expect(await taken("common", "")).toBe(before + 1)
+
+    // The first target fails: the same dispatch goes on to the next (continueAfter), one fallback.
+    up.next({ status: 503, errorMessage: "overloaded" })
+    const since = Date.now()
+    const fell = await chat({ model: "pair", messages: [{ role: "user", content: `fallback ${since}` }] })
+    expect(fell.status, fell.text).toBe(200)
+    expect(fell.headers.get("x-gateway-fallback-attempts")).toBe("1")
+    expect(await taken("common", "")).toBe(before + 2)
+    await gw.usageWritten()
+    const rows = queryDb<{ connection_id: string; fallback_attempts: number; requested_model: string }>(
+      gw.dataDir,
+      "SELECT connection_id, fallback_attempts, requested_model FROM usage WHERE ts >= ? AND endpoint = 'chat.completions'",
+      since
+    )
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ fallback_attempts: 1, requested_model: "pair" })
   })
 
   it("target: an answer held to a schema", async () => {

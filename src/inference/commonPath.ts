@@ -60,7 +60,7 @@ export type CommonPathRefusal =
   | "cache"
   /** The router has no plan in memory for the model (auto, quota share, a combo not planned yet), or refuses it. */
   | "plan"
-  /** A fusion panel or a quota-share group. */
+  /** A fusion panel, an auto pool or a quota-share group. */
   | "plan_kind"
   /** The first candidate needs an effect to be called: an OAuth token, a proxy, an answer held to a schema. */
   | "target"
@@ -110,6 +110,8 @@ export interface CommonPathDeps {
   readonly execute: (call: InferenceCall, plan: RoutePlan, track: Tracking) => Effect.Effect<AttemptOutcome, InferenceError>
   readonly attemptNow: (call: InferenceCall, candidate: Candidate, options: { readonly probe: boolean }, done: (result: AttemptResult) => void) => void
   readonly canAttemptNow: (call: InferenceCall, candidate: Candidate) => boolean
+  /** The router's `served` without an effect: what a combo remembers of the candidate that answered. */
+  readonly servedNow: (plan: RoutePlan, candidate: Candidate) => void
   /** The resilience state's time (the Clock's). */
   readonly now: () => number
 }
@@ -121,7 +123,7 @@ export interface CommonPathEnds {
 }
 
 export const makeCommonPath = (deps: CommonPathDeps) => {
-  const { flags, accounting, guardrails, resilience, usage, guarded, writeAhead, cacheWanted, peekPlan, attempt, execute, attemptNow, canAttemptNow, now } = deps
+  const { flags, accounting, guardrails, resilience, usage, guarded, writeAhead, cacheWanted, peekPlan, attempt, execute, attemptNow, canAttemptNow, servedNow, now } = deps
 
   /**
    * The rule, for a call a common route prepared: the refusal, or the plan and first candidate
@@ -144,7 +146,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
     const known = peekPlan(call, sessionId)
     if (known === undefined || known._tag === "Left") return "plan"
     const plan = known.right
-    if (plan.fusion !== undefined || plan.kind === "quota-share" || plan.kind !== "direct") return "plan_kind"
+    if (plan.fusion !== undefined || (plan.kind !== "direct" && plan.kind !== "combo")) return "plan_kind"
     const candidate = plan.candidates[0]
     if (candidate === undefined || !canAttemptNow(call, candidate)) return "target"
     return { plan, candidate, cache }
@@ -208,7 +210,8 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
       begun.end()
       if (result._tag === "served" && result.outcome.streamFailure === undefined) {
         guarded.servedNow(d, candidate, begun, result.outcome, Date.now())
-        // A direct plan keeps no routing memory (Router.served does nothing for it).
+        // A combo's routing memory (last good, sticky session, combo.switched); a direct plan keeps none.
+        servedNow(plan, candidate)
         if (hooked || recordRequestNow(usage, accounting, call, track, (row) => (ctx.usageRow = row))) return ends.done()
         return handoff(Effect.void)
       }

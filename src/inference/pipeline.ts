@@ -225,6 +225,7 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         execute: (call, plan, track) => execute(call, plan, track),
         attemptNow,
         canAttemptNow,
+        servedNow: router.servedNow,
         now
       })
 

@@ -69,6 +69,8 @@ export interface RouterShape {
   readonly peekPlan: (model: string, input: PlanInput) => Either.Either<RoutePlan, RouteError> | undefined
   /** The candidate that answered (lkgp, relay legs, sticky sessions, combo.switched). */
   readonly served: (plan: RoutePlan, c: Candidate) => Effect.Effect<void>
+  /** `served` without an effect (the common path). */
+  readonly servedNow: (plan: RoutePlan, c: Candidate) => void
   /** A candidate's attempt failed (a self-healing probe that failed excludes it again). */
   readonly failed: (plan: RoutePlan, c: Candidate) => Effect.Effect<void>
   /** An auto id and its pool, as the router would use it now. */
@@ -317,29 +319,48 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           } satisfies RoutePlan
         })
 
+      /** A combo's plan (not auto, not fusion) from its candidates: no effect. */
+      const comboOf = (combo: Combo, all: ReadonlyArray<Candidate>, input: PlanInput, now: number): Either.Either<RoutePlan, RouteError> => {
+        if (all.length === 0) return Either.left(notFound(`combo '${combo.name}' has no target that resolves to an enabled connection`))
+        const { ok, blocked } = admit(all, resilience.admission, now)
+        const strategy = COMBO_STRATEGIES[combo.strategy as keyof typeof COMBO_STRATEGIES]
+        const ctx: StrategyContext = { scope: combo.name, request: input.features(), random: engine.random, now, state: stateFor(now) }
+        const ordered = strategy.order(ok, ctx)
+        // context-relay keeps its own session legs; other strategies honour X-Session-Id stickiness.
+        const sticky = input.sessionId && combo.strategy !== "context-relay" ? memory.sticky(combo.name, input.sessionId, now) : undefined
+        return Either.right({
+          kind: "combo",
+          scope: combo.name,
+          strategy: combo.strategy,
+          candidates: toFront(ordered, sticky),
+          blocked,
+          probes: new Set<string>(),
+          ...sessionOf(input)
+        } satisfies RoutePlan)
+      }
+
       const comboPlan = (combo: Combo, input: PlanInput) =>
         Effect.gen(function* () {
           if (combo.strategy === "auto") return yield* autoPlan(combo.name, parseAutoId("auto")!, combo, input)
           if (combo.strategy === "fusion") return yield* fusionPlan(combo, input)
           const now = yield* Clock.currentTimeMillis
           const all = yield* comboCandidates(combo)
-          if (all.length === 0) return yield* notFound(`combo '${combo.name}' has no target that resolves to an enabled connection`)
-          const { ok, blocked } = admit(all, resilience.admission, now)
-          const strategy = COMBO_STRATEGIES[combo.strategy]
-          const ctx: StrategyContext = { scope: combo.name, request: input.features(), random: engine.random, now, state: stateFor(now) }
-          const ordered = strategy.order(ok, ctx)
-          // context-relay keeps its own session legs; other strategies honour X-Session-Id stickiness.
-          const sticky = input.sessionId && combo.strategy !== "context-relay" ? memory.sticky(combo.name, input.sessionId, now) : undefined
-          return {
-            kind: "combo",
-            scope: combo.name,
-            strategy: combo.strategy,
-            candidates: toFront(ordered, sticky),
-            blocked,
-            probes: new Set<string>(),
-            ...sessionOf(input)
-          } satisfies RoutePlan
+          return yield* comboOf(combo, all, input, now)
         })
+
+      /** A combo's plan when its targets' connections are fresh in memory (not auto, not fusion), else undefined. */
+      const peekComboPlan = (combo: Combo, input: PlanInput): Either.Either<RoutePlan, RouteError> | undefined => {
+        if (combo.strategy === "auto" || combo.strategy === "fusion") return undefined
+        const all: Array<Candidate> = []
+        for (let i = 0; i < combo.targets.length; i++) {
+          const t = combo.targets[i]!
+          const targets = connections.peekTargets(t.model)
+          if (targets === undefined) return undefined
+          // As `targetsOf`: a target that resolves to nothing adds no candidate.
+          if (Either.isRight(targets)) for (const r of targets.right) all.push(candidateOf(r, t.weight ?? 1, i))
+        }
+        return comboOf(combo, all, input, clock.unsafeCurrentTimeMillis())
+      }
 
       const quotaSharePlan = (group: string, target: string, input: PlanInput) =>
         Effect.gen(function* () {
@@ -375,7 +396,11 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         const model = aliases.peekResolve(requested)
         if (model === undefined) return undefined
         if (isAutoId(model) || QUOTA_SHARE.test(model)) return undefined
-        if (!model.includes("/") && combos.peekByName(model) !== null) return undefined
+        if (!model.includes("/")) {
+          const combo = combos.peekByName(model)
+          if (combo === undefined) return undefined
+          if (combo !== null) return peekComboPlan(combo, input)
+        }
         const targets = connections.peekTargets(model)
         if (targets === undefined) return undefined
         return Either.isLeft(targets) ? Either.left(notFound(targets.left.message)) : Either.right(directOf(model, targets.right, input, clock.unsafeCurrentTimeMillis()))
@@ -405,22 +430,23 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           return yield* directPlan(model, input)
         })
 
+      const servedAt = (p: RoutePlan, c: Candidate, now: number): void => {
+        const previous = memory.setLastGood(p.scope, c.key)
+        if (p.sessionId) {
+          memory.setSticky(p.scope, p.sessionId, c.key, now, p.sessionKey)
+          if (p.strategy === "context-relay") memory.setRelayLeg(p.scope, p.sessionId, c.key)
+        }
+        if (p.probes.has(c.key)) engine.healing.probeDone(c.key, true, now)
+        if (previous !== undefined && previous !== c.key && (p.kind === "combo" || p.kind === "auto")) {
+          bus.publish("combo.switched", { combo: p.scope, strategy: p.strategy, from: previous, to: c.key })
+        }
+      }
       const served: RouterShape["served"] = (p, c) =>
         // A direct route keeps no routing memory: nothing to do on every plain request.
-        p.kind === "direct"
-          ? Effect.void
-          : Effect.gen(function* () {
-              const now = yield* Clock.currentTimeMillis
-              const previous = memory.setLastGood(p.scope, c.key)
-              if (p.sessionId) {
-                memory.setSticky(p.scope, p.sessionId, c.key, now, p.sessionKey)
-                if (p.strategy === "context-relay") memory.setRelayLeg(p.scope, p.sessionId, c.key)
-              }
-              if (p.probes.has(c.key)) engine.healing.probeDone(c.key, true, now)
-              if (previous !== undefined && previous !== c.key && (p.kind === "combo" || p.kind === "auto")) {
-                bus.publish("combo.switched", { combo: p.scope, strategy: p.strategy, from: previous, to: c.key })
-              }
-            })
+        p.kind === "direct" ? Effect.void : Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => servedAt(p, c, now)))
+      const servedNow: RouterShape["servedNow"] = (p, c) => {
+        if (p.kind !== "direct") servedAt(p, c, clock.unsafeCurrentTimeMillis())
+      }
 
       const describeAuto: RouterShape["describeAuto"] = (id) =>
         Effect.gen(function* () {
@@ -485,7 +511,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const failed: RouterShape["failed"] = (p, c) =>
         p.probes.has(c.key) ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now))) : Effect.void
 
-      return { plan, peekPlan, served, failed, describeAuto, virtualModels }
+      return { plan, peekPlan, served, servedNow, failed, describeAuto, virtualModels }
     })
   )
 }
