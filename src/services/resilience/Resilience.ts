@@ -79,18 +79,22 @@ const resetAt = (v: string | undefined, now: number): number | undefined => {
  * Rate-limit headroom from response headers (OpenAI `x-ratelimit-*`, Anthropic
  * `anthropic-ratelimit-*`): the tighter of requests and tokens.
  */
+/** The rate-limit headers read, per kind (requests, tokens) and style (OpenAI's, Anthropic's): names built once. */
+const QUOTA_HEADERS = ["requests", "tokens"].flatMap((kind) => [
+  { remaining: `x-ratelimit-remaining-${kind}`, limit: `x-ratelimit-limit-${kind}`, reset: `x-ratelimit-reset-${kind}` },
+  { remaining: `anthropic-ratelimit-${kind}-remaining`, limit: `anthropic-ratelimit-${kind}-limit`, reset: `anthropic-ratelimit-${kind}-reset` }
+])
+
 export const quotaFromHeaders = (h: Readonly<Record<string, string>>, now: number) => {
-  const pairs: Array<{ remaining: number; limit: number; reset: number | undefined }> = []
-  for (const kind of ["requests", "tokens"]) {
-    const oRemaining = num(h[`x-ratelimit-remaining-${kind}`])
-    const oLimit = num(h[`x-ratelimit-limit-${kind}`])
-    if (oRemaining !== undefined && oLimit !== undefined && oLimit > 0) pairs.push({ remaining: oRemaining, limit: oLimit, reset: resetAt(h[`x-ratelimit-reset-${kind}`], now) })
-    const aRemaining = num(h[`anthropic-ratelimit-${kind}-remaining`])
-    const aLimit = num(h[`anthropic-ratelimit-${kind}-limit`])
-    if (aRemaining !== undefined && aLimit !== undefined && aLimit > 0)
-      pairs.push({ remaining: aRemaining, limit: aLimit, reset: resetAt(h[`anthropic-ratelimit-${kind}-reset`], now) })
+  let pairs: Array<{ remaining: number; limit: number; reset: number | undefined }> | undefined
+  for (const names of QUOTA_HEADERS) {
+    const v = h[names.remaining]
+    if (v === undefined) continue
+    const remaining = num(v)
+    const limit = num(h[names.limit])
+    if (remaining !== undefined && limit !== undefined && limit > 0) (pairs ??= []).push({ remaining, limit, reset: resetAt(h[names.reset], now) })
   }
-  if (pairs.length === 0) return undefined
+  if (pairs === undefined) return undefined
   const tightest = pairs.reduce((a, b) => (b.remaining / b.limit < a.remaining / a.limit ? b : a))
   const remaining = Math.max(0, Math.min(1, tightest.remaining / tightest.limit))
   return {
