@@ -140,17 +140,25 @@ describe("the rule: which requests take the common path", () => {
     )
   })
 
-  it("shared_limits: budgets held across processes (a shared-state transport with exact totals)", async () => {
+  it("shared_limits: a key with a budget held across processes (a shared-state transport with exact totals); a key without one is admitted from memory", async () => {
     const cluster = makeMemoryCluster()
     const other = await startGateway({ sharedState: SharedState.layerCluster(cluster) })
     try {
       await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
+      const budgeted = "gwk_common_budgeted_key_0123456789abcdef"
+      const key = await other.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "budgeted" }, { secret: budgeted })))
       expect(
         (await call(`${other.url}/api/providers`, { body: { provider: "openai-compatible", name: "up", baseUrl: up.baseUrl("openai-chat"), defaultModel: "m1" }, headers: admin }))
           .status
       ).toBe(201)
+      expect((await call(`${other.url}/api/usage/budget`, { body: { apiKeyId: key.id, dailyLimitUsd: 100 }, headers: admin })).status).toBe(200)
       await settle(other)
-      expect((await reasonOf("shared_limits", () => chat({}, admin, other), other)).status).toBe(200)
+      await chat({}, { authorization: `Bearer ${budgeted}` }, other)
+      expect((await reasonOf("shared_limits", () => chat({}, { authorization: `Bearer ${budgeted}` }, other), other)).status).toBe(200)
+      // No budget, no token limit: nothing to hold across processes, the common path.
+      const before = await taken("common", "", other)
+      expect((await chat({}, admin, other)).status).toBe(200)
+      expect(await taken("common", "", other)).toBe(before + 1)
     } finally {
       await other.close()
     }

@@ -39,7 +39,7 @@ describe("the inspector shared between the processes of one node", () => {
     const one = node(cluster, "w1", true)
     const two = node(cluster, "w2", false)
 
-    // Nobody looks: metadata only, on both.
+    // Nobody looks: metadata only, and nothing sent until the other asks (a list, a detail: its sync).
     const id = one.core.sink.begin({
       source: "http-proxy",
       method: "POST",
@@ -48,6 +48,8 @@ describe("the inspector shared between the processes of one node", () => {
       body: chat("hi")
     })
     await turn()
+    expect(two.core.get(id)).toBeUndefined()
+    await Effect.runPromise(two.share.sync)
     expect(two.core.get(id)).toMatchObject({ id, status: "in-flight", source: "http-proxy", requestBody: null, llm: { model: "gpt-4o-mini" } })
     one.core.sink.end(id, {
       status: 200,

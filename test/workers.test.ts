@@ -142,6 +142,32 @@ describe("gateway --workers 2", () => {
     expect(out).toContain("workers: per worker:")
   })
 
+  it("a request on a kept-alive connection costs no message between the processes while nobody looks, and the inspector still shows the node's requests", async () => {
+    /** The messages worker `agent`'s process sent to the primary, by kind (gateway_node_messages_total). */
+    const sent = async (agent: http.Agent) => {
+      const text = (await request(`${gw.url}/metrics`, agent, { headers: admin })).body as string
+      const out = new Map<string, number>()
+      for (const line of String(text).split("\n")) {
+        const m = /^gateway_node_messages_total\{kind="([^"]+)"\} (\d+)/.exec(line)
+        if (m) out.set(m[1]!, Number(m[2]))
+      }
+      return out
+    }
+    const total = (m: Map<string, number>) => [...m.values()].reduce((x, y) => x + y, 0)
+    // Warm: the first requests read caches into memory.
+    for (let i = 0; i < 3; i++) expect((await chat(gw.url, b)).status).toBe(200)
+    const before = await sent(b)
+    for (let i = 0; i < 50; i++) expect((await chat(gw.url, b)).status).toBe(200)
+    const after = await sent(b)
+    const grew = [...after].filter(([k, n]) => n !== (before.get(k) ?? 0)).map(([k, n]) => `${k} +${n - (before.get(k) ?? 0)}`)
+    // A few background messages may fall in the window (a heartbeat, a settings check), never one a request.
+    expect(total(after) - total(before), grew.join(", ")).toBeLessThan(5)
+
+    // Read through worker 1, worker 2's requests are listed: gathered when asked.
+    const listed = (await request(`${gw.url}/api/tools/traffic-inspector/requests?source=agent-bridge&limit=1000`, a, { headers: admin })).body.requests as Array<any>
+    expect(listed.filter((e) => e.path === "/v1/chat/completions" && e.status === 200).length).toBeGreaterThanOrEqual(50)
+  })
+
   it("a breaker opened by failures seen through worker 1 is open on worker 2 within 1 s; a reset through worker 2 closes it on worker 1", async () => {
     const patch = await request(`${gw.url}/api/resilience`, a, {
       method: "PATCH",

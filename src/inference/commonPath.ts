@@ -135,7 +135,7 @@ export const makeCommonPath = (deps: CommonPathDeps) => {
   ): CommonPathRefusal | { readonly plan: RoutePlan; readonly candidate: Candidate; readonly cache: "off" | "miss" } => {
     const { ctx } = call
     if (!accounting.prepared() || flags.peekEnabled("GATEWAY_USAGE_LOGGING_ENABLED") === undefined) return "cold"
-    if (accounting.exact) return "shared_limits"
+    if (accounting.exact && accounting.holdsShared(ctx.apiKeyId)) return "shared_limits"
     if (hooksInUse(ctx.hooks) || ctx.rewrite !== undefined) return "hooks"
     const guarding = guardrails.screenNow(call.format.id, call.body)
     if (guarding !== false) return guarding === undefined ? "cold" : "hooks"

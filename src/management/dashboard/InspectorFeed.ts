@@ -50,9 +50,12 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
       const attach = (ws: WebSocket) => {
         let queued: Array<FeedEvent> = []
         let scheduled = false
+        /** Events wait for the snapshot (which may wait for the other workers' entries). */
+        let snapshotSent = false
         // Events of one turn of the event loop go out together (a burst is one pass).
         const flush = () => {
           scheduled = false
+          if (!snapshotSent) return
           const batch = queued
           queued = []
           if (ws.readyState !== ws.OPEN) return
@@ -76,7 +79,15 @@ export class InspectorFeed extends Context.Tag("gateway/InspectorFeed")<Inspecto
           clients.delete(ws)
         })
         ws.on("error", () => ws.terminate())
-        ws.send(JSON.stringify({ type: "snapshot", entries: inspector.core.entries({}).map(summaryOf), bufferSize: inspector.config.bufferSize }))
+        // Under --workers, what the other processes recorded before anyone looked is gathered first.
+        const snapshot = () => {
+          if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type: "snapshot", entries: inspector.core.entries({}).map(summaryOf), bufferSize: inspector.config.bufferSize }))
+          snapshotSent = true
+          // What came meanwhile is in the snapshot already; later changes follow it.
+          queued = []
+        }
+        if (inspector.node === undefined) snapshot()
+        else runFork(Effect.andThen(inspector.gathered, Effect.sync(snapshot)))
       }
 
       return {

@@ -24,6 +24,14 @@ export const DEFAULT_LIVE_PORT = 20129
 const RECENT = 100
 /** A client further behind than this many bytes misses events until it catches up. */
 const MAX_BUFFERED = 1024 * 1024
+/** A process with dashboard clients says so this often, and is believed this long. */
+const WATCH_EVERY_MS = 10_000
+const WATCH_FOR_MS = 30_000
+
+/** What the processes of a node (or the gateways on one Redis) tell each other on the `live` channel. */
+type LiveWire =
+  | { readonly t: "events"; readonly events: ReadonlyArray<GatewayEvent>; readonly to?: string }
+  | { readonly t: "watch"; readonly from: string; readonly until: number }
 
 export interface LiveFeedShape {
   /** Takes an upgrade on the main port when its path is the live feed's; false otherwise. */
@@ -173,20 +181,76 @@ export class LiveFeed extends Context.Tag("gateway/LiveFeed")<LiveFeed, LiveFeed
         }
       }
       // Every process's events, whichever process a dashboard is connected to (`--workers`, several
-      // gateways on Redis): each publishes its own on the `live` channel (docs/scale-out.md).
+      // gateways on Redis), on the `live` channel (docs/scale-out.md) — but only while a dashboard
+      // is connected to some process: a process with clients says so (`watch`, again every
+      // WATCH_EVERY_MS, forgotten after WATCH_FOR_MS, so one that died takes its watchers along);
+      // the others then send their events, batched per turn, and once their recent ones. With
+      // nobody watching, a request costs no message.
       const shared = yield* SharedState.orLocal
-      const others = shared.channel<GatewayEvent>("live", enqueue)
+      const self = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+      const watchers = new Map<string, number>()
+      const watchedElsewhere = (): boolean => {
+        if (watchers.size === 0) return false
+        const now = Date.now()
+        for (const [who, until] of watchers) {
+          if (until > now) return true
+          watchers.delete(who)
+        }
+        return false
+      }
+      let outgoing: GatewayEvent[] = []
+      /** This process's own recent events: what a new watcher elsewhere is sent once. */
+      const own: GatewayEvent[] = []
+      const others = shared.channel<LiveWire>("live", (m) => {
+        if (m.t === "events") {
+          // Events for one watcher (its catch-up), or for whoever has clients.
+          if (m.to !== undefined ? m.to !== self : clients.size === 0) return
+          for (const e of m.events) enqueue(e)
+          return
+        }
+        if (m.from === self) return
+        const known = (watchers.get(m.from) ?? 0) > Date.now()
+        if (m.until > Date.now()) watchers.set(m.from, m.until)
+        else watchers.delete(m.from)
+        // A new watcher gets this process's recent events once (its clients had only their own process's).
+        if (!known && m.until > Date.now() && own.length > 0) others.publish({ t: "events", to: m.from, events: own.slice() })
+      })
+      const sendOut = () => {
+        const batch = outgoing
+        outgoing = []
+        if (batch.length > 0) others.publish({ t: "events", events: batch })
+      }
       yield* bus.listen((e) => {
         enqueue(e)
-        if (others.shared) others.publish(e)
+        if (!others.shared) return
+        own.push(e)
+        if (own.length > RECENT) own.shift()
+        if (!watchedElsewhere()) return
+        if (outgoing.push(e) === 1) setImmediate(sendOut)
       })
+      let heartbeat: NodeJS.Timeout | undefined
+      const watching = (on: boolean) => {
+        if (!others.shared) return
+        others.publish({ t: "watch", from: self, until: on ? Date.now() + WATCH_FOR_MS : 0 })
+        if (on && heartbeat === undefined) {
+          heartbeat = setInterval(() => others.publish({ t: "watch", from: self, until: Date.now() + WATCH_FOR_MS }), WATCH_EVERY_MS)
+          heartbeat.unref()
+        } else if (!on && heartbeat !== undefined) {
+          clearInterval(heartbeat)
+          heartbeat = undefined
+        }
+      }
+      yield* Effect.addFinalizer(() => Effect.sync(() => clients.size > 0 && watching(false)))
 
       const accept = (req: http.IncomingMessage, socket: net.Socket, head: Buffer, samePort: boolean) => {
         if (!originAllowed(req, samePort)) return refuse(socket, 403, "Forbidden", "the live feed is open to the gateway's own pages only (Origin differs)")
         admitManagementSocket(identify, runFork, req, socket, "the live feed", () =>
           wss.handleUpgrade(req, socket, head, (ws) => {
             clients.add(ws)
-            ws.on("close", () => clients.delete(ws))
+            if (clients.size === 1) watching(true)
+            ws.on("close", () => {
+              if (clients.delete(ws) && clients.size === 0) watching(false)
+            })
             ws.on("error", () => ws.terminate())
             // Nothing is read from clients; a message is ignored.
             ws.send(JSON.stringify({ type: "hello", recent }))

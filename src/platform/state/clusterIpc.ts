@@ -124,9 +124,17 @@ export const isClusterWorker = (): boolean => process.env.GATEWAY_WORKER_ID !== 
  */
 export const runsOncePerGateway = (): boolean => !isClusterWorker() || process.env.GATEWAY_WORKER_ID === "1"
 
+/**
+ * Messages this worker sent to its primary, by what they carry (`pub:<topic>`, `call:<op>`,
+ * `stop`): `gateway_node_messages_total{kind}`, so a request's cost in messages can be read.
+ */
+export const sentToPrimary = new Map<string, number>()
+
 /** Sends a message to the primary; false when the channel is closed. */
 export const toPrimary = (m: ToPrimary): boolean => {
   if (typeof process.send !== "function" || !process.connected) return false
+  const kind = m.gw === "pub" ? `pub:${m.topic}` : m.gw === "call" ? `call:${m.op}` : m.gw
+  sentToPrimary.set(kind, (sentToPrimary.get(kind) ?? 0) + 1)
   try {
     process.send(m)
     return true

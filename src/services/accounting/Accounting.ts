@@ -50,6 +50,11 @@ export interface AccountingShape {
   /** True when budgets are exact across processes (Redis): the pipeline calls `admit` instead of `budget` and `reserve`. */
   readonly exact: boolean
   /**
+   * With `exact`: whether the key's admission is a round trip (it has a budget or a token limit).
+   * A key with neither is admitted from memory, as in one process.
+   */
+  readonly holdsShared: (apiKeyId: string | null) => boolean
+  /**
    * `budget` and `reserve` in one step that is atomic across processes: the hold counts in every
    * process's check at once, so a burst split across gateways cannot spend past the limit. The
    * hold is answered even when the budget refuses (release it as usual).
@@ -248,6 +253,7 @@ export class Accounting extends Context.Tag("gateway/Accounting")<Accounting, Ac
         budget: (apiKeyId) => (apiKeyId === null ? { ok: true as const } : budgets.check(apiKeyId, clock.unsafeCurrentTimeMillis(), held.get(apiKeyId)?.costUsd ?? 0)),
         reserve,
         exact: budgets.exact,
+        holdsShared: (apiKeyId) => apiKeyId !== null && (budgets.has(apiKeyId) || limits.has(apiKeyId)),
         admit: (apiKeyId) => {
           if (apiKeyId === null) return Effect.succeed(NOT_HELD)
           const now = clock.unsafeCurrentTimeMillis()

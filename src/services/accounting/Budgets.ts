@@ -53,6 +53,8 @@ export interface BudgetsShape {
    * the shared store is unreachable (the caller checks its own view with `check`).
    */
   readonly claim: (apiKeyId: string, estimateUsd: number, now: number) => Effect.Effect<BudgetClaim | undefined>
+  /** Whether the key has a budget (its `claim` is then a round trip when `exact`). */
+  readonly has: (apiKeyId: string) => boolean
   /**
    * Picks up budgets another process (the CLI) wrote. Queries only when `StoreVersion` is
    * provided and reports a commit from another connection; otherwise a no-op.
@@ -410,7 +412,7 @@ export class Budgets extends Context.Tag("gateway/Budgets")<Budgets, BudgetsShap
 
       const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
 
-      return { set, remove, status, check, record, unsafeRecord, refresh, exact: totals.exact, claim }
+      return { set, remove, status, check, record, unsafeRecord, refresh, exact: totals.exact, claim, has: (apiKeyId: string) => states.has(apiKeyId) }
     })
   )
 }

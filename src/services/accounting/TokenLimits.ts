@@ -59,6 +59,8 @@ export interface TokenLimitsShape {
    * the shared store is unreachable (the caller checks its own view with `check`).
    */
   readonly claim: (apiKeyId: string, target: LimitTarget, estimate: number, now: number) => Effect.Effect<TokenLimitClaim | undefined>
+  /** Whether the key has a token limit (its `claim` is then a round trip when `exact`). */
+  readonly has: (apiKeyId: string) => boolean
   /** Picks up limits another process wrote (only with `StoreVersion` provided; otherwise a no-op). */
   readonly refresh: Effect.Effect<void>
 }
@@ -370,7 +372,7 @@ export class TokenLimits extends Context.Tag("gateway/TokenLimits")<TokenLimits,
 
       const record = (apiKeyId: string | null, target: LimitTarget, tokens: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, target, tokens, now))
 
-      return { list, create, remove, check, record, unsafeRecord, refresh, exact: totals.exact, claim }
+      return { list, create, remove, check, record, unsafeRecord, refresh, exact: totals.exact, claim, has: (apiKeyId: string) => (byKey.get(apiKeyId)?.length ?? 0) > 0 }
     })
   )
 }

@@ -44,6 +44,12 @@ export interface InspectorShape {
     readonly get: (id: string) => Effect.Effect<SavedSession, InspectorError>
     readonly remove: (id: string) => Effect.Effect<void, InspectorError>
   }
+  /**
+   * Completes once this process's buffer holds the node's entries: under `--workers`, what the
+   * other processes recorded while nobody looked (they send nothing per request then) is asked
+   * for first (share.ts, `sync`). Read before a list, a detail, an export. Immediate in one process.
+   */
+  readonly gathered: Effect.Effect<void>
   /** The recorded entries of gateway requests by their request ids: the buffer's, then the saved sessions' (secrets masked as views are). */
   readonly byRequestIds: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, InterceptedRequest>>
 }
@@ -65,8 +71,10 @@ export class Inspector extends Context.Tag("gateway/Inspector")<Inspector, Inspe
       core,
       config,
       node,
+      gathered: node === undefined ? Effect.void : node.sync,
       byRequestIds: (ids) =>
         Effect.gen(function* () {
+          if (node !== undefined) yield* node.sync
           const found = new Map<string, InterceptedRequest>()
           const want = new Set(ids)
           for (const id of want) {

@@ -76,6 +76,8 @@ class Slot {
   bodyBytes = 0
   /** The sequence number of a deferred slot, until its entry holds it. */
   seq = 0
+  /** The other processes of the node have this entry (share.ts): its changes go to them too. */
+  sent = false
   constructor(
     readonly id: string,
     readonly requestId: string | null,
@@ -230,8 +232,18 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
     return false
   }
   const wantsBodies = () => config.captureBodies || subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
+  /** Someone looks somewhere in the node (a feed client here or elsewhere) or a session records: entries go to the others as they change. */
+  const watchedAnywhere = () => subscribers.size > 0 || recording.size > 0 || (remoteWatchers.size > 0 && remoteWatching())
+  /**
+   * Tells the other processes of the node (share.ts) about an entry: while someone looks, and
+   * then for as long as they have it. While nobody looks, nothing is sent: a reader gathers the
+   * entries first (`unsent`, on the others' answer to its sync).
+   */
   const share = (slot: Slot, fresh: boolean) => {
-    if (outbox !== undefined) outbox({ t: "entry", fresh, entry: slot.entry, format: slot.format, provider: slot.provider })
+    if (outbox === undefined || (!slot.sent && !watchedAnywhere())) return
+    const first = !slot.sent
+    slot.sent = true
+    outbox({ t: "entry", fresh: fresh || first, entry: slot.entry, format: slot.format, provider: slot.provider })
   }
 
   const publish = (event: FeedEvent) => {
@@ -458,7 +470,7 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
   }
 
   /** Entries are built when read, not when their request begins: while nobody looks, nothing is shown or shared. */
-  const mayDefer = (): boolean => outbox === undefined && recording.size === 0 && !wantsBodies()
+  const mayDefer = (): boolean => recording.size === 0 && !wantsBodies()
 
   const begin = (start: CaptureStart): string => {
     const id = newId()
@@ -717,6 +729,8 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         const fresh = new Slot(entry.id, entry.requestId, true, entry, undefined, undefined)
         fresh.format = format
         fresh.provider = provider
+        // Its process has it: a change made here (an annotation) goes back to the others.
+        fresh.sent = true
         push(fresh, true)
       }
     },
@@ -727,6 +741,19 @@ export const makeInspector = (deps: MakeInspectorDeps) => {
         const s = recording.get(id)
         if (s) s.name = name
       } else if (!recording.has(id)) recording.set(id, { id, name, startedAt, entries: new Map(), dropped: 0 })
+    },
+    /**
+     * This process's own entries the other processes do not have yet (recorded while nobody
+     * looked), built now and marked as theirs from here on: what a reader elsewhere gathers.
+     */
+    unsent: (): ReadonlyArray<Extract<ShareOut, { t: "entry" }>> => {
+      const out: Array<Extract<ShareOut, { t: "entry" }>> = []
+      for (const s of slots.values()) {
+        if (s.foreign || s.sent) continue
+        s.sent = true
+        out.push({ t: "entry", fresh: true, entry: s.entry, format: s.format, provider: s.provider })
+      }
+      return out
     },
     /** What a process that just started needs from this one: its own entries, its sessions, whether someone looks here. */
     stateForNewcomer: (): ReadonlyArray<ShareOut> => [

@@ -4,9 +4,11 @@
  * Each worker records what it serves; the processes of one node tell each other over the shared
  * state's channel (the primary over IPC, or Redis when REDIS_URL is set: the topic names this
  * node's primary, so other gateways on the same Redis never see it):
- * - every entry as it begins and as it changes (coalesced per turn of the event loop): each
- *   worker's buffer holds the whole node's traffic, so whichever worker answers a list, a detail,
- *   an export or the WebSocket feed, it is the same view;
+ * - while someone looks (a feed client somewhere) or a session records, every entry as it begins
+ *   and as it changes (coalesced per turn of the event loop); while nobody looks, nothing: a
+ *   process that is asked for a list, a detail or an export first syncs (`sync`), and the others
+ *   answer with the entries they recorded meanwhile. Whichever worker answers, it is the same
+ *   view, and a request served while nobody looks costs no message;
  * - a clear, and the recording sessions (started, renamed, stopped: saved by the worker that was
  *   asked to stop, which holds every entry);
  * - whether someone looks (a feed client) on some worker: bodies are then kept on every worker
@@ -170,8 +172,10 @@ export const joinNode = (core: InspectorCore, shared: SharedStateShape, options:
       case "here":
         return
       case "sync":
-        // What this process holds unsent goes first, then the answer: the asker sees both, in order.
+        // What this process holds unsent goes first (the changes of this turn, then the entries
+        // recorded while nobody looked), then the answer: the asker sees all of it, in order.
         flush()
+        for (const e of core.unsent()) send({ t: "entry", from: self, fresh: true, entry: e.entry, format: e.format, provider: e.provider })
         return send({ t: "synced", from: self, to: m.from, id: m.id })
       case "synced": {
         if (m.to !== self) return

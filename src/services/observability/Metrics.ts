@@ -6,6 +6,7 @@
  * the OpenTelemetry Prometheus serializer) and, with `OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT`, pushed
  * over OTLP by a periodic reader. Both readers read the same families.
  */
+import { sentToPrimary } from "../../platform/state/clusterIpc.js"
 import type { Resource } from "@opentelemetry/resources"
 import type { MetricReader } from "@opentelemetry/sdk-metrics"
 import * as Context from "effect/Context"
@@ -188,6 +189,16 @@ export const makeGatewayMetrics = (options: {
         labels: ["table"]
       },
       async () => (store === undefined ? [] : [...store.dropped()].map(([table, n]) => ({ labels: [table], value: n }))),
+      "counter"
+    ),
+    new ObservedGauge(
+      {
+        name: "gateway.node.messages",
+        description: "Messages this worker of `gateway --workers N` sent to its primary, by what they carry (pub:<topic>, call:<op>)",
+        unit: "{message}",
+        labels: ["kind"]
+      },
+      async () => [...sentToPrimary].map(([kind, n]) => ({ labels: [kind], value: n })),
       "counter"
     )
   ]

@@ -40,7 +40,10 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
     /** Entries of a session (recording or saved), or of the buffer. */
     const entriesFor = (q: { readonly sessionId?: string | undefined }) =>
       q.sessionId === undefined
-        ? Effect.succeed(core.entries({}))
+        ? Effect.zipRight(
+            inspector.gathered,
+            Effect.sync(() => core.entries({}))
+          )
         : Effect.mapError(
             Effect.map(inspector.sessions.get(q.sessionId), (s) => s.entries),
             (e) => new NotFound({ message: e.message })
@@ -51,11 +54,14 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
         Effect.map(filtered(urlParams), (list) => ({ requests: list.map(summaryOf), total: list.length, bufferSize: inspector.config.bufferSize }))
       )
       .handle("clear", () =>
-        Effect.sync(() => {
-          const n = core.entries({}).length
-          core.clear()
-          return { cleared: n }
-        })
+        Effect.zipRight(
+          inspector.gathered,
+          Effect.sync(() => {
+            const n = core.entries({}).length
+            core.clear()
+            return { cleared: n }
+          })
+        )
       )
       .handle("get", ({ path, urlParams }) =>
         Effect.gen(function* () {
@@ -64,17 +70,21 @@ export const InspectorLive = HttpApiBuilder.group(ManagementApi, "inspector", (h
             // Masked before buffering: there is nothing to show.
             return yield* Effect.fail(new Forbidden({ message: "secrets were masked before buffering (INSPECTOR_MASK_SECRETS=true): none are kept to show" }))
           }
+          yield* inspector.gathered
           const e = core.get(path.id, show)
           if (!e) return yield* Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
           return e
         })
       )
-      .handle("replay", ({ path }) => Effect.mapError(Effect.tryPromise({ try: () => core.replay(path.id), catch: (e) => e }), mapped))
+      .handle("replay", ({ path }) => Effect.zipRight(inspector.gathered, Effect.mapError(Effect.tryPromise({ try: () => core.replay(path.id), catch: (e) => e }), mapped)))
       .handle("annotate", ({ path, payload }) =>
-        Effect.suspend(() => {
-          const e = core.annotate(path.id, payload.note)
-          return e ? Effect.succeed(summaryOf(e)) : Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
-        })
+        Effect.zipRight(
+          inspector.gathered,
+          Effect.suspend(() => {
+            const e = core.annotate(path.id, payload.note)
+            return e ? Effect.succeed(summaryOf(e)) : Effect.fail(new NotFound({ message: `no intercepted request ${path.id} in the buffer` }))
+          })
+        )
       )
       .handle("exportHar", ({ urlParams }) => Effect.map(filtered(urlParams), (list) => encode(core.har(list))))
       .handle("hosts", () => capture.hosts.list)
