@@ -63,7 +63,8 @@ describe("database", () => {
         "17_file_chunks",
         "18_context",
         "19_shadow",
-        "20_key_shadow"
+        "20_key_shadow",
+        "21_store_changes"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -76,7 +77,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(20)
+      expect(again[0]!.n).toBe(21)
     })
   )
 })
