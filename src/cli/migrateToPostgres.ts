@@ -92,7 +92,9 @@ export const migrateToPostgres = (options: { readonly from: string; readonly to:
       )
       const migrations = (yield* Effect.orDie(dst<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`))[0]?.n ?? applied.length
 
-      const tables = yield* Effect.orDie(Sqlite.tablesInDependencyOrder(src))
+      // `store_changes` is SQLite's change counter for its caches (migration 0021), not data:
+      // PostgreSQL's caches listen to notifications, its own row stays as its migration made it.
+      const tables = (yield* Effect.orDie(Sqlite.tablesInDependencyOrder(src))).filter((t) => t !== "store_changes")
       const target = yield* Effect.orDie(
         dst<{
           table_name: string

@@ -19,6 +19,7 @@ import m0017 from "./0017_file_chunks.js"
 import m0018 from "./0018_context.js"
 import m0019 from "./0019_shadow.js"
 import m0020 from "./0020_key_shadow.js"
+import m0021 from "./0021_store_changes.js"
 
 /**
  * The PostgreSQL migration set (chosen by Db.ts when DATABASE_URL is set): the same numbers and
@@ -49,5 +50,6 @@ export const loader = Migrator.fromRecord({
   "0017_file_chunks": m0017,
   "0018_context": m0018,
   "0019_shadow": m0019,
-  "0020_key_shadow": m0020
+  "0020_key_shadow": m0020,
+  "0021_store_changes": m0021
 })
