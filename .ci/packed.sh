@@ -66,7 +66,8 @@ port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>
 key="sk-packed-admin-0123456789abcdef"
 export DATA_DIR="$tmp/data" GATEWAY_ENV_FILE="$tmp/data/.env" GATEWAY_API_KEY="$key" LOG_LEVEL=warning
 (cd "$app" && npx gateway setup --non-interactive --add-provider --provider openai-compatible --provider-base-url "http://127.0.0.1:$upstream_port/v1" --api-key sk-up --default-model m1) >"$tmp/setup.log" 2>&1
-(cd "$app" && exec npx gateway --port "$port" --host 127.0.0.1 --no-open) >"$tmp/gateway.log" 2>&1 &
+# The bin npx runs, started directly so that its pid is the gateway's own (stopped at the end).
+(cd "$app" && exec ./node_modules/.bin/gateway --port "$port" --host 127.0.0.1 --no-open) >"$tmp/gateway.log" 2>&1 &
 pids+=($!)
 answer=""
 for _ in $(seq 1 300); do
@@ -77,6 +78,6 @@ for _ in $(seq 1 300); do
 done
 echo "$answer" | grep -q "hello from the packed gateway"
 answered=$?
-check "npx gateway answers a chat request" "$answered"
+check "the installed gateway answers a chat request" "$answered"
 [ "$answered" -eq 0 ] || { echo "answer: $answer"; cat "$tmp/setup.log"; tail -n 30 "$tmp/gateway.log"; }
 finish
