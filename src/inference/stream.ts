@@ -321,10 +321,14 @@ export const relayFramesNow = (
   const state: StreamProgress = { headersAt: Date.now(), lastChunkAt: Date.now(), firstContentAt: 0, ...(silenceMs !== undefined ? { silenceMs } : {}) }
   let ttftMs: number | null = null
 
-  const write = (text: string) => {
-    if (!text || sink.gone()) return true
+  /** The first content is going out now: time to first token, and the watchdog's first content. */
+  const contentGoes = () => {
     if (ttftMs === null) ttftMs = Date.now() - startedAt
     if (!state.firstContentAt) state.firstContentAt = Date.now()
+  }
+  const write = (text: string) => {
+    if (!text || sink.gone()) return true
+    contentGoes()
     return sink.write(text)
   }
   // Same-format SSE: stretches of whole events with nothing to look at pass as they came
@@ -336,26 +340,19 @@ export const relayFramesNow = (
     const n = chunk.length
     if (n < 2 || chunk[n - 1] !== 0x0a || chunk[n - 2] !== 0x0a || !sse!.idle()) return undefined
     const text = chunk.toString("latin1", 0, n)
-    let pos = relay.quietUpTo!(text, 0)
-    if (pos === n) return chunk
     const parts: Array<Buffer> = []
     let out = ""
-    let bytes = 0
-    if (pos > 0) {
-      parts.push(chunk.subarray(0, pos))
-      bytes += pos
+    const flushOut = () => {
+      if (out === "") return
+      parts.push(Buffer.from(out))
+      out = ""
     }
-    while (pos < n) {
-      const upTo = pos === 0 ? 0 : relay.quietUpTo!(text, pos)
+    for (let pos = 0; pos < n; ) {
+      const upTo = relay.quietUpTo!(text, pos)
       if (upTo > pos) {
-        if (out !== "") {
-          const b = Buffer.from(out)
-          parts.push(b)
-          bytes += b.length
-          out = ""
-        }
+        if (upTo === n && pos === 0) return chunk
+        flushOut()
         parts.push(chunk.subarray(pos, upTo))
-        bytes += upTo - pos
         pos = upTo
         continue
       }
@@ -364,19 +361,14 @@ export const relayFramesNow = (
       pos = end
     }
     if (parts.length === 0) return out
-    if (out !== "") {
-      const b = Buffer.from(out)
-      parts.push(b)
-      bytes += b.length
-    }
-    return parts.length === 1 ? parts[0]! : Buffer.concat(parts, bytes)
+    flushOut()
+    return parts.length === 1 ? parts[0]! : Buffer.concat(parts)
   }
   /** Writes what `passing` made of a chunk; answers whether the client takes more. */
   const writeOut = (out: Buffer | string): boolean => {
     if (typeof out === "string") return write(out)
     if (out.length === 0 || sink.gone()) return true
-    if (ttftMs === null) ttftMs = Date.now() - startedAt
-    if (!state.firstContentAt) state.firstContentAt = Date.now()
+    contentGoes()
     return sink.writeBytes!(out)
   }
   const ended = (outcome: StreamOutcome) => done({ _tag: "ended", outcome })
