@@ -43,7 +43,9 @@ const fs = require("node:fs"), path = require("node:path")
 const dir = ${JSON.stringify(dir)}, state = ${JSON.stringify(state)}
 const b = JSON.parse(fs.readFileSync(path.join(dir, "behaviour.json"), "utf8"))
 const run = fs.readdirSync(state).filter((f) => f.startsWith("run-")).length + 1
-fs.writeFileSync(path.join(state, "run-" + run), JSON.stringify({ pid: process.pid, args: process.argv.slice(2) }))
+// Written whole, then named: the test reads run-* files while this one may be starting.
+fs.writeFileSync(path.join(state, ".tmp-" + process.pid), JSON.stringify({ pid: process.pid, args: process.argv.slice(2) }))
+fs.renameSync(path.join(state, ".tmp-" + process.pid), path.join(state, "run-" + run))
 const log = (m) => process.stderr.write(new Date().toISOString() + " INF " + m + "\\n")
 log("Requesting new quick Tunnel on trycloudflare.com...")
 setTimeout(() => {

@@ -56,7 +56,8 @@ export const tokenAgent = (dir: string, options: { startDelayMs?: number } = {})
 const state = ${JSON.stringify(state)}
 const run = fs.readdirSync(state).filter((f) => f.startsWith("run-")).length + 1
 const token = process.env.NGROK_AUTHTOKEN
-fs.writeFileSync(path.join(state, "run-" + run), JSON.stringify({ pid: process.pid, args: process.argv.slice(2), authtoken: token }))
+fs.writeFileSync(path.join(state, ".tmp-" + process.pid), JSON.stringify({ pid: process.pid, args: process.argv.slice(2), authtoken: token }))
+fs.renameSync(path.join(state, ".tmp-" + process.pid), path.join(state, "run-" + run))
 const log = (o) => process.stdout.write(JSON.stringify({ t: new Date().toISOString(), ...o }) + "\\n")
 log({ lvl: "info", msg: "open config file", path: "/root/.config/ngrok/ngrok.yml", err: null })
 if (token === "bad-token") {
@@ -86,7 +87,8 @@ export const meshCli = (dir: string) => {
   const source = `const fs = require("node:fs"), path = require("node:path")
 const state = ${JSON.stringify(state)}
 const has = (f) => fs.existsSync(path.join(state, f))
-const put = (f, v = "") => fs.writeFileSync(path.join(state, f), v)
+// Written whole, then named: the tests read these files while a run may be starting.
+const put = (f, v = "") => { const t = path.join(state, ".tmp-" + process.pid); fs.writeFileSync(t, v); fs.renameSync(t, path.join(state, f)) }
 const args = process.argv.slice(2)
 const root = process.getuid() === 0 || process.env.SUDO_USER !== undefined
 const hostname = has("hostname") ? fs.readFileSync(path.join(state, "hostname"), "utf8") : "box"
