@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AppConfig } from "../platform/config/AppConfig.js"
-import { CoreLayer } from "../server/Gateway.js"
+import { CoreLayer } from "../server/CoreLayer.js"
 import { cliLogger } from "./output.js"
 import { cliConfig } from "./root.js"
 

@@ -1,9 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AdminAuth } from "../services/auth/AdminAuth.js"
-import { ApiKeys } from "../services/auth/ApiKeys.js"
 import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
-import { FeatureFlags } from "../platform/flags/FeatureFlags.js"
 import { Dashboard } from "../management/dashboard/Static.js"
 import { LiveFeed } from "../management/dashboard/LiveFeed.js"
 import { GatewayServerLive } from "./Server.js"
@@ -27,29 +24,16 @@ import { StreamTimeouts } from "../inference/timeouts.js"
 import { ManagementHandler } from "../management/api/App.js"
 import * as Logging from "../services/observability/Logging.js"
 import { ProcessGuard } from "../services/observability/ProcessGuard.js"
-import { Connections } from "../upstream/providers/Connections.js"
 import { OAuth } from "../services/oauth/OAuth.js"
-import { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
-import { BatchWriter } from "../platform/store/BatchWriter.js"
-import * as Db from "../platform/store/Db.js"
 import { SharedStorageKeyCheck } from "../platform/store/keyCheck.js"
-import { KeyValue } from "../platform/store/KeyValue.js"
-import { Secrets } from "../platform/store/Secrets.js"
-import { StoreVersion } from "../platform/store/StoreVersion.js"
-import { Backups, ScheduledBackups } from "../platform/store/Backups.js"
-import { ConfigBundle } from "../management/sync/Bundle.js"
+import { ScheduledBackups } from "../platform/store/Backups.js"
 import { CloudStore } from "../management/sync/CloudStore.js"
 import { CloudSync } from "../management/sync/CloudSync.js"
-import { Settings } from "../platform/settings/Settings.js"
-import { Egress } from "../upstream/egress/Egress.js"
-import { ProxyRegistry } from "../upstream/egress/ProxyRegistry.js"
 import { SettingsHooks } from "../platform/settings/SettingsHooks.js"
 import { Compression } from "../services/context/Compression.js"
 import { ContextHooks } from "../services/context/ContextHooks.js"
-import { ContextStore } from "../services/context/ContextStore.js"
 import { SummarizerLive } from "../services/context/Summarizer.js"
-import { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import { AuditLog } from "../services/governance/AuditLog.js"
 import { EvalRunner, Evals } from "../inference/evals/Evals.js"
 import { Shadow } from "../services/shadow/Shadow.js"
@@ -70,13 +54,7 @@ import { ConnectionSlots } from "../services/resilience/ConnectionSlots.js"
 import { Resilience } from "../services/resilience/Resilience.js"
 import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
 import { RoutingMemory } from "../services/routing/RoutingMemory.js"
-import { AutoEngine } from "../services/routing/AutoEngine.js"
-import { Combos } from "../services/routing/Combos.js"
 import { Router } from "../services/routing/Router.js"
-import { Aliases } from "../services/routing/Aliases.js"
-import { ProviderNodes } from "../upstream/providers/ProviderNodes.js"
-import { ProviderModels } from "../upstream/providers/ProviderModels.js"
-import { Usage } from "../services/usage/Usage.js"
 import { UsageQueries, UsageRetention } from "../services/usage/UsageQueries.js"
 import { Accounting } from "../services/accounting/Accounting.js"
 import { AccountingConfig } from "../services/accounting/AccountingConfig.js"
@@ -99,24 +77,12 @@ import { Plugins } from "../services/plugins/Plugins.js"
 import { Playground, PlaygroundCallerLive } from "../services/playground/Playground.js"
 import { Tunnels, TunnelsTargetLive } from "../services/tunnels/Tunnels.js"
 import { TokenTunnelConnectorLive } from "../services/tunnels/token.js"
-import { EgressMark } from "../upstream/client/egressMark.js"
 import { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
 
-/** The database and what sits directly on it. Needs AppConfig. */
-export const StoreLayer = Layer.mergeAll(BatchWriter.layer, KeyValue.layer, StoreVersion.layer(), Secrets.layer).pipe(Layer.provideMerge(Db.layer))
-
-/** Every service of the gateway except the HTTP server; the CLI uses this on the local database. */
-export const CoreLayer = Layer.mergeAll(ProviderChecks.layer, ConfigBundle.layer, Aliases.layer, ProviderModels.layer, ProviderNodes.layer).pipe(
-  // Upstream proxies (src/upstream/egress/): the registry, the global default of the settings, one dispatcher per proxy.
-  Layer.provideMerge(Egress.layer),
-  Layer.provideMerge(Layer.mergeAll(Settings.layer, ProxyRegistry.layer, ContextStore.layer)),
-  Layer.provideMerge(Backups.layer),
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminAuth.layer, Usage.layer, Connections.layer, Combos.layer)),
-  Layer.provideMerge(AutoEngine.layer),
-  Layer.provideMerge(UpstreamHttp.layer),
-  Layer.provideMerge(Layer.mergeAll(FeatureFlags.layer, EgressMark.layer)),
-  Layer.provideMerge(StoreLayer)
-)
+// The core (every service but the HTTP server) is its own module so that the CLI's local commands
+// load only it, not the server's graph (src/server/CoreLayer.ts).
+import { CoreLayer, StoreLayer } from "./CoreLayer.js"
+export { CoreLayer, StoreLayer }
 
 /**
  * The whole gateway: core services plus the HTTP server for both planes. Needs AppConfig and
