@@ -3,7 +3,6 @@
  * gateway makes from it itself: WAV (a 44-byte RIFF header) and MP3 (@breezystack/lamejs, a
  * maintained pure-JS LAME). Opus, AAC and FLAC would need encoders the gateway does not ship.
  */
-import { Mp3Encoder } from "@breezystack/lamejs"
 
 export interface Pcm {
   /** Interleaved signed 16-bit little-endian samples. */
@@ -73,8 +72,12 @@ export const rateOf = (mimeType: string): number => {
 /** Samples per MP3 frame (MPEG-1 layer III): what lamejs is fed at a time. */
 const FRAME = 1152
 
-/** `pcm` encoded as MP3 (constant bitrate, 64 kbit/s per channel up to 128). */
-export const mp3Of = (pcm: Pcm, kbps = Math.min(128, 64 * pcm.channels)): Buffer => {
+/**
+ * `pcm` encoded as MP3 (constant bitrate, 64 kbit/s per channel up to 128). lamejs (a quarter of a
+ * megabyte of code) is imported by the first encoding, not when the gateway starts.
+ */
+export const mp3Of = async (pcm: Pcm, kbps = Math.min(128, 64 * pcm.channels)): Promise<Buffer> => {
+  const { Mp3Encoder } = await import("@breezystack/lamejs")
   const samples = new Int16Array(pcm.data.buffer.slice(pcm.data.byteOffset, pcm.data.byteOffset + pcm.data.length - (pcm.data.length % 2)))
   const encoder = new Mp3Encoder(pcm.channels === 2 ? 2 : 1, pcm.sampleRate, kbps)
   const parts: Array<Buffer> = []

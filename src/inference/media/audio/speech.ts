@@ -305,7 +305,7 @@ export const trySpeech =
           const { pcm, usage } = answer
           if (r.responseFormat === "mp3" && !MP3_RATES.has(pcm.sampleRate))
             return yield* Effect.fail(badAnswer(r, c.connection, `answered PCM at ${pcm.sampleRate} Hz, which MP3 cannot carry`))
-          const audio = r.responseFormat === "wav" ? wavOf(pcm) : r.responseFormat === "pcm" ? pcm.data : mp3Of(pcm)
+          const audio = r.responseFormat === "wav" ? wavOf(pcm) : r.responseFormat === "pcm" ? pcm.data : yield* Effect.promise(() => mp3Of(pcm))
           return { status: 200, usage, ttftMs: null, error: null, headers: headerValue(res.headers), units: chargedUnits(accounting, c, usage, units), audio } satisfies Spoken
         })
       }

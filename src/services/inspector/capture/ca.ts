@@ -11,7 +11,8 @@
  * node-forge builds the X.509 structures (node has no certificate builder), but every RSA
  * operation is node's native crypto: forge's key generation takes seconds of JavaScript on the
  * event loop and its signing tens of milliseconds, node's keygen runs on the thread pool and
- * signs in well under a millisecond.
+ * signs in well under a millisecond. node-forge (0.6 MB of code) is imported when a CA is first
+ * opened, not when the gateway starts: most gateways never capture.
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs/promises"
@@ -19,7 +20,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import * as tls from "node:tls"
 import { promisify } from "node:util"
-import forge from "node-forge"
+import type Forge from "node-forge"
 import { BoundedMap } from "../../../kernel/BoundedMap.js"
 
 /** A leaf certificate and its private key, both PEM. */
@@ -54,6 +55,12 @@ export const caKeyPath = (dir: string): string => path.join(dir, KEY_FILE)
 
 const generateKeyPair = promisify(crypto.generateKeyPair)
 
+/** node-forge, set by the first `open` (everything below that uses it runs after one). */
+let forge: typeof Forge
+const loadForge = async (): Promise<void> => {
+  forge ??= (await import("node-forge")).default
+}
+
 const newRsaKey = async (): Promise<crypto.KeyObject> => (await generateKeyPair("rsa", { modulusLength: 2048, publicExponent: 0x10001 })).privateKey
 
 /** A positive serial of 16 random bytes, first byte in 0x40..0x7f: DER-minimal and never negative (RFC 5280 §4.1.2.2). */
@@ -63,16 +70,16 @@ const randomSerial = (): string => {
   return bytes.toString("hex")
 }
 
-const forgePublicKey = (key: crypto.KeyObject): forge.pki.PublicKey => forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: "spki", format: "pem" }).toString())
+const forgePublicKey = (key: crypto.KeyObject): Forge.pki.PublicKey => forge.pki.publicKeyFromPem(crypto.createPublicKey(key).export({ type: "spki", format: "pem" }).toString())
 
 const keyPem = (key: crypto.KeyObject): string => key.export({ type: "pkcs8", format: "pem" }).toString()
 
 /** `getTBSCertificate` exists in node-forge but not in its type declarations. */
-const tbsOf = (cert: forge.pki.Certificate): forge.asn1.Asn1 =>
-  (forge.pki as unknown as { getTBSCertificate: (c: forge.pki.Certificate) => forge.asn1.Asn1 }).getTBSCertificate(cert)
+const tbsOf = (cert: Forge.pki.Certificate): Forge.asn1.Asn1 =>
+  (forge.pki as unknown as { getTBSCertificate: (c: Forge.pki.Certificate) => Forge.asn1.Asn1 }).getTBSCertificate(cert)
 
 /** What forge's `cert.sign(key, sha256)` does, with node's native RSA in place of forge's JavaScript one. */
-const signSha256 = (cert: forge.pki.Certificate, signer: crypto.KeyObject): void => {
+const signSha256 = (cert: Forge.pki.Certificate, signer: crypto.KeyObject): void => {
   const sha256Rsa = forge.pki.oids["sha256WithRSAEncryption"]!
   cert.signatureOid = sha256Rsa
   cert.siginfo.algorithmOid = sha256Rsa
@@ -81,7 +88,7 @@ const signSha256 = (cert: forge.pki.Certificate, signer: crypto.KeyObject): void
   cert.signature = crypto.sign("sha256", der, signer).toString("binary")
 }
 
-const caSubject: Array<forge.pki.CertificateField> = [
+const caSubject: Array<Forge.pki.CertificateField> = [
   { name: "commonName", value: CA_COMMON_NAME },
   { name: "organizationName", value: CA_ORGANIZATION }
 ]
@@ -117,7 +124,7 @@ export const normalizeCertHost = (host: string): string => {
   return h
 }
 
-const issueLeaf = async (host: string, caCert: forge.pki.Certificate, caKey: crypto.KeyObject): Promise<LeafCert> => {
+const issueLeaf = async (host: string, caCert: Forge.pki.Certificate, caKey: crypto.KeyObject): Promise<LeafCert> => {
   const key = await newRsaKey()
   const cert = forge.pki.createCertificate()
   cert.publicKey = forgePublicKey(key)
@@ -164,6 +171,7 @@ const readIfExists = async (file: string): Promise<string | undefined> => {
 }
 
 const open = async (dir: string): Promise<LocalCa> => {
+  await loadForge()
   await fs.mkdir(dir, { recursive: true, mode: 0o700 })
   await fs.chmod(dir, 0o700)
   let certPem = await readIfExists(caPemPath(dir))
