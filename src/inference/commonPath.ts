@@ -65,23 +65,6 @@ export type CommonPathRefusal =
   /** The first candidate needs an effect to be called: an OAuth token, a proxy, an answer held to a schema. */
   | "target"
 
-export const COMMON_PATH_REFUSALS: ReadonlyArray<CommonPathRefusal> = [
-  "off",
-  "route",
-  "idempotency",
-  "key",
-  "body",
-  "cold",
-  "shared_limits",
-  "hooks",
-  "progress",
-  "budget",
-  "cache",
-  "plan",
-  "plan_kind",
-  "target"
-]
-
 /**
  * Whether a request has hooks that may block or rewrite it before it goes out: onRequest,
  * onAttemptStart. The others run on the common path as on the pipeline: onModelSelect at once

@@ -4,6 +4,7 @@ import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
 import * as Duration from "effect/Duration"
+import * as Schedule from "effect/Schedule"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
@@ -326,34 +327,58 @@ export class Inference extends Context.Tag("gateway/Inference")<Inference, Infer
         if (first.fusion) yield* fuse(served, first, first.fusion, track)
         else if (first.kind !== "quota-share") yield* execute(served, first, track)
         else {
-          // Quota share: a 429 for a short transient cooldown waits it out and dispatches again.
+          // Quota share: a 429 for a short transient cooldown is waited out (cooldownWaits) and the
+          // request planned and dispatched again.
           let plan = first
-          let waited = 0
-          for (let waits = 0; ; waits++) {
-            const result = yield* Effect.either(execute(served, plan, track))
-            if (result._tag === "Right") break
-            const settings = resilienceConfig.current().comboCooldownWait
-            if (!settings.enabled || waits >= settings.maxAttempts || committed(ctx) || result.left.status !== 429) return yield* Effect.fail(result.left)
-            // How long until a candidate is admissible again, read from the resilience state
-            // (planning again here would charge the quota-share deficits twice).
-            const at = now()
-            let wait: number | undefined
-            for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
-              const a = resilience.admission(c, at)
-              if (a.ok) wait = 0
-              else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
-                wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
-              }
-            }
-            if (wait === undefined || wait > settings.maxWaitMs || waited + wait > settings.budgetMs) return yield* Effect.fail(result.left)
-            yield* Effect.logInfo(`quota share ${plan.scope}: waiting ${wait} ms for a cooldown to end (wait ${waits + 1} of ${settings.maxAttempts})`)
-            ctx.progress?.emit("waiting", { ms: wait, reason: "cooldown" })
-            yield* Effect.sleep(Duration.millis(wait + 5))
-            waited += wait
-            plan = yield* planFor(served.model, client, { features, ctx, sessionId })
-          }
+          let attempts = 0
+          const attempt = Effect.suspend(() => (attempts++ === 0 ? Effect.succeed(first) : planFor(served.model, client, { features, ctx, sessionId }))).pipe(
+            Effect.flatMap((next) => execute(served, (plan = next), track))
+          )
+          yield* Effect.retry(
+            attempt,
+            cooldownWaits(() => plan, ctx)
+          )
         }
       })
+
+      /**
+       * When a quota-share combo's failure is waited out: a 429 while some candidate is in a
+       * cooldown of known end (and its quota not exhausted), at most `maxAttempts` times, each
+       * wait at most `maxWaitMs` and all of them within `budgetMs`; anything else ends it with
+       * that failure. The wait is read from the resilience state, not by planning again (that
+       * would charge the quota-share deficits twice).
+       */
+      const cooldownWaits = (latest: () => RoutePlan, ctx: HttpRequestContext) => {
+        const settings = resilienceConfig.current().comboCooldownWait
+        let waited = 0
+        const waitFor = (e: InferenceError): number | undefined => {
+          if (!settings.enabled || committed(ctx) || e.status !== 429) return undefined
+          const plan = latest()
+          const at = now()
+          let wait: number | undefined
+          for (const c of [...plan.candidates, ...plan.blocked.map((b) => b.candidate)]) {
+            const a = resilience.admission(c, at)
+            if (a.ok) wait = 0
+            else if (a.reason === "cooldown" && a.retryAfterMs !== null && memory.quota(c.connection.id, c.model, at)?.exhausted !== true) {
+              wait = Math.min(wait ?? Number.POSITIVE_INFINITY, a.retryAfterMs)
+            }
+          }
+          return wait
+        }
+        return Schedule.identity<InferenceError>().pipe(
+          Schedule.map(waitFor),
+          Schedule.whileOutput((wait) => wait !== undefined && wait <= settings.maxWaitMs && waited + wait <= settings.budgetMs),
+          Schedule.intersect(Schedule.recurs(settings.maxAttempts)),
+          Schedule.modifyDelayEffect(([wait, n]) => {
+            waited += wait!
+            ctx.progress?.emit("waiting", { ms: wait!, reason: "cooldown" })
+            return Effect.as(
+              Effect.logInfo(`quota share ${latest().scope}: waiting ${wait} ms for a cooldown to end (wait ${n + 1} of ${settings.maxAttempts})`),
+              Duration.millis(wait! + 5)
+            )
+          })
+        )
+      }
 
       const run = (call: InferenceCall) =>
         Effect.suspend(() => {

@@ -288,8 +288,6 @@ export class GuardFailure extends Error {
 export const blockRequest = (answer: BlockAnswer = {}): HookVerdict => ({ block: answer })
 /** Replaces the request body. */
 export const modifyBody = (body: Record<string, unknown>): HookVerdict => ({ body })
-/** Rewrites the answer as it is written. */
-export const rewriteAnswer = (rewrite: AnswerRewrite): HookVerdict => ({ rewrite })
 /** Attaches metadata to the request. */
 export const addMetadata = (metadata: Readonly<Record<string, unknown>>): HookVerdict => ({ metadata })
 

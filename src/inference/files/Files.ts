@@ -18,7 +18,6 @@ import { FileNotStored, FileStore, type FileTooLarge, type Stored } from "./File
 
 /** Purposes a client may upload with; `batch_output` is the gateway's own. */
 export const UPLOAD_PURPOSES = ["assistants", "batch", "fine-tune", "vision", "user_data", "evals"] as const
-export const PURPOSES: ReadonlyArray<string> = [...UPLOAD_PURPOSES, "batch_output"]
 
 export const DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 export const MAX_BYTES_ENV = "GATEWAY_FILES_MAX_BYTES"

@@ -11,7 +11,6 @@ export type BudgetWindow = "daily" | "weekly" | "monthly"
 export type LimitWindow = "minute" | "hour" | "day" | "week" | "month"
 
 export const BUDGET_WINDOWS: ReadonlyArray<BudgetWindow> = ["daily", "weekly", "monthly"]
-export const LIMIT_WINDOWS: ReadonlyArray<LimitWindow> = ["minute", "hour", "day", "week", "month"]
 
 export const MINUTE_MS = 60_000
 export const HOUR_MS = 3_600_000
@@ -19,9 +18,6 @@ export const DAY_MS = 86_400_000
 export const WEEK_MS = 7 * DAY_MS
 
 const RESET_TIME = /^([01]\d|2[0-3]):([0-5]\d)$/
-
-/** Whether `s` is a valid `HH:MM` (00:00 to 23:59). */
-export const isResetTime = (s: string): boolean => RESET_TIME.test(s)
 
 /** Minutes after midnight of an `HH:MM`; an invalid value counts as 00:00. */
 const minutesOf = (resetTime: string): number => {

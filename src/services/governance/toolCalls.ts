@@ -135,12 +135,6 @@ export const requestTools = (format: FormatId, body: Json): RequestTools => {
   }
 }
 
-/** Whether the body says anything about tools at all (the cheap test before the rest). */
-export const mentionsTools = (format: FormatId, body: Json): boolean => {
-  const t = requestTools(format, body)
-  return t.declared.length > 0 || t.calls.length > 0 || t.forced !== undefined
-}
-
 /**
  * The body without the declared tools `remove` names. A request left with no tools loses its
  * tool choice too (upstreams refuse a tool choice without tools).

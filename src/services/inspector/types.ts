@@ -7,8 +7,6 @@
 /** Where an entry came from (spec document 3, "Capture modes"). */
 export type CaptureSource = "agent-bridge" | "custom-host" | "http-proxy" | "system-proxy" | "tproxy"
 
-export const CAPTURE_SOURCES: ReadonlyArray<CaptureSource> = ["agent-bridge", "custom-host", "http-proxy", "system-proxy", "tproxy"]
-
 export type DetectedKind = "llm" | "app" | "unknown" | "custom"
 
 /** One block of a normalized turn. */

@@ -7,8 +7,6 @@
  */
 import type { FailureInfo } from "../resilience/types.js"
 
-export const SEMCONV_VERSION = "1.42.0"
-
 export const ATTR = {
   operationName: "gen_ai.operation.name",
   providerName: "gen_ai.provider.name",

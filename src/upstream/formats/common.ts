@@ -1,4 +1,4 @@
-import type { ContentBlock, ImageBlock, ImageSource, Message, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock } from "../../domain/canonical.js"
+import type { ImageSource, Message, StreamEvent, TextBlock, ToolResultBlock, ToolUseBlock } from "../../domain/canonical.js"
 
 /** `data:image/png;base64,...` → base64 source; anything else is a URL. */
 export const imageSourceFromUrl = (url: string): ImageSource => {
@@ -129,8 +129,6 @@ const mergeAdjacent = (messages: ReadonlyArray<Message>): Array<Message> => {
 }
 
 export const resultText = (r: ToolResultBlock): string => r.content.map((c) => (c.type === "text" ? c.text : "[image]")).join("\n")
-
-export const isImage = (b: ContentBlock): b is ImageBlock => b.type === "image"
 
 /** Reads a number field that may be absent or null. */
 export const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined)

@@ -284,10 +284,3 @@ export const caveman: TextEngine<Config> = {
     return rewrite(text, rules)
   }
 }
-
-/** Rewrites with a config and no segment checks (the preview and the tests). */
-export const rewriteProse = (text: string, config: Config): string =>
-  rewrite(
-    text,
-    compiled(config.language).filter((r) => LEVEL_FAMILIES[config.level].includes(r.family))
-  )

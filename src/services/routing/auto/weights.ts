@@ -38,8 +38,6 @@ export const MODE_PACKS: Readonly<Record<ModePackName, Weights>> = Object.freeze
   "reliability-first": Object.freeze({ health: 0.3, stability: 0.25, latencyInv: 0.15, quota: 0.15, costInv: 0.05, taskFit: 0.05, tierPriority: 0.05 })
 })
 
-export const MODE_PACK_NAMES: ReadonlyArray<ModePackName> = Object.keys(MODE_PACKS) as Array<ModePackName>
-
 /** Mode names (header values and saved packs) to a pack name, or "balanced" for the default weights. */
 const MODE_ALIASES: Readonly<Record<string, ModePackName | "balanced">> = {
   fast: "ship-fast",
