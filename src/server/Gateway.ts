@@ -26,6 +26,7 @@ import * as Logging from "../services/observability/Logging.js"
 import { ProcessGuard } from "../services/observability/ProcessGuard.js"
 import { OAuth } from "../services/oauth/OAuth.js"
 import { BackgroundTasks } from "./BackgroundTasks.js"
+import { IdleMemory } from "../platform/system/IdleMemory.js"
 import { SharedStorageKeyCheck } from "../platform/store/keyCheck.js"
 import { ScheduledBackups } from "../platform/store/Backups.js"
 import { CloudStore } from "../management/sync/CloudStore.js"
@@ -102,7 +103,8 @@ export const ServerLayer = Layer.mergeAll(
   Replay.ownRoutesLayer,
   Compat.ownRoutesLayer,
   BackgroundTasks,
-  SharedStorageKeyCheck
+  SharedStorageKeyCheck,
+  IdleMemory
 ).pipe(
   Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))),
   Layer.provideMerge(Layer.mergeAll(ResponsesWebSocket.layer, Dashboard.layer, LiveFeed.layer, InspectorFeed.layer)),
