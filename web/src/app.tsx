@@ -2,6 +2,7 @@ import type { ComponentType } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import { api, ok, setCsrfToken, setOnUnauthorized } from "./api/client"
 import { PAGES, type PageEntry } from "./pages"
+import { stopLiveFeeds } from "./live"
 import { Link, navigate, useLocation } from "./router"
 import { Button, Loading, Toasts, useAction, useInterval } from "./ui"
 import { Login, Setup } from "./auth"
@@ -104,6 +105,7 @@ const Shell = (p: { via: "session" | "api-key" | "local"; version: string; onLog
             busy={busy}
             onClick={() =>
               void run(async () => {
+                stopLiveFeeds()
                 await ok(api.POST("/api/auth/logout"))
                 p.onLogout()
               })

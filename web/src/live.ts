@@ -17,6 +17,12 @@ export type LiveState = "connecting" | "open" | "closed" | "off"
 
 const MAX = 200
 
+/** The stop of every feed open on this page: a logout ends them before the session does, so none reconnects without one. */
+const feeds = new Set<() => void>()
+export const stopLiveFeeds = (): void => {
+  for (const stop of [...feeds]) stop()
+}
+
 export const useLiveFeed = (): { events: ReadonlyArray<LiveEvent>; state: LiveState; detail: string | undefined } => {
   const [events, setEvents] = useState<ReadonlyArray<LiveEvent>>([])
   const [state, setState] = useState<LiveState>("connecting")
@@ -60,12 +66,15 @@ export const useLiveFeed = (): { events: ReadonlyArray<LiveEvent>; state: LiveSt
         retry = Math.min(retry * 2, 15000)
       }
     }
-    connect()
-    return () => {
+    const stop = () => {
       stopped = true
       if (timer) clearTimeout(timer)
       ws?.close()
+      feeds.delete(stop)
     }
+    feeds.add(stop)
+    connect()
+    return stop
   }, [])
   return { events, state, detail }
 }
