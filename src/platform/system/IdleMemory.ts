@@ -18,7 +18,7 @@ import * as Schedule from "effect/Schedule"
 type Gc = (options?: { readonly type?: "minor" | "major" }) => void
 
 /** V8's `gc` function: the global one under `--expose-gc`, else one taken from a fresh context with the flag set for that moment only. */
-export const gcFunction = (): Gc | undefined => {
+const gcFunction = (): Gc | undefined => {
   const global = (globalThis as { gc?: Gc }).gc
   if (typeof global === "function") return global
   try {
@@ -33,7 +33,7 @@ export const gcFunction = (): Gc | undefined => {
 }
 
 /** Bytes the new space holds now (its two semi-spaces' committed size as V8 reports it). */
-export const youngBytes = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
+const youngBytes = (): number => v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
 
 /**
  * On by default only where it gives memory back: under Node 22's V8 the new space shrinks too
