@@ -180,6 +180,8 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
   it("aborts a non-streaming request's upstream stream when the client goes away while its answer is being collected", async () => {
     upstream.next({ content: "a slow answer in many pieces", chunks: 10, chunkDelayMs: 400 })
     const before = upstream.aborted
+    // The previous test's request may still be ending: its row is counted before this one starts.
+    await flushWrites()
     const rowsBefore = usageRows(gw.dataDir).length
     const controller = new AbortController()
     const pending = client.chat.completions
@@ -206,6 +208,7 @@ describe("POST /v1/chat/completions through the openai SDK", () => {
 
   it("records a usage row with tokens for streamed and non-streamed requests", async () => {
     upstream.always({ usage: { prompt_tokens: 21, completion_tokens: 13 } })
+    await flushWrites()
     const before = usageRows(gw.dataDir).length
     await client.chat.completions.create({ model: "openai-compatible/m1", messages: [{ role: "user", content: "x" }] })
     const stream = await client.chat.completions.create({
