@@ -9,12 +9,13 @@
 //   peer     Portkey's open-source gateway (@portkey-ai/gateway)
 // Progress goes to stderr; the markdown table to stdout; everything to bench/results/<time>.json.
 import { execFileSync } from "node:child_process"
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { latencyRun, manyStreams, request, sseOnce, sseRun, streamComplete, throughputRun } from "./lib/load.mjs"
-import { cleanup, cleanupSync, cpuSnapshot, foreignSince, openFilesLimit, pinSelf, rssBytes, tasksetAvailable } from "./lib/proc.mjs"
+import { allocProbe, probeLaunch } from "./lib/allocProbe.mjs"
+import { countedRun, latencyRun, manyStreams, request, sseOnce, sseRun, streamComplete, throughputRun } from "./lib/load.mjs"
+import { cleanup, cleanupSync, cpuSeconds, cpuSnapshot, foreignSince, openFilesLimit, pinSelf, registerTempDir, rssBytes, tasksetAvailable } from "./lib/proc.mjs"
 import { topSelf } from "./lib/profile.mjs"
 import { allRatios, gatewayRatios, markdownTable, mb } from "./lib/report.mjs"
 import { acrossRounds, ratio, slope } from "./lib/stats.mjs"
@@ -278,6 +279,25 @@ const versions = {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Allocation: the floor, the gateway and the peer (all Node) start with bench/alloc-probe.cjs
+// preloaded; its window (SIGUSR2 to open, SIGUSR2 to close) is opened, in each round right after
+// the c=32 JSON 1 KB run, around ALLOC_REQUESTS more of the same requests over 32 connections, all
+// answered (lib/load.mjs, countedRun: autocannon cuts its last requests halfway, even given an
+// amount, which in a short run on a slow target is a good part of them), and gives the bytes allocated on the process's JS heap and the requests
+// its HTTP server began and finished meanwhile (bench/README.md, "The metrics").
+const ALLOC = want("throughput")
+const ALLOC_TARGETS = ["floor", "gateway", "peer"]
+const ALLOC_REQUESTS = flags.quick ? 1000 : 5000
+// After the last answer, before the window closes: what a request does after its answer (the
+// usage row handed to the writer) is in the window too.
+const ALLOC_SETTLE_MS = 200
+const probeDir = ALLOC ? mkdtempSync(path.join(process.env.BENCH_TMP_DIR || os.tmpdir(), "gateway-bench-alloc-")) : null
+if (probeDir) registerTempDir(probeDir)
+const probeFile = (name) => path.join(probeDir, `${name}.json`)
+const probeFor = (name) => (ALLOC && ALLOC_TARGETS.includes(name) ? probeLaunch(probeFile(name)) : undefined)
+const probes = {}
+
+// ---------------------------------------------------------------------------------------------
 // Start the targets
 
 log(`mode ${MODE.name}: ${MODE.rounds} round(s), targets ${flags.targets.join(",")}; ${pinning}`)
@@ -305,7 +325,7 @@ for (const [name, start] of [
   ["peer", startPeer]
 ]) {
   if (!flags.targets.includes(name)) continue
-  targets[name] = await start({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct") })
+  targets[name] = await start({ benchDir: BENCH_DIR, core: CORE_TARGET, pin, mock: t("direct"), probe: probeFor(name) })
   report(name)
 }
 // The gateway's CLI setup (on the load core) overlaps the verification of the others.
@@ -336,7 +356,7 @@ if (!t("direct").ok) {
   process.exit(1)
 }
 if (gatewayPrep) {
-  targets.gateway = await launchGateway(await gatewayPrep, { rootDir: ROOT, core: CORE_TARGET, pin })
+  targets.gateway = await launchGateway(await gatewayPrep, { rootDir: ROOT, core: CORE_TARGET, pin, probe: probeFor("gateway") })
   report("gateway")
   await verify("gateway")
   if (want("translated") && t("gateway").ok) {
@@ -406,6 +426,58 @@ if (want("latency") || want("throughput") || want("sse") || want("streams")) {
   log(`warmed up ${active().join(", ")}`)
 }
 
+// The allocation probes: in place (a SIGUSR2 before that would end the process), and one empty
+// window each, so the first measured one does not carry the probe's own first run.
+if (ALLOC) {
+  for (const name of ALLOC_TARGETS.filter(ready)) {
+    const p = allocProbe(t(name).pid, probeFile(name))
+    const ok = await safe(`alloc probe ${name}`, async () => {
+      await p.ready()
+      await p.open()
+      await p.close()
+      return true
+    })
+    if (ok === true) probes[name] = p
+    else notes.push(`bytes allocated, ${name}: not measured (${ok.error})`)
+  }
+}
+/** Until the process used at most one clock tick of CPU in 100 ms (at most 5 s). */
+const quiesce = async (pid) => {
+  const until = performance.now() + 5_000
+  let last = cpuSeconds(pid)
+  while (performance.now() < until) {
+    await sleep(100)
+    const now = cpuSeconds(pid)
+    if (now == null || last == null || now - last <= 0.011) return
+    last = now
+  }
+}
+/** One window's figures, per request: the requests the target's HTTP server began in the window. */
+const allocSummary = (w, run) => {
+  if (w.requests && (w.requests.started !== run.ok + run.non2xx + run.errors || w.requests.finished !== w.requests.started))
+    notes.push(`bytes allocated: a window's server-side count ${JSON.stringify(w.requests)} differs from the ${run.ok + run.non2xx} answers to ${ALLOC_REQUESTS} requests`)
+  const requests = w.requests?.started ?? run.ok + run.non2xx
+  const threadBytes = w.threads.reduce((a, x) => a + x.bytes, 0)
+  return {
+    bytes: w.bytes,
+    requests: w.requests,
+    clientAnswers: run.ok + run.non2xx,
+    bytesPerRequest: requests > 0 ? w.bytes / requests : null,
+    bySpace: w.bySpace,
+    otherThreads: w.threads.length,
+    otherThreadsExpected: w.threadsExpected,
+    otherThreadBytes: threadBytes,
+    otherThreadBytesPerRequest: requests > 0 && w.threadsExpected > 0 ? threadBytes / requests : null,
+    gcs: w.gcs,
+    gcMs: w.gcMs,
+    gcUsPerRequest: requests > 0 ? (1000 * w.gcMs) / requests : null,
+    windowMs: w.ms,
+    rps: run.rps,
+    non2xx: run.non2xx,
+    errors: run.errors
+  }
+}
+
 const THROUGHPUT = [
   ["c32_1k", 32, "1k"],
   ["c64_1k", 64, "1k"],
@@ -456,6 +528,18 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       await each(label, async (x, name) => {
         const res = await throughputRun(x.chatUrl, { ...jsonReq(x, size), connections: c, durationS: MODE.throughputS })
         notePeak(name)
+        // c=32 JSON 1 KB: then ALLOC_REQUESTS more inside an allocation window, where the target
+        // has a probe (not in this run's CPU time or req/s).
+        const probe = label === "c32_1k" ? probes[name] : undefined
+        if (probe) {
+          // The requests the timed run cut may still sit in the target's socket buffers (a slow
+          // target reads and begins them after the run): the window opens once it is idle.
+          await quiesce(x.pid)
+          await probe.open()
+          const run = await countedRun(x.chatUrl, { ...jsonReq(x, size), connections: c, requests: ALLOC_REQUESTS })
+          await sleep(ALLOC_SETTLE_MS)
+          res.alloc = allocSummary(await probe.close(), run)
+        }
         return res
       })
       log(
@@ -878,6 +962,9 @@ const M = {
   "sse.gap.p99.added": added((x) => val(x.sse, "gapP99")),
   "sse.burst.c32": metric((x) => (x.burst?.ok ? x.burst.rps : null)),
   "throughput.c32_1k.cpuUs": metric((x) => cpuPer(x.c32_1k)),
+  "alloc.c32_1k.kbPerRequest": metric((x) => (x.c32_1k?.alloc?.bytesPerRequest == null ? null : x.c32_1k.alloc.bytesPerRequest / 1024)),
+  "alloc.c32_1k.otherThreadsKbPerRequest": metric((x) => (x.c32_1k?.alloc?.otherThreadBytesPerRequest == null ? null : x.c32_1k.alloc.otherThreadBytesPerRequest / 1024)),
+  "alloc.c32_1k.gcUsPerRequest": metric((x) => x.c32_1k?.alloc?.gcUsPerRequest ?? null),
   "sse.burst.c32.cpuUs": metric((x) => cpuPer(x.burst)),
   "sse.burst.c32.cpuUsPerChunk": metric((x) => (cpuPer(x.burst) == null ? null : cpuPer(x.burst) / CHUNKS)),
   ...Object.fromEntries(
@@ -951,6 +1038,7 @@ const check = {
   ),
   sseThroughput: rt("sse.burst.c32", "floor") == null ? null : rt("sse.burst.c32", "floor") >= 0.5,
   ...Object.fromEntries(TRANSLATED.map(({ label }) => [`translated.${label}`, rt(`translated.${label}`, "floor") == null ? null : rt(`translated.${label}`, "floor") >= 0.5])),
+  allocPerRequest: gwm("alloc.c32_1k.kbPerRequest") == null ? null : gwm("alloc.c32_1k.kbPerRequest") <= 30,
   addedTtft: gwm("sse.ttft.p50.added") == null ? null : gwm("sse.ttft.p50.added") <= 0.5,
   rssIdle: gwm("rss.idleMB") == null ? null : gwm("rss.idleMB") <= 120,
   rssAfterLoad: gwm("rss.afterLoadMB") == null ? null : gwm("rss.afterLoadMB") <= 250,
@@ -1002,6 +1090,22 @@ const rows = [
     values: M["throughput.c32_1k.cpuUs"],
     ratios: gatewayRatios(M["throughput.c32_1k.cpuUs"])
   },
+  {
+    label: "bytes allocated per request, c=32, JSON 1 KB (KB, the target's JS heap; lower is better)",
+    values: M["alloc.c32_1k.kbPerRequest"],
+    ratios: gatewayRatios(M["alloc.c32_1k.kbPerRequest"]),
+    target: "≤ 30 KB",
+    pass: check.allocPerRequest
+  },
+  ...(Object.keys(M["alloc.c32_1k.otherThreadsKbPerRequest"]).length
+    ? [
+        {
+          label: "… and on the target's worker threads (KB per request)",
+          values: M["alloc.c32_1k.otherThreadsKbPerRequest"],
+          ratios: gatewayRatios(M["alloc.c32_1k.otherThreadsKbPerRequest"])
+        }
+      ]
+    : []),
   { section: "Streaming (SSE)" },
   { label: "TTFT p50, paced (ms)", values: M["sse.ttft.p50"], ratios: gatewayRatios(M["sse.ttft.p50"]) },
   {
@@ -1111,6 +1215,10 @@ out.push(
   `Cells: median of the round medians (min–max across ${MODE.rounds} interleaved round${MODE.rounds > 1 ? "s" : ""}: direct, floor, gateway, peer, repeated). "added" = target − direct in the same round. Ratios are the gateway's value ÷ the other target's, from the same run; for gateway-only rows the divisor is that target's plain JSON 1 KB figure (req/s at c=32, p50 at c=1).`
 )
 out.push(`Pinning: ${pinning}.`)
+if (Object.keys(M["alloc.c32_1k.kbPerRequest"]).length)
+  out.push(
+    `Bytes allocated: the target's JS heap (main thread) over ${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's timed run (every answer awaited) plus ${ALLOC_SETTLE_MS} ms, from V8's used heap at the window's edges and before and after each GC (bench/alloc-probe.cjs, preloaded; Buffer contents outside the heap not included), ÷ the requests the target's HTTP server began in the window. Worker threads' heaps are counted apart.`
+  )
 out.push(
   `Gateway: production build (node bin/gateway), fresh DATA_DIR, usage logging on as shipped, LOG_LEVEL=warning (no per-request log lines are written); clients send an inference key from \`gateway keys add\`. Peer: ${versions.peer.entry ?? "?"} --headless, routed by x-portkey-provider: openai + x-portkey-custom-host.`
 )
@@ -1179,7 +1287,22 @@ const results = {
   machine,
   versions,
   pinning: { enabled: pin, description: pinning, targetCore: pin ? CORE_TARGET : null, loadCore: pin ? CORE_LOAD : null },
-  config: { logLevel: "warning", usageLogging: "on (as shipped)", chunksPerStream: CHUNKS, paceMs: 20, gapLimitMs: GAP_LIMIT_MS, streams: MODE.streams },
+  config: {
+    logLevel: "warning",
+    usageLogging: "on (as shipped)",
+    chunksPerStream: CHUNKS,
+    paceMs: 20,
+    gapLimitMs: GAP_LIMIT_MS,
+    streams: MODE.streams,
+    alloc: ALLOC
+      ? {
+          probe: "bench/alloc-probe.cjs (--require)",
+          targets: Object.keys(probes),
+          window: `${ALLOC_REQUESTS} c=32 JSON 1 KB requests after each round's timed c=32 JSON 1 KB run, every answer awaited, + ${ALLOC_SETTLE_MS} ms`,
+          perRequest: "bytes allocated on the main thread's JS heap ÷ requests begun by the target's HTTP server in the window (rounds[].<target>.c32_1k.alloc)"
+        }
+      : null
+  },
   targets: Object.fromEntries(Object.entries(targets).map(([n, x]) => [n, strip(x)])),
   verification,
   metrics: M,

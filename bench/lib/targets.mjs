@@ -79,14 +79,18 @@ export const startMock = async ({ benchDir, core, pin }) => {
   return t
 }
 
-export const startFloor = async ({ benchDir, core, pin, mock }) => {
+/**
+ * `probe`: { nodeArgs, env } that preload ../alloc-probe.cjs (lib/allocProbe.mjs, probeLaunch)
+ * into the floor, the gateway or the peer.
+ */
+export const startFloor = async ({ benchDir, core, pin, mock, probe }) => {
   const t = target("floor")
   try {
     const proc = spawnChild({
       name: "floor",
       cmd: process.execPath,
-      args: [path.join(benchDir, "floor-proxy.mjs"), "--upstream", mock.baseUrl],
-      env: baseEnv({}),
+      args: [...(probe?.nodeArgs ?? []), path.join(benchDir, "floor-proxy.mjs"), "--upstream", mock.baseUrl],
+      env: baseEnv({ ...probe?.env }),
       core,
       pin
     })
@@ -142,7 +146,7 @@ export const prepareGateway = async ({ rootDir, mock, core, pin }) => {
  * Starts `node [extraNodeArgs] bin/gateway` on a prepared DATA_DIR with LOG_LEVEL=warning on a
  * free port of 127.0.0.1, and waits for its first 200.
  */
-export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = [], gatewayArgs = [], name = "gateway" }) => {
+export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = [], gatewayArgs = [], name = "gateway", probe }) => {
   const t = target(name)
   try {
     if (prep instanceof Error) throw prep
@@ -156,8 +160,8 @@ export const launchGateway = async (prep, { rootDir, core, pin, extraNodeArgs = 
     const proc = spawnChild({
       name,
       cmd: process.execPath,
-      args: [...extraNodeArgs, path.join(rootDir, "bin/gateway"), ...gatewayArgs],
-      env: { ...prep.env, PORT: String(port), HOST: "127.0.0.1" },
+      args: [...(probe?.nodeArgs ?? []), ...extraNodeArgs, path.join(rootDir, "bin/gateway"), ...gatewayArgs],
+      env: { ...prep.env, ...probe?.env, PORT: String(port), HOST: "127.0.0.1" },
       cwd: rootDir,
       core,
       pin
@@ -192,7 +196,7 @@ export const peerEntry = (benchDir) => {
  * 127.0.0.1 by the loopback-only preload. It routes by headers: provider openai, custom host =
  * the mock's /v1, the upstream key as Bearer.
  */
-export const startPeer = async ({ benchDir, core, pin, mock }) => {
+export const startPeer = async ({ benchDir, core, pin, mock, probe }) => {
   const t = target("peer")
   try {
     const entry = peerEntry(benchDir)
@@ -210,8 +214,8 @@ export const startPeer = async ({ benchDir, core, pin, mock }) => {
     const proc = spawnChild({
       name: "peer",
       cmd: process.execPath,
-      args: ["--import", path.join(benchDir, "loopback-only.mjs"), entry.file, `--port=${port}`, "--headless"],
-      env: baseEnv({ BENCH_LISTEN_HOST: "127.0.0.1" }),
+      args: [...(probe?.nodeArgs ?? []), "--import", path.join(benchDir, "loopback-only.mjs"), entry.file, `--port=${port}`, "--headless"],
+      env: baseEnv({ BENCH_LISTEN_HOST: "127.0.0.1", ...probe?.env }),
       cwd: benchDir,
       core,
       pin
