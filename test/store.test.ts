@@ -64,7 +64,8 @@ describe("database", () => {
         "18_context",
         "19_shadow",
         "20_key_shadow",
-        "21_store_changes"
+        "21_store_changes",
+        "22_connection_tls_profile"
       ])
     }).pipe(Effect.provide(storeAt(tempDir())))
   )
@@ -77,7 +78,7 @@ describe("database", () => {
         Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM schema_migrations`),
         storeAt(dir)
       )
-      expect(again[0]!.n).toBe(21)
+      expect(again[0]!.n).toBe(22)
     })
   )
 })

@@ -66,6 +66,18 @@ export const UpstreamFormat = oneOf(["openai-chat", "openai-responses", "anthrop
   description: "The wire format the upstream speaks, when it is not the provider's usual one (for compatible servers)."
 })
 
+/**
+ * The browser whose TLS handshake (ClientHello: ciphers, extensions and their order, GREASE,
+ * groups, ALPN) this connection's upstream calls make while ENABLE_TLS_FINGERPRINT is on
+ * (docs/egress.md, "TLS fingerprint"). Unset: `chrome151`.
+ */
+export const TLS_PROFILES = ["chrome151", "chrome142", "chrome136", "chrome131", "chrome124", "firefox144", "firefox135", "firefox133", "firefox128", "ios18"] as const
+export const TlsProfile = oneOf(TLS_PROFILES, "tlsProfile").annotations({
+  description: "The browser TLS handshake of this connection's upstream calls while ENABLE_TLS_FINGERPRINT is on; null: chrome151."
+})
+export type TlsProfile = (typeof TLS_PROFILES)[number]
+export const DEFAULT_TLS_PROFILE: TlsProfile = "chrome151"
+
 /** The plan of the account behind a connection (auto routing's `tierPriority`); standard when not set. */
 export const AccountTier = oneOf(["free", "standard", "pro", "ultra"], "accountTier")
 
@@ -86,7 +98,9 @@ const connectionFields = {
   /** Upstream timeouts for this connection; null (or {}) uses the gateway's. */
   timeouts: Schema.optional(Schema.NullOr(ConnectionTimeouts)),
   /** The registry proxy this connection's upstream calls go through (docs/egress.md); null: the global default, if any. */
-  proxyId: Schema.optional(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" }))))
+  proxyId: Schema.optional(Schema.NullOr(Schema.Trim.pipe(Schema.minLength(1, { message: () => "proxyId must not be empty (null: no proxy of its own)" })))),
+  /** The browser handshake its upstream calls make while ENABLE_TLS_FINGERPRINT is on (docs/egress.md); null: the default, chrome151. */
+  tlsProfile: Schema.optional(Schema.NullOr(TlsProfile))
 }
 
 export const CreateConnection = Schema.Struct({
@@ -119,6 +133,8 @@ export const ConnectionView = Schema.Struct({
   timeouts: Schema.NullOr(ConnectionTimeouts),
   /** The registry proxy its calls go through; null: the global default (`/api/settings/proxy`), if any. */
   proxyId: Schema.NullOr(Schema.String),
+  /** The browser TLS handshake its calls make while ENABLE_TLS_FINGERPRINT is on; null: the default (chrome151). */
+  tlsProfile: Schema.NullOr(TlsProfile),
   max_concurrent: Schema.NullOr(Schema.Number),
   priority: Schema.Number,
   enabled: Schema.Boolean,

@@ -6,7 +6,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as crypto from "node:crypto"
-import type { ConnectionTimeouts, CreateConnection, UpdateConnection } from "../../domain/connections.js"
+import { type ConnectionTimeouts, type CreateConnection, TLS_PROFILES, type TlsProfile, type UpdateConnection } from "../../domain/connections.js"
 import type { FormatId } from "../../domain/canonical.js"
 import type { AccountTier } from "../../services/routing/types.js"
 import { BadRequest, Conflict, NotFound } from "../../domain/errors.js"
@@ -84,6 +84,8 @@ interface Row {
   /** JSON of ConnectionTimeouts, or null. */
   readonly timeouts: string | null
   readonly proxy_id: string | null
+  /** A TlsProfile, or null (migration 0022). */
+  readonly tls_profile: string | null
   /** From `oauth_tokens` (LEFT JOIN): null for API-key connections. */
   readonly oauth_flow: string | null
   readonly oauth_expires_at: number | null
@@ -205,6 +207,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             accountTier: (row.account_tier as AccountTier | null) ?? "standard",
             timeouts: timeoutsOf(row.timeouts),
             proxyId: row.proxy_id ?? null,
+            tlsProfile: (TLS_PROFILES as ReadonlyArray<string>).includes(row.tls_profile ?? "") ? (row.tls_profile as TlsProfile) : null,
             priority: row.priority,
             enabled: row.enabled === 1,
             testStatus: row.test_status,
@@ -385,6 +388,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             account_tier: input.accountTier ?? null,
             timeouts: storedTimeouts(input.timeouts),
             proxy_id: input.proxyId ?? null,
+            tls_profile: input.tlsProfile ?? null,
             created_at: t,
             updated_at: t
           })}`.pipe(nameTaken(name))
@@ -448,6 +452,7 @@ export class Connections extends Context.Tag("gateway/Connections")<Connections,
             if (patch.proxyId !== null) yield* checkProxy(patch.proxyId)
             fields["proxy_id"] = patch.proxyId
           }
+          if (patch.tlsProfile !== undefined) fields["tls_profile"] = patch.tlsProfile
           yield* sql`UPDATE connections SET ${sql.update(fields)} WHERE id = ${current.id}`.pipe(nameTaken(patch.name ?? current.name))
           yield* snapshot.invalidate
           audit(actor, "connection.update", current.id)

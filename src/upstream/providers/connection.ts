@@ -5,7 +5,7 @@
  */
 import * as Data from "effect/Data"
 import type * as Redacted from "effect/Redacted"
-import type { ConnectionTimeouts, ConnectionView } from "../../domain/connections.js"
+import type { ConnectionTimeouts, ConnectionView, TlsProfile } from "../../domain/connections.js"
 import type { FormatId } from "../../domain/canonical.js"
 import type { AccountTier } from "../../services/routing/types.js"
 import { toIso } from "../../platform/store/Db.js"
@@ -36,6 +36,8 @@ export interface Connection {
   readonly timeouts?: ConnectionTimeouts | null
   /** The registry proxy its upstream calls go through (docs/egress.md); unset: the global default, if any. */
   readonly proxyId?: string | null
+  /** The browser TLS handshake its upstream calls make while ENABLE_TLS_FINGERPRINT is on (docs/egress.md); unset: the default. */
+  readonly tlsProfile?: TlsProfile | null
   readonly priority: number
   readonly enabled: boolean
   readonly testStatus: string | null
@@ -87,6 +89,7 @@ export const connectionView = (c: Connection): ConnectionView => ({
   accountTier: c.accountTier,
   timeouts: c.timeouts ?? null,
   proxyId: c.proxyId ?? null,
+  tlsProfile: c.tlsProfile ?? null,
   max_concurrent: c.maxConcurrent,
   priority: c.priority,
   enabled: c.enabled,

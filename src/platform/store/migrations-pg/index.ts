@@ -20,6 +20,7 @@ import m0018 from "./0018_context.js"
 import m0019 from "./0019_shadow.js"
 import m0020 from "./0020_key_shadow.js"
 import m0021 from "./0021_store_changes.js"
+import m0022 from "./0022_connection_tls_profile.js"
 
 /**
  * The PostgreSQL migration set (chosen by Db.ts when DATABASE_URL is set): the same numbers and
@@ -51,5 +52,6 @@ export const loader = Migrator.fromRecord({
   "0018_context": m0018,
   "0019_shadow": m0019,
   "0020_key_shadow": m0020,
-  "0021_store_changes": m0021
+  "0021_store_changes": m0021,
+  "0022_connection_tls_profile": m0022
 })
