@@ -9,23 +9,12 @@
  * Calls are answered one at a time, each within its time limit; a call that overruns it by a second
  * more (a host call stuck, the process wedged) kills the process. An exit rejects what is waiting.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { PACKAGE_ROOT } from "../../../kernel/packageRoot.js"
 import { type ChildMessage, type PluginHook, type PluginPermission, SDK_FILE } from "./protocol.js"
-
-/** The child's script: compiled beside this module (dist/), or, from src/ (tests), the compiled tree's copy. */
-const childScript = (): string => {
-  const here = path.dirname(fileURLToPath(import.meta.url))
-  const beside = path.join(here, "child.js")
-  return fs.existsSync(beside) ? beside : path.join(PACKAGE_ROOT, "dist", "services", "plugins", "sandbox", "child.js")
-}
-
-/** Node's permission flag: `--permission` where this Node knows it (22.13+), else the experimental one. */
-const permissionFlag = (): string => (process.allowedNodeEnvironmentFlags.has("--permission") ? "--permission" : "--experimental-permission")
+import { confinementArgs, sandboxReads, sandboxScript, spawnSandbox } from "./spawn.js"
 
 export interface PluginProcessOptions {
   /** The plugin's folder (absolute). */
@@ -69,17 +58,6 @@ export interface PluginProcess {
 
 const DEFAULT_MEMORY_LIMIT = 256 * 1024 * 1024
 
-/** A process's resident memory in bytes (Linux /proc), or undefined where it cannot be read. */
-const residentBytes = (pid: number | undefined): number | undefined => {
-  if (pid === undefined) return undefined
-  try {
-    const m = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
-    return m ? Number(m[1]) * 1024 : undefined
-  } catch {
-    return undefined
-  }
-}
-
 export class PluginProcessError extends Error {
   override readonly name = "PluginProcessError"
 }
@@ -87,24 +65,14 @@ export class PluginProcessError extends Error {
 /** The flags that confine the process: what it may read and write, and what it may start. */
 export const permissionArgs = (opts: Pick<PluginProcessOptions, "dir" | "permissions" | "dataDir">, script: string): Array<string> => {
   const granted = new Set(opts.permissions)
-  const reads = granted.has("file-read") ? ["*"] : [opts.dir, path.dirname(script), path.join(PACKAGE_ROOT, "node_modules"), path.join(PACKAGE_ROOT, "package.json")]
-  // Each path once: Node 20 aborts on a path given twice (an assertion in its permission tree).
-  // Node checks both the path given and the real one it resolves to: a symlinked node_modules (a worktree, pnpm) is allowed at both.
-  const real = (r: string) => {
-    try {
-      return fs.realpathSync(r)
-    } catch {
-      return path.resolve(r)
-    }
-  }
-  const args = [permissionFlag(), ...[...new Set(reads.flatMap((r) => (r === "*" ? [r] : [path.resolve(r), real(r)])))].map((r) => `--allow-fs-read=${r}`)]
-  if (granted.has("file-write")) args.push(`--allow-fs-write=${opts.dataDir}`)
-  if (granted.has("exec")) args.push("--allow-child-process")
-  return args
+  return confinementArgs(granted.has("file-read") ? ["*"] : [opts.dir, ...sandboxReads(script)], {
+    ...(granted.has("file-write") ? { write: opts.dataDir } : {}),
+    childProcess: granted.has("exec")
+  })
 }
 
 export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginProcess> => {
-  const script = childScript()
+  const script = sandboxScript("child.js")
   if (!fs.existsSync(script)) return Promise.reject(new PluginProcessError(`the plugin sandbox is not built (${script}): run npm run build`))
   if (opts.integrity !== undefined) {
     let actual: string
@@ -126,44 +94,22 @@ export const spawnPluginProcess = (opts: PluginProcessOptions): Promise<PluginPr
     return Promise.reject(new PluginProcessError(`the plugin SDK (${SDK_FILE}) cannot be read: ${(e as Error).message}`))
   }
   fs.mkdirSync(opts.dataDir, { recursive: true })
-  const child: ChildProcess = spawn(process.execPath, [...permissionArgs(opts, script), "--no-warnings", script], {
-    stdio: ["ignore", "ignore", "pipe", "ipc"],
+  const limit = opts.memoryLimitBytes ?? DEFAULT_MEMORY_LIMIT
+  const { child, exited, kill, overLimit, stderr } = spawnSandbox(script, permissionArgs(opts, script), {
     // The plugin sees the gateway's environment only with `env` (through the sandbox); the process itself needs none of it.
     env: opts.permissions.includes("env") ? process.env : { PATH: process.env["PATH"] ?? "" },
-    cwd: opts.dir
+    cwd: opts.dir,
+    memoryLimitBytes: limit
   })
-  let stderr = ""
-  child.stderr?.on("data", (d: Buffer) => {
-    if (stderr.length < 8192) stderr += d.toString("utf8")
-  })
-  const exited = new Promise<number | string | null>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal)))
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout> }>()
   let nextId = 1
   let queue: Promise<unknown> = Promise.resolve()
   let gone: string | undefined
 
-  const kill = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
-    await exited
-  }
-
-  // The memory limit, watched from here: a plugin allocating in a tight loop runs few bytecodes per
-  // megabyte, and QuickJS looks at its interrupt handler only every ten thousand of them.
-  const limit = opts.memoryLimitBytes ?? DEFAULT_MEMORY_LIMIT
-  let overLimit = false
-  const watch = setInterval(() => {
-    const rss = residentBytes(child.pid)
-    if (rss !== undefined && rss > limit) {
-      overLimit = true
-      void kill()
-    }
-  }, 200)
-  watch.unref()
   exited.then((how) => {
-    clearInterval(watch)
-    gone = overLimit
+    gone = overLimit()
       ? `the plugin went over its memory limit (${Math.round(limit / 1024 / 1024)} MB); its process was stopped`
-      : `the plugin's process exited (${how})${stderr.trim() ? `: ${stderr.trim().split("\n").slice(-3).join(" ")}` : ""}`
+      : `the plugin's process exited (${how})${stderr() ? `: ${stderr()}` : ""}`
     for (const [, w] of waiting) {
       clearTimeout(w.timer)
       w.reject(new PluginProcessError(gone))
