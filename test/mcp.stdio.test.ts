@@ -41,7 +41,7 @@ describe("gateway --mcp (stdio)", () => {
   it("serves every tool in-process on the local database: a key created over MCP is in `gateway keys list`", SLOW, async () => {
     const dataDir = tempDir("gw-mcp-stdio-")
     const { client, errors } = await stdio({ DATA_DIR: dataDir, GATEWAY_SKILLS_DIR: skillsDir() })
-    expect(await names(client)).toHaveLength(12)
+    expect(await names(client)).toHaveLength(13)
     const skills = await client.callTool({ name: "gateway_agent_skills_list", arguments: { category: "cli" } })
     expect(skills.structuredContent).toMatchObject({ skills: [{ id: "cli-mcp", name: "gateway mcp", rawUrl: "http://127.0.0.1:20128/api/agent-skills/cli-mcp/raw" }] })
 
@@ -65,7 +65,7 @@ describe("gateway --mcp (stdio)", () => {
     expect(text(refused)).toMatch(/gateway_keys_create needs scope write:keys; the stdio operator has read:catalog, read:keys/)
 
     const lifted = await stdio({ ...env, GATEWAY_MCP_ENFORCE_SCOPES: "false" })
-    expect(await names(lifted.client)).toHaveLength(12)
+    expect(await names(lifted.client)).toHaveLength(13)
     expect((await lifted.client.callTool({ name: "gateway_keys_create", arguments: { name: "now-allowed" } })).isError).toBeFalsy()
   })
 
@@ -93,13 +93,13 @@ describe("gateway mcp status | restart", () => {
 
     const status = await runCli(["mcp", "status", "--json", ...remote], {})
     expect(status.code).toBe(0)
-    expect(JSON.parse(status.stdout)).toMatchObject({ tools: 12, sessionsActive: 0, enforceScopes: true, restartedAt: null })
+    expect(JSON.parse(status.stdout)).toMatchObject({ tools: 13, sessionsActive: 0, enforceScopes: true, restartedAt: null })
     const human = await runCli(["mcp", "status", ...remote], {})
-    expect(human.stdout).toMatch(/MCP server: 12 tools; streamable HTTP at \/mcp/)
+    expect(human.stdout).toMatch(/MCP server: 13 tools; streamable HTTP at \/mcp/)
 
     const restart = await runCli(["mcp", "restart", "--json", ...remote], {})
     expect(restart.code).toBe(0)
-    expect(JSON.parse(restart.stdout)).toMatchObject({ closedSessions: 0, tools: 12 })
+    expect(JSON.parse(restart.stdout)).toMatchObject({ closedSessions: 0, tools: 13 })
     const after = await runCli(["mcp", "status", "--json", ...remote], {})
     expect(JSON.parse(after.stdout).restartedAt).toBe(JSON.parse(restart.stdout).restartedAt)
 

@@ -27,7 +27,8 @@ const ALL_TOOLS = [
   "gateway_health_summary",
   "gateway_keys_list",
   "gateway_keys_create",
-  "gateway_keys_revoke"
+  "gateway_keys_revoke",
+  "skills_run"
 ]
 
 const skill = (name: string, description: string) => `---\nname: ${name}\ndescription: "${description}"\n---\n\n## Overview\n\n${name} in detail.\n`

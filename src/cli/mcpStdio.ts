@@ -13,6 +13,7 @@ import { Resilience } from "../services/resilience/Resilience.js"
 import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
 import { RoutingMemory } from "../services/routing/RoutingMemory.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
+import { SkillRunner } from "../services/skills/SkillRunner.js"
 import { UsageQueries } from "../services/usage/UsageQueries.js"
 import { stdioCaller } from "../management/mcp/caller.js"
 import { McpTools } from "../management/mcp/McpTools.js"
@@ -27,6 +28,7 @@ import { makeMcpServer } from "../management/mcp/server.js"
 export const serveStdio = (overrides: Partial<AppConfigShape>) => {
   const config = AppConfig.layer(overrides)
   const layer = McpTools.layer.pipe(
+    Layer.provide(SkillRunner.layer),
     Layer.provide(Layer.mergeAll(SkillCatalog.layer, UsageQueries.layer, Resilience.live)),
     Layer.provide(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer)),
     Layer.provideMerge(CoreLayer),

@@ -7,8 +7,19 @@ import { oneOf, strict } from "./parse.js"
  * arguments of the tools that have their own, and the management views of its state.
  */
 
-/** Every scope an MCP tool needs, `read:` for listings and `write:` for changes. */
-export const MCP_SCOPES = ["read:catalog", "read:providers", "write:providers", "read:keys", "write:keys", "read:combos", "write:combos", "read:usage", "read:health"] as const
+/** Every scope an MCP tool needs, `read:` for listings, `write:` for changes, `run:skills` for running a skill's scripts. */
+export const MCP_SCOPES = [
+  "read:catalog",
+  "read:providers",
+  "write:providers",
+  "read:keys",
+  "write:keys",
+  "read:combos",
+  "write:combos",
+  "read:usage",
+  "read:health",
+  "run:skills"
+] as const
 export const McpScope = Schema.Literal(...MCP_SCOPES)
 export type McpScope = typeof McpScope.Type
 export const isMcpScope = (s: string): s is McpScope => (MCP_SCOPES as ReadonlyArray<string>).includes(s)
@@ -30,6 +41,17 @@ export const SkillsListArgs = Schema.Struct({
 
 export const SkillsGetArgs = Schema.Struct({
   id: NonBlank("id", "A skill id such as gw-providers or cli-keys.")
+}).annotations(strict)
+
+export const SkillsRunArgs = Schema.Struct({
+  skill: NonBlank("skill", "The skill's id (gateway_agent_skills_list names them; an entry's scripts lists what it can run)."),
+  script: NonBlank("script", "A file name from the skill's scripts, such as report.mjs."),
+  arguments: Schema.optionalWith(described(Schema.Array(Schema.String).pipe(Schema.maxItems(256)), "The script's arguments, strings (process.argv from index 2)."), {
+    default: () => []
+  }),
+  stdin: Schema.optionalWith(described(Schema.String.pipe(Schema.maxLength(1024 * 1024)), "Its standard input, as one string (process.stdin in the script)."), {
+    default: () => ""
+  })
 }).annotations(strict)
 
 export const NoArgs = Schema.Struct({}).annotations(strict)

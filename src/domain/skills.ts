@@ -77,7 +77,9 @@ export const SkillEntry = Schema.Struct({
   category: Category,
   area: Schema.String,
   /** Absolute, on the origin the caller used. */
-  rawUrl: Schema.String
+  rawUrl: Schema.String,
+  /** The files of the skill's `scripts/` folder (`<dir>/<id>/scripts/`), which the MCP tool skills_run runs. */
+  scripts: Schema.Array(Schema.String)
 })
 
 export const SkillList = Schema.Struct({ skills: Schema.Array(SkillEntry) })

@@ -45,6 +45,7 @@ import { Policies } from "../services/governance/Policies.js"
 import { EventBus } from "../platform/events/EventBus.js"
 import { Webhooks } from "../services/webhooks/Webhooks.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
+import { SkillRunner } from "../services/skills/SkillRunner.js"
 import { AcpAgents } from "../management/clitools/AcpAgents.js"
 import { CliTools } from "../management/clitools/CliTools.js"
 import { CliToolsConfig } from "../management/clitools/CliToolsConfig.js"
@@ -116,7 +117,7 @@ export const ServerLayer = Layer.mergeAll(
   ),
   // Plugins (src/services/plugins/): one sandboxed process each, attached to the request lifecycle.
   Layer.provideMerge(Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer.pipe(Layer.provide(TokenTunnelConnectorLive)))),
-  Layer.provideMerge(Layer.mergeAll(McpTools.layer, HostPolicy.layer)),
+  Layer.provideMerge(Layer.mergeAll(McpTools.layer.pipe(Layer.provide(SkillRunner.layer)), HostPolicy.layer)),
   Layer.provide(Layer.mergeAll(MediaJobs.layer, WebSearch.layer)),
   Layer.provideMerge(
     Layer.mergeAll(

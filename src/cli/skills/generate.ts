@@ -4,7 +4,7 @@ import * as path from "node:path"
 import { apiSource } from "./apiSource.js"
 import { SKILL_TEXT } from "./catalogText.js"
 import { type CommandTree, cliSource } from "./cliSource.js"
-import { customSection, renderSkill, type SkillDocument } from "./markdown.js"
+import { customSection, keptFrontMatter, renderSkill, type SkillDocument } from "./markdown.js"
 import { isSkillId, SKILL_IDS, type SkillId } from "../../domain/skills.js"
 
 /**
@@ -89,7 +89,7 @@ export const generateSkills = (dir: string, options: GenerateOptions = {}): Effe
       if (wanted && !wanted.has(id)) continue
       const file = path.join(dir, `${id}.md`)
       const existing = await readOrUndefined(file)
-      const text = renderSkill(doc, customSection(existing))
+      const text = renderSkill(doc, customSection(existing), keptFrontMatter(existing))
       if (text === existing) {
         unchanged.push(id)
         continue

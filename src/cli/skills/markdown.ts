@@ -1,5 +1,6 @@
 /**
- * The layout of a skill file: front matter (`name`, `description`), a note that the file is
+ * The layout of a skill file: front matter (`name`, `description`, then any lines of the
+ * operator's, kept), a note that the file is
  * generated, the title, sections Overview, Authentication, Endpoints, and last the custom
  * section between two marker comments, which regeneration carries over unchanged.
  */
@@ -29,15 +30,26 @@ export const customSection = (markdown: string | undefined): string => {
   return end < 0 ? "" : markdown.slice(from, end)
 }
 
+/**
+ * The front-matter lines of an existing file other than `name` and `description` (an operator's
+ * own, such as a skill's `allowed-hosts`): regeneration keeps them as it keeps the custom section.
+ */
+export const keptFrontMatter = (markdown: string | undefined): ReadonlyArray<string> => {
+  const m = markdown === undefined ? null : /^---\r?\n([\s\S]*?)\r?\n---/.exec(markdown)
+  if (m === null) return []
+  return m[1]!.split(/\r?\n/).filter((line) => !/^(name|description)\s*:/.test(line) && line.trim() !== "")
+}
+
 /** One front-matter value: JSON-quoted, which YAML reads as a double-quoted string. */
 const yamlString = (text: string): string => JSON.stringify(text)
 
-/** The whole file for `doc`, with `custom` (as `customSection` returned it) between the markers. */
-export const renderSkill = (doc: SkillDocument, custom: string): string =>
+/** The whole file for `doc`, with `custom` (as `customSection` returned it) between the markers and `kept` (as `keptFrontMatter` returned it) after the front matter's own lines. */
+export const renderSkill = (doc: SkillDocument, custom: string, kept: ReadonlyArray<string> = []): string =>
   [
     "---",
     `name: ${yamlString(doc.title)}`,
     `description: ${yamlString(doc.description)}`,
+    ...kept,
     "---",
     "",
     GENERATED_NOTE,

@@ -14,10 +14,11 @@ import { Resilience } from "../../services/resilience/Resilience.js"
 import { Combos } from "../../services/routing/Combos.js"
 import { RoutingMemory } from "../../services/routing/RoutingMemory.js"
 import { SkillCatalog } from "../../services/skills/SkillCatalog.js"
+import { SkillRunner } from "../../services/skills/SkillRunner.js"
 import { UsageQueries } from "../../services/usage/UsageQueries.js"
 import { describeCaller, type McpCaller } from "./caller.js"
 import { firstSentence, inputSchemaOf, type McpTool } from "./tool.js"
-import { catalogTools } from "./tools/catalog.js"
+import { catalogTools, skillRunTool } from "./tools/catalog.js"
 import { keyTools } from "./tools/keys.js"
 import { managementTools } from "./tools/management.js"
 
@@ -60,7 +61,8 @@ export class McpTools extends Context.Tag("gateway/McpTools")<McpTools, McpTools
           memory: yield* RoutingMemory,
           queries: yield* UsageQueries
         }),
-        ...keyTools(yield* ApiKeys)
+        ...keyTools(yield* ApiKeys),
+        skillRunTool(yield* SkillRunner)
       ]
       const byName = new Map(tools.map((t) => [t.name, t]))
 

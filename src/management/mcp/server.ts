@@ -12,7 +12,7 @@ export const LATEST_PROTOCOL = LATEST_PROTOCOL_VERSION
 
 const INSTRUCTIONS =
   "Tools of a self-hosted AI gateway. gateway_agent_skills_* read its agent-skill catalog (how to use its REST API and command line); " +
-  "the other tools manage it (providers, API keys, combos, usage, health), each under a scope."
+  "skills_run runs a skill's scripts in a sandbox; the other tools manage it (providers, API keys, combos, usage, health), each under a scope."
 
 /** How a transport hands the caller of a request to the tools (HTTP: per request, in `authInfo.extra.caller`). */
 export type CallerOf = (extra: RequestHandlerExtra<any, any>) => McpCaller

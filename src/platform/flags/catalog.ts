@@ -146,7 +146,14 @@ export const FLAG_DEFINITIONS = [
   // health
   bool("health", "GATEWAY_DISABLE_LOCAL_HEALTHCHECK", false, "Disable local health check", "Skip health checks of local providers."),
   bool("health", "GATEWAY_DISABLE_TOKEN_HEALTHCHECK", false, "Disable token health check", "Skip periodic token validity checks."),
-  bool("health", "SKILLS_SANDBOX_NETWORK_ENABLED", false, "Skills sandbox network", "Network access inside the skills sandbox.", { warningLevel: "caution" }),
+  bool(
+    "health",
+    "SKILLS_SANDBOX_NETWORK_ENABLED",
+    false,
+    "Skills sandbox network",
+    "Network access inside the skills sandbox: a skill's script run by skills_run may fetch the hosts its manifest's allowed-hosts names. Off: no network.",
+    { warningLevel: "caution" }
+  ),
   // The gateway's own four (see docs/feature-flags.md).
   bool("runtime", "GATEWAY_USAGE_LOGGING_ENABLED", true, "Usage logging", "Record a usage row (tokens, latency, status) for every inference request."),
   bool(

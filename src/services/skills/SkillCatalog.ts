@@ -20,6 +20,8 @@ export interface SkillEntry {
   readonly area: string
   /** Absolute when the caller gave a base URL, else the path `/api/agent-skills/{id}/raw`. */
   readonly rawUrl: string
+  /** The files in the skill's `scripts/` folder (`<dir>/<id>/scripts/`), sorted. */
+  readonly scripts: ReadonlyArray<string>
 }
 
 export interface SkillCoverage {
@@ -38,10 +40,13 @@ export interface SkillFilter {
 export interface SkillCatalogShape {
   /** The skills present, in catalog order. `baseUrl` (an origin) makes `rawUrl` absolute. */
   readonly list: (filter?: SkillFilter, baseUrl?: string) => Effect.Effect<ReadonlyArray<SkillEntry>>
-  /** One skill's metadata and its markdown file. */
-  readonly get: (id: string, baseUrl?: string) => Effect.Effect<Option.Option<{ readonly skill: SkillEntry; readonly markdown: string }>>
+  /** One skill's metadata, its markdown file and that file's front matter (the skill's manifest). */
+  readonly get: (
+    id: string,
+    baseUrl?: string
+  ) => Effect.Effect<Option.Option<{ readonly skill: SkillEntry; readonly markdown: string; readonly manifest: Readonly<Record<string, string>> }>>
   readonly coverage: Effect.Effect<SkillCoverage>
-  /** Where the skill files live (one `<id>.md` per skill). */
+  /** Where the skill files live (one `<id>.md` per skill, and a skill's own folder `<id>/`, with its `scripts/`). */
   readonly dir: string
   /** Regenerates the files in `dir` from the gateway's own definitions (generate.ts). */
   readonly generate: (options?: GenerateOptions) => Effect.Effect<GenerateReport>
@@ -83,17 +88,30 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
           () => undefined
         )
       )
-    const entry = (id: string, markdown: string, baseUrl?: string): SkillEntry => {
-      const fm = parseFrontMatter(markdown)
-      return {
-        id,
-        name: fm.name ?? id,
-        description: fm.description ?? "",
-        category: skillCategory(id),
-        area: skillArea(id),
-        rawUrl: rawUrlOf(id, baseUrl)
-      }
-    }
+    const scriptsOf = (id: string) =>
+      Effect.promise(() =>
+        fs.readdir(path.join(dir, id, "scripts"), { withFileTypes: true }).then(
+          (entries) =>
+            entries
+              .filter((e) => e.isFile())
+              .map((e) => e.name)
+              .sort(),
+          () => [] as Array<string>
+        )
+      )
+    const entry = (id: string, markdown: string, baseUrl?: string) =>
+      Effect.map(scriptsOf(id), (scripts): SkillEntry => {
+        const fm = parseFrontMatter(markdown)
+        return {
+          id,
+          name: fm.name ?? id,
+          description: fm.description ?? "",
+          category: skillCategory(id),
+          area: skillArea(id),
+          rawUrl: rawUrlOf(id, baseUrl),
+          scripts
+        }
+      })
     const present = Effect.promise(() => fs.readdir(dir).catch(() => [] as Array<string>)).pipe(
       Effect.map((files) => new Set(files.filter((f) => f.endsWith(".md")).map((f) => f.slice(0, -3))))
     )
@@ -114,13 +132,17 @@ export class SkillCatalog extends Context.Tag("gateway/SkillCatalog")<SkillCatal
           const out: Array<SkillEntry> = []
           for (const id of ids) {
             const file = yield* read(id)
-            if (file) out.push(entry(id, file.markdown, baseUrl))
+            if (file) out.push(yield* entry(id, file.markdown, baseUrl))
           }
           return out
         }),
       get: (id, baseUrl) =>
         isSkillId(id)
-          ? read(id).pipe(Effect.map((file) => (file ? Option.some({ skill: entry(id, file.markdown, baseUrl), markdown: file.markdown }) : Option.none())))
+          ? Effect.flatMap(read(id), (file) =>
+              file
+                ? Effect.map(entry(id, file.markdown, baseUrl), (skill) => Option.some({ skill, markdown: file.markdown, manifest: parseFrontMatter(file.markdown) }))
+                : Effect.succeed(Option.none())
+            )
           : Effect.succeed(Option.none()),
       coverage: Effect.gen(function* () {
         const have = yield* present

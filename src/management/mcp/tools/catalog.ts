@@ -1,8 +1,10 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { NotFound } from "../../../domain/errors.js"
-import { NoArgs, SkillsGetArgs, SkillsListArgs } from "../../../domain/mcp.js"
+import { NoArgs, SkillsGetArgs, SkillsListArgs, SkillsRunArgs } from "../../../domain/mcp.js"
 import type { SkillCatalogShape } from "../../../services/skills/SkillCatalog.js"
+import type { SkillRunnerShape } from "../../../services/skills/SkillRunner.js"
+import { actorOf } from "../caller.js"
 import { type McpTool, tool } from "../tool.js"
 
 /** The three discovery tools of the spec ("Agent skill discovery"), over the one SkillCatalog. */
@@ -48,3 +50,19 @@ export const catalogTools = (catalog: SkillCatalogShape): ReadonlyArray<McpTool>
     run: () => Effect.map(catalog.coverage, (coverage) => ({ ...coverage }))
   })
 ]
+
+/** Runs one of a skill's scripts in the sandbox (docs/skills.md, "Scripts"). */
+export const skillRunTool = (runner: SkillRunnerShape): McpTool =>
+  tool({
+    name: "skills_run",
+    title: "Run a skill's script",
+    scope: "run:skills",
+    description:
+      "Runs one script of an agent skill (a JavaScript module in the skill's scripts folder) in a sandbox and returns its exitCode, stdout, stderr and durationMs. " +
+      `The script reads only its skill's folder, is stopped after ${Math.round(runner.limits.timeoutMs / 1000)} s or ${Math.round(runner.limits.memoryLimitBytes / 1024 / 1024)} MB, ` +
+      "and has no network unless the gateway allows it, then only to the hosts its skill names. An entry of gateway_agent_skills_list lists its scripts.",
+    args: SkillsRunArgs,
+    readOnly: false,
+    openWorld: true,
+    run: (args, { caller }) => Effect.map(runner.run(args, actorOf(caller)), (result) => ({ ...result }))
+  })

@@ -57,3 +57,27 @@ export type ChildMessage =
 
 /** The SDK a plugin imports: the package's public entry (`sdk/plugin-sdk.js`, exported as `gateway/plugin-sdk`), its text evaluated in the sandbox. */
 export const SDK_FILE = "sdk/plugin-sdk.js"
+
+/** One script run to its end (./run.ts): what the gateway sends once the process started. */
+export interface RunRequest {
+  readonly t: "run"
+  /** The folder (absolute) the script may read and import from. */
+  readonly dir: string
+  /** The script, relative to `dir`. */
+  readonly script: string
+  /** `process.argv` in the script: Node's shape, the arguments from index 2. */
+  readonly argv: ReadonlyArray<string>
+  readonly stdin: string
+  readonly timeoutMs: number
+  readonly memoryLimitBytes: number
+  /** Set: every fetch fails with this message (no network). Else fetches go to `hosts` only. */
+  readonly networkOff: string | null
+  /** `host:port` (or a bare host: its scheme's default port) the script may fetch from. */
+  readonly hosts: ReadonlyArray<string>
+}
+
+export type RunMessage =
+  | { readonly t: "out"; readonly stream: "stdout" | "stderr"; readonly text: string }
+  /** A fetch the script asked for, and whether it went out. */
+  | { readonly t: "fetch"; readonly target: string; readonly allowed: boolean }
+  | { readonly t: "done"; readonly exitCode: number | null; readonly error: string | null; readonly stopped: "time" | "memory" | null }
