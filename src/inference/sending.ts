@@ -287,7 +287,7 @@ export const makeSending = (deps: {
     // Through a proxy: inference never falls back to a direct call (the egress address would change).
     const targetHost = hostOf(options.custom?.url ?? connection.effectiveBaseUrl ?? "")
     return Effect.flatMap(
-      Effect.mapError(egress.dispatcherFor(connection.proxyId, "inference", targetHost), (e) =>
+      Effect.mapError(egress.dispatcherFor(connection.proxyId, "inference", targetHost, connection.tlsProfile), (e) =>
         fail(
           clientError(clientFormat, {
             status: e.status,

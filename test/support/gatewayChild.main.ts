@@ -35,6 +35,8 @@ export interface ChildOptions {
    * namespace that has nothing but its loopback (a socket file is not in any network namespace).
    */
   readonly socket?: string
+  /** The gateway's configuration (feature flags and settings by their environment names), as `startGateway({ env })` takes it. */
+  readonly env?: Record<string, string>
 }
 
 export interface ChildReady {
@@ -88,7 +90,7 @@ const dns =
         onQuery: (q) => out({ dns: q })
       })
 const upstream = options.upstream ? await steadyUpstream() : undefined
-const gw = await startGateway({ ...(options.timeouts ? { timeouts: options.timeouts } : {}) })
+const gw = await startGateway({ ...(options.timeouts ? { timeouts: options.timeouts } : {}), ...(options.env ? { env: options.env } : {}) })
 await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: options.adminKey })))
 let door: net.Server | undefined
 if (options.socket !== undefined) {

@@ -193,7 +193,9 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
        * control-plane calls through the connection's proxy, else the global default (docs/egress.md).
        */
       const proxyOf = (connection: string | undefined) =>
-        connection === undefined ? Effect.succeed(undefined) : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? c.value.proxyId : undefined))
+        connection === undefined
+          ? Effect.succeed(undefined)
+          : Effect.map(Effect.option(connections.get(connection)), (c) => (c._tag === "Some" ? { proxyId: c.value.proxyId, tlsProfile: c.value.tlsProfile } : undefined))
 
       const { post, postRetried } = makeTokenEndpoint(http, egress, retrySchedule)
 
@@ -353,8 +355,9 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           yield* checkUrl("tokenUrl", e.tokenUrl)
           if (input.connection) yield* connections.get(input.connection)
           const pkce = spec.devicePkce ? pkcePair() : undefined
+          const deviceUrl = e.deviceAuthorizationUrl
           const via = yield* Effect.mapError(
-            egress.control(yield* proxyOf(input.connection), e.deviceAuthorizationUrl),
+            Effect.flatMap(proxyOf(input.connection), (of) => egress.control(of?.proxyId, deviceUrl, of?.tlsProfile)),
             (err) => new BadGateway({ message: `the device authorization endpoint failed: ${err.code}: ${err.message}` })
           )
           const res = yield* http
@@ -513,7 +516,7 @@ export class OAuth extends Context.Tag("gateway/OAuth")<OAuth, OAuthShape>() {
           }
           const overrides = row?.endpoints ? (JSON.parse(row.endpoints) as EndpointOverrides) : {}
           const e: OAuthEndpoints = endpointsOf(c.provider, spec, overrides)
-          const outcome = yield* postRetried(spec, e.tokenUrl, { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId }, c.proxyId)
+          const outcome = yield* postRetried(spec, e.tokenUrl, { grant_type: "refresh_token", refresh_token: Redacted.value(refreshToken.value), client_id: e.clientId }, c)
           if (outcome._tag === "ok") {
             yield* storeGrant(c.id, c.provider, row?.flow ?? "pkce", outcome.tokens, null, true)
             yield* Effect.logInfo(`oauth: ${c.name} token refreshed`)

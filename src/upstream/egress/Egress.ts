@@ -4,12 +4,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as net from "node:net"
+import * as Option from "effect/Option"
 import type { Dispatcher } from "undici"
+import { DEFAULT_TLS_PROFILE, type TlsProfile } from "../../domain/connections.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { Connections } from "../providers/Connections.js"
 import { Settings } from "../../platform/settings/Settings.js"
 import { checkHostLiteral, DnsResolver, guardedLookup } from "../client/egressGuard.js"
-import { buildDispatcher, connectToProxy } from "./dispatcher.js"
+import { EgressMark } from "../client/egressMark.js"
+import { buildDispatcher, CONNECT_TIMEOUT_MS, connectToProxy, dialDirect, directDispatcher, tunnelThrough } from "./dispatcher.js"
+import { type FingerprintDispatcher, makeFingerprinting, type TunnelOpener } from "./fingerprint.js"
 import { type LookupFunction, preflight, ProxyFamilyUnavailable, type ProxySpec, proxyUrl, specOfUrl } from "./family.js"
 import { type ProxyEntry, ProxyRegistry, SOCKS5_DISABLED } from "./ProxyRegistry.js"
 
@@ -42,13 +46,22 @@ export interface EgressShape {
    * asks it first, so a connection without a proxy costs nothing more than before.
    */
   readonly isDirect: (proxyId: string | null | undefined) => boolean
-  /** The dispatcher for a call to `targetHost` (undefined: direct). */
-  readonly dispatcherFor: (proxyId: string | null | undefined, purpose: EgressPurpose, targetHost: string) => Effect.Effect<Dispatcher | undefined, EgressRefused>
+  /**
+   * The dispatcher for a call to `targetHost` (undefined: direct). With ENABLE_TLS_FINGERPRINT
+   * (read at start) every call gets one: the fingerprinted transport for `tlsProfile` (the
+   * connection's; unset: the default) over the same route.
+   */
+  readonly dispatcherFor: (
+    proxyId: string | null | undefined,
+    purpose: EgressPurpose,
+    targetHost: string,
+    tlsProfile?: TlsProfile | null
+  ) => Effect.Effect<Dispatcher | undefined, EgressRefused>
   /**
    * A control-plane call to `url` (provider checks, OAuth token endpoints, provider-node probes,
-   * the sync server): `dispatcherFor(proxyId, "control", host)`, skipped when `isDirect`.
+   * the sync server): `dispatcherFor(proxyId, "control", host, tlsProfile)`, skipped when `isDirect`.
    */
-  readonly control: (proxyId: string | null | undefined, url: string) => Effect.Effect<Dispatcher | undefined, EgressRefused>
+  readonly control: (proxyId: string | null | undefined, url: string, tlsProfile?: TlsProfile | null) => Effect.Effect<Dispatcher | undefined, EgressRefused>
   /** Which proxy a call would use (for the proxy test and the docs' examples); undefined: direct. */
   readonly choose: (proxyId: string | null | undefined, targetHost: string) => Effect.Effect<EgressChoice | undefined, EgressRefused>
   /** The guard's lookup, for a caller that opens its own socket to a proxy (the proxy test). */
@@ -105,12 +118,22 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
       const resolver = yield* DnsResolver
       const policyNow = () => connections.peekUrlPolicy() ?? Effect.runPromise(connections.urlPolicy)
       const lookup = guardedLookup(() => resolver, policyNow) as unknown as LookupFunction
+      // Read once at start (requiresRestart): off, nothing below it is built and impit is never imported.
+      const fingerprinting = (yield* flags.enabled("ENABLE_TLS_FINGERPRINT")) ? makeFingerprinting() : undefined
+      const mark = Option.getOrUndefined(yield* Effect.serviceOption(EgressMark))
 
       /** Dispatchers by slot (a registry id, or `global`): the key says which proxy and family it was built for. */
       const cache = new Map<string, { readonly key: string; readonly dispatcher: Dispatcher }>()
+      /** Fingerprinted transports by profile and route (`<profile>|direct` or `<profile>|<proxy key>`). */
+      const fingerprinted = new Map<string, { readonly plain: Dispatcher; readonly transport: Promise<FingerprintDispatcher> }>()
       const retire = (d: Dispatcher) => {
         // In-flight calls (streams) finish; new ones go to the replacement.
         void d.close().catch(() => undefined)
+        for (const [key, held] of fingerprinted) {
+          if (held.plain !== d) continue
+          fingerprinted.delete(key)
+          void held.transport.then((t) => t.close()).catch(() => undefined)
+        }
       }
       registry.onChange(() => {
         // A changed or removed entry: its dispatcher is closed now; the next call builds anew.
@@ -132,6 +155,10 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
           const all = [...cache.values()]
           cache.clear()
           await Promise.all(all.map((h) => h.dispatcher.destroy().catch(() => undefined)))
+          const transports = [...fingerprinted.values()]
+          fingerprinted.clear()
+          await Promise.all(transports.map((h) => h.plain.destroy().catch(() => undefined)))
+          await fingerprinting?.close()
         })
       )
 
@@ -218,7 +245,8 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
           return dispatcher
         })
 
-      const dispatcherFor: EgressShape["dispatcherFor"] = (proxyId, purpose, targetHost) =>
+      /** The proxy a call goes through and its dispatcher; undefined: direct. */
+      const route = (proxyId: string | null | undefined, purpose: EgressPurpose, targetHost: string) =>
         Effect.gen(function* () {
           const choice = yield* choose(proxyId, targetHost)
           if (choice === undefined) return undefined
@@ -239,19 +267,53 @@ export class Egress extends Context.Tag("gateway/Egress")<Egress, EgressShape>()
             }
             reach.right.destroy()
           }
-          return built.right
+          return { choice, dispatcher: built.right }
         })
 
-      const isDirect: EgressShape["isDirect"] = (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false
+      /** The TCP leg of a direct fingerprinted call: the guard's lookup, and the capture's bypass mark while it runs. */
+      const openDirect: TunnelOpener = (host, port) => {
+        const dial = mark?.current()
+        if (dial === undefined) return dialDirect(host, port, lookup)
+        return new Promise((resolve, reject) =>
+          lookup(host, {}, (error, address) => (error ? reject(error) : dial(String(address), port, CONNECT_TIMEOUT_MS).then(resolve, reject)))
+        )
+      }
+      let directPlain: Dispatcher | undefined
+
+      /** The fingerprinted transport for `profile` over a route (built once per profile and route). */
+      const fingerprintedFor = (profile: TlsProfile, via: { readonly choice: EgressChoice; readonly dispatcher: Dispatcher } | undefined) => {
+        const key = `${profile}|${via?.choice.key ?? "direct"}`
+        let held = fingerprinted.get(key)
+        if (held === undefined) {
+          const plain = via?.dispatcher ?? (directPlain ??= directDispatcher(lookup))
+          const spec = via?.choice.spec
+          const open: TunnelOpener = spec === undefined ? openDirect : (host, port) => tunnelThrough(spec, lookup, host, port)
+          held = { plain, transport: fingerprinting!.transport(profile, open, plain) }
+          fingerprinted.set(key, held)
+          // A failed load is not kept: the next call tries again (and is refused again, saying why).
+          held.transport.catch(() => fingerprinted.get(key) === held && fingerprinted.delete(key))
+        }
+        const transport = held.transport
+        return Effect.tryPromise({ try: () => transport, catch: (e) => new EgressRefused({ code: "PROXY_UNAVAILABLE", message: e instanceof Error ? e.message : String(e) }) })
+      }
+
+      const dispatcherFor: EgressShape["dispatcherFor"] =
+        fingerprinting === undefined
+          ? (proxyId, purpose, targetHost) => Effect.map(route(proxyId, purpose, targetHost), (via) => via?.dispatcher)
+          : (proxyId, purpose, targetHost, tlsProfile) => Effect.flatMap(route(proxyId, purpose, targetHost), (via) => fingerprintedFor(tlsProfile ?? DEFAULT_TLS_PROFILE, via))
+
+      // With the fingerprint on, no call is direct: each goes through the fingerprinted transport.
+      const isDirect: EgressShape["isDirect"] =
+        fingerprinting === undefined ? (proxyId) => !proxyId && settings.current().proxy.url === null && flags.peekEnabled("PROXY_AUTO_SELECT_ENABLED") === false : () => false
 
       return {
         isDirect,
         dispatcherFor,
-        control: (proxyId, url) => {
+        control: (proxyId, url, tlsProfile) => {
           if (isDirect(proxyId)) return Effect.succeed(undefined)
           // An unparsable URL is refused by the caller's own URL check; here it simply has no host to choose for.
           const host = URL.canParse(url) ? new URL(url).hostname : ""
-          return dispatcherFor(proxyId, "control", host)
+          return dispatcherFor(proxyId, "control", host, tlsProfile)
         },
         choose,
         lookup

@@ -45,7 +45,7 @@ export class ProviderChecks extends Context.Tag("gateway/ProviderChecks")<Provid
           if (!c.effectiveBaseUrl) return unreachable("connection has no base URL")
           const verdict = checkProviderUrl(c.effectiveBaseUrl, yield* connections.urlPolicy)
           if (!verdict.ok) return unreachable(`baseUrl rejected: ${verdict.reason}`)
-          const dispatcher = yield* Effect.either(via(c.proxyId, c.effectiveBaseUrl))
+          const dispatcher = yield* Effect.either(via(c.proxyId, c.effectiveBaseUrl, c.tlsProfile))
           if (dispatcher._tag === "Left") return unreachable(`${dispatcher.left.code}: ${dispatcher.left.message}`)
           return yield* probeProvider(http, c.provider, c.format, c.effectiveBaseUrl, c.apiKey ? Redacted.value(c.apiKey) : undefined, {
             ...(c.provider.oauth ? { authHeaders: oauthHeaders(c, c.format, undefined) } : {}),

@@ -218,7 +218,7 @@ export class ProviderNodes extends Context.Tag("gateway/ProviderNodes")<Provider
           const first = usersOf(current.id, yield* connections.list)[0]
           const key = input.apiKey ?? (first?.apiKey ? Redacted.value(first.apiKey) : undefined)
           // A control-plane call: through the proxy of the node's first connection, else the global default (docs/egress.md).
-          const via = yield* Effect.either(egress.control(first?.proxyId, current.baseUrl))
+          const via = yield* Effect.either(egress.control(first?.proxyId, current.baseUrl, first?.tlsProfile))
           const probed =
             via._tag === "Left"
               ? { ok: false, status: null, latencyMs: 0, error: `${via.left.code}: ${via.left.message}`, models: [] }
