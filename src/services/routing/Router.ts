@@ -1,64 +1,26 @@
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import type { ComboConfig } from "../../domain/combos.js"
 import { EventBus } from "../../platform/events/EventBus.js"
-import { type Connection, Connections, connectionModelIds, type ResolvedTarget } from "../../upstream/providers/Connections.js"
-import { kindOf, type ModelKind, modelDoes, type ModelSpec } from "../../domain/catalog/catalog.js"
+import { Connections, type ResolvedTarget } from "../../upstream/providers/Connections.js"
 import { Resilience } from "../resilience/Resilience.js"
-import { budgetFromHeader, resolveWeights } from "./auto/weights.js"
-import { ADVERTISED_AUTO_IDS, type AutoSpec, filterPool, isAutoId, parseAutoId } from "./auto/variants.js"
-import { orderAuto } from "./auto/select.js"
+import { isAutoId, parseAutoId } from "./auto/variants.js"
 import { Aliases } from "./Aliases.js"
+import { type AutoDescription, makeAutoPlans } from "./autoPlans.js"
 import { AutoEngine } from "./AutoEngine.js"
 import { type Combo, Combos } from "./Combos.js"
-import { type Blocked, candidateOf, type FusionPlan, type RoutePlan } from "./plan.js"
+import { fusionPlan } from "./fusionPlan.js"
+import { admit, candidateOf, notFound, type PlanInput, type RouteError, type RoutePlan, routeError, sessionOf, toFront } from "./plan.js"
 import { RoutingMemory } from "./RoutingMemory.js"
 import { COMBO_STRATEGIES, quotaShare } from "./strategies/index.js"
-import type { Candidate, PoolEntry, RequestFeatures, RoutingState, SlaPolicy, StrategyContext } from "./types.js"
+import type { Candidate, RoutingState, StrategyContext } from "./types.js"
+import { type VirtualModel, virtualModels } from "./virtualModels.js"
 
-/** A model id the router cannot route: 404 (unknown) or 400 (malformed) in the client's format. */
-export class RouteError extends Data.TaggedError("RouteError")<{ readonly status: 400 | 404; readonly message: string; readonly code: string }> {}
-
-const routeError = (status: 400 | 404, message: string, code: string) => new RouteError({ status, message, code })
-
-export interface PlanInput {
-  /** Request features, computed only when a strategy needs them. */
-  readonly features: () => RequestFeatures
-  /** `X-Gateway-Mode`, `X-Gateway-Budget`, `X-Session-Id` / `x_session_id`. */
-  readonly mode?: string | undefined
-  readonly budget?: string | undefined
-  readonly sessionId?: string | undefined
-  /** The caller's API key id, kept with a sticky session (GET /api/sessions). */
-  readonly apiKeyId?: string | null | undefined
-}
-
-/** The plan's session fields: nothing for a request without X-Session-Id. */
-const sessionOf = (input: PlanInput): { sessionId?: string; sessionKey?: string } =>
-  input.sessionId ? (input.apiKeyId ? { sessionId: input.sessionId, sessionKey: input.apiKeyId } : { sessionId: input.sessionId }) : {}
-
-/** A routable model that is not one connection's: a combo or an auto id (model lists). */
-export interface VirtualModel {
-  readonly id: string
-  readonly kind: "combo" | "auto"
-  /** What it serves, for model lists: its first target's kind (chat for auto ids). */
-  readonly serves: ModelKind
-  readonly description: string
-  readonly contextWindow: number
-  readonly maxOutput: number
-  readonly createdAt: number
-}
-
-/** An auto id with the candidate pool it resolves to now (GET /api/combos/auto). */
-export interface AutoDescription {
-  readonly spec: AutoSpec
-  readonly pool: ReadonlyArray<Candidate>
-  readonly contextWindow: number
-  readonly maxOutput: number
-}
+export { type AutoDescription, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT, dispatchModel } from "./autoPlans.js"
+export { admit, type PlanInput, RouteError } from "./plan.js"
+export type { VirtualModel } from "./virtualModels.js"
 
 export interface RouterShape {
   readonly plan: (model: string, input: PlanInput) => Effect.Effect<RoutePlan, RouteError>
@@ -79,51 +41,7 @@ export interface RouterShape {
   readonly virtualModels: Effect.Effect<ReadonlyArray<VirtualModel>>
 }
 
-/** Context window and output limit advertised when no pool model declares one (never 0). */
-export const DEFAULT_CONTEXT_WINDOW = 128_000
-export const DEFAULT_MAX_OUTPUT = 8_192
-
-/** Splits candidates into admissible and blocked at `now`. */
-export const admit = (
-  candidates: ReadonlyArray<Candidate>,
-  admission: (c: Candidate, now: number) => { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null },
-  now: number
-): { ok: Array<Candidate>; blocked: Array<Blocked> } => {
-  const ok: Array<Candidate> = []
-  const blocked: Array<Blocked> = []
-  for (const c of candidates) {
-    const a = admission(c, now)
-    if (a.ok) ok.push(c)
-    else blocked.push({ candidate: c, reason: a.reason, retryAfterMs: a.retryAfterMs })
-  }
-  return { ok, blocked }
-}
-
-/** Blended USD per 1M tokens (60% input, 40% output); unknown prices count as 0. */
-const blendedCost = (spec: ModelSpec | undefined): number => (spec ? 0.6 * spec.pricing.input + 0.4 * spec.pricing.output : 0)
-
-/** The model an auto pool dispatches to on a connection: its default model, else its provider's first chat model. */
-export const dispatchModel = (c: Connection): string | undefined => c.defaultModel ?? c.provider.models.find((m) => m.kind === "chat")?.id ?? connectionModelIds(c)[0]
-
-const slaOf = (config: ComboConfig): SlaPolicy | undefined => {
-  const sla: SlaPolicy = {
-    ...(config.slaTargetP95Ms !== undefined ? { targetP95Ms: config.slaTargetP95Ms } : {}),
-    ...(config.slaMaxErrorRate !== undefined ? { maxErrorRate: config.slaMaxErrorRate } : {}),
-    ...(config.slaMaxCostPer1MTokens !== undefined ? { maxCostPer1MTokens: config.slaMaxCostPer1MTokens } : {}),
-    ...(config.slaHardConstraints !== undefined ? { hardConstraints: config.slaHardConstraints } : {})
-  }
-  return Object.keys(sla).length > 0 ? sla : undefined
-}
-
-/** Moves the candidate with `key` to the front, if present. */
-const toFront = (list: ReadonlyArray<Candidate>, key: string | undefined): ReadonlyArray<Candidate> => {
-  if (key === undefined) return list
-  const i = list.findIndex((c) => c.key === key)
-  return i <= 0 ? list : [list[i]!, ...list.slice(0, i), ...list.slice(i + 1)]
-}
-
 const QUOTA_SHARE = /^qtsd\/([^/]+)\/(.+)$/i
-const FUSION_DEFAULTS = { minPanel: 2, stragglerGraceMs: 8000, panelHardTimeoutMs: 90_000 }
 
 /**
  * The routing engine: turns a model id into a plan. Identifier forms, highest precedence first:
@@ -143,8 +61,6 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
       const bus = yield* EventBus
       // Read synchronously where a plan is built from memory alone (a TestClock in tests).
       const clock = yield* Effect.clock
-
-      const notFound = (message: string) => routeError(404, message, "model_not_found")
 
       const stateFor = (now: number): RoutingState => ({
         breaker: (c) => resilience.breakerState(c, now),
@@ -168,156 +84,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
           (lists) => lists.flat()
         )
 
-      /** The auto pool: each enabled connection's dispatch model (or the combo's targets). */
-      const autoCandidates = (combo: Combo | undefined) =>
-        Effect.gen(function* () {
-          let pool: Array<Candidate>
-          if (combo && combo.targets.length > 0) pool = [...(yield* comboCandidates(combo))]
-          else {
-            const all = (yield* connections.list).filter((c) => c.enabled)
-            pool = all.flatMap((c) => {
-              const model = dispatchModel(c)
-              // A media-only connection (Cohere, ElevenLabs...) has no chat model to offer the pool.
-              return model && modelDoes(c.provider, model, "chat") ? [candidateOf({ connection: c, model })] : []
-            })
-          }
-          const restrict = combo?.config.auto?.candidatePool
-          if (restrict && restrict.length > 0) {
-            const names = new Set(restrict.map((r) => r.toLowerCase()))
-            const kept = pool.filter((c) => names.has(c.connection.provider.id) || names.has(c.connection.name.toLowerCase()))
-            pool = kept
-          }
-          // One entry per key (a provider listed twice is one candidate).
-          const seen = new Set<string>()
-          return pool.filter((c) => (seen.has(c.key) ? false : (seen.add(c.key), true)))
-        })
-
-      const poolEntry = (c: Candidate, all: ReadonlyArray<Candidate>, now: number): PoolEntry => {
-        const stats = memory.stats(c.key, now)
-        const quota = memory.quota(c.connection.id, c.model, now)
-        const providerConnections = new Set(all.filter((o) => o.connection.provider.id === c.connection.provider.id).map((o) => o.connection.id))
-        return {
-          candidate: c,
-          provider: c.connection.provider.id,
-          model: c.model,
-          breaker: resilience.breakerState(c, now),
-          costPer1MTokens: blendedCost(c.spec),
-          p95LatencyMs: stats.p95LatencyMs,
-          latencyStdDevMs: stats.latencyStdDevMs,
-          errorRate: stats.errorRate,
-          quotaRemaining: quota ? quota.remaining : 1,
-          resetInMs: quota?.resetAt !== undefined ? Math.max(0, quota.resetAt - now) : undefined,
-          accountTier: c.connection.accountTier,
-          modelTier: c.spec?.tier ?? "standard",
-          contextWindow: c.spec?.contextWindow,
-          capabilities: {
-            tools: c.spec?.capabilities.tools ?? true,
-            vision: c.spec?.capabilities.vision ?? false,
-            reasoning: c.spec?.capabilities.reasoning ?? false
-          },
-          inFlight: memory.inFlight(c.connection.id),
-          providerInFlight: [...providerConnections].reduce((n, id) => n + memory.inFlight(id), 0),
-          providerConnections: providerConnections.size
-        }
-      }
-
-      /** An auto plan over `pool` (a persisted auto combo or a virtual auto id). */
-      const autoPlan = (scope: string, spec: AutoSpec, combo: Combo | undefined, input: PlanInput) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const config: ComboConfig = combo?.config ?? {}
-          const all = yield* autoCandidates(combo)
-          if (all.length === 0) return yield* notFound(`'${scope}' has no candidates: no provider is connected yet (add one with POST /api/providers or \`gateway setup\`)`)
-          // Breaker-open candidates stay in the pool (incident detection and fail-open); other blocks leave it.
-          const admitted = admit(all, resilience.admission, now)
-          const pool = [...admitted.ok, ...admitted.blocked.filter((b) => b.reason === "circuit_open").map((b) => b.candidate)]
-          const blocked = admitted.blocked
-          if (pool.length === 0) {
-            return { kind: "auto", scope, strategy: spec.routerStrategy, candidates: [], blocked, probes: new Set<string>(), ...sessionOf(input) } satisfies RoutePlan
-          }
-          const features = input.features()
-          const entries = filterPool(
-            pool.map((c) => poolEntry(c, pool, now)),
-            spec
-          )
-          const routerName = config.routerStrategy ?? config.auto?.routerStrategy ?? spec.routerStrategy
-          const strategy = engine.registry.get(routerName) ?? engine.registry.get("rules")!
-          const weights = resolveWeights({ base: spec.weights, comboWeights: config.auto?.weights, modePack: config.modePack, header: input.mode })
-          const sla = slaOf(config)
-          const lastKnownGood = memory.lastGood(scope)
-          const order = orderAuto(entries, {
-            strategy,
-            context: {
-              request: features,
-              weights,
-              ...(sla ? { sla } : {}),
-              ...(lastKnownGood ? { lastKnownGood } : {}),
-              lkgpEnabled: true,
-              now,
-              random: engine.random,
-              ...(engine.leaderboard.size > 0 ? { fitness: (m: string, p: string) => engine.leaderboard.lookup(m, p) } : {})
-            },
-            explorationRate: config.explorationRate ?? spec.explorationRate,
-            budgetUsd: budgetFromHeader(input.budget) ?? config.budgetCap,
-            healing: engine.healing
-          })
-          const okKeys = new Set(admitted.ok.map((c) => c.key))
-          const candidates = order.order.map((e) => e.candidate).filter((c) => okKeys.has(c.key))
-          return {
-            kind: "auto",
-            scope,
-            strategy: order.decision.strategy,
-            candidates: toFront(candidates, input.sessionId ? memory.sticky(scope, input.sessionId, now) : undefined),
-            blocked,
-            probes: new Set(order.probes),
-            decision: order.decision,
-            ...sessionOf(input)
-          } satisfies RoutePlan
-        })
-
-      const fusionPlan = (combo: Combo, input: PlanInput) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const panel: Array<Candidate> = []
-          const members: Array<ReadonlyArray<Candidate>> = []
-          const blocked: Array<Blocked> = []
-          // One panel member per target: its first admissible connection, the others its fallbacks.
-          for (const [i, t] of combo.targets.entries()) {
-            const cands = (yield* targetsOf(t.model)).map((r) => candidateOf(r, t.weight ?? 1, i))
-            const a = admit(cands, resilience.admission, now)
-            if (a.ok[0]) {
-              panel.push(a.ok[0])
-              members.push(a.ok)
-            } else blocked.push(...a.blocked)
-          }
-          const judgeId = combo.config.judgeModel
-          let judge: Candidate | undefined = panel[0]
-          if (judgeId) {
-            const cands = (yield* targetsOf(judgeId)).map((r) => candidateOf(r))
-            judge = admit(cands, resilience.admission, now).ok[0] ?? judge
-          }
-          const tuning = combo.config.fusionTuning ?? {}
-          const fusion: FusionPlan | undefined = judge
-            ? {
-                panel,
-                members,
-                judge,
-                minPanel: Math.max(Math.min(tuning.minPanel ?? FUSION_DEFAULTS.minPanel, panel.length), Math.min(2, panel.length)),
-                stragglerGraceMs: tuning.stragglerGraceMs ?? FUSION_DEFAULTS.stragglerGraceMs,
-                panelHardTimeoutMs: tuning.panelHardTimeoutMs ?? FUSION_DEFAULTS.panelHardTimeoutMs
-              }
-            : undefined
-          return {
-            kind: "combo",
-            scope: combo.name,
-            strategy: "fusion",
-            candidates: panel,
-            blocked,
-            probes: new Set<string>(),
-            ...(fusion ? { fusion } : {}),
-            ...sessionOf(input)
-          } satisfies RoutePlan
-        })
+      const auto = makeAutoPlans({ connections, resilience, memory, engine, comboCandidates })
+      const describeAuto: RouterShape["describeAuto"] = auto.describe
 
       /** A combo's plan (not auto, not fusion) from its candidates: no effect. */
       const comboOf = (combo: Combo, all: ReadonlyArray<Candidate>, input: PlanInput, now: number): Either.Either<RoutePlan, RouteError> => {
@@ -341,8 +109,8 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
 
       const comboPlan = (combo: Combo, input: PlanInput) =>
         Effect.gen(function* () {
-          if (combo.strategy === "auto") return yield* autoPlan(combo.name, parseAutoId("auto")!, combo, input)
-          if (combo.strategy === "fusion") return yield* fusionPlan(combo, input)
+          if (combo.strategy === "auto") return yield* auto.plan(combo.name, parseAutoId("auto")!, combo, input)
+          if (combo.strategy === "fusion") return yield* fusionPlan({ targetsOf, admission: resilience.admission }, combo, input)
           const now = yield* Clock.currentTimeMillis
           const all = yield* comboCandidates(combo)
           return yield* comboOf(combo, all, input, now)
@@ -421,7 +189,7 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
                 "invalid_auto_model"
               )
             }
-            return yield* autoPlan(spec.id, spec, undefined, input)
+            return yield* auto.plan(spec.id, spec, undefined, input)
           }
           if (!model.includes("/")) {
             const combo = yield* combos.byName(model)
@@ -448,70 +216,18 @@ export class Router extends Context.Tag("gateway/Router")<Router, RouterShape>()
         if (p.kind !== "direct") servedAt(p, c, clock.unsafeCurrentTimeMillis())
       }
 
-      const describeAuto: RouterShape["describeAuto"] = (id) =>
-        Effect.gen(function* () {
-          const spec = parseAutoId(id)
-          if (!spec) return yield* routeError(400, `'${id}' is not an auto model`, "invalid_auto_model")
-          const all = yield* autoCandidates(undefined)
-          const now = yield* Clock.currentTimeMillis
-          const pool =
-            all.length === 0
-              ? []
-              : filterPool(
-                  all.map((c) => poolEntry(c, all, now)),
-                  spec
-                ).map((e) => e.candidate)
-          const windows = pool.map((c) => c.spec?.contextWindow ?? 0).filter((n) => n > 0)
-          const outputs = pool.map((c) => c.spec?.maxOutput ?? 0).filter((n) => n > 0)
-          return {
-            spec,
-            pool,
-            contextWindow: windows.length > 0 ? Math.max(...windows) : DEFAULT_CONTEXT_WINDOW,
-            maxOutput: outputs.length > 0 ? Math.max(...outputs) : DEFAULT_MAX_OUTPUT
-          }
-        })
-
-      const virtualModels: RouterShape["virtualModels"] = Effect.gen(function* () {
-        const out: Array<VirtualModel> = []
-        const enabled = (yield* connections.list).filter((c) => c.enabled)
-        if (enabled.length > 0) {
-          for (const id of ADVERTISED_AUTO_IDS) {
-            const d = yield* Effect.either(describeAuto(id))
-            if (d._tag === "Right")
-              out.push({
-                id,
-                kind: "auto",
-                serves: "chat",
-                description: d.right.spec.description,
-                contextWindow: d.right.contextWindow,
-                maxOutput: d.right.maxOutput,
-                createdAt: 0
-              })
-          }
-        }
-        for (const combo of yield* combos.list) {
-          if (!combo.enabled) continue
-          const cands = combo.strategy === "auto" ? yield* autoCandidates(combo) : yield* comboCandidates(combo)
-          const windows = cands.map((c) => c.spec?.contextWindow ?? 0).filter((n) => n > 0)
-          const outputs = cands.map((c) => c.spec?.maxOutput ?? 0).filter((n) => n > 0)
-          out.push({
-            id: combo.name,
-            kind: "combo",
-            serves: cands[0] ? kindOf(cands[0].connection.provider, cands[0].model) : "chat",
-            description: combo.description ?? `combo (${combo.strategy}) of ${combo.targets.map((t) => t.model).join(", ") || "every connected model"}`,
-            // As for auto pools: the largest target (a prompt too long for one target falls back to the next).
-            contextWindow: windows.length > 0 ? Math.max(...windows) : DEFAULT_CONTEXT_WINDOW,
-            maxOutput: outputs.length > 0 ? Math.max(...outputs) : DEFAULT_MAX_OUTPUT,
-            createdAt: combo.createdAt
-          })
-        }
-        return out
-      })
-
       const failed: RouterShape["failed"] = (p, c) =>
         p.probes.has(c.key) ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => engine.healing.probeDone(c.key, false, now))) : Effect.void
 
-      return { plan, peekPlan, served, servedNow, failed, describeAuto, virtualModels }
+      return {
+        plan,
+        peekPlan,
+        served,
+        servedNow,
+        failed,
+        describeAuto,
+        virtualModels: virtualModels({ connections, combos, describeAuto, autoCandidates: auto.candidates, comboCandidates })
+      }
     })
   )
 }

@@ -1,5 +1,28 @@
+import * as Data from "effect/Data"
 import type { ResolvedTarget } from "../../upstream/providers/Connections.js"
-import type { Candidate, RouterDecision } from "./types.js"
+import type { Candidate, RequestFeatures, RouterDecision } from "./types.js"
+
+/** A model id the router cannot route: 404 (unknown) or 400 (malformed) in the client's format. */
+export class RouteError extends Data.TaggedError("RouteError")<{ readonly status: 400 | 404; readonly message: string; readonly code: string }> {}
+
+export const routeError = (status: 400 | 404, message: string, code: string) => new RouteError({ status, message, code })
+export const notFound = (message: string) => routeError(404, message, "model_not_found")
+
+/** What a plan is built for besides the model id. */
+export interface PlanInput {
+  /** Request features, computed only when a strategy needs them. */
+  readonly features: () => RequestFeatures
+  /** `X-Gateway-Mode`, `X-Gateway-Budget`, `X-Session-Id` / `x_session_id`. */
+  readonly mode?: string | undefined
+  readonly budget?: string | undefined
+  readonly sessionId?: string | undefined
+  /** The caller's API key id, kept with a sticky session (GET /api/sessions). */
+  readonly apiKeyId?: string | null | undefined
+}
+
+/** The plan's session fields: nothing for a request without X-Session-Id. */
+export const sessionOf = (input: PlanInput): { sessionId?: string; sessionKey?: string } =>
+  input.sessionId ? (input.apiKeyId ? { sessionId: input.sessionId, sessionKey: input.apiKeyId } : { sessionId: input.sessionId }) : {}
 
 /** Fusion (spec document 1, "Fusion strategy behavior"): a parallel panel, then a judge. */
 export interface FusionPlan {
@@ -55,3 +78,29 @@ export const candidateOf = (t: ResolvedTarget, weight = 1, targetIndex = 0): Can
   weight,
   targetIndex
 })
+
+/** Splits candidates into admissible and blocked at `now`. */
+export const admit = (
+  candidates: ReadonlyArray<Candidate>,
+  admission: (c: Candidate, now: number) => { readonly ok: true } | { readonly ok: false; readonly reason: string; readonly retryAfterMs: number | null },
+  now: number
+): { ok: Array<Candidate>; blocked: Array<Blocked> } => {
+  const ok: Array<Candidate> = []
+  const blocked: Array<Blocked> = []
+  for (const c of candidates) {
+    const a = admission(c, now)
+    if (a.ok) ok.push(c)
+    else blocked.push({ candidate: c, reason: a.reason, retryAfterMs: a.retryAfterMs })
+  }
+  return { ok, blocked }
+}
+
+/** A resilience admission check (`Resilience.admission`). */
+export type Admission = Parameters<typeof admit>[1]
+
+/** Moves the candidate with `key` to the front, if present. */
+export const toFront = (list: ReadonlyArray<Candidate>, key: string | undefined): ReadonlyArray<Candidate> => {
+  if (key === undefined) return list
+  const i = list.findIndex((c) => c.key === key)
+  return i <= 0 ? list : [list[i]!, ...list.slice(0, i), ...list.slice(i + 1)]
+}
