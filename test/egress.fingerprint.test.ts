@@ -28,6 +28,8 @@ let stranger: TlsRecorder
 let proxy: TestProxy
 /** Streams the upstream was still writing when its client went away. */
 const cut: Array<string> = []
+/** The request headers of the last chat completion the upstream answered. */
+let lastHeaders: Record<string, string | Array<string> | undefined> = {}
 
 const answer = (content: string) => ({
   id: "c1",
@@ -51,6 +53,7 @@ const upstreamServer = (cert: { certPem: string; keyPem: string }) =>
         res.writeHead(200, { "content-type": "application/json" })
         return res.end(JSON.stringify({ object: "list", data: [{ id: "m1", object: "model", owned_by: "test" }] }))
       }
+      lastHeaders = req.headers
       const body = JSON.parse(raw || "{}") as { stream?: boolean; messages?: Array<{ content: string }> }
       const prompt = body.messages?.[0]?.content ?? ""
       if (!body.stream) {
@@ -178,6 +181,10 @@ describe("ENABLE_TLS_FINGERPRINT", () => {
       expect(res.status, res.text).toBe(200)
       expect(res.body.choices[0].message.content).toBe("whole over TLS")
     })
+    // Only the handshake is the browser's: the request's headers are the gateway's, none of a browser's page load.
+    expect(lastHeaders["user-agent"]).toMatch(/^gateway\//)
+    expect(lastHeaders["authorization"]).toBe("Bearer sk-fp-test")
+    for (const h of ["sec-ch-ua", "sec-fetch-mode", "upgrade-insecure-requests", "accept-language"]) expect(lastHeaders[h]).toBeUndefined()
     const arrivals: Array<number> = []
     const streamed = await onlyHello(async () => {
       const res = await undiciFetch(`${on.url}/v1/chat/completions`, {
