@@ -8,6 +8,7 @@ import * as path from "node:path"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { AuditLog } from "../src/services/governance/AuditLog.js"
+import { badHostEntries, hostAllowed } from "../src/services/plugins/sandbox/hosts.js"
 import { call, startGateway, tempDir, type TestGateway } from "./support/gateway.js"
 
 /**
@@ -34,9 +35,11 @@ let runnerKeyId = ""
 
 const listen = (count: () => void) =>
   new Promise<http.Server>((resolve) => {
-    const server = http.createServer((_req, res) => {
+    const server = http.createServer((req, res) => {
       count()
-      res.end("hello from the local server")
+      const to = new URL(req.url ?? "/", "http://127.0.0.1").searchParams.get("to")
+      if (to !== null) res.writeHead(302, { location: to }).end()
+      else res.end("hello from the local server")
     })
     server.listen(0, "127.0.0.1", () => resolve(server))
   })
@@ -155,6 +158,11 @@ describe("skills_run", () => {
       const on = await run(client, "fetch.mjs", [url])
       expect(on).toMatchObject({ exitCode: 0, network: true, error: null, stdout: "200 hello from the local server\n" })
       expect(hits.target).toBe(1)
+
+      // A redirect is the script's to follow: the 302 comes back, and the host it names is not asked.
+      const redirected = await run(client, "fetch.mjs", [`${url}?to=${encodeURIComponent(`http://127.0.0.1:${portOf(other)}/`)}`])
+      expect(redirected).toMatchObject({ exitCode: 0, stdout: "302 \n" })
+      expect(hits).toEqual({ target: 2, other: 0 })
 
       const elsewhere = await run(client, "fetch.mjs", [`http://127.0.0.1:${portOf(other)}/`])
       expect(elsewhere.exitCode).toBe(1)
@@ -278,5 +286,20 @@ describe("skills_run", () => {
     const raw = fs.readFileSync(path.join(skillsDir, "gw-inference.md"), "utf8")
     expect(raw).toMatch(new RegExp(`^---\nname: "Inference endpoints"[^\n]*\ndescription: [^\n]*\nallowed-hosts: "127\.0\.0\.1:${portOf(target)}, api\.example\.com"\n---\n`))
     expect((await call(`${gw.url}/api/agent-skills/gw-inference`)).body.scripts).toEqual(Object.keys(SCRIPTS).sort())
+  })
+})
+
+describe("allowed-hosts", () => {
+  it("matches host:port exactly, a bare host on its scheme's default port, names without case, and only http and https", () => {
+    expect(hostAllowed("http://127.0.0.1:8080/x", ["127.0.0.1:8080"])).toBe(true)
+    expect(hostAllowed("http://127.0.0.1:8081/x", ["127.0.0.1:8080"])).toBe(false)
+    expect(hostAllowed("https://API.Example.com/v1", ["api.example.com"])).toBe(true)
+    expect(hostAllowed("http://api.example.com:8443/", ["api.example.com"])).toBe(false)
+    expect(hostAllowed("http://api.example.com/", ["api.example.com:80"])).toBe(true)
+    expect(hostAllowed("https://api.example.com/", ["api.example.com:80"])).toBe(false)
+    expect(hostAllowed("http://[::1]:9000/", ["[::1]:9000"])).toBe(true)
+    expect(hostAllowed("http://localhost:9000/", ["127.0.0.1:9000"])).toBe(false)
+    expect(hostAllowed("file:///etc/passwd", ["localhost"])).toBe(false)
+    expect(badHostEntries(["ok.example", "a:1", "[::1]:80", "http://x", "a:99999", "a:b"])).toEqual(["http://x", "a:99999", "a:b"])
   })
 })
