@@ -27,11 +27,12 @@ const result = await esbuild.build({
   outExtension: { ".js": ".mjs" },
   chunkNames: "chunk-[hash]",
   // Stay in node_modules, loaded by Node itself: native addons (better-sqlite3, the token
-  // tunnel's @ngrok/ngrok with its per-platform binary package), and the
+  // tunnel's @ngrok/ngrok and the TLS fingerprint's impit, each with its per-platform binary
+  // package), and the
   // OpenTelemetry packages, CommonJS modules the gateway imports dynamically (only when tracing
   // or /metrics is used): a bundled chunk of a CommonJS module exports only `default`, so their
   // named exports (resourceFromAttributes, ...) would be missing.
-  external: ["better-sqlite3", "@opentelemetry/*", "@ngrok/*"],
+  external: ["better-sqlite3", "@opentelemetry/*", "@ngrok/*", "impit", "impit-*"],
   // CommonJS dependencies bundled into ES modules still call require() for Node's built-ins.
   banner: { js: 'import { createRequire as __gatewayRequire } from "node:module"; const require = __gatewayRequire(import.meta.url);' },
   legalComments: "none",
