@@ -12,13 +12,10 @@
  *
  * With no plugin running, nothing is registered on the request path.
  */
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
@@ -27,17 +24,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { BadRequest, Conflict, NotFound, PayloadTooLarge } from "../../domain/errors.js"
-import type { PluginState, PluginView } from "../../domain/plugins.js"
+import type { PluginView } from "../../domain/plugins.js"
 import { RequestHooks } from "../../kernel/hooks.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { StoreVersion } from "../../platform/store/StoreVersion.js"
-import { contextTracker, hooksOf, type PluginCaller, REQUEST_PATH_HOOKS, type RequestPathHook } from "./bridge.js"
+import { makePluginCalls, type PluginLog } from "./calls.js"
 import { copyPlugin, extractTgz, InstallError, pluginPaths, readManifest } from "./install.js"
-import { hookSetting, type PluginManifest, validateConfig } from "./manifest.js"
-import { type PluginProcess, spawnPluginProcess } from "./sandbox/process.js"
-import type { PluginHook } from "./sandbox/protocol.js"
-import { type HookStats, type Installed, type PluginRecord, readConfig, view } from "./state.js"
+import { type PluginManifest, validateConfig } from "./manifest.js"
+import { type Installed, type PluginRecord, readConfig, view } from "./state.js"
+import { makeSupervisor } from "./supervisor.js"
 
 export const PLUGINS_NAMESPACE = "plugins"
 
@@ -69,237 +65,13 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
       const runtime = yield* Effect.runtime<never>()
       const runFork = Runtime.runFork(runtime)
       const installed = new Map<string, Installed>()
-      /** Seam registrations of running plugins (name → removers), and the context tracker's. */
-      const registrations = new Map<string, ReadonlyArray<() => void>>()
-      let untrack: (() => void) | undefined
-
-      const log = (level: "info" | "warning" | "error", name: string, message: string) => {
+      const log: PluginLog = (level, name, message) => {
         const eff = level === "info" ? Effect.logInfo(message) : level === "warning" ? Effect.logWarning(message) : Effect.logError(message)
         runFork(eff.pipe(Effect.annotateLogs({ plugin: name })))
       }
-
-      const statsOf = (p: Installed, hook: string): HookStats => {
-        let s = p.stats.get(hook)
-        if (s === undefined) {
-          s = { calls: 0, failures: 0, skipped: 0, totalMs: 0, lastError: null, lastErrorAt: null }
-          p.stats.set(hook, s)
-        }
-        return s
-      }
-      const failed = (p: Installed, hook: string, message: string) => {
-        const s = statsOf(p, hook)
-        s.failures++
-        s.lastError = message
-        s.lastErrorAt = new Date().toISOString()
-      }
-
-      /** One call, counted, rate-limited and timed; rejects saying why it was not answered. */
-      const callPlugin = (p: Installed, hook: PluginHook, ctx: unknown, timeoutMs: number): Promise<unknown> => {
-        const proc = p.proc
-        const s = statsOf(p, hook)
-        if (proc === undefined || p.state !== "running") {
-          s.skipped++
-          return Promise.reject(new Error(`the plugin is ${p.state}`))
-        }
-        const now = Date.now()
-        p.tokens = Math.min(config.rateLimit, p.tokens + ((now - p.refilledAt) / 1000) * config.rateLimit)
-        p.refilledAt = now
-        if (p.tokens < 1 || p.queued >= config.maxQueue) {
-          s.skipped++
-          return Promise.reject(new Error(p.tokens < 1 ? `over its rate limit (${config.rateLimit} calls a second)` : `${p.queued} calls are waiting on it`))
-        }
-        p.tokens--
-        p.queued++
-        s.calls++
-        const started = performance.now()
-        return new Promise<unknown>((resolve, reject) => {
-          // Waiting behind other calls counts against the limit: the request never waits longer,
-          // and a call still queued at its deadline is never sent (process.ts).
-          let settled = false
-          const timer = setTimeout(() => {
-            settled = true
-            failed(p, hook, `${hook} did not answer in ${timeoutMs} ms`)
-            reject(new Error(`${hook} did not answer in ${timeoutMs} ms`))
-          }, timeoutMs + 50)
-          proc.call(hook, ctx, timeoutMs, Date.now() + timeoutMs).then(
-            (value) => {
-              clearTimeout(timer)
-              p.queued--
-              s.totalMs += performance.now() - started
-              if (!settled) resolve(value)
-            },
-            (e: unknown) => {
-              clearTimeout(timer)
-              p.queued--
-              s.totalMs += performance.now() - started
-              const message = e instanceof Error ? e.message : String(e)
-              // A call already counted as timed out is not counted twice.
-              if (!settled) {
-                failed(p, hook, message)
-                reject(new Error(message))
-              }
-            }
-          )
-        })
-      }
-
-      const lifecycleCtx = (p: Installed, hook: PluginHook) => ({ hook, name: p.name, version: p.manifest.version, manifest: p.manifest })
-
-      /** A lifecycle hook on a process (logged when it fails; never stops what called it). */
-      const lifecycle = (p: Installed, proc: PluginProcess, hook: "onInstall" | "onActivate" | "onDeactivate" | "onUninstall") =>
-        Effect.promise(async () => {
-          if (!proc.info.hooks.includes(hook)) return
-          const s = statsOf(p, hook)
-          s.calls++
-          const started = performance.now()
-          try {
-            await proc.call(hook, lifecycleCtx(p, hook), config.lifecycleTimeoutMs)
-          } catch (e) {
-            const message = e instanceof Error ? e.message : String(e)
-            failed(p, hook, message)
-            log("warning", p.name, `plugin ${p.name}: ${hook} failed: ${message}`)
-          } finally {
-            s.totalMs += performance.now() - started
-          }
-        })
-
-      const spawn = (p: Installed) =>
-        Effect.tryPromise({
-          try: () =>
-            spawnPluginProcess({
-              dir: pluginPaths(app.dataDir, p.name).dir,
-              main: p.manifest.main,
-              permissions: p.manifest.requires?.permissions ?? [],
-              dataDir: pluginPaths(app.dataDir, p.name).data,
-              config: p.record.config,
-              memoryLimitBytes: config.memoryMb * 1024 * 1024,
-              loadTimeoutMs: config.lifecycleTimeoutMs,
-              integrity: p.manifest.integrity,
-              onLog: (level, text) => log(level === "error" ? "error" : level === "warn" ? "warning" : "info", p.name, `plugin ${p.name}: ${text}`)
-            }),
-          catch: (e) => (e instanceof Error ? e.message : String(e))
-        }).pipe(
-          Effect.filterOrFail(
-            (proc) => proc.info.name === p.name,
-            (proc) => {
-              void proc.kill()
-              return `its code defines the plugin ${JSON.stringify(proc.info.name)}, but its plugin.json names ${JSON.stringify(p.name)}`
-            }
-          )
-        )
-
-      /** The request-path hooks the plugin defines and its manifest leaves on, with their priorities. */
-      const activeHooks = (p: Installed, proc: PluginProcess) =>
-        REQUEST_PATH_HOOKS.filter((h) => proc.info.hooks.includes(h))
-          .map((hook) => ({ hook, ...hookSetting(p.manifest, hook, proc.info.priority) }))
-          .filter((h) => h.enabled)
-          .map(({ hook, priority }) => ({ hook: hook as RequestPathHook, priority }))
-
-      const attach = (p: Installed, proc: PluginProcess) => {
-        const caller: PluginCaller = {
-          name: p.name,
-          failClosed: p.manifest.failClosed === true,
-          call: (hook, ctx) => callPlugin(p, hook, ctx, config.hookTimeoutMs),
-          skipped: (hook, reason) => log("warning", p.name, `plugin ${p.name}: ${hook} skipped: ${reason}`)
-        }
-        const list = activeHooks(p, proc)
-        if (list.length === 0) return
-        if (untrack === undefined) untrack = hooks.register(contextTracker)
-        registrations.set(
-          p.name,
-          hooksOf(caller, list).map((h) => hooks.register(h))
-        )
-      }
-      const detach = (p: Installed) => {
-        for (const off of registrations.get(p.name) ?? []) off()
-        registrations.delete(p.name)
-        if (registrations.size === 0 && untrack !== undefined) {
-          untrack()
-          untrack = undefined
-        }
-      }
-
-      /** A fail-closed plugin's hooks stay on while it restarts: they refuse requests instead of letting them through unchecked. */
-      const keepsGuard = (p: Installed) => p.manifest.failClosed === true
-
-      /**
-       * The plugin's life in this process: started, activated (first run only), attached; when its
-       * process ends unexpectedly, started again on the restart Schedule; disabled after too many.
-       */
-      const supervise = (p: Installed) => {
-        let first = true
-        const runOnce = Effect.gen(function* () {
-          p.state = first ? "starting" : "restarting"
-          const proc = yield* spawn(p)
-          p.proc = proc
-          if (first) yield* lifecycle(p, proc, "onActivate")
-          first = false
-          if (!registrations.has(p.name)) attach(p, proc)
-          // Running once its hooks are on the request path: an answer that says so is true at once.
-          p.state = "running"
-          const how = yield* Effect.promise(() => proc.exited)
-          return yield* Effect.fail(`its process ended (${how})`)
-        }).pipe(
-          Effect.onExit((exit) =>
-            Effect.sync(() => {
-              const proc = p.proc
-              p.proc = undefined
-              if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
-                const message = Option.getOrElse(Cause.failureOption(exit.cause), () => Cause.pretty(exit.cause))
-                p.reason = message
-                p.restarts++
-                p.state = "restarting"
-                if (!keepsGuard(p)) detach(p)
-                log("warning", p.name, `plugin ${p.name}: ${message}; starting it again`)
-              }
-              if (proc) void proc.kill()
-            })
-          )
-        )
-        const schedule = Schedule.exponential(Duration.millis(config.restartBaseMs), 2).pipe(
-          Schedule.intersect(Schedule.recurs(config.maxRestarts - 1)),
-          Schedule.resetAfter(Duration.minutes(1))
-        )
-        return Effect.retry(runOnce, schedule).pipe(
-          Effect.catchAll((reason) =>
-            Effect.gen(function* () {
-              detach(p)
-              p.supervisor = undefined
-              const why = `disabled after ${config.maxRestarts} crashes in a row; the last: ${reason}`
-              p.state = "disabled"
-              p.reason = why
-              p.record = { ...p.record, enabled: false, disabledReason: why }
-              yield* save(p)
-              log("error", p.name, `plugin ${p.name} ${why}`)
-            })
-          ),
-          Effect.asVoid
-        )
-      }
-
       const save = (p: Installed) => kv.set(PLUGINS_NAMESPACE, p.name, JSON.stringify(p.record))
-
-      const start = (p: Installed) =>
-        Effect.sync(() => {
-          if (p.supervisor !== undefined) return
-          p.tokens = config.rateLimit
-          p.refilledAt = Date.now()
-          p.supervisor = runFork(supervise(p))
-        })
-
-      /** Detached, deactivated (a short call), its process stopped. */
-      const stop = (p: Installed, state: PluginState) =>
-        Effect.gen(function* () {
-          detach(p)
-          const proc = p.proc
-          if (proc !== undefined && p.state === "running") yield* lifecycle(p, proc, "onDeactivate")
-          const fiber = p.supervisor
-          p.supervisor = undefined
-          if (fiber !== undefined) yield* Fiber.interrupt(fiber)
-          if (proc !== undefined) yield* Effect.promise(() => proc.kill())
-          p.proc = undefined
-          p.state = state
-        })
+      const calls = makePluginCalls({ config, log })
+      const { start, stop, detach, once } = makeSupervisor({ dataDir: app.dataDir, config, hooks, calls, log, runFork, save })
 
       const newInstalled = (name: string, manifest: PluginManifest, record: PluginRecord): Installed => ({
         name,
@@ -387,14 +159,6 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
         )
       }
       yield* Effect.addFinalizer(() => Effect.forEach([...installed.values()], (p) => stop(p, "stopped"), { discard: true }))
-
-      /** Spawns the plugin alone (not attached) to run one lifecycle hook: install, uninstall of a stopped plugin. */
-      const once = (p: Installed, hook: "onInstall" | "onUninstall") =>
-        Effect.gen(function* () {
-          const proc = yield* spawn(p)
-          yield* lifecycle(p, proc, hook)
-          yield* Effect.promise(() => proc.kill())
-        })
 
       const installFrom = (dir: string, enable: boolean | undefined, cleanup: () => void) =>
         serialized(
@@ -530,7 +294,7 @@ export class Plugins extends Context.Tag("gateway/Plugins")<Plugins, PluginsShap
               const proc = p.proc
               if (proc !== undefined && p.state === "running") {
                 detach(p)
-                yield* lifecycle(p, proc, "onUninstall")
+                yield* calls.lifecycle(p, proc, "onUninstall")
               } else if (p.state !== "missing") yield* Effect.ignore(once(p, "onUninstall"))
               yield* stop(p, "stopped")
               installed.delete(name)
