@@ -160,7 +160,13 @@ try {
   const w = await c.probe.close()
   const wb = w.threads.reduce((a, t) => a + t.bytes, 0)
   // (3%: the worker's own message handling and JIT are not subtracted)
-  verdict("20,000 × 1 KB strings in a worker thread (threads[])", wb, 20_000 * str(1024), `; ${w.threads.length} thread(s) reported, main thread ${kb(w.bytes - c.overhead)} KB`, (e) => 0.03 * e + 65_536)
+  verdict(
+    "20,000 × 1 KB strings in a worker thread (threads[])",
+    wb,
+    20_000 * str(1024),
+    `; ${w.threads.length} thread(s) reported, main thread ${kb(w.bytes - c.overhead)} KB`,
+    (e) => 0.03 * e + 65_536
+  )
 
   // HTTP: 0 and 10 KB of strings per request, twice each, alternating; then without the count.
   const runs = { 0: [], 10240: [] }

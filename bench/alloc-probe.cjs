@@ -81,8 +81,9 @@ const windowOnHeap = () => {
   }
 }
 
-if (!isMainThread) {
-  if (typeof v8.GCProfiler !== "function") return
+if (!isMainThread && typeof v8.GCProfiler !== "function") {
+  // A worker thread on a Node without GCProfiler: nothing to measure.
+} else if (!isMainThread) {
   // A worker thread: start and stop with the main thread's window, answer with its figures.
   const ch = new BroadcastChannel(CHANNEL)
   ch.unref()
@@ -91,8 +92,7 @@ if (!isMainThread) {
     if (data?.kind === "open") {
       stop = windowOnHeap()
       ch.postMessage({ kind: "opened", seq: data.seq, threadId })
-    }
-    else if (data?.kind === "close" && stop) {
+    } else if (data?.kind === "close" && stop) {
       const r = stop()
       stop = null
       ch.postMessage({ kind: "report", seq: data.seq, threadId, ...r })
