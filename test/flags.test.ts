@@ -47,9 +47,9 @@ const SPEC_FLAGS = [
   "SKILLS_SANDBOX_NETWORK_ENABLED"
 ]
 
-/** MITM_DISABLE_TLS_VERIFY is not one: the capture listeners read it per connection (test/inspector.capture.flags.test.ts). */
 const RESTART_FLAGS = [
   "ENABLE_TLS_FINGERPRINT",
+  "MITM_DISABLE_TLS_VERIFY",
   "ENABLE_CC_COMPATIBLE_PROVIDER",
   "ALLOW_MULTI_CONNECTIONS_PER_COMPAT_NODE",
   "GATEWAY_DISABLE_BACKGROUND_SERVICES",

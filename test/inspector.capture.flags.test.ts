@@ -17,8 +17,8 @@ import { until } from "./support/until.js"
  * trusts the inspector's CA (fetched from `ca.pem`) sending a request through a CONNECT tunnel, and
  * an HTTPS upstream on 127.0.0.1 whose certificate is self-signed (made here with openssl) and not
  * trusted by the inspector (no INSPECTOR_UPSTREAM_CA_FILE). The flag is changed with
- * `PUT /api/settings/feature-flags` while the gateway runs: it is read per connection, so the next
- * tunnel sees it, no restart. The component option it drives (`verifyUpstream`) is tested in
+ * `PUT /api/settings/feature-flags`; it is a restart flag, so the change waits for the gateway's
+ * next start (on the same data directory, which brings the capture modes back). The component option it drives (`verifyUpstream`) is tested in
  * test/inspector.capture.test.ts; this file proves the flag reaches it. Nothing leaves the machine.
  */
 
@@ -96,6 +96,17 @@ const chatThroughProxy = async (proxyPort: number, upstreamPort: number, inspect
 
 let dir: string
 let gw: TestGateway
+const gatewayEnv = (hostsFile: string) => ({
+  INSPECTOR_HTTP_PROXY_PORT: "0",
+  INSPECTOR_MITM_PORT: "0",
+  GATEWAY_HOSTS_FILE: hostsFile,
+  INSPECTOR_SYSTEM_PROXY_HOME: dir
+})
+/** Stops the gateway and starts it again on the same data directory (a restart). */
+const restart = async () => {
+  await gw.close()
+  gw = await startGateway({ dataDir: gw.dataDir, env: gatewayEnv(path.join(dir, "hosts")) })
+}
 let upstream: https.Server
 let upstreamPort: number
 let hits = 0
@@ -115,9 +126,7 @@ beforeAll(async () => {
   upstreamPort = await new Promise<number>((resolve) => upstream.listen(0, "127.0.0.1", () => resolve((upstream.address() as net.AddressInfo).port)))
   const hostsFile = path.join(dir, "hosts")
   fs.writeFileSync(hostsFile, "127.0.0.1 localhost\n")
-  gw = await startGateway({
-    env: { INSPECTOR_HTTP_PROXY_PORT: "0", INSPECTOR_MITM_PORT: "0", GATEWAY_HOSTS_FILE: hostsFile, INSPECTOR_SYSTEM_PROXY_HOME: dir }
-  })
+  gw = await startGateway({ dataDir: path.join(dir, "data"), env: gatewayEnv(hostsFile) })
   await gw.run(Effect.flatMap(ApiKeys, (k) => k.create({ name: "admin", scopes: ["admin"] }, { secret: ADMIN })))
 }, 60_000)
 
@@ -132,26 +141,34 @@ afterAll(async () => {
 })
 
 describe("MITM_DISABLE_TLS_VERIFY through the gateway's capture proxy", () => {
-  it("off (default) an intercepted request to an untrusted upstream is refused (502); set on through the API the next one reaches it; set back, refused again; no restart", async () => {
+  it("off (default) an intercepted request to an untrusted upstream is refused (502); set on through the API it waits for a restart, then the request reaches it; set back and restarted, refused again", async () => {
     const started = await call(`${base()}/capture-modes/http-proxy`, { body: { action: "start" }, headers: admin })
     expect(started.status, started.text).toBe(200)
-    const proxyPort = started.body.httpProxy.port as number
-    expect(proxyPort).toBeGreaterThan(0)
     const intercepting = await call(`${base()}/capture-modes/tls-intercept`, { body: { enabled: true }, headers: admin })
     expect(intercepting.status, intercepting.text).toBe(200)
     expect(intercepting.body.tlsIntercept).toEqual({ enabled: true })
     const pem = await fetch(`${base()}/ca.pem`)
     expect(pem.status).toBe(200)
     const inspectorCa = await pem.text()
+    /** The capture proxy's port now (port 0: a new one after each restart, which brings the mode back). */
+    const proxyPort = async () => {
+      const modes = await call(`${base()}/capture-modes`, { headers: admin })
+      expect(modes.status, modes.text).toBe(200)
+      expect(modes.body.tlsIntercept).toEqual({ enabled: true })
+      const port = modes.body.httpProxy.port as number
+      expect(port).toBeGreaterThan(0)
+      return port
+    }
 
     const flagView = async () => ((await call(`${gw.url}/api/settings/feature-flags`, { headers: admin })).body.flags as Array<any>).find((f) => f.key === FLAG)
     const setFlag = async (value: string) => {
       const put = await call(`${gw.url}/api/settings/feature-flags`, { method: "PUT", body: { key: FLAG, value }, headers: admin })
       expect(put.status, put.text).toBe(200)
-      expect(put.body).toMatchObject({ key: FLAG, effectiveValue: value, source: "db", requiresRestart: false })
+      expect(put.body).toMatchObject({ key: FLAG, requiresRestart: true })
+      expect(await flagView()).toMatchObject({ pendingRestart: true })
     }
     const expectRefused = async () => {
-      const refused = await chatThroughProxy(proxyPort, upstreamPort, inspectorCa)
+      const refused = await chatThroughProxy(await proxyPort(), upstreamPort, inspectorCa)
       expect(refused.status, JSON.stringify(refused.body)).toBe(502)
       expect(refused.contentType).toBe("application/json")
       expect(refused.body.error.code).toBe("upstream_tls_error")
@@ -166,17 +183,22 @@ describe("MITM_DISABLE_TLS_VERIFY through the gateway's capture proxy", () => {
     const failed = await until("the refused request recorded", async () => (await entries()).find((e) => e.error !== null))
     expect(failed.error).toMatch(/certificate of localhost/)
 
-    // 2. On through the management API, the gateway still running: the next intercepted request reaches the upstream.
+    // 2. On through the management API: stored, pending, and the running gateway still verifies.
     await setFlag("true")
+    await expectRefused()
+    expect(hits).toBe(0)
+    // After a restart it holds: the next intercepted request reaches the upstream.
+    await restart()
     expect(await flagView()).toMatchObject({ effectiveValue: "true", source: "db", pendingRestart: false })
-    const passed = await chatThroughProxy(proxyPort, upstreamPort, inspectorCa)
+    const passed = await chatThroughProxy(await proxyPort(), upstreamPort, inspectorCa)
     expect(passed.status, JSON.stringify(passed.body)).toBe(200)
     expect(passed.body).toEqual(ANSWER)
     expect(hits).toBe(1)
 
-    // 3. Back off: refused again, and the upstream saw nothing more.
+    // 3. Back off and restarted: refused again, and the upstream saw nothing more.
     await setFlag("false")
+    await restart()
     await expectRefused()
     expect(hits).toBe(1)
-  })
+  }, 60_000)
 })

@@ -94,8 +94,8 @@ export const FLAG_DEFINITIONS = [
     "Let OAuth and validation flows go direct when proxy pre-checks fail (may change the egress IP).",
     { warningLevel: "caution" }
   ),
-  // Not a restart flag: the capture listeners read it per connection (Capture.ts, Tproxy.ts).
   bool("network", "MITM_DISABLE_TLS_VERIFY", false, "Disable MITM TLS verification", "Disables certificate verification of the MITM proxy. Dangerous.", {
+    requiresRestart: true,
     warningLevel: "danger"
   }),
   bool(

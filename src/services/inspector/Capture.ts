@@ -161,13 +161,9 @@ export class Capture extends Context.Tag("gateway/InspectorCapture")<Capture, Ca
       let caPromise: Promise<LocalCa> | undefined
       const ca = () => (caPromise ??= loadOrCreateCa(config.caDir))
       const upstreamCa = config.upstreamCaFile ? [yield* Effect.promise(() => fs.readFile(config.upstreamCaFile!, "utf8"))] : undefined
-      // Read per connection: a change of the flag applies to the next intercepted request.
-      let verifyKnown = !(yield* flags.enabled("MITM_DISABLE_TLS_VERIFY"))
-      const verifyUpstream = () => {
-        const off = flags.peekEnabled("MITM_DISABLE_TLS_VERIFY")
-        if (off !== undefined) verifyKnown = !off
-        return verifyKnown
-      }
+      // A restart flag: its value at start holds until the next one (docs/feature-flags.md).
+      const verifyAtStart = !(yield* flags.enabled("MITM_DISABLE_TLS_VERIFY"))
+      const verifyUpstream = () => verifyAtStart
 
       let proxy: Running | undefined
       let proxyError: string | null = null

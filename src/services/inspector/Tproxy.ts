@@ -139,12 +139,9 @@ export class Tproxy extends Context.Tag("gateway/InspectorTproxy")<Tproxy, Tprox
       const stateFile = path.join(config.caDir, TPROXY_STATE_FILE)
       const ca = () => loadOrCreateCa(config.caDir)
       const upstreamCa = config.upstreamCaFile ? [fs.readFileSync(config.upstreamCaFile, "utf8")] : undefined
-      let verifyKnown = !(yield* flags.enabled("MITM_DISABLE_TLS_VERIFY"))
-      const verifyUpstream = () => {
-        const off = flags.peekEnabled("MITM_DISABLE_TLS_VERIFY")
-        if (off !== undefined) verifyKnown = !off
-        return verifyKnown
-      }
+      // A restart flag: its value at start holds until the next one (docs/feature-flags.md).
+      const verifyAtStart = !(yield* flags.enabled("MITM_DISABLE_TLS_VERIFY"))
+      const verifyUpstream = () => verifyAtStart
       const trustOptions = (sudoPassword?: string) => ({
         exec: system.exec,
         root: system.root(),
