@@ -502,7 +502,9 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
       round[name] ??= {}
       const before = cpuSnapshot()
       const res = await safe(`round ${r} ${label} ${name}`, () => fn(t(name), name))
-      const after = cpuSnapshot()
+      // A run followed by more work (the allocation window) ends its CPU count where the run ends.
+      const after = res?.cpuEnd ?? cpuSnapshot()
+      if (res) delete res.cpuEnd
       res.foreignCpu = r2(foreignSince(before, after))
       // The target's own CPU time over the run: per request, it does not drift with the
       // machine's speed the way req/s does (this is a process's CPU seconds, from /proc).
@@ -532,6 +534,7 @@ for (let r = 1; roundBased && r <= MODE.rounds; r++) {
         // has a probe (not in this run's CPU time or req/s).
         const probe = label === "c32_1k" ? probes[name] : undefined
         if (probe) {
+          res.cpuEnd = cpuSnapshot()
           // The requests the timed run cut may still sit in the target's socket buffers (a slow
           // target reads and begins them after the run): the window opens once it is idle.
           await quiesce(x.pid)
