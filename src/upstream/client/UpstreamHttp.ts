@@ -5,8 +5,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { EventEmitter } from "node:events"
+import { Readable as NodeReadable } from "node:stream"
 import * as Option from "effect/Option"
-import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request } from "undici"
+import { Agent, buildConnector, type Dispatcher, errors as undiciErrors, fetch as undiciFetch, type request, util as undiciUtil } from "undici"
 import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
@@ -280,6 +281,253 @@ const splitUrl = (url: string): { readonly origin: string; readonly path: string
   return hit
 }
 
+/** What sending needs of the layer: the guarded agent and the whole-answer size limit. */
+interface Sending {
+  readonly agent: Dispatcher
+  readonly maxResponseBytes: number
+}
+
+/**
+ * The `body` of an answer read whole: its bytes are in `bytes` (or its failure in `bodyError`),
+ * so there is nothing left to read. One ended, destroyed stream shared by every such answer.
+ */
+const READ_WHOLE: UpstreamBody = (() => {
+  const body = new NodeReadable({ read: () => undefined })
+  body.push(null)
+  body.on("error", () => undefined)
+  body.destroy()
+  return body as unknown as UpstreamBody
+})()
+
+const headersTimedOut = () => new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" })
+
+/**
+ * Sends `req`; `done` once. Answers the function that cancels it (undefined when it ended at
+ * once). A whole answer (`readWhole`) is read by a dispatch handler of its own (`WholeAnswer`);
+ * a streamed one is handed over as undici's body stream.
+ */
+const sendNow = (sending: Sending, req: UpstreamRequest, policy: UrlPolicyFlags, done: (outcome: UpstreamOutcome) => void): (() => void) | undefined => {
+  const target = splitUrl(req.url)
+  if (typeof target === "string") {
+    done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: target }) })
+    return undefined
+  }
+  // An address written in the URL is never looked up: judged here, before anything is sent.
+  const refused = checkHostLiteral(target.host, policy)
+  if (refused) {
+    done({ _tag: "failed", error: new UpstreamTransportError({ kind: "blocked", message: refused.message }) })
+    return undefined
+  }
+  const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
+  const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
+  return req.readWhole ? sendWhole(sending, target, req, ms, bodyTimeout, done) : sendStreamed(sending, target, req, ms, bodyTimeout, done)
+}
+
+/**
+ * A whole answer, read by undici's dispatch handler interface directly: no body stream, no
+ * abort emitter, no listeners; the chunks are kept as they come and joined once. The limits and
+ * outcomes are `collect`'s: past the size limit the call is aborted (the connection dropped) and
+ * the answer is cut (an error answer) or a `too_large` failure (a successful one); a body that
+ * breaks or goes silent after the headers is the answer's `bodyError`.
+ */
+class WholeAnswer implements Dispatcher.DispatchHandler {
+  private abortCall: ((reason: Error) => void) | undefined
+  private settled = false
+  private status = 0
+  private headers: UpstreamResponse["headers"] | undefined
+  private chunks: Array<Buffer> = []
+  private size = 0
+  private limit = 0
+  private ok = false
+  private timer: NodeJS.Timeout | undefined
+  unwatch: (() => void) | undefined
+
+  constructor(
+    private readonly maxOk: number,
+    private readonly bodyTimeout: number | undefined,
+    private readonly done: (outcome: UpstreamOutcome) => void
+  ) {}
+
+  /** The headers did not come within `ms`: answered at once (undici acts on an abort only once it has a connection). */
+  startTimer(ms: number): void {
+    if (Number.isFinite(ms)) this.timer = setTimeout(() => this.timedOut(), Math.max(0, ms))
+  }
+
+  private timedOut(): void {
+    if (this.settled) return
+    this.settle()
+    this.abortCall?.(new undiciErrors.RequestAbortedError())
+    this.done({ _tag: "failed", error: headersTimedOut() })
+  }
+
+  get ended(): boolean {
+    return this.settled
+  }
+
+  /** The caller went away: the call is aborted and `done` hears `gone`, unless it has ended. */
+  cancel(): void {
+    if (this.settled) return
+    this.settle()
+    this.abortCall?.(new undiciErrors.RequestAbortedError())
+    this.done({ _tag: "gone" })
+  }
+
+  private settle(): void {
+    this.settled = true
+    clearTimeout(this.timer)
+    this.unwatch?.()
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    if (this.settled) abort(new undiciErrors.RequestAbortedError())
+    else this.abortCall = abort
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Array<Buffer>): boolean {
+    if (statusCode < 200 || this.settled) return true
+    clearTimeout(this.timer)
+    this.status = statusCode
+    this.headers = undiciUtil.parseHeaders(rawHeaders) as UpstreamResponse["headers"]
+    this.ok = statusCode < 300
+    this.limit = this.ok ? this.maxOk : ERROR_BODY_MAX_BYTES
+    return true
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.settled) return false
+    const room = this.limit - this.size
+    if (chunk.length <= room) {
+      this.chunks.push(chunk)
+      this.size += chunk.length
+      return true
+    }
+    this.settle()
+    this.abortCall?.(new undiciErrors.RequestAbortedError())
+    if (this.ok) this.answer({ bodyError: tooLarge(this.limit) })
+    else {
+      this.chunks.push(chunk.subarray(0, room))
+      this.answer({ bytes: Buffer.concat(this.chunks, this.limit) })
+    }
+    return false
+  }
+
+  onComplete(): void {
+    if (this.settled) return
+    this.settle()
+    this.answer({ bytes: Buffer.concat(this.chunks, this.size) })
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return
+    this.settle()
+    if (this.headers === undefined) return this.done({ _tag: "failed", error: classify(err) })
+    this.answer({ bodyError: bodyFailure(err, this.bodyTimeout) })
+  }
+
+  private answer(read: { readonly bytes: Buffer } | { readonly bodyError: Error }): void {
+    this.chunks = []
+    this.done({ _tag: "answered", response: { status: this.status, headers: this.headers!, body: READ_WHOLE, ...read } })
+  }
+}
+
+const sendWhole = (
+  sending: Sending,
+  target: { readonly origin: string; readonly path: string },
+  req: UpstreamRequest,
+  ms: number,
+  bodyTimeout: number | undefined,
+  done: (outcome: UpstreamOutcome) => void
+): (() => void) | undefined => {
+  const answer = new WholeAnswer(req.maxBodyBytes ?? sending.maxResponseBytes, bodyTimeout, done)
+  const cancel = () => answer.cancel()
+  if (req.abortWhen) {
+    answer.unwatch = req.abortWhen(cancel)
+    // The caller may be gone already: nothing is sent.
+    if (answer.ended) {
+      answer.unwatch()
+      return undefined
+    }
+  }
+  answer.startTimer(ms)
+  const via = req.dispatcher ?? sending.agent
+  via.dispatch(
+    { origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, ...(bodyTimeout === undefined ? {} : { bodyTimeout }) },
+    answer
+  )
+  return cancel
+}
+
+/** A streamed answer: undici's body stream, handed over once the headers came. */
+const sendStreamed = (
+  sending: Sending,
+  target: { readonly origin: string; readonly path: string },
+  req: UpstreamRequest,
+  ms: number,
+  bodyTimeout: number | undefined,
+  done: (outcome: UpstreamOutcome) => void
+): (() => void) | undefined => {
+  // One plain timer covers connecting, sending and waiting for the headers, and undici
+  // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
+  const abort = new EventEmitter()
+  // The timeout answers at once: undici only acts on an abort once it has a connection,
+  // so a connect or TLS handshake that hangs would otherwise hold the caller until the
+  // agent's connect timeout.
+  let settled = false
+  let body: UpstreamBody | undefined
+  const cancel = () => {
+    settled = true
+    clearTimeout(timer)
+    abort.emit("abort")
+    body?.destroy()
+  }
+  // Settled (answered, failed, timed out): stop watching the caller.
+  let unwatch: (() => void) | undefined
+  const settle = () => {
+    settled = true
+    unwatch?.()
+  }
+  const timer = Number.isFinite(ms)
+    ? setTimeout(
+        () => {
+          settle()
+          abort.emit("abort")
+          done({ _tag: "failed", error: headersTimedOut() })
+        },
+        Math.max(0, ms)
+      )
+    : undefined
+  if (req.abortWhen) {
+    unwatch = req.abortWhen(() => {
+      if (!settled) {
+        cancel()
+        return done({ _tag: "gone" })
+      }
+      // A streamed answer handed over but perhaps not yet taken up by its reader (the
+      // fiber may be interrupted before it starts reading): destroying it aborts the call.
+      if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
+    })
+    if (settled) return undefined
+  }
+  const via = req.dispatcher ?? sending.agent
+  via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
+    clearTimeout(timer)
+    if (settled) {
+      if (!err) data?.body?.destroy()
+      return
+    }
+    if (err) {
+      settle()
+      return done({ _tag: "failed", error: classify(err) })
+    }
+    body = data.body
+    // Watching the caller goes on until the body is done with (read or destroyed).
+    settled = true
+    if (unwatch) data.body.once("close", unwatch)
+    done({ _tag: "answered", response: { status: data.statusCode, headers: data.headers, body: data.body } })
+  })
+  return cancel
+}
+
 /**
  * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin
  * (node's http client and the platform client cost measurably more per request).
@@ -358,6 +606,7 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
           { ...(init as object), dispatcher: (init as { dispatcher?: Dispatcher } | undefined)?.dispatcher ?? agent } as never
         ) as unknown as Promise<Response>
       }) as typeof globalThis.fetch
+      const sending: Sending = { agent, maxResponseBytes }
       return {
         userAgent,
         maxResponseBytes,
@@ -369,18 +618,18 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
         },
         requestNow: (req, done) => {
           const policy = peekPolicy()
-          if (policy !== undefined) sendNow(req, policy, done)
+          if (policy !== undefined) sendNow(sending, req, policy, done)
           // The flags are not known fresh (rare: just after a change): read, then send.
           else
             readPolicy().then(
-              (p) => sendNow(req, p, done),
+              (p) => sendNow(sending, req, p, done),
               (e: unknown) => done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: `the outbound policy could not be read: ${String(e)}` }) })
             )
         }
       } satisfies UpstreamHttpShape
       function send(req: UpstreamRequest, policy: UrlPolicyFlags) {
         return Effect.async<UpstreamResponse, UpstreamTransportError>((resume) => {
-          const cancel = sendNow(req, policy, (outcome) =>
+          const cancel = sendNow(sending, req, policy, (outcome) =>
             resume(
               outcome._tag === "answered"
                 ? Effect.succeed(outcome.response)
@@ -392,92 +641,6 @@ export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHt
           )
           return req.abortWhen || cancel === undefined ? undefined : Effect.sync(cancel)
         })
-      }
-
-      /** Sends `req`; `done` once. Answers the function that cancels it (undefined when it ended at once). */
-      function sendNow(req: UpstreamRequest, policy: UrlPolicyFlags, done: (outcome: UpstreamOutcome) => void): (() => void) | undefined {
-        const target = splitUrl(req.url)
-        if (typeof target === "string") {
-          done({ _tag: "failed", error: new UpstreamTransportError({ kind: "network", message: target }) })
-          return undefined
-        }
-        // An address written in the URL is never looked up: judged here, before anything is sent.
-        const refused = checkHostLiteral(target.host, policy)
-        if (refused) {
-          done({ _tag: "failed", error: new UpstreamTransportError({ kind: "blocked", message: refused.message }) })
-          return undefined
-        }
-        // One plain timer covers connecting, sending and waiting for the headers, and undici
-        // takes an EventEmitter as abort signal: no timer fiber and no AbortController per call.
-        const abort = new EventEmitter()
-        const ms = Duration.toMillis(Duration.decode(req.headersTimeout ?? DEFAULT_HEADERS_TIMEOUT))
-        const bodyTimeout = req.bodyIdleTimeout === undefined ? undefined : Duration.toMillis(Duration.decode(req.bodyIdleTimeout))
-        // The timeout answers at once: undici only acts on an abort once it has a connection,
-        // so a connect or TLS handshake that hangs would otherwise hold the caller until the
-        // agent's connect timeout.
-        let settled = false
-        let body: UpstreamBody | undefined
-        const cancel = () => {
-          settled = true
-          clearTimeout(timer)
-          abort.emit("abort")
-          body?.destroy()
-        }
-        // Settled (answered, failed, timed out): stop watching the caller.
-        let unwatch: (() => void) | undefined
-        const settle = () => {
-          settled = true
-          unwatch?.()
-        }
-        const timer = Number.isFinite(ms)
-          ? setTimeout(
-              () => {
-                settle()
-                abort.emit("abort")
-                done({ _tag: "failed", error: new UpstreamTransportError({ kind: "timeout", message: "no response headers from upstream in time" }) })
-              },
-              Math.max(0, ms)
-            )
-          : undefined
-        if (req.abortWhen) {
-          unwatch = req.abortWhen(() => {
-            if (!settled) {
-              cancel()
-              return done({ _tag: "gone" })
-            }
-            // A streamed answer handed over but perhaps not yet taken up by its reader (the
-            // fiber may be interrupted before it starts reading): destroying it aborts the call.
-            if (body !== undefined && !body.destroyed && !body.readableEnded) body.destroy()
-          })
-          if (settled) return undefined
-        }
-        const via = req.dispatcher ?? agent
-        via.request({ origin: target.origin, path: target.path, method: req.method, headers: req.headers, body: req.body ?? null, signal: abort, bodyTimeout }, (err, data) => {
-          clearTimeout(timer)
-          if (settled) {
-            if (!err) data?.body?.destroy()
-            return
-          }
-          if (err) {
-            settle()
-            return done({ _tag: "failed", error: classify(err) })
-          }
-          const head = { status: data.statusCode, headers: data.headers, body: data.body }
-          body = data.body
-          if (!req.readWhole) {
-            // Watching the caller goes on until the body is done with (read or destroyed).
-            settled = true
-            if (unwatch) data.body.once("close", unwatch)
-            return done({ _tag: "answered", response: head })
-          }
-          const ok = data.statusCode >= 200 && data.statusCode < 300
-          collect(data.body, ok ? (req.maxBodyBytes ?? maxResponseBytes) : ERROR_BODY_MAX_BYTES, ok ? "fail" : "cut", (error, bytes) => {
-            if (settled) return
-            settle()
-            done({ _tag: "answered", response: error ? { ...head, bodyError: bodyFailure(error, bodyTimeout) } : { ...head, bytes: bytes! } })
-          })
-        })
-        return cancel
       }
     })
   )
