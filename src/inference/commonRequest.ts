@@ -1,0 +1,129 @@
+/**
+ * The dispatcher's side of the common path (docs/ARCHITECTURE.md, "The common path"): a request
+ * taken without a fiber while it stays common (the key checked from memory, the body read on its
+ * events, the pipeline's `runNow`), forked as a program the moment it stops being so, and its end.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Runtime from "effect/Runtime"
+import type * as http from "node:http"
+import type { ApiKeysShape } from "../services/auth/ApiKeys.js"
+import type { InferenceAccess } from "../platform/config/AppConfig.js"
+import type { FeatureFlagsShape } from "../platform/flags/FeatureFlags.js"
+import type { InFlightShape } from "../services/usage/InFlight.js"
+import type { InboundLimitsShape } from "../services/accounting/InboundLimits.js"
+import type { GatewayMetricsShape } from "../services/observability/Metrics.js"
+import { traceIdOf } from "../services/observability/Observability.js"
+import { authenticateNow } from "./auth.js"
+import { trimmedHeader as header } from "../platform/http/request.js"
+import { InferenceError } from "../kernel/errors.js"
+import { endRequest } from "../kernel/hooks.js"
+import { fireBegin, fireEnd } from "../kernel/listeners.js"
+import { INTERNAL_HEADER } from "../kernel/internalCall.js"
+import { parseJsonObject, readBodyNow, type HttpRequestContext } from "./io.js"
+import type { InferenceShape } from "./call.js"
+import type { InferenceRequest, makeRequestPrograms } from "./requestProgram.js"
+import type { RouteDef } from "./routes/types.js"
+
+type RequestPrograms = ReturnType<typeof makeRequestPrograms>
+
+export interface CommonRequestDeps {
+  readonly keys: ApiKeysShape
+  readonly flags: FeatureFlagsShape
+  readonly access: InferenceAccess
+  readonly inboundLimits: InboundLimitsShape
+  readonly inflight: InFlightShape
+  readonly inference: InferenceShape
+  /** Counts each request by the path it took (`gateway_requests_path_total`), when metrics are on. */
+  readonly metrics: GatewayMetricsShape | undefined
+  /** The layer's runtime: a common request's end hooks and log line run on it. */
+  readonly runtime: Runtime.Runtime<never>
+  /** Whether info lines are logged at all (a request's log line costs effects). */
+  readonly infoOn: boolean
+  readonly contextOf: RequestPrograms["contextOf"]
+  readonly programOn: RequestPrograms["programOn"]
+  readonly finishing: RequestPrograms["finishing"]
+}
+
+/**
+ * `tryCommon`, made once with the layer: the request on the common path, when the route has one;
+ * false when not even begun (the caller runs the program as usual).
+ */
+export const makeTryCommon = (deps: CommonRequestDeps) => {
+  const { keys, flags, access, inboundLimits, inflight, inference, metrics, infoOn, contextOf, programOn, finishing } = deps
+  const counted = (path: "common" | "pipeline", reason: string) => metrics?.requestPath(path, reason)
+  const runLog = Runtime.runFork(deps.runtime)
+
+  /**
+   * The request on the common path (docs/ARCHITECTURE.md, "The common path"), when the route
+   * has one: without a fiber while it stays common (the key checked from memory, the body
+   * read on its events, the pipeline's `runNow`), its program forked through `fork` the moment
+   * it stops being so. False: not even begun (the caller runs the program as usual).
+   */
+  const tryCommon = (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    path: string,
+    rawQuery: string,
+    route: RouteDef,
+    params: Record<string, string>,
+    fork: (request: InferenceRequest) => void
+  ): boolean => {
+    const prepare = route.common
+    if (prepare === undefined || route.public) return false
+    const on = flags.peekEnabled("GATEWAY_COMMON_PATH")
+    if (on !== true) return (void counted("pipeline", on === false ? "off" : "cold"), false)
+    if (req.headers[INTERNAL_HEADER] !== undefined) return (void counted("pipeline", "route"), false)
+    if ((header(req, "idempotency-key") ?? header(req, "x-request-id")) !== undefined && flags.peekEnabled("GATEWAY_IDEMPOTENCY_ENABLED") !== false)
+      return (void counted("pipeline", "idempotency"), false)
+    const { ctx } = contextOf(req, res, path, rawQuery, route)
+    fireBegin(ctx)
+    /** Not common after all: the program from its start, on this context (begun, the body read if it was). */
+    const refuse = (why: string, failWith?: InferenceError) => {
+      counted("pipeline", why)
+      fork(programOn(ctx, false, path, route, params, undefined, failWith))
+    }
+    const id = authenticateNow(keys, flags, access, req, ctx.query)
+    if (id === undefined) return (refuse("key"), true)
+    ctx.apiKeyId = id
+    // Inbound rate limits of the key: a counter to admit against.
+    if (id !== null && inboundLimits.admit(ctx, id) !== undefined) return (refuse("key"), true)
+    readBodyNow(req, (read) => {
+      if ("error" in read) return refuse("body", read.error)
+      ctx.body = read.body
+      const parsed = parseJsonObject(read.body)
+      if (Either.isLeft(parsed)) return refuse("body")
+      const call = prepare(ctx, parsed.right)
+      if (call instanceof InferenceError) return refuse("body")
+      const why = inference.runNow(call, {
+        done: () => finishNow(ctx, path),
+        handoff: (rest) => fork({ program: finishing(ctx, path, route, rest), requestId: ctx.requestId, traceId: traceIdOf(ctx) })
+      })
+      if (why !== undefined) return refuse(why)
+      counted("common", "")
+    })
+    return true
+  }
+
+  /**
+   * A request the common path answered, its usage row queued: its end as `finishing` ends a
+   * successful program (its end hooks, metrics and span, the write-ahead, its log line).
+   */
+  const finishNow = (ctx: HttpRequestContext, path: string): void => {
+    const ending = endRequest(ctx)
+    // Read before the span ends with the request.
+    const traceId = infoOn ? traceIdOf(ctx) : undefined
+    fireEnd(ctx, ctx.res.statusCode)
+    const line = () => {
+      inflight.end(ctx.requestId)
+      if (infoOn) {
+        const annotations: Record<string, string> = traceId === undefined ? { requestId: ctx.requestId } : { requestId: ctx.requestId, traceId }
+        runLog(Effect.annotateLogs(Effect.logInfo(`${ctx.req.method} ${path} ${ctx.res.statusCode} ${Date.now() - ctx.startedAt}ms`), annotations))
+      }
+    }
+    if (ending === undefined) return line()
+    runLog(Effect.ensuring(ending, Effect.sync(line)))
+  }
+
+  return tryCommon
+}
