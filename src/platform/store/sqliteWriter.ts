@@ -264,58 +264,67 @@ const sameColumns = (a: ReadonlyArray<string>, b: ReadonlyArray<string>): boolea
 }
 
 /**
- * Starts the writer thread on `file`. `replacing` names the tables whose rows replace the row
- * with the same key (their key columns). Fails (the promise) when the thread cannot open the file.
+ * Starts the writer thread on `file` and answers its writer at once: calls made before the thread
+ * is up wait in its message queue, so the thread's start (loading the driver, opening the file:
+ * ~100 ms) overlaps whatever the process does meanwhile. `started` settles once a first (empty)
+ * batch has gone through, and rejects when the thread could not open the file; every call then
+ * fails as well and `alive()` is false, so callers turn to the main connection. `replacing` names
+ * the tables whose rows replace the row with the same key (their key columns).
  */
-export const startSqliteWriter = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>): Promise<SqliteWriter> =>
-  new Promise((resolve, reject) => {
-    const driver = createRequire(import.meta.url).resolve("better-sqlite3")
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, busyTimeoutMs: BUSY_TIMEOUT_MS, replacing, nice: WRITER_NICE } })
-    // A thread that does nothing keeps no process alive (a CLI command ends when its work does).
-    worker.unref()
-    let next = 0
-    let failure: Error | undefined
-    const waiting = new Map<number, { readonly ok: (m: never) => void; readonly fail: (e: Error) => void }>()
-    const failAll = (e: Error) => {
-      failure = e
-      for (const w of waiting.values()) w.fail(e)
-      waiting.clear()
-    }
-    worker.on("message", (m: { readonly id: number }) => {
-      const w = waiting.get(m.id)
-      waiting.delete(m.id)
-      w?.ok(m as never)
-    })
-    worker.on("error", (e) => failAll(e))
-    worker.on("exit", (code) => failAll(new Error(`the SQLite writer thread exited (code ${code})`)))
-    const call = <A>(message: Record<string, unknown>): Promise<A> =>
-      failure
-        ? Promise.reject(failure)
-        : new Promise<A>((ok, fail) => {
-            const id = next++
-            waiting.set(id, { ok: ok as (m: never) => void, fail })
-            worker.postMessage({ ...message, id })
-          })
-    const writer: SqliteWriter = {
-      write: (rows, deletes) => call<BatchResult>(deletes === undefined || deletes.length === 0 ? pack(rows) : { ...pack(rows), deletes }),
-      dataVersion: () => call<{ readonly version: number }>({ dataVersion: true }).then((m) => m.version),
-      alive: () => failure === undefined,
-      close: async () => {
-        if (failure) return
-        await call({ close: true }).catch(() => undefined)
-        failure = new Error("the SQLite writer thread is closed")
-        await worker.terminate()
-      }
-    }
-    // Started when a first (empty) batch has gone through: the driver loaded and the file opened.
-    writer.write([]).then(
-      () => resolve(writer),
-      (e: Error) => {
-        void worker.terminate()
-        reject(e)
-      }
-    )
+export const startSqliteWriter = (
+  file: string,
+  replacing: Readonly<Record<string, ReadonlyArray<string>>>
+): { readonly writer: SqliteWriter; readonly started: Promise<void> } => {
+  const driver = createRequire(import.meta.url).resolve("better-sqlite3")
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver, file, busyTimeoutMs: BUSY_TIMEOUT_MS, replacing, nice: WRITER_NICE } })
+  // A thread that does nothing keeps no process alive (a CLI command ends when its work does).
+  worker.unref()
+  let next = 0
+  let failure: Error | undefined
+  const waiting = new Map<number, { readonly ok: (m: never) => void; readonly fail: (e: Error) => void }>()
+  const failAll = (e: Error) => {
+    failure = e
+    for (const w of waiting.values()) w.fail(e)
+    waiting.clear()
+  }
+  worker.on("message", (m: { readonly id: number }) => {
+    const w = waiting.get(m.id)
+    waiting.delete(m.id)
+    w?.ok(m as never)
   })
+  worker.on("error", (e) => failAll(e))
+  worker.on("exit", (code) => failAll(new Error(`the SQLite writer thread exited (code ${code})`)))
+  const call = <A>(message: Record<string, unknown>): Promise<A> =>
+    failure
+      ? Promise.reject(failure)
+      : new Promise<A>((ok, fail) => {
+          const id = next++
+          waiting.set(id, { ok: ok as (m: never) => void, fail })
+          worker.postMessage({ ...message, id })
+        })
+  const writer: SqliteWriter = {
+    write: (rows, deletes) => call<BatchResult>(deletes === undefined || deletes.length === 0 ? pack(rows) : { ...pack(rows), deletes }),
+    dataVersion: () => call<{ readonly version: number }>({ dataVersion: true }).then((m) => m.version),
+    alive: () => failure === undefined,
+    close: async () => {
+      if (failure) return
+      await call({ close: true }).catch(() => undefined)
+      failure = new Error("the SQLite writer thread is closed")
+      await worker.terminate()
+    }
+  }
+  const started = writer.write([]).then(
+    () => undefined,
+    (e: Error) => {
+      failure ??= e
+      void worker.terminate()
+      throw e
+    }
+  )
+  // Whoever waits for it hears the failure; without a waiter (the scope closed first) it is not an unhandled rejection.
+  started.catch(() => undefined)
+  return { writer, started }
+}
 
 /**
  * The writer thread of the SQLite file, for the batch writer and StoreVersion; `writer` is
@@ -325,14 +334,19 @@ export class SqliteWriterThread extends Context.Tag("gateway/SqliteWriterThread"
   static readonly layer = (file: string, replacing: Readonly<Record<string, ReadonlyArray<string>>>) =>
     Layer.scoped(
       SqliteWriterThread,
-      Effect.map(
-        Effect.acquireRelease(
-          Effect.tryPromise(() => startSqliteWriter(file, replacing)).pipe(
-            Effect.catchAll((e) => Effect.as(Effect.logWarning("the SQLite writer thread did not start; rows are written on the main thread", e.error), undefined))
-          ),
-          (w) => (w === undefined ? Effect.void : Effect.promise(() => w.close()))
-        ),
-        (writer) => ({ writer })
-      )
+      Effect.gen(function* () {
+        const { writer, started } = yield* Effect.acquireRelease(
+          Effect.sync(() => startSqliteWriter(file, replacing)),
+          ({ writer }) => Effect.promise(() => writer.close())
+        )
+        // Not waited for: the thread starts while the other services do.
+        yield* Effect.forkScoped(
+          Effect.catchAll(
+            Effect.tryPromise(() => started),
+            (e) => Effect.logWarning("the SQLite writer thread did not start; rows are written on the main thread", e.error)
+          )
+        )
+        return { writer }
+      })
     )
 }
