@@ -1,0 +1,131 @@
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import { BUDGET_INTERVALS, budgetLimit } from "../../domain/accounting.js"
+import type { EventBusShape } from "../../platform/events/EventBus.js"
+import type { SharedStateShape, TotalEntry } from "../../platform/state/SharedState.js"
+import { toIso } from "../../platform/store/Db.js"
+import type { BudgetCheck, BudgetClaim, BudgetSpend, BudgetsShape } from "./Budgets.js"
+import { type BudgetState, reached, roll } from "./budgetWindows.js"
+
+const NOTHING_HELD = () => {}
+const HOUR_MS = 3_600_000
+
+/**
+ * Budgets on the request path, synchronous and in memory: the check before a request (a spent
+ * window refuses it), the spend after it (announcing crossed thresholds as `quota.exceeded`, and
+ * telling the other processes on the `budgets` channel), and, with exact shared totals (Redis),
+ * the claim that holds a request's estimate across processes. Made once per layer: the channel
+ * is opened here.
+ */
+export const makeBudgetSpend = (deps: {
+  /** The budgets in memory, by API key id (the store loads them). */
+  readonly states: ReadonlyMap<string, BudgetState>
+  readonly bus: EventBusShape
+  readonly shared: SharedStateShape
+}): Pick<BudgetsShape, "check" | "record" | "unsafeRecord" | "exact" | "claim" | "has"> => {
+  const { states, bus, shared } = deps
+
+  const check = (apiKeyId: string | null, now: number, reservedUsd = 0): BudgetCheck => {
+    if (apiKeyId === null) return { ok: true }
+    const state = states.get(apiKeyId)
+    if (!state) return { ok: true }
+    let worst: BudgetCheck = { ok: true }
+    for (const kind of BUDGET_INTERVALS) {
+      const limit = budgetLimit(state.config, kind)
+      if (limit === null) continue
+      const w = state.windows[kind]
+      roll(kind, state.config.resetTime, w, now)
+      if (!reached(w.spent + reservedUsd, limit)) continue
+      const retryAfterMs = Math.max(0, w.end - now)
+      if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kind, limitUsd: limit, spentUsd: w.spent, retryAfterMs }
+    }
+    return worst
+  }
+
+  /**
+   * Adds spend at `now`. `local`: this process's own (it announces crossed thresholds and
+   * tells the other processes); another process's spend only marks thresholds as crossed.
+   */
+  const add = (apiKeyId: string, costUsd: number, now: number, local: boolean): void => {
+    const state = states.get(apiKeyId)
+    if (!state) return
+    const c = state.config
+    for (const kind of BUDGET_INTERVALS) {
+      const w = state.windows[kind]
+      roll(kind, c.resetTime, w, now)
+      w.spent += costUsd
+      const limit = budgetLimit(c, kind)
+      if (limit === null) continue
+      const publish = (level: "warning" | "exceeded", threshold: number) =>
+        bus.publish("quota.exceeded", {
+          source: "budget",
+          api_key_id: apiKeyId,
+          window: kind,
+          kind: level,
+          threshold,
+          spent_usd: w.spent,
+          limit_usd: limit,
+          window_start: toIso(w.start),
+          resets_at: toIso(w.end)
+        })
+      if (!w.warned && reached(w.spent, c.warningThreshold * limit)) {
+        w.warned = true
+        if (local) publish("warning", c.warningThreshold)
+      }
+      if (!w.exceeded && reached(w.spent, limit)) {
+        w.exceeded = true
+        if (local) publish("exceeded", 1)
+      }
+    }
+    if (local && channel.shared) channel.publish({ apiKeyId, costUsd, at: now })
+    if (local && totals.exact) totals.add(entries(state, now), costUsd)
+  }
+
+  const totals = shared.totals
+  /** The shared totals of the key's limited windows at `now` (each starts from this process's view of it). */
+  const entries = (state: BudgetState, now: number): Array<TotalEntry> => {
+    const out: Array<TotalEntry> = []
+    for (const kind of BUDGET_INTERVALS) {
+      const limit = budgetLimit(state.config, kind)
+      if (limit === null) continue
+      const w = state.windows[kind]
+      roll(kind, state.config.resetTime, w, now)
+      out.push({ key: `budget:${state.config.apiKeyId}:${kind}:${w.start}`, limit, init: w.spent, expireAt: w.end + HOUR_MS })
+    }
+    return out
+  }
+
+  const claim = (apiKeyId: string, estimateUsd: number, now: number): Effect.Effect<BudgetClaim | undefined> => {
+    const state = states.get(apiKeyId)
+    if (!state) return Effect.succeed({ check: { ok: true }, release: NOTHING_HELD })
+    const held = entries(state, now)
+    if (held.length === 0) return Effect.succeed({ check: { ok: true }, release: NOTHING_HELD })
+    const by = Number.isFinite(estimateUsd) && estimateUsd > 0 ? estimateUsd : 0
+    return Effect.map(totals.claim(held, by), (claimed): BudgetClaim | undefined => {
+      if (claimed === undefined) return undefined
+      if (claimed.ok) return { check: { ok: true }, release: by === 0 ? NOTHING_HELD : () => totals.add(held, -by) }
+      let worst: BudgetCheck = { ok: true }
+      const kinds = BUDGET_INTERVALS.filter((k) => budgetLimit(state.config, k) !== null)
+      held.forEach((e, i) => {
+        const spentUsd = claimed.values[i] ?? 0
+        if (!reached(spentUsd, e.limit)) return
+        const retryAfterMs = Math.max(0, state.windows[kinds[i]!].end - now)
+        if (worst.ok || retryAfterMs > worst.retryAfterMs) worst = { ok: false, window: kinds[i]!, limitUsd: e.limit, spentUsd, retryAfterMs }
+      })
+      return { check: worst, release: NOTHING_HELD }
+    })
+  }
+
+  const channel = shared.channel<BudgetSpend>("budgets", (s) => {
+    if (Number.isFinite(s.costUsd) && s.costUsd > 0) add(s.apiKeyId, s.costUsd, s.at, false)
+  })
+
+  const unsafeRecord = (apiKeyId: string | null, costUsd: number, now: number): void => {
+    if (apiKeyId === null || !(costUsd > 0) || !Number.isFinite(costUsd)) return
+    add(apiKeyId, costUsd, now, true)
+  }
+
+  const record = (apiKeyId: string | null, costUsd: number) => Effect.map(Clock.currentTimeMillis, (now) => unsafeRecord(apiKeyId, costUsd, now))
+
+  return { check, record, unsafeRecord, exact: totals.exact, claim, has: (apiKeyId: string) => states.has(apiKeyId) }
+}
