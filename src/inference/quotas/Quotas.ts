@@ -26,7 +26,7 @@ import { FORMATS } from "../../upstream/formats/registry.js"
 import { badRequest, InferenceError } from "../../kernel/errors.js"
 import type { InferenceShape } from "../call.js"
 import { Inference } from "../pipeline.js"
-import { type Connection, Connections } from "../../upstream/providers/Connections.js"
+import { type Connection, Connections, type ConnectionsShape } from "../../upstream/providers/Connections.js"
 import { findProvider } from "../../domain/catalog/catalog.js"
 import { parseDuration } from "../../services/resilience/classify.js"
 import { Cooldowns } from "../../services/resilience/Cooldowns.js"
@@ -310,6 +310,27 @@ const askUpstream = (inference: InferenceShape, connection: Connection, model: s
 
 const notFound = (message: string, param: string) => new InferenceError({ status: 404, kind: "not_found", code: "not_found", message, param })
 
+/** The connection a query names: by name (checked against `provider` when both are given), else the provider's first enabled one. */
+const pick = (connections: ConnectionsShape, query: QuotaQuery): Effect.Effect<Connection, InferenceError> =>
+  Effect.gen(function* () {
+    const providerId = query.provider?.trim() || undefined
+    const name = query.connection?.trim() || undefined
+    if (!providerId && !name) return yield* Effect.fail(badRequest("provider or connection is required (?provider=<id>&connection=<name>)", "provider"))
+    const spec = providerId ? findProvider(providerId) : undefined
+    if (providerId && !spec) return yield* Effect.fail(badRequest(`unknown provider: ${providerId}`, "provider", "unknown_provider"))
+    if (name) {
+      const found = yield* Effect.mapError(connections.get(name), () => notFound(`no connection named ${name}`, "connection"))
+      if (spec && found.provider.id !== spec.id) {
+        return yield* Effect.fail(badRequest(`connection ${found.name} is a ${found.provider.id} connection, not ${spec.id}`, "connection", "provider_mismatch"))
+      }
+      return found
+    }
+    const all = (yield* connections.list).filter((c) => c.provider.id === spec!.id)
+    const chosen = [...all].sort((a, b) => Number(b.enabled) - Number(a.enabled) || a.priority - b.priority)[0]
+    if (!chosen) return yield* Effect.fail(notFound(`no connection of provider ${spec!.id}`, "provider"))
+    return chosen
+  })
+
 export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>() {
   static readonly layer = Layer.effect(
     Quotas,
@@ -324,30 +345,9 @@ export class Quotas extends Context.Tag("gateway/Quotas")<Quotas, QuotasShape>()
       /** The periodic refresh's views, per connection id and probe model. */
       const refreshed = new Map<string, { readonly view: UpstreamView; readonly at: number; readonly until: number }>()
 
-      /** The connection a query names: by name (checked against `provider` when both are given), else the provider's first enabled one. */
-      const pick = (query: QuotaQuery): Effect.Effect<Connection, InferenceError> =>
-        Effect.gen(function* () {
-          const providerId = query.provider?.trim() || undefined
-          const name = query.connection?.trim() || undefined
-          if (!providerId && !name) return yield* Effect.fail(badRequest("provider or connection is required (?provider=<id>&connection=<name>)", "provider"))
-          const spec = providerId ? findProvider(providerId) : undefined
-          if (providerId && !spec) return yield* Effect.fail(badRequest(`unknown provider: ${providerId}`, "provider", "unknown_provider"))
-          if (name) {
-            const found = yield* Effect.mapError(connections.get(name), () => notFound(`no connection named ${name}`, "connection"))
-            if (spec && found.provider.id !== spec.id) {
-              return yield* Effect.fail(badRequest(`connection ${found.name} is a ${found.provider.id} connection, not ${spec.id}`, "connection", "provider_mismatch"))
-            }
-            return found
-          }
-          const all = (yield* connections.list).filter((c) => c.provider.id === spec!.id)
-          const chosen = [...all].sort((a, b) => Number(b.enabled) - Number(a.enabled) || a.priority - b.priority)[0]
-          if (!chosen) return yield* Effect.fail(notFound(`no connection of provider ${spec!.id}`, "provider"))
-          return chosen
-        })
-
       const check = (query: QuotaQuery, apiKeyId: string | null) =>
         Effect.gen(function* () {
-          const connection = yield* pick(query)
+          const connection = yield* pick(connections, query)
           const now = yield* Clock.currentTimeMillis
           const model = probeModel(connection, query.model?.trim() || undefined)
           const refusals: Array<{ readonly by: string; readonly reason: string; readonly resetsAt: number | null }> = []
