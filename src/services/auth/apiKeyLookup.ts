@@ -1,0 +1,49 @@
+/**
+ * The keys as the request path reads them, from memory: a presented secret verified, a key by id,
+ * whether any key has shadow targets or the admin scope. The `peek*` facets answer synchronously
+ * when the keys in memory are known fresh.
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { ApiKeyRecord } from "./ApiKeys.js"
+import type { KeysByHash } from "./apiKeyRows.js"
+import { sha256 } from "./password.js"
+
+/** The lookups, made once per layer: `verify`/`peekVerify`, `byId`/`peekById`, `anyShadowed`, `hasAdminKey`. */
+export const makeKeyLookup = ({ byHash, touched }: { readonly byHash: KeysByHash; readonly touched: Map<string, number> }) => {
+  // Keys by id, indexed once per loaded key set.
+  const idIndex = new WeakMap<ReadonlyMap<string, ApiKeyRecord>, Map<string, ApiKeyRecord>>()
+  const indexOf = (m: ReadonlyMap<string, ApiKeyRecord>) => {
+    let index = idIndex.get(m)
+    if (index === undefined) idIndex.set(m, (index = new Map(Array.from(m.values(), (r) => [r.id, r]))))
+    return index
+  }
+  const peekById = (id: string) => {
+    const m = byHash.peek()
+    return m === undefined ? undefined : indexOf(m).get(id)
+  }
+  const byId = (id: string) => Effect.map(byHash.get, (m) => indexOf(m).get(id))
+  const shadowedIn = new WeakMap<ReadonlyMap<string, ApiKeyRecord>, boolean>()
+  const anyShadowed = Effect.map(byHash.get, (m) => {
+    let any = shadowedIn.get(m)
+    if (any === undefined) shadowedIn.set(m, (any = Array.from(m.values()).some((r) => r.shadow.length > 0)))
+    return any
+  })
+
+  const verifyIn = (m: ReadonlyMap<string, ApiKeyRecord>, secret: string): Option.Option<ApiKeyRecord> => {
+    const record = m.get(sha256(secret))
+    if (!record || !record.enabled) return Option.none()
+    const t = Date.now()
+    if (record.expiresAt !== null && record.expiresAt <= t) return Option.none()
+    touched.set(record.id, t)
+    return Option.some(record)
+  }
+  const verify = (secret: string) => Effect.map(byHash.get, (m) => verifyIn(m, secret))
+  const peekVerify = (secret: string) => {
+    const m = byHash.peek()
+    return m === undefined ? undefined : verifyIn(m, secret)
+  }
+  const hasAdminKey = Effect.map(byHash.get, (m) => Array.from(m.values()).some((r) => r.scopes.includes("admin")))
+
+  return { peekById, byId, anyShadowed, verify, peekVerify, hasAdminKey }
+}

@@ -1,0 +1,133 @@
+/**
+ * The keys as the management API changes them: create (or adopt a chosen secret), list, update and
+ * remove, by id or by name, each change audited.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as crypto from "node:crypto"
+import { Conflict, NotFound } from "../../domain/errors.js"
+import type { ApiKeyScope } from "../../domain/keys.js"
+import { maskSecret } from "../../kernel/redact.js"
+import type { BatchWriterShape } from "../../platform/store/BatchWriter.js"
+import type { ApiKeyRecord, ApiKeysShape } from "./ApiKeys.js"
+import { type KeysByHash, shadowColumn, toView } from "./apiKeyRows.js"
+import { randomToken, sha256 } from "./password.js"
+
+export const KEY_PREFIX = "gwk_"
+
+export interface KeyManagementDeps {
+  readonly sql: SqlClient.SqlClient
+  readonly writer: BatchWriterShape
+  readonly byHash: KeysByHash
+  /** The last-used times not yet written (apiKeyUsage.ts). */
+  readonly touched: Map<string, number>
+}
+
+/** `create`, `list`, `update` and `remove`: each write invalidates the keys in memory. */
+export const makeKeyManagement = ({ sql, writer, byHash, touched }: KeyManagementDeps) => {
+  const audit = (actor: string, action: string, target: string) => writer.append("audit_log", { ts: Date.now(), actor, action, target, detail: null })
+
+  const create: ApiKeysShape["create"] = (input, options = {}) =>
+    Effect.gen(function* () {
+      const secret = options.secret ?? KEY_PREFIX + randomToken(32)
+      const hash = sha256(secret)
+      const scopes: Array<ApiKeyScope> = Array.from(new Set<ApiKeyScope>(input.scopes ?? ["inference"]))
+      const existing = (yield* byHash.get).get(hash)
+      if (existing) {
+        // Adopting the same secret twice (re-running setup) updates the key instead of failing.
+        const merged: Array<ApiKeyScope> = Array.from(new Set([...existing.scopes, ...scopes]))
+        const rpm = input.rpm === undefined ? existing.rpm : input.rpm
+        const tpm = input.tpm === undefined ? existing.tpm : input.tpm
+        const shadow = input.shadow === undefined ? existing.shadow : (input.shadow ?? [])
+        yield* sql`UPDATE api_keys SET scopes = ${JSON.stringify(merged)}, enabled = 1, rpm_limit = ${rpm}, tpm_limit = ${tpm}, shadow = ${shadowColumn(shadow)} WHERE id = ${existing.id}`.pipe(
+          Effect.orDie
+        )
+        yield* byHash.invalidate
+        const record = { ...existing, scopes: merged, enabled: true, rpm, tpm, shadow }
+        return { ...toView(record), secret }
+      }
+      const record: ApiKeyRecord = {
+        id: "key_" + crypto.randomBytes(8).toString("hex"),
+        name: input.name ?? "default",
+        masked: maskSecret(secret),
+        scopes,
+        enabled: true,
+        createdAt: Date.now(),
+        expiresAt: input.expiresAt ? input.expiresAt.getTime() : null,
+        lastUsedAt: null,
+        rpm: input.rpm ?? null,
+        tpm: input.tpm ?? null,
+        shadow: input.shadow ?? []
+      }
+      yield* sql`INSERT INTO api_keys ${sql.insert({
+        id: record.id,
+        name: record.name,
+        key_hash: hash,
+        masked: record.masked,
+        scopes: JSON.stringify(record.scopes),
+        enabled: 1,
+        created_at: record.createdAt,
+        expires_at: record.expiresAt,
+        rpm_limit: record.rpm,
+        tpm_limit: record.tpm,
+        shadow: shadowColumn(record.shadow)
+      })}`.pipe(Effect.orDie)
+      yield* byHash.invalidate
+      audit(options.actor ?? "system", "api_key.create", record.id)
+      yield* Effect.logInfo(`api key created: ${record.id} (${record.name}, scopes ${scopes.join(",")})`)
+      return { ...toView(record), secret }
+    })
+
+  const list = Effect.map(byHash.get, (m) =>
+    Array.from(m.values())
+      .sort((a, b) => a.createdAt - b.createdAt)
+      .map((r) => toView({ ...r, lastUsedAt: touched.get(r.id) ?? r.lastUsedAt }))
+  )
+
+  const find = (idOrName: string) =>
+    Effect.gen(function* () {
+      const all = Array.from((yield* byHash.get).values())
+      const byId = all.find((r) => r.id === idOrName)
+      const byName = all.filter((r) => r.name === idOrName)
+      if (!byId && byName.length > 1) {
+        return yield* new Conflict({
+          message: `several keys are named '${idOrName}'; name one by id (${byName.map((r) => r.id).join(", ")})`
+        })
+      }
+      const target = byId ?? byName[0]
+      if (!target) return yield* new NotFound({ message: `no API key with id or name '${idOrName}'` })
+      return target
+    })
+
+  const update: ApiKeysShape["update"] = (idOrName, input, actor = "system") =>
+    Effect.gen(function* () {
+      const target = yield* find(idOrName)
+      const next: ApiKeyRecord = {
+        ...target,
+        name: input.name ?? target.name,
+        rpm: input.rpm === undefined ? target.rpm : input.rpm,
+        tpm: input.tpm === undefined ? target.tpm : input.tpm,
+        enabled: input.enabled ?? target.enabled,
+        expiresAt: input.expiresAt === undefined ? target.expiresAt : input.expiresAt === null ? null : input.expiresAt.getTime(),
+        shadow: input.shadow === undefined ? target.shadow : (input.shadow ?? [])
+      }
+      yield* sql`UPDATE api_keys SET name = ${next.name}, rpm_limit = ${next.rpm}, tpm_limit = ${next.tpm}, enabled = ${next.enabled ? 1 : 0}, expires_at = ${next.expiresAt}, shadow = ${shadowColumn(next.shadow)} WHERE id = ${target.id}`.pipe(
+        Effect.orDie
+      )
+      yield* byHash.invalidate
+      audit(actor, "api_key.update", target.id)
+      return toView({ ...next, lastUsedAt: touched.get(next.id) ?? next.lastUsedAt })
+    })
+
+  const remove: ApiKeysShape["remove"] = (idOrName, actor = "system") =>
+    Effect.gen(function* () {
+      const target = yield* find(idOrName)
+      yield* sql`DELETE FROM api_keys WHERE id = ${target.id}`.pipe(Effect.orDie)
+      touched.delete(target.id)
+      yield* byHash.invalidate
+      audit(actor, "api_key.remove", target.id)
+      return toView(target)
+    })
+
+  return { create, list, update, remove }
+}
