@@ -3,7 +3,8 @@
 // (docs/ARCHITECTURE.md, "Code stats"), so a change to the structure shows its effect:
 //   - the largest layer closures: the function a `Layer.effect` / `Layer.scoped` builds its
 //     service in, by lines (a service read from the outside in keeps this short);
-//   - the provide steps of the composition (src/server/Gateway.ts and src/server/CoreLayer.ts);
+//   - the provide steps of the composition (src/server/Gateway.ts and src/server/CoreLayer.ts), and
+//     of each area's layer (the files named `<Area>Live.ts`);
 //   - comment blocks of 8 lines or more, and lines over 160 columns;
 //   - service tags declared in a file named otherwise (`class Inference` in pipeline.ts);
 //   - exported functions and constants used nowhere (no other file names them, and their own
@@ -70,7 +71,11 @@ closures.sort((a, b) => b.lines - a.lines)
 
 // 2. Provide steps of the composition.
 const compositionFiles = ["src/server/Gateway.ts", "src/server/CoreLayer.ts"].filter((f) => text.has(f))
-const provideSteps = Object.fromEntries(compositionFiles.map((f) => [f, (text.get(f).match(/Layer\.provide(Merge)?\(/g) ?? []).length]))
+const stepsIn = (f) => (text.get(f).match(/Layer\.provide(Merge)?\(/g) ?? []).length
+const provideSteps = Object.fromEntries(compositionFiles.map((f) => [f, stepsIn(f)]))
+// Each area's own layer (`<Area>Live.ts`, docs/ARCHITECTURE.md, "How the layers are composed"): its steps.
+const areaFiles = srcFiles.filter((f) => /(^|\/)[A-Z]\w*Live\.ts$/.test(f))
+const areaSteps = Object.fromEntries(areaFiles.map((f) => [f, stepsIn(f)]))
 
 // 3. Comment blocks of LONG_COMMENT lines or more (consecutive comment lines, or one /* */ block), lines over WIDE columns.
 const longComments = []
@@ -153,6 +158,7 @@ const stats = {
   files: srcFiles.length,
   layerClosures: { count: closures.length, over150: closures.filter((c) => c.lines > 150).length, largest: closures.slice(0, TOP) },
   provideSteps,
+  areaSteps,
   commentBlocks8Plus: { count: longComments.length, largest: longComments.slice(0, TOP) },
   linesOver160: { count: wideLines.length, files: new Set(wideLines.map((w) => w.file)).size },
   tagsInFilesNamedOtherwise: { count: misnamed.length, of: tags, list: misnamed },
@@ -169,6 +175,11 @@ if (JSON_OUT) {
   p(
     `provide steps: ${Object.entries(provideSteps)
       .map(([f, n]) => `${f} ${n}`)
+      .join(", ")}`
+  )
+  p(
+    `provide steps per area: ${Object.entries(areaSteps)
+      .map(([f, n]) => `${path.basename(f, ".ts")} ${n}`)
       .join(", ")}`
   )
   p(`comment blocks of ${LONG_COMMENT}+ lines: ${longComments.length}; the longest:`)

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { AppConfig } from "../src/platform/config/AppConfig.js"
-import { StoreLayer } from "../src/server/Gateway.js"
+import { StoreLive } from "../src/platform/store/StoreLive.js"
 import { toIso } from "../src/platform/store/Db.js"
 import { BatchWriter, MAX_BATCH } from "../src/platform/store/BatchWriter.js"
 import { Secrets } from "../src/platform/store/Secrets.js"
@@ -24,7 +24,7 @@ import { localCore, tempDir } from "./support/gateway.js"
 const quiet = Logger.replace(Logger.defaultLogger, Logger.none)
 
 const storeAt = (dataDir: string, env: Record<string, string> = {}) =>
-  StoreLayer.pipe(
+  StoreLive.pipe(
     Layer.provide(AppConfig.layerTest({ dataDir })),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))),
     Layer.provide(quiet)

@@ -1,0 +1,139 @@
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { ConfigError } from "effect/ConfigError"
+import * as Layer from "effect/Layer"
+import type { Evals } from "../inference/evals/Evals.js"
+import type { AppConfig } from "../platform/config/AppConfig.js"
+import type { EventBus } from "../platform/events/EventBus.js"
+import type { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import type { Settings } from "../platform/settings/Settings.js"
+import type { Backups } from "../platform/store/Backups.js"
+import type { KeyValue } from "../platform/store/KeyValue.js"
+import type { Secrets } from "../platform/store/Secrets.js"
+import { Lifecycle } from "../platform/system/Lifecycle.js"
+import type { AccountingConfig } from "../services/accounting/AccountingConfig.js"
+import type { Budgets } from "../services/accounting/Budgets.js"
+import type { Idempotency } from "../services/accounting/Idempotency.js"
+import type { InboundLimits } from "../services/accounting/InboundLimits.js"
+import type { Pricing } from "../services/accounting/Pricing.js"
+import type { ResponseCache } from "../services/accounting/ResponseCache.js"
+import type { TokenLimits } from "../services/accounting/TokenLimits.js"
+import type { AdminAuth } from "../services/auth/AdminAuth.js"
+import type { ApiKeys } from "../services/auth/ApiKeys.js"
+import type { Compat } from "../services/compat/Compat.js"
+import type { Compression } from "../services/context/Compression.js"
+import type { ContextStore } from "../services/context/ContextStore.js"
+import type { AuditLog } from "../services/governance/AuditLog.js"
+import type { Policies } from "../services/governance/Policies.js"
+import type { Capture } from "../services/inspector/Capture.js"
+import type { Inspector } from "../services/inspector/Inspector.js"
+import type { Tproxy } from "../services/inspector/Tproxy.js"
+import type { OAuth } from "../services/oauth/OAuth.js"
+import type { GatewayMetrics } from "../services/observability/Metrics.js"
+import type { Playground } from "../services/playground/Playground.js"
+import type { Plugins } from "../services/plugins/Plugins.js"
+import type { CircuitBreakers } from "../services/resilience/CircuitBreakers.js"
+import type { Cooldowns } from "../services/resilience/Cooldowns.js"
+import type { Lockouts } from "../services/resilience/Lockouts.js"
+import type { Resilience } from "../services/resilience/Resilience.js"
+import type { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
+import type { Aliases } from "../services/routing/Aliases.js"
+import type { AutoEngine } from "../services/routing/AutoEngine.js"
+import type { Combos } from "../services/routing/Combos.js"
+import type { Router } from "../services/routing/Router.js"
+import type { RoutingMemory } from "../services/routing/RoutingMemory.js"
+import type { Replay } from "../services/shadow/Replay.js"
+import type { Shadow } from "../services/shadow/Shadow.js"
+import type { SkillCatalog } from "../services/skills/SkillCatalog.js"
+import type { Tunnels } from "../services/tunnels/Tunnels.js"
+import type { UsageQueries } from "../services/usage/UsageQueries.js"
+import type { Webhooks } from "../services/webhooks/Webhooks.js"
+import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
+import type { Egress } from "../upstream/egress/Egress.js"
+import type { ProxyRegistry } from "../upstream/egress/ProxyRegistry.js"
+import type { Connections } from "../upstream/providers/Connections.js"
+import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
+import type { ProviderModels } from "../upstream/providers/ProviderModels.js"
+import type { ProviderNodes } from "../upstream/providers/ProviderNodes.js"
+import { ManagementHandler } from "./api/App.js"
+import type { AcpAgents } from "./clitools/AcpAgents.js"
+import type { CliTools } from "./clitools/CliTools.js"
+import { InspectorFeed } from "./dashboard/InspectorFeed.js"
+import { LiveFeed } from "./dashboard/LiveFeed.js"
+import { Dashboard } from "./dashboard/Static.js"
+import type { McpHttp } from "./mcp/McpHttp.js"
+import type { ConfigBundle } from "./sync/Bundle.js"
+import { CloudStore } from "./sync/CloudStore.js"
+import { CloudSync } from "./sync/CloudSync.js"
+
+/**
+ * The management area: the process's lifecycle (the operator's stop and restart), the cloud
+ * store and sync, then the management API over every area, then the dashboard's files and its
+ * live and inspector feeds. The API reads nearly everything below: the core, the event bus
+ * (EventsLive), ResilienceLive, AccountingLive, the policies, audit log, webhooks and metrics
+ * (GovernanceLive), the router (RoutingLive), the extensions (ExtensionsLive), the inspector,
+ * shadow, replay and compat (InspectorLive), OAuth, evals and compression (InferenceLive).
+ */
+export const ManagementLive: Layer.Layer<
+  Lifecycle | CloudStore | CloudSync | ManagementHandler | Dashboard | LiveFeed | InspectorFeed,
+  ConfigError,
+  | AppConfig
+  | SqlClient
+  | KeyValue
+  | Secrets
+  | Backups
+  | FeatureFlags
+  | Settings
+  | ApiKeys
+  | AdminAuth
+  | Connections
+  | ProviderChecks
+  | ProviderModels
+  | ProviderNodes
+  | ProxyRegistry
+  | UpstreamHttp
+  | Egress
+  | Combos
+  | Aliases
+  | AutoEngine
+  | ContextStore
+  | ConfigBundle
+  | EventBus
+  | ResilienceConfig
+  | RoutingMemory
+  | CircuitBreakers
+  | Cooldowns
+  | Lockouts
+  | Resilience
+  | AccountingConfig
+  | Pricing
+  | Budgets
+  | TokenLimits
+  | InboundLimits
+  | ResponseCache
+  | Idempotency
+  | UsageQueries
+  | GatewayMetrics
+  | Policies
+  | AuditLog
+  | Webhooks
+  | Router
+  | CliTools
+  | AcpAgents
+  | SkillCatalog
+  | McpHttp
+  | Plugins
+  | Playground
+  | Tunnels
+  | Inspector
+  | Capture
+  | Tproxy
+  | Shadow
+  | Replay
+  | Compat
+  | OAuth
+  | Evals
+  | Compression
+> = Layer.mergeAll(Dashboard.layer, LiveFeed.layer, InspectorFeed.layer).pipe(
+  Layer.provideMerge(ManagementHandler.layer),
+  Layer.provideMerge(Layer.mergeAll(Lifecycle.layer, CloudStore.layer, CloudSync.layer))
+)

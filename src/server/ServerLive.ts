@@ -1,0 +1,120 @@
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { ConfigError } from "effect/ConfigError"
+import * as Layer from "effect/Layer"
+import { BatchRunner, type Batches } from "../inference/batches/Batches.js"
+import type { NativeBatches } from "../inference/batches/native.js"
+import type { InferenceRoutes } from "../inference/dispatch.js"
+import { EvalRunner, type Evals } from "../inference/evals/Evals.js"
+import type { Files } from "../inference/files/Files.js"
+import type { Quotas } from "../inference/quotas/Quotas.js"
+import type { ResponsesWebSocket } from "../inference/responsesWs.js"
+import type { RequestHooks } from "../kernel/hooks.js"
+import { type GatewayServer, type InternalCalls, OwnRoutes } from "../kernel/internalCall.js"
+import type { ManagementHandler } from "../management/api/App.js"
+import type { InspectorFeed } from "../management/dashboard/InspectorFeed.js"
+import type { LiveFeed } from "../management/dashboard/LiveFeed.js"
+import type { Dashboard } from "../management/dashboard/Static.js"
+import type { McpHttp } from "../management/mcp/McpHttp.js"
+import type { CloudSync } from "../management/sync/CloudSync.js"
+import type { AppConfig } from "../platform/config/AppConfig.js"
+import type { FeatureFlags } from "../platform/flags/FeatureFlags.js"
+import type { Settings } from "../platform/settings/Settings.js"
+import { SettingsHooks } from "../platform/settings/SettingsHooks.js"
+import { type Backups, ScheduledBackups } from "../platform/store/Backups.js"
+import { SharedStorageKeyCheck, type StorageKeyMismatch } from "../platform/store/keyCheck.js"
+import type { Secrets } from "../platform/store/Secrets.js"
+import type { StoreHealth } from "../platform/store/StoreHealth.js"
+import { IdleMemory } from "../platform/system/IdleMemory.js"
+import type { Pricing } from "../services/accounting/Pricing.js"
+import type { AdminAuth } from "../services/auth/AdminAuth.js"
+import type { ApiKeys } from "../services/auth/ApiKeys.js"
+import { Compat } from "../services/compat/Compat.js"
+import type { Compression } from "../services/context/Compression.js"
+import { ContextHooks } from "../services/context/ContextHooks.js"
+import type { ContextStore } from "../services/context/ContextStore.js"
+import { SummarizerLive } from "../services/context/Summarizer.js"
+import { Inspector } from "../services/inspector/Inspector.js"
+import type { OAuth } from "../services/oauth/OAuth.js"
+import { type Playground, PlaygroundCallerLive } from "../services/playground/Playground.js"
+import type { Cooldowns } from "../services/resilience/Cooldowns.js"
+import type { AutoEngine } from "../services/routing/AutoEngine.js"
+import type { Combos } from "../services/routing/Combos.js"
+import { Replay } from "../services/shadow/Replay.js"
+import { ShadowRunner } from "../services/shadow/runner.js"
+import type { Shadow } from "../services/shadow/Shadow.js"
+import { type Tunnels, TunnelsTargetLive } from "../services/tunnels/Tunnels.js"
+import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
+import type { Connections } from "../upstream/providers/Connections.js"
+import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
+import { BackgroundTasks } from "./BackgroundTasks.js"
+import { GatewayServerLive, type ServerStartError } from "./Server.js"
+
+/**
+ * The server area: the HTTP server for both planes (src/server/Server.ts), the own routes it
+ * publishes, and what starts once it listens: the bindings to the own routes (batch lines, the
+ * summarizer, the playground, the inspector's replay, evals, shadow, replay and compat runs; the
+ * tunnels' target), the hooks of settings and context, the scheduled backups, the background
+ * tasks, the shared storage key's check and the idle-memory trim. Built last, so it stops first:
+ * the server closes before any service it serves from. Reads the planes (InferenceLive,
+ * ManagementLive) and what the bindings bind.
+ */
+export const ServerLive: Layer.Layer<
+  GatewayServer | OwnRoutes,
+  ServerStartError | StorageKeyMismatch | ConfigError,
+  | AppConfig
+  | SqlClient
+  | StoreHealth
+  | Secrets
+  | Backups
+  | FeatureFlags
+  | Settings
+  | ApiKeys
+  | AdminAuth
+  | Connections
+  | ProviderChecks
+  | UpstreamHttp
+  | Combos
+  | AutoEngine
+  | ContextStore
+  | RequestHooks
+  | Cooldowns
+  | Pricing
+  | McpHttp
+  | Playground
+  | Tunnels
+  | Inspector
+  | Shadow
+  | Replay
+  | Compat
+  | InternalCalls
+  | OAuth
+  | Batches
+  | NativeBatches
+  | Files
+  | Quotas
+  | Evals
+  | Compression
+  | InferenceRoutes
+  | ResponsesWebSocket
+  | ManagementHandler
+  | Dashboard
+  | LiveFeed
+  | InspectorFeed
+  | CloudSync
+> = Layer.mergeAll(
+  BatchRunner.layer,
+  ScheduledBackups,
+  SettingsHooks,
+  ContextHooks,
+  SummarizerLive,
+  PlaygroundCallerLive,
+  TunnelsTargetLive,
+  Inspector.replayLayer,
+  EvalRunner,
+  ShadowRunner,
+  Replay.ownRoutesLayer,
+  Compat.ownRoutesLayer,
+  BackgroundTasks,
+  SharedStorageKeyCheck,
+  IdleMemory
+).pipe(Layer.provideMerge(OwnRoutes.layer.pipe(Layer.provideMerge(GatewayServerLive))))
