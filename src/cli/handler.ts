@@ -4,20 +4,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import { gateway } from "./root.js"
 
-/**
- * Lazy commands. The command tree (names, options, descriptions) is defined in light modules
- * (`commands/<area>.ts`: @effect/cli, effect and the domain schemas only); what a command does
- * lives in `commands/<area>.impl.ts`, loaded by a dynamic import when that command runs. So
- * `gateway --version`, `--help` or `keys list --help` never load the server, the database or an
- * HTTP client:
- *
- *   // commands/keys.ts
- *   const impl = () => import("./keys.impl.js")
- *   export const addOptions = { name: ..., json }
- *   const add = Command.make("add", addOptions, lazy(impl, (m) => m.add))
- *   // commands/keys.impl.ts
- *   export const add = (opts: Parsed<typeof addOptions>) => withLocalGateway(...)
- */
+/** Lazy commands: the tree is light, each command's implementation is imported when it runs (docs/cli.md, "Start-up: lazy commands"). */
 
 /** The parsed value of an options record (what a handler receives). */
 export type Parsed<C extends Command.Command.Config> = Command.Command.ParseConfig<C>

@@ -1,15 +1,6 @@
 /**
- * `gateway db migrate-to-postgres` (docs/scale-out.md, "Moving a SQLite database to
- * PostgreSQL"): copies a gateway's SQLite file into a PostgreSQL database, whole or not at all.
- *
- * 1. The source is brought to this build's schema (its missing SQLite migrations, as a start
- *    would apply them); the target gets the PostgreSQL set.
- * 2. A target holding any row is refused unless `force` (then its rows are replaced).
- * 3. One PostgreSQL transaction: every table in foreign-key order, read from the source in
- *    batches (the gateway must be stopped: a source that changes meanwhile fails the count check),
- *    inserted in batches;
- *    the identity sequences of `usage.id` and `audit_log.id` set past the copied ids; the row
- *    count of every table checked against the source's. Any failure rolls all of it back.
+ * `gateway db migrate-to-postgres`: copies a SQLite database into PostgreSQL in one transaction, whole or not at all
+ * (docs/scale-out.md, "Moving a SQLite database to PostgreSQL").
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"

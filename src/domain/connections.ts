@@ -41,15 +41,8 @@ const Priority = Schema.Int.pipe(Schema.between(0, 1_000_000, { message: () => "
 const TimeoutMs = Schema.Int.pipe(Schema.between(100, 3_600_000, { message: () => "a timeout must be a whole number of milliseconds between 100 and 3600000" }))
 
 /**
- * A connection's own upstream timeouts, replacing the gateway's for it (docs/resilience.md):
- * `headersMs` until the response headers (streamed or not), `idleMs` the longest silence of the
- * answer once its headers came (a non-streamed body's idle gap; a stream's wait for its first
- * content and its idle gap). `nonStreamed`: how a non-streamed request waits for this upstream:
- * `auto` (the default) asks for the whole answer when it will surely come within half the headers
- * timeout at the pace this upstream was seen to produce, else as `stream`; `stream` asks it for a
- * stream and collects the whole answer under the stream watchdogs, so a long generation that
- * keeps producing is never cut; `whole` asks for the whole answer and waits for it under
- * `headersMs`, for an upstream that cannot stream (src/inference/nonStreamed.ts).
+ * A connection's own upstream timeouts, replacing the gateway's (docs/resilience.md, "Upstream timeouts and limits"), and how a
+ * non-streamed request is asked of it (docs/formats.md, "Non-streamed answers from streams").
  */
 export const ConnectionTimeouts = Schema.Struct({
   headersMs: Schema.optional(TimeoutMs),

@@ -1,19 +1,6 @@
 /**
- * A map that holds at most `maxEntries` entries: the one bounded map of the gateway (every cache
- * or table whose keys come from outside, such as model ids, session ids, URLs or API keys).
- *
- * Order: entries are kept oldest first. `set` always moves its key to the newest end (a new key
- * and an overwritten one alike). With `order: "lru"` a read (`get`, `has`) moves the key too, so the
- * oldest entry is the least recently used; `peek` reads without moving. Adding a key when the map
- * is full evicts the oldest entry, one for one: the map never holds more than `maxEntries`.
- *
- * Expiry (optional, `ttlMs`): an entry set at `now` expires at `now + ttlMs`; from then on it reads
- * as absent (and is dropped when read). `set` also drops expired entries from the oldest end, so
- * memory goes back as entries age. Time is passed in by the caller (`now`, epoch ms, from the
- * caller's `Clock` or request time); without it `Date.now()` is read. Maps without `ttlMs` never
- * look at the time.
- *
- * Plain synchronous code (no Effect): it sits on the request path.
+ * The gateway's one bounded map, for every cache or table whose keys come from outside: oldest first, optional LRU reads and TTL
+ * (docs/internals.md, "Seam 4: shared state"). Plain synchronous code: it sits on the request path.
  */
 export interface BoundedMapOptions {
   /** Most entries held; at least 1. */

@@ -1,13 +1,8 @@
 import { encodeComponent } from "./untrusted.js"
 /**
- * Masks anything that looks like a credential in free text before it reaches a log line.
- * Used by the logger for every message, so a careless `Effect.log(error)` cannot leak a key.
- * `scrubSecrets` does more for upstream error answers: it also removes the connection's own
- * secrets, matched literally (and cut short), whatever they look like.
- *
- * Valid JSON stays valid JSON: every replacement starts and ends inside one JSON string and
- * between escape sequences (`\"`, `\u00e9`), and puts no quote or backslash in; a value that
- * is not a string (a number) becomes the string `"****"`, a piece of a number other digits.
+ * Masks anything shaped like a credential in text bound for a log line; `scrubSecrets` also removes a connection's own secrets from
+ * upstream error answers (docs/security.md, "Provider credentials in upstream errors").
+ * Valid JSON must stay valid: a replacement stays inside one JSON string, between escapes, and puts no quote or backslash in.
  */
 
 /**

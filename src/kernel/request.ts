@@ -1,10 +1,6 @@
 /**
- * One request as the gateway's core sees it, whatever carried it (an HTTP request, a
- * WebSocket frame, an internal call): its identity, method, path and headers, its lifecycle
- * (`HookHost`: its hooks, what they attached, the answer as written) and what the pipeline
- * learns on the way. No transport object is reachable from here: the inference plane's
- * `HttpRequestContext` (src/inference/io.ts) adds node's request and response for the code
- * that writes answers.
+ * One request as the gateway's core sees it, whatever carried it (HTTP, a WebSocket frame, an internal call). No transport object is
+ * reachable from here: `HttpRequestContext` (src/inference/io.ts) adds node's request and response for the code that writes answers.
  */
 import type * as Effect from "effect/Effect"
 import type { Span as OtelSpan } from "@opentelemetry/api"

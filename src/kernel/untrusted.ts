@@ -75,12 +75,8 @@ export const MAX_HEADER_VALUE = 1024
 const CLEAN = /^[\t\x20-\x24\x26-\x7e]*$/
 
 /**
- * A response header value from text that came from outside (a client's session id or
- * prompt_cache_key, a model name, an upstream's header): as it is when it is printable ASCII
- * without `%`, else percent-encoded as UTF-8 (printable ASCII other than `%` kept, so
- * `decodeURIComponent` always gives the text back); undefined (leave the header out) when it would be longer than
- * MAX_HEADER_VALUE. Never throws: node refuses CR, LF and characters above U+00FF with an
- * exception, after the upstream was already called.
+ * A response header value from outside text: as is when clean, else percent-encoded as UTF-8; undefined (leave it out) when too long.
+ * Never throws: node would (CR, LF, above U+00FF) after the upstream was called (docs/security.md, "Header values from outside").
  */
 export const safeHeaderValue = (value: string): string | undefined => {
   // Encoding never makes a value shorter: a long one is left out before it is scanned.

@@ -1,13 +1,6 @@
 /**
- * The `claude-code-compatible` provider (ENABLE_CC_COMPATIBLE_PROVIDER, docs/providers.md): an
- * Anthropic-messages upstream that serves Claude Code's traffic only (relays and resellers of
- * Claude subscriptions) and checks that the caller is Claude Code. The gateway presents itself the
- * way Claude Code does, as the Claude Code OAuth entry (src/domain/catalog/oauthProviders.ts) presents
- * its grant: the `anthropic-beta` list Claude Code sends (merged with a client's own), `x-app: cli`,
- * Claude Code's user agent, the key both as `x-api-key` (ANTHROPIC_API_KEY) and as
- * `Authorization: Bearer` (ANTHROPIC_AUTH_TOKEN), whichever the relay reads, and Claude Code's
- * system-prompt preamble first in every request. Part of the catalog; a connection can only be
- * created while the flag is on.
+ * The `claude-code-compatible` provider: a relay that serves only Claude Code, so every call carries what Claude Code sends
+ * (docs/providers.md, "Claude Code compatible relays"). A connection can be created only while ENABLE_CC_COMPATIBLE_PROVIDER is on.
  */
 import { chat, type ProviderSpec } from "./modelSpec.js"
 

@@ -1,11 +1,6 @@
 /**
- * The providers whose accounts sign in with OAuth instead of an API key (docs/operations.md,
- * "OAuth connections"): Claude (a Claude Pro or Max subscription, the authorization-code flow
- * with PKCE that Claude Code uses) and Qwen (a qwen.ai account, the device-code flow with PKCE
- * that Qwen Code uses). The endpoints and client ids are the vendors' public ones, as their own
- * command-line clients use them; every URL can be overridden per connection (the flow's payload)
- * or by environment variable (`GATEWAY_OAUTH_<PROVIDER>_TOKEN_URL`, ...), see `oauthEndpoints`.
- * Part of the catalog (src/domain/catalog/catalog.ts).
+ * The providers whose accounts sign in with OAuth (Claude, Qwen), with the vendors' public endpoints and client ids; every URL can be
+ * overridden, see `oauthEndpoints` (docs/operations.md, "OAuth connections").
  */
 import { chat, type ProviderSpec } from "./modelSpec.js"
 
