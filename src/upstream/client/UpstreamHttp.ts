@@ -529,15 +529,9 @@ const sendStreamed = (
 }
 
 /**
- * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin
- * (node's http client and the platform client cost measurably more per request).
- *
- * Every outbound call of the gateway (inference, media, provider tests, OAuth token endpoints,
- * quota probes, native batches, the sync server) goes through this agent, so the outbound policy
- * (OUTBOUND_SSRF_GUARD_ENABLED and the two allow flags) is enforced here once: a host written as
- * an address (or `localhost`, a metadata name) is judged before anything is sent, and a name is
- * judged by the agent's `lookup` on every address it resolves to, which is also what the socket
- * connects to (src/upstream/client/egressGuard.ts).
+ * The one HTTP client for provider traffic: an undici Agent with keep-alive pools per origin (docs/performance.md, "Third pass").
+ * Every outbound call goes through it, so the outbound URL policy is enforced here once, a name judged by the agent's own `lookup`
+ * (docs/security.md, "Outbound requests (SSRF)").
  */
 export class UpstreamHttp extends Context.Tag("gateway/UpstreamHttp")<UpstreamHttp, UpstreamHttpShape>() {
   static readonly layer = Layer.scoped(

@@ -1,10 +1,6 @@
 /**
- * The firewall mark on the gateway's own outbound connections while the transparent-capture mode
- * runs (docs/capture.md). Its rules divert every new local TCP connection to the intercepted port
- * unless its packets carry the bypass mark, the gateway's included: without the mark its provider
- * calls on 443 would come back to its own transparent listener. While a dial is set, the upstream
- * client (UpstreamHttp) and the capture modes' forwarders connect through it (a socket whose
- * SO_MARK is set before connect, from the native addon); otherwise they connect as always.
+ * The firewall mark on the gateway's own outbound connections while transparent capture runs: without it, its provider calls would
+ * be diverted back to its own listener (docs/capture.md, "The gateway's own traffic").
  */
 import * as Context from "effect/Context"
 import * as Layer from "effect/Layer"

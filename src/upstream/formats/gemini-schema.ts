@@ -1,21 +1,8 @@
 import { decodePathSegment } from "../../kernel/untrusted.js"
 
 /**
- * Gemini's function `parameters` (and `responseSchema`) take an OpenAPI 3.0 subset, not JSON
- * Schema: tools written for other providers are rewritten to fit instead of failing with 400.
- *
- * - `$ref` is inlined from `$defs` / `definitions`; a reference to a schema already being
- *   inlined on the same path (recursion) becomes a plain object;
- * - nesting deeper than 32 levels, and anything past 5,000 schema nodes in all, is cut to a
- *   plain type (a schema of a few hundred bytes must not expand into megabytes);
- * - `type: [T, "null"]` becomes `type: T, nullable: true`; `const` becomes a one-value `enum`;
- * - `oneOf` becomes `anyOf`; `allOf` is merged into one schema;
- * - `prefixItems` becomes `items` (the first tuple member, the others described);
- * - arrays without `items` get string items; enum values become strings;
- * - objects with no properties lose the empty `properties`; `required` keeps only declared names;
- * - keywords Gemini rejects (`additionalProperties`, `uniqueItems`, `$schema`, `$id`,
- *   `exclusiveMinimum`, `patternProperties`, `if`/`then`/`else`, `not`, `optional`, formats
- *   other than the ones it knows, ...) are dropped.
+ * Gemini's `parameters` and `responseSchema` take an OpenAPI 3.0 subset, not JSON Schema: other providers' tools are rewritten to
+ * fit instead of failing with 400 (every rewrite: docs/formats.md, "Decisions").
  */
 
 type Schema = Record<string, unknown>

@@ -1,11 +1,6 @@
 /**
- * Type and range checks of the request parameters each client format knows. Only the listed
- * keys are looked at (unknown fields pass through untouched); absent and `null` are the same
- * (SDKs send `"temperature": null` for an unset option). The first bad value throws a
- * RequestDecodeError naming the field: `temperature: expected a number between 0 and 2, got "hot"`.
- *
- * Hand-written on purpose: this runs on every request, and a handful of property reads and
- * `typeof` tests is all it costs.
+ * Type and range checks of the request parameters each client format knows; the first bad value throws a RequestDecodeError naming
+ * the field. Hand-written on purpose: it runs on every request (docs/formats.md, "Request validation").
  */
 import { RequestDecodeError } from "./format.js"
 

@@ -1,18 +1,6 @@
 /**
- * Reasoning state bound to the account that issued it (docs/reasoning-state.md).
- *
- * Thinking signatures (Anthropic `thinking.signature`, `redacted_thinking.data`), OpenAI's
- * `encrypted_content` and Gemini's `thoughtSignature` are only valid at the provider account
- * that produced them: another account, or another provider, rejects them. On the way to the
- * client each one is sealed with its issuer (the connection id); on the way back the seal says
- * where it may go: to its issuer it goes again as it came, anywhere else it is dropped (the
- * reasoning text stays where the target format takes unsigned reasoning) and nothing is forged.
- * A signature without a seal (a conversation from before, or from a direct client) goes on as
- * it came, as it always did.
- *
- * The seal is standard base64 of `MAGIC, issuer length, issuer, the signature's own characters`:
- * still base64, which Gemini's SDKs decode to bytes and encode back unchanged, and an opaque
- * string to every other client.
+ * Reasoning state bound to the account that issued it: sealed with its connection on the way out, sent back only to that connection
+ * (docs/reasoning-state.md, "What the gateway does"). The seal stays base64: Gemini's SDKs decode and re-encode it unchanged.
  */
 import type { CanonicalResponse, ContentBlock, FormatId, Message, StreamEvent } from "../../domain/canonical.js"
 import { obj, str } from "./common.js"
