@@ -1,13 +1,6 @@
 /**
- * One attempt of a chat-like request (chat, messages, responses, generate) against one
- * candidate: the body passed through or translated, sent, and the answer relayed, collected or
- * written whole; or a failure with nothing written, which the guarded attempt may fall back from.
- *
- * Two drivers over the same steps: `attempt`, an Effect (the pipeline's, for every request), and
- * `attemptNow`, driven by the HTTP client's callbacks (the common path's, docs/ARCHITECTURE.md,
- * "The common path"), for the attempts `canAttemptNow` accepts: no OAuth token to refresh, no
- * proxy, no answer held to a schema. The steps themselves (`prepareBody`, `wholeAnswer`,
- * `collectedAnswer`) are plain functions both call, so the two cannot answer differently.
+ * One attempt of a chat-like request against one candidate, as an Effect (`attempt`) or on the HTTP client's callbacks (`attemptNow`,
+ * docs/ARCHITECTURE.md, "The common path"). Both call the same steps, so they cannot answer differently.
  */
 import * as Effect from "effect/Effect"
 import { type CanonicalRequest, type CanonicalResponse, type Usage, wholeUsage } from "../domain/canonical.js"

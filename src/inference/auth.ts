@@ -28,13 +28,8 @@ export const presentedKey = (req: http.IncomingMessage, query: URLSearchParams, 
 }
 
 /**
- * `REQUIRE_API_KEY` off (the default): any key value, or none, is accepted; a valid key is
- * still recognised so usage is attributed to it. On: a valid, unexpired, enabled key is required.
- * A non-loopback bind requires a valid key as if it were on, unless the operator opted out with
- * `GATEWAY_ALLOW_UNAUTHENTICATED_REMOTE`.
- * Either way, a browser page from a foreign origin (a drive-by site, or DNS rebinding onto
- * 127.0.0.1) needs a valid key: it cannot spend the operator's providers just because the
- * gateway listens on localhost. Returns the id of the key that authenticated the request.
+ * Authenticates an inference request and returns its key's id. A valid key is required when `REQUIRE_API_KEY` is on, on a
+ * non-loopback bind (unless opted out) and from a foreign browser origin (docs/auth.md, "Inference routes").
  */
 export const authenticateInference = (
   keys: ApiKeysShape,

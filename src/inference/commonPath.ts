@@ -1,14 +1,6 @@
 /**
- * The common request without a fiber (docs/ARCHITECTURE.md, "The common path"). A request the
- * rule (`commonPathRefusal`) takes runs as plain code over the services' synchronous facets,
- * driven by the HTTP client's callbacks: the budget read, the plan the router knows, the first
- * candidate's admission and gate, the attempt (`attemptNow`, the same steps as the pipeline's),
- * then its success told to the routing memory and the resilience layer and its usage row queued.
- * The first thing that is not common after the request was committed to this path (a failure to
- * fall back from, a stream that broke after it began, the client leaving, a token limit) hands the
- * same dispatch to the pipeline's Effect (`continueAfter`, `dispatchFrom`): behaviour is the
- * pipeline's by construction. Before that, a refusal leaves nothing done: the caller runs the
- * request through the pipeline from its start.
+ * The common request without a fiber (docs/ARCHITECTURE.md, "The common path"). A refusal leaves nothing done; once committed, the
+ * first thing not common hands the same dispatch to the pipeline (`continueAfter`, `dispatchFrom`), so behaviour is the pipeline's.
  */
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"

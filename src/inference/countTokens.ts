@@ -1,10 +1,6 @@
 /**
- * count_tokens upstream (Anthropic `/v1/messages/count_tokens`, Gemini `:countTokens`) through
- * the guarded attempt: the plan's leading candidates that can count (those that would serve the
- * request before any that cannot) are asked in order, a retryable failure falls back to the next
- * one and counts for the breakers and cooldowns. The routes count
- * locally when no candidate answers. No usage row: counting is free upstream, and clients (Claude
- * Code) ask before every turn.
+ * count_tokens upstream (Anthropic, Gemini) through the guarded attempt; the routes count locally when no candidate answers. No usage
+ * row: counting is free upstream and clients ask before every turn (docs/internals.md, "Seam 1: one guarded attempt").
  */
 import * as Effect from "effect/Effect"
 import type { FormatId } from "../domain/canonical.js"

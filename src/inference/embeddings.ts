@@ -110,12 +110,8 @@ const tryEmbed: TryCandidate<EmbedRequest, Embedded> = Effect.fnUntraced(functio
 })
 
 /**
- * Embeddings through any upstream family that has them (OpenAI-compatible `/embeddings`,
- * Gemini `:batchEmbedContents`, Ollama `/api/embed`), in canonical terms: texts in, vectors out.
- * One request of the media runner (src/inference/media/run.ts): the budget, the router's plan without
- * Anthropic connections, the guarded attempt (a combo or a model served by several connections
- * falls back to the next on a retryable failure, and every failure counts for the breakers and
- * cooldowns), one usage row (`embeddings`) and the cost headers.
+ * Embeddings through any upstream family that has them, texts in and vectors out: one request of the media runner
+ * (docs/internals.md, "Seam 1: one guarded attempt").
  */
 export const embed = (
   inference: InferenceShape,

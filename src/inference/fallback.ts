@@ -97,23 +97,12 @@ export interface GuardedAttemptDeps {
 }
 
 /**
- * The guarded attempt: every upstream call of the gateway goes through it. Over a plan's
- * candidates in order: admission (cooldowns, lockouts, breakers) and token limits before each
- * try, the half-open probe gate (and its release), the in-flight count and latency memory, a
- * `max_concurrent` slot for quota share, then what the outcome tells the resilience layer and the
- * router. A retryable failure before anything reached the client goes on to the next candidate
- * (`X-Gateway-Fallback-Attempts`, progress events). `track` says what the request's usage row
- * will record; the caller writes it.
+ * The guarded attempt every upstream call goes through: admission, the probe gate, slots and fallback over a plan's candidates.
+ * `track` says what the usage row will record; the caller writes it (docs/internals.md, "Seam 1: one guarded attempt").
  */
 export const makeGuardedAttempt = ({ resilience, accounting, memory, router, slots, now, infoOn }: GuardedAttemptDeps) => {
-  // Both generator functions are made once, here, and called per request: one made per request
-  // keeps what it saw alive through young GCs (docs/performance.md, "Generator functions on the
-  // request path").
-  /**
-   * A candidate's try begins (synchronous): the gate (a half-open breaker's probe slot), the
-   * in-flight count, the request's tracking, the listeners' attempt start. `busy`: the gate
-   * refused (a probe is already out).
-   */
+  // Made once here, not per request (docs/performance.md, "Generator functions on the request path").
+  /** A candidate's try begins (synchronous): gate, in-flight count, tracking, listeners. `busy`: a probe is already out. */
   const beginAttempt = <R extends AttemptRequest, A extends AttemptOutcome>(d: Dispatch<R, A>, candidate: Candidate, at: number): Begun | "busy" => {
     const { request, plan, track } = d
     const { ctx } = request

@@ -1,14 +1,6 @@
 /**
- * How a non-streamed request is asked of its upstream (docs/formats.md, "Non-streamed answers"):
- * whole, or as a stream collected into the whole answer. A connection's `timeouts.nonStreamed`
- * says `"stream"` (always collect a stream), `"whole"` (always ask whole: an upstream that cannot
- * stream) or `"auto"`, the default: whole when the answer will surely come within half the
- * headers timeout, else a stream under the stream watchdogs, so a long generation is never cut.
- *
- * Why: an answer asked whole comes in one body, parsed once; a stream of a 1 KB answer is ~64
- * frames parsed and collected, about a third of a request's CPU (docs/performance.md). But most
- * upstreams send a whole answer's headers only when it is finished, so a whole ask is bounded by
- * the headers timeout: it is made only when the answer is short for this upstream.
+ * Whether a non-streamed request is asked of its upstream whole (cheaper) or as a stream collected: whole only when the answer is
+ * short for this upstream, since a whole ask is bounded by the headers timeout (docs/formats.md, "Non-streamed answers from streams").
  */
 import type { CanonicalRequest } from "../domain/canonical.js"
 import type { ModelSpec } from "../domain/catalog/modelSpec.js"

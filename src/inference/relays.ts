@@ -38,14 +38,8 @@ export interface StreamRelay {
 }
 
 /**
- * Whether a frame may carry an error (cheap, looked at for every frame of a passed-through
- * stream): an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`).
- */
-/**
- * What a same-format relay looks at in a frame, per format: usage, an error, reasoning state to
- * seal (signatures.ts, MARKERS). A stretch of events without any of these needs no frame parsed
- * (`quietUpTo`). Searched with indexOf: a regular expression's alternation tried at every quote of
- * a 10 KB chunk cost ~30 µs a stream.
+ * What a same-format relay parses a frame for, per format: usage, an error, reasoning state to seal (signatures.ts, MARKERS).
+ * Searched with indexOf, not a regular expression (docs/performance.md, "The common request (2026-11-26)").
  */
 const LOOK_AT: Readonly<Record<string, ReadonlyArray<string>>> = {
   "openai-chat": ['"usage"', '"error"', "event: error"],
@@ -91,6 +85,7 @@ export const quietUpTo = (text: string, from: number, markers: ReadonlyArray<str
   return boundary < from ? from : boundary + 2
 }
 
+/** Whether a frame may carry an error: an `error` event, or an `"error"` key with a value (Responses frames carry `"error":null`). */
 export const mayBeError = (frame: Frame): boolean => frame.event === "error" || (frame.data.includes('"error"') && /"error"\s*(?::\s*[{"]|[,}])/.test(frame.data))
 
 /** A stream read as one JSON array: each event's data an element, an error the last one. */

@@ -123,12 +123,8 @@ const redirected = (
 }
 
 /**
- * A 2xx answer whose body is an error, or is not the format it promised: the gateway's 502,
- * whatever status the upstream put inside, scrubbed like any error answer. An error inside it:
- * the resilience layer still hears the status the upstream reported (a rate limit inside a 200
- * is still a rate limit). A body that is not JSON, or (`expect: "answer"`, a generation's whole
- * answer) JSON without the fields of the format's answer (`WireFormat.answerProblem`): 502
- * `upstream_malformed`, a provider failure (retryable, counts for the breaker).
+ * A 2xx answer whose body is an error or not the format it promised, as the gateway's 502. An error inside still tells the resilience
+ * layer its own status: a rate limit inside a 200 is still a rate limit (docs/resilience.md, "Classification").
  */
 export const errorInAnswer = (
   upstream: FormatId,

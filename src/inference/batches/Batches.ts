@@ -1,16 +1,6 @@
 /**
- * `/v1/batches` (docs/files-batches.md, "Batches"): the batch store (`Batches`) and the worker
- * that runs them (`BatchRunner`).
- *
- * The gateway runs a batch itself, line by line, through its own inference routes: each line is
- * an HTTP request to this gateway on loopback (`POST <url>` with the line's body), carrying the
- * process's internal credential (`InternalCalls`) and the batch owner's API key id, so the line
- * is routed (provider/model, combos, auto), guarded (resilience, fallback), budgeted and written
- * as a usage row exactly like a client's request; its request id is `<batch id>_<line>`.
- *
- * Progress: every validated line is a row of `batch_lines`; a line's result is written with a
- * conditional UPDATE (`status_code IS NULL`) in the same transaction as the batch's counts, so
- * a restart resumes with the unanswered lines and a finished line is never run again.
+ * `/v1/batches`: the batch store (`Batches`) and its worker (`BatchRunner`), which sends each line to this gateway on loopback and
+ * records its result once, so a restart resumes with the unanswered lines (docs/files-batches.md, "Batches").
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"

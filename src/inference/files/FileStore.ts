@@ -1,13 +1,6 @@
 /**
- * Where the bytes of `/v1/files` live (docs/files-batches.md, "Files"). The interface is three
- * calls on an id, so an object store (S3, GCS: a multipart upload that is completed on success
- * and aborted on failure) can replace the local disk when several gateways must see the same
- * files; `Files` keeps the metadata in the database and never touches paths.
- *
- * The local layer writes under `DATA_DIR/files`: each upload goes to a temporary name
- * (`<id>.part-<uuid>`), hashed and counted as it arrives, and is renamed to `<id>` only once the
- * source ended within the limit. Over the limit, a source error, or interruption (the client
- * went away): the temporary file is removed and nothing is left.
+ * Where the bytes of `/v1/files` live: three calls on an id, so an object store could replace the local disk. An upload goes to a
+ * temporary name, renamed only once complete, else removed (docs/files-batches.md, "Files").
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"

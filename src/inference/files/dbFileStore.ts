@@ -1,15 +1,6 @@
 /**
- * The file store in the database (docs/scale-out.md, "Files"): with several gateways on one
- * PostgreSQL database, a file uploaded through one must be readable through every other, so the
- * bytes go where the metadata is. Each object is a row of `file_objects` (size, sha256) and its
- * bytes rows of `file_chunks` of at most 1 MiB (migration 0017), written as the upload arrives
- * (memory holds one chunk) and read back one chunk at a time.
- *
- * The same contract as the disk store: an upload is written under a temporary id
- * (`<id>.part-<time>-<uuid>`) and renamed to `<id>` in one transaction only once the source ended
- * within the limit; over the limit, on a source error or on interruption its chunks are deleted.
- * Chunks a crashed gateway left under a temporary id are removed an hour later by any gateway's
- * start. The SQL is the same on SQLite and PostgreSQL (BLOB/BYTEA parameters are Buffers).
+ * The file store in the database, so every gateway on one PostgreSQL sees every file: 1 MiB chunks, the disk store's contract
+ * (docs/scale-out.md, "Files"). The SQL is the same on SQLite and PostgreSQL (BLOB/BYTEA parameters are Buffers).
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"

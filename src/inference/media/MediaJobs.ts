@@ -1,17 +1,6 @@
 /**
- * Media generation jobs (video and music): the store of the jobs clients submitted, polling of
- * the asynchronous upstreams, the usage row of a finished job, the content download and a
- * background sweep. docs/media.md, "Video and music (jobs)".
- *
- * - A job is a row of `media_jobs` (migration 0008), tied to the API key that created it: any
- *   other key (or none) finds nothing.
- * - `refresh` asks the upstream about an unfinished job and updates the row. Concurrent refreshes
- *   of one job in this process share one upstream call; the move to a final status is a
- *   conditional UPDATE (`WHERE status IN ('queued','in_progress')`), so exactly one caller, in
- *   any process, wins it and writes the job's usage row (priced per second of the result).
- * - The sweep (every GATEWAY_MEDIA_JOB_POLL_MS, default 10 s) refreshes the unfinished jobs no one
- *   polled lately, so cost is recorded even when the client never comes back; it fails jobs
- *   still unfinished at their expiry, and forgets expired jobs, deleting their stored content.
+ * Media generation jobs (video and music): the store, polling, content and the sweep (docs/media.md, "Video and music (jobs)").
+ * The move to a final status is a conditional UPDATE, so exactly one caller in any process writes the job's usage row.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"

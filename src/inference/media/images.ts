@@ -1,16 +1,4 @@
-/**
- * Images (`/v1/images/generations`, `/v1/images/edits`): one try per candidate over three
- * upstream families, each answering in OpenAI's images shape (docs/media.md, "Images").
- *
- * - `openai`: an OpenAI-compatible images API (`POST {base}/images/generations` as JSON,
- *   `POST {base}/images/edits` as multipart built here from the uploads); the answer is relayed,
- *   only `data[]` is touched (`response_format: "url"` over bytes becomes a `data:` URL).
- * - `gemini`: image output of `generateContent` (`responseModalities: ["TEXT", "IMAGE"]`, the
- *   size as `imageConfig`); `n` images are `n` calls made together; `inlineData` parts become
- *   `b64_json`.
- * - `imagen`: `:predict` on an Imagen model (`instances`/`parameters`, `sampleCount` = `n`);
- *   `predictions[].bytesBase64Encoded` become `b64_json`. Generation only.
- */
+/** Images over three upstream families (OpenAI-compatible, Gemini, Imagen), answered in OpenAI's shape (docs/media.md, "Images"). */
 import * as Effect from "effect/Effect"
 import { type FormPart, multipartBody } from "../../platform/http/multipart.js"
 import * as fs from "node:fs"

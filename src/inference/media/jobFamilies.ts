@@ -1,10 +1,6 @@
 /**
- * The upstream families of the media generation jobs (video and music), their wire shapes only:
- * which family a connection speaks, the calls that submit a job, poll it and fetch its content,
- * and what their answers say, read into one `UpstreamState`. Plain functions over plain data; the
- * job store and the polling live in MediaJobs.ts, the client-facing routes in
- * src/inference/routes/mediaJobs.ts. Shapes: each vendor's API reference and SDK (OpenAI videos, Gemini Veo, ElevenLabs music, Lyria)
- * (docs/media.md, "Video and music (jobs)").
+ * The wire shapes of the media job families (video and music): submit, poll, fetch, read into one `UpstreamState`; the store and
+ * polling are in MediaJobs.ts (docs/media.md, "Video and music (jobs)").
  */
 import { arr, num, obj, str } from "../../upstream/formats/common.js"
 import { encodeComponent } from "../../kernel/untrusted.js"
@@ -13,15 +9,7 @@ import type { CustomCall } from "../../upstream/client/executors.js"
 
 export type JobKind = "video" | "music"
 
-/**
- * - `openai-videos`: `POST {base}/videos`, `GET {base}/videos/{id}`, `GET {base}/videos/{id}/content`
- *   (OpenAI's videos API, shut down at OpenAI on 2026-09-24, still spoken by compatible servers).
- * - `veo`: Gemini `POST /v1beta/models/{model}:predictLongRunning`, `GET /v1beta/{operation}`, the
- *   sample's download URI.
- * - `elevenlabs-music`: `POST /v1/music` answering the audio itself.
- * - `lyria-generate`: Lyria 3 on the Gemini API, `generateContent` with an audio part in the answer.
- * - `lyria-predict`: Lyria 2 (`lyria-002`), `:predict` answering `predictions[].bytesBase64Encoded`.
- */
+/** The upstream family a job speaks; each one's calls: docs/media.md, "Video and music (jobs)". */
 export type JobFamily = "openai-videos" | "veo" | "elevenlabs-music" | "lyria-generate" | "lyria-predict"
 
 export type JobStatus = "queued" | "in_progress" | "completed" | "failed"

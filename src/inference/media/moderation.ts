@@ -1,16 +1,6 @@
 /**
- * `POST /v1/moderations` in OpenAI's shape, from two families (docs/media.md, "Rerank,
- * moderation and model lists"):
- *
- * - OpenAI and OpenAI-compatible servers: `POST {base}/moderations`, the client's body relayed
- *   (its model replaced by the target's), the answer relayed.
- * - Mistral: `POST {base}/moderations` with `input` as strings; its categories translated to
- *   OpenAI's, the ones without an OpenAI counterpart kept under their own names. Mistral reads
- *   text only: a request with an image is not offered to a Mistral target (another target of a
- *   combo may take it; none: a 400).
- *
- * Moderation costs nothing at the gateway (spec: `X-Gateway-Response-Cost: 0.0000000000`): the
- * try reports neither tokens nor units, so no price, override included, applies.
+ * `POST /v1/moderations` in OpenAI's shape, from OpenAI-compatible servers (relayed) and Mistral (translated, text only); it costs
+ * nothing at the gateway (docs/media.md, "Moderation").
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"

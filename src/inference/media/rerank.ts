@@ -1,16 +1,6 @@
 /**
- * `POST /v1/rerank`: one request shape and one answer shape for the client (Cohere/Jina style),
- * four wire shapes upstream (docs/media.md, "Rerank, moderation and model lists"):
- *
- * - Cohere `POST {base}/v2/rerank`: `top_n`, no `return_documents`; answers `results[]` and
- *   `meta.billed_units.search_units`.
- * - Jina `POST {base}/v1/rerank`: `top_n`, `return_documents`; answers `results[]`, `usage.total_tokens`.
- * - Voyage `POST {base}/v1/rerank`: `top_k`, `return_documents`; answers `data[]`, `usage.total_tokens`.
- * - Together and OpenAI-compatible servers (vLLM, Infinity, LocalAI...): the Jina / Cohere v1
- *   shape at `{base}/rerank`, their base URL including `/v1`.
- *
- * The gateway never asks an upstream for the documents back: it attaches them itself, by index,
- * from the request, so `return_documents` means the same whatever the family.
+ * `POST /v1/rerank`: one client shape over four upstream wire shapes. Documents are attached from the request, never asked back
+ * (docs/media.md, "Rerank").
  */
 import * as Effect from "effect/Effect"
 import * as crypto from "node:crypto"

@@ -1,11 +1,6 @@
 /**
- * The media endpoints' request (images, video, music, speech, transcription, rerank,
- * moderation): one shape over the guarded attempt, like embeddings. The budget is checked; the
- * router's plan for the model is narrowed to the connections that offer the modality; the
- * route's per-candidate try runs through `Inference.guarded` (admission, breakers, cooldowns,
- * fallback across a combo's targets); one usage row is written, priced by tokens where the
- * upstream reports them plus the modality's units (per image, second, character, search); the
- * cost telemetry headers are set for the answer.
+ * The media endpoints' request over the guarded attempt: budget, the plan narrowed to the modality, one usage row priced by tokens
+ * and units, the cost headers (docs/internals.md, "Seam 1: one guarded attempt").
  */
 import * as Effect from "effect/Effect"
 import type { AccountingShape } from "../../services/accounting/Accounting.js"

@@ -1,14 +1,6 @@
 /**
- * Issue reports (docs/files-batches.md, "Quota checks and issue reports"): a quota or
- * key-issuance failure filed to the configured tracker through a GitHub-compatible REST API
- * (`POST {baseUrl}/repos/{owner}/{repo}/issues`).
- *
- * Settings: stored ones (key-value namespace `issues`, the token encrypted with the storage key
- * like a connection's API key) win field by field over the environment
- * (`GATEWAY_ISSUES_REPOSITORY`, `GATEWAY_ISSUES_TOKEN`, `GATEWAY_ISSUES_BASE_URL`, read at
- * start-up). The title and body are scrubbed of every connection key, the caller's gateway key,
- * the tracker token and anything shaped like a credential before they leave; the tracker's URL
- * passes the outbound URL policy like a provider base URL.
+ * Issue reports filed to a GitHub-compatible tracker. Stored settings win over the environment field by field; everything sent is
+ * scrubbed of credentials (docs/files-batches.md, "Quota checks and issue reports").
  */
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"

@@ -1,17 +1,6 @@
 /**
- * Quota checks (docs/files-batches.md, "Quota checks and issue reports"): before a key is handed
- * out, whether a provider account can serve. Two views, one answer:
- *
- * - the upstream's own: a balance or key-limit endpoint where the provider has one (OpenRouter's
- *   key info, DeepSeek's balance), else the rate-limit headers of a minimal probe (the model list
- *   of an OpenAI-compatible API, Anthropic's count_tokens), else a key check only (Gemini,
- *   Ollama) or nothing (media-only providers). Every call goes through `Inference.send` with a
- *   `CustomCall`: the connection's key, its auth style, the outbound URL policy, and error
- *   answers scrubbed of the key like any upstream error;
- * - the gateway's own: the caller key's budget and token limits, and the connection's
- *   resilience state (enabled, cooldown or terminal state, breaker, model lockout).
- *
- * `ok` is false when any of them says no; `reason` names the first that did.
+ * Quota checks: whether a provider account can serve, by the upstream's own view and the gateway's. `ok` is false when any says no,
+ * `reason` names the first (docs/files-batches.md, "Quota checks and issue reports").
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"

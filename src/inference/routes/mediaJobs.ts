@@ -1,16 +1,6 @@
 /**
- * Video and music generation as jobs (docs/media.md, "Video and music (jobs)"):
- *
- * - `POST /v1/videos/generations`, `POST /v1/music/generations`: the submission goes through
- *   `runMedia` (budget, the plan narrowed to the connections that speak a job family, the guarded
- *   attempt with fallback, one usage row, cost headers) and answers the gateway's job: 202 while
- *   it runs, 200 once it finished (music upstreams answer at once). `"wait"` in the body or
- *   `Prefer: wait=N` holds the answer until the job finished or the bound passed.
- * - `GET .../{id}`: the job, after asking the upstream about it when it is unfinished.
- * - `GET .../{id}/content`: the result's bytes, relayed through the gateway with the connection's
- *   key (the client never sees upstream URLs or keys).
- *
- * A job belongs to the API key that created it: another key gets 404.
+ * Video and music generation as jobs: submitted through `runMedia`, polled, downloaded through the gateway; a job is seen only by
+ * the API key that created it (docs/media.md, "Video and music (jobs)").
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"

@@ -1,25 +1,6 @@
 /**
- * The five web search APIs the gateway speaks (docs/search.md, "Web search"): one request shape
- * in, one result shape out, each provider's wire shape between. Sources for the wire shapes:
- *
- * - Tavily `POST /search`, `Authorization: Bearer`: `{query, max_results, search_depth, topic,
- *   time_range, include_domains, exclude_domains}`; answers `results[{title, url, content, score,
- *   published_date?}]` (tavily-ai/tavily-python `tavily.py`; docs.tavily.com search reference).
- *   A basic search is one API credit, an advanced one two.
- * - Brave `GET /res/v1/web/search?q&count&freshness`, `X-Subscription-Token`; answers
- *   `web.results[{title, url, description, page_age?}]`, freshness `pd|pw|pm|py`, count at most 20
- *   (Brave's web search reference; remusao/haskell-brave-search-api `Brave/Web.hs`).
- * - Exa `POST /search`, `x-api-key`: `{query, numResults, includeDomains, excludeDomains,
- *   startPublishedDate, contents: {text: {maxCharacters}}}`; answers `results[{title, url,
- *   publishedDate, score?, text}]` (exa.ai/docs SDK cheat sheet, exa-py).
- * - SearXNG `GET {base}/search?q&format=json&time_range`, no key (the instance must enable the
- *   json format); answers `results[{title, url, content, publishedDate?, score?}]`
- *   (docs.searxng.org/dev/search_api).
- * - Serper `POST /search`, `X-API-KEY`: `{q, num, tbs?}` (`tbs=qdr:d|w|m|y` for recency); answers
- *   `organic[{title, link, snippet, date?, position}]` (serper.dev examples).
- *
- * What a provider does not do itself the gateway does on the answer: it keeps at most
- * `max_results` and applies the domain filters to the result URLs, whatever the provider.
+ * The five web search APIs: one request and result shape, each provider's wire shape between (the shapes and their sources:
+ * docs/search.md, "Web search"). `max_results` and the domain filters are applied here, whatever the provider.
  */
 import { arr, num, obj, str } from "../../upstream/formats/common.js"
 import type { CustomCall } from "../../upstream/client/executors.js"

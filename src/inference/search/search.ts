@@ -1,10 +1,6 @@
 /**
- * `GET /v1/search`, `POST /v1/search` and `GET /v1/search/analytics` (docs/search.md, "Web
- * search"). A search goes through the media runner: the budget, a plan made of the targets' plans
- * one after another (the fallback order), the guarded attempt (breakers, cooldowns, fallback on a
- * failure), one usage row priced per search unit, the cost headers. Before it: the answer cache,
- * keyed by the API key and the normalised request, and the searches in flight, so identical
- * concurrent requests make one upstream call.
+ * `/v1/search` and its analytics: a search through the media runner, behind an answer cache (per API key and normalised request) and
+ * one upstream call for identical searches in flight (docs/search.md, "Web search").
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
