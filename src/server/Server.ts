@@ -76,13 +76,12 @@ const announce = (deps: {
   })
 
 /**
- * One node:http server for both planes. Inference routes run as Effect programs forked on a
- * prepared runtime and tracked in a FiberSet; `/mcp` goes to the MCP transport; everything else
- * goes to the management HttpApi (src/server/requestHandler.ts, after the IP screen of
- * src/server/ipScreen.ts).
- * On shutdown the server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes,
- * then cuts what is left; only after that do the layers below (the batched writer) close (src/server/shutdown.ts).
- * Publishes where it listens (`GatewayServer`, src/kernel/internalCall.ts).
+ * One node:http server for both planes (what a request meets: ./requestHandler.ts). Inference routes
+ * run as Effect programs forked on a prepared runtime and tracked in a FiberSet; `/mcp` goes to the
+ * MCP transport; everything else goes to the management HttpApi. On shutdown (./shutdown.ts) the
+ * server stops accepting, waits up to SHUTDOWN_GRACE for in-flight requests of both planes, then
+ * cuts what is left; only after that do the layers below (the batched writer) close. Publishes where
+ * it listens (`GatewayServer`, src/kernel/internalCall.ts).
  */
 export const GatewayServerLive = Layer.scoped(
   GatewayServer,
