@@ -16,7 +16,7 @@ import { FREE_FAILURES, type LoginThrottle, makeLoginThrottle, type ThrottleChan
 import { AppConfig } from "../src/platform/config/AppConfig.js"
 import { EventBus } from "../src/platform/events/EventBus.js"
 import { openAiResponses } from "../src/upstream/formats/openai-responses.js"
-import { ResponseStore } from "../src/inference/responseStore.js"
+import { ResponseStore } from "../src/inference/ResponseStore.js"
 import { CircuitBreakers } from "../src/services/resilience/CircuitBreakers.js"
 import { classify } from "../src/services/resilience/classify.js"
 import { Cooldowns } from "../src/services/resilience/Cooldowns.js"

@@ -37,7 +37,7 @@ const STORE = path.join("platform", "store")
 const ALLOWED = [
   path.join(STORE, "dialect.ts"),
   path.join(STORE, "sqlite.ts"),
-  path.join(STORE, "sqliteWriter.ts"),
+  path.join(STORE, "SqliteWriterThread.ts"),
   path.join(STORE, "migrations") + path.sep,
   path.join(STORE, "postgres.ts"),
   path.join(STORE, "migrations-pg") + path.sep,

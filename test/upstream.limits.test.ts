@@ -4,7 +4,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
-import { DEFAULT_STREAM_TIMEOUTS, StreamTimeouts } from "../src/inference/timeouts.js"
+import { DEFAULT_STREAM_TIMEOUTS, StreamTimeouts } from "../src/inference/StreamTimeouts.js"
 import { FakeUpstream } from "./support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"
 

@@ -39,7 +39,7 @@ import { encodeFor, makeSending } from "./sending.js"
 import { makeCooldownWaits, makeRun, makeServe } from "./serving.js"
 import { StreamWatchdog } from "./stream.js"
 import { makeStructured } from "./structuredAnswers.js"
-import { StreamTimeouts, type StreamTimeoutsShape } from "./timeouts.js"
+import { StreamTimeouts, type StreamTimeoutsShape } from "./StreamTimeouts.js"
 
 /**
  * The request will write a usage row for `endpoint`: written ahead while it runs, so a crash does

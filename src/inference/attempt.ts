@@ -21,11 +21,11 @@ import type { InferenceCall, SendOptions } from "./call.js"
 import { clientGone } from "./io.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import { collectStream, type CollectedStream, DISCARD, makeRelay, streamEnded } from "./relays.js"
-import type { Origin } from "./responseStore.js"
+import type { Origin } from "./ResponseStore.js"
 import { encodeFor, errorInAnswer, type makeSending } from "./sending.js"
 import { type RelayEnd, relayFrames, relayFramesNow, relayStream, relayStreamNow, type StreamOutcome, type StreamWatchdogShape } from "./stream.js"
 import { type Conformed, plusUsage, schemaOf, type makeStructured } from "./structuredAnswers.js"
-import type { StreamTimeoutsShape } from "./timeouts.js"
+import type { StreamTimeoutsShape } from "./StreamTimeouts.js"
 
 /** How an attempt without an effect ended (`attemptNow`). */
 export type AttemptResult =

@@ -1,7 +1,7 @@
 /**
  * What a route hands the pipeline (`InferenceCall`) and what the pipeline offers routes and the
  * WebSocket transport (`InferenceShape`). Types only, so that no module imports the pipeline
- * (`pipeline.ts`) for a type: it imports its parts, none of them import it.
+ * (`Inference.ts`) for a type: it imports its parts, none of them import it.
  */
 import type * as Effect from "effect/Effect"
 import type { CanonicalRequest, CanonicalResponse, FormatId } from "../domain/canonical.js"
@@ -16,7 +16,7 @@ import type { InferenceError } from "../kernel/errors.js"
 import type { CommonPathEnds, CommonPathRefusal } from "./commonPath.js"
 import type { AttemptRequest, TryCandidate } from "./fallback.js"
 import type { HttpRequestContext } from "./io.js"
-import type { Origin } from "./responseStore.js"
+import type { Origin } from "./ResponseStore.js"
 import type { EventFraming } from "./stream.js"
 
 /** Tokens spent on an answer besides its own call (a fusion panel). */

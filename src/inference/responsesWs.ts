@@ -19,7 +19,7 @@ import { makeResponseAttempt } from "./responsesWsAttempt.js"
 import { makeServe } from "./responsesWsResponse.js"
 import { openSession, type SessionDeps } from "./responsesWsSession.js"
 import { StreamWatchdog } from "./stream.js"
-import { StreamTimeouts } from "./timeouts.js"
+import { StreamTimeouts } from "./StreamTimeouts.js"
 
 export const WS_PATHS = new Set(["/v1/responses", "/responses", "/api/v1/responses"])
 

@@ -21,12 +21,12 @@ import type { InferenceCall, InferenceShape } from "./call.js"
 import type { AttemptRequest } from "./fallback.js"
 import { noThinkingBody, normalizePassthrough } from "./passthrough.js"
 import { makeRelay, streamEnded } from "./relays.js"
-import type { Expanded, Origin } from "./responseStore.js"
+import type { Expanded, Origin } from "./ResponseStore.js"
 import { asMessages, fromSse, type SocketSink, socketEvents } from "./responsesWsSink.js"
 import { customToolNames } from "./routes/openai.js"
 import { encodeFor, errorInAnswer } from "./sending.js"
 import { relayFrames, type StreamWatchdogShape } from "./stream.js"
-import type { StreamTimeoutsShape } from "./timeouts.js"
+import type { StreamTimeoutsShape } from "./StreamTimeouts.js"
 
 /** One `response.create` frame, as the guarded attempt tries it on each candidate. */
 export interface SocketRequest extends AttemptRequest {

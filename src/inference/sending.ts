@@ -34,7 +34,7 @@ import { headerValue } from "../kernel/attempts.js"
 import type { SendOptions } from "./call.js"
 import { jsonTooDeep, MAX_JSON_DEPTH } from "../kernel/untrusted.js"
 import { clientError, InferenceError } from "../kernel/errors.js"
-import type { StreamTimeoutsShape } from "./timeouts.js"
+import type { StreamTimeoutsShape } from "./StreamTimeouts.js"
 import { bindMessages } from "../upstream/formats/signatures.js"
 
 /** The request body for a connection's own format (the translated path), with its provider's quirks. */

@@ -8,7 +8,7 @@ import type { CanonicalError } from "../domain/canonical.js"
 import { type Frame, NdjsonParser, SseParser } from "../upstream/formats/frames.js"
 import type { UpstreamResponse } from "../upstream/client/UpstreamHttp.js"
 import { committed, endStream, type HttpRequestContext, responseHeaders, startStream, writeStream } from "./io.js"
-import { StreamTimeouts, type StreamTimeoutsShape } from "./timeouts.js"
+import { StreamTimeouts, type StreamTimeoutsShape } from "./StreamTimeouts.js"
 
 /** How one upstream stream is turned into what the client receives, frame by frame. */
 export interface FrameRelay {

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InferenceLive } from "../inference/InferenceLive.js"
-import { StreamTimeouts } from "../inference/timeouts.js"
+import { StreamTimeouts } from "../inference/StreamTimeouts.js"
 import { ExtensionsLive } from "../management/ExtensionsLive.js"
 import { ManagementLive } from "../management/ManagementLive.js"
 import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeys } from "../../src/services/auth/ApiKeys.js"
-import { DEFAULT_STREAM_TIMEOUTS } from "../../src/inference/timeouts.js"
+import { DEFAULT_STREAM_TIMEOUTS } from "../../src/inference/StreamTimeouts.js"
 import { FakeUpstream } from "../support/fakeUpstream.js"
 import { call, startGateway, type TestGateway } from "../support/gateway.js"
 

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { REPLACING } from "./BatchWriter.js"
 import { loader } from "./migrations/index.js"
-import { SqliteWriterThread } from "./sqliteWriter.js"
+import { SqliteWriterThread } from "./SqliteWriterThread.js"
 import { StoreHealth } from "./StoreHealth.js"
 import * as Sqlite from "./sqlite.js"
 import { DatabaseUrl, maskUrl, StoreKind, type StoreKindShape } from "./StoreKind.js"
@@ -117,7 +117,7 @@ export const layer = Layer.unwrapEffect(
     const unwritable = yield* Effect.sync(() => writeProblem(dataDir))
     if (unwritable !== undefined) return Layer.die(new Error(unwritable))
     const client = prepare.pipe(Layer.provideMerge(SqliteClient.layer({ filename: kind.file })))
-    // The batch writer's thread (src/platform/store/sqliteWriter.ts), started on the migrated file.
+    // The batch writer's thread (src/platform/store/SqliteWriterThread.ts), started on the migrated file.
     const thread = Layer.unwrapEffect(Effect.as(SqlClient.SqlClient, SqliteWriterThread.layer(kind.file, REPLACING as Record<string, ReadonlyArray<string>>)))
     return Layer.mergeAll(thread.pipe(Layer.provideMerge(client)), Layer.succeed(StoreKind, kind), StoreHealth.layer)
   })

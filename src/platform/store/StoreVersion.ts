@@ -4,7 +4,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { dataVersion } from "./sqlite.js"
-import { SqliteWriterThread } from "./sqliteWriter.js"
+import { SqliteWriterThread } from "./SqliteWriterThread.js"
 import { StoreKind } from "./StoreKind.js"
 
 /**

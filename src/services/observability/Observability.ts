@@ -23,7 +23,7 @@ import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { SharedState } from "../../platform/state/SharedState.js"
 import * as Config from "effect/Config"
 import { ATTR, operationName, statusErrorType } from "./genai.js"
-import { GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics } from "./Metrics.js"
+import { GatewayMetrics, type GatewayMetricsShape, makeGatewayMetrics } from "./GatewayMetrics.js"
 import { readOtelSettings, type OtelSettings } from "./otelConfig.js"
 import { loadResource, loadTraceExporter, resourceAttributes } from "./otlp.js"
 

@@ -8,7 +8,7 @@ import * as crypto from "node:crypto"
 import * as os from "node:os"
 import { StoreHealth } from "../../platform/store/StoreHealth.js"
 import { transaction } from "../../platform/store/dialect.js"
-import { SqliteWriterThread } from "../../platform/store/sqliteWriter.js"
+import { SqliteWriterThread } from "../../platform/store/SqliteWriterThread.js"
 
 /** A request the server is serving, as the write-ahead sees it. */
 export interface InFlightRequest {
@@ -111,7 +111,7 @@ export class InFlight extends Context.Tag("gateway/InFlight")<InFlight, InFlight
       /** Waiters for `idle`, woken when the last request in flight ends. */
       let waiters: Array<() => void> = []
 
-      // SQLite: on the writer thread (src/platform/store/sqliteWriter.ts), so a request never waits
+      // SQLite: on the writer thread (src/platform/store/SqliteWriterThread.ts), so a request never waits
       // for the write-ahead's statements; PostgreSQL's are asynchronous already.
       const thread = Option.getOrUndefined(yield* Effect.serviceOption(SqliteWriterThread))?.writer
       const write = (rows: ReadonlyArray<Record<string, string | number | null>>, done: ReadonlyArray<string>): Effect.Effect<void, unknown> =>

@@ -12,7 +12,7 @@ import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import type { UrlPolicyFlags } from "../providers/urlPolicy.js"
 import { checkHostLiteral, DEFAULT_URL_POLICY, DnsResolver, guardedLookup } from "./egressGuard.js"
-import { EgressMark } from "./egressMark.js"
+import { EgressMark } from "./EgressMark.js"
 import { BoundedMap } from "../../kernel/BoundedMap.js"
 import { VERSION } from "../../kernel/version.js"
 

@@ -6,7 +6,7 @@
 import * as Effect from "effect/Effect"
 import type { Dispatcher } from "undici"
 import type { TlsProfile } from "../../domain/connections.js"
-import type { EgressMarkShape } from "../client/egressMark.js"
+import type { EgressMarkShape } from "../client/EgressMark.js"
 import { CONNECT_TIMEOUT_MS, dialDirect, directDispatcher, tunnelThrough } from "./dispatcher.js"
 import { EgressRefused } from "./egressRefused.js"
 import type { LookupFunction } from "./family.js"

@@ -7,7 +7,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { safeEqual } from "../../../services/auth/password.js"
 import { bearerToken } from "../../../platform/http/request.js"
-import { GatewayMetrics } from "../../../services/observability/Metrics.js"
+import { GatewayMetrics } from "../../../services/observability/GatewayMetrics.js"
 import { ManagementApi, ManagementAuth } from "../Api.js"
 import { MetricsAuth } from "./Api.js"
 
