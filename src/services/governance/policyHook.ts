@@ -10,7 +10,8 @@ import type { FormatId } from "../../domain/canonical.js"
 import type { PolicyView } from "../../domain/policies.js"
 import type { EventBusShape } from "../../platform/events/EventBus.js"
 import type { FeatureFlagsShape } from "../../platform/flags/FeatureFlags.js"
-import { blockRequest, GuardFailure, type HookRequest, type HookVerdict, type ModelSelectEvent, type RequestEvent, type RequestHooksShape } from "../../kernel/hooks.js"
+import { blockRequest, GuardFailure, type HookRequest, type HookVerdict, type ModelSelectEvent, type RequestEvent } from "../../kernel/hooks.js"
+import type { RequestHooksShape } from "../../kernel/hooks.js"
 import type { AccountingShape } from "../accounting/Accounting.js"
 import { compile, type CompiledPolicy, describeFinding, type Finding, firstMatch, requestedOutput, termFinding, textLength, toolVerdict, withOutputCap } from "./policyRules.js"
 import { requestTools, withoutTools } from "./toolCalls.js"
@@ -42,12 +43,19 @@ const byPolicy = <A>(p: CompiledPolicy, f: () => A): A => {
   }
 }
 
+export interface PolicyChecksDeps {
+  readonly bus: EventBusShape
+  readonly accounting: AccountingShape
+  /** The TOOL_POLICY_MODE in force (`toolPolicyMode`), read when a request carries tools. */
+  readonly toolMode: Effect.Effect<ToolPolicyMode>
+}
+
 /**
  * The checks, made once per layer: `onRequest` and `onModelSelect` each make the handler of one
  * snapshot of compiled policies. A finding refuses the request (and publishes `guardrail.action`);
  * the tool rules warn, strip or refuse by TOOL_POLICY_MODE.
  */
-export const makePolicyChecks = (deps: { readonly bus: EventBusShape; readonly accounting: AccountingShape; readonly toolMode: Effect.Effect<ToolPolicyMode> }) => {
+export const makePolicyChecks = (deps: PolicyChecksDeps) => {
   const { bus, accounting, toolMode } = deps
 
   const event = (request: HookRequest, endpoint: string, mode: string, action: string, f: Finding) =>

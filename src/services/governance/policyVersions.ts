@@ -57,12 +57,18 @@ const current = (all: ReadonlyArray<Row>): ReadonlyArray<Row> => {
 export const loadCurrent = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyArray<PolicyView>> =>
   Effect.map(sql<Row>`SELECT * FROM policies ORDER BY name, version DESC`.pipe(Effect.orDie), (all) => current(all).map(toView))
 
+export interface PolicyVersionsDeps {
+  readonly sql: SqlClient.SqlClient
+  /** Runs after each write: the snapshot of the policies in force reloads. */
+  readonly changed: Effect.Effect<void>
+}
+
 /**
  * Reading a policy's history and writing versions: a document needs at least one rule; the next
  * version number is taken under the table's UNIQUE (name, version), tried again when another
  * writer took it first. `changed` runs after each write (the snapshot reloads).
  */
-export const makePolicyVersions = (deps: { readonly sql: SqlClient.SqlClient; readonly changed: Effect.Effect<void> }): Pick<PoliciesShape, "get" | "create" | "remove"> => {
+export const makePolicyVersions = (deps: PolicyVersionsDeps): Pick<PoliciesShape, "get" | "create" | "remove"> => {
   const { sql, changed } = deps
 
   const byIdOrName = (idOrName: string) =>

@@ -64,7 +64,8 @@ interface Hook {
 export const messageId = () => `msg_${crypto.randomUUID().replaceAll("-", "")}`
 
 /** An attempt's time and status, for the webhook's `last_triggered_at` and `last_status`. */
-export const recordAttempt = (books: Bookkeeping, id: string, o: AttemptOutcome) => Effect.map(Clock.currentTimeMillis, (now) => books.attempted(id, now, o.status))
+export const recordAttempt = (books: Bookkeeping, id: string, o: AttemptOutcome): Effect.Effect<void> =>
+  Effect.map(Clock.currentTimeMillis, (now) => books.attempted(id, now, o.status))
 
 interface Claims {
   /** Whether claims are shared by several processes (otherwise none is made). */
@@ -102,12 +103,19 @@ const makeClaims = (keys: SharedKeys): Effect.Effect<Claims, never, Scope.Scope>
     }
   })
 
+interface WorkerDeps {
+  readonly http: UpstreamHttpShape
+  readonly books: Bookkeeping
+  readonly retryBase: Duration.Duration
+  readonly claims: Claims
+}
+
 /**
  * A webhook's worker: its deliveries one after another, in the order the events came; after a
  * delivery's last attempt, the failure count (disabling the webhook after DISABLE_AFTER in a row)
  * and the pending row.
  */
-const makeWorker = (deps: { readonly http: UpstreamHttpShape; readonly books: Bookkeeping; readonly retryBase: Duration.Duration; readonly claims: Claims }) => {
+const makeWorker = (deps: WorkerDeps) => {
   const { http, books, retryBase, claims } = deps
 
   const finish = (hook: Hook, job: Job, outcome: AttemptOutcome) =>
