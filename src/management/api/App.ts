@@ -19,7 +19,7 @@ import { findPlanned, PLANNED_MANAGEMENT, plannedMessage } from "../../platform/
 import { decodePathSegment, jsonTooDeep, quotedPath, TOO_DEEP_MESSAGE } from "../../kernel/untrusted.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { AuditLog } from "../../services/governance/AuditLog.js"
-import { audited } from "./compliance/capture.js"
+import { audited } from "./compliance/AuditSlot.js"
 import { ManagementApiLive } from "./Http.js"
 import { OpenApiRoute } from "./openapi.js"
 import * as HttpApiError from "@effect/platform/HttpApiError"

@@ -10,7 +10,7 @@ import { isLoopbackHost, throughTunnel } from "../../platform/config/AppConfig.j
 import { bearerToken } from "../../platform/http/request.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
 import type * as http from "node:http"
-import { notePrincipal } from "./compliance/capture.js"
+import { notePrincipal } from "./compliance/AuditSlot.js"
 import { ManagementAuth, PlaygroundAuth, type PrincipalShape } from "./Principal.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
