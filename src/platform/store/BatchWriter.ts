@@ -41,7 +41,6 @@ export interface BatchWriterShape {
  * (src/platform/store/SqliteWriterThread.ts): better-sqlite3 blocks the thread it runs on, and a batch held every
  * request that arrived meanwhile. Should the thread fail, the writer goes on here, on the main
  * connection. PostgreSQL (and an in-memory SQLite) are written here: their client does not block.
- * The batch write is in batchWrite.ts; the worker and the final drain in batchWorker.ts.
  */
 export class BatchWriter extends Context.Tag("gateway/BatchWriter")<BatchWriter, BatchWriterShape>() {
   static readonly layer = Layer.scoped(

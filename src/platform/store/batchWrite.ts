@@ -1,0 +1,123 @@
+/**
+ * Writing one batch of queued rows: in one transaction, one multi-row INSERT per table and column
+ * set, on the SQLite writer thread when there is one (here, on the main connection, once it
+ * failed); a batch that fails as a whole is written row by row so one bad row cannot take the
+ * others with it. What the store cannot take because it is unavailable is answered, to be held.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type { AppendTable, Row } from "./BatchWriter.js"
+import { isBusy, transaction, upsert } from "./dialect.js"
+import type { SqliteWriter } from "./SqliteWriterThread.js"
+import type { StoreHealthShape } from "./StoreHealth.js"
+
+/** Tables whose rows replace an existing row with the same primary key: the key's columns. */
+export const REPLACING: Partial<Record<AppendTable, ReadonlyArray<string>>> = { cache_entries: ["key"] }
+
+/** A row queued for its table. */
+export interface Pending {
+  readonly table: AppendTable
+  readonly row: Row
+}
+
+/** Writes a batch; answers the rows not written because the store is unavailable (none when it went through). */
+export type WriteBatch = (batch: ReadonlyArray<Pending>) => Effect.Effect<ReadonlyArray<Pending>>
+
+export interface BatchWriteDeps {
+  readonly sql: SqlClient.SqlClient
+  readonly health: StoreHealthShape
+  /** The writer thread of a SQLite file (Db.layer starts it; it closes after the writer's final drain), if there is one. */
+  readonly thread: SqliteWriter | undefined
+}
+
+/** The batch write: through the writer thread while it works, here otherwise; rows that can never be written are dropped, logged and counted. */
+export const makeBatchWrite = ({ sql, health, thread: started }: BatchWriteDeps): WriteBatch => {
+  let thread = started
+
+  const insert = (table: AppendTable, rows: Row | ReadonlyArray<Row>) => {
+    const key = REPLACING[table]
+    return key ? upsert(sql, table, rows, key) : sql`INSERT INTO ${sql(table)} ${sql.insert(rows as Array<Record<string, string | number | null>>)}`
+  }
+
+  /** Rows of one table with the same columns go into one multi-row INSERT. */
+  const insertGrouped = (batch: ReadonlyArray<Pending>) => {
+    const groups = new Map<string, { table: AppendTable; rows: Array<Row> }>()
+    for (const p of batch) {
+      const key = `${p.table}|${Object.keys(p.row).join(",")}`
+      const group = groups.get(key) ?? { table: p.table, rows: [] }
+      group.rows.push(p.row)
+      groups.set(key, group)
+    }
+    return Effect.forEach(groups.values(), (g) => insert(g.table, g.rows), { discard: true })
+  }
+
+  /** A row that can never be written (not the store's fault): logged and counted. */
+  const dropBad = (table: string, error: string) =>
+    Effect.sync(() => health.drop(table, 1, undefined)).pipe(Effect.zipRight(Effect.logError(`dropping ${table} row that cannot be written: ${error}`)))
+
+  /** The batch through the writer thread (if the thread has failed, here from then on): the rows not written because the store is unavailable. */
+  const writeOffThread = (w: SqliteWriter, batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+    Effect.flatMap(
+      Effect.promise(() =>
+        w.write(batch).then(
+          (r) => ({ ok: r }),
+          (e: Error) => ({ failed: e })
+        )
+      ),
+      (r) => {
+        if ("failed" in r) {
+          if (thread === w) thread = undefined
+          return Effect.logWarning("the SQLite writer thread failed; writing on the main thread from now on", r.failed.message).pipe(Effect.zipRight(writeHere(batch)))
+        }
+        const { singly, dropped, unavailable } = r.ok
+        const rest = unavailable === undefined ? [] : batch.slice(unavailable.from)
+        if (unavailable !== undefined) health.failed(unavailable)
+        else health.succeeded()
+        return Effect.as(
+          Effect.zipRight(
+            singly === undefined ? Effect.void : Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, singly),
+            Effect.forEach(dropped, (d) => dropBad(d.table, d.error), { discard: true })
+          ),
+          rest
+        )
+      }
+    )
+
+  /** Writes the batch; answers the rows not written because the store is unavailable (none when it went through). */
+  const writeBatch: WriteBatch = (batch) => (thread === undefined ? writeHere(batch) : writeOffThread(thread, batch))
+
+  const writeHere = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+    transaction(sql, insertGrouped(batch)).pipe(
+      // Lock contention (another process writing) passes; anything else will not.
+      Effect.retry({
+        schedule: Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(6))),
+        while: (error) => isBusy(error)
+      }),
+      Effect.tap(() => health.succeeded()),
+      Effect.as([] as ReadonlyArray<Pending>),
+      Effect.catchAll((error) =>
+        health.failed(error) !== undefined
+          ? Effect.succeed(batch)
+          : // The batch as a whole failed even after retries: write rows one by one so one bad
+            // row cannot take the others with it.
+            Effect.logWarning(`batch write failed (${batch.length} rows), writing rows singly`, error.message).pipe(Effect.zipRight(writeSingly(batch)))
+      )
+    )
+
+  /** Row by row; stops at the first the store cannot take and answers it and the rest. */
+  const writeSingly = (batch: ReadonlyArray<Pending>): Effect.Effect<ReadonlyArray<Pending>> =>
+    Effect.suspend(() => {
+      const loop = (i: number): Effect.Effect<ReadonlyArray<Pending>> =>
+        i >= batch.length
+          ? Effect.succeed([])
+          : Effect.flatMap(Effect.either(insert(batch[i]!.table, batch[i]!.row)), (r) => {
+              if (r._tag === "Right") return loop(i + 1)
+              if (health.failed(r.left) !== undefined) return Effect.succeed(batch.slice(i))
+              return Effect.zipRight(dropBad(batch[i]!.table, r.left.message), loop(i + 1))
+            })
+      return loop(0)
+    })
+
+  return writeBatch
+}
