@@ -9,9 +9,7 @@ import { AppConfig, type AppConfigShape } from "../platform/config/AppConfig.js"
 import { BadRequest } from "../domain/errors.js"
 import { EventBus } from "../platform/events/EventBus.js"
 import { CoreLayer } from "../server/CoreLayer.js"
-import { Resilience } from "../services/resilience/Resilience.js"
-import { ResilienceConfig } from "../services/resilience/ResilienceConfig.js"
-import { RoutingMemory } from "../services/routing/RoutingMemory.js"
+import { ResilienceLive } from "../services/resilience/ResilienceLive.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
 import { SkillRunner } from "../services/skills/SkillRunner.js"
 import { UsageQueries } from "../services/usage/UsageQueries.js"
@@ -29,8 +27,8 @@ export const serveStdio = (overrides: Partial<AppConfigShape>) => {
   const config = AppConfig.layer(overrides)
   const layer = McpTools.layer.pipe(
     Layer.provide(SkillRunner.layer),
-    Layer.provide(Layer.mergeAll(SkillCatalog.layer, UsageQueries.layer, Resilience.live)),
-    Layer.provide(Layer.mergeAll(RoutingMemory.layer, ResilienceConfig.layer, EventBus.layer)),
+    Layer.provide(Layer.mergeAll(SkillCatalog.layer, UsageQueries.layer, ResilienceLive)),
+    Layer.provide(EventBus.layer),
     Layer.provideMerge(CoreLayer),
     Layer.provide(config),
     Layer.provideMerge(config),

@@ -20,7 +20,7 @@ import type { Router } from "../services/routing/Router.js"
 import type { RoutingMemory } from "../services/routing/RoutingMemory.js"
 import { SkillCatalog } from "../services/skills/SkillCatalog.js"
 import { SkillRunner } from "../services/skills/SkillRunner.js"
-import { TokenTunnelConnectorLive } from "../services/tunnels/token.js"
+import { TokenTunnelConnector } from "../services/tunnels/token.js"
 import { Tunnels } from "../services/tunnels/Tunnels.js"
 import type { UsageQueries } from "../services/usage/UsageQueries.js"
 import type { Connections } from "../upstream/providers/Connections.js"
@@ -61,7 +61,7 @@ export const ExtensionsLive: Layer.Layer<
   | RoutingMemory
   | UsageQueries
   | Router
-> = Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer.pipe(Layer.provide(TokenTunnelConnectorLive))).pipe(
+> = Layer.mergeAll(McpHttp.layer, Plugins.layer, Playground.layer, Tunnels.layer.pipe(Layer.provide(TokenTunnelConnector.layer))).pipe(
   Layer.provideMerge(Layer.mergeAll(McpTools.layer.pipe(Layer.provide(SkillRunner.layer)), HostPolicy.layer)),
   Layer.provideMerge(Layer.mergeAll(SkillCatalog.layer, Layer.mergeAll(CliTools.layer, AcpAgents.layer).pipe(Layer.provideMerge(CliToolsConfig.layer))))
 )

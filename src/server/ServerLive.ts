@@ -29,20 +29,19 @@ import type { Pricing } from "../services/accounting/Pricing.js"
 import type { AdminAuth } from "../services/auth/AdminAuth.js"
 import type { ApiKeys } from "../services/auth/ApiKeys.js"
 import { Compat } from "../services/compat/Compat.js"
-import type { Compression } from "../services/context/Compression.js"
+import { Compression } from "../services/context/Compression.js"
 import { ContextHooks } from "../services/context/ContextHooks.js"
 import type { ContextStore } from "../services/context/ContextStore.js"
-import { SummarizerLive } from "../services/context/Summarizer.js"
 import { Inspector } from "../services/inspector/Inspector.js"
 import type { OAuth } from "../services/oauth/OAuth.js"
-import { type Playground, PlaygroundCallerLive } from "../services/playground/Playground.js"
+import { Playground } from "../services/playground/Playground.js"
 import type { Cooldowns } from "../services/resilience/Cooldowns.js"
 import type { AutoEngine } from "../services/routing/AutoEngine.js"
 import type { Combos } from "../services/routing/Combos.js"
 import { Replay } from "../services/shadow/Replay.js"
 import { ShadowRunner } from "../services/shadow/runner.js"
 import type { Shadow } from "../services/shadow/Shadow.js"
-import { type Tunnels, TunnelsTargetLive } from "../services/tunnels/Tunnels.js"
+import { Tunnels } from "../services/tunnels/Tunnels.js"
 import type { UpstreamHttp } from "../upstream/client/UpstreamHttp.js"
 import type { Connections } from "../upstream/providers/Connections.js"
 import type { ProviderChecks } from "../upstream/providers/ProviderChecks.js"
@@ -106,9 +105,9 @@ export const ServerLive: Layer.Layer<
   ScheduledBackups,
   SettingsHooks,
   ContextHooks,
-  SummarizerLive,
-  PlaygroundCallerLive,
-  TunnelsTargetLive,
+  Compression.ownRoutesLayer,
+  Playground.ownRoutesLayer,
+  Tunnels.targetLayer,
   Inspector.replayLayer,
   EvalRunner,
   ShadowRunner,

@@ -9,6 +9,7 @@ import * as path from "node:path"
 import type { ContextAnalytics, EngineStep, PreviewPayload } from "../../domain/context.js"
 import type { FormatId } from "../../domain/canonical.js"
 import { BadRequest, type NotFound } from "../../domain/errors.js"
+import { OwnRoutes } from "../../kernel/internalCall.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
 import { FeatureFlags } from "../../platform/flags/FeatureFlags.js"
 import { Settings, type SettingsShape } from "../../platform/settings/Settings.js"
@@ -22,6 +23,7 @@ import { ContextStore, type ContextStoreShape } from "./ContextStore.js"
 import { ENGINES, LANGUAGE_PACKS, rtk, type Rule, RULES } from "./engines/index.js"
 import { countText, estimateTokensSync, loadTokenizer, tokenizerFamily } from "./estimate.js"
 import { defaultProfile, type Profile, resolveRef } from "./select.js"
+import { summarizeThrough } from "./Summarizer.js"
 import type { EngineId } from "./types.js"
 
 export { type Applied, type EngineRun, tokensOf } from "./compression/run.js"
@@ -136,6 +138,15 @@ export class Compression extends Context.Tag("gateway/Compression")<Compression,
             return { ...r, steps: [...r.steps], tokensBefore: countText(p.text), tokensAfter: countText(r.output) }
           })
       } satisfies CompressionShape
+    })
+  )
+
+  /** Gives the summarize engine its summaries through the gateway's own routes once the server listens (Summarizer.ts), and takes them back when it stops. */
+  static readonly ownRoutesLayer = Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const compression = yield* Compression
+      compression.setSummarizer(summarizeThrough(yield* OwnRoutes))
+      yield* Effect.addFinalizer(() => Effect.sync(() => compression.setSummarizer(undefined)))
     })
   )
 }

@@ -26,7 +26,7 @@ export interface ChatResult {
   readonly tokensOut: number
 }
 
-/** A chat completion through the gateway's own routes (bound once the server listens: PlaygroundCallerLive). */
+/** A chat completion through the gateway's own routes (bound once the server listens: Playground.ownRoutesLayer). */
 export type ChatCaller = (body: Record<string, unknown>, onBehalfOf: string | null) => Promise<ChatResult>
 
 export interface PlaygroundShape {
@@ -153,30 +153,30 @@ export class Playground extends Context.Tag("gateway/Playground")<Playground, Pl
       } satisfies PlaygroundShape
     })
   )
-}
 
-/**
- * Binds improve-prompt's chat completions to the gateway's own routes once the server listens
- * (OwnRoutes, on loopback with the process's internal credential), as the summarizer does.
- */
-export const PlaygroundCallerLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const playground = yield* Playground
-    const own = yield* OwnRoutes
-    playground.setCaller(async (body, onBehalfOf) => {
-      const res = await own.fetch("/v1/chat/completions", { onBehalfOf, headers: { "x-gateway-no-memory": "true" }, body })
-      const answer = (await res.json().catch(() => undefined)) as
-        | { choices?: Array<{ message?: { content?: unknown } }>; usage?: { prompt_tokens?: number; completion_tokens?: number }; error?: { message?: string } }
-        | undefined
-      const content = answer?.choices?.[0]?.message?.content
-      return {
-        status: res.status,
-        text: typeof content === "string" ? content : undefined,
-        error: answer?.error?.message,
-        tokensIn: answer?.usage?.prompt_tokens ?? 0,
-        tokensOut: answer?.usage?.completion_tokens ?? 0
-      }
+  /**
+   * Binds improve-prompt's chat completions to the gateway's own routes once the server listens
+   * (OwnRoutes, on loopback with the process's internal credential), as the summarizer does.
+   */
+  static readonly ownRoutesLayer = Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const playground = yield* Playground
+      const own = yield* OwnRoutes
+      playground.setCaller(async (body, onBehalfOf) => {
+        const res = await own.fetch("/v1/chat/completions", { onBehalfOf, headers: { "x-gateway-no-memory": "true" }, body })
+        const answer = (await res.json().catch(() => undefined)) as
+          | { choices?: Array<{ message?: { content?: unknown } }>; usage?: { prompt_tokens?: number; completion_tokens?: number }; error?: { message?: string } }
+          | undefined
+        const content = answer?.choices?.[0]?.message?.content
+        return {
+          status: res.status,
+          text: typeof content === "string" ? content : undefined,
+          error: answer?.error?.message,
+          tokensIn: answer?.usage?.prompt_tokens ?? 0,
+          tokensOut: answer?.usage?.completion_tokens ?? 0
+        }
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => playground.setCaller(undefined)))
     })
-    yield* Effect.addFinalizer(() => Effect.sync(() => playground.setCaller(undefined)))
-  })
-)
+  )
+}

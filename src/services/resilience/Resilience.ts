@@ -181,7 +181,4 @@ export class Resilience extends Context.Tag("gateway/Resilience")<Resilience, Re
       }
     })
   )
-
-  /** Every service the facade reads, with their own layers (needs ResilienceConfig, EventBus, RoutingMemory, SqlClient). */
-  static readonly live = Resilience.layer.pipe(Layer.provideMerge(Layer.mergeAll(CircuitBreakers.layer, Cooldowns.layer, Lockouts.layer)))
 }

@@ -62,7 +62,7 @@ export interface TunnelsShape {
   }
   /** The tunnels open now (running), for the health ping, `doctor` and the dashboard. */
   readonly open: Effect.Effect<ReadonlyArray<{ readonly kind: TunnelKind; readonly publicUrl: string | null }>>
-  /** The gateway's own address, once it listens (TunnelsTargetLive): what tunnels forward to. */
+  /** The gateway's own address, once it listens (Tunnels.targetLayer): what tunnels forward to. */
   readonly setTarget: (url: string | undefined) => Effect.Effect<void>
 }
 
@@ -343,14 +343,14 @@ export class Tunnels extends Context.Tag("gateway/Tunnels")<Tunnels, TunnelsShap
       return local.service
     })
   )
-}
 
-/** Gives the tunnels the gateway's address once it listens (and opens the tunnels the store says are wanted). */
-export const TunnelsTargetLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const tunnels = yield* Tunnels
-    const server = yield* GatewayServer
-    yield* tunnels.setTarget(server.url)
-    yield* Effect.addFinalizer(() => tunnels.setTarget(undefined))
-  })
-)
+  /** Gives the tunnels the gateway's address once it listens (and opens the tunnels the store says are wanted). */
+  static readonly targetLayer = Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const tunnels = yield* Tunnels
+      const server = yield* GatewayServer
+      yield* tunnels.setTarget(server.url)
+      yield* Effect.addFinalizer(() => tunnels.setTarget(undefined))
+    })
+  )
+}

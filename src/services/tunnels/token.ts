@@ -25,7 +25,19 @@ export interface TokenTunnelConnectorShape {
   readonly via: string
 }
 
-export class TokenTunnelConnector extends Context.Tag("gateway/TokenTunnelConnector")<TokenTunnelConnector, TokenTunnelConnectorShape>() {}
+export class TokenTunnelConnector extends Context.Tag("gateway/TokenTunnelConnector")<TokenTunnelConnector, TokenTunnelConnectorShape>() {
+  /** The live connector: the agent binary when `TOKEN_TUNNEL_BIN` is set, else the SDK (dialing `TOKEN_TUNNEL_SERVER_ADDR` when set). */
+  static readonly layer = Layer.effect(
+    TokenTunnelConnector,
+    Effect.gen(function* () {
+      const opt = (name: string) => Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined), Effect.orDie)
+      const bin = yield* opt("TOKEN_TUNNEL_BIN")
+      // The vendor's edge address (its `server_addr`): a dedicated ingress, or another endpoint for the SDK to dial.
+      const serverAddr = yield* opt("TOKEN_TUNNEL_SERVER_ADDR")
+      return bin ? { run: agentLife(bin), via: bin } : { run: sdkLife(serverAddr), via: "sdk" }
+    })
+  )
+}
 
 const [MARKER_NAME, MARKER_VALUE] = TOKEN_TUNNEL_MARKER.split(": ") as [string, string]
 
@@ -141,15 +153,3 @@ export const sdkLife = (serverAddr: string | undefined) => (life: Life, target: 
     Effect.tap(({ listener }) => Effect.sync(() => life.registered(listener.url() ?? undefined))),
     Effect.zipRight(Effect.never)
   )
-
-/** The live connector: the agent binary when `TOKEN_TUNNEL_BIN` is set, else the SDK (dialing `TOKEN_TUNNEL_SERVER_ADDR` when set). */
-export const TokenTunnelConnectorLive = Layer.effect(
-  TokenTunnelConnector,
-  Effect.gen(function* () {
-    const opt = (name: string) => Config.string(name).pipe(Config.option, Config.map(Option.getOrUndefined), Effect.orDie)
-    const bin = yield* opt("TOKEN_TUNNEL_BIN")
-    // The vendor's edge address (its `server_addr`): a dedicated ingress, or another endpoint for the SDK to dial.
-    const serverAddr = yield* opt("TOKEN_TUNNEL_SERVER_ADDR")
-    return bin ? { run: agentLife(bin), via: bin } : { run: sdkLife(serverAddr), via: "sdk" }
-  })
-)
