@@ -6,7 +6,7 @@
 //   - the provide steps of the composition (src/server/Gateway.ts and src/server/CoreLayer.ts), and
 //     of each area's layer (the files named `<Area>Live.ts`);
 //   - comment blocks of 8 lines or more, and lines over 160 columns;
-//   - service tags declared in a file named otherwise (`class Inference` in pipeline.ts);
+//   - service tags declared in a file named otherwise (a tag `class X` in a file not named X.ts);
 //   - exported functions and constants used nowhere (no other file names them, and their own
 //     file names them only where they are declared).
 // Reads the sources with TypeScript's parser; changes nothing.

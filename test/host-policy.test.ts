@@ -2,9 +2,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { describe, expect, it } from "vitest"
-import { HostPolicy, hostRefusal, type HostPolicyInput } from "../src/platform/http/hostPolicy.js"
+import { HostPolicy, hostRefusal, type HostPolicyInput } from "../src/platform/http/HostPolicy.js"
 
-/** The DNS-rebinding rule (src/platform/http/hostPolicy.ts) over its inputs; /mcp's use of it is in test/mcp.test.ts. */
+/** The DNS-rebinding rule (src/platform/http/HostPolicy.ts) over its inputs; /mcp's use of it is in test/mcp.test.ts. */
 const input = (config: Partial<HostPolicyInput["config"]> = {}, publicHosts: ReadonlyArray<string> = []): HostPolicyInput => ({
   config: { host: "127.0.0.1", allowedOrigins: [], allowedHosts: [], publicBaseUrl: undefined, ...config },
   publicHosts: new Map(publicHosts.map((h) => [h, 1]))

@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ConfigBundle } from "../src/management/sync/Bundle.js"
+import { ConfigBundle } from "../src/management/sync/ConfigBundle.js"
 import { ApiKeys } from "../src/services/auth/ApiKeys.js"
 import { parseImproved } from "../src/services/playground/Playground.js"
 import { call, startGateway, type TestGateway } from "./support/gateway.js"

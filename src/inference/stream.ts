@@ -60,7 +60,7 @@ export interface EventFraming {
 
 /**
  * Where a relayed stream's text goes: the client's HTTP response (`HttpSink`) or a WebSocket
- * (one message per event, see responsesWs.ts).
+ * (one message per event, see ResponsesWebSocket.ts).
  */
 export interface StreamSink {
   /** Writes text (an HTTP answer's headers go out with the first); false: wait for `onDrain`. */

@@ -1,5 +1,5 @@
 import * as Layer from "effect/Layer"
-import { ConfigBundle } from "../management/sync/Bundle.js"
+import { ConfigBundle } from "../management/sync/ConfigBundle.js"
 import { PlatformLive } from "../platform/PlatformLive.js"
 import { StoreLive } from "../platform/store/StoreLive.js"
 import { AdminAuth } from "../services/auth/AdminAuth.js"

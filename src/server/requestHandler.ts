@@ -15,15 +15,15 @@ import type * as Runtime from "effect/Runtime"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
-import type { InferenceRequest, InferenceRoutesShape } from "../inference/dispatch.js"
+import type { InferenceRequest, InferenceRoutesShape } from "../inference/InferenceRoutes.js"
 import { gatewayHeaders } from "../inference/io.js"
-import type { ResponsesWebSocketShape } from "../inference/responsesWs.js"
+import type { ResponsesWebSocketShape } from "../inference/ResponsesWebSocket.js"
 import { newRequestId } from "../kernel/ids.js"
 import { directLocal } from "../management/api/Auth.js"
-import type { NodeHandler } from "../management/api/App.js"
+import type { NodeHandler } from "../management/api/ManagementHandler.js"
 import type { InspectorFeedShape } from "../management/dashboard/InspectorFeed.js"
 import type { LiveFeedShape } from "../management/dashboard/LiveFeed.js"
-import type { DashboardShape } from "../management/dashboard/Static.js"
+import type { DashboardShape } from "../management/dashboard/Dashboard.js"
 import { MCP_PATH, type McpHttpShape } from "../management/mcp/McpHttp.js"
 import { lingering } from "../platform/http/lingering.js"
 import type { IpScreen } from "./ipScreen.js"
@@ -99,7 +99,7 @@ export const makePlanes = (deps: PlanesDeps): Planes => {
     const url = req.url ?? "/"
     const q = url.indexOf("?")
     const path = q === -1 ? url : url.slice(0, q)
-    // The dashboard's files, and a browser at `/` sent there (src/management/dashboard/Static.ts): one
+    // The dashboard's files, and a browser at `/` sent there (src/management/dashboard/Dashboard.ts): one
     // character test for every other path.
     if ((path.length === 1 || path.charCodeAt(1) === 100) /* "/" or "/d…" */ && dashboard.handle(req, res, path)) return void open.delete(res)
     // MCP over streamable HTTP (src/management/mcp/McpHttp.ts): its own sessions and long-lived streams.

@@ -16,7 +16,7 @@ import { positiveInteger } from "../../platform/config/AppConfig.js"
 import { Files, randomId } from "../files/Files.js"
 import { OwnRoutes } from "../../kernel/internalCall.js"
 import { rowsChanged } from "../../platform/store/dialect.js"
-import { NativeBatches, type NativeState } from "./native.js"
+import { NativeBatches, type NativeState } from "./NativeBatches.js"
 
 export const BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/messages", "/v1/completions"] as const
 export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled"
@@ -56,7 +56,7 @@ export interface Batch {
   readonly expiredAt: number | null
   readonly cancellingAt: number | null
   readonly cancelledAt: number | null
-  /** Forwarded to the provider's own batch API (src/inference/batches/native.ts); null when the gateway runs it. */
+  /** Forwarded to the provider's own batch API (src/inference/batches/NativeBatches.ts); null when the gateway runs it. */
   readonly native: NativeState | null
 }
 

@@ -1,7 +1,7 @@
 /** `/v1/batches` (docs/files-batches.md, "Batches"): the OpenAI batch object over `Batches`; the `BatchRunner` runs them. */
 import * as Effect from "effect/Effect"
 import { BATCH_ENDPOINTS, type Batch, type BatchesShape, FINISHED } from "../batches/Batches.js"
-import type { NativeBatchesShape } from "../batches/native.js"
+import type { NativeBatchesShape } from "../batches/NativeBatches.js"
 import { type FilesShape, ownerOf } from "../files/Files.js"
 import { openAiChat } from "../../upstream/formats/openai-chat.js"
 import { badRequest, InferenceError } from "../../kernel/errors.js"

@@ -1,4 +1,4 @@
-import type { NativeBatchesShape } from "../batches/native.js"
+import type { NativeBatchesShape } from "../batches/NativeBatches.js"
 import type { BatchesShape } from "../batches/Batches.js"
 import type { InferenceAccess } from "../../platform/config/AppConfig.js"
 import type { Files } from "../files/Files.js"
@@ -38,7 +38,7 @@ export interface RouteServices {
 }
 
 /**
- * Every client-facing route, in one list: the dispatcher's table (dispatch.ts), and what the
+ * Every client-facing route, in one list: the dispatcher's table (InferenceRoutes.ts), and what the
  * agent-skill generator documents (src/cli/skills/apiSource.ts). The builders only capture their
  * services in the handlers, so the list's methods and paths do not depend on them. The
  * dispatcher tries patterns in this order.

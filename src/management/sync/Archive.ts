@@ -17,7 +17,7 @@ import * as Envelope from "./envelope.js"
  *
  * - `manifest.json`: format, gateway version, time, the entries and whether the key is in;
  * - `gateway.db`: an online snapshot of the database (secrets encrypted with the storage key);
- * - `config.json`: the configuration bundle (src/management/sync/Bundle.ts), secrets left as stored;
+ * - `config.json`: the configuration bundle (src/management/sync/ConfigBundle.ts), secrets left as stored;
  * - with `includeKey`, sealed with the passphrase (src/management/sync/envelope.ts): `storage-key.enc`
  *   (`{ "format": "gateway-storage-key", "key": "<64 hex>" }`) and, when DATA_DIR/.env exists,
  *   `env.enc` (the file: it may hold provider keys or STORAGE_ENCRYPTION_KEY).

@@ -9,7 +9,7 @@ import * as Redacted from "effect/Redacted"
 import { BadRequest } from "../../domain/errors.js"
 import type { SyncInitialize, SyncServerError, SyncStatus } from "../../domain/sync.js"
 import type { SecretsShape } from "../../platform/store/Secrets.js"
-import { type ConfigBundleShape, digest, openBundle } from "./Bundle.js"
+import { type ConfigBundleShape, digest, openBundle } from "./ConfigBundle.js"
 import type { SyncServer } from "./syncServer.js"
 import type { SyncStateStore } from "./syncState.js"
 

@@ -33,7 +33,7 @@ export interface AppConfigShape {
   readonly allowUnauthenticatedRemote: boolean
   /**
    * Host names this gateway is reached by besides loopback ones (behind a reverse proxy or a
-   * local DNS name), for the DNS-rebinding check of a loopback bind (src/platform/http/hostPolicy.ts).
+   * local DNS name), for the DNS-rebinding check of a loopback bind (src/platform/http/HostPolicy.ts).
    * From `GATEWAY_ALLOWED_HOSTS` (comma-separated).
    */
   readonly allowedHosts: ReadonlyArray<string>

@@ -147,7 +147,7 @@ export const toIso = (ms: number | null | undefined): string | null => {
 /**
  * Runs `use` on a second connection to `file`, closed afterwards. Its commits are another
  * connection's to the live one, so `PRAGMA data_version` moves and every cache reloads
- * (StoreVersion), as after a restore. Used to apply a configuration bundle (src/management/sync/Bundle.ts).
+ * (StoreVersion), as after a restore. Used to apply a configuration bundle (src/management/sync/ConfigBundle.ts).
  */
 export const withSecondConnection = <A, E>(file: string, use: (sql: SqlClient.SqlClient) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.scoped(

@@ -19,7 +19,7 @@ import * as path from "node:path"
 import type { TunnelKind, TunnelStatus } from "../../domain/tunnels.js"
 import { GatewayServer } from "../../kernel/internalCall.js"
 import { AppConfig } from "../../platform/config/AppConfig.js"
-import { HostPolicy } from "../../platform/http/hostPolicy.js"
+import { HostPolicy } from "../../platform/http/HostPolicy.js"
 import { KeyValue } from "../../platform/store/KeyValue.js"
 import { Secrets } from "../../platform/store/Secrets.js"
 import { isClusterWorker, runsOncePerGateway } from "../../platform/state/clusterIpc.js"
@@ -29,7 +29,7 @@ import { DEFAULT_MESH_INSTALL_URL, funnelLife, type MeshCheck, meshCheck, meshFu
 import { helperRecord } from "./process.js"
 import { quickLife } from "./quick.js"
 import { makeBackend } from "./supervisor.js"
-import { TokenTunnelConnector } from "./token.js"
+import { TokenTunnelConnector } from "./TokenTunnelConnector.js"
 
 export const TUNNELS_NAMESPACE = "tunnels"
 /** Where running helpers are recorded (process.ts, HelperRecord). */

@@ -17,7 +17,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import type { TunnelStatus } from "../../domain/tunnels.js"
-import type { HostPolicyShape } from "../../platform/http/hostPolicy.js"
+import type { HostPolicyShape } from "../../platform/http/HostPolicy.js"
 import type { HelperRecord } from "./process.js"
 
 export class HelperError extends Error {
